@@ -1,0 +1,4 @@
+//! The harness: devices, validation at the launch boundary, selection, the case runner,
+//! verdicts, snapshots and reports.
+
+pub mod require;

@@ -1,0 +1,206 @@
+//! The declaration types. Each kernel is declared once, in `set.rs`.
+
+use crate::target::Target;
+use w4a16_reference::{ActDtype, NumericRecipe};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum KernelId {
+    Skinny,
+    Fused,
+    Dequant,
+    Dense,
+    Fallback,
+}
+
+impl KernelId {
+    pub const ALL: [KernelId; 5] = [KernelId::Skinny, KernelId::Fused, KernelId::Dequant, KernelId::Dense, KernelId::Fallback];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            KernelId::Skinny => "skinny",
+            KernelId::Fused => "fused",
+            KernelId::Dequant => "dequant",
+            KernelId::Dense => "dense",
+            KernelId::Fallback => "fallback",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<KernelId> {
+        KernelId::ALL.into_iter().find(|k| k.name() == s)
+    }
+}
+
+impl std::fmt::Display for KernelId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The tensors a kernel reads or writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TensorRole {
+    /// `X[M, K]`, activation dtype.
+    X,
+    /// Resident int4 weights `[N, K/8]` u32.
+    Weights,
+    /// `[N, K/G]`, activation dtype.
+    Scales,
+    /// Packed `[N/8, K/G]` u32; null for symmetric layers.
+    Zeros,
+    /// `[N]`, activation dtype; null when absent.
+    Bias,
+    /// `Y[M, N]`, activation dtype.
+    Y,
+    /// Dense dequantized copy `[N, K_pad]`, activation dtype.
+    Dense,
+}
+
+impl TensorRole {
+    pub fn name(self) -> &'static str {
+        match self {
+            TensorRole::X => "x",
+            TensorRole::Weights => "weights",
+            TensorRole::Scales => "scales",
+            TensorRole::Zeros => "zero points",
+            TensorRole::Bias => "bias",
+            TensorRole::Y => "y",
+            TensorRole::Dense => "dense weights",
+        }
+    }
+}
+
+/// 32-bit integer launch arguments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ScalarArg {
+    M,
+    N,
+    K,
+    Group,
+    /// Elements between rows of X.
+    XRowStride,
+    /// Bytes between rows of the int4 weights.
+    WeightRowStrideBytes,
+    /// Elements between rows of the scales.
+    ScaleRowStride,
+    /// Elements between rows of Y.
+    YRowStride,
+    /// Elements between rows of the dense copy.
+    DenseRowStride,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ArgKind {
+    /// A device pointer (8 bytes).
+    Pointer { role: TensorRole, writes: bool, nullable: bool },
+    /// A 32-bit signed integer.
+    I32(ScalarArg),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ArgDecl {
+    /// The parameter name in the HIP source.
+    pub name: &'static str,
+    pub kind: ArgKind,
+}
+
+impl ArgDecl {
+    pub fn size(&self) -> usize {
+        match self.kind {
+            ArgKind::Pointer { .. } => 8,
+            ArgKind::I32(_) => 4,
+        }
+    }
+
+    pub fn is_pointer(&self) -> bool {
+        matches!(self.kind, ArgKind::Pointer { .. })
+    }
+}
+
+/// Byte offsets of each argument in the kernel-argument buffer (natural alignment, as clang and
+/// nvcc lay out `__global__` parameters).
+pub fn arg_offsets(args: &[ArgDecl]) -> (Vec<usize>, usize) {
+    let mut off = 0usize;
+    let mut out = Vec::with_capacity(args.len());
+    for a in args {
+        let sz = a.size();
+        off = off.next_multiple_of(sz);
+        out.push(off);
+        off += sz;
+    }
+    (out, off)
+}
+
+/// Which group sizes a kernel accepts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GroupRule {
+    /// Exactly these sizes (the fast path: 32, 64, 128).
+    OneOf(&'static [usize]),
+    /// Any G with K % G == 0 and G % 8 == 0, channelwise (G = K) included.
+    AnyDividingK,
+}
+
+/// The tensor contract a kernel declares; validation at the launch boundary reads it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ContractDecl {
+    pub groups: GroupRule,
+    /// Smallest and largest M (inclusive); `None` = unbounded.
+    pub m_min: usize,
+    pub m_max: Option<usize>,
+    /// K must be a multiple of this.
+    pub k_multiple: usize,
+    /// Weight row stride must be a multiple of this many bytes.
+    pub weight_row_align_bytes: usize,
+    /// Zero points must be packed u32 `[N/8, K/G]` (all kernels of the set).
+    pub packed_zero_points: bool,
+    /// Device pointers must be aligned to this many bytes.
+    pub pointer_align_bytes: usize,
+}
+
+/// Grid and block of one launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct LaunchGeometry {
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub shared_mem_bytes: u32,
+}
+
+/// The problem a launch is for (logical sizes and run-time strides).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LaunchShape {
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub group: usize,
+    pub dtype: ActDtype,
+    pub asymmetric: bool,
+}
+
+/// One tile of the fused kernel: (BM, BN, BK) and the number of warps/waves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct Tile {
+    pub bm: u32,
+    pub bn: u32,
+    pub bk: u32,
+    pub warps: u32,
+}
+
+/// One kernel, declared once.
+#[derive(Clone, Copy)]
+pub struct KernelDecl {
+    pub id: KernelId,
+    /// File under `kernels/hip/`; `None` for the vendor-BLAS `dense` path.
+    pub source_file: Option<&'static str>,
+    /// `extern "C"` entry point per activation dtype.
+    pub entry_point: fn(ActDtype) -> &'static str,
+    pub args: &'static [ArgDecl],
+    pub contract: ContractDecl,
+    pub recipe: fn(ActDtype) -> NumericRecipe,
+    pub geometry: fn(&LaunchShape, Target) -> LaunchGeometry,
+}
+
+impl std::fmt::Debug for KernelDecl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KernelDecl").field("id", &self.id).finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,1 @@
+//! (in progress) the kernel set, one declaration per kernel.

@@ -1,0 +1,83 @@
+//! The activation dtype shared by X, scales, bias and Y.
+
+use half::{bf16, f16};
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ActDtype {
+    F16,
+    Bf16,
+}
+
+impl ActDtype {
+    pub const ALL: [ActDtype; 2] = [ActDtype::F16, ActDtype::Bf16];
+
+    /// Unit roundoff of round-to-nearest in this format (half an ulp at 1.0).
+    pub fn unit_roundoff(self) -> f64 {
+        match self {
+            ActDtype::F16 => 2f64.powi(-11),
+            ActDtype::Bf16 => 2f64.powi(-8),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ActDtype::F16 => "f16",
+            ActDtype::Bf16 => "bf16",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "f16" | "fp16" | "float16" | "half" => Some(ActDtype::F16),
+            "bf16" | "bfloat16" => Some(ActDtype::Bf16),
+            _ => None,
+        }
+    }
+
+    /// Round-to-nearest-even of an f32 into this format; returns the bits.
+    pub fn from_f32(self, v: f32) -> u16 {
+        match self {
+            ActDtype::F16 => f16::from_f32(v).to_bits(),
+            ActDtype::Bf16 => bf16::from_f32(v).to_bits(),
+        }
+    }
+
+    /// Round-to-nearest-even of an f64 (single rounding, no detour through f32).
+    pub fn from_f64(self, v: f64) -> u16 {
+        match self {
+            ActDtype::F16 => f16::from_f64(v).to_bits(),
+            ActDtype::Bf16 => bf16::from_f64(v).to_bits(),
+        }
+    }
+
+    pub fn to_f32(self, bits: u16) -> f32 {
+        match self {
+            ActDtype::F16 => f16::from_bits(bits).to_f32(),
+            ActDtype::Bf16 => bf16::from_bits(bits).to_f32(),
+        }
+    }
+
+    pub fn to_f64(self, bits: u16) -> f64 {
+        self.to_f32(bits) as f64
+    }
+
+    /// The NaN pattern written into outputs before a launch (DESIGN rule 7).
+    pub fn poison_bits(self) -> u16 {
+        match self {
+            ActDtype::F16 => 0x7E01,
+            ActDtype::Bf16 => 0x7FC1,
+        }
+    }
+
+    pub fn size_bytes(self) -> usize {
+        2
+    }
+}
+
+impl std::fmt::Display for ActDtype {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}

@@ -1,0 +1,44 @@
+//! Where a kernel rounds: the reference reads this to derive each kernel's bound (SPEC §6).
+
+use crate::dtype::ActDtype;
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BiasStage {
+    /// Bias added to the fp32 accumulator, then a single cast (HIP skinny path).
+    BeforeCast,
+    /// Accumulator cast first, bias added in the activation dtype (Triton-style fused path).
+    AfterCast,
+}
+
+/// A kernel's numeric recipe. Declared once per kernel; the bound follows from it.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NumericRecipe {
+    /// Dequantized weights `(q − z)·s` are rounded to the activation dtype before the multiply
+    /// (matrix-core paths). Adds `u_w · a` to the bound.
+    pub rounds_dequantized_weight: bool,
+    /// The kernel accumulates `Σ x·(offset + q)` and subtracts `(offset + z)·Σ x` afterwards (the
+    /// bf16 `0x4300` variant, offset 128). The bound then uses the offset magnitude
+    /// `Σ |x|·|s|·(2·offset + q + z)` in place of `a` for the accumulation term.
+    pub offset_accumulation: Option<f64>,
+    pub bias: BiasStage,
+    /// The output dtype (the activation dtype of the case).
+    pub output: ActDtype,
+    /// The kernel's result is exact by construction when the data are (the dequant kernel).
+    pub single_rounding: bool,
+}
+
+impl NumericRecipe {
+    /// fp32 accumulation of exact dequantized weights, bias in fp32, one cast: the tightest
+    /// recipe, used by skinny and fallback.
+    pub fn fp32_exact_weights(output: ActDtype) -> Self {
+        NumericRecipe {
+            rounds_dequantized_weight: false,
+            offset_accumulation: None,
+            bias: BiasStage::BeforeCast,
+            output,
+            single_rounding: false,
+        }
+    }
+}

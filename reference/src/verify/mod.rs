@@ -1,0 +1,1 @@
+//! The second oracle: checks that need no full reference.

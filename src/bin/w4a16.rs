@@ -1,0 +1,2 @@
+//! The `w4a16` command line (in progress).
+fn main() {}
