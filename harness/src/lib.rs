@@ -2,3 +2,4 @@
 //! verdicts, snapshots and reports.
 
 pub mod require;
+pub mod runner;
