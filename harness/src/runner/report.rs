@@ -14,8 +14,12 @@ struct JsonReport<'a> {
 
 pub fn json(target: &str, verdicts: &[Verdict]) -> String {
     let summary = Summary::of(verdicts);
-    serde_json::to_string_pretty(&JsonReport { target, summary: &summary, verdicts })
-        .expect("verdicts serialize")
+    serde_json::to_string_pretty(&JsonReport {
+        target,
+        summary: &summary,
+        verdicts,
+    })
+    .expect("verdicts serialize")
 }
 
 /// JUnit XML: one suite per case-id prefix (the suite name), one test case per check.
@@ -30,7 +34,9 @@ pub fn junit(target: &str, verdicts: &[Verdict]) -> String {
         let mut suite = TestSuite::new(name);
         for v in vs {
             let status = match v.outcome {
-                Outcome::Pass | Outcome::Refused | Outcome::ExpectedFail => TestCaseStatus::success(),
+                Outcome::Pass | Outcome::Refused | Outcome::ExpectedFail => {
+                    TestCaseStatus::success()
+                }
                 Outcome::Skip => {
                     let mut s = TestCaseStatus::skipped();
                     s.set_message(v.detail.clone());
@@ -66,7 +72,14 @@ pub fn markdown(target: &str, verdicts: &[Verdict], repro: impl Fn(&Verdict) -> 
     out.push_str("|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     out.push_str(&format!(
         "| {} | {} | {} | {} | {} | {} | {} | {} |\n\n",
-        s.passed, s.refused, s.expected_fail, s.failed, s.faults, s.unexpected_pass, s.expired, s.skipped
+        s.passed,
+        s.refused,
+        s.expected_fail,
+        s.failed,
+        s.faults,
+        s.unexpected_pass,
+        s.expired,
+        s.skipped
     ));
     let failures: Vec<&Verdict> = verdicts.iter().filter(|v| v.outcome.is_failure()).collect();
     if !failures.is_empty() {
@@ -82,7 +95,10 @@ pub fn markdown(target: &str, verdicts: &[Verdict], repro: impl Fn(&Verdict) -> 
             ));
         }
         if failures.len() > 200 {
-            out.push_str(&format!("\n… and {} more (see the JSON report)\n", failures.len() - 200));
+            out.push_str(&format!(
+                "\n… and {} more (see the JSON report)\n",
+                failures.len() - 200
+            ));
         }
         out.push_str("\n</details>\n\n");
     }
@@ -102,8 +118,14 @@ mod tests {
     fn sample() -> Vec<Verdict> {
         vec![
             Verdict::new("edges/a/M=1/f16/sym/g32/exact", "skinny", Outcome::Pass).bucket("0"),
-            Verdict::new("edges/a/M=1/f16/sym/g32/exact", "fused", Outcome::Fail).detail("3 elements over bound"),
-            Verdict::new("edges/b/M=6/bf16/asym/g64/realistic", "fused", Outcome::Skip).detail("no GPU"),
+            Verdict::new("edges/a/M=1/f16/sym/g32/exact", "fused", Outcome::Fail)
+                .detail("3 elements over bound"),
+            Verdict::new(
+                "edges/b/M=6/bf16/asym/g64/realistic",
+                "fused",
+                Outcome::Skip,
+            )
+            .detail("no GPU"),
         ]
     }
 
@@ -117,7 +139,9 @@ mod tests {
 
     #[test]
     fn markdown_lists_failures_with_repro() {
-        let md = markdown("sm_90", &sample(), |v| format!("w4a16 repro '{}'", v.case_id));
+        let md = markdown("sm_90", &sample(), |v| {
+            format!("w4a16 repro '{}'", v.case_id)
+        });
         assert!(md.contains("❌"));
         assert!(md.contains("w4a16 repro 'edges/a/M=1/f16/sym/g32/exact'"));
         assert!(md.contains("1 × no GPU"));

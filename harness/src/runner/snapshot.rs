@@ -40,7 +40,9 @@ pub fn assert_verdicts(suite: &str, target: &str, verdicts: &[Verdict]) {
 
 /// The committed snapshot file for a suite and target.
 pub fn committed_path(repo_root: &Path, suite: &str, target: &str) -> PathBuf {
-    repo_root.join("snapshots").join(format!("{}@{}.snap", snapshot_name(suite), target))
+    repo_root
+        .join("snapshots")
+        .join(format!("{}@{}.snap", snapshot_name(suite), target))
 }
 
 /// One parsed snapshot row.

@@ -1,10 +1,10 @@
 //! What one check of one case concluded. Rows are stable across runs (DESIGN rule 6): no
 //! timings, paths or driver strings; the error/bound ratio only as a coarse bucket.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Outcome {
     /// Within the bound (or bit-exact where exactness is required).
@@ -41,7 +41,10 @@ impl Outcome {
 
     /// Whether this outcome makes the run fail.
     pub fn is_failure(self) -> bool {
-        matches!(self, Outcome::Fail | Outcome::Fault | Outcome::UnexpectedPass | Outcome::Expired)
+        matches!(
+            self,
+            Outcome::Fail | Outcome::Fault | Outcome::UnexpectedPass | Outcome::Expired
+        )
     }
 }
 
@@ -52,7 +55,7 @@ impl fmt::Display for Outcome {
 }
 
 /// One check of one case.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Verdict {
     pub case_id: String,
     /// What was checked: a kernel path (`skinny`, `dequant+dense`), `selection`,
@@ -64,7 +67,7 @@ pub struct Verdict {
     /// Human detail for logs and reports; never snapshotted.
     pub detail: String,
     /// Worst |ŷ−y|/bound, for reports only.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worst_ratio: Option<f64>,
 }
 
@@ -93,7 +96,10 @@ impl Verdict {
     /// The stable snapshot line.
     pub fn snapshot_row(&self) -> String {
         match &self.bucket {
-            Some(b) => format!("{} | {} | {} | {}", self.case_id, self.check, self.outcome, b),
+            Some(b) => format!(
+                "{} | {} | {} | {}",
+                self.case_id, self.check, self.outcome, b
+            ),
             None => format!("{} | {} | {}", self.case_id, self.check, self.outcome),
         }
     }
