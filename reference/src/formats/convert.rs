@@ -21,13 +21,18 @@ pub struct LoadTarget {
 /// expected and what it got.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum ConvertError {
-    #[error("{tensor}: expected dtype {expected} with shape {layout} = {}, got {got}", shape_str(.shape))]
+    #[error(
+        "{tensor}: expected dtype {expected} with shape {layout} = {}, got {got} {}",
+        shape_str(.shape),
+        shape_str(.got_shape)
+    )]
     Dtype {
         tensor: String,
         layout: &'static str,
         shape: Vec<usize>,
         expected: StoredDtype,
         got: StoredDtype,
+        got_shape: Vec<usize>,
     },
     #[error("{tensor}: expected shape {layout} = {}, got {}", shape_str(.expected), shape_str(.got))]
     Shape {
@@ -128,6 +133,7 @@ pub(crate) fn expect(
             shape: shape.to_vec(),
             expected: dtype,
             got: t.dtype(),
+            got_shape: t.shape.clone(),
         });
     }
     if t.shape != shape {
