@@ -107,7 +107,7 @@ pub fn quantize(
             got: weights.len(),
         });
     }
-    if group == 0 || k % group != 0 {
+    if group == 0 || !k.is_multiple_of(group) {
         return Err(QuantizeError::Group { k, got: group });
     }
     if let Some(i) = weights.iter().position(|v| !v.is_finite()) {

@@ -6,26 +6,45 @@ mod common;
 use common::{CASES, assert_same_dequantized, logical_layer};
 use proptest::prelude::*;
 use w4a16_reference::formats::{
-    AwqLayer, Checkpoint, CompressedTensorsLayer, ConversionNote, GptqLayer, GptqVersion, LegacyLayer, LoadTarget,
-    ResidentLayer, RowPadding, ZeroPoints,
+    AwqLayer, Checkpoint, CompressedTensorsLayer, ConversionNote, GptqLayer, GptqVersion,
+    LegacyLayer, LoadTarget, ResidentLayer, RowPadding, ZeroPoints,
 };
 use w4a16_reference::layer::QuantizedLayer;
 
 fn target(layer: &QuantizedLayer) -> LoadTarget {
-    LoadTarget { n: layer.shape.n, k: layer.shape.k, dtype: layer.dtype }
+    LoadTarget {
+        n: layer.shape.n,
+        k: layer.shape.k,
+        dtype: layer.dtype,
+    }
 }
 
 fn padding() -> impl Strategy<Value = RowPadding> {
-    (prop::sample::select(vec![0usize, 4, 128]), 0usize..3)
-        .prop_map(|(weight_extra_bytes, scale_extra_elems)| RowPadding { weight_extra_bytes, scale_extra_elems })
+    (prop::sample::select(vec![0usize, 4, 128]), 0usize..3).prop_map(
+        |(weight_extra_bytes, scale_extra_elems)| RowPadding {
+            weight_extra_bytes,
+            scale_extra_elems,
+        },
+    )
 }
 
 /// Converts, reads the resident layout back, and checks it against the logical layer.
 fn check(ckpt: &dyn Checkpoint, layer: &QuantizedLayer, pad: RowPadding) -> Vec<ConversionNote> {
-    let converted = ckpt.to_resident(&target(layer), pad).unwrap_or_else(|e| panic!("{}: {e}", ckpt.format_name()));
-    assert_eq!(converted.layer.weights.row_stride_bytes, layer.shape.k / 2 + pad.weight_extra_bytes);
-    assert_eq!(converted.layer.scales.row_stride, layer.shape.groups() + pad.scale_extra_elems);
-    assert_same_dequantized(&converted.layer.to_logical().expect("valid resident layer"), layer);
+    let converted = ckpt
+        .to_resident(&target(layer), pad)
+        .unwrap_or_else(|e| panic!("{}: {e}", ckpt.format_name()));
+    assert_eq!(
+        converted.layer.weights.row_stride_bytes,
+        layer.shape.k / 2 + pad.weight_extra_bytes
+    );
+    assert_eq!(
+        converted.layer.scales.row_stride,
+        layer.shape.groups() + pad.scale_extra_elems
+    );
+    assert_same_dequantized(
+        &converted.layer.to_logical().expect("valid resident layer"),
+        layer,
+    );
     converted.notes
 }
 
@@ -106,7 +125,12 @@ fn gptq_v1_round_trips_every_zero_point() {
         };
         // Row 0, group 0 (i = 0) holds z, stored as (z − 1) mod 16 in the low nibble.
         assert_eq!(w0 & 0xF, u32::from(z.wrapping_sub(1) & 0xF), "z = {z}");
-        let back = ckpt.to_resident(&target(&layer), RowPadding::NONE).unwrap().layer.to_logical().unwrap();
+        let back = ckpt
+            .to_resident(&target(&layer), RowPadding::NONE)
+            .unwrap()
+            .layer
+            .to_logical()
+            .unwrap();
         assert_same_dequantized(&back, &layer);
         assert_eq!(back.zero(0, 0), z);
         assert_eq!(groups, 2);

@@ -37,7 +37,7 @@ impl AwqLayer {
     pub fn from_logical(layer: &QuantizedLayer) -> Result<Self, LayerError> {
         validate_logical(layer)?;
         let LayerShape { n, k, group } = layer.shape;
-        if n % 8 != 0 {
+        if !n.is_multiple_of(8) {
             return Err(LayerError::NNotMultipleOf8 {
                 packed: "AWQ weights",
                 n,

@@ -68,13 +68,13 @@ impl CompressedTensorsLayer {
     pub fn from_logical(layer: &QuantizedLayer) -> Result<Self, LayerError> {
         validate_logical(layer)?;
         let LayerShape { n, k, group } = layer.shape;
-        if k % 8 != 0 {
+        if !k.is_multiple_of(8) {
             return Err(LayerError::KNotMultipleOf8 { k });
         }
         let groups = layer.shape.groups();
         let weight_zero_point = match &layer.zeros {
             None => None,
-            Some(_) if n % 8 != 0 => {
+            Some(_) if !n.is_multiple_of(8) => {
                 return Err(LayerError::NNotMultipleOf8 {
                     packed: "zero points",
                     n,

@@ -174,7 +174,7 @@ pub(crate) fn half_bits(t: &Tensor) -> &[u16] {
 }
 
 pub(crate) fn check_group(k: usize, group: usize) -> Result<(), ConvertError> {
-    if group == 0 || k % group != 0 {
+    if group == 0 || !k.is_multiple_of(group) {
         return Err(ConvertError::Group { k, got: group });
     }
     Ok(())
@@ -185,7 +185,7 @@ pub(crate) fn check_packed_dim(
     dim: &'static str,
     value: usize,
 ) -> Result<(), ConvertError> {
-    if value % 8 != 0 {
+    if !value.is_multiple_of(8) {
         return Err(ConvertError::PackedDim {
             tensor: tensor.to_string(),
             dim,

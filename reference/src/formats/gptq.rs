@@ -64,10 +64,10 @@ impl GptqLayer {
     pub fn from_logical(layer: &QuantizedLayer, version: GptqVersion) -> Result<Self, LayerError> {
         validate_logical(layer)?;
         let LayerShape { n, k, group } = layer.shape;
-        if k % 8 != 0 {
+        if !k.is_multiple_of(8) {
             return Err(LayerError::KNotMultipleOf8 { k });
         }
-        if layer.zeros.is_some() && n % 8 != 0 {
+        if layer.zeros.is_some() && !n.is_multiple_of(8) {
             return Err(LayerError::NNotMultipleOf8 {
                 packed: "zero points",
                 n,
@@ -87,7 +87,7 @@ impl GptqLayer {
         for g in 0..groups {
             scales.extend((0..n).map(|col| layer.scales[col * groups + g]));
         }
-        let qzeros = (n % 8 == 0).then(|| {
+        let qzeros = n.is_multiple_of(8).then(|| {
             let mut w = Vec::with_capacity(groups * n / 8);
             for g in 0..groups {
                 for nw in 0..n / 8 {

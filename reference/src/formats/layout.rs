@@ -43,7 +43,9 @@ pub fn weight_row_stride_bytes(k: usize, rule: PaddingRule) -> usize {
     let row = k / 2;
     match rule {
         PaddingRule::None => row,
-        PaddingRule::CacheCliff if row > 0 && row % 1024 == 0 => row + CACHE_CLIFF_PAD_BYTES,
+        PaddingRule::CacheCliff if row > 0 && row.is_multiple_of(1024) => {
+            row + CACHE_CLIFF_PAD_BYTES
+        }
         PaddingRule::CacheCliff => row,
         PaddingRule::Forced {
             weight_extra_bytes, ..
@@ -57,7 +59,7 @@ pub fn dense_row_stride_elems(k: usize, rule: PaddingRule) -> usize {
     const ELEM: usize = 2;
     match rule {
         PaddingRule::None => k,
-        PaddingRule::CacheCliff if k > 0 && (k * ELEM) % 2048 == 0 => {
+        PaddingRule::CacheCliff if k > 0 && (k * ELEM).is_multiple_of(2048) => {
             k + CACHE_CLIFF_PAD_BYTES / ELEM
         }
         PaddingRule::CacheCliff => k,
@@ -202,10 +204,10 @@ pub fn validate_logical(layer: &QuantizedLayer) -> Result<(), LayerError> {
 /// The packing constraints on top of [`validate_logical`]: K%8, and N%8 when zero points exist.
 pub(crate) fn validate_packable(layer: &QuantizedLayer) -> Result<(), LayerError> {
     validate_logical(layer)?;
-    if layer.shape.k % 8 != 0 {
+    if !layer.shape.k.is_multiple_of(8) {
         return Err(LayerError::KNotMultipleOf8 { k: layer.shape.k });
     }
-    if layer.zeros.is_some() && layer.shape.n % 8 != 0 {
+    if layer.zeros.is_some() && !layer.shape.n.is_multiple_of(8) {
         return Err(LayerError::NNotMultipleOf8 {
             packed: "zero points",
             n: layer.shape.n,
@@ -242,7 +244,7 @@ impl ResidentWeights {
     }
 
     pub fn validate(&self) -> Result<(), LayoutError> {
-        if self.k % 8 != 0 {
+        if !self.k.is_multiple_of(8) {
             return Err(LayerError::KNotMultipleOf8 { k: self.k }.into());
         }
         let row = self.k / 2;
@@ -252,7 +254,7 @@ impl ResidentWeights {
                 got: self.row_stride_bytes,
             });
         }
-        if self.row_stride_bytes % 4 != 0 {
+        if !self.row_stride_bytes.is_multiple_of(4) {
             return Err(LayoutError::WeightStrideAlignment {
                 got: self.row_stride_bytes,
             });
@@ -314,7 +316,7 @@ impl ResidentScales {
 
 impl PackedZeroPoints {
     pub fn validate(&self) -> Result<(), LayoutError> {
-        if self.n % 8 != 0 {
+        if !self.n.is_multiple_of(8) {
             return Err(LayerError::NNotMultipleOf8 {
                 packed: "zero points",
                 n: self.n,
@@ -350,7 +352,7 @@ impl ResidentLayer {
         let groups = layer.shape.groups();
         let row = k / 2;
         let stride = row + padding.weight_extra_bytes;
-        if stride % 4 != 0 {
+        if !stride.is_multiple_of(4) {
             return Err(LayoutError::WeightStrideAlignment { got: stride });
         }
         let mut bytes = vec![WEIGHT_PAD_BYTE; n * stride];
@@ -445,15 +447,16 @@ impl ResidentLayer {
                 }
                 z.validate()?;
             }
-            Some(ZeroPoints::UnpackedLegacy(z)) => {
-                if (z.n, z.groups) != (s.n, groups) || z.bits.len() != s.n * groups {
-                    return mismatch(
-                        "zero points (legacy)",
-                        format!("[N, K/G] = [{}, {groups}]", s.n),
-                        format!("[{}, {}] with {} elements", z.n, z.groups, z.bits.len()),
-                    );
-                }
+            Some(ZeroPoints::UnpackedLegacy(z))
+                if (z.n, z.groups) != (s.n, groups) || z.bits.len() != s.n * groups =>
+            {
+                return mismatch(
+                    "zero points (legacy)",
+                    format!("[N, K/G] = [{}, {groups}]", s.n),
+                    format!("[{}, {}] with {} elements", z.n, z.groups, z.bits.len()),
+                );
             }
+            Some(ZeroPoints::UnpackedLegacy(_)) => {}
         }
         if let Some(b) = &self.bias
             && b.len() != s.n

@@ -32,7 +32,7 @@ impl LegacyLayer {
     pub fn from_logical(layer: &QuantizedLayer) -> Result<Self, LayerError> {
         validate_logical(layer)?;
         let LayerShape { n, k, group } = layer.shape;
-        if k % 8 != 0 {
+        if !k.is_multiple_of(8) {
             return Err(LayerError::KNotMultipleOf8 { k });
         }
         let groups = layer.shape.groups();
