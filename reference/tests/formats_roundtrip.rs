@@ -136,3 +136,65 @@ fn gptq_v1_round_trips_every_zero_point() {
         assert_eq!(groups, 2);
     }
 }
+
+/// Words written out by hand from SPEC §2–3, so that a producer and its converter cannot agree
+/// on a wrong order. Layer: N = K = G = 8, q[n][k] = n + k + 1 (row 0 and column 0 are 1..8),
+/// z[n] = n + 1.
+#[test]
+fn stored_words_match_the_spec() {
+    use w4a16_reference::ActDtype;
+    use w4a16_reference::formats::{Tensor, TensorData};
+    use w4a16_reference::layer::LayerShape;
+    let layer = QuantizedLayer {
+        shape: LayerShape::new(8, 8, 8),
+        dtype: ActDtype::F16,
+        q: (0..64).map(|i| ((i / 8 + i % 8 + 1) % 16) as u8).collect(),
+        zeros: Some((1..=8).collect()),
+        scales: vec![ActDtype::F16.from_f32(1.0); 8],
+        bias: None,
+    };
+    let first = |t: &Tensor| match &t.data {
+        TensorData::I32(v) => v[0] as u32,
+        other => panic!("{} stored as {:?}", t.name, other.dtype()),
+    };
+    let ct = CompressedTensorsLayer::from_logical(&layer).unwrap();
+    assert_eq!(first(&ct.weight_packed), 0x8765_4321, "sequential along K");
+    assert_eq!(
+        first(ct.weight_zero_point.as_ref().unwrap()),
+        0x8765_4321,
+        "sequential along N"
+    );
+    let v1 = GptqLayer::from_logical(&layer, GptqVersion::V1).unwrap();
+    assert_eq!(first(&v1.qweight), 0x8765_4321);
+    assert_eq!(
+        first(v1.qzeros.as_ref().unwrap()),
+        0x7654_3210,
+        "v1 stores z - 1"
+    );
+    let v2 = GptqLayer::from_logical(&layer, GptqVersion::V2).unwrap();
+    assert_eq!(first(v2.qzeros.as_ref().unwrap()), 0x8765_4321);
+    let awq = AwqLayer::from_logical(&layer).unwrap();
+    assert_eq!(
+        first(&awq.qweight),
+        0x8642_7531,
+        "slots hold columns 0,2,4,6,1,3,5,7"
+    );
+    assert_eq!(first(awq.qzeros.as_ref().unwrap()), 0x8642_7531);
+    for ckpt in [&ct as &dyn Checkpoint, &v1, &v2, &awq] {
+        let resident = ckpt
+            .to_resident(&target(&layer), RowPadding::NONE)
+            .unwrap()
+            .layer;
+        // ExLlama: nibbles from bit 0 are elements 0,2,4,6,1,3,5,7.
+        assert_eq!(
+            resident.weights.bytes[..4],
+            [0x31, 0x75, 0x42, 0x86],
+            "{}",
+            ckpt.format_name()
+        );
+        match &resident.zeros {
+            Some(ZeroPoints::Packed(z)) => assert_eq!(z.words[0], 0x8765_4321),
+            other => panic!("{other:?}"),
+        }
+    }
+}
