@@ -70,7 +70,11 @@ pub struct BoundTerms {
 
 impl BoundTerms {
     pub fn eval(&self, acc_magnitude: f64, a: f64, y_abs: f64, y_pre_bias_abs: f64) -> f64 {
-        self.accumulation * acc_magnitude + self.weight * a + self.y * y_abs + self.y_pre_bias * y_pre_bias_abs + self.floor
+        self.accumulation * acc_magnitude
+            + self.weight * a
+            + self.y * y_abs
+            + self.y_pre_bias * y_pre_bias_abs
+            + self.floor
     }
 }
 
@@ -96,16 +100,22 @@ impl BoundModel {
                 got: c_target.to_string(),
             });
         }
-        let gamma_k = gamma(k, U32).filter(|g| *g <= 1.0).ok_or_else(|| InputError::Mismatch {
-            what: "K for the fp32 bound",
-            expected: "K·2⁻²⁴ ≤ 1/2".into(),
-            got: k.to_string(),
-        })?;
+        let gamma_k = gamma(k, U32)
+            .filter(|g| *g <= 1.0)
+            .ok_or_else(|| InputError::Mismatch {
+                what: "K for the fp32 bound",
+                expected: "K·2⁻²⁴ ≤ 1/2".into(),
+                got: k.to_string(),
+            })?;
         let dtype = recipe.output;
         let u = U32;
         let ud = dtype.unit_roundoff();
         let eta = output_underflow(dtype);
-        let u_w = if recipe.rounds_dequantized_weight { ud } else { 0.0 };
+        let u_w = if recipe.rounds_dequantized_weight {
+            ud
+        } else {
+            0.0
+        };
         let acc_m = c_target * gamma_k * (1.0 + u_w);
         let acc_a = c_target * u_w;
         let acc_f = c_target * (2 * k + 2) as f64 * fp32_underflow();
@@ -120,7 +130,12 @@ impl BoundModel {
         let without_bias = plain(1.0 + ud, ud, 0.0, eta);
         let with_bias = match recipe.bias {
             BiasStage::BeforeCast => plain((1.0 + ud) * (1.0 + u), ud + u * (1.0 + ud), 0.0, eta),
-            BiasStage::AfterCast => plain((1.0 + ud) * (1.0 + ud), ud, ud * (1.0 + ud), (2.0 + ud) * eta),
+            BiasStage::AfterCast => plain(
+                (1.0 + ud) * (1.0 + ud),
+                ud,
+                ud * (1.0 + ud),
+                (2.0 + ud) * eta,
+            ),
         };
         let rho = gamma(k + 2, U64).unwrap_or(f64::INFINITY);
         let with_slack = |t: BoundTerms| {
@@ -148,7 +163,11 @@ impl BoundModel {
     /// The coefficients for an element whose bias is nonzero (or zero/absent). The nonzero-bias
     /// terms dominate the others coefficient by coefficient, so they bound sums over mixed rows.
     pub fn terms(&self, bias_nonzero: bool) -> &BoundTerms {
-        if bias_nonzero { &self.with_bias } else { &self.without_bias }
+        if bias_nonzero {
+            &self.with_bias
+        } else {
+            &self.without_bias
+        }
     }
 
     pub fn uses_offset(&self) -> bool {
@@ -157,6 +176,7 @@ impl BoundModel {
 
     /// The bound for one element: `acc_magnitude` is `a_offset` for offset recipes, else `a`.
     pub fn element(&self, y: f64, a: f64, acc_magnitude: f64, bias: f64) -> f64 {
-        self.terms(bias != 0.0).eval(acc_magnitude, a, y.abs(), (y - bias).abs())
+        self.terms(bias != 0.0)
+            .eval(acc_magnitude, a, y.abs(), (y - bias).abs())
     }
 }

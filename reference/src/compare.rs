@@ -91,7 +91,10 @@ impl CompareReport {
         let better = match (self.worst_at, other.worst_at) {
             (_, None) => false,
             (None, Some(_)) => true,
-            (Some(a), Some(b)) => other.worst_ratio > self.worst_ratio || (other.worst_ratio == self.worst_ratio && b < a),
+            (Some(a), Some(b)) => {
+                other.worst_ratio > self.worst_ratio
+                    || (other.worst_ratio == self.worst_ratio && b < a)
+            }
         };
         if better {
             self.worst_ratio = other.worst_ratio;
@@ -143,7 +146,10 @@ impl CompareReport {
         if ratio > 1.0 {
             self.over_bound += 1;
         }
-        if self.worst_at.is_none() || ratio > self.worst_ratio || (ratio == self.worst_ratio && Some(at) < self.worst_at) {
+        if self.worst_at.is_none()
+            || ratio > self.worst_ratio
+            || (ratio == self.worst_ratio && Some(at) < self.worst_at)
+        {
             self.worst_ratio = ratio;
             self.worst_at = Some(at);
         }
@@ -175,7 +181,11 @@ impl<'a> OutputBits<'a> {
                 got: self.row_stride.to_string(),
             });
         }
-        let needed = if m == 0 { 0 } else { (m - 1) * self.row_stride + n };
+        let needed = if m == 0 {
+            0
+        } else {
+            (m - 1) * self.row_stride + n
+        };
         if self.bits.len() < needed {
             return Err(InputError::Mismatch {
                 what: "Y data length",
@@ -187,9 +197,18 @@ impl<'a> OutputBits<'a> {
     }
 }
 
-fn check_model(model: &BoundModel, k: usize, dtype: ActDtype, has_offset: bool) -> Result<(), InputError> {
+fn check_model(
+    model: &BoundModel,
+    k: usize,
+    dtype: ActDtype,
+    has_offset: bool,
+) -> Result<(), InputError> {
     if model.k != k {
-        return Err(InputError::Mismatch { what: "bound model K", expected: k.to_string(), got: model.k.to_string() });
+        return Err(InputError::Mismatch {
+            what: "bound model K",
+            expected: k.to_string(),
+            got: model.k.to_string(),
+        });
     }
     if model.recipe.output != dtype {
         return Err(InputError::Mismatch {
@@ -201,7 +220,12 @@ fn check_model(model: &BoundModel, k: usize, dtype: ActDtype, has_offset: bool) 
     if model.uses_offset() != has_offset {
         return Err(InputError::Mismatch {
             what: "reference a_offset (recipe offset_accumulation)",
-            expected: if model.uses_offset() { "present" } else { "absent" }.into(),
+            expected: if model.uses_offset() {
+                "present"
+            } else {
+                "absent"
+            }
+            .into(),
             got: if has_offset { "present" } else { "absent" }.into(),
         });
     }
@@ -209,7 +233,11 @@ fn check_model(model: &BoundModel, k: usize, dtype: ActDtype, has_offset: bool) 
 }
 
 /// Every element against its bound.
-pub fn compare(reference: &Reference, model: &BoundModel, out: OutputBits<'_>) -> Result<CompareReport, InputError> {
+pub fn compare(
+    reference: &Reference,
+    model: &BoundModel,
+    out: OutputBits<'_>,
+) -> Result<CompareReport, InputError> {
     compare_mode(reference, model, out, CompareMode::Bound)
 }
 
@@ -228,7 +256,12 @@ fn compare_mode(
     out: OutputBits<'_>,
     mode: CompareMode,
 ) -> Result<CompareReport, InputError> {
-    check_model(model, reference.k, reference.dtype, reference.a_offset.is_some())?;
+    check_model(
+        model,
+        reference.k,
+        reference.dtype,
+        reference.a_offset.is_some(),
+    )?;
     out.validate(reference.m, reference.n)?;
     let (n, dtype) = (reference.n, reference.dtype);
     let report = (0..reference.m)
@@ -240,7 +273,16 @@ fn compare_mode(
                     let i = m * n + j;
                     let a = reference.a[i];
                     let acc = reference.a_offset.as_ref().map_or(a, |o| o[i]);
-                    rep.record((m, j), out.get(m, j), dtype, reference.y[i], a, acc, reference.bias[j], model);
+                    rep.record(
+                        (m, j),
+                        out.get(m, j),
+                        dtype,
+                        reference.y[i],
+                        a,
+                        acc,
+                        reference.bias[j],
+                        model,
+                    );
                 }
                 rep
             },
@@ -256,7 +298,12 @@ fn compare_mode(
 }
 
 /// Reference lines against the output, one report per line (sampled verification).
-pub(crate) fn compare_lines(lines: &Lines, model: &BoundModel, dtype: ActDtype, out: OutputBits<'_>) -> Vec<CompareReport> {
+pub(crate) fn compare_lines(
+    lines: &Lines,
+    model: &BoundModel,
+    dtype: ActDtype,
+    out: OutputBits<'_>,
+) -> Vec<CompareReport> {
     (0..lines.index.len())
         .into_par_iter()
         .map(|i| {
@@ -266,13 +313,26 @@ pub(crate) fn compare_lines(lines: &Lines, model: &BoundModel, dtype: ActDtype, 
                 let (m, n) = lines.coords(i, j);
                 let a = lines.a[e];
                 let acc = lines.a_offset.as_ref().map_or(a, |o| o[e]);
-                rep.record((m, n), out.get(m, n), dtype, lines.y[e], a, acc, lines.bias[n], model);
+                rep.record(
+                    (m, n),
+                    out.get(m, n),
+                    dtype,
+                    lines.y[e],
+                    a,
+                    acc,
+                    lines.bias[n],
+                    model,
+                );
             }
             rep
         })
         .collect()
 }
 
-pub(crate) fn check_model_for(model: &BoundModel, k: usize, dtype: ActDtype) -> Result<(), InputError> {
+pub(crate) fn check_model_for(
+    model: &BoundModel,
+    k: usize,
+    dtype: ActDtype,
+) -> Result<(), InputError> {
     check_model(model, k, dtype, model.uses_offset())
 }

@@ -21,22 +21,42 @@ use rayon::prelude::*;
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum InputError {
     #[error("{what}: expected {expected}, got {got}")]
-    Mismatch { what: &'static str, expected: String, got: String },
+    Mismatch {
+        what: &'static str,
+        expected: String,
+        got: String,
+    },
     #[error("{what}: value {value} at index {index} is not a 4-bit code (expected 0..=15)")]
-    CodeOutOfRange { what: &'static str, index: usize, value: u8 },
+    CodeOutOfRange {
+        what: &'static str,
+        index: usize,
+        value: u8,
+    },
     #[error("{what}: element {index} is NaN or infinite (expected finite inputs)")]
     NonFinite { what: &'static str, index: usize },
     #[error("{what}: index {index} out of range (expected < {extent})")]
-    IndexOutOfRange { what: &'static str, index: usize, extent: usize },
+    IndexOutOfRange {
+        what: &'static str,
+        index: usize,
+        extent: usize,
+    },
 }
 
 fn mismatch(what: &'static str, expected: impl ToString, got: impl ToString) -> InputError {
-    InputError::Mismatch { what, expected: expected.to_string(), got: got.to_string() }
+    InputError::Mismatch {
+        what,
+        expected: expected.to_string(),
+        got: got.to_string(),
+    }
 }
 
 /// Checks that X, the layer and the recipe describe one operation (SPEC §1) and that every code
 /// is a nibble and every value finite, so that later stages can index without checks.
-pub fn validate(x: &Activations, layer: &QuantizedLayer, recipe: &NumericRecipe) -> Result<(), InputError> {
+pub fn validate(
+    x: &Activations,
+    layer: &QuantizedLayer,
+    recipe: &NumericRecipe,
+) -> Result<(), InputError> {
     let sh = layer.shape;
     if sh.group == 0 {
         return Err(mismatch("layer group size", "≥ 1", 0));
@@ -45,11 +65,23 @@ pub fn validate(x: &Activations, layer: &QuantizedLayer, recipe: &NumericRecipe)
         return Err(mismatch("X columns (K)", sh.k, x.k));
     }
     if x.row_stride < x.k {
-        return Err(mismatch("X row stride", format!("≥ K = {}", x.k), x.row_stride));
+        return Err(mismatch(
+            "X row stride",
+            format!("≥ K = {}", x.k),
+            x.row_stride,
+        ));
     }
-    let needed = if x.m == 0 { 0 } else { (x.m - 1) * x.row_stride + x.k };
+    let needed = if x.m == 0 {
+        0
+    } else {
+        (x.m - 1) * x.row_stride + x.k
+    };
     if x.data.len() < needed {
-        return Err(mismatch("X data length", format!("≥ {needed}"), x.data.len()));
+        return Err(mismatch(
+            "X data length",
+            format!("≥ {needed}"),
+            x.data.len(),
+        ));
     }
     if x.dtype != layer.dtype {
         return Err(mismatch("X dtype", layer.dtype, x.dtype));
@@ -60,18 +92,30 @@ pub fn validate(x: &Activations, layer: &QuantizedLayer, recipe: &NumericRecipe)
     if let Some(off) = recipe.offset_accumulation
         && !(off.is_finite() && off >= 0.0)
     {
-        return Err(mismatch("recipe offset_accumulation", "a finite offset ≥ 0", off));
+        return Err(mismatch(
+            "recipe offset_accumulation",
+            "a finite offset ≥ 0",
+            off,
+        ));
     }
     let groups = sh.groups();
     if layer.q.len() != sh.n * sh.k {
         return Err(mismatch("layer q length (N·K)", sh.n * sh.k, layer.q.len()));
     }
     if layer.scales.len() != sh.n * groups {
-        return Err(mismatch("layer scales length (N·groups)", sh.n * groups, layer.scales.len()));
+        return Err(mismatch(
+            "layer scales length (N·groups)",
+            sh.n * groups,
+            layer.scales.len(),
+        ));
     }
     if let Some(z) = &layer.zeros {
         if z.len() != sh.n * groups {
-            return Err(mismatch("layer zeros length (N·groups)", sh.n * groups, z.len()));
+            return Err(mismatch(
+                "layer zeros length (N·groups)",
+                sh.n * groups,
+                z.len(),
+            ));
         }
         check_codes("layer zeros", z)?;
     }
@@ -85,7 +129,9 @@ pub fn validate(x: &Activations, layer: &QuantizedLayer, recipe: &NumericRecipe)
     check_finite("layer scales", &layer.scales, layer.dtype)?;
     let bad_x = (0..x.m).into_par_iter().find_map_first(|m| {
         let row = &x.data[m * x.row_stride..m * x.row_stride + x.k];
-        row.iter().position(|&b| !is_finite_bits(x.dtype, b)).map(|k| m * x.row_stride + k)
+        row.iter()
+            .position(|&b| !is_finite_bits(x.dtype, b))
+            .map(|k| m * x.row_stride + k)
     });
     if let Some(index) = bad_x {
         return Err(InputError::NonFinite { what: "X", index });
@@ -95,7 +141,11 @@ pub fn validate(x: &Activations, layer: &QuantizedLayer, recipe: &NumericRecipe)
 
 fn check_codes(what: &'static str, codes: &[u8]) -> Result<(), InputError> {
     match codes.par_iter().position_first(|&c| c > 15) {
-        Some(index) => Err(InputError::CodeOutOfRange { what, index, value: codes[index] }),
+        Some(index) => Err(InputError::CodeOutOfRange {
+            what,
+            index,
+            value: codes[index],
+        }),
         None => Ok(()),
     }
 }
@@ -183,7 +233,11 @@ impl Lines {
 }
 
 /// The full reference `Y = X·Wᵀ + bias` with its magnitudes.
-pub fn reference(x: &Activations, layer: &QuantizedLayer, recipe: &NumericRecipe) -> Result<Reference, InputError> {
+pub fn reference(
+    x: &Activations,
+    layer: &QuantizedLayer,
+    recipe: &NumericRecipe,
+) -> Result<Reference, InputError> {
     validate(x, layer, recipe)?;
     let rows: Vec<usize> = (0..x.m).collect();
     let lines = rows_unchecked(x, layer, recipe.offset_accumulation, &rows);
@@ -225,7 +279,11 @@ pub fn reference_cols(
 
 fn check_indices(what: &'static str, idx: &[usize], extent: usize) -> Result<(), InputError> {
     match idx.iter().find(|&&i| i >= extent) {
-        Some(&index) => Err(InputError::IndexOutOfRange { what, index, extent }),
+        Some(&index) => Err(InputError::IndexOutOfRange {
+            what,
+            index,
+            extent,
+        }),
         None => Ok(()),
     }
 }
@@ -281,19 +339,27 @@ fn lhs_rows(x: &Activations, table: &[f64], rows: &[usize]) -> (Vec<f64>, Vec<f6
     if k == 0 {
         return (lx, la);
     }
-    lx.par_chunks_mut(k).zip(la.par_chunks_mut(k)).zip(rows.par_iter()).for_each(|((dst, dsta), &m)| {
-        let src = &x.data[m * x.row_stride..m * x.row_stride + k];
-        for ((d, da), &b) in dst.iter_mut().zip(dsta.iter_mut()).zip(src) {
-            let v = table[usize::from(b)];
-            *d = v;
-            *da = v.abs();
-        }
-    });
+    lx.par_chunks_mut(k)
+        .zip(la.par_chunks_mut(k))
+        .zip(rows.par_iter())
+        .for_each(|((dst, dsta), &m)| {
+            let src = &x.data[m * x.row_stride..m * x.row_stride + k];
+            for ((d, da), &b) in dst.iter_mut().zip(dsta.iter_mut()).zip(src) {
+                let v = table[usize::from(b)];
+                *d = v;
+                *da = v.abs();
+            }
+        });
     (lx, la)
 }
 
 /// Reference rows without validation (the verifiers validate once up front).
-pub(crate) fn rows_unchecked(x: &Activations, layer: &QuantizedLayer, offset: Option<f64>, rows: &[usize]) -> Lines {
+pub(crate) fn rows_unchecked(
+    x: &Activations,
+    layer: &QuantizedLayer,
+    offset: Option<f64>,
+    rows: &[usize],
+) -> Lines {
     let (r, n, k) = (rows.len(), layer.shape.n, layer.shape.k);
     let bias = bias_values(layer);
     let table = decode_table(x.dtype);
@@ -309,38 +375,68 @@ pub(crate) fn rows_unchecked(x: &Activations, layer: &QuantizedLayer, offset: Op
         let mut av = ArrayViewMut2::from_shape((r, n), &mut a).expect("a shape");
         let ychunks: Vec<_> = yv.axis_chunks_iter_mut(Axis(1), nb).collect();
         let achunks: Vec<_> = av.axis_chunks_iter_mut(Axis(1), nb).collect();
-        let mut ov = aoff.as_mut().map(|o| ArrayViewMut2::from_shape((r, n), o).expect("a_offset shape"));
+        let mut ov = aoff
+            .as_mut()
+            .map(|o| ArrayViewMut2::from_shape((r, n), o).expect("a_offset shape"));
         let ochunks: Vec<Option<ArrayViewMut2<f64>>> = match ov.as_mut() {
             Some(v) => v.axis_chunks_iter_mut(Axis(1), nb).map(Some).collect(),
             None => (0..ychunks.len()).map(|_| None).collect(),
         };
-        ychunks.into_par_iter().zip(achunks).zip(ochunks).enumerate().for_each(|(bi, ((mut yc, mut ac), oc))| {
-            let (n0, cnt) = (bi * nb, yc.ncols());
-            let mut w = vec![0.0; cnt * k];
-            let mut wa = vec![0.0; cnt * k];
-            let mut wo = offset.map(|_| vec![0.0; cnt * k]);
-            for i in 0..cnt {
-                let off = wo.as_mut().zip(offset).map(|(o, off)| (&mut o[i * k..(i + 1) * k], off));
-                decode_weight_row(layer, n0 + i, &mut w[i * k..(i + 1) * k], &mut wa[i * k..(i + 1) * k], off);
-            }
-            let wv = ArrayView2::from_shape((cnt, k), &w).expect("block shape");
-            general_mat_mul(1.0, &lxv, &wv.t(), 0.0, &mut yc);
-            let wav = ArrayView2::from_shape((cnt, k), &wa).expect("block shape");
-            general_mat_mul(1.0, &lav, &wav.t(), 0.0, &mut ac);
-            if let (Some(mut oc), Some(wo)) = (oc, wo) {
-                let wov = ArrayView2::from_shape((cnt, k), &wo).expect("block shape");
-                general_mat_mul(1.0, &lav, &wov.t(), 0.0, &mut oc);
-            }
-        });
+        ychunks
+            .into_par_iter()
+            .zip(achunks)
+            .zip(ochunks)
+            .enumerate()
+            .for_each(|(bi, ((mut yc, mut ac), oc))| {
+                let (n0, cnt) = (bi * nb, yc.ncols());
+                let mut w = vec![0.0; cnt * k];
+                let mut wa = vec![0.0; cnt * k];
+                let mut wo = offset.map(|_| vec![0.0; cnt * k]);
+                for i in 0..cnt {
+                    let off = wo
+                        .as_mut()
+                        .zip(offset)
+                        .map(|(o, off)| (&mut o[i * k..(i + 1) * k], off));
+                    decode_weight_row(
+                        layer,
+                        n0 + i,
+                        &mut w[i * k..(i + 1) * k],
+                        &mut wa[i * k..(i + 1) * k],
+                        off,
+                    );
+                }
+                let wv = ArrayView2::from_shape((cnt, k), &w).expect("block shape");
+                general_mat_mul(1.0, &lxv, &wv.t(), 0.0, &mut yc);
+                let wav = ArrayView2::from_shape((cnt, k), &wa).expect("block shape");
+                general_mat_mul(1.0, &lav, &wav.t(), 0.0, &mut ac);
+                if let (Some(mut oc), Some(wo)) = (oc, wo) {
+                    let wov = ArrayView2::from_shape((cnt, k), &wo).expect("block shape");
+                    general_mat_mul(1.0, &lav, &wov.t(), 0.0, &mut oc);
+                }
+            });
     }
     if layer.bias.is_some() && n > 0 {
-        y.par_chunks_mut(n).for_each(|row| row.iter_mut().zip(&bias).for_each(|(v, b)| *v += b));
+        y.par_chunks_mut(n)
+            .for_each(|row| row.iter_mut().zip(&bias).for_each(|(v, b)| *v += b));
     }
-    Lines { axis: LineAxis::Rows, index: rows.to_vec(), len: n, y, a, a_offset: aoff, bias }
+    Lines {
+        axis: LineAxis::Rows,
+        index: rows.to_vec(),
+        len: n,
+        y,
+        a,
+        a_offset: aoff,
+        bias,
+    }
 }
 
 /// Reference columns without validation.
-pub(crate) fn cols_unchecked(x: &Activations, layer: &QuantizedLayer, offset: Option<f64>, cols: &[usize]) -> Lines {
+pub(crate) fn cols_unchecked(
+    x: &Activations,
+    layer: &QuantizedLayer,
+    offset: Option<f64>,
+    cols: &[usize],
+) -> Lines {
     let (c, m, k) = (cols.len(), x.m, layer.shape.k);
     let bias = bias_values(layer);
     let table = decode_table(x.dtype);
@@ -349,8 +445,17 @@ pub(crate) fn cols_unchecked(x: &Activations, layer: &QuantizedLayer, offset: Op
     let mut wo = offset.map(|_| vec![0.0; c * k]);
     if k > 0 {
         for (i, &n) in cols.iter().enumerate() {
-            let off = wo.as_mut().zip(offset).map(|(o, off)| (&mut o[i * k..(i + 1) * k], off));
-            decode_weight_row(layer, n, &mut w[i * k..(i + 1) * k], &mut wa[i * k..(i + 1) * k], off);
+            let off = wo
+                .as_mut()
+                .zip(offset)
+                .map(|(o, off)| (&mut o[i * k..(i + 1) * k], off));
+            decode_weight_row(
+                layer,
+                n,
+                &mut w[i * k..(i + 1) * k],
+                &mut wa[i * k..(i + 1) * k],
+                off,
+            );
         }
     }
     let mut y = vec![0.0; c * m];
@@ -359,34 +464,57 @@ pub(crate) fn cols_unchecked(x: &Activations, layer: &QuantizedLayer, offset: Op
     if c > 0 && m > 0 && k > 0 {
         let wv = ArrayView2::from_shape((c, k), &w).expect("weights shape");
         let wav = ArrayView2::from_shape((c, k), &wa).expect("weights shape");
-        let wov = wo.as_ref().map(|o| ArrayView2::from_shape((c, k), o).expect("weights shape"));
+        let wov = wo
+            .as_ref()
+            .map(|o| ArrayView2::from_shape((c, k), o).expect("weights shape"));
         let mb = block_len(m, k);
         // Lines are stored [C, M]; the product block is [rows, C], so write through the transpose.
-        let mut yv = ArrayViewMut2::from_shape((c, m), &mut y).expect("y shape").reversed_axes();
-        let mut av = ArrayViewMut2::from_shape((c, m), &mut a).expect("a shape").reversed_axes();
+        let mut yv = ArrayViewMut2::from_shape((c, m), &mut y)
+            .expect("y shape")
+            .reversed_axes();
+        let mut av = ArrayViewMut2::from_shape((c, m), &mut a)
+            .expect("a shape")
+            .reversed_axes();
         let ychunks: Vec<_> = yv.axis_chunks_iter_mut(Axis(0), mb).collect();
         let achunks: Vec<_> = av.axis_chunks_iter_mut(Axis(0), mb).collect();
-        let mut ov = aoff.as_mut().map(|o| ArrayViewMut2::from_shape((c, m), o).expect("shape").reversed_axes());
+        let mut ov = aoff.as_mut().map(|o| {
+            ArrayViewMut2::from_shape((c, m), o)
+                .expect("shape")
+                .reversed_axes()
+        });
         let ochunks: Vec<Option<ArrayViewMut2<f64>>> = match ov.as_mut() {
             Some(v) => v.axis_chunks_iter_mut(Axis(0), mb).map(Some).collect(),
             None => (0..ychunks.len()).map(|_| None).collect(),
         };
-        ychunks.into_par_iter().zip(achunks).zip(ochunks).enumerate().for_each(|(bi, ((mut yc, mut ac), oc))| {
-            let rows: Vec<usize> = (bi * mb..bi * mb + yc.nrows()).collect();
-            let (lx, la) = lhs_rows(x, &table, &rows);
-            let lxv = ArrayView2::from_shape((rows.len(), k), &lx).expect("lhs shape");
-            let lav = ArrayView2::from_shape((rows.len(), k), &la).expect("lhs shape");
-            general_mat_mul(1.0, &lxv, &wv.t(), 0.0, &mut yc);
-            general_mat_mul(1.0, &lav, &wav.t(), 0.0, &mut ac);
-            if let (Some(mut oc), Some(wov)) = (oc, wov.as_ref()) {
-                general_mat_mul(1.0, &lav, &wov.t(), 0.0, &mut oc);
-            }
-        });
+        ychunks
+            .into_par_iter()
+            .zip(achunks)
+            .zip(ochunks)
+            .enumerate()
+            .for_each(|(bi, ((mut yc, mut ac), oc))| {
+                let rows: Vec<usize> = (bi * mb..bi * mb + yc.nrows()).collect();
+                let (lx, la) = lhs_rows(x, &table, &rows);
+                let lxv = ArrayView2::from_shape((rows.len(), k), &lx).expect("lhs shape");
+                let lav = ArrayView2::from_shape((rows.len(), k), &la).expect("lhs shape");
+                general_mat_mul(1.0, &lxv, &wv.t(), 0.0, &mut yc);
+                general_mat_mul(1.0, &lav, &wav.t(), 0.0, &mut ac);
+                if let (Some(mut oc), Some(wov)) = (oc, wov.as_ref()) {
+                    general_mat_mul(1.0, &lav, &wov.t(), 0.0, &mut oc);
+                }
+            });
     }
     if layer.bias.is_some() && m > 0 {
         for (i, &n) in cols.iter().enumerate() {
             y[i * m..(i + 1) * m].iter_mut().for_each(|v| *v += bias[n]);
         }
     }
-    Lines { axis: LineAxis::Cols, index: cols.to_vec(), len: m, y, a, a_offset: aoff, bias }
+    Lines {
+        axis: LineAxis::Cols,
+        index: cols.to_vec(),
+        len: m,
+        y,
+        a,
+        a_offset: aoff,
+        bias,
+    }
 }

@@ -25,7 +25,10 @@ const SYM_Z: u8 = 8;
 
 /// Packs eight codes (K order) into one ExLlama word.
 pub fn exllama_pack(codes: [u8; 8]) -> u32 {
-    (0..4).fold(0u32, |w, p| w | u32::from(codes[2 * p] & 15) << (4 * p) | u32::from(codes[2 * p + 1] & 15) << (16 + 4 * p))
+    (0..4).fold(0u32, |w, p| {
+        w | u32::from(codes[2 * p] & 15) << (4 * p)
+            | u32::from(codes[2 * p + 1] & 15) << (16 + 4 * p)
+    })
 }
 
 /// The eight codes of an ExLlama word, in K order.
@@ -119,8 +122,16 @@ pub fn fp16_word_hip(word: u32, z: Option<u8>, fused: bool) -> [f16; 8] {
         let hi = halves((w & HI_MASK) | FP16_MAGIC_PAIR).map(f16::from_bits);
         for h in 0..2 {
             let l = lo[h] - lo_sub;
-            let u = if fused { fp16_fma(hi[h], sixteenth, hi_add) } else { hi[h] * sixteenth + hi_add };
-            let (l, u) = if z.is_some() { (l - zf, u - zf) } else { (l, u) };
+            let u = if fused {
+                fp16_fma(hi[h], sixteenth, hi_add)
+            } else {
+                hi[h] * sixteenth + hi_add
+            };
+            let (l, u) = if z.is_some() {
+                (l - zf, u - zf)
+            } else {
+                (l, u)
+            };
             out[4 * step + h] = l;
             out[4 * step + 2 + h] = u;
         }

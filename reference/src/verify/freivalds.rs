@@ -47,7 +47,10 @@ pub struct FreivaldsReport {
 
 impl FreivaldsReport {
     pub fn passed(&self) -> bool {
-        self.failed_rows.is_empty() && self.failed_cols.is_empty() && self.nonfinite == 0 && self.poison_left == 0
+        self.failed_rows.is_empty()
+            && self.failed_cols.is_empty()
+            && self.nonfinite == 0
+            && self.poison_left == 0
     }
 }
 
@@ -58,7 +61,13 @@ fn signs(rng: &mut ChaCha8Rng, count: usize) -> Vec<Lanes> {
     (0..count)
         .map(|_| {
             let bits: u32 = rng.random();
-            std::array::from_fn(|l| if l == TRIALS || bits >> l & 1 == 0 { 1.0 } else { -1.0 })
+            std::array::from_fn(|l| {
+                if l == TRIALS || bits >> l & 1 == 0 {
+                    1.0
+                } else {
+                    -1.0
+                }
+            })
         })
         .collect()
 }
@@ -66,7 +75,10 @@ fn signs(rng: &mut ChaCha8Rng, count: usize) -> Vec<Lanes> {
 fn blocks(extent: usize) -> Vec<std::ops::Range<usize>> {
     let parts = (4 * rayon::current_num_threads()).clamp(1, extent.max(1));
     let len = extent.div_ceil(parts).max(1);
-    (0..extent).step_by(len).map(|s| s..(s + len).min(extent)).collect()
+    (0..extent)
+        .step_by(len)
+        .map(|s| s..(s + len).min(extent))
+        .collect()
 }
 
 fn add_lanes(dst: &mut [Lanes], src: &[Lanes]) {
@@ -91,7 +103,13 @@ pub fn freivalds(
     Ok(run(x, layer, model, out, seed))
 }
 
-pub(crate) fn run(x: &Activations, layer: &QuantizedLayer, model: &BoundModel, out: OutputBits<'_>, seed: u64) -> FreivaldsReport {
+pub(crate) fn run(
+    x: &Activations,
+    layer: &QuantizedLayer,
+    model: &BoundModel,
+    out: OutputBits<'_>,
+    seed: u64,
+) -> FreivaldsReport {
     let (m_rows, n_cols, k) = (x.m, layer.shape.n, layer.shape.k);
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let r = signs(&mut rng, n_cols);
@@ -166,7 +184,12 @@ pub(crate) fn run(x: &Activations, layer: &QuantizedLayer, model: &BoundModel, o
                             d1[l] += tp[1][l] * w1[l];
                         }
                     }
-                    for ((vk, tk), &c) in pairs_v.into_remainder().iter_mut().zip(pairs_t.remainder()).zip(pairs_c.remainder()) {
+                    for ((vk, tk), &c) in pairs_v
+                        .into_remainder()
+                        .iter_mut()
+                        .zip(pairs_t.remainder())
+                        .zip(pairs_c.remainder())
+                    {
                         let w = lut[usize::from(c & 15)];
                         for l in 0..4 {
                             vk[l] += rn[l] * w[l];
@@ -205,7 +228,11 @@ pub(crate) fn run(x: &Activations, layer: &QuantizedLayer, model: &BoundModel, o
             let src = &x.data[m * x.row_stride..m * x.row_stride + k];
             let mut acc = [0.0; 4];
             let mut off = 0.0;
-            for ((vk, vo), &b) in v.iter().zip(voff.iter().chain(std::iter::repeat(&0.0))).zip(src) {
+            for ((vk, vo), &b) in v
+                .iter()
+                .zip(voff.iter().chain(std::iter::repeat(&0.0)))
+                .zip(src)
+            {
                 let xv = table[usize::from(b)];
                 let xl = [xv, xv, xv, xv.abs()];
                 for l in 0..4 {
@@ -281,7 +308,8 @@ pub(crate) fn run(x: &Activations, layer: &QuantizedLayer, model: &BoundModel, o
 
     let any_bias = bias.iter().any(|&b| b != 0.0);
     let bias_abs: f64 = bias.iter().map(|b| b.abs()).sum();
-    let rb: [f64; TRIALS] = std::array::from_fn(|t| r.iter().zip(&bias).map(|(rn, b)| rn[t] * b).sum());
+    let rb: [f64; TRIALS] =
+        std::array::from_fn(|t| r.iter().zip(&bias).map(|(rn, b)| rn[t] * b).sum());
     let s_sum: [f64; TRIALS] = std::array::from_fn(|t| s.iter().map(|sm| sm[t]).sum());
     let row_gamma = gamma(n_cols + k + 4, U64).unwrap_or(f64::INFINITY);
     let col_gamma = gamma(m_rows + k + 4, U64).unwrap_or(f64::INFINITY);
@@ -300,21 +328,32 @@ pub(crate) fn run(x: &Activations, layer: &QuantizedLayer, model: &BoundModel, o
     for (m, ((lhs, bad), (rhs, a_off))) in row_lhs.iter().zip(&row_rhs).enumerate() {
         let sum_a = rhs[3];
         let sum_acc = if offset.is_some() { *a_off } else { sum_a };
-        let tol = terms.eval(sum_acc, sum_a, sum_a + bias_abs, sum_a) + n_cols.saturating_sub(1) as f64 * terms.floor;
+        let tol = terms.eval(sum_acc, sum_a, sum_a + bias_abs, sum_a)
+            + n_cols.saturating_sub(1) as f64 * terms.floor;
         let slack = row_gamma * (lhs[3] + sum_a + bias_abs);
         let limit = tol * (1.0 + 2.0 * row_gamma) + slack;
-        let ratio = (0..TRIALS).map(|t| (lhs[t] - (rhs[t] + rb[t])).abs() / limit).fold(0.0, f64::max);
+        let ratio = (0..TRIALS)
+            .map(|t| (lhs[t] - (rhs[t] + rb[t])).abs() / limit)
+            .fold(0.0, f64::max);
         note(&mut report, Line::Row(m), ratio, *bad);
     }
-    for (n, ((lhs, rhs), (off, bad))) in col_lhs.iter().zip(&col_dots).zip(col_off.iter().zip(&col_bad)).enumerate() {
+    for (n, ((lhs, rhs), (off, bad))) in col_lhs
+        .iter()
+        .zip(&col_dots)
+        .zip(col_off.iter().zip(&col_bad))
+        .enumerate()
+    {
         let (b, mf) = (bias[n], m_rows as f64);
         let terms = model.terms(b != 0.0);
         let sum_a = rhs[3];
         let sum_acc = if offset.is_some() { *off } else { sum_a };
-        let tol = terms.eval(sum_acc, sum_a, sum_a + mf * b.abs(), sum_a) + (mf - 1.0).max(0.0) * terms.floor;
+        let tol = terms.eval(sum_acc, sum_a, sum_a + mf * b.abs(), sum_a)
+            + (mf - 1.0).max(0.0) * terms.floor;
         let slack = col_gamma * (lhs[3] + sum_a + mf * b.abs());
         let limit = tol * (1.0 + 2.0 * col_gamma) + slack;
-        let ratio = (0..TRIALS).map(|t| (lhs[t] - (rhs[t] + s_sum[t] * b)).abs() / limit).fold(0.0, f64::max);
+        let ratio = (0..TRIALS)
+            .map(|t| (lhs[t] - (rhs[t] + s_sum[t] * b)).abs() / limit)
+            .fold(0.0, f64::max);
         note(&mut report, Line::Col(n), ratio, *bad);
     }
     report

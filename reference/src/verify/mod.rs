@@ -29,7 +29,10 @@ pub struct VerifyBudget {
 
 impl VerifyBudget {
     pub fn new(seed: u64) -> Self {
-        VerifyBudget { sample_flops: DEFAULT_SAMPLE_FLOPS, seed }
+        VerifyBudget {
+            sample_flops: DEFAULT_SAMPLE_FLOPS,
+            seed,
+        }
     }
 }
 
@@ -58,6 +61,13 @@ pub fn verify_large(
     y.validate(x.m, layer.shape.n)?;
     let model = BoundModel::new(recipe, layer.shape.k, c_target)?;
     let freivalds = freivalds::run(x, layer, &model, y, budget.seed);
-    let sampled = sampled::run(x, layer, &model, y, budget.sample_flops, budget.seed ^ 0x05A3_D1E5_u64);
+    let sampled = sampled::run(
+        x,
+        layer,
+        &model,
+        y,
+        budget.sample_flops,
+        budget.seed ^ 0x05A3_D1E5_u64,
+    );
     Ok(VerifyReport { freivalds, sampled })
 }

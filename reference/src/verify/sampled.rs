@@ -58,11 +58,20 @@ pub fn select_lines(extent: usize, count: usize, seed: u64) -> Vec<usize> {
     }
     let mut tiers: Vec<Vec<usize>> = STRATA
         .iter()
-        .map(|&b| (1..).map(|j| j * b).take_while(|&e| e - 1 < extent).flat_map(|e| [e - 1, e]).filter(|&i| i < extent).collect())
+        .map(|&b| {
+            (1..)
+                .map(|j| j * b)
+                .take_while(|&e| e - 1 < extent)
+                .flat_map(|e| [e - 1, e])
+                .filter(|&i| i < extent)
+                .collect()
+        })
         .collect();
     tiers.push((0..extent).collect());
     for (t, tier) in tiers.iter_mut().enumerate() {
-        tier.shuffle(&mut ChaCha8Rng::seed_from_u64(seed ^ (0x9E37_79B9_7F4A_7C15u64.wrapping_mul(t as u64 + 1))));
+        tier.shuffle(&mut ChaCha8Rng::seed_from_u64(
+            seed ^ (0x9E37_79B9_7F4A_7C15u64.wrapping_mul(t as u64 + 1)),
+        ));
         tier.reverse(); // pop() from the back takes the shuffled order front to back
     }
     while chosen.len() < count && tiers.iter().any(|t| !t.is_empty()) {
@@ -85,7 +94,11 @@ pub fn plan(m: usize, n: usize, k: usize, offset: bool, flops: f64) -> (usize, u
     let per_row = 2.0 * n as f64 * k as f64 * products;
     let per_col = 2.0 * m as f64 * k as f64 * products;
     let fit = |budget: f64, cost: f64, extent: usize| -> usize {
-        let c = if cost > 0.0 { (budget.max(0.0) / cost).floor().min(extent as f64) as usize } else { extent };
+        let c = if cost > 0.0 {
+            (budget.max(0.0) / cost).floor().min(extent as f64) as usize
+        } else {
+            extent
+        };
         c.max(2.min(extent))
     };
     let rows = fit(flops / 2.0, per_row, m);
@@ -123,7 +136,8 @@ pub(crate) fn run(
     let rows = select_lines(m, nr, seed);
     let cols = select_lines(n, nc, seed.rotate_left(32) ^ 0xC01);
     let products = if offset.is_some() { 3.0 } else { 2.0 };
-    let spent = 2.0 * k as f64 * products * (rows.len() as f64 * n as f64 + cols.len() as f64 * m as f64);
+    let spent =
+        2.0 * k as f64 * products * (rows.len() as f64 * n as f64 + cols.len() as f64 * m as f64);
 
     let mut report = CompareReport::new(CompareMode::Bound);
     let mut failed = |lines: &crate::gemm::Lines| -> Vec<usize> {
@@ -139,5 +153,12 @@ pub(crate) fn run(
     };
     let failed_rows = failed(&rows_unchecked(x, layer, offset, &rows));
     let failed_cols = failed(&cols_unchecked(x, layer, offset, &cols));
-    SampledReport { rows, cols, flops: spent, report, failed_rows, failed_cols }
+    SampledReport {
+        rows,
+        cols,
+        flops: spent,
+        report,
+        failed_rows,
+        failed_cols,
+    }
 }
