@@ -1,4 +1,8 @@
 //! The harness: devices, validation at the launch boundary, selection, the case runner,
 //! verdicts, snapshots and reports.
 
+pub mod device;
+pub mod launch;
 pub mod require;
+pub mod tensor;
+pub mod validate;
