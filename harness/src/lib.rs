@@ -4,5 +4,6 @@
 pub mod device;
 pub mod launch;
 pub mod require;
+pub mod runner;
 pub mod tensor;
 pub mod validate;
