@@ -14,42 +14,8 @@ use w4a16_reference::formats::{
 };
 use w4a16_reference::{ActDtype, Activations, LayerShape};
 
-mod set {
-    //! TEMPORARY stand-in for `w4a16_kernels::set::decl` until the kernels-hip branch lands:
-    //! the same argument lists (the frozen ABI) and the contracts that branch declares.
-    use w4a16_kernels::decl::{ContractDecl, GroupRule, LaunchGeometry, LaunchShape};
-    use w4a16_kernels::set::{DEQUANT_ARGS, DENSE_ARGS, GEMM_ARGS};
-    use w4a16_kernels::{KernelDecl, KernelId, Target};
-    use w4a16_reference::{ActDtype, NumericRecipe};
+use w4a16_kernels::set::decl;
 
-    fn entry(_: ActDtype) -> &'static str {
-        "w4a16_test"
-    }
-    fn geometry(_: &LaunchShape, _: Target) -> LaunchGeometry {
-        LaunchGeometry { grid: [1, 1, 1], block: [32, 1, 1], shared_mem_bytes: 0 }
-    }
-    const fn contract(groups: GroupRule, m_max: Option<usize>, align: usize, packed: bool) -> ContractDecl {
-        ContractDecl { groups, m_min: 1, m_max, k_multiple: 16, weight_row_align_bytes: align, packed_zero_points: packed, pointer_align_bytes: align }
-    }
-    const FAST: GroupRule = GroupRule::OneOf(&[32, 64, 128]);
-    static SKINNY: KernelDecl = KernelDecl { id: KernelId::Skinny, source_file: Some("skinny.hip"), entry_point: entry, args: &GEMM_ARGS, contract: contract(FAST, Some(5), 16, true), recipe: NumericRecipe::fp32_exact_weights, geometry };
-    static FUSED: KernelDecl = KernelDecl { id: KernelId::Fused, source_file: Some("fused.hip"), entry_point: entry, args: &GEMM_ARGS, contract: contract(FAST, None, 16, true), recipe: NumericRecipe::fp32_exact_weights, geometry };
-    static DEQUANT: KernelDecl = KernelDecl { id: KernelId::Dequant, source_file: Some("dequant.hip"), entry_point: entry, args: &DEQUANT_ARGS, contract: contract(GroupRule::AnyDividingK, None, 4, true), recipe: NumericRecipe::fp32_exact_weights, geometry };
-    static DENSE: KernelDecl = KernelDecl { id: KernelId::Dense, source_file: None, entry_point: entry, args: &DENSE_ARGS, contract: contract(GroupRule::AnyDividingK, None, 16, false), recipe: NumericRecipe::fp32_exact_weights, geometry };
-    static FALLBACK: KernelDecl = KernelDecl { id: KernelId::Fallback, source_file: Some("fallback.hip"), entry_point: entry, args: &GEMM_ARGS, contract: contract(GroupRule::AnyDividingK, None, 4, true), recipe: NumericRecipe::fp32_exact_weights, geometry };
-
-    pub fn decl(kernel: KernelId) -> &'static KernelDecl {
-        match kernel {
-            KernelId::Skinny => &SKINNY,
-            KernelId::Fused => &FUSED,
-            KernelId::Dequant => &DEQUANT,
-            KernelId::Dense => &DENSE,
-            KernelId::Fallback => &FALLBACK,
-        }
-    }
-}
-
-use set::decl;
 
 const GEMM_KERNELS: [KernelId; 3] = [KernelId::Skinny, KernelId::Fused, KernelId::Fallback];
 

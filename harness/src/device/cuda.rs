@@ -10,7 +10,6 @@
 
 use std::collections::HashMap;
 use std::mem::ManuallyDrop;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -18,7 +17,8 @@ use cudarc::cublas::CudaBlas;
 use cudarc::driver::sys::{CUevent_flags, CUfunction_attribute, CUresult};
 use cudarc::driver::{CudaContext, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DriverError, LaunchConfig, PushKernelArg};
 use w4a16_kernels::decl::LaunchGeometry;
-use w4a16_kernels::{KernelDecl, Target};
+use w4a16_kernels::nvrtc::{self, NvrtcError};
+use w4a16_kernels::{KernelDecl, KernelId, Target};
 use w4a16_reference::ActDtype;
 
 use super::{Backend, BlasGemm, DeviceFault, FaultClass, Health, skip, watchdog_timeout};
@@ -107,7 +107,7 @@ pub struct CudaDevice {
     watchdog: Duration,
     ctx: ManuallyDrop<Arc<CudaContext>>,
     stream: ManuallyDrop<Arc<CudaStream>>,
-    modules: ManuallyDrop<Mutex<HashMap<&'static str, Arc<CudaModule>>>>,
+    modules: ManuallyDrop<Mutex<HashMap<KernelId, Arc<CudaModule>>>>,
     functions: ManuallyDrop<Mutex<HashMap<String, CudaFunction>>>,
     blas: ManuallyDrop<Mutex<Option<CudaBlas>>>,
     lost: Mutex<Option<String>>,
@@ -132,10 +132,9 @@ impl CudaDevice {
         if ordinal >= count as usize {
             return Err(skip(Requirement::Gpu, format!("no CUDA device {ordinal} ({count} present)")));
         }
-        // SAFETY: as above, a dlopen probe.
-        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-            return Err(skip(Requirement::Nvrtc, "libnvrtc.so not found: the kernels are compiled at run time by NVRTC"));
-        }
+        // The kernels are compiled at run time: no NVRTC or no CUDA headers, no kernels.
+        nvrtc::nvrtc_loadable().map_err(|u| skip(Requirement::Nvrtc, u.reason))?;
+        nvrtc::find_cuda_include().map_err(|u| skip(Requirement::Nvrtc, u.reason))?;
         let fail = |what: &str, e: DriverError| skip(Requirement::Gpu, format!("CUDA device {ordinal}: {what} failed with {}", code_name(e.0)));
         let ctx = CudaContext::new(ordinal).map_err(|e| fail("context creation", e))?;
         let name = ctx.name().map_err(|e| fail("reading the device name", e))?;
@@ -168,10 +167,9 @@ impl CudaDevice {
         self.compute_capability
     }
 
-    /// NVRTC's `--gpu-architecture`: PTX for the virtual architecture, JIT-compiled by the
-    /// driver for this device.
+    /// NVRTC's `--gpu-architecture` for this device.
     pub fn nvrtc_arch(&self) -> String {
-        format!("compute_{}{}", self.compute_capability.0, self.compute_capability.1)
+        format!("sm_{}{}", self.compute_capability.0, self.compute_capability.1)
     }
 
     fn mark_lost(&self, cause: String) {
@@ -201,43 +199,48 @@ impl CudaDevice {
         self.ctx.bind_to_thread().map_err(|e| self.fault(e, during))
     }
 
-    /// The function `entry` of `kernel`'s source, compiling and loading the module on first use.
+    /// The function `entry` of `kernel`, compiling and loading its module on first use.
     fn function(&self, kernel: &KernelDecl, entry: &str) -> Result<CudaFunction, DeviceFault> {
         if let Some(f) = lock(&self.functions).get(entry) {
             return Ok(f.clone());
         }
-        let file = kernel.source_file.ok_or_else(|| DeviceFault::Unsupported {
-            what: format!("a kernel launch of {} (it has no source file)", kernel.id),
-            device: self.name.clone(),
-        })?;
-        let module = self.module(file)?;
-        let f = module.load_function(entry).map_err(|e| {
-            let fault = self.fault(e, &format!("loading `{entry}` from {file}"));
-            match fault {
-                DeviceFault::Launch { code, .. } => {
-                    DeviceFault::Launch { kernel: entry.to_string(), code, detail: format!("entry point not found in {file}") }
-                }
-                other => other,
+        let module = self.module(kernel)?;
+        let file = kernel.source_file.unwrap_or("?");
+        let f = module.load_function(entry).map_err(|e| match self.fault(e, &format!("loading `{entry}` from {file}")) {
+            DeviceFault::Launch { code, .. } => {
+                DeviceFault::Launch { kernel: entry.to_string(), code, detail: format!("entry point not found in {file}") }
             }
+            other => other,
         })?;
         lock(&self.functions).insert(entry.to_string(), f.clone());
         Ok(f)
     }
 
-    fn module(&self, file: &'static str) -> Result<Arc<CudaModule>, DeviceFault> {
-        if let Some(m) = lock(&self.modules).get(file) {
+    /// One module per source file, compiled by NVRTC for this device's architecture.
+    fn module(&self, kernel: &KernelDecl) -> Result<Arc<CudaModule>, DeviceFault> {
+        if let Some(m) = lock(&self.modules).get(&kernel.id) {
             return Ok(m.clone());
         }
         let arch = self.nvrtc_arch();
-        let ptx = nvrtc::compile(file, &arch)?;
+        let file = kernel.source_file.unwrap_or("(no source)").to_string();
+        let ptx = nvrtc::compile_ptx(kernel.id, &arch).map_err(|e| match e {
+            NvrtcError::NoSource(_) => DeviceFault::Unsupported {
+                what: format!("a kernel launch of {} (it runs in the vendor BLAS)", kernel.id),
+                device: self.name.clone(),
+            },
+            NvrtcError::Compile { log, .. } => DeviceFault::Compile { source_file: file.clone(), arch: arch.clone(), log },
+            other => DeviceFault::Compile { source_file: file.clone(), arch: arch.clone(), log: other.to_string() },
+        })?;
         self.bind(&format!("loading {file}"))?;
-        let module = self.ctx.load_module(ptx).map_err(|e| match classify(e.0) {
-            FaultClass::Launch | FaultClass::Call => {
-                DeviceFault::Compile { source_file: file.to_string(), arch: arch.clone(), log: format!("the driver refused the PTX: {}", code_name(e.0)) }
-            }
+        let module = self.ctx.load_module(cudarc::nvrtc::Ptx::from_src(ptx)).map_err(|e| match classify(e.0) {
+            FaultClass::Launch | FaultClass::Call => DeviceFault::Compile {
+                source_file: file.clone(),
+                arch: arch.clone(),
+                log: format!("the driver refused the PTX: {}", code_name(e.0)),
+            },
             _ => self.fault(e, &format!("loading {file}")),
         })?;
-        lock(&self.modules).insert(file, module.clone());
+        lock(&self.modules).insert(kernel.id, module.clone());
         Ok(module)
     }
 
@@ -460,62 +463,6 @@ impl Backend for CudaDevice {
     }
 }
 
-/// Run-time compilation of the kernel sources. Will defer to `w4a16_kernels::nvrtc` and
-/// `w4a16_kernels::source` (the kernels-hip branch) once merged; until then the sources are
-/// read from `kernels/hip/` and the CUDA include directory is searched here.
-mod nvrtc {
-    use super::*;
-
-    /// Directories searched for `cuda_fp16.h`, first hit wins.
-    pub fn include_dir_candidates() -> Vec<PathBuf> {
-        let mut out = Vec::new();
-        for var in ["W4A16_CUDA_INCLUDE", "CUDA_HOME", "CUDA_PATH", "CUDA_ROOT"] {
-            if let Some(v) = std::env::var_os(var) {
-                let p = PathBuf::from(v);
-                out.push(if var == "W4A16_CUDA_INCLUDE" { p } else { p.join("include") });
-            }
-        }
-        out.push(PathBuf::from("/usr/local/cuda/include"));
-        out.push(PathBuf::from("/opt/cuda/include"));
-        out.push(PathBuf::from("/usr/include"));
-        out
-    }
-
-    pub fn cuda_include_dir() -> Option<PathBuf> {
-        include_dir_candidates().into_iter().find(|d| d.join("cuda_fp16.h").is_file())
-    }
-
-    pub fn kernel_dir() -> Option<PathBuf> {
-        let mut c = Vec::new();
-        if let Some(v) = std::env::var_os("W4A16_KERNEL_DIR") {
-            c.push(PathBuf::from(v));
-        }
-        c.push(PathBuf::from("kernels/hip"));
-        c.push(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../kernels/hip"));
-        c.into_iter().find(|d| d.is_dir())
-    }
-
-    pub fn compile(file: &'static str, arch: &str) -> Result<cudarc::nvrtc::Ptx, DeviceFault> {
-        let fail = |log: String| DeviceFault::Compile { source_file: file.to_string(), arch: arch.to_string(), log };
-        let dir = kernel_dir().ok_or_else(|| fail("kernels/hip not found (set W4A16_KERNEL_DIR)".into()))?;
-        let src = std::fs::read_to_string(dir.join(file)).map_err(|e| fail(format!("reading {}: {e}", dir.join(file).display())))?;
-        let include = cuda_include_dir().ok_or_else(|| {
-            let tried: Vec<String> = include_dir_candidates().iter().map(|p| p.display().to_string()).collect();
-            fail(format!("cuda_fp16.h not found (tried {}); set CUDA_HOME or W4A16_CUDA_INCLUDE", tried.join(", ")))
-        })?;
-        let opts = cudarc::nvrtc::CompileOptions {
-            include_paths: vec![include.display().to_string(), dir.display().to_string()],
-            options: vec![format!("--gpu-architecture={arch}"), "--std=c++17".into(), "-default-device".into()],
-            name: Some(file.to_string()),
-            ..Default::default()
-        };
-        cudarc::nvrtc::compile_ptx_with_opts(src, opts).map_err(|e| match e {
-            cudarc::nvrtc::CompileError::CompileError { log, .. } => fail(log.to_string_lossy().into_owned()),
-            other => fail(format!("{other:?}")),
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -561,9 +508,4 @@ mod tests {
         assert!(err.contains("sm_86") && err.contains("sm_90"), "{err}");
     }
 
-    #[test]
-    fn include_candidates_honour_cuda_home_first() {
-        let c = nvrtc::include_dir_candidates();
-        assert!(c.iter().any(|p| p.ends_with("cuda/include")));
-    }
 }
