@@ -15,7 +15,10 @@ use std::time::{Duration, Instant};
 
 use cudarc::cublas::CudaBlas;
 use cudarc::driver::sys::{CUevent_flags, CUfunction_attribute, CUresult};
-use cudarc::driver::{CudaContext, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DriverError, LaunchConfig, PushKernelArg};
+use cudarc::driver::{
+    CudaContext, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr,
+    DriverError, LaunchConfig, PushKernelArg,
+};
 use w4a16_kernels::decl::LaunchGeometry;
 use w4a16_kernels::nvrtc::{self, NvrtcError};
 use w4a16_kernels::{KernelDecl, KernelId, Target};
@@ -83,7 +86,9 @@ pub fn code_name(code: CUresult) -> String {
 pub fn target_for_compute_capability(major: i32, minor: i32) -> Result<Target, String> {
     match (major, minor) {
         (9, 0) => Ok(Target::Sm90),
-        _ => Err(format!("sm_{major}{minor} (compute capability {major}.{minor}) has no harness target; known NVIDIA targets: sm_90")),
+        _ => Err(format!(
+            "sm_{major}{minor} (compute capability {major}.{minor}) has no harness target; known NVIDIA targets: sm_90"
+        )),
     }
 }
 
@@ -122,25 +127,49 @@ impl CudaDevice {
     pub fn open(ordinal: usize) -> Result<CudaDevice, Skip> {
         // SAFETY: probing only tries to dlopen the library; no symbol is called.
         if !unsafe { cudarc::driver::sys::is_culib_present() } {
-            return Err(skip(Requirement::Gpu, "libcuda.so not found (no NVIDIA driver on this machine)"));
+            return Err(skip(
+                Requirement::Gpu,
+                "libcuda.so not found (no NVIDIA driver on this machine)",
+            ));
         }
-        let count = CudaContext::device_count()
-            .map_err(|e| skip(Requirement::Gpu, format!("no CUDA device: the driver reports {}", code_name(e.0))))?;
+        let count = CudaContext::device_count().map_err(|e| {
+            skip(
+                Requirement::Gpu,
+                format!("no CUDA device: the driver reports {}", code_name(e.0)),
+            )
+        })?;
         if count <= 0 {
             return Err(skip(Requirement::Gpu, "no CUDA device"));
         }
         if ordinal >= count as usize {
-            return Err(skip(Requirement::Gpu, format!("no CUDA device {ordinal} ({count} present)")));
+            return Err(skip(
+                Requirement::Gpu,
+                format!("no CUDA device {ordinal} ({count} present)"),
+            ));
         }
         // The kernels are compiled at run time: no NVRTC or no CUDA headers, no kernels.
         nvrtc::nvrtc_loadable().map_err(|u| skip(Requirement::Nvrtc, u.reason))?;
         nvrtc::find_cuda_include().map_err(|u| skip(Requirement::Nvrtc, u.reason))?;
-        let fail = |what: &str, e: DriverError| skip(Requirement::Gpu, format!("CUDA device {ordinal}: {what} failed with {}", code_name(e.0)));
+        let fail = |what: &str, e: DriverError| {
+            skip(
+                Requirement::Gpu,
+                format!(
+                    "CUDA device {ordinal}: {what} failed with {}",
+                    code_name(e.0)
+                ),
+            )
+        };
         let ctx = CudaContext::new(ordinal).map_err(|e| fail("context creation", e))?;
         let name = ctx.name().map_err(|e| fail("reading the device name", e))?;
-        let (major, minor) = ctx.compute_capability().map_err(|e| fail("reading the compute capability", e))?;
-        let target = target_for_compute_capability(major, minor)
-            .map_err(|why| skip(Requirement::Gpu, format!("CUDA device {ordinal} ({name}): {why}")))?;
+        let (major, minor) = ctx
+            .compute_capability()
+            .map_err(|e| fail("reading the compute capability", e))?;
+        let target = target_for_compute_capability(major, minor).map_err(|why| {
+            skip(
+                Requirement::Gpu,
+                format!("CUDA device {ordinal} ({name}): {why}"),
+            )
+        })?;
         // SAFETY: the device uses a single stream, so cross-stream event tracking is not needed.
         unsafe { ctx.disable_event_tracking() };
         let stream = ctx.new_stream().map_err(|e| fail("stream creation", e))?;
@@ -169,7 +198,10 @@ impl CudaDevice {
 
     /// NVRTC's `--gpu-architecture` for this device.
     pub fn nvrtc_arch(&self) -> String {
-        format!("sm_{}{}", self.compute_capability.0, self.compute_capability.1)
+        format!(
+            "sm_{}{}",
+            self.compute_capability.0, self.compute_capability.1
+        )
     }
 
     fn mark_lost(&self, cause: String) {
@@ -206,11 +238,15 @@ impl CudaDevice {
         }
         let module = self.module(kernel)?;
         let file = kernel.source_file.unwrap_or("?");
-        let f = module.load_function(entry).map_err(|e| match self.fault(e, &format!("loading `{entry}` from {file}")) {
-            DeviceFault::Launch { code, .. } => {
-                DeviceFault::Launch { kernel: entry.to_string(), code, detail: format!("entry point not found in {file}") }
+        let f = module.load_function(entry).map_err(|e| {
+            match self.fault(e, &format!("loading `{entry}` from {file}")) {
+                DeviceFault::Launch { code, .. } => DeviceFault::Launch {
+                    kernel: entry.to_string(),
+                    code,
+                    detail: format!("entry point not found in {file}"),
+                },
+                other => other,
             }
-            other => other,
         })?;
         lock(&self.functions).insert(entry.to_string(), f.clone());
         Ok(f)
@@ -225,21 +261,35 @@ impl CudaDevice {
         let file = kernel.source_file.unwrap_or("(no source)").to_string();
         let ptx = nvrtc::compile_ptx(kernel.id, &arch).map_err(|e| match e {
             NvrtcError::NoSource(_) => DeviceFault::Unsupported {
-                what: format!("a kernel launch of {} (it runs in the vendor BLAS)", kernel.id),
+                what: format!(
+                    "a kernel launch of {} (it runs in the vendor BLAS)",
+                    kernel.id
+                ),
                 device: self.name.clone(),
             },
-            NvrtcError::Compile { log, .. } => DeviceFault::Compile { source_file: file.clone(), arch: arch.clone(), log },
-            other => DeviceFault::Compile { source_file: file.clone(), arch: arch.clone(), log: other.to_string() },
-        })?;
-        self.bind(&format!("loading {file}"))?;
-        let module = self.ctx.load_module(cudarc::nvrtc::Ptx::from_src(ptx)).map_err(|e| match classify(e.0) {
-            FaultClass::Launch | FaultClass::Call => DeviceFault::Compile {
+            NvrtcError::Compile { log, .. } => DeviceFault::Compile {
                 source_file: file.clone(),
                 arch: arch.clone(),
-                log: format!("the driver refused the PTX: {}", code_name(e.0)),
+                log,
             },
-            _ => self.fault(e, &format!("loading {file}")),
+            other => DeviceFault::Compile {
+                source_file: file.clone(),
+                arch: arch.clone(),
+                log: other.to_string(),
+            },
         })?;
+        self.bind(&format!("loading {file}"))?;
+        let module = self
+            .ctx
+            .load_module(cudarc::nvrtc::Ptx::from_src(ptx))
+            .map_err(|e| match classify(e.0) {
+                FaultClass::Launch | FaultClass::Call => DeviceFault::Compile {
+                    source_file: file.clone(),
+                    arch: arch.clone(),
+                    log: format!("the driver refused the PTX: {}", code_name(e.0)),
+                },
+                _ => self.fault(e, &format!("loading {file}")),
+            })?;
         lock(&self.modules).insert(kernel.id, module.clone());
         Ok(module)
     }
@@ -249,10 +299,15 @@ impl CudaDevice {
         if guard.is_none() {
             // SAFETY: a dlopen probe.
             if !unsafe { cudarc::cublas::sys::is_culib_present() } {
-                return Err(DeviceFault::Unsupported { what: "cuBLAS (libcublas.so not found)".into(), device: self.name.clone() });
+                return Err(DeviceFault::Unsupported {
+                    what: "cuBLAS (libcublas.so not found)".into(),
+                    device: self.name.clone(),
+                });
             }
-            let blas = CudaBlas::new(Arc::clone(&self.stream))
-                .map_err(|e| DeviceFault::Call { during: "creating the cuBLAS handle".into(), code: format!("{:?}", e.0) })?;
+            let blas = CudaBlas::new(Arc::clone(&self.stream)).map_err(|e| DeviceFault::Call {
+                during: "creating the cuBLAS handle".into(),
+                code: format!("{:?}", e.0),
+            })?;
             *guard = Some(blas);
         }
         Ok(guard)
@@ -294,13 +349,18 @@ impl Backend for CudaDevice {
     }
 
     fn name(&self) -> String {
-        format!("{} (CUDA device {}, {})", self.name, self.ordinal, self.target)
+        format!(
+            "{} (CUDA device {}, {})",
+            self.name, self.ordinal, self.target
+        )
     }
 
     fn health(&self) -> Health {
         match lock(&self.lost).as_ref() {
             None => Health::Ok,
-            Some(cause) => Health::Lost { cause: cause.clone() },
+            Some(cause) => Health::Lost {
+                cause: cause.clone(),
+            },
         }
     }
 
@@ -308,7 +368,8 @@ impl Backend for CudaDevice {
         let during = format!("allocating {bytes} bytes");
         self.bind(&during)?;
         // SAFETY: every buffer is written (upload) or only used as a copy target before it is read.
-        let slice = unsafe { self.stream.alloc::<u8>(bytes.max(1)) }.map_err(|e| self.fault(e, &during))?;
+        let slice =
+            unsafe { self.stream.alloc::<u8>(bytes.max(1)) }.map_err(|e| self.fault(e, &during))?;
         Ok(CudaBuffer { slice })
     }
 
@@ -320,30 +381,53 @@ impl Backend for CudaDevice {
         let during = format!("uploading {} bytes", src.len());
         self.bind(&during)?;
         if src.len() > dst.slice.len() {
-            return Err(DeviceFault::Call { during, code: format!("buffer holds only {} bytes", dst.slice.len()) });
+            return Err(DeviceFault::Call {
+                during,
+                code: format!("buffer holds only {} bytes", dst.slice.len()),
+            });
         }
         let mut view = dst.slice.slice_mut(0..src.len());
-        self.stream.memcpy_htod(src, &mut view).map_err(|e| self.fault(e, &during))
+        self.stream
+            .memcpy_htod(src, &mut view)
+            .map_err(|e| self.fault(e, &during))
     }
 
     fn download(&self, src: &CudaBuffer) -> Result<Vec<u8>, DeviceFault> {
         let during = format!("downloading {} bytes", src.slice.len());
         self.bind(&during)?;
-        self.stream.memcpy_dtov(&src.slice).map_err(|e| self.fault(e, &during))
+        self.stream
+            .memcpy_dtov(&src.slice)
+            .map_err(|e| self.fault(e, &during))
     }
 
-    fn copy(&self, dst: &mut CudaBuffer, src: &CudaBuffer, bytes: usize) -> Result<(), DeviceFault> {
+    fn copy(
+        &self,
+        dst: &mut CudaBuffer,
+        src: &CudaBuffer,
+        bytes: usize,
+    ) -> Result<(), DeviceFault> {
         let during = format!("copying {bytes} bytes on the device");
         self.bind(&during)?;
         if bytes > src.slice.len() || bytes > dst.slice.len() {
-            return Err(DeviceFault::Call { during, code: "copy larger than its buffers".into() });
+            return Err(DeviceFault::Call {
+                during,
+                code: "copy larger than its buffers".into(),
+            });
         }
         let from = src.slice.slice(0..bytes);
         let mut to = dst.slice.slice_mut(0..bytes);
-        self.stream.memcpy_dtod(&from, &mut to).map_err(|e| self.fault(e, &during))
+        self.stream
+            .memcpy_dtod(&from, &mut to)
+            .map_err(|e| self.fault(e, &during))
     }
 
-    fn launch(&self, kernel: &KernelDecl, entry: &str, geometry: &LaunchGeometry, args: &PackedArgs) -> Result<(), DeviceFault> {
+    fn launch(
+        &self,
+        kernel: &KernelDecl,
+        entry: &str,
+        geometry: &LaunchGeometry,
+        args: &PackedArgs,
+    ) -> Result<(), DeviceFault> {
         self.bind(&format!("launching {entry}"))?;
         let func = self.function(kernel, entry)?;
         let values = args.values(kernel).ok_or_else(|| DeviceFault::Launch {
@@ -351,14 +435,24 @@ impl Backend for CudaDevice {
             code: "argument buffer does not match the declaration".into(),
             detail: String::new(),
         })?;
-        let detail = format!("grid {:?}, block {:?}, {} B shared", geometry.grid, geometry.block, geometry.shared_mem_bytes);
+        let detail = format!(
+            "grid {:?}, block {:?}, {} B shared",
+            geometry.grid, geometry.block, geometry.shared_mem_bytes
+        );
         let refused = |e: DriverError| match self.fault(e, &format!("launching {entry}")) {
-            DeviceFault::Launch { code, .. } => DeviceFault::Launch { kernel: entry.to_string(), code, detail: detail.clone() },
+            DeviceFault::Launch { code, .. } => DeviceFault::Launch {
+                kernel: entry.to_string(),
+                code,
+                detail: detail.clone(),
+            },
             other => other,
         };
         if geometry.shared_mem_bytes > DEFAULT_SHARED_LIMIT {
-            func.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, geometry.shared_mem_bytes as i32)
-                .map_err(refused)?;
+            func.set_attribute(
+                CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                geometry.shared_mem_bytes as i32,
+            )
+            .map_err(refused)?;
         }
         let cfg = LaunchConfig {
             grid_dim: (geometry.grid[0], geometry.grid[1], geometry.grid[2]),
@@ -377,23 +471,41 @@ impl Backend for CudaDevice {
         unsafe { builder.launch(cfg) }.map(|_| ()).map_err(refused)
     }
 
-    fn blas_gemm(&self, g: &BlasGemm, x: &CudaBuffer, dense: &CudaBuffer, y: &mut CudaBuffer) -> Result<(), DeviceFault> {
-        use cudarc::cublas::sys::{cublasComputeType_t, cublasGemmAlgo_t, cublasOperation_t, cudaDataType};
+    fn blas_gemm(
+        &self,
+        g: &BlasGemm,
+        x: &CudaBuffer,
+        dense: &CudaBuffer,
+        y: &mut CudaBuffer,
+    ) -> Result<(), DeviceFault> {
+        use cudarc::cublas::sys::{
+            cublasComputeType_t, cublasGemmAlgo_t, cublasOperation_t, cudaDataType,
+        };
         let during = format!("cuBLAS GEMM M={} N={} K={}", g.m, g.n, g.k);
         self.bind(&during)?;
         let blas = self.blas_handle()?;
         let Some(blas) = blas.as_ref() else {
-            return Err(DeviceFault::Unsupported { what: "cuBLAS".into(), device: self.name.clone() });
+            return Err(DeviceFault::Unsupported {
+                what: "cuBLAS".into(),
+                device: self.name.clone(),
+            });
         };
         let dt = match g.dtype {
             ActDtype::F16 => cudaDataType::CUDA_R_16F,
             ActDtype::Bf16 => cudaDataType::CUDA_R_16BF,
         };
         let int = |v: usize, what: &str| {
-            i32::try_from(v).map_err(|_| DeviceFault::Call { during: during.clone(), code: format!("{what} = {v} exceeds i32") })
+            i32::try_from(v).map_err(|_| DeviceFault::Call {
+                during: during.clone(),
+                code: format!("{what} = {v} exceeds i32"),
+            })
         };
         let (m, n, k) = (int(g.m, "M")?, int(g.n, "N")?, int(g.k, "K")?);
-        let (x_ld, d_ld, y_ld) = (int(g.x_ld, "x ld")?, int(g.dense_ld, "dense ld")?, int(g.y_ld, "y ld")?);
+        let (x_ld, d_ld, y_ld) = (
+            int(g.x_ld, "x ld")?,
+            int(g.dense_ld, "dense ld")?,
+            int(g.y_ld, "y ld")?,
+        );
         let alpha = 1.0f32;
         let beta = g.beta;
         let x_ptr = (addr(x, &self.stream) + g.x_offset as u64) as *const std::ffi::c_void;
@@ -426,22 +538,33 @@ impl Backend for CudaDevice {
                 cublasGemmAlgo_t::CUBLAS_GEMM_DFALT,
             )
         }
-        .map_err(|e| DeviceFault::Call { during, code: format!("{:?}", e.0) })
+        .map_err(|e| DeviceFault::Call {
+            during,
+            code: format!("{:?}", e.0),
+        })
     }
 
     fn record(&self) -> Result<CudaEvent, DeviceFault> {
         self.bind("recording an event")?;
-        self.stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(|e| self.fault(e, "recording an event"))
+        self.stream
+            .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(|e| self.fault(e, "recording an event"))
     }
 
     fn elapsed_us(&self, start: &CudaEvent, end: &CudaEvent) -> Result<f64, DeviceFault> {
         self.bind("reading event times")?;
-        start.elapsed_ms(end).map(|ms| ms as f64 * 1000.0).map_err(|e| self.fault(e, "reading event times"))
+        start
+            .elapsed_ms(end)
+            .map(|ms| ms as f64 * 1000.0)
+            .map_err(|e| self.fault(e, "reading event times"))
     }
 
     fn synchronize(&self, during: &str) -> Result<(), DeviceFault> {
         self.bind(during)?;
-        let done = self.stream.record_event(None).map_err(|e| self.fault(e, during))?;
+        let done = self
+            .stream
+            .record_event(None)
+            .map_err(|e| self.fault(e, during))?;
         let deadline = Instant::now() + self.watchdog;
         let mut pause = Duration::from_micros(10);
         loop {
@@ -452,8 +575,14 @@ impl Backend for CudaDevice {
                 Err(e) => return Err(self.fault(e, during)),
             }
             if Instant::now() >= deadline {
-                self.mark_lost(format!("{during} hung past the {:.1} s watchdog", self.watchdog.as_secs_f64()));
-                return Err(DeviceFault::Timeout { during: during.to_string(), after: self.watchdog });
+                self.mark_lost(format!(
+                    "{during} hung past the {:.1} s watchdog",
+                    self.watchdog.as_secs_f64()
+                ));
+                return Err(DeviceFault::Timeout {
+                    during: during.to_string(),
+                    after: self.watchdog,
+                });
             }
             std::thread::sleep(pause);
             pause = (pause * 2).min(Duration::from_millis(1));
@@ -477,7 +606,9 @@ mod tests {
             CUresult::CUDA_ERROR_ASSERT,
         ] {
             assert_eq!(classify(c), FaultClass::Sticky, "{c:?}");
-            assert!(DeviceFault::from_status(classify(c), "sync", &code_name(c)).context_unusable());
+            assert!(
+                DeviceFault::from_status(classify(c), "sync", &code_name(c)).context_unusable()
+            );
         }
     }
 
@@ -490,15 +621,26 @@ mod tests {
             CUresult::CUDA_ERROR_INVALID_PTX,
         ] {
             assert_eq!(classify(c), FaultClass::Launch, "{c:?}");
-            assert!(!DeviceFault::from_status(classify(c), "launch", &code_name(c)).context_unusable());
+            assert!(
+                !DeviceFault::from_status(classify(c), "launch", &code_name(c)).context_unusable()
+            );
         }
-        assert_eq!(classify(CUresult::CUDA_ERROR_OUT_OF_MEMORY), FaultClass::Call);
-        assert_eq!(classify(CUresult::CUDA_ERROR_ECC_UNCORRECTABLE), FaultClass::Fatal);
+        assert_eq!(
+            classify(CUresult::CUDA_ERROR_OUT_OF_MEMORY),
+            FaultClass::Call
+        );
+        assert_eq!(
+            classify(CUresult::CUDA_ERROR_ECC_UNCORRECTABLE),
+            FaultClass::Fatal
+        );
     }
 
     #[test]
     fn status_names_need_no_driver() {
-        assert_eq!(code_name(CUresult::CUDA_ERROR_ILLEGAL_ADDRESS), "CUDA_ERROR_ILLEGAL_ADDRESS");
+        assert_eq!(
+            code_name(CUresult::CUDA_ERROR_ILLEGAL_ADDRESS),
+            "CUDA_ERROR_ILLEGAL_ADDRESS"
+        );
     }
 
     #[test]
@@ -507,5 +649,4 @@ mod tests {
         let err = target_for_compute_capability(8, 6).unwrap_err();
         assert!(err.contains("sm_86") && err.contains("sm_90"), "{err}");
     }
-
 }
