@@ -1,5 +1,9 @@
 //! The harness: devices, validation at the launch boundary, selection, the case runner,
 //! verdicts, snapshots and reports.
 
+pub mod device;
+pub mod launch;
 pub mod require;
 pub mod runner;
+pub mod tensor;
+pub mod validate;
