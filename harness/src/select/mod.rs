@@ -170,10 +170,7 @@ pub fn can_implement(kernel: LayerKernel, target: Target, req: &LayerRequest) ->
     match kernel {
         LayerKernel::Hybrid => {
             if !wave32_capable(target) {
-                why.push(format!(
-                    "{target} runs wave{}; the hybrid needs a wave32 target (gfx11, gfx12 or NVIDIA sm_80+)",
-                    target.wave_size()
-                ));
+                why.push(format!("{target} is wave{}; needs wave32 (gfx11, gfx12, sm_80+)", target.wave_size()));
             }
             if !HYBRID_GROUPS.contains(&group) {
                 let what = if group == k && group > 0 { format!("channelwise (G = K = {k})") } else { format!("G = {group}") };

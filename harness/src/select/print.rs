@@ -10,7 +10,8 @@ fn tile_str(t: &Tile) -> String {
     format!("{}x{}x{}w{}", t.bm, t.bn, t.bk, t.warps)
 }
 
-/// One stable line: `hybrid/fused tile=32x64x32w4 wpad=128 dpad=-`, then any rejections.
+/// One stable line: `hybrid/fused tile=32x64x32w4 wpad=128 dpad=-`, then each rejected
+/// kernel's reasons (`| no hybrid: G = 256 ...; ...`).
 pub fn row(sel: &Selection) -> String {
     let kernel = sel.layer_kernel.map_or("none", |k| k.name());
     let mut out = format!(
@@ -20,17 +21,13 @@ pub fn row(sel: &Selection) -> String {
         sel.strides.weight_pad_bytes,
         sel.strides.dense_pad_elems(sel.request.shape.k).map_or("-".to_owned(), |p| p.to_string()),
     );
-    if !sel.rejections.is_empty() {
-        out.push_str(" | rejected:");
-        let mut last = None;
-        for r in &sel.rejections {
-            if last != Some(r.kernel) {
-                let _ = write!(out, " {}:", r.kernel);
-                last = Some(r.kernel);
-            } else {
-                out.push(';');
-            }
-            let _ = write!(out, " {}", r.reason);
+    let mut last = None;
+    for r in &sel.rejections {
+        if last != Some(r.kernel) {
+            let _ = write!(out, " | no {}: {}", r.kernel, r.reason);
+            last = Some(r.kernel);
+        } else {
+            let _ = write!(out, "; {}", r.reason);
         }
     }
     out
