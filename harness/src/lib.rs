@@ -4,4 +4,5 @@
 pub mod cases;
 pub mod config;
 pub mod require;
+pub mod runner;
 pub mod select;
