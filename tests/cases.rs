@@ -6,8 +6,8 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use w4a16_harness::cases::{self, CaseSet, DataClass, Date, Producer, RowPadding};
-use w4a16_reference::layer::Symmetry;
 use w4a16_reference::ActDtype;
+use w4a16_reference::layer::Symmetry;
 
 fn cases_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("cases")
@@ -38,8 +38,18 @@ group = 64
 fn the_cases_folder_loads_with_every_suite() {
     let set = load();
     let names = set.suite_names();
-    for expected in ["checkpoints", "edges", "field", "regressions", "selection", "smoke"] {
-        assert!(names.contains(&expected), "suite {expected} missing: {names:?}");
+    for expected in [
+        "checkpoints",
+        "edges",
+        "field",
+        "regressions",
+        "selection",
+        "smoke",
+    ] {
+        assert!(
+            names.contains(&expected),
+            "suite {expected} missing: {names:?}"
+        );
     }
     let mut sorted = names.clone();
     sorted.sort();
@@ -55,6 +65,7 @@ fn the_cases_folder_loads_with_every_suite() {
 fn models_toml_holds_the_spec_section_7_sizes() {
     let set = load();
     // SPEC §7 as (K, N, G).
+    #[rustfmt::skip]
     let spec: &[(usize, usize, usize)] = &[
         (2048, 32768, 128), (16384, 2048, 128), (2048, 2560, 128), (2048, 2048, 128),
         (38912, 2048, 128), (49152, 2048, 128), (49152, 4096, 128),
@@ -66,15 +77,26 @@ fn models_toml_holds_the_spec_section_7_sizes() {
         (8192, 512, 128), (8320, 512, 128),
         (2048, 4096, 128), (2048, 12288, 128), (6144, 2048, 128),
         (2560, 4096, 128), (2560, 20480, 128), (10240, 2560, 128),
-        (5376, 43008, 32), (21504, 5376, 32), (5376, 16384, 32), (8192, 5376, 32), (16384, 5376, 32), (5376, 20480, 32),
+        (5376, 43008, 32), (21504, 5376, 32), (5376, 16384, 32),
+        (8192, 5376, 32), (16384, 5376, 32), (5376, 20480, 32),
     ];
-    let mut listed: Vec<(usize, usize, usize)> = set.model_shapes().map(|s| (s.shape.k, s.shape.n, s.shape.group)).collect();
+    let mut listed: Vec<(usize, usize, usize)> = set
+        .model_shapes()
+        .map(|s| (s.shape.k, s.shape.n, s.shape.group))
+        .collect();
     let mut want = spec.to_vec();
     listed.sort();
     want.sort();
     assert_eq!(listed, want);
-    assert_eq!(set.batch_sizes(), &[1, 2, 3, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096]);
-    let providers: HashSet<(ActDtype, Symmetry)> = set.providers().iter().map(|p| (p.dtype, p.symmetry)).collect();
+    assert_eq!(
+        set.batch_sizes(),
+        &[1, 2, 3, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096]
+    );
+    let providers: HashSet<(ActDtype, Symmetry)> = set
+        .providers()
+        .iter()
+        .map(|p| (p.dtype, p.symmetry))
+        .collect();
     assert_eq!(providers.len(), 4);
 }
 
@@ -83,11 +105,23 @@ fn the_field_suite_is_every_shape_by_every_batch_size_by_every_provider() {
     let set = load();
     let field = set.suite("field").unwrap();
     let shapes = set.model_shapes().count();
-    assert_eq!(field.cases.len(), shapes * set.batch_sizes().len() * set.providers().len());
-    assert!(field.cases.iter().all(|c| c.class == DataClass::Realistic && !c.bias && c.padding == RowPadding::CacheCliff));
-    let c = set.case("field/qwen3-8b.down_proj/M=4/bf16/asym/g128/realistic").expect("the README's example id");
-    assert_eq!((c.shape.k, c.shape.n, c.shape.group, c.m), (12288, 4096, 128, 4));
-    let g32 = set.case("field/gemma4-31b.down_proj/M=1/f16/sym/g32/realistic").unwrap();
+    assert_eq!(
+        field.cases.len(),
+        shapes * set.batch_sizes().len() * set.providers().len()
+    );
+    assert!(field.cases.iter().all(|c| c.class == DataClass::Realistic
+        && !c.bias
+        && c.padding == RowPadding::CacheCliff));
+    let c = set
+        .case("field/qwen3-8b.down_proj/M=4/bf16/asym/g128/realistic")
+        .expect("the README's example id");
+    assert_eq!(
+        (c.shape.k, c.shape.n, c.shape.group, c.m),
+        (12288, 4096, 128, 4)
+    );
+    let g32 = set
+        .case("field/gemma4-31b.down_proj/M=1/f16/sym/g32/realistic")
+        .unwrap();
     assert_eq!(g32.shape.k, 21504);
 }
 
@@ -98,7 +132,11 @@ fn ids_are_unique_and_spell_their_fields() {
     for c in set.cases() {
         assert!(seen.insert(c.id.clone()), "duplicate id {}", c.id);
         assert_eq!(c.id, c.make_id());
-        assert!(c.id.starts_with(&format!("{}/{}/M={}/", c.suite, c.shape_name, c.m)), "{}", c.id);
+        assert!(
+            c.id.starts_with(&format!("{}/{}/M={}/", c.suite, c.shape_name, c.m)),
+            "{}",
+            c.id
+        );
         assert_eq!(c.shape.k % c.shape.group, 0, "{}", c.id);
     }
     assert_eq!(seen.len(), set.total_cases());
@@ -124,8 +162,18 @@ fn suite_counts_match_their_expansion() {
     let sel = counts.iter().find(|s| s.name == "selection").unwrap();
     // M(6)×G(5)×dtype(2)×sym(2) + M(3)×dtype(2)×sym(2) + M(3)×G(2)×sym(2) + M(2)×sym(2) + shapes(3)×M(3)×padding(3).
     assert_eq!(sel.cases, 120 + 12 + 12 + 4 + 27);
-    assert_eq!(set.total_cases(), counts.iter().map(|s| s.cases).sum::<usize>());
-    assert_eq!(counts.iter().find(|s| s.name == "regressions").unwrap().cases, 0);
+    assert_eq!(
+        set.total_cases(),
+        counts.iter().map(|s| s.cases).sum::<usize>()
+    );
+    assert_eq!(
+        counts
+            .iter()
+            .find(|s| s.name == "regressions")
+            .unwrap()
+            .cases,
+        0
+    );
 }
 
 #[test]
@@ -141,7 +189,10 @@ fn producers_pair_only_with_the_symmetry_they_mean() {
     }
     // 2 shapes × 2 G × 2 M × 2 dtypes × (5 producers per symmetry × 2 symmetries).
     assert_eq!(ck.cases.len(), 2 * 2 * 2 * 2 * 10);
-    assert!(set.case("checkpoints/ckpt.k256-n128/M=6/bf16/asym/g32/exact/legacy-unpacked-zp").is_some());
+    assert!(
+        set.case("checkpoints/ckpt.k256-n128/M=6/bf16/asym/g32/exact/legacy-unpacked-zp")
+            .is_some()
+    );
 }
 
 #[test]
@@ -169,7 +220,13 @@ symmetry = ["sym"]
         ),
     ])
     .unwrap();
-    let ids: Vec<&str> = set.suite("t").unwrap().cases.iter().map(|c| c.id.as_str()).collect();
+    let ids: Vec<&str> = set
+        .suite("t")
+        .unwrap()
+        .cases
+        .iter()
+        .map(|c| c.id.as_str())
+        .collect();
     assert_eq!(
         ids,
         [
@@ -209,7 +266,10 @@ producer = ["awq"]
     let ids: Vec<&str> = set.cases().map(|c| c.id.as_str()).collect();
     assert_eq!(
         ids,
-        ["v/a.k256-n64/M=2/bf16/asym/g256/last-row/awq+forced-pad+bias", "v/a.k256-n64/M=2/bf16/asym/g256/last-row/awq+unpadded+bias"]
+        [
+            "v/a.k256-n64/M=2/bf16/asym/g256/last-row/awq+forced-pad+bias",
+            "v/a.k256-n64/M=2/bf16/asym/g256/last-row/awq+unpadded+bias"
+        ]
     );
 }
 
@@ -237,7 +297,10 @@ note = "proptest seed"
     )])
     .unwrap();
     let c = set.cases().next().unwrap();
-    assert_eq!(c.id, "regressions/k1088-n264/M=6/bf16/asym/g64/exact/awq+forced-pad+bias");
+    assert_eq!(
+        c.id,
+        "regressions/k1088-n264/M=6/bf16/asym/g64/exact/awq+forced-pad+bias"
+    );
     assert_eq!((c.shape.k, c.shape.n, c.shape.group), (1088, 264, 64));
 }
 
@@ -245,7 +308,10 @@ note = "proptest seed"
 fn the_loader_message_names_file_key_and_what_was_expected() {
     let err = cases::load_sources(&[
         src("shapes.toml", SHAPES),
-        src("cases/sweeps/decode.toml", "[suite]\nname = \"decode\"\ndescription = \"x\"\nm = \"x\"\n"),
+        src(
+            "cases/sweeps/decode.toml",
+            "[suite]\nname = \"decode\"\ndescription = \"x\"\nm = \"x\"\n",
+        ),
     ])
     .unwrap_err();
     assert_eq!(
@@ -292,14 +358,30 @@ mode = "xfail-strict"
         ),
     ])
     .unwrap();
-    let hit = set.known_bad_for("t/a.k256-n64/M=6/bf16/asym/g128/exact", "gfx1151").expect("covered");
+    let hit = set
+        .known_bad_for("t/a.k256-n64/M=6/bf16/asym/g128/exact", "gfx1151")
+        .expect("covered");
     assert_eq!(hit.tracking, "issue #3");
     assert_eq!(hit.key, "known_bad[0]");
     assert_eq!(hit.expires, Date::new(2026, 3, 31).unwrap());
-    assert!(set.known_bad_for("t/a.k256-n64/M=6/bf16/asym/g128/exact", "gfx1201").is_none());
-    assert!(set.known_bad_for("t/a.k256-n64/M=6/f16/asym/g128/exact", "gfx1100").is_none());
-    assert!(set.known_bad_for("t/a.k256-n64/M=1/bf16/asym/g128/exact", "gfx1100").is_none());
-    assert_eq!(set.known_bad_for("t/a.k256-n64/M=1/f16/sym/g128/exact", "sm_90").unwrap().tracking, "issue #4");
+    assert!(
+        set.known_bad_for("t/a.k256-n64/M=6/bf16/asym/g128/exact", "gfx1201")
+            .is_none()
+    );
+    assert!(
+        set.known_bad_for("t/a.k256-n64/M=6/f16/asym/g128/exact", "gfx1100")
+            .is_none()
+    );
+    assert!(
+        set.known_bad_for("t/a.k256-n64/M=1/bf16/asym/g128/exact", "gfx1100")
+            .is_none()
+    );
+    assert_eq!(
+        set.known_bad_for("t/a.k256-n64/M=1/f16/sym/g128/exact", "sm_90")
+            .unwrap()
+            .tracking,
+        "issue #4"
+    );
     assert!(!hit.is_expired(Date::new(2026, 3, 31).unwrap()));
     assert!(hit.is_expired(Date::new(2026, 4, 1).unwrap()));
 }
@@ -314,7 +396,11 @@ fn every_invalid_case_file_is_refused_naming_the_file_and_the_key() {
         .filter(|p| p.extension().is_some_and(|x| x == "toml"))
         .collect();
     invalid.sort();
-    assert!(invalid.len() >= 8, "cases/invalid/ must hold at least 8 files, has {}", invalid.len());
+    assert!(
+        invalid.len() >= 8,
+        "cases/invalid/ must hold at least 8 files, has {}",
+        invalid.len()
+    );
     for path in invalid {
         let text = std::fs::read_to_string(&path).unwrap();
         let expected_key = text
@@ -331,9 +417,15 @@ fn every_invalid_case_file_is_refused_naming_the_file_and_the_key() {
         assert_eq!(err.file, path, "error names the wrong file: {err}");
         assert_eq!(err.key, expected_key, "error names the wrong key: {err}");
         let shown = err.to_string();
-        assert!(shown.starts_with(&format!("{}: key \"{expected_key}\": ", path.display())), "{shown}");
+        assert!(
+            shown.starts_with(&format!("{}: key \"{expected_key}\": ", path.display())),
+            "{shown}"
+        );
         assert!(err.line.is_some(), "no line for {shown}");
-        assert!(shown.len() > path.display().to_string().len() + expected_key.len() + 12, "an explanation follows: {shown}");
+        assert!(
+            shown.len() > path.display().to_string().len() + expected_key.len() + 12,
+            "an explanation follows: {shown}"
+        );
     }
 }
 
@@ -356,12 +448,17 @@ fn a_model_description_that_disagrees_is_refused() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("models")).unwrap();
     std::fs::copy(cases_dir().join("models.toml"), dir.join("models.toml")).unwrap();
-    let text = std::fs::read_to_string(cases_dir().join("models/qwen3-8b.toml")).unwrap().replace("n = 4096\n", "n = 4104\n");
+    let text = std::fs::read_to_string(cases_dir().join("models/qwen3-8b.toml"))
+        .unwrap()
+        .replace("n = 4096\n", "n = 4104\n");
     std::fs::write(dir.join("models/qwen3-8b.toml"), text).unwrap();
     let err = cases::load_all(&dir).unwrap_err();
     assert_eq!(err.file, dir.join("models/qwen3-8b.toml"));
     assert_eq!(err.key, "linear[1]");
-    assert!(err.message.contains("disagrees with qwen3-8b.o_proj"), "{err}");
+    assert!(
+        err.message.contains("disagrees with qwen3-8b.o_proj"),
+        "{err}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -371,11 +468,19 @@ fn unsupported_layers_live_only_in_suites_that_allow_them() {
     for s in ["smoke", "edges", "field", "checkpoints"] {
         for c in &set.suite(s).unwrap().cases {
             assert!(!c.act_order, "{}", c.id);
-            assert!(c.symmetry == Symmetry::Sym || c.shape.n % 8 == 0, "{}", c.id);
+            assert!(
+                c.symmetry == Symmetry::Sym || c.shape.n % 8 == 0,
+                "{}",
+                c.id
+            );
         }
     }
     let sel = set.suite("selection").unwrap();
     assert!(sel.allow_unsupported);
-    assert!(sel.cases.iter().any(|c| c.symmetry == Symmetry::Asym && c.shape.n % 8 != 0));
+    assert!(
+        sel.cases
+            .iter()
+            .any(|c| c.symmetry == Symmetry::Asym && c.shape.n % 8 != 0)
+    );
     assert!(sel.cases.iter().any(|c| c.act_order));
 }

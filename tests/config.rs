@@ -5,8 +5,8 @@ use std::path::Path;
 
 use w4a16_harness::cases::ModelDescription;
 use w4a16_harness::config::{
-    check_startup_budget, parse_args, BudgetError, ConfigError, KernelConfig, PrefillDequant, StartupRequest,
-    ACTIVATION_HEADROOM_BYTES, PREFILL_DEQUANT_KEY,
+    ACTIVATION_HEADROOM_BYTES, BudgetError, ConfigError, KernelConfig, PREFILL_DEQUANT_KEY,
+    PrefillDequant, StartupRequest, check_startup_budget, parse_args,
 };
 use w4a16_kernels::Target;
 
@@ -24,7 +24,10 @@ fn err(args: &[&str]) -> ConfigError {
 fn the_default_is_disable_and_other_arguments_pass_through_in_order() {
     let (v, rest) = parse(&["run", "--suite", "field", "--jobs", "4"]).unwrap();
     assert_eq!(v, PrefillDequant::Disable);
-    assert_eq!(KernelConfig::default().prefill_dequant, PrefillDequant::Disable);
+    assert_eq!(
+        KernelConfig::default().prefill_dequant,
+        PrefillDequant::Disable
+    );
     assert_eq!(rest, ["run", "--suite", "field", "--jobs", "4"]);
 }
 
@@ -37,29 +40,67 @@ fn the_json_form_is_accepted_with_a_space_or_an_equals_sign() {
     let eq = format!("--kernel-config={json}");
     assert_eq!(parse(&[eq.as_str()]).unwrap().0, PrefillDequant::Enable);
     let off = r#"{"rdna_hybrid_w4a16_prefill_dequant": "disable"}"#;
-    assert_eq!(parse(&["--kernel-config", off]).unwrap().0, PrefillDequant::Disable);
-    assert_eq!(parse(&["--kernel-config", "{}"]).unwrap().0, PrefillDequant::Disable);
-    assert_eq!(KernelConfig::from_json(json).unwrap().prefill_dequant, PrefillDequant::Enable);
+    assert_eq!(
+        parse(&["--kernel-config", off]).unwrap().0,
+        PrefillDequant::Disable
+    );
+    assert_eq!(
+        parse(&["--kernel-config", "{}"]).unwrap().0,
+        PrefillDequant::Disable
+    );
+    assert_eq!(
+        KernelConfig::from_json(json).unwrap().prefill_dequant,
+        PrefillDequant::Enable
+    );
 }
 
 #[test]
 fn the_dotted_form_is_accepted_with_a_space_or_an_equals_sign() {
-    let (v, rest) = parse(&["select", "--kernel-config.rdna_hybrid_w4a16_prefill_dequant", "enable", "--m", "256"]).unwrap();
+    let (v, rest) = parse(&[
+        "select",
+        "--kernel-config.rdna_hybrid_w4a16_prefill_dequant",
+        "enable",
+        "--m",
+        "256",
+    ])
+    .unwrap();
     assert_eq!(v, PrefillDequant::Enable);
     assert_eq!(rest, ["select", "--m", "256"]);
-    assert_eq!(parse(&["--kernel-config.rdna_hybrid_w4a16_prefill_dequant=enable"]).unwrap().0, PrefillDequant::Enable);
-    assert_eq!(parse(&["--kernel-config.rdna_hybrid_w4a16_prefill_dequant=disable"]).unwrap().0, PrefillDequant::Disable);
+    assert_eq!(
+        parse(&["--kernel-config.rdna_hybrid_w4a16_prefill_dequant=enable"])
+            .unwrap()
+            .0,
+        PrefillDequant::Enable
+    );
+    assert_eq!(
+        parse(&["--kernel-config.rdna_hybrid_w4a16_prefill_dequant=disable"])
+            .unwrap()
+            .0,
+        PrefillDequant::Disable
+    );
 }
 
 #[test]
 fn unknown_keys_are_refused_in_both_forms() {
-    match err(&["--kernel-config", r#"{"rdna_hybrid_w4a16_prefill_dequant": "enable", "split_k": "4"}"#]) {
+    match err(&[
+        "--kernel-config",
+        r#"{"rdna_hybrid_w4a16_prefill_dequant": "enable", "split_k": "4"}"#,
+    ]) {
         ConfigError::UnknownKey { key, .. } => assert_eq!(key, "split_k"),
         e => panic!("wrong error {e}"),
     }
-    let e = err(&["--kernel-config.rdna_hybrid_w4a16_prefill_deqaunt", "enable"]);
-    assert!(matches!(&e, ConfigError::UnknownKey { key, .. } if key == "rdna_hybrid_w4a16_prefill_deqaunt"), "{e}");
-    assert!(e.to_string().contains(PREFILL_DEQUANT_KEY), "the message names the real key: {e}");
+    let e = err(&[
+        "--kernel-config.rdna_hybrid_w4a16_prefill_deqaunt",
+        "enable",
+    ]);
+    assert!(
+        matches!(&e, ConfigError::UnknownKey { key, .. } if key == "rdna_hybrid_w4a16_prefill_deqaunt"),
+        "{e}"
+    );
+    assert!(
+        e.to_string().contains(PREFILL_DEQUANT_KEY),
+        "the message names the real key: {e}"
+    );
 }
 
 #[test]
@@ -68,20 +109,49 @@ fn unknown_values_are_refused_in_both_forms() {
         let json = format!(r#"{{"rdna_hybrid_w4a16_prefill_dequant": {bad}}}"#);
         let e = err(&["--kernel-config", &json]);
         assert!(matches!(e, ConfigError::BadValue { .. }), "{bad}: {e}");
-        assert!(e.to_string().contains("expected \"enable\" or \"disable\""), "{e}");
+        assert!(
+            e.to_string().contains("expected \"enable\" or \"disable\""),
+            "{e}"
+        );
     }
-    let e = err(&["--kernel-config.rdna_hybrid_w4a16_prefill_dequant", "Enable"]);
-    assert!(matches!(&e, ConfigError::BadValue { value, .. } if value == "\"Enable\""), "{e}");
+    let e = err(&[
+        "--kernel-config.rdna_hybrid_w4a16_prefill_dequant",
+        "Enable",
+    ]);
+    assert!(
+        matches!(&e, ConfigError::BadValue { value, .. } if value == "\"Enable\""),
+        "{e}"
+    );
 }
 
 #[test]
 fn malformed_json_and_missing_values_are_refused() {
-    for bad in ["enable", "[1]", "{\"rdna_hybrid_w4a16_prefill_dequant\": ", "\"x\""] {
-        assert!(matches!(err(&["--kernel-config", bad]), ConfigError::NotAnObject { .. }), "{bad}");
+    for bad in [
+        "enable",
+        "[1]",
+        "{\"rdna_hybrid_w4a16_prefill_dequant\": ",
+        "\"x\"",
+    ] {
+        assert!(
+            matches!(
+                err(&["--kernel-config", bad]),
+                ConfigError::NotAnObject { .. }
+            ),
+            "{bad}"
+        );
     }
-    assert!(matches!(err(&["--kernel-config"]), ConfigError::MissingValue { .. }));
-    assert!(matches!(err(&["--kernel-config", "--suite"]), ConfigError::MissingValue { .. }));
-    assert!(matches!(err(&["--kernel-config.rdna_hybrid_w4a16_prefill_dequant"]), ConfigError::MissingValue { .. }));
+    assert!(matches!(
+        err(&["--kernel-config"]),
+        ConfigError::MissingValue { .. }
+    ));
+    assert!(matches!(
+        err(&["--kernel-config", "--suite"]),
+        ConfigError::MissingValue { .. }
+    ));
+    assert!(matches!(
+        err(&["--kernel-config.rdna_hybrid_w4a16_prefill_dequant"]),
+        ConfigError::MissingValue { .. }
+    ));
 }
 
 #[test]
@@ -103,9 +173,23 @@ fn contradicting_settings_are_refused_and_repeats_are_not() {
 
 #[test]
 fn arguments_after_a_double_dash_are_left_alone() {
-    let (v, rest) = parse(&["run", "--", "--kernel-config.rdna_hybrid_w4a16_prefill_dequant", "enable"]).unwrap();
+    let (v, rest) = parse(&[
+        "run",
+        "--",
+        "--kernel-config.rdna_hybrid_w4a16_prefill_dequant",
+        "enable",
+    ])
+    .unwrap();
     assert_eq!(v, PrefillDequant::Disable);
-    assert_eq!(rest, ["run", "--", "--kernel-config.rdna_hybrid_w4a16_prefill_dequant", "enable"]);
+    assert_eq!(
+        rest,
+        [
+            "run",
+            "--",
+            "--kernel-config.rdna_hybrid_w4a16_prefill_dequant",
+            "enable"
+        ]
+    );
 }
 
 fn retired(args: &[&str]) -> String {
@@ -117,10 +201,16 @@ fn retired(args: &[&str]) -> String {
 
 #[test]
 fn the_retired_flag_hard_shows_the_new_spelling() {
-    for args in [&["--w4a16-prefill-dequant", "hard"][..], &["--w4a16-prefill-dequant=hard"]] {
+    for args in [
+        &["--w4a16-prefill-dequant", "hard"][..],
+        &["--w4a16-prefill-dequant=hard"],
+    ] {
         let m = retired(args);
         assert!(m.contains("--w4a16-prefill-dequant was retired"), "{m}");
-        assert!(m.contains("--kernel-config.rdna_hybrid_w4a16_prefill_dequant enable"), "{m}");
+        assert!(
+            m.contains("--kernel-config.rdna_hybrid_w4a16_prefill_dequant enable"),
+            "{m}"
+        );
     }
 }
 
@@ -129,7 +219,10 @@ fn the_retired_flag_off_says_nothing_is_needed() {
     let m = retired(&["run", "--w4a16-prefill-dequant", "off"]);
     assert!(m.contains("`off` needs nothing"), "{m}");
     assert!(m.contains("drop the flag"), "{m}");
-    assert!(!m.contains("--kernel-config.rdna_hybrid_w4a16_prefill_dequant enable"), "off must not suggest enabling: {m}");
+    assert!(
+        !m.contains("--kernel-config.rdna_hybrid_w4a16_prefill_dequant enable"),
+        "off must not suggest enabling: {m}"
+    );
 }
 
 #[test]
@@ -140,18 +233,32 @@ fn the_retired_flag_soft_has_no_equivalent() {
 
 #[test]
 fn the_retired_flag_is_refused_without_or_with_a_strange_value() {
-    for args in [&["--w4a16-prefill-dequant"][..], &["--w4a16-prefill-dequant", "on"]] {
+    for args in [
+        &["--w4a16-prefill-dequant"][..],
+        &["--w4a16-prefill-dequant", "on"],
+    ] {
         let m = retired(args);
-        assert!(m.contains("hard → enable, off → nothing, soft → no equivalent"), "{m}");
+        assert!(
+            m.contains("hard → enable, off → nothing, soft → no equivalent"),
+            "{m}"
+        );
     }
 }
 
 fn qwen3_8b() -> ModelDescription {
-    ModelDescription::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("cases/models/qwen3-8b.toml")).unwrap()
+    ModelDescription::load(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("cases/models/qwen3-8b.toml"),
+    )
+    .unwrap()
 }
 
 /// The budget terms recomputed here from the description (not through the harness's code).
-fn expected_terms(m: &ModelDescription, target: Target, enabled: bool, max_model_len: u64) -> (u64, u64, u64) {
+fn expected_terms(
+    m: &ModelDescription,
+    target: Target,
+    enabled: bool,
+    max_model_len: u64,
+) -> (u64, u64, u64) {
     let gfx11 = matches!(target, Target::Gfx1100 | Target::Gfx1151);
     let wave32 = target != Target::Gfx942;
     let mut resident = 0;
@@ -170,8 +277,20 @@ fn expected_terms(m: &ModelDescription, target: Target, enabled: bool, max_model
     (resident, dense, kv)
 }
 
-fn request(model: &ModelDescription, target: Target, device: u64, util: f64, len: Option<u64>) -> StartupRequest<'_> {
-    StartupRequest { model, target, device_memory_bytes: device, gpu_memory_utilization: util, max_model_len: len }
+fn request(
+    model: &ModelDescription,
+    target: Target,
+    device: u64,
+    util: f64,
+    len: Option<u64>,
+) -> StartupRequest<'_> {
+    StartupRequest {
+        model,
+        target,
+        device_memory_bytes: device,
+        gpu_memory_utilization: util,
+        max_model_len: len,
+    }
 }
 
 #[test]
@@ -181,16 +300,32 @@ fn the_budget_counts_weights_padded_dense_cache_headroom_and_one_request_of_kv()
     for target in Target::ALL {
         let r = check_startup_budget(&enable, &request(&m, target, 192 * GIB, 0.9, None)).unwrap();
         let (resident, dense, kv) = expected_terms(&m, target, true, m.max_model_len);
-        assert_eq!((r.resident_bytes, r.dense_cache_bytes, r.kv_bytes), (resident, dense, kv), "{target}");
-        assert_eq!(r.needed_bytes, resident + dense + ACTIVATION_HEADROOM_BYTES + kv);
+        assert_eq!(
+            (r.resident_bytes, r.dense_cache_bytes, r.kv_bytes),
+            (resident, dense, kv),
+            "{target}"
+        );
+        assert_eq!(
+            r.needed_bytes,
+            resident + dense + ACTIVATION_HEADROOM_BYTES + kv
+        );
         assert_eq!(r.budget_bytes, (0.9 * (192 * GIB) as f64) as u64);
         assert!(r.checked && r.fits());
     }
-    let gfx942 = check_startup_budget(&enable, &request(&m, Target::Gfx942, 192 * GIB, 0.9, None)).unwrap();
-    assert_eq!(gfx942.dense_cache_bytes, 0, "no hybrid on wave64, so no cache");
-    let padded = check_startup_budget(&enable, &request(&m, Target::Gfx1151, 192 * GIB, 0.9, None)).unwrap();
-    let unpadded = check_startup_budget(&enable, &request(&m, Target::Gfx1201, 192 * GIB, 0.9, None)).unwrap();
-    assert!(padded.dense_cache_bytes > unpadded.dense_cache_bytes, "gfx11 dense rows carry the cliff padding");
+    let gfx942 =
+        check_startup_budget(&enable, &request(&m, Target::Gfx942, 192 * GIB, 0.9, None)).unwrap();
+    assert_eq!(
+        gfx942.dense_cache_bytes, 0,
+        "no hybrid on wave64, so no cache"
+    );
+    let padded =
+        check_startup_budget(&enable, &request(&m, Target::Gfx1151, 192 * GIB, 0.9, None)).unwrap();
+    let unpadded =
+        check_startup_budget(&enable, &request(&m, Target::Gfx1201, 192 * GIB, 0.9, None)).unwrap();
+    assert!(
+        padded.dense_cache_bytes > unpadded.dense_cache_bytes,
+        "gfx11 dense rows carry the cliff padding"
+    );
 }
 
 #[test]
@@ -200,13 +335,31 @@ fn the_budget_fails_at_startup_exactly_when_it_does_not_fit() {
     let (resident, dense, kv) = expected_terms(&m, Target::Gfx1100, true, m.max_model_len);
     let needed = resident + dense + ACTIVATION_HEADROOM_BYTES + kv;
     // Device memory such that utilization 1.0 gives exactly `needed`, then one byte less.
-    assert!(check_startup_budget(&enable, &request(&m, Target::Gfx1100, needed, 1.0, None)).is_ok());
-    let e = check_startup_budget(&enable, &request(&m, Target::Gfx1100, needed - 1, 1.0, None)).unwrap_err();
-    let BudgetError::DoesNotFit(report) = &e else { panic!("wrong error {e}") };
+    assert!(
+        check_startup_budget(&enable, &request(&m, Target::Gfx1100, needed, 1.0, None)).is_ok()
+    );
+    let e = check_startup_budget(
+        &enable,
+        &request(&m, Target::Gfx1100, needed - 1, 1.0, None),
+    )
+    .unwrap_err();
+    let BudgetError::DoesNotFit(report) = &e else {
+        panic!("wrong error {e}")
+    };
     assert_eq!(report.needed_bytes, needed);
     let msg = e.to_string();
-    for part in [PREFILL_DEQUANT_KEY, "raise gpu_memory_utilization", "lower max_model_len", &needed.to_string(), "qwen3-8b", "gfx1100"] {
-        assert!(msg.to_lowercase().contains(&part.to_lowercase()), "message lacks {part:?}: {msg}");
+    for part in [
+        PREFILL_DEQUANT_KEY,
+        "raise gpu_memory_utilization",
+        "lower max_model_len",
+        &needed.to_string(),
+        "qwen3-8b",
+        "gfx1100",
+    ] {
+        assert!(
+            msg.to_lowercase().contains(&part.to_lowercase()),
+            "message lacks {part:?}: {msg}"
+        );
     }
 }
 
@@ -220,17 +373,31 @@ fn a_shorter_max_model_len_or_a_higher_utilization_makes_it_fit() {
     let needed_short = resident + dense + ACTIVATION_HEADROOM_BYTES + kv_short;
     // A device where the full context misses at 0.9 but fits at 1.0, and 4096 tokens fit at 0.9.
     let device = (needed_full as f64 / 0.95) as u64;
-    assert!((0.9 * device as f64) < needed_full as f64 && needed_short as f64 <= 0.9 * device as f64);
-    assert!(check_startup_budget(&enable, &request(&m, Target::Gfx1151, device, 0.9, None)).is_err());
-    let short = check_startup_budget(&enable, &request(&m, Target::Gfx1151, device, 0.9, Some(4096))).unwrap();
+    assert!(
+        (0.9 * device as f64) < needed_full as f64 && needed_short as f64 <= 0.9 * device as f64
+    );
+    assert!(
+        check_startup_budget(&enable, &request(&m, Target::Gfx1151, device, 0.9, None)).is_err()
+    );
+    let short = check_startup_budget(
+        &enable,
+        &request(&m, Target::Gfx1151, device, 0.9, Some(4096)),
+    )
+    .unwrap();
     assert_eq!(short.kv_bytes, kv_short);
-    assert!(check_startup_budget(&enable, &request(&m, Target::Gfx1151, device, 1.0, None)).is_ok());
+    assert!(
+        check_startup_budget(&enable, &request(&m, Target::Gfx1151, device, 1.0, None)).is_ok()
+    );
 }
 
 #[test]
 fn with_the_option_disabled_nothing_is_checked_and_no_cache_is_counted() {
     let m = qwen3_8b();
-    let r = check_startup_budget(&KernelConfig::default(), &request(&m, Target::Gfx1151, GIB, 0.5, None)).unwrap();
+    let r = check_startup_budget(
+        &KernelConfig::default(),
+        &request(&m, Target::Gfx1151, GIB, 0.5, None),
+    )
+    .unwrap();
     assert!(!r.checked);
     assert!(!r.fits(), "the numbers are still reported");
     assert_eq!(r.dense_cache_bytes, 0);
@@ -241,9 +408,11 @@ fn nonsense_inputs_are_refused() {
     let m = qwen3_8b();
     let enable = KernelConfig::with_prefill_dequant(PrefillDequant::Enable);
     for u in [0.0, -0.5, 1.01, f64::NAN] {
-        let e = check_startup_budget(&enable, &request(&m, Target::Sm90, 80 * GIB, u, None)).unwrap_err();
+        let e = check_startup_budget(&enable, &request(&m, Target::Sm90, 80 * GIB, u, None))
+            .unwrap_err();
         assert!(matches!(e, BudgetError::Utilization(_)), "{u}: {e}");
     }
-    let e = check_startup_budget(&enable, &request(&m, Target::Sm90, 80 * GIB, 0.9, Some(0))).unwrap_err();
+    let e = check_startup_budget(&enable, &request(&m, Target::Sm90, 80 * GIB, 0.9, Some(0)))
+        .unwrap_err();
     assert_eq!(e, BudgetError::MaxModelLen);
 }

@@ -5,19 +5,23 @@ use std::fmt::Write;
 use std::path::Path;
 
 use proptest::prelude::*;
-use w4a16_harness::cases::{self, strategy, CaseSet, RowPadding};
+use w4a16_harness::cases::{self, CaseSet, RowPadding, strategy};
 use w4a16_harness::config::{KernelConfig, PrefillDequant};
-use w4a16_harness::select::{self, tiles, LayerKernel, LayerRequest, Selection};
+use w4a16_harness::select::{self, LayerKernel, LayerRequest, Selection, tiles};
 use w4a16_kernels::{KernelId, Target};
-use w4a16_reference::layer::{LayerShape, Symmetry};
 use w4a16_reference::ActDtype;
+use w4a16_reference::layer::{LayerShape, Symmetry};
 
 fn load() -> CaseSet {
     cases::load_all(&Path::new(env!("CARGO_MANIFEST_DIR")).join("cases")).unwrap()
 }
 
-const DISABLE: KernelConfig = KernelConfig { prefill_dequant: PrefillDequant::Disable };
-const ENABLE: KernelConfig = KernelConfig { prefill_dequant: PrefillDequant::Enable };
+const DISABLE: KernelConfig = KernelConfig {
+    prefill_dequant: PrefillDequant::Disable,
+};
+const ENABLE: KernelConfig = KernelConfig {
+    prefill_dequant: PrefillDequant::Enable,
+};
 
 fn req(n: usize, k: usize, group: usize, m: usize, symmetry: Symmetry) -> LayerRequest {
     LayerRequest::new(LayerShape::new(n, k, group), m, ActDtype::F16, symmetry)
@@ -29,17 +33,36 @@ fn path(sel: &Selection) -> Vec<KernelId> {
 
 #[test]
 fn the_hybrid_dispatches_on_m_at_5_6_255_256_257() {
-    for target in [Target::Gfx1100, Target::Gfx1151, Target::Gfx1201, Target::Sm90] {
-        let at = |m, cfg: &KernelConfig| select::select(target, &req(4096, 4096, 128, m, Symmetry::Asym), cfg);
+    for target in [
+        Target::Gfx1100,
+        Target::Gfx1151,
+        Target::Gfx1201,
+        Target::Sm90,
+    ] {
+        let at = |m, cfg: &KernelConfig| {
+            select::select(target, &req(4096, 4096, 128, m, Symmetry::Asym), cfg)
+        };
         for m in 1..=5 {
             assert_eq!(path(&at(m, &ENABLE)), [KernelId::Skinny], "{target} M={m}");
         }
         for m in [6, 7, 128, 255] {
-            assert_eq!(path(&at(m, &ENABLE)), [KernelId::Fused], "{target} M={m}: batches of 6–255 stay on fused");
+            assert_eq!(
+                path(&at(m, &ENABLE)),
+                [KernelId::Fused],
+                "{target} M={m}: batches of 6–255 stay on fused"
+            );
         }
         for m in [256, 257, 4096] {
-            assert_eq!(path(&at(m, &ENABLE)), [KernelId::Dequant, KernelId::Dense], "{target} M={m}");
-            assert_eq!(path(&at(m, &DISABLE)), [KernelId::Fused], "{target} M={m} disabled");
+            assert_eq!(
+                path(&at(m, &ENABLE)),
+                [KernelId::Dequant, KernelId::Dense],
+                "{target} M={m}"
+            );
+            assert_eq!(
+                path(&at(m, &DISABLE)),
+                [KernelId::Fused],
+                "{target} M={m} disabled"
+            );
         }
         assert!(at(256, &ENABLE).rejections.is_empty());
         assert_eq!(at(256, &ENABLE).layer_kernel, Some(LayerKernel::Hybrid));
@@ -58,45 +81,93 @@ fn an_enabled_option_without_a_built_cache_stays_on_fused() {
 
 #[test]
 fn wave64_targets_never_take_the_hybrid() {
-    let sel = select::select(Target::Gfx942, &req(4096, 4096, 128, 1, Symmetry::Sym), &ENABLE);
+    let sel = select::select(
+        Target::Gfx942,
+        &req(4096, 4096, 128, 1, Symmetry::Sym),
+        &ENABLE,
+    );
     assert_eq!(sel.layer_kernel, Some(LayerKernel::Fallback));
     assert_eq!(path(&sel), [KernelId::Fallback]);
     assert_eq!(sel.rejections.len(), 1);
     assert_eq!(sel.rejections[0].kernel, LayerKernel::Hybrid);
-    assert!(sel.rejections[0].reason.contains("wave64"), "{}", sel.rejections[0].reason);
+    assert!(
+        sel.rejections[0].reason.contains("wave64"),
+        "{}",
+        sel.rejections[0].reason
+    );
 }
 
 #[test]
 fn group_sizes_off_the_fast_path_fall_back_with_a_reason() {
-    for (group, needle) in [(256, "G = 256"), (4096, "channelwise (G = K = 4096)"), (16, "G = 16")] {
-        let sel = select::select(Target::Gfx1151, &req(4096, 4096, group, 6, Symmetry::Asym), &DISABLE);
+    for (group, needle) in [
+        (256, "G = 256"),
+        (4096, "channelwise (G = K = 4096)"),
+        (16, "G = 16"),
+    ] {
+        let sel = select::select(
+            Target::Gfx1151,
+            &req(4096, 4096, group, 6, Symmetry::Asym),
+            &DISABLE,
+        );
         assert_eq!(sel.layer_kernel, Some(LayerKernel::Fallback), "G={group}");
-        assert!(sel.rejections.iter().any(|r| r.kernel == LayerKernel::Hybrid && r.reason.contains(needle)), "{:?}", sel.rejections);
+        assert!(
+            sel.rejections
+                .iter()
+                .any(|r| r.kernel == LayerKernel::Hybrid && r.reason.contains(needle)),
+            "{:?}",
+            sel.rejections
+        );
     }
     for group in [32, 64, 128] {
-        let sel = select::select(Target::Gfx1151, &req(4096, 4096, group, 6, Symmetry::Asym), &DISABLE);
+        let sel = select::select(
+            Target::Gfx1151,
+            &req(4096, 4096, group, 6, Symmetry::Asym),
+            &DISABLE,
+        );
         assert_eq!(sel.layer_kernel, Some(LayerKernel::Hybrid), "G={group}");
     }
 }
 
 #[test]
 fn k_not_a_multiple_of_16_is_named() {
-    let sel = select::select(Target::Sm90, &req(256, 1000, 1000, 1, Symmetry::Sym), &DISABLE);
+    let sel = select::select(
+        Target::Sm90,
+        &req(256, 1000, 1000, 1, Symmetry::Sym),
+        &DISABLE,
+    );
     assert_eq!(sel.layer_kernel, Some(LayerKernel::Fallback));
     let reasons: Vec<&str> = sel.rejections.iter().map(|r| r.reason.as_str()).collect();
-    assert!(reasons.iter().any(|r| r.contains("K = 1000 must be divisible by 16")), "{reasons:?}");
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r.contains("K = 1000 must be divisible by 16")),
+        "{reasons:?}"
+    );
 }
 
 #[test]
 fn asymmetric_n_not_a_multiple_of_8_is_refused_by_every_kernel() {
-    let sel = select::select(Target::Gfx1151, &req(204, 1024, 128, 1, Symmetry::Asym), &DISABLE);
+    let sel = select::select(
+        Target::Gfx1151,
+        &req(204, 1024, 128, 1, Symmetry::Asym),
+        &DISABLE,
+    );
     assert_eq!(sel.layer_kernel, None);
     assert!(sel.path.is_empty());
     for k in LayerKernel::PRIORITY {
-        assert!(sel.rejections.iter().any(|r| r.kernel == k && r.reason.contains("N = 204 must be divisible by 8")), "{k}");
+        assert!(
+            sel.rejections
+                .iter()
+                .any(|r| r.kernel == k && r.reason.contains("N = 204 must be divisible by 8")),
+            "{k}"
+        );
     }
     // The same N is fine without zero points.
-    let sym = select::select(Target::Gfx1151, &req(204, 1024, 128, 1, Symmetry::Sym), &DISABLE);
+    let sym = select::select(
+        Target::Gfx1151,
+        &req(204, 1024, 128, 1, Symmetry::Sym),
+        &DISABLE,
+    );
     assert_eq!(sym.layer_kernel, Some(LayerKernel::Hybrid));
 }
 
@@ -106,7 +177,13 @@ fn act_order_is_refused_by_every_kernel() {
     r.act_order = true;
     let sel = select::select(Target::Sm90, &r, &DISABLE);
     assert_eq!(sel.layer_kernel, None);
-    assert_eq!(sel.rejections.iter().filter(|r| r.reason.contains("act-order")).count(), 2);
+    assert_eq!(
+        sel.rejections
+            .iter()
+            .filter(|r| r.reason.contains("act-order"))
+            .count(),
+        2
+    );
 }
 
 #[test]
@@ -118,20 +195,49 @@ fn padding_follows_the_target_rule_and_the_case_axis() {
     };
     // gfx11: weight rows of 1024 B multiples pad; dense rows of 2048 B multiples pad.
     let s = at(Target::Gfx1151, 2048, 256, RowPadding::CacheCliff);
-    assert_eq!((s.strides.weight_row_stride_bytes, s.strides.dense_row_stride), (1024 + 128, Some(2048 + 64)));
+    assert_eq!(
+        (
+            s.strides.weight_row_stride_bytes,
+            s.strides.dense_row_stride
+        ),
+        (1024 + 128, Some(2048 + 64))
+    );
     let s = at(Target::Gfx1100, 2560, 256, RowPadding::CacheCliff);
-    assert_eq!((s.strides.weight_row_stride_bytes, s.strides.dense_row_stride), (1280, Some(2560)));
+    assert_eq!(
+        (
+            s.strides.weight_row_stride_bytes,
+            s.strides.dense_row_stride
+        ),
+        (1280, Some(2560))
+    );
     let s = at(Target::Gfx1100, 1024, 256, RowPadding::CacheCliff);
-    assert_eq!((s.strides.weight_row_stride_bytes, s.strides.dense_row_stride), (512, Some(1024 + 64)));
+    assert_eq!(
+        (
+            s.strides.weight_row_stride_bytes,
+            s.strides.dense_row_stride
+        ),
+        (512, Some(1024 + 64))
+    );
     // Other targets pad nothing by default; forced pads everywhere; none pads nowhere.
     for t in [Target::Gfx1201, Target::Sm90] {
         let s = at(t, 2048, 256, RowPadding::CacheCliff);
-        assert_eq!((s.strides.weight_pad_bytes, s.strides.dense_row_stride), (0, Some(2048)), "{t}");
+        assert_eq!(
+            (s.strides.weight_pad_bytes, s.strides.dense_row_stride),
+            (0, Some(2048)),
+            "{t}"
+        );
         let s = at(t, 2560, 256, RowPadding::Forced);
-        assert_eq!((s.strides.weight_pad_bytes, s.strides.dense_row_stride), (128, Some(2560 + 64)), "{t}");
+        assert_eq!(
+            (s.strides.weight_pad_bytes, s.strides.dense_row_stride),
+            (128, Some(2560 + 64)),
+            "{t}"
+        );
     }
     let s = at(Target::Gfx1151, 2048, 256, RowPadding::None);
-    assert_eq!((s.strides.weight_pad_bytes, s.strides.dense_row_stride), (0, Some(2048)));
+    assert_eq!(
+        (s.strides.weight_pad_bytes, s.strides.dense_row_stride),
+        (0, Some(2048))
+    );
     // Logical shapes never change; only strides.
     assert_eq!(s.request.shape, LayerShape::new(512, 2048, 128));
 }
@@ -143,7 +249,11 @@ fn every_field_shape_takes_the_hybrid_on_wave32_targets_and_the_fallback_on_gfx9
         let r = LayerRequest::from_case(case);
         for t in Target::ALL {
             let sel = select::select(t, &r, &ENABLE);
-            let want = if t == Target::Gfx942 { LayerKernel::Fallback } else { LayerKernel::Hybrid };
+            let want = if t == Target::Gfx942 {
+                LayerKernel::Fallback
+            } else {
+                LayerKernel::Hybrid
+            };
             assert_eq!(sel.layer_kernel, Some(want), "{} on {t}", case.id);
         }
     }
@@ -163,9 +273,19 @@ fn the_pretty_printer_shows_path_reasons_and_strides() {
         "rejected  hybrid: G = 256 is not a fast-path group size (32, 64, 128)",
     ];
     assert_eq!(text.lines().collect::<Vec<_>>(), expected);
-    let fused = select::render(&select::select(Target::Sm90, &req(256, 512, 64, 33, Symmetry::Asym), &DISABLE));
-    assert!(fused.contains("path      fused  (5 < M = 33 < 256: fused)"), "{fused}");
-    assert!(fused.lines().any(|l| l.starts_with("tile      BM=")), "{fused}");
+    let fused = select::render(&select::select(
+        Target::Sm90,
+        &req(256, 512, 64, 33, Symmetry::Asym),
+        &DISABLE,
+    ));
+    assert!(
+        fused.contains("path      fused  (5 < M = 33 < 256: fused)"),
+        "{fused}"
+    );
+    assert!(
+        fused.lines().any(|l| l.starts_with("tile      BM=")),
+        "{fused}"
+    );
 }
 
 fn table(set: &CaseSet, suite: &str, target: Target) -> String {
@@ -177,7 +297,10 @@ fn table(set: &CaseSet, suite: &str, target: Target) -> String {
         let id = case.id.strip_prefix(&format!("{suite}/")).unwrap();
         let _ = write!(out, "{id} | {}", select::row(&off));
         if on.path != off.path {
-            let dpad = on.strides.dense_pad_elems(r.shape.k).map_or("-".to_owned(), |p| p.to_string());
+            let dpad = on
+                .strides
+                .dense_pad_elems(r.shape.k)
+                .map_or("-".to_owned(), |p| p.to_string());
             let _ = write!(out, " | enable: {} dpad={dpad}", on.path_name());
         }
         out.push('\n');

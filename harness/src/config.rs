@@ -11,9 +11,9 @@ use serde::Serialize;
 use w4a16_kernels::{KernelId, Target};
 use w4a16_reference::layer::Symmetry;
 
-use crate::cases::model::ModelDescription;
 use crate::cases::RowPadding;
-use crate::select::{self, padding, LayerRequest};
+use crate::cases::model::ModelDescription;
+use crate::select::{self, LayerRequest, padding};
 
 /// The one key of `kernel_config`.
 pub const PREFILL_DEQUANT_KEY: &str = "rdna_hybrid_w4a16_prefill_dequant";
@@ -72,7 +72,11 @@ impl KernelConfig {
 
 impl fmt::Display for KernelConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{{\"{PREFILL_DEQUANT_KEY}\": \"{}\"}}", self.prefill_dequant.name())
+        write!(
+            f,
+            "{{\"{PREFILL_DEQUANT_KEY}\": \"{}\"}}",
+            self.prefill_dequant.name()
+        )
     }
 }
 
@@ -81,14 +85,28 @@ impl fmt::Display for KernelConfig {
 pub enum ConfigError {
     #[error("{flag} needs a value")]
     MissingValue { flag: String },
-    #[error("{KERNEL_CONFIG_FLAG}: expected a JSON object such as '{{\"{PREFILL_DEQUANT_KEY}\": \"enable\"}}', got {got:?}: {reason}")]
+    #[error(
+        "{KERNEL_CONFIG_FLAG}: expected a JSON object such as '{{\"{PREFILL_DEQUANT_KEY}\": \"enable\"}}', got {got:?}: {reason}"
+    )]
     NotAnObject { got: String, reason: String },
-    #[error("unknown kernel_config key \"{key}\" (in {form}); the only key is \"{PREFILL_DEQUANT_KEY}\"")]
+    #[error(
+        "unknown kernel_config key \"{key}\" (in {form}); the only key is \"{PREFILL_DEQUANT_KEY}\""
+    )]
     UnknownKey { key: String, form: String },
-    #[error("kernel_config key \"{key}\" has value {value} (in {form}); expected \"enable\" or \"disable\"")]
-    BadValue { key: String, value: String, form: String },
+    #[error(
+        "kernel_config key \"{key}\" has value {value} (in {form}); expected \"enable\" or \"disable\""
+    )]
+    BadValue {
+        key: String,
+        value: String,
+        form: String,
+    },
     #[error("kernel_config key \"{key}\" is set twice, to \"{first}\" and to \"{second}\"")]
-    Conflict { key: String, first: String, second: String },
+    Conflict {
+        key: String,
+        first: String,
+        second: String,
+    },
     #[error("{0}")]
     Retired(String),
 }
@@ -99,17 +117,34 @@ struct Seen {
     prefill_dequant: Option<PrefillDequant>,
 }
 
-fn set_key(cfg: &mut KernelConfig, seen: &mut Seen, key: &str, value: &str, form: &str) -> Result<(), ConfigError> {
+fn set_key(
+    cfg: &mut KernelConfig,
+    seen: &mut Seen,
+    key: &str,
+    value: &str,
+    form: &str,
+) -> Result<(), ConfigError> {
     if key != PREFILL_DEQUANT_KEY {
-        return Err(ConfigError::UnknownKey { key: key.to_owned(), form: form.to_owned() });
+        return Err(ConfigError::UnknownKey {
+            key: key.to_owned(),
+            form: form.to_owned(),
+        });
     }
     let Some(v) = PrefillDequant::parse(value) else {
-        return Err(ConfigError::BadValue { key: key.to_owned(), value: format!("{value:?}"), form: form.to_owned() });
+        return Err(ConfigError::BadValue {
+            key: key.to_owned(),
+            value: format!("{value:?}"),
+            form: form.to_owned(),
+        });
     };
     if let Some(first) = seen.prefill_dequant
         && first != v
     {
-        return Err(ConfigError::Conflict { key: key.to_owned(), first: first.name().into(), second: v.name().into() });
+        return Err(ConfigError::Conflict {
+            key: key.to_owned(),
+            first: first.name().into(),
+            second: v.name().into(),
+        });
     }
     seen.prefill_dequant = Some(v);
     cfg.prefill_dequant = v;
@@ -117,19 +152,34 @@ fn set_key(cfg: &mut KernelConfig, seen: &mut Seen, key: &str, value: &str, form
 }
 
 fn apply_json(cfg: &mut KernelConfig, seen: &mut Seen, json: &str) -> Result<(), ConfigError> {
-    let value: serde_json::Value = serde_json::from_str(json)
-        .map_err(|e| ConfigError::NotAnObject { got: json.to_owned(), reason: e.to_string() })?;
+    let value: serde_json::Value =
+        serde_json::from_str(json).map_err(|e| ConfigError::NotAnObject {
+            got: json.to_owned(),
+            reason: e.to_string(),
+        })?;
     let serde_json::Value::Object(map) = value else {
-        return Err(ConfigError::NotAnObject { got: json.to_owned(), reason: "not an object".into() });
+        return Err(ConfigError::NotAnObject {
+            got: json.to_owned(),
+            reason: "not an object".into(),
+        });
     };
     let form = format!("{KERNEL_CONFIG_FLAG} '{json}'");
     for (key, v) in &map {
         match v {
             serde_json::Value::String(s) => set_key(cfg, seen, key, s, &form)?,
             other if key == PREFILL_DEQUANT_KEY => {
-                return Err(ConfigError::BadValue { key: key.clone(), value: other.to_string(), form });
+                return Err(ConfigError::BadValue {
+                    key: key.clone(),
+                    value: other.to_string(),
+                    form,
+                });
             }
-            _ => return Err(ConfigError::UnknownKey { key: key.clone(), form }),
+            _ => {
+                return Err(ConfigError::UnknownKey {
+                    key: key.clone(),
+                    form,
+                });
+            }
         }
     }
     Ok(())
@@ -153,7 +203,9 @@ pub fn retired_message(value: Option<&str>) -> String {
         ),
         other => format!(
             "{head}{}; use `{new}` (hard → enable, off → nothing, soft → no equivalent)",
-            other.map(|v| format!(" (and {v:?} was never one of its values)")).unwrap_or_default()
+            other
+                .map(|v| format!(" (and {v:?} was never one of its values)"))
+                .unwrap_or_default()
         ),
     }
 }
@@ -185,7 +237,9 @@ pub fn parse_args<S: AsRef<str>>(args: &[S]) -> Result<ParsedArgs, ConfigError> 
                 Some(v) => Ok((v.to_owned(), 1)),
                 None => match args.get(i + 1).map(|a| a.as_ref()) {
                     Some(v) if !v.starts_with("--") => Ok((v.to_owned(), 2)),
-                    _ => Err(ConfigError::MissingValue { flag: flag.to_owned() }),
+                    _ => Err(ConfigError::MissingValue {
+                        flag: flag.to_owned(),
+                    }),
                 },
             }
         };
@@ -291,7 +345,10 @@ fn does_not_fit(r: &BudgetReport) -> String {
 /// The startup budget of SPEC §5: with the dense cache enabled, `gpu_memory_utilization ×
 /// device memory` must cover the resident int4 weights, the dense cache (padding included),
 /// 4 GiB of activation headroom and the KV cache of one `max_model_len` request.
-pub fn check_startup_budget(config: &KernelConfig, req: &StartupRequest) -> Result<BudgetReport, BudgetError> {
+pub fn check_startup_budget(
+    config: &KernelConfig,
+    req: &StartupRequest,
+) -> Result<BudgetReport, BudgetError> {
     let u = req.gpu_memory_utilization;
     if !(u > 0.0 && u <= 1.0) {
         return Err(BudgetError::Utilization(u));
@@ -306,9 +363,14 @@ pub fn check_startup_budget(config: &KernelConfig, req: &StartupRequest) -> Resu
     for l in &model.linears {
         let s = l.shape;
         let (n, groups) = (s.n as u64, s.groups() as u64);
-        let weights = n * padding::weight_row_stride_bytes(req.target, s.k, RowPadding::CacheCliff) as u64;
+        let weights =
+            n * padding::weight_row_stride_bytes(req.target, s.k, RowPadding::CacheCliff) as u64;
         let scales = n * groups * model.dtype.size_bytes() as u64;
-        let zeros = if model.symmetry == Symmetry::Asym { n.div_ceil(8) * groups * 4 } else { 0 };
+        let zeros = if model.symmetry == Symmetry::Asym {
+            n.div_ceil(8) * groups * 4
+        } else {
+            0
+        };
         resident += (weights + scales + zeros) * model.layers;
         // The cache exists only for layers whose prefill would use it: ask selection.
         let mut probe = LayerRequest::new(s, select::DENSE_MIN_M, model.dtype, model.symmetry);

@@ -22,7 +22,12 @@ pub struct CaseFileError {
 
 impl CaseFileError {
     pub fn new(file: &Path, key: impl Into<String>, message: impl Into<String>) -> Self {
-        CaseFileError { file: file.to_path_buf(), key: key.into(), line: None, message: message.into() }
+        CaseFileError {
+            file: file.to_path_buf(),
+            key: key.into(),
+            line: None,
+            message: message.into(),
+        }
     }
 
     pub fn with_line(mut self, line: Option<usize>) -> Self {
@@ -82,9 +87,13 @@ impl SpanIndex {
         let doc = ImDocument::parse(text).ok()?;
         let mut entries = Vec::new();
         walk_table(doc.as_table(), &mut Vec::new(), &mut entries);
-        let line_starts =
-            std::iter::once(0).chain(text.match_indices('\n').map(|(i, _)| i + 1)).collect();
-        Some(SpanIndex { entries, line_starts })
+        let line_starts = std::iter::once(0)
+            .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+            .collect();
+        Some(SpanIndex {
+            entries,
+            line_starts,
+        })
     }
 
     /// The most specific key path whose key or value span contains `span.start`.
@@ -101,7 +110,13 @@ impl SpanIndex {
     pub(crate) fn line_of_key(&self, key: &str) -> Option<usize> {
         let mut key = key;
         loop {
-            if let Some(start) = self.entries.iter().filter(|(p, _)| p == key).map(|(_, r)| r.start).min() {
+            if let Some(start) = self
+                .entries
+                .iter()
+                .filter(|(p, _)| p == key)
+                .map(|(_, r)| r.start)
+                .min()
+            {
                 return Some(self.line_of(start));
             }
             key = &key[..key.rfind(['.', '['])?];
@@ -191,7 +206,10 @@ pub(crate) fn from_toml_error(file: &Path, text: &str, err: &toml::de::Error) ->
         if !key.ends_with(field) {
             key = join_key(&key, field);
         }
-        let expected = message.split_once(", expected ").map(|(_, e)| e).unwrap_or("");
+        let expected = message
+            .split_once(", expected ")
+            .map(|(_, e)| e)
+            .unwrap_or("");
         format!("unknown key; expected {expected}")
     } else if let Some(rest) = message.strip_prefix("invalid type: ") {
         match rest.split_once(", expected ") {
@@ -211,7 +229,12 @@ pub(crate) fn from_toml_error(file: &Path, text: &str, err: &toml::de::Error) ->
     } else {
         message.clone()
     };
-    CaseFileError { file: file.to_path_buf(), key, line, message }
+    CaseFileError {
+        file: file.to_path_buf(),
+        key,
+        line,
+        message,
+    }
 }
 
 /// `string "x"` → `"x"`, `integer \`-1\`` → `-1`.
@@ -232,7 +255,11 @@ fn between<'a>(s: &'a str, open: &str, close: &str) -> Option<&'a str> {
 }
 
 fn join_key(base: &str, field: &str) -> String {
-    if base.is_empty() { field.to_owned() } else { format!("{base}.{field}") }
+    if base.is_empty() {
+        field.to_owned()
+    } else {
+        format!("{base}.{field}")
+    }
 }
 
 #[cfg(test)]
@@ -256,8 +283,15 @@ mod tests {
 
     #[test]
     fn display_names_file_key_and_line() {
-        let e = CaseFileError::new(Path::new("cases/sweeps/decode.toml"), "suite.m", "expected a list")
-            .with_line(Some(3));
-        assert_eq!(e.to_string(), "cases/sweeps/decode.toml: key \"suite.m\": expected a list (line 3)");
+        let e = CaseFileError::new(
+            Path::new("cases/sweeps/decode.toml"),
+            "suite.m",
+            "expected a list",
+        )
+        .with_line(Some(3));
+        assert_eq!(
+            e.to_string(),
+            "cases/sweeps/decode.toml: key \"suite.m\": expected a list (line 3)"
+        );
     }
 }

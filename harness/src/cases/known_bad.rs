@@ -28,7 +28,9 @@ impl Date {
             2 => 28,
             _ => return None,
         };
-        (1..=days).contains(&day).then_some(Date { year, month, day })
+        (1..=days)
+            .contains(&day)
+            .then_some(Date { year, month, day })
     }
 
     /// `YYYY-MM-DD`.
@@ -116,7 +118,11 @@ impl KnownBad {
 }
 
 /// The first entry (in file order) that covers this case on this target.
-pub fn known_bad_for<'a>(entries: &'a [KnownBad], case_id: &str, target: &str) -> Option<&'a KnownBad> {
+pub fn known_bad_for<'a>(
+    entries: &'a [KnownBad],
+    case_id: &str,
+    target: &str,
+) -> Option<&'a KnownBad> {
     entries.iter().find(|e| e.matches(case_id, target))
 }
 
@@ -128,12 +134,24 @@ mod tests {
     fn dates_parse_validate_and_come_from_epoch_days() {
         assert_eq!(Date::parse("2026-02-28"), Date::new(2026, 2, 28));
         assert_eq!(Date::parse("2026-02-29"), None);
-        assert_eq!(Date::parse("2024-02-29").map(|d| d.to_string()).as_deref(), Some("2024-02-29"));
+        assert_eq!(
+            Date::parse("2024-02-29").map(|d| d.to_string()).as_deref(),
+            Some("2024-02-29")
+        );
         assert_eq!(Date::parse("2026-13-01"), None);
         assert_eq!(Date::parse("26-01-01"), None);
-        assert_eq!(Date::from_days_since_epoch(0), Date::new(1970, 1, 1).unwrap());
-        assert_eq!(Date::from_days_since_epoch(19_782), Date::new(2024, 2, 29).unwrap());
-        assert_eq!(Date::from_days_since_epoch(20_454), Date::new(2026, 1, 1).unwrap());
+        assert_eq!(
+            Date::from_days_since_epoch(0),
+            Date::new(1970, 1, 1).unwrap()
+        );
+        assert_eq!(
+            Date::from_days_since_epoch(19_782),
+            Date::new(2024, 2, 29).unwrap()
+        );
+        assert_eq!(
+            Date::from_days_since_epoch(20_454),
+            Date::new(2026, 1, 1).unwrap()
+        );
         assert!(Date::today_utc() > Date::new(2025, 1, 1).unwrap());
     }
 }

@@ -6,10 +6,10 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use w4a16_kernels::Target;
-use w4a16_reference::layer::{LayerShape, Symmetry};
 use w4a16_reference::ActDtype;
+use w4a16_reference::layer::{LayerShape, Symmetry};
 
-use super::error::{from_toml_error, CaseFileError, SpanIndex};
+use super::error::{CaseFileError, SpanIndex, from_toml_error};
 use super::glob::glob_match;
 use super::known_bad::{Date, KnownBad};
 use super::model::ModelDescription;
@@ -55,7 +55,8 @@ fn toml_files(dir: &Path) -> Result<Vec<PathBuf>, CaseFileError> {
     if !dir.is_dir() {
         return Ok(Vec::new());
     }
-    let entries = std::fs::read_dir(dir).map_err(|e| CaseFileError::new(dir, "", format!("cannot list: {e}")))?;
+    let entries = std::fs::read_dir(dir)
+        .map_err(|e| CaseFileError::new(dir, "", format!("cannot list: {e}")))?;
     let mut out: Vec<PathBuf> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "toml"))
@@ -96,27 +97,48 @@ fn origin(path: &Path, key: &str) -> String {
 
 fn valid_name(name: &str, dots: bool) -> bool {
     let mut chars = name.chars();
-    chars.next().is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
-        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_' || (dots && c == '.'))
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && chars.all(|c| {
+            c.is_ascii_lowercase()
+                || c.is_ascii_digit()
+                || c == '-'
+                || c == '_'
+                || (dots && c == '.')
+        })
 }
 
 /// Format-level rules of a layer shape (SPEC §1–2): the resident layout must be able to hold it.
 fn check_shape(k: usize, n: usize, group: usize) -> Result<(), (&'static str, String)> {
     if k % 8 != 0 {
-        return Err(("k", format!("K={k} must be a multiple of 8 (8 codes per u32 word)")));
+        return Err((
+            "k",
+            format!("K={k} must be a multiple of 8 (8 codes per u32 word)"),
+        ));
     }
     if group > k || k % group != 0 {
-        return Err(("group", format!("K={k} is not a multiple of the group size {group}")));
+        return Err((
+            "group",
+            format!("K={k} is not a multiple of the group size {group}"),
+        ));
     }
     let _ = n;
     Ok(())
 }
 
-fn build(sources: &[(PathBuf, String)], models: Vec<ModelDescription>) -> Result<CaseSet, CaseFileError> {
+fn build(
+    sources: &[(PathBuf, String)],
+    models: Vec<ModelDescription>,
+) -> Result<CaseSet, CaseFileError> {
     let mut parsed = Vec::with_capacity(sources.len());
     for (path, text) in sources {
         let raw: CaseFile = toml::from_str(text).map_err(|e| from_toml_error(path, text, &e))?;
-        parsed.push(Parsed { path, raw, index: SpanIndex::new(text) });
+        parsed.push(Parsed {
+            path,
+            raw,
+            index: SpanIndex::new(text),
+        });
     }
 
     let mut set = CaseSet::default();
@@ -134,7 +156,10 @@ fn build(sources: &[(PathBuf, String)], models: Vec<ModelDescription>) -> Result
                 return Err(f.err("batch_sizes", "expected at least one batch size"));
             }
             if let Some(i) = (1..sizes.len()).find(|&i| sizes[i] <= sizes[i - 1]) {
-                return Err(f.err(format!("batch_sizes[{i}]"), "batch sizes must be strictly increasing"));
+                return Err(f.err(
+                    format!("batch_sizes[{i}]"),
+                    "batch sizes must be strictly increasing",
+                ));
             }
             set.batch_sizes = sizes;
             batch_from = Some(origin(f.path, "batch_sizes"));
@@ -145,54 +170,107 @@ fn build(sources: &[(PathBuf, String)], models: Vec<ModelDescription>) -> Result
             }
             for (i, p) in f.raw.provider.iter().enumerate() {
                 if !valid_name(&p.name, false) {
-                    return Err(f.err(format!("provider[{i}].name"), format!("\"{}\" is not a valid name (a-z, 0-9, -, _)", p.name)));
+                    return Err(f.err(
+                        format!("provider[{i}].name"),
+                        format!("\"{}\" is not a valid name (a-z, 0-9, -, _)", p.name),
+                    ));
                 }
-                if set.providers.iter().any(|q| q.name == p.name || (q.dtype, q.symmetry) == (p.dtype, p.symmetry)) {
-                    return Err(f.err(format!("provider[{i}]"), format!("provider \"{}\" repeats a name or a (dtype, symmetry) pair", p.name)));
+                if set
+                    .providers
+                    .iter()
+                    .any(|q| q.name == p.name || (q.dtype, q.symmetry) == (p.dtype, p.symmetry))
+                {
+                    return Err(f.err(
+                        format!("provider[{i}]"),
+                        format!(
+                            "provider \"{}\" repeats a name or a (dtype, symmetry) pair",
+                            p.name
+                        ),
+                    ));
                 }
-                set.providers.push(Provider { name: p.name.clone(), dtype: p.dtype, symmetry: p.symmetry });
+                set.providers.push(Provider {
+                    name: p.name.clone(),
+                    dtype: p.dtype,
+                    symmetry: p.symmetry,
+                });
             }
             providers_from = Some(origin(f.path, "provider"));
         }
         for (i, m) in f.raw.model.iter().enumerate() {
             if !valid_name(&m.name, true) {
-                return Err(f.err(format!("model[{i}].name"), format!("\"{}\" is not a valid name (a-z, 0-9, ., -, _)", m.name)));
+                return Err(f.err(
+                    format!("model[{i}].name"),
+                    format!("\"{}\" is not a valid name (a-z, 0-9, ., -, _)", m.name),
+                ));
             }
             if m.layer.is_empty() {
-                return Err(f.err(format!("model[{i}].layer"), "a model needs at least one [[model.layer]]"));
+                return Err(f.err(
+                    format!("model[{i}].layer"),
+                    "a model needs at least one [[model.layer]]",
+                ));
             }
             for (j, l) in m.layer.iter().enumerate() {
                 let here = format!("model[{i}].layer[{j}]");
                 if !valid_name(&l.name, false) {
-                    return Err(f.err(format!("{here}.name"), format!("\"{}\" is not a valid layer name (a-z, 0-9, -, _)", l.name)));
+                    return Err(f.err(
+                        format!("{here}.name"),
+                        format!("\"{}\" is not a valid layer name (a-z, 0-9, -, _)", l.name),
+                    ));
                 }
                 let group = l.group.or(m.group).map_or(DEFAULT_GROUP, |g| g.0);
-                let key_group = if l.group.is_some() { format!("{here}.group") } else if m.group.is_some() { format!("model[{i}].group") } else { format!("{here}.k") };
+                let key_group = if l.group.is_some() {
+                    format!("{here}.group")
+                } else if m.group.is_some() {
+                    format!("model[{i}].group")
+                } else {
+                    format!("{here}.k")
+                };
                 if let Err((which, msg)) = check_shape(l.k.0, l.n.0, group) {
-                    let key = if which == "group" { key_group } else { format!("{here}.{which}") };
+                    let key = if which == "group" {
+                        key_group
+                    } else {
+                        format!("{here}.{which}")
+                    };
                     return Err(f.err(key, msg));
                 }
                 let name = format!("{}.{}", m.name, l.name);
                 if let Some(first) = shape_from.get(&name) {
-                    return Err(f.err(format!("{here}.name"), format!("shape \"{name}\" already defined in {first}")));
+                    return Err(f.err(
+                        format!("{here}.name"),
+                        format!("shape \"{name}\" already defined in {first}"),
+                    ));
                 }
                 shape_from.insert(name.clone(), origin(f.path, &here));
-                set.shapes.push(NamedShape { name, shape: LayerShape::new(l.n.0, l.k.0, group), model: Some(m.name.clone()) });
+                set.shapes.push(NamedShape {
+                    name,
+                    shape: LayerShape::new(l.n.0, l.k.0, group),
+                    model: Some(m.name.clone()),
+                });
             }
         }
         for (i, s) in f.raw.shape.iter().enumerate() {
             let here = format!("shape[{i}]");
             if !valid_name(&s.name, true) {
-                return Err(f.err(format!("{here}.name"), format!("\"{}\" is not a valid name (a-z, 0-9, ., -, _)", s.name)));
+                return Err(f.err(
+                    format!("{here}.name"),
+                    format!("\"{}\" is not a valid name (a-z, 0-9, ., -, _)", s.name),
+                ));
             }
             if let Err((which, msg)) = check_shape(s.k.0, s.n.0, s.group.0) {
                 return Err(f.err(format!("{here}.{which}"), msg));
             }
             if let Some(first) = shape_from.get(&s.name) {
-                return Err(f.err(format!("{here}.name"), format!("shape \"{}\" already defined in {first}", s.name)));
+                return Err(f.err(
+                    format!("{here}.name"),
+                    format!("shape \"{}\" already defined in {first}", s.name),
+                ));
             }
             shape_from.insert(s.name.clone(), origin(f.path, &here));
-            set.shapes.push(NamedShape { name: s.name.clone(), shape: LayerShape::new(s.n.0, s.k.0, s.group.0), model: None });
+            set.shapes.push(NamedShape {
+                name: s.name.clone(),
+                shape: LayerShape::new(s.n.0, s.k.0, s.group.0),
+                model: None,
+            });
         }
     }
 
@@ -208,10 +286,19 @@ fn build(sources: &[(PathBuf, String)], models: Vec<ModelDescription>) -> Result
             continue;
         };
         if !valid_name(&suite.name, false) {
-            return Err(f.err("suite.name", format!("\"{}\" is not a valid suite name (a-z, 0-9, -, _)", suite.name)));
+            return Err(f.err(
+                "suite.name",
+                format!(
+                    "\"{}\" is not a valid suite name (a-z, 0-9, -, _)",
+                    suite.name
+                ),
+            ));
         }
         if let Some(first) = suite_from.get(&suite.name) {
-            return Err(f.err("suite.name", format!("suite \"{}\" already defined in {first}", suite.name)));
+            return Err(f.err(
+                "suite.name",
+                format!("suite \"{}\" already defined in {first}", suite.name),
+            ));
         }
         suite_from.insert(suite.name.clone(), origin(f.path, "suite"));
         set.suites.push(expand_suite(f, suite, &set)?);
@@ -227,7 +314,15 @@ fn build(sources: &[(PathBuf, String)], models: Vec<ModelDescription>) -> Result
     let mut model_from: HashMap<String, PathBuf> = HashMap::new();
     for desc in &models {
         if let Some(first) = model_from.get(&desc.name) {
-            return Err(CaseFileError::new(&desc.file, "name", format!("model \"{}\" already described in {}", desc.name, first.display())));
+            return Err(CaseFileError::new(
+                &desc.file,
+                "name",
+                format!(
+                    "model \"{}\" already described in {}",
+                    desc.name,
+                    first.display()
+                ),
+            ));
         }
         model_from.insert(desc.name.clone(), desc.file.clone());
         check_description(desc, &set)?;
@@ -237,7 +332,12 @@ fn build(sources: &[(PathBuf, String)], models: Vec<ModelDescription>) -> Result
 }
 
 /// An axis value and the key it came from (the sweep's own, or the suite's default).
-fn pick<T: Clone>(own: &Option<T>, dflt: &Option<T>, here: &str, name: &str) -> Option<(T, String)> {
+fn pick<T: Clone>(
+    own: &Option<T>,
+    dflt: &Option<T>,
+    here: &str,
+    name: &str,
+) -> Option<(T, String)> {
     match (own, dflt) {
         (Some(v), _) => Some((v.clone(), format!("{here}.{name}"))),
         (None, Some(v)) => Some((v.clone(), format!("suite.{name}"))),
@@ -258,18 +358,34 @@ struct Resolved {
     producer: Vec<Producer>,
 }
 
-fn resolve(f: &Parsed, own: &Axes, dflt: &Axes, here: &str, set: &CaseSet) -> Result<Resolved, CaseFileError> {
+fn resolve(
+    f: &Parsed,
+    own: &Axes,
+    dflt: &Axes,
+    here: &str,
+    set: &CaseSet,
+) -> Result<Resolved, CaseFileError> {
     let Some((patterns, shapes_key)) = pick(&own.shapes, &dflt.shapes, here, "shapes") else {
-        return Err(f.err(format!("{here}.shapes"), "required key is missing (set it here or in [suite])"));
+        return Err(f.err(
+            format!("{here}.shapes"),
+            "required key is missing (set it here or in [suite])",
+        ));
     };
     if patterns.is_empty() {
         return Err(f.err(shapes_key, "expected at least one shape name or pattern"));
     }
     let mut shapes: Vec<NamedShape> = Vec::new();
     for (j, pat) in patterns.iter().enumerate() {
-        let matched: Vec<&NamedShape> = set.shapes.iter().filter(|s| glob_match(pat, &s.name)).collect();
+        let matched: Vec<&NamedShape> = set
+            .shapes
+            .iter()
+            .filter(|s| glob_match(pat, &s.name))
+            .collect();
         if matched.is_empty() {
-            return Err(f.err(format!("{shapes_key}[{j}]"), format!("\"{pat}\" matches no shape in models.toml or any [[shape]]")));
+            return Err(f.err(
+                format!("{shapes_key}[{j}]"),
+                format!("\"{pat}\" matches no shape in models.toml or any [[shape]]"),
+            ));
         }
         for s in matched {
             if !shapes.iter().any(|x| x.name == s.name) {
@@ -278,23 +394,78 @@ fn resolve(f: &Parsed, own: &Axes, dflt: &Axes, here: &str, set: &CaseSet) -> Re
         }
     }
     let Some((mspec, m_key)) = pick(&own.m, &dflt.m, here, "m") else {
-        return Err(f.err(format!("{here}.m"), "required key is missing (set it here or in [suite])"));
+        return Err(f.err(
+            format!("{here}.m"),
+            "required key is missing (set it here or in [suite])",
+        ));
     };
     let m = match mspec {
         MSpec::List(v) => v,
         MSpec::BatchSizes if set.batch_sizes.is_empty() => {
-            return Err(f.err(m_key, "\"batch_sizes\" needs batch_sizes = [...] in a case file (models.toml)"));
+            return Err(f.err(
+                m_key,
+                "\"batch_sizes\" needs batch_sizes = [...] in a case file (models.toml)",
+            ));
         }
         MSpec::BatchSizes => set.batch_sizes.clone(),
     };
-    let dtype = axis(f, &own.dtype, &dflt.dtype, here, "dtype", ActDtype::ALL.to_vec())?;
-    let symmetry = axis(f, &own.symmetry, &dflt.symmetry, here, "symmetry", vec![Symmetry::Sym, Symmetry::Asym])?;
-    let group = axis(f, &own.group, &dflt.group, here, "group", vec![GroupSpec::Shape])?;
-    let class = axis(f, &own.class, &dflt.class, here, "class", vec![DataClass::Realistic])?;
-    let padding = axis(f, &own.padding, &dflt.padding, here, "padding", vec![RowPadding::default()])?;
+    let dtype = axis(
+        f,
+        &own.dtype,
+        &dflt.dtype,
+        here,
+        "dtype",
+        ActDtype::ALL.to_vec(),
+    )?;
+    let symmetry = axis(
+        f,
+        &own.symmetry,
+        &dflt.symmetry,
+        here,
+        "symmetry",
+        vec![Symmetry::Sym, Symmetry::Asym],
+    )?;
+    let group = axis(
+        f,
+        &own.group,
+        &dflt.group,
+        here,
+        "group",
+        vec![GroupSpec::Shape],
+    )?;
+    let class = axis(
+        f,
+        &own.class,
+        &dflt.class,
+        here,
+        "class",
+        vec![DataClass::Realistic],
+    )?;
+    let padding = axis(
+        f,
+        &own.padding,
+        &dflt.padding,
+        here,
+        "padding",
+        vec![RowPadding::default()],
+    )?;
     let bias = axis(f, &own.bias, &dflt.bias, here, "bias", vec![false])?;
-    let act_order = axis(f, &own.act_order, &dflt.act_order, here, "act_order", vec![false])?;
-    let producer = axis(f, &own.producer, &dflt.producer, here, "producer", vec![Producer::default()])?;
+    let act_order = axis(
+        f,
+        &own.act_order,
+        &dflt.act_order,
+        here,
+        "act_order",
+        vec![false],
+    )?;
+    let producer = axis(
+        f,
+        &own.producer,
+        &dflt.producer,
+        here,
+        "producer",
+        vec![Producer::default()],
+    )?;
     Ok(Resolved {
         shapes,
         m,
@@ -334,22 +505,34 @@ fn group_for(spec: GroupSpec, s: &NamedShape) -> Result<usize, String> {
         GroupSpec::Size(g) => g,
     };
     if g > k || k % g != 0 {
-        return Err(format!("group size {g} does not divide K={k} of shape \"{}\"", s.name));
+        return Err(format!(
+            "group size {g} does not divide K={k} of shape \"{}\"",
+            s.name
+        ));
     }
     Ok(g)
 }
 
 /// Rules every case of a suite without `allow_unsupported` must meet: the resident layout can
 /// hold it (packed zero points need N % 8 == 0; no format carries act-order).
-fn unsupported_reason(n: usize, symmetry: Symmetry, act_order: bool) -> Option<(&'static str, String)> {
+fn unsupported_reason(
+    n: usize,
+    symmetry: Symmetry,
+    act_order: bool,
+) -> Option<(&'static str, String)> {
     if symmetry == Symmetry::Asym && n % 8 != 0 {
         return Some((
             "symmetry",
-            format!("asymmetric zero points are packed 8 per u32 along N, and N={n} is not a multiple of 8"),
+            format!(
+                "asymmetric zero points are packed 8 per u32 along N, and N={n} is not a multiple of 8"
+            ),
         ));
     }
     if act_order {
-        return Some(("act_order", "no kernel of the set takes act-order (g_idx) layers".to_owned()));
+        return Some((
+            "act_order",
+            "no kernel of the set takes act-order (g_idx) layers".to_owned(),
+        ));
     }
     None
 }
@@ -369,16 +552,26 @@ fn expand_suite(f: &Parsed, suite: &SuiteRaw, set: &CaseSet) -> Result<Suite, Ca
                 for &dtype in &r.dtype {
                     for &symmetry in &r.symmetry.0 {
                         for &gspec in &r.group.0 {
-                            let group = group_for(gspec, s).map_err(|msg| f.err(r.group.1.clone(), msg))?;
+                            let group =
+                                group_for(gspec, s).map_err(|msg| f.err(r.group.1.clone(), msg))?;
                             for &class in &r.class {
                                 for &padding in &r.padding {
                                     for &bias in &r.bias {
                                         for &act_order in &r.act_order.0 {
                                             if !allow
-                                                && let Some((axis, msg)) = unsupported_reason(s.shape.n, symmetry, act_order)
+                                                && let Some((axis, msg)) = unsupported_reason(
+                                                    s.shape.n, symmetry, act_order,
+                                                )
                                             {
-                                                let key = if axis == "symmetry" { &r.symmetry.1 } else { &r.act_order.1 };
-                                                return Err(f.err(key.clone(), format!("shape \"{}\": {msg}{hint}", s.name)));
+                                                let key = if axis == "symmetry" {
+                                                    &r.symmetry.1
+                                                } else {
+                                                    &r.act_order.1
+                                                };
+                                                return Err(f.err(
+                                                    key.clone(),
+                                                    format!("shape \"{}\": {msg}{hint}", s.name),
+                                                ));
                                             }
                                             for &producer in &r.producer {
                                                 if !producer.applies_to(symmetry) {
@@ -388,7 +581,9 @@ fn expand_suite(f: &Parsed, suite: &SuiteRaw, set: &CaseSet) -> Result<Suite, Ca
                                                     id: String::new(),
                                                     suite: suite.name.clone(),
                                                     shape_name: s.name.clone(),
-                                                    shape: LayerShape::new(s.shape.n, s.shape.k, group),
+                                                    shape: LayerShape::new(
+                                                        s.shape.n, s.shape.k, group,
+                                                    ),
                                                     m,
                                                     dtype,
                                                     symmetry,
@@ -420,32 +615,72 @@ fn expand_suite(f: &Parsed, suite: &SuiteRaw, set: &CaseSet) -> Result<Suite, Ca
         let (name, base) = match (&c.shape, c.k, c.n) {
             (Some(name), None, None) => match set.shapes.iter().find(|s| &s.name == name) {
                 Some(s) => (s.name.clone(), s.shape),
-                None => return Err(f.err(format!("{here}.shape"), format!("no shape named \"{name}\""))),
+                None => {
+                    return Err(f.err(
+                        format!("{here}.shape"),
+                        format!("no shape named \"{name}\""),
+                    ));
+                }
             },
-            (Some(_), _, _) => return Err(f.err(format!("{here}.k"), "give either shape or k and n, not both")),
+            (Some(_), _, _) => {
+                return Err(f.err(
+                    format!("{here}.k"),
+                    "give either shape or k and n, not both",
+                ));
+            }
             (None, Some(k), Some(n)) => {
                 let group = match c.group {
                     Some(GroupSpec::Size(g)) => g,
                     Some(GroupSpec::Channelwise) => k.0,
-                    _ => return Err(f.err(format!("{here}.group"), "an inline shape needs a group size (a number or \"channelwise\")")),
+                    _ => {
+                        return Err(f.err(
+                            format!("{here}.group"),
+                            "an inline shape needs a group size (a number or \"channelwise\")",
+                        ));
+                    }
                 };
                 if let Err((which, msg)) = check_shape(k.0, n.0, group) {
                     return Err(f.err(format!("{here}.{which}"), msg));
                 }
-                (format!("k{}-n{}", k.0, n.0), LayerShape::new(n.0, k.0, group))
+                (
+                    format!("k{}-n{}", k.0, n.0),
+                    LayerShape::new(n.0, k.0, group),
+                )
             }
-            (None, None, _) => return Err(f.err(format!("{here}.shape"), "required key is missing (a shape name, or k and n)")),
-            (None, Some(_), None) => return Err(f.err(format!("{here}.n"), "required key is missing (inline shapes need k and n)")),
+            (None, None, _) => {
+                return Err(f.err(
+                    format!("{here}.shape"),
+                    "required key is missing (a shape name, or k and n)",
+                ));
+            }
+            (None, Some(_), None) => {
+                return Err(f.err(
+                    format!("{here}.n"),
+                    "required key is missing (inline shapes need k and n)",
+                ));
+            }
         };
-        let named = NamedShape { name: name.clone(), shape: base, model: None };
-        let group = group_for(c.group.unwrap_or(GroupSpec::Shape), &named).map_err(|msg| f.err(format!("{here}.group"), msg))?;
+        let named = NamedShape {
+            name: name.clone(),
+            shape: base,
+            model: None,
+        };
+        let group = group_for(c.group.unwrap_or(GroupSpec::Shape), &named)
+            .map_err(|msg| f.err(format!("{here}.group"), msg))?;
         let act_order = c.act_order.unwrap_or(false);
         if !allow && let Some((axis, msg)) = unsupported_reason(base.n, c.symmetry, act_order) {
             return Err(f.err(format!("{here}.{axis}"), format!("{msg}{hint}")));
         }
         let producer = c.producer.unwrap_or_default();
         if !producer.applies_to(c.symmetry) {
-            return Err(f.err(format!("{here}.producer"), format!("producer {} does not apply to {} layers", producer.name(), c.symmetry.name())));
+            return Err(f.err(
+                format!("{here}.producer"),
+                format!(
+                    "producer {} does not apply to {} layers",
+                    producer.name(),
+                    c.symmetry.name()
+                ),
+            ));
         }
         let mut case = Case {
             id: String::new(),
@@ -463,7 +698,10 @@ fn expand_suite(f: &Parsed, suite: &SuiteRaw, set: &CaseSet) -> Result<Suite, Ca
         };
         case.id = case.make_id();
         if let Some(first) = seen.get(&case.id) {
-            return Err(f.err(here, format!("duplicate case id \"{}\" (also from {first})", case.id)));
+            return Err(f.err(
+                here,
+                format!("duplicate case id \"{}\" (also from {first})", case.id),
+            ));
         }
         seen.insert(case.id.clone(), here);
         cases.push(case);
@@ -478,17 +716,34 @@ fn expand_suite(f: &Parsed, suite: &SuiteRaw, set: &CaseSet) -> Result<Suite, Ca
     })
 }
 
-fn check_known_bad(f: &Parsed, i: usize, kb: &super::schema::KnownBadRaw, set: &CaseSet) -> Result<KnownBad, CaseFileError> {
+fn check_known_bad(
+    f: &Parsed,
+    i: usize,
+    kb: &super::schema::KnownBadRaw,
+    set: &CaseSet,
+) -> Result<KnownBad, CaseFileError> {
     let here = format!("known_bad[{i}]");
     if kb.id.trim().is_empty() || kb.id.contains(char::is_whitespace) {
-        return Err(f.err(format!("{here}.id"), "expected a case id pattern without spaces"));
+        return Err(f.err(
+            format!("{here}.id"),
+            "expected a case id pattern without spaces",
+        ));
     }
     if !set.cases().any(|c| glob_match(&kb.id, &c.id)) {
-        return Err(f.err(format!("{here}.id"), format!("\"{}\" matches no case; a suppression must name cases that exist", kb.id)));
+        return Err(f.err(
+            format!("{here}.id"),
+            format!(
+                "\"{}\" matches no case; a suppression must name cases that exist",
+                kb.id
+            ),
+        ));
     }
     if !Target::ALL.iter().any(|t| glob_match(&kb.target, t.name())) {
         let names: Vec<&str> = Target::ALL.iter().map(|t| t.name()).collect();
-        return Err(f.err(format!("{here}.target"), format!("\"{}\" matches no target ({})", kb.target, names.join(", "))));
+        return Err(f.err(
+            format!("{here}.target"),
+            format!("\"{}\" matches no target ({})", kb.target, names.join(", ")),
+        ));
     }
     for (field, value) in [("reason", &kb.reason), ("tracking", &kb.tracking)] {
         if value.trim().is_empty() {
@@ -500,7 +755,10 @@ fn check_known_bad(f: &Parsed, i: usize, kb: &super::schema::KnownBadRaw, set: &
         _ => None,
     };
     let Some(expires) = expires else {
-        return Err(f.err(format!("{here}.expires"), format!("expected a date like 2026-06-30, got {}", kb.expires)));
+        return Err(f.err(
+            format!("{here}.expires"),
+            format!("expected a date like 2026-06-30, got {}", kb.expires),
+        ));
     };
     Ok(KnownBad {
         id: kb.id.clone(),
@@ -516,7 +774,10 @@ fn check_known_bad(f: &Parsed, i: usize, kb: &super::schema::KnownBadRaw, set: &
 
 /// A description of a model that `models.toml` also lists must agree with it, layer by layer.
 fn check_description(desc: &ModelDescription, set: &CaseSet) -> Result<(), CaseFileError> {
-    let listed = set.shapes.iter().any(|s| s.model.as_deref() == Some(desc.name.as_str()));
+    let listed = set
+        .shapes
+        .iter()
+        .any(|s| s.model.as_deref() == Some(desc.name.as_str()));
     if !listed {
         return Ok(());
     }
@@ -535,7 +796,14 @@ fn check_description(desc: &ModelDescription, set: &CaseSet) -> Result<(), CaseF
                 ));
             }
             None => {
-                return Err(CaseFileError::new(&desc.file, format!("linear[{i}].name"), format!("{name} is not a layer of model {} in models.toml", desc.name)));
+                return Err(CaseFileError::new(
+                    &desc.file,
+                    format!("linear[{i}].name"),
+                    format!(
+                        "{name} is not a layer of model {} in models.toml",
+                        desc.name
+                    ),
+                ));
             }
         }
     }

@@ -14,8 +14,8 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use w4a16_reference::layer::{LayerShape, Symmetry};
 use w4a16_reference::ActDtype;
+use w4a16_reference::layer::{LayerShape, Symmetry};
 
 pub use error::CaseFileError;
 pub use known_bad::{Date, KnownBad, KnownBadMode};
@@ -64,7 +64,9 @@ impl DataClass {
 }
 
 /// Row padding of the resident weights (and the dense cache).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum RowPadding {
     /// Unpadded strides on every target.
@@ -96,7 +98,9 @@ impl RowPadding {
 }
 
 /// The checkpoint format the case's tensors go through before the resident layout (SPEC §3).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Producer {
     #[default]
@@ -257,7 +261,11 @@ impl CaseSet {
             .iter()
             .map(|s| {
                 let distinct = |f: &dyn Fn(&Case) -> String| {
-                    s.cases.iter().map(f).collect::<std::collections::BTreeSet<_>>().len()
+                    s.cases
+                        .iter()
+                        .map(f)
+                        .collect::<std::collections::BTreeSet<_>>()
+                        .len()
                 };
                 SuiteCount {
                     name: s.name.clone(),
@@ -340,5 +348,7 @@ pub fn default_dir() -> PathBuf {
     if here.join("models.toml").is_file() {
         return here.to_path_buf();
     }
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("cases")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join("cases")
 }

@@ -4,10 +4,10 @@
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use w4a16_reference::layer::{LayerShape, Symmetry};
 use w4a16_reference::ActDtype;
+use w4a16_reference::layer::{LayerShape, Symmetry};
 
-use super::error::{from_toml_error, CaseFileError, SpanIndex};
+use super::error::{CaseFileError, SpanIndex, from_toml_error};
 use super::schema::Positive;
 
 /// The KV-cache element type.
@@ -90,22 +90,37 @@ impl ModelDescription {
             CaseFileError::new(path, key, msg).with_line(line)
         };
         if raw.linear.is_empty() {
-            return Err(err("linear".into(), "a model needs at least one [[linear]] layer".into()));
+            return Err(err(
+                "linear".into(),
+                "a model needs at least one [[linear]] layer".into(),
+            ));
         }
         let mut linears = Vec::new();
         for (i, l) in raw.linear.iter().enumerate() {
             let group = l.group.unwrap_or(raw.group).0;
             let (k, n) = (l.k.0, l.n.0);
             if k % group != 0 {
-                return Err(err(format!("linear[{i}].k"), format!("K={k} is not a multiple of the group size {group}")));
+                return Err(err(
+                    format!("linear[{i}].k"),
+                    format!("K={k} is not a multiple of the group size {group}"),
+                ));
             }
             if k % 8 != 0 {
-                return Err(err(format!("linear[{i}].k"), format!("K={k} must be a multiple of 8 (8 codes per u32 word)")));
+                return Err(err(
+                    format!("linear[{i}].k"),
+                    format!("K={k} must be a multiple of 8 (8 codes per u32 word)"),
+                ));
             }
             if linears.iter().any(|x: &Linear| x.name == l.name) {
-                return Err(err(format!("linear[{i}].name"), format!("linear \"{}\" is listed twice", l.name)));
+                return Err(err(
+                    format!("linear[{i}].name"),
+                    format!("linear \"{}\" is listed twice", l.name),
+                ));
             }
-            linears.push(Linear { name: l.name.clone(), shape: LayerShape::new(n, k, group) });
+            linears.push(Linear {
+                name: l.name.clone(),
+                shape: LayerShape::new(n, k, group),
+            });
         }
         Ok(ModelDescription {
             name: raw.name,

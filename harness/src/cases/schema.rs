@@ -16,10 +16,10 @@
 
 use std::fmt;
 
-use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::Deserialize;
-use w4a16_reference::layer::Symmetry;
+use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use w4a16_reference::ActDtype;
+use w4a16_reference::layer::Symmetry;
 
 use super::known_bad::KnownBadMode;
 use super::{DataClass, Producer, RowPadding};

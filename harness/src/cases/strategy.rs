@@ -8,11 +8,11 @@
 
 use proptest::prelude::*;
 use w4a16_kernels::Target;
-use w4a16_reference::layer::{LayerShape, Symmetry};
 use w4a16_reference::ActDtype;
+use w4a16_reference::layer::{LayerShape, Symmetry};
 
 use crate::cases::RowPadding;
-use crate::select::{LayerRequest, DENSE_MIN_M, HYBRID_GROUPS, SKINNY_MAX_M};
+use crate::select::{DENSE_MIN_M, HYBRID_GROUPS, LayerRequest, SKINNY_MAX_M};
 
 /// Every target the selection model knows.
 pub fn target() -> impl Strategy<Value = Target> {
@@ -28,7 +28,11 @@ pub fn symmetry() -> impl Strategy<Value = Symmetry> {
 }
 
 pub fn padding() -> impl Strategy<Value = RowPadding> {
-    prop_oneof![Just(RowPadding::None), Just(RowPadding::CacheCliff), Just(RowPadding::Forced)]
+    prop_oneof![
+        Just(RowPadding::None),
+        Just(RowPadding::CacheCliff),
+        Just(RowPadding::Forced)
+    ]
 }
 
 /// A fast-path group size (32, 64, 128).
@@ -61,48 +65,76 @@ pub fn n_multiple_of_8(max_n: usize) -> impl Strategy<Value = usize> {
 /// A valid layer shape: `G` from the fast path, `K = groups·G` (so `K % 16 == 0` and
 /// `K % G == 0`), `N` a multiple of 8.
 pub fn valid_shape(max_groups: usize, max_n: usize) -> impl Strategy<Value = LayerShape> {
-    (fast_group(), 1..=max_groups.max(1), n_multiple_of_8(max_n)).prop_map(|(g, groups, n)| LayerShape::new(n, groups * g, g))
+    (fast_group(), 1..=max_groups.max(1), n_multiple_of_8(max_n))
+        .prop_map(|(g, groups, n)| LayerShape::new(n, groups * g, g))
 }
 
 /// A symmetric layer's shape may have any N (ragged row tiles).
 pub fn ragged_sym_shape(max_groups: usize, max_n: usize) -> impl Strategy<Value = LayerShape> {
-    (fast_group(), 1..=max_groups.max(1), 1..=max_n.max(1)).prop_map(|(g, groups, n)| LayerShape::new(n, groups * g, g))
+    (fast_group(), 1..=max_groups.max(1), 1..=max_n.max(1))
+        .prop_map(|(g, groups, n)| LayerShape::new(n, groups * g, g))
 }
 
 /// Decode shapes around the K·M values where older skinny kernels switched variants
 /// (32768 and 39321 elements of X): M in 1..=5, K a few groups either side.
 pub fn lds_boundary(max_n: usize) -> impl Strategy<Value = (LayerShape, usize)> {
-    (1..=SKINNY_MAX_M, fast_group(), prop_oneof![Just(32_768usize), Just(39_321usize)], -2i64..=2, n_multiple_of_8(max_n)).prop_map(
-        |(m, g, limit, delta, n)| {
+    (
+        1..=SKINNY_MAX_M,
+        fast_group(),
+        prop_oneof![Just(32_768usize), Just(39_321usize)],
+        -2i64..=2,
+        n_multiple_of_8(max_n),
+    )
+        .prop_map(|(m, g, limit, delta, n)| {
             let groups = ((limit / (m * g)) as i64 + delta).max(1) as usize;
             (LayerShape::new(n, groups * g, g), m)
-        },
-    )
+        })
 }
 
 /// A layer request every format can hold and the hybrid's rules accept on a wave32 target.
 pub fn layer_request() -> impl Strategy<Value = LayerRequest> {
-    (valid_shape(96, 8192), dispatch_m(), dtype(), symmetry(), any::<bool>(), padding(), any::<bool>()).prop_map(
-        |(shape, m, dtype, symmetry, bias, padding, built)| LayerRequest {
-            shape,
-            m,
-            dtype,
-            symmetry,
-            bias,
-            act_order: false,
-            padding,
-            dense_cache_built: built,
-        },
+    (
+        valid_shape(96, 8192),
+        dispatch_m(),
+        dtype(),
+        symmetry(),
+        any::<bool>(),
+        padding(),
+        any::<bool>(),
     )
+        .prop_map(
+            |(shape, m, dtype, symmetry, bias, padding, built)| LayerRequest {
+                shape,
+                m,
+                dtype,
+                symmetry,
+                bias,
+                act_order: false,
+                padding,
+                dense_cache_built: built,
+            },
+        )
 }
 
 /// Shapes the fast path refuses but the formats hold: G = 256, channelwise, small G (8, 16),
 /// K not a multiple of 16 (channelwise K = 8·odd).
 pub fn off_fast_path_shape(max_n: usize) -> impl Strategy<Value = LayerShape> {
     prop_oneof![
-        (1..=16usize, n_multiple_of_8(max_n)).prop_map(|(groups, n)| LayerShape::new(n, groups * 256, 256)),
-        (1..=512usize, n_multiple_of_8(max_n)).prop_map(|(words, n)| LayerShape::new(n, words * 8, words * 8)),
-        (prop_oneof![Just(8usize), Just(16), Just(24), Just(48)], 1..=64usize, n_multiple_of_8(max_n))
+        (1..=16usize, n_multiple_of_8(max_n)).prop_map(|(groups, n)| LayerShape::new(
+            n,
+            groups * 256,
+            256
+        )),
+        (1..=512usize, n_multiple_of_8(max_n)).prop_map(|(words, n)| LayerShape::new(
+            n,
+            words * 8,
+            words * 8
+        )),
+        (
+            prop_oneof![Just(8usize), Just(16), Just(24), Just(48)],
+            1..=64usize,
+            n_multiple_of_8(max_n)
+        )
             .prop_map(|(g, groups, n)| LayerShape::new(n, groups * g, g)),
     ]
 }
@@ -116,15 +148,26 @@ pub fn any_layer_request() -> impl Strategy<Value = LayerRequest> {
         1 => ragged_sym_shape(64, 4096),
         1 => (1..=4096usize, 1..=4096usize, 1..=4096usize).prop_map(|(n, k, g)| LayerShape::new(n, k, g)),
     ];
-    (shape, prop_oneof![4 => dispatch_m(), 1 => Just(0usize)], dtype(), symmetry(), any::<bool>(), any::<bool>(), padding(), any::<bool>())
-        .prop_map(|(shape, m, dtype, symmetry, bias, act_order, padding, built)| LayerRequest {
-            shape,
-            m,
-            dtype,
-            symmetry,
-            bias,
-            act_order,
-            padding,
-            dense_cache_built: built,
-        })
+    (
+        shape,
+        prop_oneof![4 => dispatch_m(), 1 => Just(0usize)],
+        dtype(),
+        symmetry(),
+        any::<bool>(),
+        any::<bool>(),
+        padding(),
+        any::<bool>(),
+    )
+        .prop_map(
+            |(shape, m, dtype, symmetry, bias, act_order, padding, built)| LayerRequest {
+                shape,
+                m,
+                dtype,
+                symmetry,
+                bias,
+                act_order,
+                padding,
+                dense_cache_built: built,
+            },
+        )
 }

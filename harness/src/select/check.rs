@@ -10,7 +10,7 @@
 use std::fmt;
 
 use serde::Serialize;
-use w4a16_kernels::{KernelId, TensorRole, Target};
+use w4a16_kernels::{KernelId, Target, TensorRole};
 use w4a16_reference::ActDtype;
 
 use super::{Selection, Strides};
@@ -45,13 +45,35 @@ pub struct PlannedTensor {
 }
 
 impl PlannedTensor {
-    fn matrix(role: TensorRole, elem: TensorElem, rows: usize, cols: usize, row_stride: usize) -> Self {
-        let elems = if rows == 0 || cols == 0 { 0 } else { (rows - 1) * row_stride + cols };
-        PlannedTensor { role, elem, shape: vec![rows, cols], strides: vec![row_stride, 1], bytes_available: elems * elem.size_bytes() }
+    fn matrix(
+        role: TensorRole,
+        elem: TensorElem,
+        rows: usize,
+        cols: usize,
+        row_stride: usize,
+    ) -> Self {
+        let elems = if rows == 0 || cols == 0 {
+            0
+        } else {
+            (rows - 1) * row_stride + cols
+        };
+        PlannedTensor {
+            role,
+            elem,
+            shape: vec![rows, cols],
+            strides: vec![row_stride, 1],
+            bytes_available: elems * elem.size_bytes(),
+        }
     }
 
     fn vector(role: TensorRole, elem: TensorElem, len: usize) -> Self {
-        PlannedTensor { role, elem, shape: vec![len], strides: vec![1], bytes_available: len * elem.size_bytes() }
+        PlannedTensor {
+            role,
+            elem,
+            shape: vec![len],
+            strides: vec![1],
+            bytes_available: len * elem.size_bytes(),
+        }
     }
 }
 
@@ -120,15 +142,39 @@ pub fn plan_launches(sel: &Selection) -> Vec<PlannedLaunch> {
 
     let x = PlannedTensor::matrix(TensorRole::X, act, r.m, k, st.x_row_stride);
     let weights = if st.weight_row_stride_bytes % 4 == 0 {
-        PlannedTensor::matrix(TensorRole::Weights, TensorElem::U32, n, k / 8, st.weight_row_stride_bytes / 4)
+        PlannedTensor::matrix(
+            TensorRole::Weights,
+            TensorElem::U32,
+            n,
+            k / 8,
+            st.weight_row_stride_bytes / 4,
+        )
     } else {
-        PlannedTensor::matrix(TensorRole::Weights, TensorElem::U8, n, k / 2, st.weight_row_stride_bytes)
+        PlannedTensor::matrix(
+            TensorRole::Weights,
+            TensorElem::U8,
+            n,
+            k / 2,
+            st.weight_row_stride_bytes,
+        )
     };
     let scales = PlannedTensor::matrix(TensorRole::Scales, act, n, groups, st.scale_row_stride);
-    let zeros = r.asymmetric().then(|| PlannedTensor::matrix(TensorRole::Zeros, TensorElem::U32, n.div_ceil(8), groups, groups));
-    let bias = r.bias.then(|| PlannedTensor::vector(TensorRole::Bias, act, n));
+    let zeros = r.asymmetric().then(|| {
+        PlannedTensor::matrix(
+            TensorRole::Zeros,
+            TensorElem::U32,
+            n.div_ceil(8),
+            groups,
+            groups,
+        )
+    });
+    let bias = r
+        .bias
+        .then(|| PlannedTensor::vector(TensorRole::Bias, act, n));
     let y = PlannedTensor::matrix(TensorRole::Y, act, r.m, n, st.y_row_stride);
-    let dense = st.dense_row_stride.map(|s| PlannedTensor::matrix(TensorRole::Dense, act, n, k, s));
+    let dense = st
+        .dense_row_stride
+        .map(|s| PlannedTensor::matrix(TensorRole::Dense, act, n, k, s));
 
     let launch = |kernel, m, group, tensors: Vec<Option<PlannedTensor>>| PlannedLaunch {
         kernel,
@@ -147,18 +193,46 @@ pub fn plan_launches(sel: &Selection) -> Vec<PlannedLaunch> {
                 kernel,
                 r.m,
                 group,
-                vec![Some(x.clone()), Some(weights.clone()), Some(scales.clone()), zeros.clone(), bias.clone(), Some(y.clone())],
+                vec![
+                    Some(x.clone()),
+                    Some(weights.clone()),
+                    Some(scales.clone()),
+                    zeros.clone(),
+                    bias.clone(),
+                    Some(y.clone()),
+                ],
             ),
-            KernelId::Dequant => {
-                launch(kernel, 0, group, vec![Some(weights.clone()), Some(scales.clone()), zeros.clone(), dense.clone()])
-            }
-            KernelId::Dense => launch(kernel, r.m, k, vec![Some(x.clone()), dense.clone(), bias.clone(), Some(y.clone())]),
+            KernelId::Dequant => launch(
+                kernel,
+                0,
+                group,
+                vec![
+                    Some(weights.clone()),
+                    Some(scales.clone()),
+                    zeros.clone(),
+                    dense.clone(),
+                ],
+            ),
+            KernelId::Dense => launch(
+                kernel,
+                r.m,
+                k,
+                vec![
+                    Some(x.clone()),
+                    dense.clone(),
+                    bias.clone(),
+                    Some(y.clone()),
+                ],
+            ),
         })
         .collect()
 }
 
 /// Runs every planned launch of `sel` through `validator`; the first refusal is the error.
-pub fn cross_check(sel: &Selection, validator: &dyn ContractValidator) -> Result<(), CrossCheckError> {
+pub fn cross_check(
+    sel: &Selection,
+    validator: &dyn ContractValidator,
+) -> Result<(), CrossCheckError> {
     for launch in plan_launches(sel) {
         if let Err(message) = validator.validate(&launch) {
             let r = &sel.request;

@@ -11,13 +11,16 @@ pub mod tiles;
 use serde::Serialize;
 use w4a16_kernels::decl::Tile;
 use w4a16_kernels::{KernelId, Target};
-use w4a16_reference::layer::{LayerShape, Symmetry};
 use w4a16_reference::ActDtype;
+use w4a16_reference::layer::{LayerShape, Symmetry};
 
 use crate::cases::{Case, RowPadding};
 use crate::config::{KernelConfig, PrefillDequant};
 
-pub use check::{cross_check, plan_launches, ContractValidator, CrossCheckError, PlannedLaunch, PlannedTensor, TensorElem};
+pub use check::{
+    ContractValidator, CrossCheckError, PlannedLaunch, PlannedTensor, TensorElem, cross_check,
+    plan_launches,
+};
 pub use print::{render, row};
 
 /// Batches up to this M take the skinny (decode) kernel.
@@ -155,7 +158,11 @@ impl Selection {
         if self.path.is_empty() {
             "none".to_owned()
         } else {
-            self.path.iter().map(|k| k.name()).collect::<Vec<_>>().join("+")
+            self.path
+                .iter()
+                .map(|k| k.name())
+                .collect::<Vec<_>>()
+                .join("+")
         }
     }
 }
@@ -170,11 +177,20 @@ pub fn can_implement(kernel: LayerKernel, target: Target, req: &LayerRequest) ->
     match kernel {
         LayerKernel::Hybrid => {
             if !wave32_capable(target) {
-                why.push(format!("{target} is wave{}; needs wave32 (gfx11, gfx12, sm_80+)", target.wave_size()));
+                why.push(format!(
+                    "{target} is wave{}; needs wave32 (gfx11, gfx12, sm_80+)",
+                    target.wave_size()
+                ));
             }
             if !HYBRID_GROUPS.contains(&group) {
-                let what = if group == k && group > 0 { format!("channelwise (G = K = {k})") } else { format!("G = {group}") };
-                why.push(format!("{what} is not a fast-path group size (32, 64, 128)"));
+                let what = if group == k && group > 0 {
+                    format!("channelwise (G = K = {k})")
+                } else {
+                    format!("G = {group}")
+                };
+                why.push(format!(
+                    "{what} is not a fast-path group size (32, 64, 128)"
+                ));
             }
             if k % 16 != 0 {
                 why.push(format!("K = {k} must be divisible by 16"));
@@ -191,10 +207,14 @@ pub fn can_implement(kernel: LayerKernel, target: Target, req: &LayerRequest) ->
         }
         LayerKernel::Fallback => {
             if k % 8 != 0 {
-                why.push(format!("K = {k} must be divisible by 8 (8 codes per u32 word)"));
+                why.push(format!(
+                    "K = {k} must be divisible by 8 (8 codes per u32 word)"
+                ));
             }
             if group == 0 || group % 8 != 0 || k % group != 0 {
-                why.push(format!("G = {group} must be a multiple of 8 that divides K = {k}"));
+                why.push(format!(
+                    "G = {group} must be a multiple of 8 that divides K = {k}"
+                ));
             }
             if req.asymmetric() && n % 8 != 0 {
                 why.push(format!("asymmetric zero points are packed 8 per u32 along N: N = {n} must be divisible by 8"));
@@ -228,8 +248,14 @@ pub fn select(target: Target, req: &LayerRequest, config: &KernelConfig) -> Sele
     }
 
     let (path, dispatch) = match chosen {
-        None => (Vec::new(), "no kernel of the priority list takes this layer".to_owned()),
-        Some(LayerKernel::Fallback) => (vec![KernelId::Fallback], "fallback: every shape the formats allow".to_owned()),
+        None => (
+            Vec::new(),
+            "no kernel of the priority list takes this layer".to_owned(),
+        ),
+        Some(LayerKernel::Fallback) => (
+            vec![KernelId::Fallback],
+            "fallback: every shape the formats allow".to_owned(),
+        ),
         Some(LayerKernel::Hybrid) => hybrid_dispatch(req, config),
     };
     let uses_dense = path.contains(&KernelId::Dense);
@@ -240,17 +266,32 @@ pub fn select(target: Target, req: &LayerRequest, config: &KernelConfig) -> Sele
         weight_pad_bytes: weight_row_stride_bytes - k / 2,
         scale_row_stride: req.shape.groups(),
         y_row_stride: n,
-        dense_row_stride: uses_dense.then(|| padding::dense_row_stride(target, k, req.dtype, req.padding)),
+        dense_row_stride: uses_dense
+            .then(|| padding::dense_row_stride(target, k, req.dtype, req.padding)),
     };
-    let tile = path.contains(&KernelId::Fused).then(|| tiles::fused_tile(target, req.dtype, req.m, n, k, group));
-    Selection { target, request: *req, layer_kernel: chosen, path, dispatch, tile, strides, rejections }
+    let tile = path
+        .contains(&KernelId::Fused)
+        .then(|| tiles::fused_tile(target, req.dtype, req.m, n, k, group));
+    Selection {
+        target,
+        request: *req,
+        layer_kernel: chosen,
+        path,
+        dispatch,
+        tile,
+        strides,
+        rejections,
+    }
 }
 
 /// The hybrid's M-dispatch (SPEC §5).
 fn hybrid_dispatch(req: &LayerRequest, config: &KernelConfig) -> (Vec<KernelId>, String) {
     let m = req.m;
     if m <= SKINNY_MAX_M {
-        return (vec![KernelId::Skinny], format!("M = {m} ≤ {SKINNY_MAX_M}: decode"));
+        return (
+            vec![KernelId::Skinny],
+            format!("M = {m} ≤ {SKINNY_MAX_M}: decode"),
+        );
     }
     if m >= DENSE_MIN_M {
         match (config.prefill_dequant, req.dense_cache_built) {
@@ -261,12 +302,21 @@ fn hybrid_dispatch(req: &LayerRequest, config: &KernelConfig) -> (Vec<KernelId>,
                 );
             }
             (PrefillDequant::Enable, false) => {
-                return (vec![KernelId::Fused], format!("M = {m} ≥ {DENSE_MIN_M}, prefill dequant enabled but no cache built"));
+                return (
+                    vec![KernelId::Fused],
+                    format!("M = {m} ≥ {DENSE_MIN_M}, prefill dequant enabled but no cache built"),
+                );
             }
             (PrefillDequant::Disable, _) => {
-                return (vec![KernelId::Fused], format!("M = {m} ≥ {DENSE_MIN_M}, prefill dequant disabled"));
+                return (
+                    vec![KernelId::Fused],
+                    format!("M = {m} ≥ {DENSE_MIN_M}, prefill dequant disabled"),
+                );
             }
         }
     }
-    (vec![KernelId::Fused], format!("{} < M = {m} < {DENSE_MIN_M}: fused", SKINNY_MAX_M))
+    (
+        vec![KernelId::Fused],
+        format!("{} < M = {m} < {DENSE_MIN_M}: fused", SKINNY_MAX_M),
+    )
 }

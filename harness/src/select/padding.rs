@@ -30,7 +30,9 @@ fn pad_bytes(target: Target, row_bytes: usize, period: usize, padding: RowPaddin
     match padding {
         RowPadding::None => 0,
         RowPadding::Forced => CLIFF_PAD_BYTES,
-        RowPadding::CacheCliff if target.pads_cache_cliff() && row_bytes > 0 && row_bytes % period == 0 => {
+        RowPadding::CacheCliff
+            if target.pads_cache_cliff() && row_bytes > 0 && row_bytes % period == 0 =>
+        {
             CLIFF_PAD_BYTES
         }
         RowPadding::CacheCliff => 0,
@@ -54,8 +56,14 @@ mod tests {
             assert_eq!(s, bytes, "{bytes} B rows");
         }
         // K = 512 → 256 B; K = 8192 → 4096 + 128 B (FIELD §5, stored stride test).
-        assert_eq!(weight_row_stride_bytes(Target::Gfx1151, 512, RowPadding::CacheCliff), 256);
-        assert_eq!(weight_row_stride_bytes(Target::Gfx1151, 8192, RowPadding::CacheCliff), 4096 + 128);
+        assert_eq!(
+            weight_row_stride_bytes(Target::Gfx1151, 512, RowPadding::CacheCliff),
+            256
+        );
+        assert_eq!(
+            weight_row_stride_bytes(Target::Gfx1151, 8192, RowPadding::CacheCliff),
+            4096 + 128
+        );
     }
 
     #[test]
@@ -63,17 +71,42 @@ mod tests {
         for t in Target::ALL {
             let cliff = weight_row_stride_bytes(t, 4096, RowPadding::CacheCliff);
             assert_eq!(cliff, if t.is_gfx11() { 2048 + 128 } else { 2048 }, "{t}");
-            assert_eq!(weight_row_stride_bytes(t, 4096, RowPadding::Forced), 2048 + 128, "{t}");
-            assert_eq!(weight_row_stride_bytes(t, 4096, RowPadding::None), 2048, "{t}");
+            assert_eq!(
+                weight_row_stride_bytes(t, 4096, RowPadding::Forced),
+                2048 + 128,
+                "{t}"
+            );
+            assert_eq!(
+                weight_row_stride_bytes(t, 4096, RowPadding::None),
+                2048,
+                "{t}"
+            );
         }
     }
 
     #[test]
     fn dense_rows_pad_on_2048_byte_multiples() {
         // K = 1024 → 2048 B rows: +128 B = +64 elements on gfx11.
-        assert_eq!(dense_row_stride(Target::Gfx1100, 1024, ActDtype::F16, RowPadding::CacheCliff), 1024 + 64);
-        assert_eq!(dense_row_stride(Target::Gfx1100, 1536, ActDtype::Bf16, RowPadding::CacheCliff), 1536);
-        assert_eq!(dense_row_stride(Target::Gfx1201, 1024, ActDtype::F16, RowPadding::CacheCliff), 1024);
-        assert_eq!(dense_row_stride(Target::Sm90, 1024, ActDtype::F16, RowPadding::Forced), 1024 + 64);
+        assert_eq!(
+            dense_row_stride(Target::Gfx1100, 1024, ActDtype::F16, RowPadding::CacheCliff),
+            1024 + 64
+        );
+        assert_eq!(
+            dense_row_stride(
+                Target::Gfx1100,
+                1536,
+                ActDtype::Bf16,
+                RowPadding::CacheCliff
+            ),
+            1536
+        );
+        assert_eq!(
+            dense_row_stride(Target::Gfx1201, 1024, ActDtype::F16, RowPadding::CacheCliff),
+            1024
+        );
+        assert_eq!(
+            dense_row_stride(Target::Sm90, 1024, ActDtype::F16, RowPadding::Forced),
+            1024 + 64
+        );
     }
 }

@@ -19,7 +19,9 @@ pub fn row(sel: &Selection) -> String {
         sel.path_name(),
         sel.tile.as_ref().map_or("-".to_owned(), tile_str),
         sel.strides.weight_pad_bytes,
-        sel.strides.dense_pad_elems(sel.request.shape.k).map_or("-".to_owned(), |p| p.to_string()),
+        sel.strides
+            .dense_pad_elems(sel.request.shape.k)
+            .map_or("-".to_owned(), |p| p.to_string()),
     );
     let mut last = None;
     for r in &sel.rejections {
@@ -38,7 +40,12 @@ pub fn render(sel: &Selection) -> String {
     let r = &sel.request;
     let s = &sel.strides;
     let mut out = String::new();
-    let _ = writeln!(out, "target    {} (wave{})", sel.target, sel.target.wave_size());
+    let _ = writeln!(
+        out,
+        "target    {} (wave{})",
+        sel.target,
+        sel.target.wave_size()
+    );
     let _ = writeln!(
         out,
         "layer     M={} N={} K={} G={}{} {} {}  bias={} act-order={} padding={}",
@@ -46,17 +53,30 @@ pub fn render(sel: &Selection) -> String {
         r.shape.n,
         r.shape.k,
         r.shape.group,
-        if r.shape.is_channelwise() { " (channelwise)" } else { "" },
+        if r.shape.is_channelwise() {
+            " (channelwise)"
+        } else {
+            ""
+        },
         r.dtype.name(),
         r.symmetry.name(),
         yes_no(r.bias),
         yes_no(r.act_order),
         r.padding.name(),
     );
-    let _ = writeln!(out, "kernel    {}", sel.layer_kernel.map_or("none (no kernel takes this layer)", |k| k.name()));
+    let _ = writeln!(
+        out,
+        "kernel    {}",
+        sel.layer_kernel
+            .map_or("none (no kernel takes this layer)", |k| k.name())
+    );
     let _ = writeln!(out, "path      {}  ({})", sel.path_name(), sel.dispatch);
     if let Some(t) = &sel.tile {
-        let _ = writeln!(out, "tile      BM={} BN={} BK={} warps={}", t.bm, t.bn, t.bk, t.warps);
+        let _ = writeln!(
+            out,
+            "tile      BM={} BN={} BK={} warps={}",
+            t.bm, t.bn, t.bk, t.warps
+        );
     }
     let _ = write!(
         out,
