@@ -111,13 +111,13 @@ fn valid_name(name: &str, dots: bool) -> bool {
 
 /// Format-level rules of a layer shape (SPEC §1–2): the resident layout must be able to hold it.
 fn check_shape(k: usize, n: usize, group: usize) -> Result<(), (&'static str, String)> {
-    if k % 8 != 0 {
+    if !k.is_multiple_of(8) {
         return Err((
             "k",
             format!("K={k} must be a multiple of 8 (8 codes per u32 word)"),
         ));
     }
-    if group > k || k % group != 0 {
+    if group > k || !k.is_multiple_of(group) {
         return Err((
             "group",
             format!("K={k} is not a multiple of the group size {group}"),
@@ -504,7 +504,7 @@ fn group_for(spec: GroupSpec, s: &NamedShape) -> Result<usize, String> {
         GroupSpec::Channelwise => k,
         GroupSpec::Size(g) => g,
     };
-    if g > k || k % g != 0 {
+    if g > k || !k.is_multiple_of(g) {
         return Err(format!(
             "group size {g} does not divide K={k} of shape \"{}\"",
             s.name
@@ -520,7 +520,7 @@ fn unsupported_reason(
     symmetry: Symmetry,
     act_order: bool,
 ) -> Option<(&'static str, String)> {
-    if symmetry == Symmetry::Asym && n % 8 != 0 {
+    if symmetry == Symmetry::Asym && !n.is_multiple_of(8) {
         return Some((
             "symmetry",
             format!(

@@ -141,7 +141,7 @@ pub fn plan_launches(sel: &Selection) -> Vec<PlannedLaunch> {
     let groups = r.shape.groups();
 
     let x = PlannedTensor::matrix(TensorRole::X, act, r.m, k, st.x_row_stride);
-    let weights = if st.weight_row_stride_bytes % 4 == 0 {
+    let weights = if st.weight_row_stride_bytes.is_multiple_of(4) {
         PlannedTensor::matrix(
             TensorRole::Weights,
             TensorElem::U32,

@@ -31,7 +31,7 @@ fn pad_bytes(target: Target, row_bytes: usize, period: usize, padding: RowPaddin
         RowPadding::None => 0,
         RowPadding::Forced => CLIFF_PAD_BYTES,
         RowPadding::CacheCliff
-            if target.pads_cache_cliff() && row_bytes > 0 && row_bytes % period == 0 =>
+            if target.pads_cache_cliff() && row_bytes > 0 && row_bytes.is_multiple_of(period) =>
         {
             CLIFF_PAD_BYTES
         }
