@@ -3,6 +3,10 @@
 
 pub mod cases;
 pub mod config;
+pub mod device;
+pub mod launch;
 pub mod require;
 pub mod runner;
 pub mod select;
+pub mod tensor;
+pub mod validate;
