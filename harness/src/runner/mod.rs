@@ -1,6 +1,8 @@
 //! The case runner: case → seeded producer tensors → conversion → selection → validation →
 //! launch → reference and bound → verdict → snapshot/report. Each arrow is a module boundary.
 
+pub mod artifact;
+pub mod execute;
 pub mod isolate;
 pub mod report;
 pub mod snapshot;
