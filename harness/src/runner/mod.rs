@@ -5,6 +5,7 @@ pub mod artifact;
 pub mod execute;
 pub mod isolate;
 pub mod report;
+pub mod session;
 pub mod snapshot;
 pub mod verdict;
 
