@@ -347,6 +347,7 @@ fn pick<T: Clone>(
 
 struct Resolved {
     shapes: Vec<NamedShape>,
+    shapes_key: String,
     m: Vec<usize>,
     dtype: Vec<ActDtype>,
     symmetry: (Vec<Symmetry>, String),
@@ -468,6 +469,7 @@ fn resolve(
     )?;
     Ok(Resolved {
         shapes,
+        shapes_key,
         m,
         dtype: dtype.0,
         symmetry,
@@ -513,13 +515,17 @@ fn group_for(spec: GroupSpec, s: &NamedShape) -> Result<usize, String> {
     Ok(g)
 }
 
-/// Rules every case of a suite without `allow_unsupported` must meet: the resident layout can
-/// hold it (packed zero points need N % 8 == 0; no format carries act-order).
+/// Rules every case of a suite without `allow_unsupported` must meet (SPEC §1): K % 16 == 0,
+/// packed zero points need N % 8 == 0, and no format carries act-order.
 fn unsupported_reason(
+    k: usize,
     n: usize,
     symmetry: Symmetry,
     act_order: bool,
 ) -> Option<(&'static str, String)> {
+    if !k.is_multiple_of(16) {
+        return Some(("shapes", format!("K={k} is not a multiple of 16 (SPEC §1)")));
+    }
     if symmetry == Symmetry::Asym && !n.is_multiple_of(8) {
         return Some((
             "symmetry",
@@ -560,13 +566,13 @@ fn expand_suite(f: &Parsed, suite: &SuiteRaw, set: &CaseSet) -> Result<Suite, Ca
                                         for &act_order in &r.act_order.0 {
                                             if !allow
                                                 && let Some((axis, msg)) = unsupported_reason(
-                                                    s.shape.n, symmetry, act_order,
+                                                    s.shape.k, s.shape.n, symmetry, act_order,
                                                 )
                                             {
-                                                let key = if axis == "symmetry" {
-                                                    &r.symmetry.1
-                                                } else {
-                                                    &r.act_order.1
+                                                let key = match axis {
+                                                    "symmetry" => &r.symmetry.1,
+                                                    "shapes" => &r.shapes_key,
+                                                    _ => &r.act_order.1,
                                                 };
                                                 return Err(f.err(
                                                     key.clone(),
@@ -668,7 +674,14 @@ fn expand_suite(f: &Parsed, suite: &SuiteRaw, set: &CaseSet) -> Result<Suite, Ca
         let group = group_for(c.group.unwrap_or(GroupSpec::Shape), &named)
             .map_err(|msg| f.err(format!("{here}.group"), msg))?;
         let act_order = c.act_order.unwrap_or(false);
-        if !allow && let Some((axis, msg)) = unsupported_reason(base.n, c.symmetry, act_order) {
+        if !allow
+            && let Some((axis, msg)) = unsupported_reason(base.k, base.n, c.symmetry, act_order)
+        {
+            let axis = if axis == "shapes" {
+                if c.shape.is_some() { "shape" } else { "k" }
+            } else {
+                axis
+            };
             return Err(f.err(format!("{here}.{axis}"), format!("{msg}{hint}")));
         }
         let producer = c.producer.unwrap_or_default();
