@@ -417,6 +417,7 @@ fn every_invalid_case_file_is_refused_naming_the_file_and_the_key() {
         assert_eq!(err.file, path, "error names the wrong file: {err}");
         assert_eq!(err.key, expected_key, "error names the wrong key: {err}");
         let shown = err.to_string();
+        eprintln!("{shown}");
         assert!(
             shown.starts_with(&format!("{}: key \"{expected_key}\": ", path.display())),
             "{shown}"
