@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use w4a16_kernels::Target;
 use w4a16_reference::ActDtype;
+use w4a16_reference::data::EXACT_MAX_K;
 use w4a16_reference::layer::{LayerShape, Symmetry};
 
 use super::error::{CaseFileError, SpanIndex, from_toml_error};
@@ -352,7 +353,7 @@ struct Resolved {
     dtype: Vec<ActDtype>,
     symmetry: (Vec<Symmetry>, String),
     group: (Vec<GroupSpec>, String),
-    class: Vec<DataClass>,
+    class: (Vec<DataClass>, String),
     padding: Vec<RowPadding>,
     bias: Vec<bool>,
     act_order: (Vec<bool>, String),
@@ -474,7 +475,7 @@ fn resolve(
         dtype: dtype.0,
         symmetry,
         group,
-        class: class.0,
+        class,
         padding: padding.0,
         bias: bias.0,
         act_order,
@@ -496,6 +497,12 @@ fn axis<T: Clone>(
         return Err(f.err(key, "expected at least one value"));
     }
     Ok((v, key))
+}
+
+/// The exact class keeps every fp32 partial sum exact only up to this K.
+fn exact_too_large(class: DataClass, k: usize) -> Option<String> {
+    (class == DataClass::Exact && k > EXACT_MAX_K)
+        .then(|| format!("the exact class keeps fp32 sums exact only for K ≤ {EXACT_MAX_K}; K={k}"))
 }
 
 /// The group size a spec means for one shape, or why it cannot apply.
@@ -560,7 +567,13 @@ fn expand_suite(f: &Parsed, suite: &SuiteRaw, set: &CaseSet) -> Result<Suite, Ca
                         for &gspec in &r.group.0 {
                             let group =
                                 group_for(gspec, s).map_err(|msg| f.err(r.group.1.clone(), msg))?;
-                            for &class in &r.class {
+                            for &class in &r.class.0 {
+                                if let Some(msg) = exact_too_large(class, s.shape.k) {
+                                    return Err(f.err(
+                                        r.class.1.clone(),
+                                        format!("shape \"{}\": {msg}", s.name),
+                                    ));
+                                }
                                 for &padding in &r.padding {
                                     for &bias in &r.bias {
                                         for &act_order in &r.act_order.0 {
@@ -683,6 +696,9 @@ fn expand_suite(f: &Parsed, suite: &SuiteRaw, set: &CaseSet) -> Result<Suite, Ca
                 axis
             };
             return Err(f.err(format!("{here}.{axis}"), format!("{msg}{hint}")));
+        }
+        if let Some(msg) = exact_too_large(c.class, base.k) {
+            return Err(f.err(format!("{here}.class"), msg));
         }
         let producer = c.producer.unwrap_or_default();
         if !producer.applies_to(c.symmetry) {

@@ -22,46 +22,9 @@ pub use known_bad::{Date, KnownBad, KnownBadMode};
 pub use load::{case_files, load_all, load_files, load_sources};
 pub use model::ModelDescription;
 
-/// How the case's data are drawn (the reference crate builds the tensors from the class and the
-/// case id).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum DataClass {
-    /// Small integers and power-of-two scales: fp32 sums are exact, results compare bit for bit.
-    Exact,
-    /// x = 0.25·randn, q, z uniform, s = 0.05·U(0,1), bias = 0.1·randn.
-    Realistic,
-    /// Large |x|: stresses the bf16 `(128 + z)·Σx` cancellation.
-    LargeActivation,
-    /// All ones: every output element sums the same K terms.
-    Ones,
-    /// Non-zero only in the last row of X: catches ragged-M tails.
-    LastRow,
-    /// Non-zero only in the last output column: catches ragged-N tails.
-    LastCol,
-}
-
-impl DataClass {
-    pub const ALL: [DataClass; 6] = [
-        DataClass::Exact,
-        DataClass::Realistic,
-        DataClass::LargeActivation,
-        DataClass::Ones,
-        DataClass::LastRow,
-        DataClass::LastCol,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            DataClass::Exact => "exact",
-            DataClass::Realistic => "realistic",
-            DataClass::LargeActivation => "large-activation",
-            DataClass::Ones => "ones",
-            DataClass::LastRow => "last-row",
-            DataClass::LastCol => "last-col",
-        }
-    }
-}
+/// How the case's data are drawn: the reference crate's classes, so a case file names exactly
+/// what the data generator builds.
+pub use w4a16_reference::data::DataClass;
 
 /// Row padding of the resident weights (and the dense cache).
 #[derive(
