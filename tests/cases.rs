@@ -476,6 +476,26 @@ fn unsupported_layers_live_only_in_suites_that_allow_them() {
             );
         }
     }
+    for c in set.cases() {
+        assert_eq!(
+            c.is_buildable(),
+            !(c.act_order
+                || c.shape.k % 16 != 0
+                || (c.symmetry == Symmetry::Asym && c.shape.n % 8 != 0)),
+            "{}",
+            c.id
+        );
+        assert!(
+            c.is_buildable() || set.suite(&c.suite).unwrap().allow_unsupported,
+            "{}",
+            c.id
+        );
+        let spec = c.data_spec();
+        assert_eq!(
+            (spec.m, spec.shape, spec.class, spec.with_bias),
+            (c.m, c.shape, c.class, c.bias)
+        );
+    }
     let sel = set.suite("selection").unwrap();
     assert!(sel.allow_unsupported);
     assert!(

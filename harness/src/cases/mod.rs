@@ -140,6 +140,26 @@ impl Case {
         (!parts.is_empty()).then(|| parts.join("+"))
     }
 
+    /// What the reference's data generator needs (seeded from the id by the caller).
+    pub fn data_spec(&self) -> w4a16_reference::data::DataSpec {
+        w4a16_reference::data::DataSpec {
+            class: self.class,
+            m: self.m,
+            shape: self.shape,
+            dtype: self.dtype,
+            symmetry: self.symmetry,
+            with_bias: self.bias,
+        }
+    }
+
+    /// Whether the resident layout can hold this layer (SPEC §1–2): cases that cannot exist only
+    /// in suites with `allow_unsupported`, and must end as clean refusals.
+    pub fn is_buildable(&self) -> bool {
+        self.shape.k.is_multiple_of(16)
+            && (self.symmetry == Symmetry::Sym || self.shape.n.is_multiple_of(8))
+            && !self.act_order
+    }
+
     /// The id this case's fields spell; `id` always equals it.
     pub fn make_id(&self) -> String {
         let mut id = format!(
