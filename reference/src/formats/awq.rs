@@ -156,4 +156,8 @@ impl Checkpoint for AwqLayer {
             notes,
         })
     }
+
+    fn decode_own_semantics(&self) -> Result<QuantizedLayer, ConvertError> {
+        super::own::awq(self)
+    }
 }

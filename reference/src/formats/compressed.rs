@@ -172,4 +172,8 @@ impl Checkpoint for CompressedTensorsLayer {
             notes,
         })
     }
+
+    fn decode_own_semantics(&self) -> Result<QuantizedLayer, ConvertError> {
+        super::own::compressed_tensors(self)
+    }
 }

@@ -5,7 +5,7 @@ use super::layout::{LayoutError, RowPadding};
 use super::resident::ResidentLayer;
 use super::tensor::{StoredDtype, Tensor, TensorData, shape_str};
 use crate::dtype::ActDtype;
-use crate::layer::SYMMETRIC_ZERO;
+use crate::layer::{QuantizedLayer, SYMMETRIC_ZERO};
 use std::fmt;
 
 /// What the model architecture says the layer is (out_features, in_features, torch dtype); the
@@ -78,6 +78,15 @@ pub enum ConvertError {
         g: usize,
         got: f64,
     },
+    #[error("{tensor}: expected a rank-{rank} tensor {layout}, got shape {}", shape_str(.got))]
+    Rank {
+        tensor: String,
+        layout: &'static str,
+        rank: usize,
+        got: Vec<usize>,
+    },
+    #[error("{tensor}: expected the activation dtype (f16 or bf16), got {got}")]
+    NotActDtype { tensor: String, got: StoredDtype },
     #[error(transparent)]
     Layout(#[from] LayoutError),
 }
@@ -109,7 +118,9 @@ pub struct Converted {
 }
 
 /// A checkpoint format that a loader turns into the resident layout.
-pub trait Checkpoint {
+///
+/// `Send + Sync + Debug` so the runner can hold built checkpoints across threads and print them.
+pub trait Checkpoint: fmt::Debug + Send + Sync {
     /// Human-readable format name, e.g. `gptq-v1`.
     fn format_name(&self) -> &'static str;
     fn to_resident(
@@ -117,6 +128,10 @@ pub trait Checkpoint {
         target: &LoadTarget,
         padding: RowPadding,
     ) -> Result<Converted, ConvertError>;
+    /// The layer as the format's own reference dequantizer reads these tensors (SPEC §3),
+    /// written apart from [`Checkpoint::to_resident`] so that the two readings can disagree.
+    /// Shapes come from the tensors alone; see [`super::own`].
+    fn decode_own_semantics(&self) -> Result<QuantizedLayer, ConvertError>;
 }
 
 /// Checks dtype, shape and element count, in that order.

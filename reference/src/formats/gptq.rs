@@ -211,4 +211,8 @@ impl Checkpoint for GptqLayer {
             notes,
         })
     }
+
+    fn decode_own_semantics(&self) -> Result<QuantizedLayer, ConvertError> {
+        super::own::gptq(self)
+    }
 }

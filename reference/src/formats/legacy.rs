@@ -129,4 +129,8 @@ impl Checkpoint for LegacyLayer {
         }
         Ok(Converted { layer, notes })
     }
+
+    fn decode_own_semantics(&self) -> Result<QuantizedLayer, ConvertError> {
+        super::own::legacy(self)
+    }
 }

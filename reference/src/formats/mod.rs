@@ -8,6 +8,8 @@ pub mod gptq;
 pub mod layout;
 pub mod legacy;
 pub mod nibble;
+pub mod own;
+pub mod producer;
 pub mod resident;
 pub mod tensor;
 
@@ -22,6 +24,7 @@ pub use layout::{
 };
 pub use legacy::{LegacyConfig, LegacyLayer};
 pub use nibble::{AWQ_ORDER, EXLLAMA_SHIFTS, NibbleOrder};
+pub use producer::Producer;
 pub use resident::{
     PackedZeroPoints, ResidentLayer, ResidentScales, ResidentWeights, UnpackedZeroPoints,
     ZeroPoints,
