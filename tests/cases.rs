@@ -55,6 +55,7 @@ fn the_cases_folder_loads_with_every_suite() {
     sorted.sort();
     assert_eq!(names, sorted, "suites are listed in name order");
     for s in set.suites() {
+        eprintln!("{:<12} {:>5} cases  {}", s.name, s.cases, s.description);
         if s.name != "regressions" {
             assert!(s.cases > 0, "suite {} is empty", s.name);
         }

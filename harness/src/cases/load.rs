@@ -111,7 +111,7 @@ fn valid_name(name: &str, dots: bool) -> bool {
 }
 
 /// Format-level rules of a layer shape (SPEC §1–2): the resident layout must be able to hold it.
-fn check_shape(k: usize, n: usize, group: usize) -> Result<(), (&'static str, String)> {
+fn check_shape(k: usize, group: usize) -> Result<(), (&'static str, String)> {
     if !k.is_multiple_of(8) {
         return Err((
             "k",
@@ -124,7 +124,6 @@ fn check_shape(k: usize, n: usize, group: usize) -> Result<(), (&'static str, St
             format!("K={k} is not a multiple of the group size {group}"),
         ));
     }
-    let _ = n;
     Ok(())
 }
 
@@ -226,7 +225,7 @@ fn build(
                 } else {
                     format!("{here}.k")
                 };
-                if let Err((which, msg)) = check_shape(l.k.0, l.n.0, group) {
+                if let Err((which, msg)) = check_shape(l.k.0, group) {
                     let key = if which == "group" {
                         key_group
                     } else {
@@ -257,7 +256,7 @@ fn build(
                     format!("\"{}\" is not a valid name (a-z, 0-9, ., -, _)", s.name),
                 ));
             }
-            if let Err((which, msg)) = check_shape(s.k.0, s.n.0, s.group.0) {
+            if let Err((which, msg)) = check_shape(s.k.0, s.group.0) {
                 return Err(f.err(format!("{here}.{which}"), msg));
             }
             if let Some(first) = shape_from.get(&s.name) {
@@ -658,7 +657,7 @@ fn expand_suite(f: &Parsed, suite: &SuiteRaw, set: &CaseSet) -> Result<Suite, Ca
                         ));
                     }
                 };
-                if let Err((which, msg)) = check_shape(k.0, n.0, group) {
+                if let Err((which, msg)) = check_shape(k.0, group) {
                     return Err(f.err(format!("{here}.{which}"), msg));
                 }
                 (
