@@ -433,26 +433,16 @@ proptest! {
         if sel.layer_kernel.is_some() {
             let checked = select::cross_check(&sel, &DeclaredContracts);
             if let Err(e) = &checked {
-                prop_assert!(is_dense_bias_gap(e, &sel), "{}\n{}", e, select::render(&sel));
+                prop_assert!(false, "{}\n{}", e, select::render(&sel));
             }
         }
     }
-}
-
-/// A known gap, reported to the kernel set: the hybrid sends bias layers with M ≥ 256 to the
-/// dense path, whose declared arguments (`DENSE_ARGS`) have no bias pointer. Strict: the
-/// case-file test below fails once the gap is closed, so this exception cannot outlive it.
-fn is_dense_bias_gap(e: &select::CrossCheckError, sel: &Selection) -> bool {
-    e.kernel == KernelId::Dense
-        && sel.request.bias
-        && e.message.starts_with("dense takes no bias argument")
 }
 
 #[test]
 fn every_case_file_selection_passes_the_contract_cross_check() {
     let set = load();
     let mut failures = Vec::new();
-    let mut gaps = 0;
     let mut checked = 0;
     for case in set.cases() {
         let r = LayerRequest::from_case(case);
@@ -465,7 +455,6 @@ fn every_case_file_selection_passes_the_contract_cross_check() {
                 checked += 1;
                 match select::cross_check(&sel, &DeclaredContracts) {
                     Ok(()) => {}
-                    Err(e) if is_dense_bias_gap(&e, &sel) => gaps += 1,
                     Err(e) => failures.push(format!("{} ({cfg}): {e}", case.id)),
                 }
             }
@@ -481,10 +470,6 @@ fn every_case_file_selection_passes_the_contract_cross_check() {
         "{} refused:\n{}",
         failures.len(),
         failures[..failures.len().min(20)].join("\n")
-    );
-    assert!(
-        gaps > 0,
-        "the dense path now takes bias: remove is_dense_bias_gap and this assertion"
     );
 }
 

@@ -83,9 +83,10 @@ pub static DEQUANT_ARGS: [ArgDecl; 10] = [
 
 /// `dense` runs in the vendor BLAS: `Y = X · Denseᵀ` with a padded leading dimension. Declared
 /// for validation only; it has no HIP entry point.
-pub static DENSE_ARGS: [ArgDecl; 7] = [
+pub static DENSE_ARGS: [ArgDecl; 8] = [
     ptr("x", TensorRole::X),
     ptr("dense", TensorRole::Dense),
+    opt_ptr("bias", TensorRole::Bias),
     out_ptr("y", TensorRole::Y),
     int("m", ScalarArg::M),
     int("n", ScalarArg::N),

@@ -20,7 +20,11 @@ use w4a16_kernels::Target;
 pub const SELECTED_PATH_SUITES: [&str; 2] = ["field", "checkpoints"];
 
 pub fn mode_for_suite(suite: &str) -> Mode {
-    if SELECTED_PATH_SUITES.contains(&suite) { Mode::Selected } else { Mode::Differential }
+    if SELECTED_PATH_SUITES.contains(&suite) {
+        Mode::Selected
+    } else {
+        Mode::Differential
+    }
 }
 
 #[derive(Deserialize)]
@@ -34,10 +38,22 @@ struct SafetyEntry {
 pub fn c_target(cases_dir: &Path, target: Target) -> Result<f64, String> {
     let path = cases_dir.join("targets").join("safety.toml");
     let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let table: BTreeMap<String, SafetyEntry> = toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-    let entry = table.get(target.name()).ok_or_else(|| format!("{}: no entry for target `{}`", path.display(), target.name()))?;
+    let table: BTreeMap<String, SafetyEntry> =
+        toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    let entry = table.get(target.name()).ok_or_else(|| {
+        format!(
+            "{}: no entry for target `{}`",
+            path.display(),
+            target.name()
+        )
+    })?;
     if !(entry.c_target.is_finite() && entry.c_target >= 1.0) {
-        return Err(format!("{}: key \"{}.c_target\": expected a finite factor ≥ 1, got {}", path.display(), target.name(), entry.c_target));
+        return Err(format!(
+            "{}: key \"{}.c_target\": expected a finite factor ≥ 1, got {}",
+            path.display(),
+            target.name(),
+            entry.c_target
+        ));
     }
     Ok(entry.c_target)
 }
@@ -74,7 +90,13 @@ impl SessionOptions {
 }
 
 /// Runs `cases` in this process (CPU threads, or one device shared by every thread).
-pub fn run_in_process(set: &CaseSet, cases: &[&Case], backend: &Backend, opts: &SessionOptions, on_verdict: &(dyn Fn(&Verdict) + Sync)) -> Result<Vec<Verdict>, String> {
+pub fn run_in_process(
+    set: &CaseSet,
+    cases: &[&Case],
+    backend: &Backend,
+    opts: &SessionOptions,
+    on_verdict: &(dyn Fn(&Verdict) + Sync),
+) -> Result<Vec<Verdict>, String> {
     let c = c_target(&opts.cases_dir, opts.target)?;
     let (device, no_device) = match backend {
         Backend::Device(d) => (Some(d.as_ref()), None),
@@ -99,21 +121,41 @@ pub fn run_in_process(set: &CaseSet, cases: &[&Case], backend: &Backend, opts: &
     };
     // One device: launches are serialised by its stream anyway; the CPU work between them is
     // what the threads overlap. Without a device, cases are independent.
-    let verdicts: Vec<Vec<Verdict>> = if device.is_some() { cases.iter().map(run).collect() } else { cases.par_iter().map(run).collect() };
+    let verdicts: Vec<Vec<Verdict>> = if device.is_some() {
+        cases.iter().map(run).collect()
+    } else {
+        cases.par_iter().map(run).collect()
+    };
     Ok(verdicts.into_iter().flatten().collect())
 }
 
 /// Runs `case_ids` in `jobs` worker processes of `exe` (DESIGN rule 8), each given `worker_args`.
-pub fn run_isolated_jobs(exe: &Path, worker_args: &[String], case_ids: &[String], jobs: usize, per_case: Duration, on_verdict: &(dyn Fn(&Verdict) + Sync)) -> std::io::Result<Vec<Verdict>> {
+pub fn run_isolated_jobs(
+    exe: &Path,
+    worker_args: &[String],
+    case_ids: &[String],
+    jobs: usize,
+    per_case: Duration,
+    on_verdict: &(dyn Fn(&Verdict) + Sync),
+) -> std::io::Result<Vec<Verdict>> {
     let jobs = jobs.max(1).min(case_ids.len().max(1));
     // Deal cases round-robin so long and short shapes spread evenly.
-    let shards: Vec<Vec<String>> = (0..jobs).map(|j| case_ids.iter().skip(j).step_by(jobs).cloned().collect()).collect();
-    let results: Vec<std::io::Result<Vec<Verdict>>> = shards.par_iter().map(|ids| isolate::run_isolated(exe, worker_args, ids, per_case, on_verdict)).collect();
+    let shards: Vec<Vec<String>> = (0..jobs)
+        .map(|j| case_ids.iter().skip(j).step_by(jobs).cloned().collect())
+        .collect();
+    let results: Vec<std::io::Result<Vec<Verdict>>> = shards
+        .par_iter()
+        .map(|ids| isolate::run_isolated(exe, worker_args, ids, per_case, on_verdict))
+        .collect();
     let mut all = Vec::new();
     for r in results {
         all.extend(r?);
     }
-    let order: BTreeMap<&str, usize> = case_ids.iter().enumerate().map(|(i, id)| (id.as_str(), i)).collect();
+    let order: BTreeMap<&str, usize> = case_ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| (id.as_str(), i))
+        .collect();
     all.sort_by_key(|v| order.get(v.case_id.as_str()).copied().unwrap_or(usize::MAX));
     Ok(all)
 }
@@ -124,7 +166,13 @@ pub fn open_backend(target: Option<Target>) -> (Target, Backend) {
         Ok(d) => {
             let t = d.target();
             match target {
-                Some(want) if want != t => (want, Backend::None(Skip { requirement: crate::require::Requirement::Gpu, reason: format!("the GPU here is {t}, not {want}") })),
+                Some(want) if want != t => (
+                    want,
+                    Backend::None(Skip {
+                        requirement: crate::require::Requirement::Gpu,
+                        reason: format!("the GPU here is {t}, not {want}"),
+                    }),
+                ),
                 _ => (t, Backend::Device(d)),
             }
         }
@@ -135,23 +183,45 @@ pub fn open_backend(target: Option<Target>) -> (Target, Backend) {
 /// Checks that need no case: every invalid case file is refused naming its file and key.
 pub fn invalid_case_file_checks(cases_dir: &Path) -> Vec<Verdict> {
     let dir = cases_dir.join("invalid");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir).map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "toml")).collect()).unwrap_or_default();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+                .collect()
+        })
+        .unwrap_or_default();
     files.sort();
     files
         .iter()
         .map(|f| {
-            let id = format!("case-files/invalid/{}", f.file_name().unwrap_or_default().to_string_lossy());
-            let expected_key = std::fs::read_to_string(f).ok().and_then(|t| t.lines().find_map(|l| l.strip_prefix("# expect-key: ").map(|k| k.trim().to_string())));
+            let id = format!(
+                "case-files/invalid/{}",
+                f.file_name().unwrap_or_default().to_string_lossy()
+            );
+            let expected_key = std::fs::read_to_string(f).ok().and_then(|t| {
+                t.lines().find_map(|l| {
+                    l.strip_prefix("# expect-key: ")
+                        .map(|k| k.trim().to_string())
+                })
+            });
             let valid = cases::case_files(cases_dir).unwrap_or_default();
             if let Err(e) = cases::load_files(&valid) {
-                return Verdict::new(id, "loader", Outcome::Fail).detail(format!("the valid case files do not load: {e}"));
+                return Verdict::new(id, "loader", Outcome::Fail)
+                    .detail(format!("the valid case files do not load: {e}"));
             }
             let mut with_bad = valid;
             with_bad.push(f.clone());
             match cases::load_files(&with_bad) {
-                Ok(_) => Verdict::new(id, "loader", Outcome::Fail).detail("a deliberately broken file was accepted"),
-                Err(e) if e.file == *f && expected_key.as_deref() == Some(e.key.as_str()) => Verdict::new(id, "loader", Outcome::Refused).detail(e.to_string()),
-                Err(e) => Verdict::new(id, "loader", Outcome::Fail).detail(format!("refused, but not naming {} and key {:?}: {e}", f.display(), expected_key)),
+                Ok(_) => Verdict::new(id, "loader", Outcome::Fail)
+                    .detail("a deliberately broken file was accepted"),
+                Err(e) if e.file == *f && expected_key.as_deref() == Some(e.key.as_str()) => {
+                    Verdict::new(id, "loader", Outcome::Refused).detail(e.to_string())
+                }
+                Err(e) => Verdict::new(id, "loader", Outcome::Fail).detail(format!(
+                    "refused, but not naming {} and key {:?}: {e}",
+                    f.display(),
+                    expected_key
+                )),
             }
         })
         .collect()
