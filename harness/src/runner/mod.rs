@@ -3,6 +3,7 @@
 
 pub mod artifact;
 pub mod execute;
+pub mod global;
 pub mod isolate;
 pub mod report;
 pub mod session;
