@@ -421,7 +421,14 @@ fn generate_isa_version(clang: &Path, target: Target, out: &Path) -> Result<(), 
     std::fs::write(&ll, ir).map_err(io_err(&ll, "writing"))?;
     let tmp = unique_tmp(out);
     let res = Command::new(clang)
-        .args(["-c", "-emit-llvm", "--target=amdgcn-amd-amdhsa", "-x", "ir"])
+        .args([
+            "-c",
+            "-emit-llvm",
+            "-nogpulib",
+            "--target=amdgcn-amd-amdhsa",
+            "-x",
+            "ir",
+        ])
         .arg(&ll)
         .arg("-o")
         .arg(&tmp)

@@ -77,14 +77,20 @@ pub const FAMILIES: &[Family] = &[
         name: "s_barrier",
         matches: |m| m.starts_with("s_barrier"),
     },
-    // Private memory: flat-scratch instructions, and MUBUF, which these kernels only use for scratch.
+    // Private memory: flat-scratch instructions, and MUBUF loads/stores, which these kernels only
+    // use for scratch. (gfx11's `buffer_gl0_inv`/`buffer_gl1_inv` are cache invalidations for
+    // fences, not memory accesses.)
     Family {
         name: "scratch",
         matches: |m| m.starts_with("scratch_"),
     },
     Family {
-        name: "buffer",
-        matches: |m| m.starts_with("buffer_"),
+        name: "buffer_mem",
+        matches: |m| {
+            m.starts_with("buffer_load")
+                || m.starts_with("buffer_store")
+                || m.starts_with("buffer_atomic")
+        },
     },
 ];
 
@@ -207,6 +213,7 @@ Disassembly of section .text:
 
 0000000000001c00 <w4a16_b_f16>:
 \tv_dot2_f32_f16 v0, v1, v2, v0                              // 0
+\tbuffer_gl0_inv                                             // 0
 \tbuffer_store_dword v1, off, s[0:3], 0 offset:4            // 0
 ";
 
@@ -226,7 +233,7 @@ Disassembly of section .text:
         assert_eq!(a["global_load"], 2);
         assert_eq!(a["v_dot2"], 0);
         let b = d.family_counts("w4a16_b_f16").unwrap();
-        assert_eq!((b["v_dot2"], b["buffer"], b["v_wmma"]), (1, 1, 0));
+        assert_eq!((b["v_dot2"], b["buffer_mem"], b["v_wmma"]), (1, 1, 0));
         assert_eq!(b.len(), FAMILIES.len());
         assert!(d.family_counts("w4a16_c_f16").is_none());
     }

@@ -123,9 +123,12 @@ pub fn evaluate(
                     if kernel.uses_dynamic_stack {
                         why.push("a dynamic stack".to_owned());
                     }
-                    for f in ["scratch", "buffer"] {
+                    for (f, what) in [
+                        ("scratch", "scratch_*"),
+                        ("buffer_mem", "buffer load/store"),
+                    ] {
                         if count(f) > 0 {
-                            why.push(format!("{} {f}_* instructions", count(f)));
+                            why.push(format!("{} {what} instructions", count(f)));
                         }
                     }
                 }
