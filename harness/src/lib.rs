@@ -2,4 +2,9 @@
 //! verdicts, snapshots and reports.
 
 pub mod codeobject;
+pub mod device;
+pub mod launch;
 pub mod require;
+pub mod runner;
+pub mod tensor;
+pub mod validate;

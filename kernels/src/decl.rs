@@ -3,7 +3,9 @@
 use crate::target::Target;
 use w4a16_reference::{ActDtype, NumericRecipe};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum KernelId {
     Skinny,
@@ -14,7 +16,13 @@ pub enum KernelId {
 }
 
 impl KernelId {
-    pub const ALL: [KernelId; 5] = [KernelId::Skinny, KernelId::Fused, KernelId::Dequant, KernelId::Dense, KernelId::Fallback];
+    pub const ALL: [KernelId; 5] = [
+        KernelId::Skinny,
+        KernelId::Fused,
+        KernelId::Dequant,
+        KernelId::Dense,
+        KernelId::Fallback,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -92,7 +100,11 @@ pub enum ScalarArg {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ArgKind {
     /// A device pointer (8 bytes).
-    Pointer { role: TensorRole, writes: bool, nullable: bool },
+    Pointer {
+        role: TensorRole,
+        writes: bool,
+        nullable: bool,
+    },
     /// A 32-bit signed integer.
     I32(ScalarArg),
 }
@@ -201,6 +213,8 @@ pub struct KernelDecl {
 
 impl std::fmt::Debug for KernelDecl {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("KernelDecl").field("id", &self.id).finish_non_exhaustive()
+        f.debug_struct("KernelDecl")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
     }
 }

@@ -4,16 +4,40 @@
 use crate::decl::{ArgDecl, ArgKind, ScalarArg, TensorRole};
 
 const fn ptr(name: &'static str, role: TensorRole) -> ArgDecl {
-    ArgDecl { name, kind: ArgKind::Pointer { role, writes: false, nullable: false } }
+    ArgDecl {
+        name,
+        kind: ArgKind::Pointer {
+            role,
+            writes: false,
+            nullable: false,
+        },
+    }
 }
 const fn opt_ptr(name: &'static str, role: TensorRole) -> ArgDecl {
-    ArgDecl { name, kind: ArgKind::Pointer { role, writes: false, nullable: true } }
+    ArgDecl {
+        name,
+        kind: ArgKind::Pointer {
+            role,
+            writes: false,
+            nullable: true,
+        },
+    }
 }
 const fn out_ptr(name: &'static str, role: TensorRole) -> ArgDecl {
-    ArgDecl { name, kind: ArgKind::Pointer { role, writes: true, nullable: false } }
+    ArgDecl {
+        name,
+        kind: ArgKind::Pointer {
+            role,
+            writes: true,
+            nullable: false,
+        },
+    }
 }
 const fn int(name: &'static str, s: ScalarArg) -> ArgDecl {
-    ArgDecl { name, kind: ArgKind::I32(s) }
+    ArgDecl {
+        name,
+        kind: ArgKind::I32(s),
+    }
 }
 
 /// `skinny`, `fused` and `fallback` share one GEMM signature:

@@ -2,4 +2,7 @@
 
 pub mod resident;
 
-pub use resident::{PackedZeroPoints, ResidentLayer, ResidentScales, ResidentWeights, UnpackedZeroPoints, ZeroPoints};
+pub use resident::{
+    PackedZeroPoints, ResidentLayer, ResidentScales, ResidentWeights, UnpackedZeroPoints,
+    ZeroPoints,
+};

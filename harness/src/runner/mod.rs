@@ -1,0 +1,9 @@
+//! The case runner: case → seeded producer tensors → conversion → selection → validation →
+//! launch → reference and bound → verdict → snapshot/report. Each arrow is a module boundary.
+
+pub mod isolate;
+pub mod report;
+pub mod snapshot;
+pub mod verdict;
+
+pub use verdict::{Outcome, Summary, Verdict};
