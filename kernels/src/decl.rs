@@ -209,6 +209,41 @@ pub struct KernelDecl {
     pub contract: ContractDecl,
     pub recipe: fn(ActDtype) -> NumericRecipe,
     pub geometry: fn(&LaunchShape, Target) -> LaunchGeometry,
+    /// Tile variants compiled as separate entry points (`fused`); empty for single-entry kernels.
+    pub variants: &'static [Tile],
+    /// The variant a launch uses; `geometry` follows the same choice. `None` for single-entry
+    /// kernels.
+    pub tile: Option<fn(&LaunchShape, Target) -> Tile>,
+}
+
+impl KernelDecl {
+    /// Entry point of one compiled tile variant: `w4a16_<kernel>_<dtype>_<BM>x<BN>x<BK>w<warps>`.
+    pub fn variant_entry(&self, dtype: ActDtype, tile: Tile) -> String {
+        format!(
+            "{}_{}x{}x{}w{}",
+            (self.entry_point)(dtype),
+            tile.bm,
+            tile.bn,
+            tile.bk,
+            tile.warps
+        )
+    }
+
+    /// Every entry point the source defines for `dtype`: the plain one, then one per variant.
+    pub fn entries(&self, dtype: ActDtype) -> Vec<String> {
+        let mut out = vec![(self.entry_point)(dtype).to_owned()];
+        out.extend(self.variants.iter().map(|t| self.variant_entry(dtype, *t)));
+        out
+    }
+
+    /// The entry point to launch for `shape` on `target` (the chosen variant where there are
+    /// variants); launch it with `(self.geometry)(shape, target)`.
+    pub fn launch_entry(&self, shape: &LaunchShape, target: Target) -> String {
+        match self.tile {
+            Some(pick) => self.variant_entry(shape.dtype, pick(shape, target)),
+            None => (self.entry_point)(shape.dtype).to_owned(),
+        }
+    }
 }
 
 impl std::fmt::Debug for KernelDecl {
