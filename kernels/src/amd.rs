@@ -459,15 +459,17 @@ pub fn hip_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("hip")
 }
 
-/// The HIP source of each kernel that has one (`dense` runs in the vendor BLAS).
+/// The HIP source of each declared kernel that has one (`dense` runs in the vendor BLAS).
 pub fn kernel_sources() -> Vec<KernelSource> {
-    KernelId::ALL
+    crate::set::all()
         .into_iter()
-        .filter(|k| *k != KernelId::Dense)
-        .map(|k| KernelSource {
-            name: k.name().to_owned(),
-            kernel: Some(k),
-            path: hip_dir().join(format!("{}.hip", k.name())),
+        .filter_map(|d| {
+            let file = d.source_file?;
+            Some(KernelSource {
+                name: file.strip_suffix(".hip").unwrap_or(file).to_owned(),
+                kernel: Some(d.id),
+                path: hip_dir().join(file),
+            })
         })
         .collect()
 }

@@ -8,13 +8,10 @@ use w4a16_kernels::decl::{ArgDecl, ArgKind, arg_offsets};
 use w4a16_kernels::{KernelId, set};
 
 /// The declared argument list of a kernel's HIP entry points (`None` for `dense`, which has
-/// none).
+/// no HIP source).
 pub fn declared_args(kernel: KernelId) -> Option<&'static [ArgDecl]> {
-    match kernel {
-        KernelId::Skinny | KernelId::Fused | KernelId::Fallback => Some(&set::GEMM_ARGS),
-        KernelId::Dequant => Some(&set::DEQUANT_ARGS),
-        KernelId::Dense => None,
-    }
+    let d = set::decl(kernel);
+    d.source_file.map(|_| d.args)
 }
 
 /// One disagreement between declaration and code object.
