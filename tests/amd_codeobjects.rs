@@ -319,6 +319,70 @@ fn build_cache_hits_and_rebuilds_on_change() {
     let _ = std::fs::remove_dir_all(&work);
 }
 
+/// The gates fail on real compiler output that breaks them, and an exception turns exactly
+/// those failures into expected failures. `testdata/gate_breaker.hip` poses as the fp16
+/// dequant entry, uses scratch and lacks `v_and_or_b32`.
+#[test]
+fn gates_fail_on_a_kernel_that_breaks_them() {
+    let b = built_or_skip!();
+    let work = scratch_dir("gates");
+    let builder = Builder::new(b.builder.toolchain.clone(), work.join("cache"));
+    let source = KernelSource {
+        name: "gate_breaker".into(),
+        kernel: None,
+        path: amd::hip_dir().join("testdata/gate_breaker.hip"),
+    };
+    let t = *b
+        .targets
+        .iter()
+        .find(|t| t.is_gfx11() || t.is_gfx12())
+        .unwrap_or(&Target::Gfx1151);
+    let c = builder.build(&source, t).unwrap_or_else(|e| panic!("{e}"));
+    let info = co::read(&c.path).unwrap();
+    let dis = disasm::disassemble(&builder.toolchain.objdump, t.name(), &c.path).unwrap();
+    let k = info.kernel("w4a16_dequant_f16").expect("the breaker entry");
+    assert!(
+        k.scratch_bytes > 0,
+        "the private array must live in scratch: {k:?}"
+    );
+    let results = gates::evaluate(t, k, &dis.family_counts(&k.name).unwrap());
+    let failed: Vec<gates::Gate> = results
+        .iter()
+        .filter(|r| matches!(r.outcome, gates::Outcome::Fail(_)))
+        .map(|r| r.gate)
+        .collect();
+    assert_eq!(
+        failed,
+        vec![gates::Gate::NoScratch, gates::Gate::Fp16AndOr],
+        "{results:?}"
+    );
+
+    let strict = gates::judge(
+        results.clone(),
+        &ExceptionSet::parse("", Path::new("none.toml")).unwrap(),
+        Date::today(),
+        &[t],
+    );
+    assert_eq!(strict.problems.len(), 2, "{strict}");
+    let excepted = ExceptionSet::parse(
+        &format!(
+            "[[exception]]\ntarget = \"{t}\"\nentry = \"w4a16_dequant_f16\"\ngate = \"no-scratch\"\n\
+             reason = \"test\"\ntracking = \"test\"\nexpires = 2999-12-31\n\
+             [[exception]]\ntarget = \"gfx1*\"\nkernel = \"dequant\"\ngate = \"fp16-v_and_or_b32\"\n\
+             reason = \"test\"\ntracking = \"test\"\nexpires = 2999-12-31\n"
+        ),
+        Path::new("test.toml"),
+    )
+    .unwrap();
+    let judged = gates::judge(results, &excepted, Date::today(), &[t]);
+    assert!(judged.is_ok(), "{judged}");
+    assert_eq!(
+        judged.count(|v| matches!(v, Verdict::ExpectedFail { .. })),
+        2
+    );
+    let _ = std::fs::remove_dir_all(&work);
+}
+
 /// A compile error surfaces as a typed error naming the source and target, with clang's output.
 #[test]
 fn compile_errors_name_source_and_target() {

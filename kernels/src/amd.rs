@@ -7,6 +7,10 @@
 //! generated here. Results are cached under `target/w4a16-codeobjects/<target>/<kernel>.co`,
 //! keyed by a hash of everything that goes into the compile, so test runs only rebuild what
 //! changed.
+//!
+//! Environment: `W4A16_AMD_TARGETS` (comma list, default gfx1100,gfx1151,gfx1201),
+//! `W4A16_CODEOBJECT_DIR` (cache; default `$CARGO_TARGET_DIR` or the workspace `target/`),
+//! `ROCM_PATH`/`HIP_PATH` (an installed ROCm, tried before `/opt/rocm` and Debian clang-19).
 
 use crate::decl::KernelId;
 use crate::target::{Target, Vendor};
@@ -413,7 +417,8 @@ fn generate_isa_version(clang: &Path, target: Target, out: &Path) -> Result<(), 
     };
     let dir = out.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(io_err(dir, "creating directory"))?;
-    let ll = out.with_extension("ll");
+    // Unique names: several test binaries may generate the same file at once.
+    let ll = unique_tmp(&out.with_extension("ll"));
     let ir = format!(
         "target triple = \"amdgcn-amd-amdhsa\"\n\
          @__oclc_ISA_version = linkonce_odr protected local_unnamed_addr addrspace(4) constant i32 {version}, align 4\n"
@@ -433,7 +438,9 @@ fn generate_isa_version(clang: &Path, target: Target, out: &Path) -> Result<(), 
         .arg("-o")
         .arg(&tmp)
         .output()
-        .map_err(io_err(clang, "running"))?;
+        .map_err(io_err(clang, "running"));
+    let _ = std::fs::remove_file(&ll);
+    let res = res?;
     if !res.status.success() {
         return Err(AmdBuildError::Compile {
             source_path: ll,

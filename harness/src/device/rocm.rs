@@ -312,7 +312,7 @@ fn device_names(ordinal: c_int) -> Result<(String, String), c_int> {
             .0
             .windows(3)
             .position(|w| w == b"gfx")
-            .map(|p| cstr_at(p))
+            .map(cstr_at)
             .unwrap_or_default();
     }
     Ok((name, arch))
