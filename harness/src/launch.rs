@@ -55,7 +55,11 @@ pub struct DeviceInputs<'a> {
 impl<'a> DeviceInputs<'a> {
     /// Validates `launch` against `decl` and pairs each input view with its host bytes. Output
     /// tensors (the arguments the declaration marks `writes`) take no host data.
-    pub fn new(decl: &KernelDecl, launch: LaunchInputs, host: Vec<(TensorRole, HostBytes<'a>)>) -> Result<Self, ContractError> {
+    pub fn new(
+        decl: &KernelDecl,
+        launch: LaunchInputs,
+        host: Vec<(TensorRole, HostBytes<'a>)>,
+    ) -> Result<Self, ContractError> {
         let validated = validate(decl, &launch)?;
         let mut output = None;
         for a in decl.args {
@@ -64,21 +68,44 @@ impl<'a> DeviceInputs<'a> {
                     output = Some(role);
                     continue;
                 }
-                let Some(view) = launch.view(role) else { continue };
-                let got = host.iter().find(|(r, _)| *r == role).map_or(0, |(_, h)| h.len_bytes());
+                let Some(view) = launch.view(role) else {
+                    continue;
+                };
+                let got = host
+                    .iter()
+                    .find(|(r, _)| *r == role)
+                    .map_or(0, |(_, h)| h.len_bytes());
                 if got < view.bytes_available {
-                    return Err(ContractError::HostBufferShort { tensor: role.name(), claimed: view.bytes_available, got });
+                    return Err(ContractError::HostBufferShort {
+                        tensor: role.name(),
+                        claimed: view.bytes_available,
+                        got,
+                    });
                 }
             }
         }
         // Every declaration of the set writes exactly one tensor; one without is refused as a
         // null output rather than launched blind.
-        let output = output.ok_or(ContractError::NullPointer { kernel: decl.id, arg: "(output)", tensor: "output" })?;
-        Ok(DeviceInputs { launch, validated, host, output })
+        let output = output.ok_or(ContractError::NullPointer {
+            kernel: decl.id,
+            arg: "(output)",
+            tensor: "output",
+        })?;
+        Ok(DeviceInputs {
+            launch,
+            validated,
+            host,
+            output,
+        })
     }
 
     /// `Y = X·Wᵀ (+ bias)` for skinny, fused and fallback.
-    pub fn gemm(decl: &KernelDecl, layer: &'a ResidentLayer, x: &'a Activations, y: YSpec) -> Result<Self, ContractError> {
+    pub fn gemm(
+        decl: &KernelDecl,
+        layer: &'a ResidentLayer,
+        x: &'a Activations,
+        y: YSpec,
+    ) -> Result<Self, ContractError> {
         let launch = LaunchInputs::gemm(layer, x, &y);
         let mut host = layer_host(layer);
         host.push((TensorRole::X, HostBytes::U16(&x.data)));
@@ -86,7 +113,11 @@ impl<'a> DeviceInputs<'a> {
     }
 
     /// The resident layer to the dense copy.
-    pub fn dequant(decl: &KernelDecl, layer: &'a ResidentLayer, dense: DenseSpec) -> Result<Self, ContractError> {
+    pub fn dequant(
+        decl: &KernelDecl,
+        layer: &'a ResidentLayer,
+        dense: DenseSpec,
+    ) -> Result<Self, ContractError> {
         let mut host = layer_host(layer);
         host.retain(|(r, _)| *r != TensorRole::Bias);
         Self::new(decl, LaunchInputs::dequant(layer, &dense), host)
@@ -102,7 +133,10 @@ impl<'a> DeviceInputs<'a> {
         y: YSpec,
     ) -> Result<Self, ContractError> {
         let launch = LaunchInputs::dense(x, &dense, bias, &y);
-        let mut host = vec![(TensorRole::X, HostBytes::U16(&x.data)), (TensorRole::Dense, HostBytes::U16(dense_bits))];
+        let mut host = vec![
+            (TensorRole::X, HostBytes::U16(&x.data)),
+            (TensorRole::Dense, HostBytes::U16(dense_bits)),
+        ];
         if let Some(b) = bias {
             host.push((TensorRole::Bias, HostBytes::U16(b)));
         }
@@ -139,7 +173,9 @@ fn layer_host(layer: &ResidentLayer) -> Vec<(TensorRole, HostBytes<'_>)> {
     ];
     match &layer.zeros {
         Some(ZeroPoints::Packed(p)) => host.push((TensorRole::Zeros, HostBytes::U32(&p.words))),
-        Some(ZeroPoints::UnpackedLegacy(u)) => host.push((TensorRole::Zeros, HostBytes::U16(&u.bits))),
+        Some(ZeroPoints::UnpackedLegacy(u)) => {
+            host.push((TensorRole::Zeros, HostBytes::U16(&u.bits)))
+        }
         None => {}
     }
     if let Some(b) = &layer.bias {
@@ -176,7 +212,9 @@ impl PackedArgs {
             .map(|(a, &off)| {
                 let b = self.bytes.get(off..off + a.size())?;
                 Some(match a.kind {
-                    ArgKind::Pointer { .. } => RawArg::Pointer(u64::from_le_bytes(b.try_into().ok()?)),
+                    ArgKind::Pointer { .. } => {
+                        RawArg::Pointer(u64::from_le_bytes(b.try_into().ok()?))
+                    }
                     ArgKind::I32(_) => RawArg::I32(i32::from_le_bytes(b.try_into().ok()?)),
                 })
             })
@@ -187,7 +225,10 @@ impl PackedArgs {
     /// `hipModuleLaunchKernel`. Valid while `self` is neither moved nor changed.
     pub fn param_pointers(&mut self) -> Vec<*mut c_void> {
         let base = self.bytes.as_mut_ptr();
-        self.offsets.iter().map(|&o| base.wrapping_add(o).cast::<c_void>()).collect()
+        self.offsets
+            .iter()
+            .map(|&o| base.wrapping_add(o).cast::<c_void>())
+            .collect()
     }
 }
 
@@ -198,7 +239,10 @@ pub fn pack_args(
     launch: &ValidatedLaunch,
     base_address: &dyn Fn(TensorRole) -> u64,
 ) -> Result<PackedArgs, ContractError> {
-    let mismatch = || ContractError::WrongKernel { kernel: decl.id, validated: launch.kernel };
+    let mismatch = || ContractError::WrongKernel {
+        kernel: decl.id,
+        validated: launch.kernel,
+    };
     if launch.kernel != decl.id || launch.args.len() != decl.args.len() {
         return Err(mismatch());
     }
@@ -206,8 +250,19 @@ pub fn pack_args(
     let mut bytes = vec![0u8; size];
     for ((a, v), &off) in decl.args.iter().zip(&launch.args).zip(&offsets) {
         match (a.kind, *v) {
-            (ArgKind::Pointer { role, .. }, ArgValue::Pointer { role: r, present, byte_offset }) if role == r => {
-                let addr = if present { base_address(role) + byte_offset as u64 } else { 0 };
+            (
+                ArgKind::Pointer { role, .. },
+                ArgValue::Pointer {
+                    role: r,
+                    present,
+                    byte_offset,
+                },
+            ) if role == r => {
+                let addr = if present {
+                    base_address(role) + byte_offset as u64
+                } else {
+                    0
+                };
                 bytes[off..off + 8].copy_from_slice(&addr.to_le_bytes());
             }
             (ArgKind::I32(s), ArgValue::I32 { scalar, value }) if s == scalar => {

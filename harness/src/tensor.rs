@@ -86,7 +86,13 @@ pub struct TensorView {
 impl TensorView {
     /// A row-major 2-D view `[rows, cols]` with `row_stride` elements between rows, over a
     /// buffer of `bytes_available` bytes.
-    pub fn matrix(elem: ElemType, rows: usize, cols: usize, row_stride: usize, bytes_available: usize) -> Self {
+    pub fn matrix(
+        elem: ElemType,
+        rows: usize,
+        cols: usize,
+        row_stride: usize,
+        bytes_available: usize,
+    ) -> Self {
         TensorView {
             elem,
             shape: vec![rows, cols],
@@ -181,7 +187,12 @@ pub struct YSpec {
 impl YSpec {
     /// Unpadded `[M, N]`.
     pub fn dense(m: usize, n: usize, dtype: ActDtype) -> Self {
-        YSpec { m, n, row_stride: n, dtype }
+        YSpec {
+            m,
+            n,
+            row_stride: n,
+            dtype,
+        }
     }
 
     /// Bytes of the smallest buffer that holds this Y.
@@ -190,7 +201,13 @@ impl YSpec {
     }
 
     pub fn view(&self) -> TensorView {
-        TensorView::matrix(self.dtype.into(), self.m, self.n, self.row_stride, self.bytes())
+        TensorView::matrix(
+            self.dtype.into(),
+            self.m,
+            self.n,
+            self.row_stride,
+            self.bytes(),
+        )
     }
 }
 
@@ -205,14 +222,28 @@ pub struct DenseSpec {
 
 impl DenseSpec {
     pub fn unpadded(n: usize, k: usize, dtype: ActDtype) -> Self {
-        DenseSpec { n, k, row_stride: k, dtype }
+        DenseSpec {
+            n,
+            k,
+            row_stride: k,
+            dtype,
+        }
     }
 
     /// The cache-cliff padding of SPEC §5: `+128 B` when `K·2` bytes is a multiple of 2048.
     pub fn cache_cliff_padded(n: usize, k: usize, dtype: ActDtype) -> Self {
         let row_bytes = k * dtype.size_bytes();
-        let pad = if row_bytes.is_multiple_of(2048) { 128 / dtype.size_bytes() } else { 0 };
-        DenseSpec { n, k, row_stride: k + pad, dtype }
+        let pad = if row_bytes.is_multiple_of(2048) {
+            128 / dtype.size_bytes()
+        } else {
+            0
+        };
+        DenseSpec {
+            n,
+            k,
+            row_stride: k + pad,
+            dtype,
+        }
     }
 
     pub fn bytes(&self) -> usize {
@@ -220,13 +251,23 @@ impl DenseSpec {
     }
 
     pub fn view(&self) -> TensorView {
-        TensorView::matrix(self.dtype.into(), self.n, self.k, self.row_stride, self.bytes())
+        TensorView::matrix(
+            self.dtype.into(),
+            self.n,
+            self.k,
+            self.row_stride,
+            self.bytes(),
+        )
     }
 }
 
 /// `(rows − 1)·stride + cols` elements of `elem_bytes`, 0 when empty.
 fn strided_bytes(rows: usize, cols: usize, stride: usize, elem_bytes: usize) -> usize {
-    if rows == 0 || cols == 0 { 0 } else { ((rows - 1) * stride + cols) * elem_bytes }
+    if rows == 0 || cols == 0 {
+        0
+    } else {
+        ((rows - 1) * stride + cols) * elem_bytes
+    }
 }
 
 /// X from the shared `Activations`.
@@ -238,9 +279,21 @@ pub fn activations_view(x: &Activations) -> TensorView {
 /// bytes as `u8 [N, K/2]` (a byte stride that u32 strides cannot express).
 pub fn weights_view(w: &ResidentWeights) -> TensorView {
     if w.row_stride_bytes.is_multiple_of(4) {
-        TensorView::matrix(ElemType::U32, w.n, w.k / 8, w.row_stride_bytes / 4, w.bytes.len())
+        TensorView::matrix(
+            ElemType::U32,
+            w.n,
+            w.k / 8,
+            w.row_stride_bytes / 4,
+            w.bytes.len(),
+        )
     } else {
-        TensorView::matrix(ElemType::U8, w.n, w.k / 2, w.row_stride_bytes, w.bytes.len())
+        TensorView::matrix(
+            ElemType::U8,
+            w.n,
+            w.k / 2,
+            w.row_stride_bytes,
+            w.bytes.len(),
+        )
     }
 }
 
@@ -277,7 +330,20 @@ pub struct LaunchInputs {
 
 impl LaunchInputs {
     fn empty(m: usize, n: usize, k: usize, group: usize, dtype: ActDtype) -> Self {
-        LaunchInputs { m, n, k, group, dtype, x: None, weights: None, scales: None, zeros: None, bias: None, y: None, dense: None }
+        LaunchInputs {
+            m,
+            n,
+            k,
+            group,
+            dtype,
+            x: None,
+            weights: None,
+            scales: None,
+            zeros: None,
+            bias: None,
+            y: None,
+            dense: None,
+        }
     }
 
     /// `Y = X·Wᵀ (+ bias)` on a resident layer (skinny, fused, fallback).
@@ -315,7 +381,10 @@ impl LaunchInputs {
         self.weights = Some(weights_view(&layer.weights));
         self.scales = Some(scales_view(layer));
         self.zeros = layer.zeros.as_ref().map(zero_points_view);
-        self.bias = layer.bias.as_ref().map(|b| TensorView::vector(layer.dtype.into(), b.len(), b.len() * 2));
+        self.bias = layer
+            .bias
+            .as_ref()
+            .map(|b| TensorView::vector(layer.dtype.into(), b.len(), b.len() * 2));
     }
 
     /// Whether the launch carries zero points (an asymmetric layer).
@@ -362,17 +431,33 @@ impl LaunchInputs {
 
     /// Every role that has a tensor, in a fixed order.
     pub fn present_roles(&self) -> Vec<TensorRole> {
-        ALL_ROLES.into_iter().filter(|r| self.view(*r).is_some()).collect()
+        ALL_ROLES
+            .into_iter()
+            .filter(|r| self.view(*r).is_some())
+            .collect()
     }
 }
 
 /// Every tensor role, in the order reports list them.
-pub const ALL_ROLES: [TensorRole; 7] =
-    [TensorRole::X, TensorRole::Weights, TensorRole::Scales, TensorRole::Zeros, TensorRole::Bias, TensorRole::Y, TensorRole::Dense];
+pub const ALL_ROLES: [TensorRole; 7] = [
+    TensorRole::X,
+    TensorRole::Weights,
+    TensorRole::Scales,
+    TensorRole::Zeros,
+    TensorRole::Bias,
+    TensorRole::Y,
+    TensorRole::Dense,
+];
 
 fn scales_view(layer: &ResidentLayer) -> TensorView {
     let s = &layer.scales;
-    TensorView::matrix(s.dtype.into(), s.n, s.groups, s.row_stride, s.bits.len() * 2)
+    TensorView::matrix(
+        s.dtype.into(),
+        s.n,
+        s.groups,
+        s.row_stride,
+        s.bits.len() * 2,
+    )
 }
 
 #[cfg(test)]
@@ -409,7 +494,13 @@ mod tests {
 
     #[test]
     fn dense_padding_rule() {
-        assert_eq!(DenseSpec::cache_cliff_padded(8, 1024, ActDtype::F16).row_stride, 1024 + 64);
-        assert_eq!(DenseSpec::cache_cliff_padded(8, 1040, ActDtype::F16).row_stride, 1040);
+        assert_eq!(
+            DenseSpec::cache_cliff_padded(8, 1024, ActDtype::F16).row_stride,
+            1024 + 64
+        );
+        assert_eq!(
+            DenseSpec::cache_cliff_padded(8, 1040, ActDtype::F16).row_stride,
+            1040
+        );
     }
 }

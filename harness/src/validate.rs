@@ -16,13 +16,26 @@ pub enum ContractError {
     ZeroSized { kernel: KernelId, dim: &'static str },
 
     #[error("M = {m} is outside the range {kernel} accepts: {}", fmt_range(*.min, *.max))]
-    MOutOfRange { kernel: KernelId, m: usize, min: usize, max: Option<usize> },
+    MOutOfRange {
+        kernel: KernelId,
+        m: usize,
+        min: usize,
+        max: Option<usize>,
+    },
 
     #[error("K = {k} must be a multiple of {multiple} for {kernel}")]
-    KNotMultiple { kernel: KernelId, k: usize, multiple: usize },
+    KNotMultiple {
+        kernel: KernelId,
+        k: usize,
+        multiple: usize,
+    },
 
     #[error("group size G = {group} is not accepted by {kernel}; allowed: {allowed}")]
-    GroupNotAllowed { kernel: KernelId, group: usize, allowed: String },
+    GroupNotAllowed {
+        kernel: KernelId,
+        group: usize,
+        allowed: String,
+    },
 
     #[error("K = {k} must be a multiple of the group size G = {group}")]
     KNotDivisibleByGroup { k: usize, group: usize },
@@ -30,20 +43,43 @@ pub enum ContractError {
     #[error("N = {n} must be a multiple of 8 when zero points are packed 8×u4 along N")]
     NNotMultipleOf8 { n: usize },
 
-    #[error("{tensor} (argument `{arg}` of {kernel}) is a null pointer, but the argument is not nullable")]
-    NullPointer { kernel: KernelId, arg: &'static str, tensor: &'static str },
+    #[error(
+        "{tensor} (argument `{arg}` of {kernel}) is a null pointer, but the argument is not nullable"
+    )]
+    NullPointer {
+        kernel: KernelId,
+        arg: &'static str,
+        tensor: &'static str,
+    },
 
     #[error("{kernel} takes no {tensor} argument; got {got}")]
-    UnexpectedTensor { kernel: KernelId, tensor: &'static str, got: String },
+    UnexpectedTensor {
+        kernel: KernelId,
+        tensor: &'static str,
+        got: String,
+    },
 
     #[error("{tensor} must be {expected}; got {got}")]
-    Dtype { tensor: &'static str, expected: String, got: ElemType },
+    Dtype {
+        tensor: &'static str,
+        expected: String,
+        got: ElemType,
+    },
 
     #[error("{tensor} must have rank {expected}; got {got}")]
-    Rank { tensor: &'static str, expected: usize, got: String },
+    Rank {
+        tensor: &'static str,
+        expected: usize,
+        got: String,
+    },
 
     #[error("{tensor} must have shape {formula} = {}; got {}", fmt_shape(.expected), fmt_shape(.got))]
-    Shape { tensor: &'static str, formula: &'static str, expected: Vec<usize>, got: Vec<usize> },
+    Shape {
+        tensor: &'static str,
+        formula: &'static str,
+        expected: Vec<usize>,
+        got: Vec<usize>,
+    },
 
     /// The packed/unpacked zero-point hand-off of SPEC §2.
     #[error("zero points must be i32/u32 packed 8×u4 along dim 0 with shape [N/8, K/G] = {}; got {got}", fmt_shape(.expected))]
@@ -53,31 +89,79 @@ pub enum ContractError {
     InnerStride { tensor: &'static str, got: usize },
 
     #[error("{tensor} row stride must be ≥ {formula} = {min} {unit}; got {got}")]
-    RowStride { tensor: &'static str, formula: &'static str, min: usize, unit: &'static str, got: usize },
+    RowStride {
+        tensor: &'static str,
+        formula: &'static str,
+        min: usize,
+        unit: &'static str,
+        got: usize,
+    },
 
-    #[error("{tensor} row stride must be exactly {formula} = {expected} {unit}: {kernel} takes no {tensor} row stride argument; got {got}")]
-    StrideNotPassed { kernel: KernelId, tensor: &'static str, formula: &'static str, expected: usize, unit: &'static str, got: usize },
+    #[error(
+        "{tensor} row stride must be exactly {formula} = {expected} {unit}: {kernel} takes no {tensor} row stride argument; got {got}"
+    )]
+    StrideNotPassed {
+        kernel: KernelId,
+        tensor: &'static str,
+        formula: &'static str,
+        expected: usize,
+        unit: &'static str,
+        got: usize,
+    },
 
-    #[error("{tensor} row stride must be a multiple of {align} bytes for {kernel}; got {got} bytes")]
-    RowStrideAlign { kernel: KernelId, tensor: &'static str, align: usize, got: usize },
+    #[error(
+        "{tensor} row stride must be a multiple of {align} bytes for {kernel}; got {got} bytes"
+    )]
+    RowStrideAlign {
+        kernel: KernelId,
+        tensor: &'static str,
+        align: usize,
+        got: usize,
+    },
 
     #[error("{tensor} must be contiguous with strides {}; got strides {}", fmt_shape(.expected), fmt_shape(.got))]
-    NotContiguous { tensor: &'static str, expected: Vec<usize>, got: Vec<usize> },
+    NotContiguous {
+        tensor: &'static str,
+        expected: Vec<usize>,
+        got: Vec<usize>,
+    },
 
     #[error("{tensor} must hold {formula} = {needed} bytes; got {got}")]
-    TooFewBytes { tensor: &'static str, formula: String, needed: u128, got: usize },
+    TooFewBytes {
+        tensor: &'static str,
+        formula: String,
+        needed: u128,
+        got: usize,
+    },
 
-    #[error("{tensor} must start at an address aligned to {align} bytes; got alignment {got} (byte offset {offset})")]
-    Misaligned { tensor: &'static str, align: usize, got: usize, offset: usize },
+    #[error(
+        "{tensor} must start at an address aligned to {align} bytes; got alignment {got} (byte offset {offset})"
+    )]
+    Misaligned {
+        tensor: &'static str,
+        align: usize,
+        got: usize,
+        offset: usize,
+    },
 
-    #[error("{what} = {value} overflows the kernel's 32-bit signed arithmetic (max {})", i32::MAX)]
+    #[error(
+        "{what} = {value} overflows the kernel's 32-bit signed arithmetic (max {})",
+        i32::MAX
+    )]
     Int32Overflow { what: String, value: u128 },
 
     #[error("{tensor}: the host buffer holds {got} bytes but the view claims {claimed}")]
-    HostBufferShort { tensor: &'static str, claimed: usize, got: usize },
+    HostBufferShort {
+        tensor: &'static str,
+        claimed: usize,
+        got: usize,
+    },
 
     #[error("the launch was validated for {validated}, not {kernel}")]
-    WrongKernel { kernel: KernelId, validated: KernelId },
+    WrongKernel {
+        kernel: KernelId,
+        validated: KernelId,
+    },
 }
 
 fn fmt_range(min: usize, max: Option<usize>) -> String {
@@ -91,8 +175,15 @@ fn fmt_range(min: usize, max: Option<usize>) -> String {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ArgValue {
     /// A tensor; `present == false` is a null pointer (only for nullable arguments).
-    Pointer { role: TensorRole, present: bool, byte_offset: usize },
-    I32 { scalar: ScalarArg, value: i32 },
+    Pointer {
+        role: TensorRole,
+        present: bool,
+        byte_offset: usize,
+    },
+    I32 {
+        scalar: ScalarArg,
+        value: i32,
+    },
 }
 
 /// A launch that passed the contract: the argument values in `decl.args` order, and the problem
@@ -125,7 +216,10 @@ impl ValidatedLaunch {
 }
 
 /// Checks `inputs` against `decl` and returns the argument values to pack.
-pub fn validate(decl: &KernelDecl, inputs: &LaunchInputs) -> Result<ValidatedLaunch, ContractError> {
+pub fn validate(
+    decl: &KernelDecl,
+    inputs: &LaunchInputs,
+) -> Result<ValidatedLaunch, ContractError> {
     let kernel = decl.id;
     let c = &decl.contract;
     let has = |s: ScalarArg| decl.args.iter().any(|a| a.kind == ArgKind::I32(s));
@@ -144,29 +238,57 @@ pub fn validate(decl: &KernelDecl, inputs: &LaunchInputs) -> Result<ValidatedLau
     if has(ScalarArg::M) {
         let m = inputs.m;
         if m < c.m_min || c.m_max.is_some_and(|max| m > max) {
-            return Err(ContractError::MOutOfRange { kernel, m, min: c.m_min, max: c.m_max });
+            return Err(ContractError::MOutOfRange {
+                kernel,
+                m,
+                min: c.m_min,
+                max: c.m_max,
+            });
         }
     }
     if c.k_multiple > 1 && !inputs.k.is_multiple_of(c.k_multiple) {
-        return Err(ContractError::KNotMultiple { kernel, k: inputs.k, multiple: c.k_multiple });
+        return Err(ContractError::KNotMultiple {
+            kernel,
+            k: inputs.k,
+            multiple: c.k_multiple,
+        });
     }
     if has(ScalarArg::Group) {
         check_group(kernel, c, inputs.k, inputs.group)?;
     }
-    let zeros_declared = decl
-        .args
-        .iter()
-        .any(|a| matches!(a.kind, ArgKind::Pointer { role: TensorRole::Zeros, .. }));
-    if zeros_declared && inputs.zeros.is_some() && c.packed_zero_points && !inputs.n.is_multiple_of(8) {
+    let zeros_declared = decl.args.iter().any(|a| {
+        matches!(
+            a.kind,
+            ArgKind::Pointer {
+                role: TensorRole::Zeros,
+                ..
+            }
+        )
+    });
+    if zeros_declared
+        && inputs.zeros.is_some()
+        && c.packed_zero_points
+        && !inputs.n.is_multiple_of(8)
+    {
         return Err(ContractError::NNotMultipleOf8 { n: inputs.n });
     }
 
     // Which tensors the launch has must match the argument list exactly.
     for role in inputs.present_roles() {
-        let declared = decl.args.iter().any(|a| matches!(a.kind, ArgKind::Pointer { role: r, .. } if r == role));
+        let declared = decl
+            .args
+            .iter()
+            .any(|a| matches!(a.kind, ArgKind::Pointer { role: r, .. } if r == role));
         if !declared {
-            let got = inputs.view(role).map(TensorView::describe).unwrap_or_default();
-            return Err(ContractError::UnexpectedTensor { kernel, tensor: role.name(), got });
+            let got = inputs
+                .view(role)
+                .map(TensorView::describe)
+                .unwrap_or_default();
+            return Err(ContractError::UnexpectedTensor {
+                kernel,
+                tensor: role.name(),
+                got,
+            });
         }
     }
 
@@ -175,13 +297,25 @@ pub fn validate(decl: &KernelDecl, inputs: &LaunchInputs) -> Result<ValidatedLau
         match a.kind {
             ArgKind::Pointer { role, nullable, .. } => match inputs.view(role) {
                 None if !nullable => {
-                    return Err(ContractError::NullPointer { kernel, arg: a.name, tensor: role.name() });
+                    return Err(ContractError::NullPointer {
+                        kernel,
+                        arg: a.name,
+                        tensor: role.name(),
+                    });
                 }
-                None => args.push(ArgValue::Pointer { role, present: false, byte_offset: 0 }),
+                None => args.push(ArgValue::Pointer {
+                    role,
+                    present: false,
+                    byte_offset: 0,
+                }),
                 Some(v) => {
                     let stride_passed = stride_scalar(role).is_some_and(has);
                     check_tensor(kernel, c, role, v, inputs, stride_passed)?;
-                    args.push(ArgValue::Pointer { role, present: true, byte_offset: v.byte_offset });
+                    args.push(ArgValue::Pointer {
+                        role,
+                        present: true,
+                        byte_offset: v.byte_offset,
+                    });
                 }
             },
             ArgKind::I32(scalar) => {
@@ -209,12 +343,21 @@ pub fn validate(decl: &KernelDecl, inputs: &LaunchInputs) -> Result<ValidatedLau
     })
 }
 
-fn check_group(kernel: KernelId, c: &ContractDecl, k: usize, group: usize) -> Result<(), ContractError> {
+fn check_group(
+    kernel: KernelId,
+    c: &ContractDecl,
+    k: usize,
+    group: usize,
+) -> Result<(), ContractError> {
     match c.groups {
         GroupRule::OneOf(allowed) => {
             if !allowed.contains(&group) {
                 let list: Vec<String> = allowed.iter().map(|g| g.to_string()).collect();
-                return Err(ContractError::GroupNotAllowed { kernel, group, allowed: format!("{{{}}}", list.join(", ")) });
+                return Err(ContractError::GroupNotAllowed {
+                    kernel,
+                    group,
+                    allowed: format!("{{{}}}", list.join(", ")),
+                });
             }
         }
         GroupRule::AnyDividingK => {
@@ -262,14 +405,22 @@ fn scalar_name(s: ScalarArg) -> &'static str {
 /// The value of a scalar argument. Strides come from the views, which `check_tensor` has
 /// already accepted (rank 2), so the row stride is `strides[0]`.
 fn scalar_value(s: ScalarArg, li: &LaunchInputs) -> usize {
-    let row = |role: TensorRole| li.view(role).and_then(|v| v.strides.first().copied()).unwrap_or(0);
+    let row = |role: TensorRole| {
+        li.view(role)
+            .and_then(|v| v.strides.first().copied())
+            .unwrap_or(0)
+    };
     match s {
         ScalarArg::M => li.m,
         ScalarArg::N => li.n,
         ScalarArg::K => li.k,
         ScalarArg::Group => li.group,
         ScalarArg::XRowStride => row(TensorRole::X),
-        ScalarArg::WeightRowStrideBytes => li.weights.as_ref().and_then(TensorView::row_stride_bytes).unwrap_or(0),
+        ScalarArg::WeightRowStrideBytes => li
+            .weights
+            .as_ref()
+            .and_then(TensorView::row_stride_bytes)
+            .unwrap_or(0),
         ScalarArg::ScaleRowStride => row(TensorRole::Scales),
         ScalarArg::YRowStride => row(TensorRole::Y),
         ScalarArg::DenseRowStride => row(TensorRole::Dense),
@@ -291,7 +442,14 @@ fn check_tensor(
         if stride_passed {
             row_stride(tensor, v, formula, min, unit)
         } else if v.strides[0] != min && v.shape[0] > 1 {
-            Err(ContractError::StrideNotPassed { kernel, tensor, formula, expected: min, unit, got: v.strides[0] })
+            Err(ContractError::StrideNotPassed {
+                kernel,
+                tensor,
+                formula,
+                expected: min,
+                unit,
+                got: v.strides[0],
+            })
         } else {
             Ok(())
         }
@@ -308,7 +466,13 @@ fn check_tensor(
             let (cols, formula) = match v.elem {
                 ElemType::U32 => (li.k / 8, "[N, K/8]"),
                 ElemType::U8 => (li.k / 2, "[N, K/2]"),
-                got => return Err(ContractError::Dtype { tensor, expected: "u32 (or u8 bytes) int4 codes".into(), got }),
+                got => {
+                    return Err(ContractError::Dtype {
+                        tensor,
+                        expected: "u32 (or u8 bytes) int4 codes".into(),
+                        got,
+                    });
+                }
             };
             rank2(tensor, v)?;
             shape(tensor, v, &[li.n, cols], formula)?;
@@ -316,13 +480,33 @@ fn check_tensor(
             let stride_bytes = v.strides[0] * v.elem.size_bytes();
             if !stride_passed && stride_bytes != li.k / 2 && li.n > 1 {
                 let (formula, expected, unit) = ("K/2", li.k / 2, "bytes");
-                return Err(ContractError::StrideNotPassed { kernel, tensor, formula, expected, unit, got: stride_bytes });
+                return Err(ContractError::StrideNotPassed {
+                    kernel,
+                    tensor,
+                    formula,
+                    expected,
+                    unit,
+                    got: stride_bytes,
+                });
             }
             if stride_bytes < li.k / 2 {
-                return Err(ContractError::RowStride { tensor, formula: "K/2", min: li.k / 2, unit: "bytes", got: stride_bytes });
+                return Err(ContractError::RowStride {
+                    tensor,
+                    formula: "K/2",
+                    min: li.k / 2,
+                    unit: "bytes",
+                    got: stride_bytes,
+                });
             }
-            if c.weight_row_align_bytes > 1 && !stride_bytes.is_multiple_of(c.weight_row_align_bytes) {
-                return Err(ContractError::RowStrideAlign { kernel, tensor, align: c.weight_row_align_bytes, got: stride_bytes });
+            if c.weight_row_align_bytes > 1
+                && !stride_bytes.is_multiple_of(c.weight_row_align_bytes)
+            {
+                return Err(ContractError::RowStrideAlign {
+                    kernel,
+                    tensor,
+                    align: c.weight_row_align_bytes,
+                    got: stride_bytes,
+                });
             }
             bytes(tensor, v, "(N−1)·stride + K/2")?;
         }
@@ -336,11 +520,18 @@ fn check_tensor(
                 let expected = vec![li.n / 8, groups];
                 let packed_dtype = matches!(v.elem, ElemType::U32 | ElemType::I32);
                 if !packed_dtype || v.shape != expected {
-                    return Err(ContractError::ZeroPointLayout { expected, got: v.describe() });
+                    return Err(ContractError::ZeroPointLayout {
+                        expected,
+                        got: v.describe(),
+                    });
                 }
                 let contiguous = vec![groups, 1];
                 if !v.is_contiguous() {
-                    return Err(ContractError::NotContiguous { tensor, expected: contiguous, got: v.strides.clone() });
+                    return Err(ContractError::NotContiguous {
+                        tensor,
+                        expected: contiguous,
+                        got: v.strides.clone(),
+                    });
                 }
                 bytes(tensor, v, "(N/8)·(K/G)·4")?;
             } else {
@@ -352,7 +543,11 @@ fn check_tensor(
         TensorRole::Bias => {
             dtype(tensor, v, act)?;
             if v.rank() != 1 {
-                return Err(ContractError::Rank { tensor, expected: 1, got: v.describe() });
+                return Err(ContractError::Rank {
+                    tensor,
+                    expected: 1,
+                    got: v.describe(),
+                });
             }
             shape(tensor, v, &[li.n], "[N]")?;
             inner(tensor, v)?;
@@ -371,28 +566,51 @@ fn check_tensor(
     }
     let align = c.pointer_align_bytes.max(v.elem.size_bytes());
     if v.address_align() < align {
-        return Err(ContractError::Misaligned { tensor, align, got: v.address_align(), offset: v.byte_offset });
+        return Err(ContractError::Misaligned {
+            tensor,
+            align,
+            got: v.address_align(),
+            offset: v.byte_offset,
+        });
     }
     Ok(())
 }
 
 fn dtype(tensor: &'static str, v: &TensorView, act: ElemType) -> Result<(), ContractError> {
     if v.elem != act {
-        return Err(ContractError::Dtype { tensor, expected: format!("{act} (the activation dtype)"), got: v.elem });
+        return Err(ContractError::Dtype {
+            tensor,
+            expected: format!("{act} (the activation dtype)"),
+            got: v.elem,
+        });
     }
     Ok(())
 }
 
 fn rank2(tensor: &'static str, v: &TensorView) -> Result<(), ContractError> {
     if v.rank() != 2 || v.strides.len() != 2 {
-        return Err(ContractError::Rank { tensor, expected: 2, got: v.describe() });
+        return Err(ContractError::Rank {
+            tensor,
+            expected: 2,
+            got: v.describe(),
+        });
     }
     Ok(())
 }
 
-fn shape(tensor: &'static str, v: &TensorView, expected: &[usize], formula: &'static str) -> Result<(), ContractError> {
+fn shape(
+    tensor: &'static str,
+    v: &TensorView,
+    expected: &[usize],
+    formula: &'static str,
+) -> Result<(), ContractError> {
     if v.shape != expected {
-        return Err(ContractError::Shape { tensor, formula, expected: expected.to_vec(), got: v.shape.clone() });
+        return Err(ContractError::Shape {
+            tensor,
+            formula,
+            expected: expected.to_vec(),
+            got: v.shape.clone(),
+        });
     }
     Ok(())
 }
@@ -421,9 +639,21 @@ fn matrix(
     inner(tensor, v)
 }
 
-fn row_stride(tensor: &'static str, v: &TensorView, formula: &'static str, min: usize, unit: &'static str) -> Result<(), ContractError> {
+fn row_stride(
+    tensor: &'static str,
+    v: &TensorView,
+    formula: &'static str,
+    min: usize,
+    unit: &'static str,
+) -> Result<(), ContractError> {
     if v.strides[0] < min {
-        return Err(ContractError::RowStride { tensor, formula, min, unit, got: v.strides[0] });
+        return Err(ContractError::RowStride {
+            tensor,
+            formula,
+            min,
+            unit,
+            got: v.strides[0],
+        });
     }
     Ok(())
 }
@@ -438,11 +668,23 @@ fn bytes(tensor: &'static str, v: &TensorView, formula: &str) -> Result<(), Cont
     let extent = (last + 1) * v.elem.size_bytes() as u128;
     let needed = v.byte_offset as u128 + extent;
     if needed > i32::MAX as u128 {
-        return Err(ContractError::Int32Overflow { what: format!("{tensor} byte extent"), value: needed });
+        return Err(ContractError::Int32Overflow {
+            what: format!("{tensor} byte extent"),
+            value: needed,
+        });
     }
     if needed > v.bytes_available as u128 {
-        let formula = if v.byte_offset > 0 { format!("offset + {formula}") } else { formula.to_string() };
-        return Err(ContractError::TooFewBytes { tensor, formula, needed, got: v.bytes_available });
+        let formula = if v.byte_offset > 0 {
+            format!("offset + {formula}")
+        } else {
+            formula.to_string()
+        };
+        return Err(ContractError::TooFewBytes {
+            tensor,
+            formula,
+            needed,
+            got: v.bytes_available,
+        });
     }
     Ok(())
 }

@@ -1,1 +1,338 @@
-//! (in progress)
+//! Kernel output against the reference: the error/bound ratio per element, NaN/Inf, poison left
+//! behind, and bit-exact agreement with the correctly rounded result.
+//!
+//! Rules: an element still holding the poison pattern counts in `poison_left` only; any other NaN,
+//! or an Inf where the correctly rounded reference is not that same Inf, counts in `nonfinite`;
+//! finite elements get `ratio = |ŷ − y| / bound`. Bit-exact agreement treats +0 and −0 as equal
+//! (the sign of an exact zero depends on summation order, not on the mathematics).
+
+use crate::bound::BoundModel;
+use crate::dtype::ActDtype;
+use crate::gemm::{InputError, Lines, Reference, is_finite_bits};
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+/// Bucket labels for snapshots, in order. Edges are powers of two (1/64, 1/16, 1/4, 1/2, 1):
+/// coarse enough that a run-to-run change of a few ulps never moves a snapshot, fine enough
+/// that drift toward the bound shows long before a failure.
+pub const RATIO_BUCKETS: [&str; 7] = ["0", "<1/64", "<1/16", "<1/4", "<1/2", "<1", ">=1"];
+
+/// Index into [`RATIO_BUCKETS`]; NaN goes to the last bucket.
+pub fn bucket_index(ratio: f64) -> usize {
+    const EDGES: [f64; 5] = [1.0 / 64.0, 1.0 / 16.0, 0.25, 0.5, 1.0];
+    if ratio == 0.0 {
+        0
+    } else {
+        // NaN is below no edge, so it lands in the last bucket.
+        1 + EDGES.iter().position(|&e| ratio < e).unwrap_or(EDGES.len())
+    }
+}
+
+/// The snapshot label of a ratio.
+pub fn bucket(ratio: f64) -> &'static str {
+    RATIO_BUCKETS[bucket_index(ratio)]
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CompareMode {
+    /// Passes when every element is within its bound.
+    Bound,
+    /// Passes when every element equals the correctly rounded reference (exact-class data).
+    BitExact,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CompareReport {
+    pub mode: CompareMode,
+    /// Largest `|ŷ − y| / bound` over finite elements (0 when none).
+    pub worst_ratio: f64,
+    /// Where the worst ratio is; ties go to the smallest `(m, n)` so reports are deterministic.
+    pub worst_at: Option<(usize, usize)>,
+    pub over_bound: usize,
+    pub nonfinite: usize,
+    pub poison_left: usize,
+    pub checked: usize,
+    /// Elements whose bits differ from the correctly rounded reference.
+    pub exact_mismatches: usize,
+    /// Element counts per [`RATIO_BUCKETS`] (finite elements only).
+    pub buckets: [usize; 7],
+}
+
+impl CompareReport {
+    pub fn new(mode: CompareMode) -> Self {
+        CompareReport {
+            mode,
+            worst_ratio: 0.0,
+            worst_at: None,
+            over_bound: 0,
+            nonfinite: 0,
+            poison_left: 0,
+            checked: 0,
+            exact_mismatches: 0,
+            buckets: [0; 7],
+        }
+    }
+
+    pub fn passed(&self) -> bool {
+        let values_ok = match self.mode {
+            CompareMode::Bound => self.over_bound == 0,
+            CompareMode::BitExact => self.exact_mismatches == 0,
+        };
+        values_ok && self.nonfinite == 0 && self.poison_left == 0
+    }
+
+    pub fn worst_bucket(&self) -> &'static str {
+        bucket(self.worst_ratio)
+    }
+
+    /// Folds another report (of the same mode) into this one.
+    pub fn merge(&mut self, other: &CompareReport) {
+        let better = match (self.worst_at, other.worst_at) {
+            (_, None) => false,
+            (None, Some(_)) => true,
+            (Some(a), Some(b)) => {
+                other.worst_ratio > self.worst_ratio
+                    || (other.worst_ratio == self.worst_ratio && b < a)
+            }
+        };
+        if better {
+            self.worst_ratio = other.worst_ratio;
+            self.worst_at = other.worst_at;
+        }
+        self.over_bound += other.over_bound;
+        self.nonfinite += other.nonfinite;
+        self.poison_left += other.poison_left;
+        self.checked += other.checked;
+        self.exact_mismatches += other.exact_mismatches;
+        for (a, b) in self.buckets.iter_mut().zip(other.buckets) {
+            *a += b;
+        }
+    }
+
+    /// Checks one element. `acc_magnitude` is `a_offset` for offset recipes, else `a`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn record(
+        &mut self,
+        at: (usize, usize),
+        bits: u16,
+        dtype: ActDtype,
+        y: f64,
+        a: f64,
+        acc_magnitude: f64,
+        bias: f64,
+        model: &BoundModel,
+    ) {
+        self.checked += 1;
+        if bits == dtype.poison_bits() {
+            self.poison_left += 1;
+            self.exact_mismatches += 1;
+            return;
+        }
+        let expected = dtype.from_f64(y);
+        if !(bits == expected || (bits & 0x7FFF == 0 && expected & 0x7FFF == 0)) {
+            self.exact_mismatches += 1;
+        }
+        let ratio = if is_finite_bits(dtype, bits) {
+            (dtype.to_f64(bits) - y).abs() / model.element(y, a, acc_magnitude, bias)
+        } else if bits == expected && dtype.to_f64(bits).is_infinite() {
+            // The exact value overflows the dtype and the kernel overflowed the same way.
+            0.0
+        } else {
+            self.nonfinite += 1;
+            return;
+        };
+        self.buckets[bucket_index(ratio)] += 1;
+        if ratio > 1.0 {
+            self.over_bound += 1;
+        }
+        if self.worst_at.is_none()
+            || ratio > self.worst_ratio
+            || (ratio == self.worst_ratio && Some(at) < self.worst_at)
+        {
+            self.worst_ratio = ratio;
+            self.worst_at = Some(at);
+        }
+    }
+}
+
+/// A kernel's output: `[M, N]` bits of the activation dtype with a row stride in elements.
+#[derive(Clone, Copy, Debug)]
+pub struct OutputBits<'a> {
+    pub bits: &'a [u16],
+    pub row_stride: usize,
+}
+
+impl<'a> OutputBits<'a> {
+    pub fn new(bits: &'a [u16], row_stride: usize) -> Self {
+        OutputBits { bits, row_stride }
+    }
+
+    pub fn get(&self, m: usize, n: usize) -> u16 {
+        self.bits[m * self.row_stride + n]
+    }
+
+    /// Checks that an `[m, n]` output fits.
+    pub fn validate(&self, m: usize, n: usize) -> Result<(), InputError> {
+        if self.row_stride < n {
+            return Err(InputError::Mismatch {
+                what: "Y row stride",
+                expected: format!("≥ N = {n}"),
+                got: self.row_stride.to_string(),
+            });
+        }
+        let needed = if m == 0 {
+            0
+        } else {
+            (m - 1) * self.row_stride + n
+        };
+        if self.bits.len() < needed {
+            return Err(InputError::Mismatch {
+                what: "Y data length",
+                expected: format!("≥ {needed}"),
+                got: self.bits.len().to_string(),
+            });
+        }
+        Ok(())
+    }
+}
+
+fn check_model(
+    model: &BoundModel,
+    k: usize,
+    dtype: ActDtype,
+    has_offset: bool,
+) -> Result<(), InputError> {
+    if model.k != k {
+        return Err(InputError::Mismatch {
+            what: "bound model K",
+            expected: k.to_string(),
+            got: model.k.to_string(),
+        });
+    }
+    if model.recipe.output != dtype {
+        return Err(InputError::Mismatch {
+            what: "bound model output dtype",
+            expected: dtype.to_string(),
+            got: model.recipe.output.to_string(),
+        });
+    }
+    if model.uses_offset() != has_offset {
+        return Err(InputError::Mismatch {
+            what: "reference a_offset (recipe offset_accumulation)",
+            expected: if model.uses_offset() {
+                "present"
+            } else {
+                "absent"
+            }
+            .into(),
+            got: if has_offset { "present" } else { "absent" }.into(),
+        });
+    }
+    Ok(())
+}
+
+/// Every element against its bound.
+pub fn compare(
+    reference: &Reference,
+    model: &BoundModel,
+    out: OutputBits<'_>,
+) -> Result<CompareReport, InputError> {
+    compare_mode(reference, model, out, CompareMode::Bound)
+}
+
+/// Every element against the correctly rounded reference, bit for bit (ratios still reported).
+pub fn compare_bit_exact(
+    reference: &Reference,
+    model: &BoundModel,
+    out: OutputBits<'_>,
+) -> Result<CompareReport, InputError> {
+    compare_mode(reference, model, out, CompareMode::BitExact)
+}
+
+fn compare_mode(
+    reference: &Reference,
+    model: &BoundModel,
+    out: OutputBits<'_>,
+    mode: CompareMode,
+) -> Result<CompareReport, InputError> {
+    check_model(
+        model,
+        reference.k,
+        reference.dtype,
+        reference.a_offset.is_some(),
+    )?;
+    out.validate(reference.m, reference.n)?;
+    let (n, dtype) = (reference.n, reference.dtype);
+    let report = (0..reference.m)
+        .into_par_iter()
+        .fold(
+            || CompareReport::new(mode),
+            |mut rep, m| {
+                for j in 0..n {
+                    let i = m * n + j;
+                    let a = reference.a[i];
+                    let acc = reference.a_offset.as_ref().map_or(a, |o| o[i]);
+                    rep.record(
+                        (m, j),
+                        out.get(m, j),
+                        dtype,
+                        reference.y[i],
+                        a,
+                        acc,
+                        reference.bias[j],
+                        model,
+                    );
+                }
+                rep
+            },
+        )
+        .reduce(
+            || CompareReport::new(mode),
+            |mut a, b| {
+                a.merge(&b);
+                a
+            },
+        );
+    Ok(report)
+}
+
+/// Reference lines against the output, one report per line (sampled verification).
+pub(crate) fn compare_lines(
+    lines: &Lines,
+    model: &BoundModel,
+    dtype: ActDtype,
+    out: OutputBits<'_>,
+) -> Vec<CompareReport> {
+    (0..lines.index.len())
+        .into_par_iter()
+        .map(|i| {
+            let mut rep = CompareReport::new(CompareMode::Bound);
+            for j in 0..lines.len {
+                let e = i * lines.len + j;
+                let (m, n) = lines.coords(i, j);
+                let a = lines.a[e];
+                let acc = lines.a_offset.as_ref().map_or(a, |o| o[e]);
+                rep.record(
+                    (m, n),
+                    out.get(m, n),
+                    dtype,
+                    lines.y[e],
+                    a,
+                    acc,
+                    lines.bias[n],
+                    model,
+                );
+            }
+            rep
+        })
+        .collect()
+}
+
+pub(crate) fn check_model_for(
+    model: &BoundModel,
+    k: usize,
+    dtype: ActDtype,
+) -> Result<(), InputError> {
+    check_model(model, k, dtype, model.uses_offset())
+}

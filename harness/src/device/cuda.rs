@@ -10,15 +10,18 @@
 
 use std::collections::HashMap;
 use std::mem::ManuallyDrop;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use cudarc::cublas::CudaBlas;
 use cudarc::driver::sys::{CUevent_flags, CUfunction_attribute, CUresult};
-use cudarc::driver::{CudaContext, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DriverError, LaunchConfig, PushKernelArg};
+use cudarc::driver::{
+    CudaContext, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr,
+    DriverError, LaunchConfig, PushKernelArg,
+};
 use w4a16_kernels::decl::LaunchGeometry;
-use w4a16_kernels::{KernelDecl, Target};
+use w4a16_kernels::nvrtc::{self, NvrtcError};
+use w4a16_kernels::{KernelDecl, KernelId, Target};
 use w4a16_reference::ActDtype;
 
 use super::{Backend, BlasGemm, DeviceFault, FaultClass, Health, skip, watchdog_timeout};
@@ -83,7 +86,9 @@ pub fn code_name(code: CUresult) -> String {
 pub fn target_for_compute_capability(major: i32, minor: i32) -> Result<Target, String> {
     match (major, minor) {
         (9, 0) => Ok(Target::Sm90),
-        _ => Err(format!("sm_{major}{minor} (compute capability {major}.{minor}) has no harness target; known NVIDIA targets: sm_90")),
+        _ => Err(format!(
+            "sm_{major}{minor} (compute capability {major}.{minor}) has no harness target; known NVIDIA targets: sm_90"
+        )),
     }
 }
 
@@ -107,7 +112,7 @@ pub struct CudaDevice {
     watchdog: Duration,
     ctx: ManuallyDrop<Arc<CudaContext>>,
     stream: ManuallyDrop<Arc<CudaStream>>,
-    modules: ManuallyDrop<Mutex<HashMap<&'static str, Arc<CudaModule>>>>,
+    modules: ManuallyDrop<Mutex<HashMap<KernelId, Arc<CudaModule>>>>,
     functions: ManuallyDrop<Mutex<HashMap<String, CudaFunction>>>,
     blas: ManuallyDrop<Mutex<Option<CudaBlas>>>,
     lost: Mutex<Option<String>>,
@@ -122,26 +127,49 @@ impl CudaDevice {
     pub fn open(ordinal: usize) -> Result<CudaDevice, Skip> {
         // SAFETY: probing only tries to dlopen the library; no symbol is called.
         if !unsafe { cudarc::driver::sys::is_culib_present() } {
-            return Err(skip(Requirement::Gpu, "libcuda.so not found (no NVIDIA driver on this machine)"));
+            return Err(skip(
+                Requirement::Gpu,
+                "libcuda.so not found (no NVIDIA driver on this machine)",
+            ));
         }
-        let count = CudaContext::device_count()
-            .map_err(|e| skip(Requirement::Gpu, format!("no CUDA device: the driver reports {}", code_name(e.0))))?;
+        let count = CudaContext::device_count().map_err(|e| {
+            skip(
+                Requirement::Gpu,
+                format!("no CUDA device: the driver reports {}", code_name(e.0)),
+            )
+        })?;
         if count <= 0 {
             return Err(skip(Requirement::Gpu, "no CUDA device"));
         }
         if ordinal >= count as usize {
-            return Err(skip(Requirement::Gpu, format!("no CUDA device {ordinal} ({count} present)")));
+            return Err(skip(
+                Requirement::Gpu,
+                format!("no CUDA device {ordinal} ({count} present)"),
+            ));
         }
-        // SAFETY: as above, a dlopen probe.
-        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-            return Err(skip(Requirement::Nvrtc, "libnvrtc.so not found: the kernels are compiled at run time by NVRTC"));
-        }
-        let fail = |what: &str, e: DriverError| skip(Requirement::Gpu, format!("CUDA device {ordinal}: {what} failed with {}", code_name(e.0)));
+        // The kernels are compiled at run time: no NVRTC or no CUDA headers, no kernels.
+        nvrtc::nvrtc_loadable().map_err(|u| skip(Requirement::Nvrtc, u.reason))?;
+        nvrtc::find_cuda_include().map_err(|u| skip(Requirement::Nvrtc, u.reason))?;
+        let fail = |what: &str, e: DriverError| {
+            skip(
+                Requirement::Gpu,
+                format!(
+                    "CUDA device {ordinal}: {what} failed with {}",
+                    code_name(e.0)
+                ),
+            )
+        };
         let ctx = CudaContext::new(ordinal).map_err(|e| fail("context creation", e))?;
         let name = ctx.name().map_err(|e| fail("reading the device name", e))?;
-        let (major, minor) = ctx.compute_capability().map_err(|e| fail("reading the compute capability", e))?;
-        let target = target_for_compute_capability(major, minor)
-            .map_err(|why| skip(Requirement::Gpu, format!("CUDA device {ordinal} ({name}): {why}")))?;
+        let (major, minor) = ctx
+            .compute_capability()
+            .map_err(|e| fail("reading the compute capability", e))?;
+        let target = target_for_compute_capability(major, minor).map_err(|why| {
+            skip(
+                Requirement::Gpu,
+                format!("CUDA device {ordinal} ({name}): {why}"),
+            )
+        })?;
         // SAFETY: the device uses a single stream, so cross-stream event tracking is not needed.
         unsafe { ctx.disable_event_tracking() };
         let stream = ctx.new_stream().map_err(|e| fail("stream creation", e))?;
@@ -168,10 +196,12 @@ impl CudaDevice {
         self.compute_capability
     }
 
-    /// NVRTC's `--gpu-architecture`: PTX for the virtual architecture, JIT-compiled by the
-    /// driver for this device.
+    /// NVRTC's `--gpu-architecture` for this device.
     pub fn nvrtc_arch(&self) -> String {
-        format!("compute_{}{}", self.compute_capability.0, self.compute_capability.1)
+        format!(
+            "sm_{}{}",
+            self.compute_capability.0, self.compute_capability.1
+        )
     }
 
     fn mark_lost(&self, cause: String) {
@@ -201,22 +231,20 @@ impl CudaDevice {
         self.ctx.bind_to_thread().map_err(|e| self.fault(e, during))
     }
 
-    /// The function `entry` of `kernel`'s source, compiling and loading the module on first use.
+    /// The function `entry` of `kernel`, compiling and loading its module on first use.
     fn function(&self, kernel: &KernelDecl, entry: &str) -> Result<CudaFunction, DeviceFault> {
         if let Some(f) = lock(&self.functions).get(entry) {
             return Ok(f.clone());
         }
-        let file = kernel.source_file.ok_or_else(|| DeviceFault::Unsupported {
-            what: format!("a kernel launch of {} (it has no source file)", kernel.id),
-            device: self.name.clone(),
-        })?;
-        let module = self.module(file)?;
+        let module = self.module(kernel)?;
+        let file = kernel.source_file.unwrap_or("?");
         let f = module.load_function(entry).map_err(|e| {
-            let fault = self.fault(e, &format!("loading `{entry}` from {file}"));
-            match fault {
-                DeviceFault::Launch { code, .. } => {
-                    DeviceFault::Launch { kernel: entry.to_string(), code, detail: format!("entry point not found in {file}") }
-                }
+            match self.fault(e, &format!("loading `{entry}` from {file}")) {
+                DeviceFault::Launch { code, .. } => DeviceFault::Launch {
+                    kernel: entry.to_string(),
+                    code,
+                    detail: format!("entry point not found in {file}"),
+                },
                 other => other,
             }
         })?;
@@ -224,20 +252,45 @@ impl CudaDevice {
         Ok(f)
     }
 
-    fn module(&self, file: &'static str) -> Result<Arc<CudaModule>, DeviceFault> {
-        if let Some(m) = lock(&self.modules).get(file) {
+    /// One module per source file, compiled by NVRTC for this device's architecture.
+    fn module(&self, kernel: &KernelDecl) -> Result<Arc<CudaModule>, DeviceFault> {
+        if let Some(m) = lock(&self.modules).get(&kernel.id) {
             return Ok(m.clone());
         }
         let arch = self.nvrtc_arch();
-        let ptx = nvrtc::compile(file, &arch)?;
-        self.bind(&format!("loading {file}"))?;
-        let module = self.ctx.load_module(ptx).map_err(|e| match classify(e.0) {
-            FaultClass::Launch | FaultClass::Call => {
-                DeviceFault::Compile { source_file: file.to_string(), arch: arch.clone(), log: format!("the driver refused the PTX: {}", code_name(e.0)) }
-            }
-            _ => self.fault(e, &format!("loading {file}")),
+        let file = kernel.source_file.unwrap_or("(no source)").to_string();
+        let ptx = nvrtc::compile_ptx(kernel.id, &arch).map_err(|e| match e {
+            NvrtcError::NoSource(_) => DeviceFault::Unsupported {
+                what: format!(
+                    "a kernel launch of {} (it runs in the vendor BLAS)",
+                    kernel.id
+                ),
+                device: self.name.clone(),
+            },
+            NvrtcError::Compile { log, .. } => DeviceFault::Compile {
+                source_file: file.clone(),
+                arch: arch.clone(),
+                log,
+            },
+            other => DeviceFault::Compile {
+                source_file: file.clone(),
+                arch: arch.clone(),
+                log: other.to_string(),
+            },
         })?;
-        lock(&self.modules).insert(file, module.clone());
+        self.bind(&format!("loading {file}"))?;
+        let module = self
+            .ctx
+            .load_module(cudarc::nvrtc::Ptx::from_src(ptx))
+            .map_err(|e| match classify(e.0) {
+                FaultClass::Launch | FaultClass::Call => DeviceFault::Compile {
+                    source_file: file.clone(),
+                    arch: arch.clone(),
+                    log: format!("the driver refused the PTX: {}", code_name(e.0)),
+                },
+                _ => self.fault(e, &format!("loading {file}")),
+            })?;
+        lock(&self.modules).insert(kernel.id, module.clone());
         Ok(module)
     }
 
@@ -246,10 +299,15 @@ impl CudaDevice {
         if guard.is_none() {
             // SAFETY: a dlopen probe.
             if !unsafe { cudarc::cublas::sys::is_culib_present() } {
-                return Err(DeviceFault::Unsupported { what: "cuBLAS (libcublas.so not found)".into(), device: self.name.clone() });
+                return Err(DeviceFault::Unsupported {
+                    what: "cuBLAS (libcublas.so not found)".into(),
+                    device: self.name.clone(),
+                });
             }
-            let blas = CudaBlas::new(Arc::clone(&self.stream))
-                .map_err(|e| DeviceFault::Call { during: "creating the cuBLAS handle".into(), code: format!("{:?}", e.0) })?;
+            let blas = CudaBlas::new(Arc::clone(&self.stream)).map_err(|e| DeviceFault::Call {
+                during: "creating the cuBLAS handle".into(),
+                code: format!("{:?}", e.0),
+            })?;
             *guard = Some(blas);
         }
         Ok(guard)
@@ -291,13 +349,18 @@ impl Backend for CudaDevice {
     }
 
     fn name(&self) -> String {
-        format!("{} (CUDA device {}, {})", self.name, self.ordinal, self.target)
+        format!(
+            "{} (CUDA device {}, {})",
+            self.name, self.ordinal, self.target
+        )
     }
 
     fn health(&self) -> Health {
         match lock(&self.lost).as_ref() {
             None => Health::Ok,
-            Some(cause) => Health::Lost { cause: cause.clone() },
+            Some(cause) => Health::Lost {
+                cause: cause.clone(),
+            },
         }
     }
 
@@ -305,7 +368,8 @@ impl Backend for CudaDevice {
         let during = format!("allocating {bytes} bytes");
         self.bind(&during)?;
         // SAFETY: every buffer is written (upload) or only used as a copy target before it is read.
-        let slice = unsafe { self.stream.alloc::<u8>(bytes.max(1)) }.map_err(|e| self.fault(e, &during))?;
+        let slice =
+            unsafe { self.stream.alloc::<u8>(bytes.max(1)) }.map_err(|e| self.fault(e, &during))?;
         Ok(CudaBuffer { slice })
     }
 
@@ -317,30 +381,53 @@ impl Backend for CudaDevice {
         let during = format!("uploading {} bytes", src.len());
         self.bind(&during)?;
         if src.len() > dst.slice.len() {
-            return Err(DeviceFault::Call { during, code: format!("buffer holds only {} bytes", dst.slice.len()) });
+            return Err(DeviceFault::Call {
+                during,
+                code: format!("buffer holds only {} bytes", dst.slice.len()),
+            });
         }
         let mut view = dst.slice.slice_mut(0..src.len());
-        self.stream.memcpy_htod(src, &mut view).map_err(|e| self.fault(e, &during))
+        self.stream
+            .memcpy_htod(src, &mut view)
+            .map_err(|e| self.fault(e, &during))
     }
 
     fn download(&self, src: &CudaBuffer) -> Result<Vec<u8>, DeviceFault> {
         let during = format!("downloading {} bytes", src.slice.len());
         self.bind(&during)?;
-        self.stream.memcpy_dtov(&src.slice).map_err(|e| self.fault(e, &during))
+        self.stream
+            .memcpy_dtov(&src.slice)
+            .map_err(|e| self.fault(e, &during))
     }
 
-    fn copy(&self, dst: &mut CudaBuffer, src: &CudaBuffer, bytes: usize) -> Result<(), DeviceFault> {
+    fn copy(
+        &self,
+        dst: &mut CudaBuffer,
+        src: &CudaBuffer,
+        bytes: usize,
+    ) -> Result<(), DeviceFault> {
         let during = format!("copying {bytes} bytes on the device");
         self.bind(&during)?;
         if bytes > src.slice.len() || bytes > dst.slice.len() {
-            return Err(DeviceFault::Call { during, code: "copy larger than its buffers".into() });
+            return Err(DeviceFault::Call {
+                during,
+                code: "copy larger than its buffers".into(),
+            });
         }
         let from = src.slice.slice(0..bytes);
         let mut to = dst.slice.slice_mut(0..bytes);
-        self.stream.memcpy_dtod(&from, &mut to).map_err(|e| self.fault(e, &during))
+        self.stream
+            .memcpy_dtod(&from, &mut to)
+            .map_err(|e| self.fault(e, &during))
     }
 
-    fn launch(&self, kernel: &KernelDecl, entry: &str, geometry: &LaunchGeometry, args: &PackedArgs) -> Result<(), DeviceFault> {
+    fn launch(
+        &self,
+        kernel: &KernelDecl,
+        entry: &str,
+        geometry: &LaunchGeometry,
+        args: &PackedArgs,
+    ) -> Result<(), DeviceFault> {
         self.bind(&format!("launching {entry}"))?;
         let func = self.function(kernel, entry)?;
         let values = args.values(kernel).ok_or_else(|| DeviceFault::Launch {
@@ -348,14 +435,24 @@ impl Backend for CudaDevice {
             code: "argument buffer does not match the declaration".into(),
             detail: String::new(),
         })?;
-        let detail = format!("grid {:?}, block {:?}, {} B shared", geometry.grid, geometry.block, geometry.shared_mem_bytes);
+        let detail = format!(
+            "grid {:?}, block {:?}, {} B shared",
+            geometry.grid, geometry.block, geometry.shared_mem_bytes
+        );
         let refused = |e: DriverError| match self.fault(e, &format!("launching {entry}")) {
-            DeviceFault::Launch { code, .. } => DeviceFault::Launch { kernel: entry.to_string(), code, detail: detail.clone() },
+            DeviceFault::Launch { code, .. } => DeviceFault::Launch {
+                kernel: entry.to_string(),
+                code,
+                detail: detail.clone(),
+            },
             other => other,
         };
         if geometry.shared_mem_bytes > DEFAULT_SHARED_LIMIT {
-            func.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, geometry.shared_mem_bytes as i32)
-                .map_err(refused)?;
+            func.set_attribute(
+                CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                geometry.shared_mem_bytes as i32,
+            )
+            .map_err(refused)?;
         }
         let cfg = LaunchConfig {
             grid_dim: (geometry.grid[0], geometry.grid[1], geometry.grid[2]),
@@ -374,23 +471,41 @@ impl Backend for CudaDevice {
         unsafe { builder.launch(cfg) }.map(|_| ()).map_err(refused)
     }
 
-    fn blas_gemm(&self, g: &BlasGemm, x: &CudaBuffer, dense: &CudaBuffer, y: &mut CudaBuffer) -> Result<(), DeviceFault> {
-        use cudarc::cublas::sys::{cublasComputeType_t, cublasGemmAlgo_t, cublasOperation_t, cudaDataType};
+    fn blas_gemm(
+        &self,
+        g: &BlasGemm,
+        x: &CudaBuffer,
+        dense: &CudaBuffer,
+        y: &mut CudaBuffer,
+    ) -> Result<(), DeviceFault> {
+        use cudarc::cublas::sys::{
+            cublasComputeType_t, cublasGemmAlgo_t, cublasOperation_t, cudaDataType,
+        };
         let during = format!("cuBLAS GEMM M={} N={} K={}", g.m, g.n, g.k);
         self.bind(&during)?;
         let blas = self.blas_handle()?;
         let Some(blas) = blas.as_ref() else {
-            return Err(DeviceFault::Unsupported { what: "cuBLAS".into(), device: self.name.clone() });
+            return Err(DeviceFault::Unsupported {
+                what: "cuBLAS".into(),
+                device: self.name.clone(),
+            });
         };
         let dt = match g.dtype {
             ActDtype::F16 => cudaDataType::CUDA_R_16F,
             ActDtype::Bf16 => cudaDataType::CUDA_R_16BF,
         };
         let int = |v: usize, what: &str| {
-            i32::try_from(v).map_err(|_| DeviceFault::Call { during: during.clone(), code: format!("{what} = {v} exceeds i32") })
+            i32::try_from(v).map_err(|_| DeviceFault::Call {
+                during: during.clone(),
+                code: format!("{what} = {v} exceeds i32"),
+            })
         };
         let (m, n, k) = (int(g.m, "M")?, int(g.n, "N")?, int(g.k, "K")?);
-        let (x_ld, d_ld, y_ld) = (int(g.x_ld, "x ld")?, int(g.dense_ld, "dense ld")?, int(g.y_ld, "y ld")?);
+        let (x_ld, d_ld, y_ld) = (
+            int(g.x_ld, "x ld")?,
+            int(g.dense_ld, "dense ld")?,
+            int(g.y_ld, "y ld")?,
+        );
         let alpha = 1.0f32;
         let beta = g.beta;
         let x_ptr = (addr(x, &self.stream) + g.x_offset as u64) as *const std::ffi::c_void;
@@ -423,22 +538,33 @@ impl Backend for CudaDevice {
                 cublasGemmAlgo_t::CUBLAS_GEMM_DFALT,
             )
         }
-        .map_err(|e| DeviceFault::Call { during, code: format!("{:?}", e.0) })
+        .map_err(|e| DeviceFault::Call {
+            during,
+            code: format!("{:?}", e.0),
+        })
     }
 
     fn record(&self) -> Result<CudaEvent, DeviceFault> {
         self.bind("recording an event")?;
-        self.stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(|e| self.fault(e, "recording an event"))
+        self.stream
+            .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(|e| self.fault(e, "recording an event"))
     }
 
     fn elapsed_us(&self, start: &CudaEvent, end: &CudaEvent) -> Result<f64, DeviceFault> {
         self.bind("reading event times")?;
-        start.elapsed_ms(end).map(|ms| ms as f64 * 1000.0).map_err(|e| self.fault(e, "reading event times"))
+        start
+            .elapsed_ms(end)
+            .map(|ms| ms as f64 * 1000.0)
+            .map_err(|e| self.fault(e, "reading event times"))
     }
 
     fn synchronize(&self, during: &str) -> Result<(), DeviceFault> {
         self.bind(during)?;
-        let done = self.stream.record_event(None).map_err(|e| self.fault(e, during))?;
+        let done = self
+            .stream
+            .record_event(None)
+            .map_err(|e| self.fault(e, during))?;
         let deadline = Instant::now() + self.watchdog;
         let mut pause = Duration::from_micros(10);
         loop {
@@ -449,70 +575,20 @@ impl Backend for CudaDevice {
                 Err(e) => return Err(self.fault(e, during)),
             }
             if Instant::now() >= deadline {
-                self.mark_lost(format!("{during} hung past the {:.1} s watchdog", self.watchdog.as_secs_f64()));
-                return Err(DeviceFault::Timeout { during: during.to_string(), after: self.watchdog });
+                self.mark_lost(format!(
+                    "{during} hung past the {:.1} s watchdog",
+                    self.watchdog.as_secs_f64()
+                ));
+                return Err(DeviceFault::Timeout {
+                    during: during.to_string(),
+                    after: self.watchdog,
+                });
             }
             std::thread::sleep(pause);
             pause = (pause * 2).min(Duration::from_millis(1));
         }
         // errors recorded by drops (frees) since the last check
         self.ctx.check_err().map_err(|e| self.fault(e, during))
-    }
-}
-
-/// Run-time compilation of the kernel sources. Will defer to `w4a16_kernels::nvrtc` and
-/// `w4a16_kernels::source` (the kernels-hip branch) once merged; until then the sources are
-/// read from `kernels/hip/` and the CUDA include directory is searched here.
-mod nvrtc {
-    use super::*;
-
-    /// Directories searched for `cuda_fp16.h`, first hit wins.
-    pub fn include_dir_candidates() -> Vec<PathBuf> {
-        let mut out = Vec::new();
-        for var in ["W4A16_CUDA_INCLUDE", "CUDA_HOME", "CUDA_PATH", "CUDA_ROOT"] {
-            if let Some(v) = std::env::var_os(var) {
-                let p = PathBuf::from(v);
-                out.push(if var == "W4A16_CUDA_INCLUDE" { p } else { p.join("include") });
-            }
-        }
-        out.push(PathBuf::from("/usr/local/cuda/include"));
-        out.push(PathBuf::from("/opt/cuda/include"));
-        out.push(PathBuf::from("/usr/include"));
-        out
-    }
-
-    pub fn cuda_include_dir() -> Option<PathBuf> {
-        include_dir_candidates().into_iter().find(|d| d.join("cuda_fp16.h").is_file())
-    }
-
-    pub fn kernel_dir() -> Option<PathBuf> {
-        let mut c = Vec::new();
-        if let Some(v) = std::env::var_os("W4A16_KERNEL_DIR") {
-            c.push(PathBuf::from(v));
-        }
-        c.push(PathBuf::from("kernels/hip"));
-        c.push(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../kernels/hip"));
-        c.into_iter().find(|d| d.is_dir())
-    }
-
-    pub fn compile(file: &'static str, arch: &str) -> Result<cudarc::nvrtc::Ptx, DeviceFault> {
-        let fail = |log: String| DeviceFault::Compile { source_file: file.to_string(), arch: arch.to_string(), log };
-        let dir = kernel_dir().ok_or_else(|| fail("kernels/hip not found (set W4A16_KERNEL_DIR)".into()))?;
-        let src = std::fs::read_to_string(dir.join(file)).map_err(|e| fail(format!("reading {}: {e}", dir.join(file).display())))?;
-        let include = cuda_include_dir().ok_or_else(|| {
-            let tried: Vec<String> = include_dir_candidates().iter().map(|p| p.display().to_string()).collect();
-            fail(format!("cuda_fp16.h not found (tried {}); set CUDA_HOME or W4A16_CUDA_INCLUDE", tried.join(", ")))
-        })?;
-        let opts = cudarc::nvrtc::CompileOptions {
-            include_paths: vec![include.display().to_string(), dir.display().to_string()],
-            options: vec![format!("--gpu-architecture={arch}"), "--std=c++17".into(), "-default-device".into()],
-            name: Some(file.to_string()),
-            ..Default::default()
-        };
-        cudarc::nvrtc::compile_ptx_with_opts(src, opts).map_err(|e| match e {
-            cudarc::nvrtc::CompileError::CompileError { log, .. } => fail(log.to_string_lossy().into_owned()),
-            other => fail(format!("{other:?}")),
-        })
     }
 }
 
@@ -530,7 +606,9 @@ mod tests {
             CUresult::CUDA_ERROR_ASSERT,
         ] {
             assert_eq!(classify(c), FaultClass::Sticky, "{c:?}");
-            assert!(DeviceFault::from_status(classify(c), "sync", &code_name(c)).context_unusable());
+            assert!(
+                DeviceFault::from_status(classify(c), "sync", &code_name(c)).context_unusable()
+            );
         }
     }
 
@@ -543,15 +621,26 @@ mod tests {
             CUresult::CUDA_ERROR_INVALID_PTX,
         ] {
             assert_eq!(classify(c), FaultClass::Launch, "{c:?}");
-            assert!(!DeviceFault::from_status(classify(c), "launch", &code_name(c)).context_unusable());
+            assert!(
+                !DeviceFault::from_status(classify(c), "launch", &code_name(c)).context_unusable()
+            );
         }
-        assert_eq!(classify(CUresult::CUDA_ERROR_OUT_OF_MEMORY), FaultClass::Call);
-        assert_eq!(classify(CUresult::CUDA_ERROR_ECC_UNCORRECTABLE), FaultClass::Fatal);
+        assert_eq!(
+            classify(CUresult::CUDA_ERROR_OUT_OF_MEMORY),
+            FaultClass::Call
+        );
+        assert_eq!(
+            classify(CUresult::CUDA_ERROR_ECC_UNCORRECTABLE),
+            FaultClass::Fatal
+        );
     }
 
     #[test]
     fn status_names_need_no_driver() {
-        assert_eq!(code_name(CUresult::CUDA_ERROR_ILLEGAL_ADDRESS), "CUDA_ERROR_ILLEGAL_ADDRESS");
+        assert_eq!(
+            code_name(CUresult::CUDA_ERROR_ILLEGAL_ADDRESS),
+            "CUDA_ERROR_ILLEGAL_ADDRESS"
+        );
     }
 
     #[test]
@@ -559,11 +648,5 @@ mod tests {
         assert_eq!(target_for_compute_capability(9, 0), Ok(Target::Sm90));
         let err = target_for_compute_capability(8, 6).unwrap_err();
         assert!(err.contains("sm_86") && err.contains("sm_90"), "{err}");
-    }
-
-    #[test]
-    fn include_candidates_honour_cuda_home_first() {
-        let c = nvrtc::include_dir_candidates();
-        assert!(c.iter().any(|p| p.ends_with("cuda/include")));
     }
 }

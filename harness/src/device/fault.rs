@@ -24,7 +24,11 @@ pub enum FaultClass {
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum DeviceFault {
     #[error("launch of {kernel} refused: {code}{}; the context is still usable", fmt_detail(.detail))]
-    Launch { kernel: String, code: String, detail: String },
+    Launch {
+        kernel: String,
+        code: String,
+        detail: String,
+    },
 
     #[error("device fault during {during}: {code}; the context is unusable (restart the worker)")]
     Sticky { during: String, code: String },
@@ -36,7 +40,11 @@ pub enum DeviceFault {
     Call { during: String, code: String },
 
     #[error("compiling {source_file} for {arch} failed: {log}")]
-    Compile { source_file: String, arch: String, log: String },
+    Compile {
+        source_file: String,
+        arch: String,
+        log: String,
+    },
 
     #[error("device unusable after an earlier fault ({cause}); restart the worker")]
     ContextLost { cause: String },
@@ -45,26 +53,48 @@ pub enum DeviceFault {
     Unsupported { what: String, device: String },
 
     #[error("the inputs were validated for {validated}, but the launch is of {kernel}")]
-    WrongKernel { kernel: KernelId, validated: KernelId },
+    WrongKernel {
+        kernel: KernelId,
+        validated: KernelId,
+    },
 }
 
 fn fmt_detail(d: &str) -> String {
-    if d.is_empty() { String::new() } else { format!(" ({d})") }
+    if d.is_empty() {
+        String::new()
+    } else {
+        format!(" ({d})")
+    }
 }
 
 impl DeviceFault {
     /// Builds the fault for a failed driver status of class `class`.
     pub fn from_status(class: FaultClass, during: &str, code: &str) -> DeviceFault {
         match class {
-            FaultClass::Launch => DeviceFault::Launch { kernel: during.to_string(), code: code.to_string(), detail: String::new() },
-            FaultClass::Sticky | FaultClass::Fatal => DeviceFault::Sticky { during: during.to_string(), code: code.to_string() },
-            FaultClass::Call => DeviceFault::Call { during: during.to_string(), code: code.to_string() },
+            FaultClass::Launch => DeviceFault::Launch {
+                kernel: during.to_string(),
+                code: code.to_string(),
+                detail: String::new(),
+            },
+            FaultClass::Sticky | FaultClass::Fatal => DeviceFault::Sticky {
+                during: during.to_string(),
+                code: code.to_string(),
+            },
+            FaultClass::Call => DeviceFault::Call {
+                during: during.to_string(),
+                code: code.to_string(),
+            },
         }
     }
 
     /// After this fault nothing more can run in this process's context.
     pub fn context_unusable(&self) -> bool {
-        matches!(self, DeviceFault::Sticky { .. } | DeviceFault::Timeout { .. } | DeviceFault::ContextLost { .. })
+        matches!(
+            self,
+            DeviceFault::Sticky { .. }
+                | DeviceFault::Timeout { .. }
+                | DeviceFault::ContextLost { .. }
+        )
     }
 
     /// A short stable name for verdict rows (no driver strings, no timings).
@@ -87,7 +117,9 @@ impl DeviceFault {
 pub enum Health {
     Ok,
     /// An earlier sticky fault or timeout; only a fresh process helps.
-    Lost { cause: String },
+    Lost {
+        cause: String,
+    },
 }
 
 /// The watchdog limit for one synchronisation: `W4A16_WATCHDOG_S` seconds (default 20).
@@ -126,13 +158,21 @@ mod tests {
 
     #[test]
     fn unusable_faults() {
-        let sticky = DeviceFault::from_status(FaultClass::Sticky, "sync after skinny", "CUDA_ERROR_ILLEGAL_ADDRESS");
+        let sticky = DeviceFault::from_status(
+            FaultClass::Sticky,
+            "sync after skinny",
+            "CUDA_ERROR_ILLEGAL_ADDRESS",
+        );
         assert!(sticky.context_unusable());
         assert_eq!(sticky.kind(), "device-fault");
-        let launch = DeviceFault::from_status(FaultClass::Launch, "skinny", "CUDA_ERROR_INVALID_VALUE");
+        let launch =
+            DeviceFault::from_status(FaultClass::Launch, "skinny", "CUDA_ERROR_INVALID_VALUE");
         assert!(!launch.context_unusable());
         assert!(launch.to_string().contains("still usable"), "{launch}");
-        let t = DeviceFault::Timeout { during: "sync after fused".into(), after: Duration::from_secs(3) };
+        let t = DeviceFault::Timeout {
+            during: "sync after fused".into(),
+            after: Duration::from_secs(3),
+        };
         assert!(t.context_unusable());
         assert!(t.to_string().contains("3.0 s watchdog"), "{t}");
     }

@@ -35,7 +35,11 @@ impl std::fmt::Display for GuardViolation {
             GuardSide::Before => "before",
             GuardSide::After => "after",
         };
-        write!(f, "{} bytes written into the guard band {side} the output (band bytes {}..={})", self.bytes_changed, self.first, self.last)
+        write!(
+            f,
+            "{} bytes written into the guard band {side} the output (band bytes {}..={})",
+            self.bytes_changed, self.first, self.last
+        )
     }
 }
 
@@ -138,16 +142,28 @@ impl OutputLayout {
                     changed += 1;
                 }
             }
-            first.map(|first| GuardViolation { side, first, last, bytes_changed: changed })
+            first.map(|first| GuardViolation {
+                side,
+                first,
+                last,
+                bytes_changed: changed,
+            })
         };
-        let guard_violations: Vec<GuardViolation> =
-            [band(0, GuardSide::Before), band(self.guard_bytes + self.payload_bytes, GuardSide::After)]
-                .into_iter()
-                .flatten()
-                .collect();
+        let guard_violations: Vec<GuardViolation> = [
+            band(0, GuardSide::Before),
+            band(self.guard_bytes + self.payload_bytes, GuardSide::After),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
 
-        let payload = buf.get(self.guard_bytes..(self.guard_bytes + self.payload_bytes).min(buf.len())).unwrap_or(&[]);
-        let mut strided: Vec<u16> = payload.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect();
+        let payload = buf
+            .get(self.guard_bytes..(self.guard_bytes + self.payload_bytes).min(buf.len()))
+            .unwrap_or(&[]);
+        let mut strided: Vec<u16> = payload
+            .chunks_exact(2)
+            .map(|c| u16::from_le_bytes([c[0], c[1]]))
+            .collect();
         strided.resize(self.payload_bytes / 2, !self.poison);
 
         let mut logical = vec![false; strided.len()];
@@ -166,8 +182,18 @@ impl OutputLayout {
                 bits.push(v);
             }
         }
-        let stray_writes = strided.iter().zip(&logical).filter(|(v, l)| !**l && **v != self.poison).count();
-        OutputReport { bits, strided, guard_violations, stray_writes, unwritten }
+        let stray_writes = strided
+            .iter()
+            .zip(&logical)
+            .filter(|(v, l)| !**l && **v != self.poison)
+            .count();
+        OutputReport {
+            bits,
+            strided,
+            guard_violations,
+            stray_writes,
+            unwritten,
+        }
     }
 }
 
@@ -208,7 +234,10 @@ mod tests {
         assert!(rep.confined());
         assert_eq!(rep.unwritten, 0);
         assert_eq!(rep.bits[7], 12);
-        assert_eq!(rep.strided[8], 10, "row 1 starts at element 8 of the payload");
+        assert_eq!(
+            rep.strided[8], 10,
+            "row 1 starts at element 8 of the payload"
+        );
     }
 
     #[test]
@@ -221,9 +250,17 @@ mod tests {
         buf[l.guard_bytes - 1] ^= 0x80;
         let rep = l.inspect(&buf);
         assert_eq!(rep.guard_violations.len(), 2);
-        let a = rep.guard_violations.iter().find(|g| g.side == GuardSide::After).unwrap();
+        let a = rep
+            .guard_violations
+            .iter()
+            .find(|g| g.side == GuardSide::After)
+            .unwrap();
         assert_eq!((a.first, a.last, a.bytes_changed), (0, 9, 2));
-        let b = rep.guard_violations.iter().find(|g| g.side == GuardSide::Before).unwrap();
+        let b = rep
+            .guard_violations
+            .iter()
+            .find(|g| g.side == GuardSide::Before)
+            .unwrap();
         assert_eq!((b.first, b.bytes_changed), (GUARD_BYTES - 1, 1));
         assert!(!rep.confined());
     }
@@ -246,7 +283,11 @@ mod tests {
         let l = layout();
         let buf = l.initial_bytes();
         let rep = l.inspect(&buf[..l.guard_bytes + 10]);
-        assert!(rep.guard_violations.iter().any(|g| g.side == GuardSide::After && g.bytes_changed == GUARD_BYTES));
+        assert!(
+            rep.guard_violations
+                .iter()
+                .any(|g| g.side == GuardSide::After && g.bytes_changed == GUARD_BYTES)
+        );
     }
 
     #[test]
@@ -261,8 +302,12 @@ mod tests {
 
     #[test]
     fn guard_pattern_is_not_periodic_in_u16() {
-        let words: std::collections::HashSet<u16> =
-            (0..GUARD_BYTES / 2).map(|i| u16::from_le_bytes([guard_byte(2 * i), guard_byte(2 * i + 1)])).collect();
-        assert!(words.len() > 64, "guard pattern should not be a short repeating word");
+        let words: std::collections::HashSet<u16> = (0..GUARD_BYTES / 2)
+            .map(|i| u16::from_le_bytes([guard_byte(2 * i), guard_byte(2 * i + 1)]))
+            .collect();
+        assert!(
+            words.len() > 64,
+            "guard pattern should not be a short repeating word"
+        );
     }
 }

@@ -14,7 +14,9 @@ pub mod cuda;
 pub mod fault;
 pub mod guard;
 pub mod none;
+// `rustfmt::skip` only until `rocm.rs` exists (rustfmt resolves cfg-ed modules); drop it then.
 #[cfg(feature = "rocm")]
+#[rustfmt::skip]
 pub mod rocm;
 
 use w4a16_kernels::decl::{LaunchGeometry, LaunchShape};
@@ -43,7 +45,14 @@ pub struct GemmOutput {
 
 impl GemmOutput {
     fn from_report(m: usize, n: usize, r: OutputReport) -> Self {
-        GemmOutput { m, n, y_bits: r.bits, guard_violations: r.guard_violations, stray_writes: r.stray_writes, unwritten: r.unwritten }
+        GemmOutput {
+            m,
+            n,
+            y_bits: r.bits,
+            guard_violations: r.guard_violations,
+            stray_writes: r.stray_writes,
+            unwritten: r.unwritten,
+        }
     }
 
     /// Every element written and nothing written outside Y.
@@ -77,7 +86,10 @@ pub struct BenchPlan {
 
 impl Default for BenchPlan {
     fn default() -> Self {
-        BenchPlan { warmup: 10, iters: 50 }
+        BenchPlan {
+            warmup: 10,
+            iters: 50,
+        }
     }
 }
 
@@ -99,9 +111,18 @@ impl Timing {
         let mut sorted = samples.clone();
         sorted.sort_by(f64::total_cmp);
         let n = sorted.len();
-        let median_us = if n % 2 == 1 { sorted[n / 2] } else { (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0 };
+        let median_us = if n % 2 == 1 {
+            sorted[n / 2]
+        } else {
+            (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+        };
         samples.shrink_to_fit();
-        Some(Timing { median_us, min_us: sorted[0], max_us: sorted[n - 1], samples })
+        Some(Timing {
+            median_us,
+            min_us: sorted[0],
+            max_us: sorted[n - 1],
+            samples,
+        })
     }
 }
 
@@ -143,12 +164,29 @@ pub trait Backend: Send + Sync {
     /// The whole buffer back to the host. Call after [`Backend::synchronize`].
     fn download(&self, src: &Self::Buffer) -> Result<Vec<u8>, DeviceFault>;
     /// Enqueues a device-to-device copy of `bytes`.
-    fn copy(&self, dst: &mut Self::Buffer, src: &Self::Buffer, bytes: usize) -> Result<(), DeviceFault>;
+    fn copy(
+        &self,
+        dst: &mut Self::Buffer,
+        src: &Self::Buffer,
+        bytes: usize,
+    ) -> Result<(), DeviceFault>;
 
     /// Enqueues `entry` of `kernel` (compiled/loaded on first use) with the packed arguments.
-    fn launch(&self, kernel: &KernelDecl, entry: &str, geometry: &LaunchGeometry, args: &PackedArgs) -> Result<(), DeviceFault>;
+    fn launch(
+        &self,
+        kernel: &KernelDecl,
+        entry: &str,
+        geometry: &LaunchGeometry,
+        args: &PackedArgs,
+    ) -> Result<(), DeviceFault>;
     /// Enqueues the vendor-BLAS GEMM.
-    fn blas_gemm(&self, g: &BlasGemm, x: &Self::Buffer, dense: &Self::Buffer, y: &mut Self::Buffer) -> Result<(), DeviceFault>;
+    fn blas_gemm(
+        &self,
+        g: &BlasGemm,
+        x: &Self::Buffer,
+        dense: &Self::Buffer,
+        y: &mut Self::Buffer,
+    ) -> Result<(), DeviceFault>;
 
     fn record(&self) -> Result<Self::Event, DeviceFault>;
     /// Microseconds between two recorded events (both complete).
@@ -166,18 +204,43 @@ pub trait Device: Send + Sync {
 
     /// A GEMM kernel (skinny, fused, fallback) on validated inputs: uploads, poisons and guards
     /// Y, launches, synchronises under the watchdog, downloads and checks the guards.
-    fn run_gemm(&self, kernel: &KernelDecl, entry: &str, inputs: &DeviceInputs<'_>) -> Result<GemmOutput, DeviceFault>;
+    fn run_gemm(
+        &self,
+        kernel: &KernelDecl,
+        entry: &str,
+        inputs: &DeviceInputs<'_>,
+    ) -> Result<GemmOutput, DeviceFault>;
     /// The dequant kernel: the dense copy, poisoned and guarded like Y.
-    fn dequant(&self, kernel: &KernelDecl, entry: &str, inputs: &DeviceInputs<'_>) -> Result<DequantOutput, DeviceFault>;
+    fn dequant(
+        &self,
+        kernel: &KernelDecl,
+        entry: &str,
+        inputs: &DeviceInputs<'_>,
+    ) -> Result<DequantOutput, DeviceFault>;
     /// The dense path in the vendor BLAS (fp32 compute) on inputs validated for `kernel`.
-    fn dense_gemm(&self, kernel: &KernelDecl, inputs: &DeviceInputs<'_>) -> Result<GemmOutput, DeviceFault>;
+    fn dense_gemm(
+        &self,
+        kernel: &KernelDecl,
+        inputs: &DeviceInputs<'_>,
+    ) -> Result<GemmOutput, DeviceFault>;
 
     /// Median device time of one launch of `entry`.
-    fn bench_kernel(&self, kernel: &KernelDecl, entry: &str, inputs: &DeviceInputs<'_>, plan: BenchPlan) -> Result<Timing, DeviceFault>;
+    fn bench_kernel(
+        &self,
+        kernel: &KernelDecl,
+        entry: &str,
+        inputs: &DeviceInputs<'_>,
+        plan: BenchPlan,
+    ) -> Result<Timing, DeviceFault>;
     /// Median device time of a device-to-device copy of `bytes` (the bandwidth ceiling).
     fn bench_copy(&self, bytes: usize, plan: BenchPlan) -> Result<Timing, DeviceFault>;
     /// Median device time of the vendor-BLAS GEMM.
-    fn bench_dense_gemm(&self, kernel: &KernelDecl, inputs: &DeviceInputs<'_>, plan: BenchPlan) -> Result<Timing, DeviceFault>;
+    fn bench_dense_gemm(
+        &self,
+        kernel: &KernelDecl,
+        inputs: &DeviceInputs<'_>,
+        plan: BenchPlan,
+    ) -> Result<Timing, DeviceFault>;
 }
 
 /// Uploaded inputs of one launch and the guarded output buffer.
@@ -193,12 +256,19 @@ impl<B: Backend> Staged<B> {
     }
 }
 
-fn check_ready<B: Backend + ?Sized>(b: &B, kernel: &KernelDecl, inputs: &DeviceInputs<'_>) -> Result<(), DeviceFault> {
+fn check_ready<B: Backend + ?Sized>(
+    b: &B,
+    kernel: &KernelDecl,
+    inputs: &DeviceInputs<'_>,
+) -> Result<(), DeviceFault> {
     if let Health::Lost { cause } = b.health() {
         return Err(DeviceFault::ContextLost { cause });
     }
     if inputs.kernel() != kernel.id {
-        return Err(DeviceFault::WrongKernel { kernel: kernel.id, validated: inputs.kernel() });
+        return Err(DeviceFault::WrongKernel {
+            kernel: kernel.id,
+            validated: inputs.kernel(),
+        });
     }
     Ok(())
 }
@@ -215,16 +285,22 @@ fn stage<B: Backend>(
         if role == inputs.output_role() {
             continue;
         }
-        let Some(host) = inputs.host(role) else { continue };
+        let Some(host) = inputs.host(role) else {
+            continue;
+        };
         let bytes = host.le_bytes();
         let mut buf = b.alloc(bytes.len().max(1))?;
         b.upload(&mut buf, &bytes)?;
         staged.push((role, buf));
     }
-    let view = inputs
-        .launch()
-        .view(inputs.output_role())
-        .ok_or_else(|| DeviceFault::Unsupported { what: "a launch without an output tensor".into(), device: b.name() })?;
+    let view =
+        inputs
+            .launch()
+            .view(inputs.output_role())
+            .ok_or_else(|| DeviceFault::Unsupported {
+                what: "a launch without an output tensor".into(),
+                device: b.name(),
+            })?;
     let layout = OutputLayout::for_view(view, inputs.launch().dtype.poison_bits());
     let init = match prefill {
         Some(f) => layout.initial_bytes_with(f),
@@ -232,27 +308,53 @@ fn stage<B: Backend>(
     };
     let mut output = b.alloc(init.len())?;
     b.upload(&mut output, &init)?;
-    Ok(Staged { inputs: staged, output, layout })
+    Ok(Staged {
+        inputs: staged,
+        output,
+        layout,
+    })
 }
 
-fn packed_for<B: Backend>(b: &B, kernel: &KernelDecl, inputs: &DeviceInputs<'_>, s: &Staged<B>) -> Result<PackedArgs, DeviceFault> {
+fn packed_for<B: Backend>(
+    b: &B,
+    kernel: &KernelDecl,
+    inputs: &DeviceInputs<'_>,
+    s: &Staged<B>,
+) -> Result<PackedArgs, DeviceFault> {
     let out_role = inputs.output_role();
     let out_base = b.address(&s.output) + s.layout.base_offset() as u64;
     let address = |role: TensorRole| -> u64 {
-        if role == out_role { out_base } else { s.buffer(role).map_or(0, |buf| b.address(buf)) }
+        if role == out_role {
+            out_base
+        } else {
+            s.buffer(role).map_or(0, |buf| b.address(buf))
+        }
     };
-    pack_args(kernel, inputs.validated(), &address)
-        .map_err(|_| DeviceFault::WrongKernel { kernel: kernel.id, validated: inputs.kernel() })
+    pack_args(kernel, inputs.validated(), &address).map_err(|_| DeviceFault::WrongKernel {
+        kernel: kernel.id,
+        validated: inputs.kernel(),
+    })
 }
 
 fn geometry_for<B: Backend>(b: &B, kernel: &KernelDecl, shape: &LaunchShape) -> LaunchGeometry {
     (kernel.geometry)(shape, b.target())
 }
 
-fn run_kernel<B: Backend>(b: &B, kernel: &KernelDecl, entry: &str, inputs: &DeviceInputs<'_>) -> Result<OutputReport, DeviceFault> {
+fn run_kernel<B: Backend>(
+    b: &B,
+    kernel: &KernelDecl,
+    entry: &str,
+    inputs: &DeviceInputs<'_>,
+) -> Result<OutputReport, DeviceFault> {
     check_ready(b, kernel, inputs)?;
     if kernel.source_file.is_none() {
-        return Err(DeviceFault::Unsupported { what: format!("{} as a kernel launch (it runs in the vendor BLAS)", kernel.id), device: b.name() });
+        return Err(DeviceFault::Unsupported {
+            what: format!(
+                "{} as a kernel launch (it runs in the vendor BLAS)",
+                kernel.id
+            ),
+            device: b.name(),
+        });
     }
     let staged = stage(b, inputs, None)?;
     let args = packed_for(b, kernel, inputs, &staged)?;
@@ -268,7 +370,10 @@ fn blas_for(inputs: &DeviceInputs<'_>) -> Result<BlasGemm, DeviceFault> {
     let li = inputs.launch();
     let v = inputs.validated();
     let lead = |role: TensorRole| li.view(role).and_then(|t| t.strides.first().copied());
-    let missing = |what: &str| DeviceFault::Unsupported { what: format!("a dense GEMM without {what}"), device: "any device".into() };
+    let missing = |what: &str| DeviceFault::Unsupported {
+        what: format!("a dense GEMM without {what}"),
+        device: "any device".into(),
+    };
     let offset = |role: TensorRole| li.view(role).map_or(0, |t| t.byte_offset);
     Ok(BlasGemm {
         m: li.m,
@@ -276,7 +381,11 @@ fn blas_for(inputs: &DeviceInputs<'_>) -> Result<BlasGemm, DeviceFault> {
         k: li.k,
         dtype: li.dtype,
         x_ld: lead(TensorRole::X).ok_or_else(|| missing("x"))?,
-        dense_ld: v.scalar(ScalarArg::DenseRowStride).map(|s| s as usize).or(lead(TensorRole::Dense)).ok_or_else(|| missing("the dense copy"))?,
+        dense_ld: v
+            .scalar(ScalarArg::DenseRowStride)
+            .map(|s| s as usize)
+            .or(lead(TensorRole::Dense))
+            .ok_or_else(|| missing("the dense copy"))?,
         y_ld: lead(TensorRole::Y).ok_or_else(|| missing("y"))?,
         x_offset: offset(TensorRole::X),
         dense_offset: offset(TensorRole::Dense),
@@ -287,32 +396,65 @@ fn blas_for(inputs: &DeviceInputs<'_>) -> Result<BlasGemm, DeviceFault> {
 
 /// Y prefilled with the broadcast bias, so that `beta = 1` adds it inside the BLAS epilogue
 /// before the single cast (the dense path's recipe is `BiasStage::BeforeCast`).
-fn bias_prefill<'a>(inputs: &'a DeviceInputs<'_>) -> Option<impl Fn(usize, usize) -> Option<u16> + 'a> {
+fn bias_prefill<'a>(
+    inputs: &'a DeviceInputs<'_>,
+) -> Option<impl Fn(usize, usize) -> Option<u16> + 'a> {
     let bias = inputs.host(TensorRole::Bias)?;
     let bytes = bias.le_bytes().into_owned();
-    Some(move |_r: usize, c: usize| bytes.get(2 * c..2 * c + 2).map(|b| u16::from_le_bytes([b[0], b[1]])))
+    Some(move |_r: usize, c: usize| {
+        bytes
+            .get(2 * c..2 * c + 2)
+            .map(|b| u16::from_le_bytes([b[0], b[1]]))
+    })
 }
 
-fn run_blas<B: Backend>(b: &B, kernel: &KernelDecl, inputs: &DeviceInputs<'_>) -> Result<(Staged<B>, BlasGemm), DeviceFault> {
+fn run_blas<B: Backend>(
+    b: &B,
+    kernel: &KernelDecl,
+    inputs: &DeviceInputs<'_>,
+) -> Result<(Staged<B>, BlasGemm), DeviceFault> {
     check_ready(b, kernel, inputs)?;
     let g = blas_for(inputs)?;
     let prefill = bias_prefill(inputs);
-    let staged = stage(b, inputs, prefill.as_ref().map(|f| f as &dyn Fn(usize, usize) -> Option<u16>))?;
+    let staged = stage(
+        b,
+        inputs,
+        prefill
+            .as_ref()
+            .map(|f| f as &dyn Fn(usize, usize) -> Option<u16>),
+    )?;
     Ok((staged, g))
 }
 
-fn blas_operands<'s, B: Backend>(inputs: &'s [(TensorRole, B::Buffer)], b: &B) -> Result<(&'s B::Buffer, &'s B::Buffer), DeviceFault> {
+fn blas_operands<'s, B: Backend>(
+    inputs: &'s [(TensorRole, B::Buffer)],
+    b: &B,
+) -> Result<(&'s B::Buffer, &'s B::Buffer), DeviceFault> {
     let find = |role: TensorRole| inputs.iter().find(|(r, _)| *r == role).map(|(_, buf)| buf);
-    let missing = |what: &str| DeviceFault::Unsupported { what: format!("a dense GEMM without {what}"), device: b.name() };
-    Ok((find(TensorRole::X).ok_or_else(|| missing("x"))?, find(TensorRole::Dense).ok_or_else(|| missing("the dense copy"))?))
+    let missing = |what: &str| DeviceFault::Unsupported {
+        what: format!("a dense GEMM without {what}"),
+        device: b.name(),
+    };
+    Ok((
+        find(TensorRole::X).ok_or_else(|| missing("x"))?,
+        find(TensorRole::Dense).ok_or_else(|| missing("the dense copy"))?,
+    ))
 }
 
 /// The output offset inside the guarded buffer is added to Y's own view offset.
 fn with_guard_offset(g: &BlasGemm, layout: &OutputLayout) -> BlasGemm {
-    BlasGemm { y_offset: layout.base_offset() + g.y_offset, ..*g }
+    BlasGemm {
+        y_offset: layout.base_offset() + g.y_offset,
+        ..*g
+    }
 }
 
-fn bench<B: Backend>(b: &B, plan: BenchPlan, during: &str, enqueue: &mut dyn FnMut() -> Result<(), DeviceFault>) -> Result<Timing, DeviceFault> {
+fn bench<B: Backend>(
+    b: &B,
+    plan: BenchPlan,
+    during: &str,
+    enqueue: &mut dyn FnMut() -> Result<(), DeviceFault>,
+) -> Result<Timing, DeviceFault> {
     for _ in 0..plan.warmup {
         enqueue()?;
     }
@@ -325,8 +467,14 @@ fn bench<B: Backend>(b: &B, plan: BenchPlan, during: &str, enqueue: &mut dyn FnM
         events.push((start, end));
     }
     b.synchronize(during)?;
-    let samples = events.iter().map(|(s, e)| b.elapsed_us(s, e)).collect::<Result<Vec<f64>, _>>()?;
-    Timing::from_samples(samples).ok_or_else(|| DeviceFault::Unsupported { what: "a benchmark without iterations".into(), device: b.name() })
+    let samples = events
+        .iter()
+        .map(|(s, e)| b.elapsed_us(s, e))
+        .collect::<Result<Vec<f64>, _>>()?;
+    Timing::from_samples(samples).ok_or_else(|| DeviceFault::Unsupported {
+        what: "a benchmark without iterations".into(),
+        device: b.name(),
+    })
 }
 
 impl<B: Backend> Device for B {
@@ -342,15 +490,29 @@ impl<B: Backend> Device for B {
         Backend::health(self)
     }
 
-    fn run_gemm(&self, kernel: &KernelDecl, entry: &str, inputs: &DeviceInputs<'_>) -> Result<GemmOutput, DeviceFault> {
+    fn run_gemm(
+        &self,
+        kernel: &KernelDecl,
+        entry: &str,
+        inputs: &DeviceInputs<'_>,
+    ) -> Result<GemmOutput, DeviceFault> {
         let li = inputs.launch();
         let (m, n) = (li.m, li.n);
         run_kernel(self, kernel, entry, inputs).map(|r| GemmOutput::from_report(m, n, r))
     }
 
-    fn dequant(&self, kernel: &KernelDecl, entry: &str, inputs: &DeviceInputs<'_>) -> Result<DequantOutput, DeviceFault> {
+    fn dequant(
+        &self,
+        kernel: &KernelDecl,
+        entry: &str,
+        inputs: &DeviceInputs<'_>,
+    ) -> Result<DequantOutput, DeviceFault> {
         let li = inputs.launch();
-        let row_stride = li.dense.as_ref().and_then(|d| d.strides.first().copied()).unwrap_or(li.k);
+        let row_stride = li
+            .dense
+            .as_ref()
+            .and_then(|d| d.strides.first().copied())
+            .unwrap_or(li.k);
         let r = run_kernel(self, kernel, entry, inputs)?;
         Ok(DequantOutput {
             n: li.n,
@@ -364,8 +526,19 @@ impl<B: Backend> Device for B {
         })
     }
 
-    fn dense_gemm(&self, kernel: &KernelDecl, inputs: &DeviceInputs<'_>) -> Result<GemmOutput, DeviceFault> {
-        let (Staged { inputs: staged, mut output, layout }, g) = run_blas(self, kernel, inputs)?;
+    fn dense_gemm(
+        &self,
+        kernel: &KernelDecl,
+        inputs: &DeviceInputs<'_>,
+    ) -> Result<GemmOutput, DeviceFault> {
+        let (
+            Staged {
+                inputs: staged,
+                mut output,
+                layout,
+            },
+            g,
+        ) = run_blas(self, kernel, inputs)?;
         let g = with_guard_offset(&g, &layout);
         let (x, dense) = blas_operands(&staged, self)?;
         self.blas_gemm(&g, x, dense, &mut output)?;
@@ -374,12 +547,20 @@ impl<B: Backend> Device for B {
         Ok(GemmOutput::from_report(g.m, g.n, layout.inspect(&bytes)))
     }
 
-    fn bench_kernel(&self, kernel: &KernelDecl, entry: &str, inputs: &DeviceInputs<'_>, plan: BenchPlan) -> Result<Timing, DeviceFault> {
+    fn bench_kernel(
+        &self,
+        kernel: &KernelDecl,
+        entry: &str,
+        inputs: &DeviceInputs<'_>,
+        plan: BenchPlan,
+    ) -> Result<Timing, DeviceFault> {
         check_ready(self, kernel, inputs)?;
         let staged = stage(self, inputs, None)?;
         let args = packed_for(self, kernel, inputs, &staged)?;
         let geometry = geometry_for(self, kernel, &inputs.validated().shape);
-        bench(self, plan, &format!("benchmark of {entry}"), &mut || self.launch(kernel, entry, &geometry, &args))
+        bench(self, plan, &format!("benchmark of {entry}"), &mut || {
+            self.launch(kernel, entry, &geometry, &args)
+        })
     }
 
     fn bench_copy(&self, bytes: usize, plan: BenchPlan) -> Result<Timing, DeviceFault> {
@@ -388,15 +569,37 @@ impl<B: Backend> Device for B {
         }
         let src = self.alloc(bytes.max(1))?;
         let mut dst = self.alloc(bytes.max(1))?;
-        bench(self, plan, &format!("benchmark of a {bytes}-byte copy"), &mut || self.copy(&mut dst, &src, bytes))
+        bench(
+            self,
+            plan,
+            &format!("benchmark of a {bytes}-byte copy"),
+            &mut || self.copy(&mut dst, &src, bytes),
+        )
     }
 
-    fn bench_dense_gemm(&self, kernel: &KernelDecl, inputs: &DeviceInputs<'_>, plan: BenchPlan) -> Result<Timing, DeviceFault> {
-        let (Staged { inputs: staged, mut output, layout }, g) = run_blas(self, kernel, inputs)?;
+    fn bench_dense_gemm(
+        &self,
+        kernel: &KernelDecl,
+        inputs: &DeviceInputs<'_>,
+        plan: BenchPlan,
+    ) -> Result<Timing, DeviceFault> {
+        let (
+            Staged {
+                inputs: staged,
+                mut output,
+                layout,
+            },
+            g,
+        ) = run_blas(self, kernel, inputs)?;
         // beta = 1 would accumulate across iterations; timing is the same GEMM with beta = 0
-        let g = BlasGemm { beta: 0.0, ..with_guard_offset(&g, &layout) };
+        let g = BlasGemm {
+            beta: 0.0,
+            ..with_guard_offset(&g, &layout)
+        };
         let (x, dense) = blas_operands(&staged, self)?;
-        bench(self, plan, "benchmark of the dense GEMM", &mut || self.blas_gemm(&g, x, dense, &mut output))
+        bench(self, plan, "benchmark of the dense GEMM", &mut || {
+            self.blas_gemm(&g, x, dense, &mut output)
+        })
     }
 }
 
@@ -420,7 +623,10 @@ pub fn open_default() -> Result<Box<dyn Device>, Skip> {
 
 /// Skip for a requirement other than a GPU (e.g. NVRTC missing on a machine with a GPU).
 pub(crate) fn skip(requirement: Requirement, reason: impl Into<String>) -> Skip {
-    Skip { requirement, reason: reason.into() }
+    Skip {
+        requirement,
+        reason: reason.into(),
+    }
 }
 
 #[cfg(test)]

@@ -9,8 +9,15 @@ pub fn open() -> Skip {
 
 /// As [`open`], listing what each backend said.
 pub fn open_with(reasons: &[String]) -> Skip {
-    let why = if reasons.is_empty() { "no backend was tried".to_string() } else { reasons.join("; ") };
-    Skip { requirement: Requirement::Gpu, reason: format!("no GPU backend available: {why}") }
+    let why = if reasons.is_empty() {
+        "no backend was tried".to_string()
+    } else {
+        reasons.join("; ")
+    };
+    Skip {
+        requirement: Requirement::Gpu,
+        reason: format!("no GPU backend available: {why}"),
+    }
 }
 
 #[cfg(test)]
@@ -19,8 +26,14 @@ mod tests {
 
     #[test]
     fn skip_names_every_reason() {
-        let s = open_with(&["cuda: libcuda.so not found".into(), "rocm: not built".into()]);
+        let s = open_with(&[
+            "cuda: libcuda.so not found".into(),
+            "rocm: not built".into(),
+        ]);
         assert_eq!(s.requirement, Requirement::Gpu);
-        assert_eq!(s.reason, "no GPU backend available: cuda: libcuda.so not found; rocm: not built");
+        assert_eq!(
+            s.reason,
+            "no GPU backend available: cuda: libcuda.so not found; rocm: not built"
+        );
     }
 }

@@ -1,1 +1,73 @@
-//! The second oracle: checks that need no full reference.
+//! The second oracle: checks that need no full reference, for shapes too big for it and as an
+//! independent opinion on every case. Freivalds sees every element but only through line sums;
+//! sampled verification sees chosen lines exactly. Together: whole-output coverage for gross
+//! errors, per-element rigour on the strata where tiling bugs live.
+
+pub mod freivalds;
+pub mod sampled;
+
+pub use freivalds::{FreivaldsReport, Line, freivalds};
+pub use sampled::{SampledReport, sampled, select_lines};
+
+use crate::bound::BoundModel;
+use crate::compare::OutputBits;
+use crate::gemm::{InputError, validate};
+use crate::layer::{Activations, QuantizedLayer};
+use crate::recipe::NumericRecipe;
+use serde::{Deserialize, Serialize};
+
+/// Reference flops for sampled lines by default: about a second of this 2-core machine.
+pub const DEFAULT_SAMPLE_FLOPS: f64 = 16e9;
+
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct VerifyBudget {
+    /// Flops the sampled lines may cost (see [`sampled::plan`]).
+    pub sample_flops: f64,
+    /// Seeds both the ±1 vectors and the line choice; print it with the case.
+    pub seed: u64,
+}
+
+impl VerifyBudget {
+    pub fn new(seed: u64) -> Self {
+        VerifyBudget {
+            sample_flops: DEFAULT_SAMPLE_FLOPS,
+            seed,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct VerifyReport {
+    pub freivalds: FreivaldsReport,
+    pub sampled: SampledReport,
+}
+
+impl VerifyReport {
+    pub fn passed(&self) -> bool {
+        self.freivalds.passed() && self.sampled.passed()
+    }
+}
+
+/// Freivalds over the whole output plus sampled lines, for outputs too big for the reference.
+pub fn verify_large(
+    x: &Activations,
+    layer: &QuantizedLayer,
+    recipe: &NumericRecipe,
+    y: OutputBits<'_>,
+    c_target: f64,
+    budget: &VerifyBudget,
+) -> Result<VerifyReport, InputError> {
+    validate(x, layer, recipe)?;
+    y.validate(x.m, layer.shape.n)?;
+    let model = BoundModel::new(recipe, layer.shape.k, c_target)?;
+    let freivalds = freivalds::run(x, layer, &model, y, budget.seed);
+    let sampled = sampled::run(
+        x,
+        layer,
+        &model,
+        y,
+        budget.sample_flops,
+        budget.seed ^ 0x05A3_D1E5_u64,
+    );
+    Ok(VerifyReport { freivalds, sampled })
+}

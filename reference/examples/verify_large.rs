@@ -1,0 +1,173 @@
+//! Measures the reference's throughput and the time to verify the M=4096, K=14336, N=28672 case.
+//!
+//! `cargo run --release -p w4a16-reference --example verify_large`
+//!
+//! The large case has realistic dense X, and weights that are random in the first 32 columns of
+//! K and zero (q = z) elsewhere, so that its exact output is cheap to produce here; verification
+//! does not look at values to decide how much work to do, so the timing is that of a dense case.
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rand_distr::{Distribution, StandardNormal};
+use rayon::prelude::*;
+use std::time::Instant;
+use w4a16_reference::compare::OutputBits;
+use w4a16_reference::gemm::reference;
+use w4a16_reference::verify::{VerifyBudget, verify_large};
+use w4a16_reference::{ActDtype, Activations, LayerShape, NumericRecipe, QuantizedLayer};
+
+fn activations(m: usize, k: usize, dtype: ActDtype, seed: u64) -> Activations {
+    let mut data = vec![0u16; m * k];
+    data.par_chunks_mut(k).enumerate().for_each(|(i, row)| {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed ^ (i as u64) << 20);
+        row.iter_mut().for_each(|v| {
+            *v = dtype.from_f64(0.25 * Distribution::<f64>::sample(&StandardNormal, &mut rng))
+        });
+    });
+    Activations {
+        m,
+        k,
+        row_stride: k,
+        dtype,
+        data,
+    }
+}
+
+/// Random codes in `k < live`, `q = z` beyond (zero weights).
+fn layer(
+    n: usize,
+    k: usize,
+    group: usize,
+    live: usize,
+    dtype: ActDtype,
+    seed: u64,
+) -> QuantizedLayer {
+    let groups = k / group;
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let zeros: Vec<u8> = (0..n * groups).map(|_| rng.random_range(0..=15)).collect();
+    let scales = (0..n * groups)
+        .map(|_| dtype.from_f64(0.05 * rng.random::<f64>()))
+        .collect();
+    let bias = Some(
+        (0..n)
+            .map(|_| dtype.from_f64(0.1 * Distribution::<f64>::sample(&StandardNormal, &mut rng)))
+            .collect(),
+    );
+    let mut q = vec![0u8; n * k];
+    q.par_chunks_mut(k).enumerate().for_each(|(j, row)| {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed ^ (j as u64) << 24);
+        for (kk, c) in row.iter_mut().enumerate() {
+            *c = if kk < live {
+                rng.random_range(0..=15)
+            } else {
+                zeros[j * groups + kk / group]
+            };
+        }
+    });
+    QuantizedLayer {
+        shape: LayerShape::new(n, k, group),
+        dtype,
+        q,
+        zeros: Some(zeros),
+        scales,
+        bias,
+    }
+}
+
+fn main() {
+    let dtype = ActDtype::F16;
+    let recipe = NumericRecipe::fp32_exact_weights(dtype);
+    println!("rayon threads: {}", rayon::current_num_threads());
+
+    // Reference throughput: y and a, counted as 2 products of 2·M·N·K flops.
+    let (m, k, n) = (256, 4096, 4096);
+    let x = activations(m, k, dtype, 1);
+    let l = layer(n, k, 128, k, dtype, 2);
+    let _ = reference(&x, &l, &recipe).unwrap();
+    let mut best = f64::INFINITY;
+    for _ in 0..3 {
+        let t = Instant::now();
+        let r = reference(&x, &l, &recipe).unwrap();
+        best = best.min(t.elapsed().as_secs_f64());
+        std::hint::black_box(&r.y);
+    }
+    let flops = 4.0 * (m * n * k) as f64;
+    println!(
+        "reference M={m} K={k} N={n}: {best:.3} s, {:.1} GFLOP/s (y + a)",
+        flops / best / 1e9
+    );
+
+    // The large case.
+    let (m, k, n, live) = (4096, 14336, 28672, 32);
+    let t = Instant::now();
+    let x = activations(m, k, dtype, 3);
+    let big = layer(n, k, 128, live, dtype, 4);
+    // Exact output from the live columns only: one group of `live` columns.
+    let small = QuantizedLayer {
+        shape: LayerShape::new(n, live, live),
+        dtype,
+        q: big
+            .q
+            .par_chunks(k)
+            .flat_map_iter(|row| row[..live].to_vec())
+            .collect(),
+        zeros: big
+            .zeros
+            .as_ref()
+            .map(|z| z.chunks(k / 128).map(|g| g[0]).collect()),
+        scales: big.scales.chunks(k / 128).map(|g| g[0]).collect(),
+        bias: big.bias.clone(),
+    };
+    let mut y = vec![0u16; m * n];
+    for (b, chunk) in y.chunks_mut(256 * n).enumerate() {
+        let rows = chunk.len() / n;
+        let xs = Activations {
+            m: rows,
+            k: live,
+            row_stride: live,
+            dtype,
+            data: (b * 256..b * 256 + rows)
+                .flat_map(|i| x.data[i * k..i * k + live].to_vec())
+                .collect(),
+        };
+        let r = reference(&xs, &small, &recipe).unwrap();
+        chunk
+            .par_iter_mut()
+            .zip(&r.y)
+            .for_each(|(o, v)| *o = dtype.from_f64(*v));
+    }
+    println!(
+        "setup (data + exact output): {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+
+    let budget = VerifyBudget::new(42);
+    for run in 0..2 {
+        let t = Instant::now();
+        let rep = verify_large(&x, &big, &recipe, OutputBits::new(&y, n), 1.0, &budget).unwrap();
+        let dt = t.elapsed().as_secs_f64();
+        println!(
+            "verify_large M={m} K={k} N={n} run {run}: {dt:.2} s, passed={} (freivalds worst {:.3e}, {} rows + {} cols sampled, {:.1} GFLOP, sampled worst {:.3e})",
+            rep.passed(),
+            rep.freivalds.worst_ratio,
+            rep.sampled.rows.len(),
+            rep.sampled.cols.len(),
+            rep.sampled.flops / 1e9,
+            rep.sampled.report.worst_ratio,
+        );
+    }
+    // A zeroed 16×16 tile somewhere inside must fail.
+    let (m0, n0) = (1040, 20000);
+    for i in m0..m0 + 16 {
+        y[i * n + n0..i * n + n0 + 16].fill(0);
+    }
+    let t = Instant::now();
+    let rep = verify_large(&x, &big, &recipe, OutputBits::new(&y, n), 1.0, &budget).unwrap();
+    println!(
+        "corrupted tile: {:.2} s, passed={} (failed rows {:?}, cols {:?})",
+        t.elapsed().as_secs_f64(),
+        rep.passed(),
+        rep.freivalds.failed_rows,
+        rep.freivalds.failed_cols
+    );
+}
