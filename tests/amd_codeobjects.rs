@@ -131,6 +131,9 @@ fn every_kernel_builds_for_every_target_with_its_entries() {
 #[test]
 fn snapshots_per_target() {
     let b = built_or_skip!();
+    // Every target is compared before failing, so one run shows (and writes `.snap.new` for)
+    // each target's diff.
+    let mut changed = Vec::new();
     for &t in &b.targets {
         let digest = snapshot::digest(b.for_target(t).map(|(_, info, dis)| (info, dis)));
         let mut settings = insta::Settings::clone_current();
@@ -141,8 +144,18 @@ fn snapshots_per_target() {
         settings.set_description(format!(
             "AMD code objects for {t}: resources, argument layout and instruction families per entry"
         ));
-        settings.bind(|| insta::assert_yaml_snapshot!("codeobject", digest));
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            settings.bind(|| insta::assert_yaml_snapshot!("codeobject", digest))
+        }));
+        if r.is_err() {
+            changed.push(t.name());
+        }
     }
+    assert!(
+        changed.is_empty(),
+        "code-object snapshots changed for {}: review with `cargo insta review`",
+        changed.join(", ")
+    );
 }
 
 #[test]
