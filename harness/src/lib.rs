@@ -2,6 +2,7 @@
 //! verdicts, snapshots and reports.
 
 pub mod cases;
+pub mod codeobject;
 pub mod config;
 pub mod device;
 pub mod launch;
