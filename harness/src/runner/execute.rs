@@ -22,6 +22,10 @@ use w4a16_reference::layer::{Activations, QuantizedLayer};
 use w4a16_reference::verify::{self, VerifyBudget};
 use w4a16_reference::{BiasStage, NumericRecipe};
 
+/// Without a device, layers above this many weights get static checks only (their data would
+/// feed nothing but skipped launches).
+pub const CPU_ONLY_DATA_LIMIT: usize = 1 << 24;
+
 /// Which kernels a case runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
@@ -153,6 +157,12 @@ impl<'c, 'a> CaseRun<'c, 'a> {
 
     fn run(mut self) -> Vec<Verdict> {
         let case = self.case;
+        // A layer the resident layout cannot hold (selection-boundary cases) has no checkpoint
+        // to build: only the selection's refusal is checked.
+        if !case.is_buildable() || (self.ctx.device.is_none() && case.shape.n * case.shape.k > CPU_ONLY_DATA_LIMIT) {
+            self.select_statically();
+            return self.verdicts;
+        }
         let generated = match data::generate(&case.id, &data_spec(case)) {
             Ok(g) => g,
             Err(e) => {
@@ -165,6 +175,24 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         };
         self.select_and_launch(&generated.x, &generated.layer, &resident, generated.seed);
         self.verdicts
+    }
+
+    /// Without a device, a large layer's data would only feed skipped launches: check the
+    /// selection against the declared contracts on the planned tensors instead.
+    fn select_statically(&mut self) {
+        let case = self.case;
+        let sel = select::select(self.ctx.target, &LayerRequest::from_case(case), &self.ctx.config);
+        let check = format!("selection:{}", sel.path_name());
+        if sel.path.is_empty() {
+            self.push("selection", Outcome::Refused, "no kernel takes the layer");
+            return;
+        }
+        match select::cross_check(&sel, &select::check::DeclaredContracts) {
+            Ok(()) => self.push(check, Outcome::Pass, sel.dispatch.clone()),
+            Err(e) => self.push(check, Outcome::Fail, format!("selected path would fail at launch: {e}")),
+        }
+        let reason = self.ctx.no_device.as_ref().map_or_else(|| "no GPU".to_string(), |s| s.reason.clone());
+        self.push(sel.path_name(), Outcome::Skip, format!("needs a GPU: {reason}"));
     }
 
     /// Producer → its own reading and the converter; both must give back the logical layer.
