@@ -42,6 +42,7 @@ fn the_cases_folder_loads_with_every_suite() {
         "checkpoints",
         "edges",
         "field",
+        "kernels",
         "regressions",
         "selection",
         "smoke",
@@ -54,8 +55,8 @@ fn the_cases_folder_loads_with_every_suite() {
     let mut sorted = names.clone();
     sorted.sort();
     assert_eq!(names, sorted, "suites are listed in name order");
+    eprint!("{}", cases::render_counts(&set));
     for s in set.suites() {
-        eprintln!("{:<12} {:>5} cases  {}", s.name, s.cases, s.description);
         if s.name != "regressions" {
             assert!(s.cases > 0, "suite {} is empty", s.name);
         }
@@ -113,6 +114,23 @@ fn the_field_suite_is_every_shape_by_every_batch_size_by_every_provider() {
     assert!(field.cases.iter().all(|c| c.class == DataClass::Realistic
         && !c.bias
         && c.padding == RowPadding::CacheCliff));
+    // Stable ids: no variant suffix, so adding an axis elsewhere cannot rename a field case.
+    for c in &field.cases {
+        assert_eq!(c.variant(), None, "{}", c.id);
+        let model = set.shape(&c.shape_name).and_then(|s| s.model.clone());
+        assert!(model.is_some(), "{}: not a SPEC §7 shape", c.id);
+        assert_eq!(
+            c.id,
+            format!(
+                "field/{}/M={}/{}/{}/g{}/realistic",
+                c.shape_name,
+                c.m,
+                c.dtype.name(),
+                c.symmetry.name(),
+                c.shape.group
+            )
+        );
+    }
     let c = set
         .case("field/qwen3-8b.down_proj/M=4/bf16/asym/g128/realistic")
         .expect("the README's example id");
@@ -124,6 +142,97 @@ fn the_field_suite_is_every_shape_by_every_batch_size_by_every_provider() {
         .case("field/gemma4-31b.down_proj/M=1/f16/sym/g32/realistic")
         .unwrap();
     assert_eq!(g32.shape.k, 21504);
+}
+
+/// Issue 3's differential matrix: every (dtype, symmetry, G, M) on each matrix shape, exact.
+#[test]
+fn the_kernels_suite_covers_the_differential_matrix() {
+    const MS: [usize; 12] = [1, 2, 3, 4, 5, 6, 17, 64, 255, 256, 257, 1024];
+    let set = load();
+    let kern = set.suite("kernels").unwrap();
+    let matrix_shapes: Vec<&str> = set
+        .shapes()
+        .iter()
+        .map(|s| s.name.as_str())
+        .filter(|n| n.starts_with("kern."))
+        .collect();
+    assert!(matrix_shapes.len() >= 2, "{matrix_shapes:?}");
+    let has = |f: &dyn Fn(&cases::Case) -> bool| kern.cases.iter().any(f);
+    for shape in &matrix_shapes {
+        let s = set.shape(shape).unwrap().shape;
+        assert!(
+            !s.n.is_multiple_of(32),
+            "{shape}: N={} is a multiple of a tile",
+            s.n
+        );
+        for dtype in ActDtype::ALL {
+            for sym in [Symmetry::Sym, Symmetry::Asym] {
+                for g in [32, 64, 128] {
+                    for m in MS {
+                        assert!(
+                            has(&|c| c.shape_name == *shape
+                                && (c.dtype, c.symmetry, c.shape.group, c.m) == (dtype, sym, g, m)
+                                && c.class == DataClass::Exact
+                                && c.variant().is_none()),
+                            "{shape} M={m} {} {} g{g}",
+                            dtype.name(),
+                            sym.name()
+                        );
+                    }
+                }
+            }
+        }
+    }
+    // K·M just at/below and just above both old LDS gates, for every decode M.
+    for m in 1..=5 {
+        for gate in [32768, 39321] {
+            let km = |c: &cases::Case| c.shape.k * c.m;
+            assert!(
+                has(&|c| c.m == m && km(c) <= gate && km(c) + 128 * m > gate),
+                "M={m}: nothing within a group of 128 at or below {gate}"
+            );
+            assert!(
+                has(&|c| c.m == m && km(c) > gate && km(c) <= gate + 128 * m),
+                "M={m}: nothing within a group of 128 above {gate}"
+            );
+        }
+    }
+    assert!(has(&|c| set
+        .shape(&c.shape_name)
+        .is_some_and(|s| s.model.is_some())
+        && c.m >= 256));
+    for class in [DataClass::Realistic, DataClass::LargeActivation] {
+        assert!(has(&|c| c.class == class), "no {} slice", class.name());
+    }
+    assert!(has(&|c| c.padding == RowPadding::Forced));
+    assert!(kern.cases.iter().all(|c| c.is_buildable()));
+    // One GPU, a few minutes with the CPU reference.
+    assert!(kern.cases.len() <= 1500, "{} cases", kern.cases.len());
+}
+
+#[test]
+fn the_counts_table_has_a_row_per_suite_and_the_total() {
+    let set = load();
+    let table = cases::render_counts(&set);
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines.len(), set.suites().len() + 2, "{table}");
+    assert!(lines[0].starts_with("suite") && lines[0].contains("M values"));
+    for (line, s) in lines[1..].iter().zip(set.suites()) {
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(cols[0], s.name);
+        assert_eq!(
+            cols[1..5],
+            [
+                s.cases.to_string(),
+                s.shapes.to_string(),
+                s.batch_sizes.to_string(),
+                s.providers.to_string()
+            ]
+        );
+        assert!(line.ends_with(&s.description), "{line}");
+    }
+    let total: Vec<&str> = lines.last().unwrap().split_whitespace().collect();
+    assert_eq!(total, ["total", &set.total_cases().to_string()]);
 }
 
 #[test]
@@ -182,18 +291,44 @@ fn producers_pair_only_with_the_symmetry_they_mean() {
     let set = load();
     let ck = set.suite("checkpoints").unwrap();
     for c in &ck.cases {
-        match c.producer {
-            Producer::LegacyUnpackedZp => assert_eq!(c.symmetry, Symmetry::Asym, "{}", c.id),
-            Producer::SymWithZp => assert_eq!(c.symmetry, Symmetry::Sym, "{}", c.id),
-            _ => {}
+        if c.producer == Producer::LegacyUnpackedZp {
+            assert_eq!(c.symmetry, Symmetry::Asym, "{}", c.id);
         }
     }
-    // 2 shapes × 2 G × 2 M × 2 dtypes × (5 producers per symmetry × 2 symmetries).
-    assert_eq!(ck.cases.len(), 2 * 2 * 2 * 2 * 10);
+    for p in Producer::ALL {
+        assert!(
+            ck.cases.iter().any(|c| c.producer == p),
+            "no checkpoints case for {}",
+            p.name()
+        );
+    }
+    // 2 shapes × 2 G × 2 M × 2 dtypes × (4 producers sym + 5 asym).
+    assert_eq!(ck.cases.len(), 2 * 2 * 2 * 2 * 9);
     assert!(
         set.case("checkpoints/ckpt.k256-n128/M=6/bf16/asym/g32/exact/legacy-unpacked-zp")
             .is_some()
     );
+}
+
+/// The symmetric checkpoint that still carries zero points is the GPTQ × sym case: the
+/// checkpoints suite has no separate producer for it because GPTQ always writes `qzeros`.
+#[test]
+fn gptq_symmetric_checkpoints_carry_zero_points() {
+    use w4a16_reference::data::generate;
+    use w4a16_reference::formats::{GptqLayer, GptqVersion};
+    let set = load();
+    let c = set
+        .case("checkpoints/ckpt.k256-n128/M=1/f16/sym/g32/exact/gptq-v2")
+        .expect("a gptq-v2 symmetric case");
+    let g = generate(&c.id, &c.data_spec()).unwrap();
+    assert!(g.layer.zeros.is_none());
+    for v in [GptqVersion::V1, GptqVersion::V2] {
+        let ckpt = GptqLayer::from_logical(&g.layer, v).unwrap();
+        assert!(
+            ckpt.qzeros.is_some(),
+            "{v:?}: symmetric GPTQ without qzeros"
+        );
+    }
 }
 
 #[test]

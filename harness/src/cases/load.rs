@@ -465,7 +465,7 @@ fn resolve(
         &dflt.producer,
         here,
         "producer",
-        vec![Producer::default()],
+        vec![super::DEFAULT_PRODUCER],
     )?;
     Ok(Resolved {
         shapes,
@@ -592,7 +592,7 @@ fn expand_suite(f: &Parsed, suite: &SuiteRaw, set: &CaseSet) -> Result<Suite, Ca
                                                 ));
                                             }
                                             for &producer in &r.producer {
-                                                if !producer.applies_to(symmetry) {
+                                                if !super::producer_applies_to(producer, symmetry) {
                                                     continue;
                                                 }
                                                 let mut case = Case {
@@ -699,8 +699,8 @@ fn expand_suite(f: &Parsed, suite: &SuiteRaw, set: &CaseSet) -> Result<Suite, Ca
         if let Some(msg) = exact_too_large(c.class, base.k) {
             return Err(f.err(format!("{here}.class"), msg));
         }
-        let producer = c.producer.unwrap_or_default();
-        if !producer.applies_to(c.symmetry) {
+        let producer = c.producer.unwrap_or(super::DEFAULT_PRODUCER);
+        if !super::producer_applies_to(producer, c.symmetry) {
             return Err(f.err(
                 format!("{here}.producer"),
                 format!(

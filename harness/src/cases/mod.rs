@@ -61,44 +61,17 @@ impl RowPadding {
 }
 
 /// The checkpoint format the case's tensors go through before the resident layout (SPEC §3).
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default,
-)]
-#[serde(rename_all = "kebab-case")]
-pub enum Producer {
-    #[default]
-    CompressedTensors,
-    GptqV1,
-    GptqV2,
-    Awq,
-    /// Unpacked `[N, K/G]` zero points in the activation dtype: must be refused by packed-zp
-    /// kernels. Asymmetric only.
-    LegacyUnpackedZp,
-    /// A symmetric compressed-tensors checkpoint that still carries a zero-point tensor.
-    /// Symmetric only.
-    SymWithZp,
-}
+/// A symmetric checkpoint that still carries zero points is `gptq-v1`/`gptq-v2` × `sym`: GPTQ
+/// writes `qzeros` for symmetric layers too.
+pub use w4a16_reference::formats::Producer;
 
-impl Producer {
-    pub fn name(self) -> &'static str {
-        match self {
-            Producer::CompressedTensors => "compressed-tensors",
-            Producer::GptqV1 => "gptq-v1",
-            Producer::GptqV2 => "gptq-v2",
-            Producer::Awq => "awq",
-            Producer::LegacyUnpackedZp => "legacy-unpacked-zp",
-            Producer::SymWithZp => "sym-with-zp",
-        }
-    }
+/// The producer a case names when its file names none.
+pub const DEFAULT_PRODUCER: Producer = Producer::CompressedTensors;
 
-    /// Whether the producer means anything for this symmetry (sweeps drop the other pairs).
-    pub fn applies_to(self, symmetry: Symmetry) -> bool {
-        match self {
-            Producer::LegacyUnpackedZp => symmetry == Symmetry::Asym,
-            Producer::SymWithZp => symmetry == Symmetry::Sym,
-            _ => true,
-        }
-    }
+/// Whether a producer means anything for this symmetry (sweeps drop the other pairs): the legacy
+/// unpacked zero points exist to be refused, which a symmetric layer (no zero points) cannot be.
+pub fn producer_applies_to(producer: Producer, symmetry: Symmetry) -> bool {
+    producer != Producer::LegacyUnpackedZp || symmetry == Symmetry::Asym
 }
 
 /// One test case: everything needed to build its tensors, select a kernel and name it.
@@ -125,7 +98,7 @@ impl Case {
     /// The variant suffix: the non-default producer, padding, bias and act-order, joined by `+`.
     pub fn variant(&self) -> Option<String> {
         let mut parts = Vec::new();
-        if self.producer != Producer::default() {
+        if self.producer != DEFAULT_PRODUCER {
             parts.push(self.producer.name());
         }
         if let Some(p) = self.padding.variant() {
@@ -322,6 +295,33 @@ impl CaseSet {
     pub fn model(&self, name: &str) -> Option<&ModelDescription> {
         self.models.iter().find(|m| m.name == name)
     }
+}
+
+/// The table `w4a16 cases` prints: one row per suite and a total.
+pub fn render_counts(set: &CaseSet) -> String {
+    use fmt::Write as _;
+    let rows = set.suites();
+    let width = rows
+        .iter()
+        .map(|r| r.name.len())
+        .chain(["suite".len(), "total".len()])
+        .max()
+        .unwrap_or(0);
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<width$}  {:>6}  {:>6}  {:>8}  {:>9}  description",
+        "suite", "cases", "shapes", "M values", "providers"
+    );
+    for r in &rows {
+        let _ = writeln!(
+            out,
+            "{:<width$}  {:>6}  {:>6}  {:>8}  {:>9}  {}",
+            r.name, r.cases, r.shapes, r.batch_sizes, r.providers, r.description
+        );
+    }
+    let _ = writeln!(out, "{:<width$}  {:>6}", "total", set.total_cases());
+    out
 }
 
 /// The default `cases/` folder: `./cases` when the working directory has one (test binaries

@@ -61,27 +61,11 @@ pub fn repro_command(case_id: &str, target: Target) -> String {
 }
 
 fn producer_of(case: &Case) -> Producer {
-    match case.producer {
-        cases::Producer::CompressedTensors => Producer::CompressedTensors,
-        cases::Producer::GptqV1 => Producer::GptqV1,
-        cases::Producer::GptqV2 => Producer::GptqV2,
-        cases::Producer::Awq => Producer::Awq,
-        cases::Producer::LegacyUnpackedZp => Producer::LegacyUnpackedZp,
-        // GPTQ checkpoints always carry qzeros, symmetric ones included.
-        cases::Producer::SymWithZp => Producer::GptqV2,
-    }
+    case.producer
 }
 
 fn padding_rule(case: &Case, target: Target) -> PaddingRule {
-    match case.padding {
-        cases::RowPadding::None => PaddingRule::None,
-        cases::RowPadding::CacheCliff if target.pads_cache_cliff() => PaddingRule::CacheCliff,
-        cases::RowPadding::CacheCliff => PaddingRule::None,
-        cases::RowPadding::Forced => PaddingRule::Forced {
-            weight_extra_bytes: 128,
-            dense_extra_elems: 64,
-        },
-    }
+    crate::select::padding::padding_rule(target, case.padding)
 }
 
 fn data_spec(case: &Case) -> DataSpec {

@@ -3,40 +3,40 @@
 
 use w4a16_kernels::Target;
 use w4a16_reference::ActDtype;
+use w4a16_reference::formats::{
+    PaddingRule, dense_row_stride_elems, layout::CACHE_CLIFF_PAD_BYTES,
+};
 
 use crate::cases::RowPadding;
 
 /// Bytes added to a row that sits on the gfx11 cache cliff (and to every row when forced).
-pub const CLIFF_PAD_BYTES: usize = 128;
-/// int4 weight rows pad when `K/2` bytes is a multiple of this.
-pub const WEIGHT_CLIFF_PERIOD: usize = 1024;
-/// Dense cache rows pad when `K·2` bytes is a multiple of this.
-pub const DENSE_CLIFF_PERIOD: usize = 2048;
+pub const CLIFF_PAD_BYTES: usize = CACHE_CLIFF_PAD_BYTES;
+
+/// The reference layout's rule for a case's padding on a target: the case files say "the
+/// target's default", the layout needs the concrete rule. Forced padding adds the cliff pad to
+/// every weight row and every dense row (2-byte elements).
+pub fn padding_rule(target: Target, padding: RowPadding) -> PaddingRule {
+    match padding {
+        RowPadding::None => PaddingRule::None,
+        RowPadding::CacheCliff if target.pads_cache_cliff() => PaddingRule::CacheCliff,
+        RowPadding::CacheCliff => PaddingRule::None,
+        RowPadding::Forced => PaddingRule::Forced {
+            weight_extra_bytes: CLIFF_PAD_BYTES,
+            dense_extra_elems: CLIFF_PAD_BYTES / 2,
+        },
+    }
+}
 
 /// Bytes between rows of the int4 weights `[N, K/2]` (u8 view).
 pub fn weight_row_stride_bytes(target: Target, k: usize, padding: RowPadding) -> usize {
-    let row = k / 2;
-    row + pad_bytes(target, row, WEIGHT_CLIFF_PERIOD, padding)
+    w4a16_reference::formats::weight_row_stride_bytes(k, padding_rule(target, padding))
 }
 
-/// Elements between rows of the dense cache `[N, K_pad]` in the activation dtype.
+/// Elements between rows of the dense cache `[N, K_pad]` in the activation dtype (both dtypes
+/// are 2 bytes wide, which the reference's rule assumes).
 pub fn dense_row_stride(target: Target, k: usize, dtype: ActDtype, padding: RowPadding) -> usize {
-    let elem = dtype.size_bytes();
-    let row = k * elem;
-    (row + pad_bytes(target, row, DENSE_CLIFF_PERIOD, padding)) / elem
-}
-
-fn pad_bytes(target: Target, row_bytes: usize, period: usize, padding: RowPadding) -> usize {
-    match padding {
-        RowPadding::None => 0,
-        RowPadding::Forced => CLIFF_PAD_BYTES,
-        RowPadding::CacheCliff
-            if target.pads_cache_cliff() && row_bytes > 0 && row_bytes.is_multiple_of(period) =>
-        {
-            CLIFF_PAD_BYTES
-        }
-        RowPadding::CacheCliff => 0,
-    }
+    debug_assert_eq!(dtype.size_bytes(), 2);
+    dense_row_stride_elems(k, padding_rule(target, padding))
 }
 
 #[cfg(test)]
