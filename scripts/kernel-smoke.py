@@ -38,6 +38,11 @@ MODULES = [
     ("skinny", "skinny", ()),
     ("skinny_alu", "skinny", ("-DW4_SKINNY_MMA=0", "-DW4_SOFT_BF16")),
     ("skinny_d4", "skinny", ("-DSK_DEPTH=4",)),
+    # The static-slot weight ring (W4_SKINNY_RING_UNROLL), not yet the default: checked and timed
+    # here so that one run decides whether to flip it.
+    ("skinny_ur", "skinny", ("-DW4_SKINNY_RING_UNROLL=1",)),
+    ("skinny_ur_d4", "skinny", ("-DW4_SKINNY_RING_UNROLL=1", "-DSK_DEPTH=4")),
+    ("skinny_alu_ur", "skinny", ("-DW4_SKINNY_MMA=0", "-DW4_SOFT_BF16", "-DW4_SKINNY_RING_UNROLL=1")),
     ("fused", "fused", ()),
     ("fused_w11", "fused", ("-DW4_EMULATE_WMMA=11", "-DW4_SYNC_COPY", "-DW4_SOFT_BF16")),
     ("fused_w12", "fused", ("-DW4_EMULATE_WMMA=12", "-DW4_SYNC_COPY")),
@@ -374,13 +379,14 @@ def correctness(cp, mods, which):
     mods = {k: v for k, v in mods.items() if k in which}
 
     # skinny, both engines
-    for module in ("skinny", "skinny_d4", "skinny_alu"):
+    for module in ("skinny", "skinny_ur", "skinny_d4", "skinny_ur_d4", "skinny_alu", "skinny_alu_ur"):
         if module not in mods:
             continue
         fns = {dt: mods[module].get_function(f"w4a16_skinny_{dt}") for dt in dts}
         i = 0
-        groups = (32, 64, 128) if module == "skinny" else (32, 128)
-        ms = (1, 2, 3, 4, 5) if module == "skinny" else (1, 5)
+        full = module in ("skinny", "skinny_ur")
+        groups = (32, 64, 128) if full else (32, 128)
+        ms = (1, 2, 3, 4, 5) if full else (1, 5)
         for dt in dts:
             for asym in (False, True):
                 for g in groups:
@@ -598,13 +604,13 @@ def timings(cp, mods):
         ("f16", False, 1, None, G), ("bf16", True, 1, None, G), ("bf16", True, 5, None, G),
         ("f16", True, 1, 1, G), ("f16", True, 1, 2, G), ("f16", True, 1, 8, G), ("f16", True, 5, 2, G),
         ("f16", True, 1, None, 32), ("f16", True, 1, 4, 32), ("f16", True, 5, None, 32)]
-    for module in ("skinny", "skinny_d4", "skinny_alu"):
+    for module in ("skinny", "skinny_ur", "skinny_d4", "skinny_ur_d4", "skinny_alu", "skinny_alu_ur"):
         if module not in mods:
             continue
         for dt, asym, m, rt, g in configs:
-            if module == "skinny_alu" and (m != 1 or rt is not None or dt != "f16" or not asym or g != G):
+            if module.startswith("skinny_alu") and (m != 1 or rt is not None or dt != "f16" or not asym or g != G):
                 continue
-            if module == "skinny_d4" and (rt is not None or not asym or dt != "f16"):
+            if module.endswith("d4") and (rt is not None or not asym or dt != "f16"):
                 continue
             t, bw, rt_used = skinny_time(module, dt, m, asym, rt, g)
             row = {"module": module, "dtype": dt, "asym": asym, "m": m, "g": g, "rt": rt_used, "us": t * 1e6,
@@ -688,7 +694,7 @@ def main():
     budget = float(os.environ.get("SMOKE_BUDGET_S", "270"))
     DEADLINE[0] = t0 + budget * 0.55
     try:
-        correctness(cp, mods, {"skinny", "skinny_d4", "fused", "dequant", "fallback"})
+        correctness(cp, mods, {"skinny", "skinny_ur", "skinny_d4", "skinny_ur_d4", "fused", "dequant", "fallback"})
     except Exception:
         log("correctness crashed:\n" + traceback.format_exc())
     t2 = time.time()
@@ -701,7 +707,7 @@ def main():
     t3 = time.time()
     DEADLINE[0] = t0 + budget
     try:
-        correctness(cp, mods, {"skinny_alu", "fused_w11", "fused_w12", "dequant_soft"})
+        correctness(cp, mods, {"skinny_alu", "skinny_alu_ur", "fused_w11", "fused_w12", "dequant_soft"})
     except Exception:
         log("AMD-path correctness crashed:\n" + traceback.format_exc())
     t4 = time.time()

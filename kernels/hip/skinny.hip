@@ -46,6 +46,10 @@ using namespace w4;
 #ifndef SK_DEPTH
 #define SK_DEPTH 3
 #endif
+// Static-slot weight ring (see mma_warp). Off by default until a GPU run has checked it.
+#ifndef W4_SKINNY_RING_UNROLL
+#define W4_SKINNY_RING_UNROLL 0
+#endif
 #if W4_SKINNY_MMA
 #define SK_RING SK_DEPTH
 #else
@@ -244,7 +248,31 @@ W4_DEV void mma_warp(const SkArgs& a, const SkLane& L, const u16* xs, float* red
     const int nspan = (a.k + SK_SPAN - 1) / SK_SPAN;
     const int cnt = L.ks < nspan ? (nspan - L.ks + L.nks - 1) / L.nks : 0;
     float acc[4] = {0.f, 0.f, 0.f, 0.f};
-    // Ring of SK_DEPTH spans of weights in flight; meta one span ahead.
+#if W4_SKINNY_RING_UNROLL
+    // Ring of SK_DEPTH spans of weights in flight with static slots: span i lives in slot
+    // i % SK_DEPTH, and the load of span i + SK_DEPTH goes straight into that slot once span i is
+    // consumed, so no register copy ever waits on a load in flight.
+    for (int i0 = 0; i0 < cnt; i0 += SK_DEPTH) {
+#pragma unroll
+        for (int d = 0; d < SK_DEPTH; ++d) {
+            const int i = i0 + d;
+            if (i < cnt) {
+                const int sp = L.ks + i * L.nks;
+                MmaMeta<4 / CPG> m;
+                mma_meta<T, CPG>(m, a, L, sp * SK_SPAN);
+                mma_span<T, CPG>(wa[d], wb[d], m, a, L, xs, sp * SK_SPAN, acc);
+                if (i + SK_DEPTH < cnt) {
+                    const int kc = (sp + SK_DEPTH * L.nks) * SK_SPAN + 32 * L.t;
+                    wa[d] = load_w16(L.wg, L.vg, kc, a.k);
+                    wb[d] = load_w16(L.wh, L.vh, kc, a.k);
+                }
+            }
+        }
+    }
+#else
+    // Ring of SK_DEPTH spans of weights in flight; meta one span ahead. (The rotation at the end
+    // of each iteration copies the newest load, which makes the warp wait for it: in effect one
+    // span of prefetch. Verified on the H200; W4_SKINNY_RING_UNROLL is the fix, not yet run.)
     MmaMeta<4 / CPG> mc;
     mma_meta<T, CPG>(mc, a, L, L.ks * SK_SPAN);
     for (int i = 0; i < cnt; ++i) {
@@ -267,6 +295,7 @@ W4_DEV void mma_warp(const SkArgs& a, const SkLane& L, const u16* xs, float* red
         wb[SK_DEPTH - 1] = nb;
         mc = mn;
     }
+#endif
     // acc: (row g, m 2t), (g, 2t+1), (g+8, 2t), (g+8, 2t+1); only m < 8 exist.
     float* r = red + (L.ks * L.nrt * 16 + L.rt * 16) * 8;
     r[L.g * 8 + 2 * L.t] = acc[0];
@@ -339,6 +368,26 @@ W4_DEV void skinny_warp_m(const SkArgs& a, const SkLane& L, const u16* xs, float
     float accg[MT], acch[MT];
 #pragma unroll
     for (int m = 0; m < MT; ++m) accg[m] = acch[m] = 0.f;
+#if W4_SKINNY_RING_UNROLL
+    // Two static slots: the next span's load is issued before this span's math and lands in the
+    // other slot; no register copy waits on a load in flight.
+    u32x4 slot_a[2] = {wa, zero4()}, slot_b[2] = {wb, zero4()};
+    for (int sp0 = L.ks; sp0 < nspan; sp0 += 2 * L.nks) {
+#pragma unroll
+        for (int d = 0; d < 2; ++d) {
+            const int sp = sp0 + d * L.nks;
+            if (sp < nspan) {
+                const int spn = sp + L.nks;
+                if (spn < nspan) {
+                    const int kc = spn * SK_SPAN + 32 * L.t;
+                    slot_a[d ^ 1] = load_w16(L.wg, L.vg, kc, a.k);
+                    slot_b[d ^ 1] = load_w16(L.wh, L.vh, kc, a.k);
+                }
+                alu_span<T, MT>(a, L, xs, sp * SK_SPAN, slot_a[d], slot_b[d], accg, acch);
+            }
+        }
+    }
+#else
     for (int sp = L.ks; sp < nspan; sp += L.nks) {
         const int spn = sp + L.nks;
         u32x4 na = zero4(), nb = zero4();
@@ -351,6 +400,7 @@ W4_DEV void skinny_warp_m(const SkArgs& a, const SkLane& L, const u16* xs, float
         wa = na;
         wb = nb;
     }
+#endif
     // Sum over the lane quad (t); commutative adds give every lane the same bits.
 #pragma unroll
     for (int m = 0; m < MT; ++m) {
