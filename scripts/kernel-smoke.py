@@ -37,6 +37,12 @@ QUICK = "--quick" in sys.argv
 MODULES = [
     ("skinny", "skinny", ()),
     ("skinny_alu", "skinny", ("-DW4_SKINNY_MMA=0", "-DW4_SOFT_BF16")),
+    ("skinny_d4", "skinny", ("-DSK_DEPTH=4",)),
+    # The static-slot weight ring (W4_SKINNY_RING_UNROLL), not yet the default: checked and timed
+    # here so that one run decides whether to flip it.
+    ("skinny_ur", "skinny", ("-DW4_SKINNY_RING_UNROLL=1",)),
+    ("skinny_ur_d4", "skinny", ("-DW4_SKINNY_RING_UNROLL=1", "-DSK_DEPTH=4")),
+    ("skinny_alu_ur", "skinny", ("-DW4_SKINNY_MMA=0", "-DW4_SOFT_BF16", "-DW4_SKINNY_RING_UNROLL=1")),
     ("fused", "fused", ()),
     ("fused_w11", "fused", ("-DW4_EMULATE_WMMA=11", "-DW4_SYNC_COPY", "-DW4_SOFT_BF16")),
     ("fused_w12", "fused", ("-DW4_EMULATE_WMMA=12", "-DW4_SYNC_COPY")),
@@ -231,15 +237,24 @@ CUS = 132
 TILES = {"16x64x32w4": (16, 64, 4), "64x64x32w4": (64, 64, 4), "128x128x32w8": (128, 128, 8), "": (64, 64, 4)}
 
 
-def skinny_rt(n):
+SCALE_CAP = 4096
+
+
+def skinny_rt(n, k=4096, g=128):
+    groups = k // g
+    fills = lambda rt: math.ceil(n / (16 * rt)) >= CUS or rt == 1
+    fits = lambda rt: 16 * rt * groups <= SCALE_CAP
     for rt in (8, 4, 2, 1):
-        if math.ceil(n / (16 * rt)) >= CUS:
+        if fills(rt) and fits(rt):
+            return rt
+    for rt in (8, 4, 2, 1):
+        if fills(rt):
             return rt
     return 1
 
 
-def skinny_geom(n, rt=None):
-    rt = rt or skinny_rt(n)
+def skinny_geom(n, rt=None, k=4096, g=128):
+    rt = rt or skinny_rt(n, k, g)
     return (math.ceil(n / (16 * rt)), 1, 1), (256 // rt, rt, 1)
 
 
@@ -364,13 +379,14 @@ def correctness(cp, mods, which):
     mods = {k: v for k, v in mods.items() if k in which}
 
     # skinny, both engines
-    for module in ("skinny", "skinny_alu"):
+    for module in ("skinny", "skinny_ur", "skinny_d4", "skinny_ur_d4", "skinny_alu", "skinny_alu_ur"):
         if module not in mods:
             continue
         fns = {dt: mods[module].get_function(f"w4a16_skinny_{dt}") for dt in dts}
         i = 0
-        groups = (32, 64, 128) if module == "skinny" else (32, 128)
-        ms = (1, 2, 3, 4, 5) if module == "skinny" else (1, 5)
+        full = module in ("skinny", "skinny_ur")
+        groups = (32, 64, 128) if full else (32, 128)
+        ms = (1, 2, 3, 4, 5) if full else (1, 5)
         for dt in dts:
             for asym in (False, True):
                 for g in groups:
@@ -378,7 +394,7 @@ def correctness(cp, mods, which):
                         i += 1
                         n = 200 if asym else 77
                         c = Case(rng, m, n, 1024, g, dt, asym, bias=i % 2 == 0, pad=i % 3 == 1, x_unaligned=i % 3 == 2)
-                        check_gemm(cp, "skinny", module, fns[dt], *skinny_geom(n), c, "exact-weights")
+                        check_gemm(cp, "skinny", module, fns[dt], *skinny_geom(n, None, 1024, g), c, "exact-weights")
         # K*M around the staging capacity and the field's 32768 / 39321 limits; a K tail that is
         # not a multiple of the 128-wide span; row tiles 1..8; exact and large-activation data.
         edge = [(4, 8192, 128), (4, 9728, 128), (4, 9856, 128), (5, 6528, 128), (3, 13184, 128), (2, 16384, 64),
@@ -386,7 +402,11 @@ def correctness(cp, mods, which):
         for dt in dts:
             for (m, k, g) in edge:
                 c = Case(rng, m, 64, k, g, dt, asym=True, bias=True, pad=True)
-                check_gemm(cp, "skinny", module, fns[dt], *skinny_geom(64), c, "exact-weights")
+                check_gemm(cp, "skinny", module, fns[dt], *skinny_geom(64, None, k, g), c, "exact-weights")
+            # Scales that do not fit the shared-memory stage (read from global memory per span).
+            for rt in (1, 8):
+                c = Case(rng, 2, 136, 32768 // rt, 32, dt, True, bias=True, pad=True)
+                check_gemm(cp, "skinny", module + f"/nosmem-rt{rt}", fns[dt], *skinny_geom(136, rt), c, "exact-weights")
             for rt in (1, 2, 4, 8):
                 c = Case(rng, 3, 200, 1024, 64, dt, True, bias=False)
                 check_gemm(cp, "skinny", module + f"/rt{rt}", fns[dt], *skinny_geom(200, rt), c, "exact-weights")
@@ -557,42 +577,49 @@ def timings(cp, mods):
     zq = [bits((N // 8, K // G)) for _ in range(copies)]
     sc = {dt: [cp.asarray(to_bits(0.01 + 0.01 * rng.random((N, K // G)), dt)) for _ in range(copies)] for dt in ("f16", "bf16")}
 
-    def skinny_time(module, dt, m, asym=True, rt=None):
+    def skinny_time(module, dt, m, asym=True, rt=None, g=G):
         fn = mods[module].get_function(f"w4a16_skinny_{dt}")
         x = cp.asarray(to_bits(0.25 * rng.standard_normal((m, K)), dt))
         y = cp.zeros((m, N), cp.uint16)
-        grid, block = skinny_geom(N, rt)
+        grid, block = skinny_geom(N, rt, K, g)
+        scales = sc[dt] if g == G else sc32[dt]
+        zer = zq if g == G else zq32
 
         def launch(i):
             j = i % copies
-            fn(grid, block, (x, wq[j], sc[dt][j], zq[j] if asym else np.uint64(0), np.uint64(0), y, np.int32(m),
-                             np.int32(N), np.int32(K), np.int32(G), np.int32(K), np.int32(K // 2), np.int32(K // G),
+            fn(grid, block, (x, wq[j], scales[j], zer[j] if asym else np.uint64(0), np.uint64(0), y, np.int32(m),
+                             np.int32(N), np.int32(K), np.int32(g), np.int32(K), np.int32(K // 2), np.int32(K // g),
                              np.int32(N)))
 
         t = time_launches(cp, launch, 200)
-        byts = N * K // 2 + N * (K // G) * 2 + (N // 8 * (K // G) * 4 if asym else 0) + m * K * 2 + m * N * 2
-        return t, byts / t
+        byts = N * K // 2 + N * (K // g) * 2 + (N // 8 * (K // g) * 4 if asym else 0) + m * K * 2 + m * N * 2
+        return t, byts / t, block[1]
 
+    sc32 = {dt: [cp.asarray(to_bits(0.01 + 0.01 * rng.random((N, K // 32)), dt)) for _ in range(copies)] for dt in ("f16", "bf16")}
+    zq32 = [bits((N // 8, K // 32)) for _ in range(copies)]
     log("\nskinny K=4096 N=14336 G=128 (weights rotated through 16 copies):")
-    log("  module        dtype zp    M  rt     us     TB/s  of-copy")
+    log("  module        dtype zp    M   G  rt     us     TB/s  of-copy")
     sk = []
-    for module in ("skinny", "skinny_alu"):
+    configs = [("f16", True, m, None, G) for m in (1, 2, 3, 4, 5)] + [
+        ("f16", False, 1, None, G), ("bf16", True, 1, None, G), ("bf16", True, 5, None, G),
+        ("f16", True, 1, 1, G), ("f16", True, 1, 2, G), ("f16", True, 1, 8, G), ("f16", True, 5, 2, G),
+        ("f16", True, 1, None, 32), ("f16", True, 1, 4, 32), ("f16", True, 5, None, 32)]
+    for module in ("skinny", "skinny_ur", "skinny_d4", "skinny_ur_d4", "skinny_alu", "skinny_alu_ur"):
         if module not in mods:
             continue
-        for dt, asym, m, rt in [("f16", True, 1, None), ("f16", False, 1, None), ("f16", True, 2, None),
-                                ("f16", True, 3, None), ("f16", True, 4, None), ("f16", True, 5, None),
-                                ("bf16", True, 1, None), ("bf16", True, 5, None),
-                                ("f16", True, 1, 1), ("f16", True, 1, 2), ("f16", True, 1, 8),
-                                ("f16", True, 5, 2)]:
-            if module == "skinny_alu" and (m not in (1, 5) or rt is not None or dt != "f16" or not asym):
+        for dt, asym, m, rt, g in configs:
+            if module.startswith("skinny_alu") and (m != 1 or rt is not None or dt != "f16" or not asym or g != G):
                 continue
-            t, bw = skinny_time(module, dt, m, asym, rt)
-            row = {"module": module, "dtype": dt, "asym": asym, "m": m, "rt": rt or skinny_rt(N), "us": t * 1e6,
+            if module.endswith("d4") and (rt is not None or not asym or dt != "f16"):
+                continue
+            t, bw, rt_used = skinny_time(module, dt, m, asym, rt, g)
+            row = {"module": module, "dtype": dt, "asym": asym, "m": m, "g": g, "rt": rt_used, "us": t * 1e6,
                    "tbs": bw / 1e12, "of_copy": bw / copy_bw}
             sk.append(row)
-            log(f"  {module:12s} {dt:5s} {'asym' if asym else 'sym ':4s} {m:2d} {row['rt']:3d} {t * 1e6:7.2f} "
+            log(f"  {module:12s} {dt:5s} {'asym' if asym else 'sym ':4s} {m:2d} {g:3d} {rt_used:3d} {t * 1e6:7.2f} "
                 f"{bw / 1e12:8.3f} {bw / copy_bw:7.1%}")
     out["skinny"] = sk
+    del sc32, zq32
 
     # torch baselines at M = 1: int4 (bf16, G = 128) and dense fp16
     try:
@@ -637,15 +664,19 @@ def timings(cp, mods):
     s = cp.asarray(to_bits(0.01 + 0.01 * rng.random((N, K // G)), "f16"))
     y = cp.zeros((M, N), cp.uint16)
     fu = []
-    for tile in ("16x64x32w4", "64x64x32w4", "128x128x32w8"):
-        fn = mods["fused"].get_function(f"w4a16_fused_f16_{tile}")
-        grid, block = fused_geom(M, N, tile)
-        args = (x, w, s, z, np.uint64(0), y, np.int32(M), np.int32(N), np.int32(K), np.int32(G), np.int32(K),
-                np.int32(K // 2), np.int32(K // G), np.int32(N))
+    sb = cp.asarray(to_bits(0.01 + 0.01 * rng.random((N, K // G)), "bf16"))
+    xb = cp.asarray(to_bits(0.25 * rng.standard_normal((M, K)), "bf16"))
+    for tile, dt, mm in [("16x64x32w4", "f16", M), ("64x64x32w4", "f16", M), ("128x128x32w8", "f16", M),
+                         ("128x128x32w8", "bf16", M), ("64x64x32w4", "f16", 256), ("128x128x32w8", "f16", 256)]:
+        fn = mods["fused"].get_function(f"w4a16_fused_{dt}_{tile}")
+        grid, block = fused_geom(mm, N, tile)
+        args = (x if dt == "f16" else xb, w, s if dt == "f16" else sb, z, np.uint64(0), y, np.int32(mm), np.int32(N),
+                np.int32(K), np.int32(G), np.int32(K), np.int32(K // 2), np.int32(K // G), np.int32(N))
         t = time_launches(cp, lambda i: fn(grid, block, args), 10, 2)
-        tf = flops / t / 1e12
-        fu.append({"tile": tile, "ms": t * 1e3, "tflops": tf, "of_cublas": tf / dense_tf})
-        log(f"  {tile:14s} {t * 1e3:7.3f} ms  {tf:6.1f} TFLOP/s  {tf / dense_tf:6.1%} of cuBLAS")
+        fl = 2.0 * mm * N * K
+        tf = fl / t / 1e12
+        fu.append({"tile": tile, "dtype": dt, "m": mm, "ms": t * 1e3, "tflops": tf, "of_cublas": tf / dense_tf})
+        log(f"  {tile:14s} {dt:5s} M={mm:5d} {t * 1e3:7.3f} ms  {tf:6.1f} TFLOP/s  {tf / dense_tf:6.1%} of cuBLAS(M=2048)")
     out["fused"] = fu
     return out
 
@@ -663,7 +694,7 @@ def main():
     budget = float(os.environ.get("SMOKE_BUDGET_S", "270"))
     DEADLINE[0] = t0 + budget * 0.55
     try:
-        correctness(cp, mods, {"skinny", "fused", "dequant", "fallback"})
+        correctness(cp, mods, {"skinny", "skinny_ur", "skinny_d4", "skinny_ur_d4", "fused", "dequant", "fallback"})
     except Exception:
         log("correctness crashed:\n" + traceback.format_exc())
     t2 = time.time()
@@ -676,7 +707,7 @@ def main():
     t3 = time.time()
     DEADLINE[0] = t0 + budget
     try:
-        correctness(cp, mods, {"skinny_alu", "fused_w11", "fused_w12", "dequant_soft"})
+        correctness(cp, mods, {"skinny_alu", "skinny_alu_ur", "fused_w11", "fused_w12", "dequant_soft"})
     except Exception:
         log("AMD-path correctness crashed:\n" + traceback.format_exc())
     t4 = time.time()

@@ -1,11 +1,12 @@
 // fused: the prefill int4 GEMM for any M.
 //
 // Tiles of (BM, BN, BK = 32) with WM x WN warps; grid (ceil(N / BN), ceil(M / BM)), block
-// (32 * WM * WN). Per K step, X (BM x 32) and the packed weights (BN x 16 bytes) are copied into a
-// STAGES-deep shared-memory ring (cp.async on NVIIDA, plain copies on AMD), the weights of the next
-// step are dequantized into shared memory as round((q - z) * s) in the activation dtype (one scale
-// and zero point per row per step: BK <= G), and the warps run the 16x16x16 matrix-core MMA of
-// compat.h (mma.sync / v_wmma) with fp32 accumulation. One barrier per K step.
+// (32 * WM * WN). Per K step, X (BM x 32) and the packed weights (BN x 16 bytes) are copied into
+// 3-slot shared-memory rings (cp.async on NVIDIA, plain copies on AMD) two iterations ahead, the
+// weights of the next step are dequantized into shared memory as round((q - z) * s) in the
+// activation dtype (one scale and zero point per row per step: BK <= G), and the warps run the
+// 16x16x16 matrix-core MMA of compat.h (mma.sync / v_wmma) with fp32 accumulation. One barrier per
+// K step.
 //
 // Numerics: dequantized weights rounded once to the activation dtype (exact (q - z), then one
 // rounded multiply), fp32 accumulation, one cast of the accumulator to the activation dtype, then
@@ -87,8 +88,8 @@ W4_DEV void fused(const T* x, const uint32_t* w, const T* scales, const uint32_t
     const int m0 = bid_y() * BM;
     const int nk = k / FU_BK;
 
-    // Global -> shared copy of step kt into ring slot `slot`.
-    auto load_stage = [&](int kt, int slot) {
+    // Global -> shared copies of step kt into ring slot `slot`: X, and the packed weights.
+    auto load_stage_a = [&](int kt, int slot) {
         const int k0 = kt * FU_BK;
         u16* as = As + slot * BM * FU_BK;
         for (int i = tid; i < BM * 4; i += FT::NT) {
@@ -113,6 +114,9 @@ W4_DEV void fused(const T* x, const uint32_t* w, const T* scales, const uint32_t
                 *(u32x4*)dst = o;
             }
         }
+    };
+    auto load_stage_b = [&](int kt, int slot) {
+        const int k0 = kt * FU_BK;
         u32* bq = Bq + slot * BN * 4;
         for (int i = tid; i < BN; i += FT::NT) {
             const int gn = n0 + i;
@@ -157,30 +161,44 @@ W4_DEV void fused(const T* x, const uint32_t* w, const T* scales, const uint32_t
 #pragma unroll
             for (int e = 0; e < 8; ++e) acc[i][j][e] = 0.f;
 
-    // Prologue: steps 0 .. STAGES-2 in flight; step 0 dequantized.
-#pragma unroll
-    for (int st = 0; st < STAGES - 1; ++st) {
-        if (st < nk) load_stage(st, st);
-        cp_async_commit();
-    }
-    u32 ss, zz;
-    load_meta(0, ss, zz);
-    cp_async_wait<STAGES - 2>();
+    // Schedule (STAGES = 3 slots for X and for the packed weights): iteration kt multiplies step kt,
+    // dequantizes step kt+1 and issues the copies of X for kt+2 and of the packed weights for kt+3,
+    // so every copy has two iterations to land. Copies issued together form one commit group;
+    // the group of iteration kt-2 is the one iteration kt waits for.
+    static_assert(STAGES == 3, "the schedule below is written for three slots");
+    auto load_a = [&](int kt) {
+        if (kt < nk) load_stage_a(kt, kt % STAGES);
+    };
+    auto load_b = [&](int kt) {
+        if (kt < nk) load_stage_b(kt, kt % STAGES);
+    };
+    load_a(0);
+    load_b(0);
+    load_b(1);
+    cp_async_commit();
+    load_a(1);
+    load_b(2);
+    cp_async_commit();
+    u32 ss0, zz0, ss1, zz1, ss2, zz2;
+    load_meta(0, ss0, zz0);
+    load_meta(nk > 1 ? 1 : 0, ss1, zz1);
+    load_meta(nk > 2 ? 2 : 0, ss2, zz2);
+    cp_async_wait<1>();
     sync_block();
-    dequant(0, 0, ss, zz);
-    if (nk > 1) load_meta(1, ss, zz);
+    dequant(0, 0, ss0, zz0);
 
     for (int kt = 0; kt < nk; ++kt) {
-        // Step kt+1 has landed (own copies), then everyone's copies are visible and every warp is
-        // done with step kt-1.
-        cp_async_wait<STAGES - 3>();
+        // The group of iteration kt-2 (X of step kt, packed weights of step kt+1) has landed for
+        // this thread; the barrier makes everyone's copies visible and ends iteration kt-1 for all.
+        cp_async_wait<1>();
         sync_block();
-        if (kt + STAGES - 1 < nk) load_stage(kt + STAGES - 1, (kt + STAGES - 1) % STAGES);
+        load_a(kt + 2);
+        load_b(kt + 3);
         cp_async_commit();
-        if (kt + 1 < nk) {
-            dequant((kt + 1) % STAGES, (kt + 1) & 1, ss, zz);
-            if (kt + 2 < nk) load_meta(kt + 2, ss, zz);
-        }
+        if (kt + 1 < nk) dequant((kt + 1) % STAGES, (kt + 1) & 1, ss1, zz1);
+        ss1 = ss2;
+        zz1 = zz2;
+        if (kt + 3 < nk) load_meta(kt + 3, ss2, zz2);
 
         const u16* as = As + (kt % STAGES) * BM * FU_BK;
         const u16* bs = Bs + (kt & 1) * BN * FU_BK;

@@ -8,7 +8,9 @@
 // from its block shape. Each warp walks its share of K in spans of 128; the K-splits are summed
 // through shared memory in a fixed order (no atomics: every run is bit-identical). X is staged in
 // shared memory up to SK_XCAP elements (the first Ks columns of every row); the columns beyond are
-// read from global memory, so there is no limit on K*M.
+// read from global memory, so there is no limit on K*M. The scales and packed zero points of the
+// block's rows are staged in shared memory too when they fit (SK_SCAP / SK_ZCAP), so that no span
+// waits for a DRAM round trip on them; the first spans of weights are already in flight meanwhile.
 //
 // Inside a warp, lane (g = lane/4, t = lane%4) loads 16 bytes (32 k) of rows g and g+8 per span.
 // Numerics (SPEC §4): nibble pairs become (offset + q) with one and-or, then (q - z) exactly in the
@@ -33,8 +35,6 @@ using namespace w4;
 #define SK_XCAP 16384
 #endif
 #define SK_MMAX 5
-#define SK_DEPTH 3
-
 #ifndef W4_SKINNY_MMA
 #if W4_NV
 #define W4_SKINNY_MMA 1
@@ -42,6 +42,23 @@ using namespace w4;
 #define W4_SKINNY_MMA 0
 #endif
 #endif
+
+#ifndef SK_DEPTH
+#define SK_DEPTH 3
+#endif
+// Static-slot weight ring (see mma_warp). Off by default until a GPU run has checked it.
+#ifndef W4_SKINNY_RING_UNROLL
+#define W4_SKINNY_RING_UNROLL 0
+#endif
+#if W4_SKINNY_MMA
+#define SK_RING SK_DEPTH
+#else
+#define SK_RING 1
+#endif
+// Shared-memory capacity for the block's scales (entries) and packed zero-point words; with the
+// X buffer and the reduction buffer the block stays under NVIDIA's 48 KiB of static shared memory.
+#define SK_SCAP 4096
+#define SK_ZCAP 512
 
 namespace {
 
@@ -58,6 +75,12 @@ struct SkArgs {
     int pitch;     // shared row pitch of X (elements)
     bool x_vec16;  // X rows 16-byte aligned
     bool x_vec8;   // X rows 8-byte aligned
+    // Scales and zero-point words of the block's rows, staged in shared memory when they fit
+    // (every span then reads them at shared-memory latency instead of one DRAM round trip).
+    bool meta_smem;
+    int nbase;        // first row of the block
+    const u16* ss;    // [rows][groups] scale bits
+    const u32* zs;    // [rows / 8][groups] packed zero points
 };
 
 // Per-warp position.
@@ -106,7 +129,17 @@ W4_DEV u32x4 load_x16(const SkArgs& a, const u16* xs, int m, int kx, bool in_sme
 
 template <class T>
 W4_DEV float scale_of(const SkArgs& a, int row, bool valid, int gi) {
-    return valid ? Act<T>::to_f32(a.s[(long long)row * a.srs + gi]) : 0.0f;
+    if (!valid) return 0.0f;
+    if (a.meta_smem) return Act<T>::to_f32(a.ss[(row - a.nbase) * a.groups + gi]);
+    return Act<T>::to_f32(a.s[(long long)row * a.srs + gi]);
+}
+
+// (offset + z) pair of `row` in group gi (z = 8 for symmetric layers and for rows past N).
+template <class T>
+W4_DEV u32 zero_of(const SkArgs& a, int row, bool valid, int gi) {
+    if (!valid || a.z == nullptr) return offset_pair<T>(8u);
+    if (a.meta_smem) return offset_pair<T>((a.zs[((row - a.nbase) >> 3) * a.groups + gi] >> ((row & 7) * 4)) & 15u);
+    return offset_pair<T>(zero_point(a.z, row, gi, a.groups));
 }
 
 #if W4_SKINNY_MMA
@@ -147,8 +180,8 @@ W4_DEV void mma_meta(MmaMeta<4 / CPG>& d, const SkArgs& a, const SkLane& L, int 
         const int gi = ok ? kc / a.group : 0;
         d.sg[i] = ok ? scale_of<T>(a, L.rg, L.vg, gi) : 0.0f;
         d.sh[i] = ok ? scale_of<T>(a, L.rh, L.vh, gi) : 0.0f;
-        d.zg[i] = offset_pair<T>(L.vg && ok ? zero_point(a.z, L.rg, gi, a.groups) : 8u);
-        d.zh[i] = offset_pair<T>(L.vh && ok ? zero_point(a.z, L.rh, gi, a.groups) : 8u);
+        d.zg[i] = zero_of<T>(a, L.rg, L.vg && ok, gi);
+        d.zh[i] = zero_of<T>(a, L.rh, L.vh && ok, gi);
     }
 }
 
@@ -197,19 +230,49 @@ W4_DEV void mma_span(u32x4 wa, u32x4 wb, const MmaMeta<4 / CPG>& d, const SkArgs
     }
 }
 
-template <class T, int CPG>
-W4_DEV void mma_warp(const SkArgs& a, const SkLane& L, const u16* xs, float* red) {
+// The first SK_DEPTH spans of this lane's weights (issued before X and the scales are staged).
+W4_DEV void ring_prologue(const SkArgs& a, const SkLane& L, u32x4 (&wa)[SK_RING], u32x4 (&wb)[SK_RING]) {
     const int nspan = (a.k + SK_SPAN - 1) / SK_SPAN;
     const int cnt = L.ks < nspan ? (nspan - L.ks + L.nks - 1) / L.nks : 0;
-    float acc[4] = {0.f, 0.f, 0.f, 0.f};
-    // Ring of SK_DEPTH spans of weights in flight; meta one span ahead.
-    u32x4 wa[SK_DEPTH], wb[SK_DEPTH];
 #pragma unroll
     for (int d = 0; d < SK_DEPTH; ++d) {
         const int kc = (L.ks + d * L.nks) * SK_SPAN + 32 * L.t;
         wa[d] = d < cnt ? load_w16(L.wg, L.vg, kc, a.k) : zero4();
         wb[d] = d < cnt ? load_w16(L.wh, L.vh, kc, a.k) : zero4();
     }
+}
+
+template <class T, int CPG>
+W4_DEV void mma_warp(const SkArgs& a, const SkLane& L, const u16* xs, float* red, u32x4 (&wa)[SK_RING],
+                     u32x4 (&wb)[SK_RING]) {
+    const int nspan = (a.k + SK_SPAN - 1) / SK_SPAN;
+    const int cnt = L.ks < nspan ? (nspan - L.ks + L.nks - 1) / L.nks : 0;
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+#if W4_SKINNY_RING_UNROLL
+    // Ring of SK_DEPTH spans of weights in flight with static slots: span i lives in slot
+    // i % SK_DEPTH, and the load of span i + SK_DEPTH goes straight into that slot once span i is
+    // consumed, so no register copy ever waits on a load in flight.
+    for (int i0 = 0; i0 < cnt; i0 += SK_DEPTH) {
+#pragma unroll
+        for (int d = 0; d < SK_DEPTH; ++d) {
+            const int i = i0 + d;
+            if (i < cnt) {
+                const int sp = L.ks + i * L.nks;
+                MmaMeta<4 / CPG> m;
+                mma_meta<T, CPG>(m, a, L, sp * SK_SPAN);
+                mma_span<T, CPG>(wa[d], wb[d], m, a, L, xs, sp * SK_SPAN, acc);
+                if (i + SK_DEPTH < cnt) {
+                    const int kc = (sp + SK_DEPTH * L.nks) * SK_SPAN + 32 * L.t;
+                    wa[d] = load_w16(L.wg, L.vg, kc, a.k);
+                    wb[d] = load_w16(L.wh, L.vh, kc, a.k);
+                }
+            }
+        }
+    }
+#else
+    // Ring of SK_DEPTH spans of weights in flight; meta one span ahead. (The rotation at the end
+    // of each iteration copies the newest load, which makes the warp wait for it: in effect one
+    // span of prefetch. Verified on the H200; W4_SKINNY_RING_UNROLL is the fix, not yet run.)
     MmaMeta<4 / CPG> mc;
     mma_meta<T, CPG>(mc, a, L, L.ks * SK_SPAN);
     for (int i = 0; i < cnt; ++i) {
@@ -232,6 +295,7 @@ W4_DEV void mma_warp(const SkArgs& a, const SkLane& L, const u16* xs, float* red
         wb[SK_DEPTH - 1] = nb;
         mc = mn;
     }
+#endif
     // acc: (row g, m 2t), (g, 2t+1), (g+8, 2t), (g+8, 2t+1); only m < 8 exist.
     float* r = red + (L.ks * L.nrt * 16 + L.rt * 16) * 8;
     r[L.g * 8 + 2 * L.t] = acc[0];
@@ -241,13 +305,14 @@ W4_DEV void mma_warp(const SkArgs& a, const SkLane& L, const u16* xs, float* red
 }
 
 template <class T>
-W4_DEV void skinny_warp(const SkArgs& a, const SkLane& L, const u16* xs, float* red) {
+W4_DEV void skinny_warp(const SkArgs& a, const SkLane& L, const u16* xs, float* red, u32x4 (&wa)[SK_RING],
+                        u32x4 (&wb)[SK_RING]) {
     if (a.group == 64)
-        mma_warp<T, 2>(a, L, xs, red);
+        mma_warp<T, 2>(a, L, xs, red, wa, wb);
     else if (a.group % 128 == 0)
-        mma_warp<T, 4>(a, L, xs, red);
+        mma_warp<T, 4>(a, L, xs, red, wa, wb);
     else
-        mma_warp<T, 1>(a, L, xs, red);
+        mma_warp<T, 1>(a, L, xs, red, wa, wb);
 }
 
 #else  // ALU engine
@@ -260,8 +325,8 @@ W4_DEV void alu_span(const SkArgs& a, const SkLane& L, const u16* xs, int k0, u3
     const int gi = kc / a.group;
     const float sg = scale_of<T>(a, L.rg, L.vg, gi);
     const float sh = scale_of<T>(a, L.rh, L.vh, gi);
-    const u32 zg = offset_pair<T>(L.vg ? zero_point(a.z, L.rg, gi, a.groups) : 8u);
-    const u32 zh = offset_pair<T>(L.vh ? zero_point(a.z, L.rh, gi, a.groups) : 8u);
+    const u32 zg = zero_of<T>(a, L.rg, L.vg, gi);
+    const u32 zh = zero_of<T>(a, L.rh, L.vh, gi);
     const bool in_smem = k0 + SK_SPAN <= a.ks_cols;
     const u32 WA[4] = {wa.x, wa.y, wa.z, wa.w};
     const u32 WB[4] = {wb.x, wb.y, wb.z, wb.w};
@@ -298,14 +363,31 @@ W4_DEV void alu_span(const SkArgs& a, const SkLane& L, const u16* xs, int k0, u3
 }
 
 template <class T, int MT>
-W4_DEV void skinny_warp_m(const SkArgs& a, const SkLane& L, const u16* xs, float* red) {
+W4_DEV void skinny_warp_m(const SkArgs& a, const SkLane& L, const u16* xs, float* red, u32x4 wa, u32x4 wb) {
     const int nspan = (a.k + SK_SPAN - 1) / SK_SPAN;
     float accg[MT], acch[MT];
 #pragma unroll
     for (int m = 0; m < MT; ++m) accg[m] = acch[m] = 0.f;
-    const int kc0 = L.ks * SK_SPAN + 32 * L.t;
-    u32x4 wa = load_w16(L.wg, L.vg, kc0, a.k);
-    u32x4 wb = load_w16(L.wh, L.vh, kc0, a.k);
+#if W4_SKINNY_RING_UNROLL
+    // Two static slots: the next span's load is issued before this span's math and lands in the
+    // other slot; no register copy waits on a load in flight.
+    u32x4 slot_a[2] = {wa, zero4()}, slot_b[2] = {wb, zero4()};
+    for (int sp0 = L.ks; sp0 < nspan; sp0 += 2 * L.nks) {
+#pragma unroll
+        for (int d = 0; d < 2; ++d) {
+            const int sp = sp0 + d * L.nks;
+            if (sp < nspan) {
+                const int spn = sp + L.nks;
+                if (spn < nspan) {
+                    const int kc = spn * SK_SPAN + 32 * L.t;
+                    slot_a[d ^ 1] = load_w16(L.wg, L.vg, kc, a.k);
+                    slot_b[d ^ 1] = load_w16(L.wh, L.vh, kc, a.k);
+                }
+                alu_span<T, MT>(a, L, xs, sp * SK_SPAN, slot_a[d], slot_b[d], accg, acch);
+            }
+        }
+    }
+#else
     for (int sp = L.ks; sp < nspan; sp += L.nks) {
         const int spn = sp + L.nks;
         u32x4 na = zero4(), nb = zero4();
@@ -318,6 +400,7 @@ W4_DEV void skinny_warp_m(const SkArgs& a, const SkLane& L, const u16* xs, float
         wa = na;
         wb = nb;
     }
+#endif
     // Sum over the lane quad (t); commutative adds give every lane the same bits.
 #pragma unroll
     for (int m = 0; m < MT; ++m) {
@@ -336,14 +419,21 @@ W4_DEV void skinny_warp_m(const SkArgs& a, const SkLane& L, const u16* xs, float
     }
 }
 
+// The first span of this lane's weights (issued before X and the scales are staged).
+W4_DEV void ring_prologue(const SkArgs& a, const SkLane& L, u32x4 (&wa)[1], u32x4 (&wb)[1]) {
+    const int kc0 = L.ks * SK_SPAN + 32 * L.t;
+    wa[0] = load_w16(L.wg, L.vg, kc0, a.k);
+    wb[0] = load_w16(L.wh, L.vh, kc0, a.k);
+}
+
 template <class T>
-W4_DEV void skinny_warp(const SkArgs& a, const SkLane& L, const u16* xs, float* red) {
+W4_DEV void skinny_warp(const SkArgs& a, const SkLane& L, const u16* xs, float* red, u32x4 (&wa)[1], u32x4 (&wb)[1]) {
     switch (a.m) {
-        case 1: skinny_warp_m<T, 1>(a, L, xs, red); break;
-        case 2: skinny_warp_m<T, 2>(a, L, xs, red); break;
-        case 3: skinny_warp_m<T, 3>(a, L, xs, red); break;
-        case 4: skinny_warp_m<T, 4>(a, L, xs, red); break;
-        default: skinny_warp_m<T, 5>(a, L, xs, red); break;
+        case 1: skinny_warp_m<T, 1>(a, L, xs, red, wa[0], wb[0]); break;
+        case 2: skinny_warp_m<T, 2>(a, L, xs, red, wa[0], wb[0]); break;
+        case 3: skinny_warp_m<T, 3>(a, L, xs, red, wa[0], wb[0]); break;
+        case 4: skinny_warp_m<T, 4>(a, L, xs, red, wa[0], wb[0]); break;
+        default: skinny_warp_m<T, 5>(a, L, xs, red, wa[0], wb[0]); break;
     }
 }
 #endif
@@ -353,6 +443,8 @@ W4_DEV void skinny(const T* x, const uint32_t* w, const T* scales, const uint32_
                    int k, int group, int x_row_stride, int w_row_stride_bytes, int scale_row_stride, int y_row_stride) {
     __shared__ W4_ALIGN16 u16 xs[SK_XCAP + 8 * SK_MMAX];
     __shared__ W4_ALIGN16 float red[SK_WARPS * 16 * 8];
+    __shared__ W4_ALIGN16 u16 ss[SK_SCAP];
+    __shared__ W4_ALIGN16 u32 zs[SK_ZCAP];
     const int nrt = block_dim_y();
     const int nks = block_dim_x() / 32;
     if (m < 1 || m > SK_MMAX || group <= 0 || k <= 0 || nrt * nks != SK_WARPS) return;
@@ -392,6 +484,10 @@ W4_DEV void skinny(const T* x, const uint32_t* w, const T* scales, const uint32_
     L.ks = tid_x() >> 5;
     const int rows = 16 * nrt;
     const int nbase = bid_x() * rows;
+    a.nbase = nbase;
+    a.ss = ss;
+    a.zs = zs;
+    a.meta_smem = rows * a.groups <= SK_SCAP && (rows / 8) * a.groups <= SK_ZCAP;
     L.rg = nbase + L.rt * 16 + L.g;
     L.rh = L.rg + 8;
     L.vg = L.rg < n;
@@ -399,6 +495,26 @@ W4_DEV void skinny(const T* x, const uint32_t* w, const T* scales, const uint32_
     L.wg = (const char*)w + (long long)(L.vg ? L.rg : 0) * w_row_stride_bytes;
     L.wh = (const char*)w + (long long)(L.vh ? L.rh : 0) * w_row_stride_bytes;
 
+    // This lane's first spans of weights are in flight while X and the scales are staged.
+    u32x4 wa[SK_RING], wb[SK_RING];
+    ring_prologue(a, L, wa, wb);
+
+    if (a.meta_smem) {
+        for (int idx = tid; idx < rows * a.groups; idx += SK_THREADS) {
+            const int r = idx / a.groups;
+            const int gi = idx - r * a.groups;
+            const int nn = nbase + r;
+            ss[idx] = nn < n ? a.s[(long long)nn * scale_row_stride + gi] : (u16)0;
+        }
+        if (zeros != nullptr) {
+            for (int idx = tid; idx < (rows / 8) * a.groups; idx += SK_THREADS) {
+                const int rw = idx / a.groups;
+                const int gi = idx - rw * a.groups;
+                const int nw = (nbase >> 3) + rw;
+                zs[idx] = nw * 8 < n ? zeros[(long long)nw * a.groups + gi] : 0x88888888u;
+            }
+        }
+    }
     const int chunks = a.ks_cols / 8;
     for (int idx = tid; idx < m * chunks; idx += SK_THREADS) {
         const int mm = idx / chunks;
@@ -409,7 +525,7 @@ W4_DEV void skinny(const T* x, const uint32_t* w, const T* scales, const uint32_
     }
     sync_block();
 
-    skinny_warp<T>(a, L, xs, red);
+    skinny_warp<T>(a, L, xs, red, wa, wb);
     sync_block();
 
     for (int idx = tid; idx < rows * m; idx += SK_THREADS) {

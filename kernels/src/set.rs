@@ -133,19 +133,29 @@ fn name_of(kernel: KernelId, dtype: ActDtype) -> &'static str {
     }
 }
 
+/// Scale entries (and, over 8, packed zero-point words) of its rows that one `skinny` block can
+/// stage in shared memory (`SK_SCAP`; `SK_ZCAP` = `SK_SCAP` / 8).
+pub const SKINNY_SCALE_CAPACITY: usize = 4096;
+
 /// Row tiles of 16 per `skinny` block (`RT`, the block's y size; `KS = 8 / RT` warps split K):
-/// the largest of 8, 4, 2, 1 that still gives every compute unit a block, so small N gets more
-/// K-splits.
-pub fn skinny_row_tiles(n: usize, target: Target) -> u32 {
+/// the largest of 8, 4, 2, 1 that still gives every compute unit a block (small N gets more
+/// K-splits) and whose rows' scales fit the block's shared-memory stage (otherwise every span
+/// waits for its scales from global memory); where none fits, the largest that fills the device.
+pub fn skinny_row_tiles(n: usize, k: usize, group: usize, target: Target) -> u32 {
     let cus = tiles::compute_units(target) as usize;
-    [8u32, 4, 2, 1]
+    let groups = k / group.max(1);
+    let fills = |rt: u32| n.div_ceil(16 * rt as usize) >= cus || rt == 1;
+    let fits = |rt: u32| 16 * rt as usize * groups <= SKINNY_SCALE_CAPACITY;
+    let ladder = [8u32, 4, 2, 1];
+    ladder
         .into_iter()
-        .find(|&rt| n.div_ceil(16 * rt as usize) >= cus)
+        .find(|&rt| fills(rt) && fits(rt))
+        .or_else(|| ladder.into_iter().find(|&rt| fills(rt)))
         .unwrap_or(1)
 }
 
 fn skinny_geometry(s: &LaunchShape, t: Target) -> LaunchGeometry {
-    let rt = skinny_row_tiles(s.n, t);
+    let rt = skinny_row_tiles(s.n, s.k, s.group, t);
     LaunchGeometry {
         grid: [s.n.div_ceil(16 * rt as usize) as u32, 1, 1],
         block: [SKINNY_THREADS / rt, rt, 1],
@@ -467,8 +477,11 @@ mod tests {
                 );
             }
         }
-        assert_eq!(skinny_row_tiles(14336, Target::Sm90), 4);
-        assert_eq!(skinny_row_tiles(2048, Target::Sm90), 1);
+        assert_eq!(skinny_row_tiles(14336, 4096, 128, Target::Sm90), 4);
+        assert_eq!(skinny_row_tiles(14336, 4096, 32, Target::Sm90), 2);
+        assert_eq!(skinny_row_tiles(2048, 4096, 128, Target::Sm90), 1);
+        // K so long that even one row tile's scales overflow the stage: still fill the device.
+        assert_eq!(skinny_row_tiles(14336, 131072, 32, Target::Sm90), 4);
     }
 
     #[test]
@@ -511,6 +524,34 @@ mod tests {
         assert_eq!((g.grid[0], g.grid[1] * g.block[0]), (1000, 512));
         let g = (FALLBACK.geometry)(&s, Target::Sm90);
         assert_eq!(g.grid[0] * g.block[0], 17 * 1024);
+    }
+
+    /// The value of `#define NAME value` in a source.
+    fn define(src: &str, name: &str) -> usize {
+        let prefix = format!("#define {name} ");
+        let line = src
+            .lines()
+            .find(|l| l.starts_with(&prefix))
+            .unwrap_or_else(|| panic!("no {prefix}"));
+        line[prefix.len()..].trim().parse().unwrap()
+    }
+
+    #[test]
+    fn skinny_capacities_match_the_source() {
+        let src = source::SKINNY_HIP;
+        assert_eq!(define(src, "SK_XCAP"), SKINNY_X_CAPACITY);
+        assert_eq!(define(src, "SK_SCAP"), SKINNY_SCALE_CAPACITY);
+        assert_eq!(define(src, "SK_ZCAP") * 8, SKINNY_SCALE_CAPACITY);
+        assert_eq!(define(src, "SK_THREADS"), SKINNY_THREADS as usize);
+        assert_eq!(define(src, "SK_MMAX"), SKINNY_M_MAX);
+        assert_eq!(
+            define(source::DEQUANT_HIP, "DQ_THREADS"),
+            DEQUANT_THREADS as usize
+        );
+        assert_eq!(
+            define(source::FALLBACK_HIP, "FB_THREADS"),
+            FALLBACK_THREADS as usize
+        );
     }
 
     #[test]
