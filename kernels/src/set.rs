@@ -81,11 +81,13 @@ pub static DEQUANT_ARGS: [ArgDecl; 10] = [
     int("out_row_stride", ScalarArg::DenseRowStride),
 ];
 
-/// `dense` runs in the vendor BLAS: `Y = X · Denseᵀ` with a padded leading dimension. Declared
-/// for validation only; it has no HIP entry point.
-pub static DENSE_ARGS: [ArgDecl; 7] = [
+/// `dense` runs in the vendor BLAS: `Y = X · Denseᵀ (+ bias)` with a padded leading dimension.
+/// Declared for validation only; it has no HIP entry point. The bias is prefilled into Y and
+/// added by the BLAS epilogue (`beta = 1`) before the single cast.
+pub static DENSE_ARGS: [ArgDecl; 8] = [
     ptr("x", TensorRole::X),
     ptr("dense", TensorRole::Dense),
+    opt_ptr("bias", TensorRole::Bias),
     out_ptr("y", TensorRole::Y),
     int("m", ScalarArg::M),
     int("n", ScalarArg::N),

@@ -23,11 +23,18 @@ enum Command {
         #[arg(long)]
         simulate: bool,
     },
+    /// Issue 3's speed benchmark on the first GPU that opens; the table goes to stdout.
+    Bench {
+        /// Also write the report as JSON to this file.
+        #[arg(long)]
+        json: Option<std::path::PathBuf>,
+    },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Command::Bench { json } => w4a16_harness::bench::cli(json.as_deref()),
         Command::Worker { simulate } => {
             let r = isolate::serve(|id| {
                 if simulate {
