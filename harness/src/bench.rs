@@ -34,10 +34,12 @@ use crate::launch::DeviceInputs;
 use crate::tensor::{DenseSpec, YSpec};
 use crate::validate::ContractError;
 
-/// The plan `w4a16 bench` uses: enough queued warm-up to cover the host's enqueue latency of
-/// the few-microsecond `skinny` launches, and enough samples for a stable median.
+/// The plan `w4a16 bench` uses. The warm-up launches stay queued ahead of the timed ones, so
+/// they must outlast the host: 200 `skinny` launches (~1.5 ms of device work) keep the queue
+/// full through 100 timed launches even if each costs the host a few microseconds more to
+/// enqueue (launch + two events) than the device takes to run it.
 pub const CLI_PLAN: BenchPlan = BenchPlan {
-    warmup: 25,
+    warmup: 200,
     iters: 100,
 };
 
