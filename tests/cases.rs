@@ -55,6 +55,7 @@ fn the_cases_folder_loads_with_every_suite() {
     sorted.sort();
     assert_eq!(names, sorted, "suites are listed in name order");
     for s in set.suites() {
+        eprintln!("{:<12} {:>5} cases  {}", s.name, s.cases, s.description);
         if s.name != "regressions" {
             assert!(s.cases > 0, "suite {} is empty", s.name);
         }
@@ -417,6 +418,7 @@ fn every_invalid_case_file_is_refused_naming_the_file_and_the_key() {
         assert_eq!(err.file, path, "error names the wrong file: {err}");
         assert_eq!(err.key, expected_key, "error names the wrong key: {err}");
         let shown = err.to_string();
+        eprintln!("{shown}");
         assert!(
             shown.starts_with(&format!("{}: key \"{expected_key}\": ", path.display())),
             "{shown}"
@@ -474,6 +476,26 @@ fn unsupported_layers_live_only_in_suites_that_allow_them() {
                 c.id
             );
         }
+    }
+    for c in set.cases() {
+        assert_eq!(
+            c.is_buildable(),
+            !(c.act_order
+                || c.shape.k % 16 != 0
+                || (c.symmetry == Symmetry::Asym && c.shape.n % 8 != 0)),
+            "{}",
+            c.id
+        );
+        assert!(
+            c.is_buildable() || set.suite(&c.suite).unwrap().allow_unsupported,
+            "{}",
+            c.id
+        );
+        let spec = c.data_spec();
+        assert_eq!(
+            (spec.m, spec.shape, spec.class, spec.with_bias),
+            (c.m, c.shape, c.class, c.bias)
+        );
     }
     let sel = set.suite("selection").unwrap();
     assert!(sel.allow_unsupported);

@@ -5,10 +5,11 @@ use std::fmt::Write;
 use std::path::Path;
 
 use proptest::prelude::*;
+use proptest::test_runner::FileFailurePersistence;
 use w4a16_harness::cases::{self, CaseSet, RowPadding, strategy};
 use w4a16_harness::config::{KernelConfig, PrefillDequant};
-use w4a16_harness::select::{self, LayerKernel, LayerRequest, Selection, tiles};
-use w4a16_kernels::{KernelId, Target};
+use w4a16_harness::select::{self, DeclaredContracts, LayerKernel, LayerRequest, Selection};
+use w4a16_kernels::{KernelId, Target, tiles};
 use w4a16_reference::ActDtype;
 use w4a16_reference::layer::{LayerShape, Symmetry};
 
@@ -129,20 +130,23 @@ fn group_sizes_off_the_fast_path_fall_back_with_a_reason() {
 }
 
 #[test]
-fn k_not_a_multiple_of_16_is_named() {
+fn k_not_a_multiple_of_16_is_named_by_every_kernel() {
+    // SPEC §1: K % 16 == 0 is a shape rule of the whole set, the fallback included.
     let sel = select::select(
         Target::Sm90,
         &req(256, 1000, 1000, 1, Symmetry::Sym),
         &DISABLE,
     );
-    assert_eq!(sel.layer_kernel, Some(LayerKernel::Fallback));
-    let reasons: Vec<&str> = sel.rejections.iter().map(|r| r.reason.as_str()).collect();
-    assert!(
-        reasons
-            .iter()
-            .any(|r| r.contains("K = 1000 must be divisible by 16")),
-        "{reasons:?}"
-    );
+    assert_eq!(sel.layer_kernel, None);
+    for k in LayerKernel::PRIORITY {
+        assert!(
+            sel.rejections
+                .iter()
+                .any(|r| r.kernel == k && r.reason == "K = 1000 must be divisible by 16"),
+            "{k}: {:?}",
+            sel.rejections
+        );
+    }
 }
 
 #[test]
@@ -351,7 +355,13 @@ fn config() -> impl Strategy<Value = KernelConfig> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 2048, ..ProptestConfig::default() })]
+    // Failing seeds persist under proptest-regressions/ (commit them); each shrunk failure is
+    // also promoted into cases/regressions.toml as a named case.
+    #![proptest_config(ProptestConfig {
+        cases: 2048,
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct("proptest-regressions/selection.txt"))),
+        ..ProptestConfig::default()
+    })]
 
     /// Any request, on any target: no panic, a consistent answer, a reason for every skip.
     #[test]
@@ -406,6 +416,84 @@ proptest! {
         prop_assert!(tile.bm > 0 && tile.bn > 0 && tile.bk > 0 && tile.warps > 0, "{:?}", tile);
         prop_assert!(tile.bk as usize <= shape.group, "BK {} > G {}", tile.bk, shape.group);
         prop_assert_eq!(tile.bk % 8, 0);
-        prop_assert!(tiles::tile_shared_bytes(&tile, dtype) <= t.shared_mem_bytes(), "{:?} on {}", tile, t);
+        let limit = tiles::static_shared_limit(t).min(t.shared_mem_bytes());
+        prop_assert!(tiles::shared_mem_bytes(tile) <= limit, "{:?} on {}", tile, t);
+        prop_assert_eq!(tiles::check_tile(tile, t, shape.group), Ok(()));
     }
+
+    /// The static cross-check of SPEC §5: whatever selection picks, the picked kernels'
+    /// declared contracts accept the layer's resident tensors.
+    #[test]
+    fn selection_never_picks_a_kernel_whose_contract_refuses_the_layer(
+        t in strategy::target(),
+        r in strategy::any_layer_request(),
+        cfg in config(),
+    ) {
+        let sel = select::select(t, &r, &cfg);
+        if sel.layer_kernel.is_some() {
+            let checked = select::cross_check(&sel, &DeclaredContracts);
+            if let Err(e) = &checked {
+                prop_assert!(false, "{}\n{}", e, select::render(&sel));
+            }
+        }
+    }
+}
+
+#[test]
+fn every_case_file_selection_passes_the_contract_cross_check() {
+    let set = load();
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    for case in set.cases() {
+        let r = LayerRequest::from_case(case);
+        for t in Target::ALL {
+            for cfg in [DISABLE, ENABLE] {
+                let sel = select::select(t, &r, &cfg);
+                if sel.layer_kernel.is_none() {
+                    continue;
+                }
+                checked += 1;
+                match select::cross_check(&sel, &DeclaredContracts) {
+                    Ok(()) => {}
+                    Err(e) => failures.push(format!("{} ({cfg}): {e}", case.id)),
+                }
+            }
+        }
+    }
+    let unsupported = set.suite("selection").unwrap().cases.len();
+    assert!(
+        checked >= 10 * (set.total_cases() - unsupported),
+        "{checked} selections checked"
+    );
+    assert!(
+        failures.is_empty(),
+        "{} refused:\n{}",
+        failures.len(),
+        failures[..failures.len().min(20)].join("\n")
+    );
+}
+
+#[test]
+fn the_cross_check_finds_a_selection_that_would_crash_at_launch() {
+    // The field's bug: a selection that hands a decode batch to a kernel that cannot take it.
+    let r = req(256, 1024, 128, 6, Symmetry::Asym);
+    let mut sel = select::select(Target::Gfx1151, &r, &DISABLE);
+    assert!(select::cross_check(&sel, &DeclaredContracts).is_ok());
+    sel.path = vec![KernelId::Skinny];
+    let e = select::cross_check(&sel, &DeclaredContracts).unwrap_err();
+    assert_eq!(e.kernel, KernelId::Skinny);
+    assert!(e.to_string().contains("M = 6"), "{e}");
+    // Zero points that cannot be packed (N % 8 != 0) are refused by the contract too.
+    let mut sel = select::select(Target::Gfx1151, &r, &DISABLE);
+    sel.request.shape.n = 204;
+    let e = select::cross_check(&sel, &DeclaredContracts).unwrap_err();
+    assert!(e.to_string().contains("N = 204"), "{e}");
+    // A validator that refuses everything is reported with the layer.
+    let sel = select::select(Target::Sm90, &r, &DISABLE);
+    let refuse = |_: &select::PlannedLaunch| Err("no".to_owned());
+    let e = select::cross_check(&sel, &refuse).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "selection on sm_90 picks fused for M=6 N=256 K=1024 G=128 f16 asym, but its contract refuses the layer: no"
+    );
 }

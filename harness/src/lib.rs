@@ -3,6 +3,7 @@
 
 pub mod bench;
 pub mod cases;
+pub mod codeobject;
 pub mod config;
 pub mod device;
 pub mod launch;

@@ -187,25 +187,28 @@ W4_DEV u32x2 ld8(const void* p) {
 // ---------------------------------------------------------------------------------------------
 // Asynchronous global -> shared copies of 16 bytes (cp.async on NVIDIA; a plain synchronous copy
 // on AMD, where the same pipeline code then simply has no overlap). `valid == false` writes zeros.
+// Test switches for running AMD code paths on NVIDIA: W4_SYNC_COPY (plain copies), W4_SOFT_BF16
+// (bf16 arithmetic through fp32 bit operations, as on AMD).
 W4_DEV void cp_async16(void* smem, const void* gmem, bool valid) {
-#if W4_NV
+#if W4_NV && !defined(W4_SYNC_COPY)
     unsigned saddr = (unsigned)__cvta_generic_to_shared(smem);
     int bytes = valid ? 16 : 0;
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(saddr), "l"(gmem), "r"(bytes));
 #else
-    v4u v = {0u, 0u, 0u, 0u};
-    if (valid) v = *(const v4u*)gmem;
-    *(v4u*)smem = v;
+    u32x4 v;
+    v.x = v.y = v.z = v.w = 0u;
+    if (valid) v = *(const u32x4*)gmem;
+    *(u32x4*)smem = v;
 #endif
 }
 W4_DEV void cp_async_commit() {
-#if W4_NV
+#if W4_NV && !defined(W4_SYNC_COPY)
     asm volatile("cp.async.commit_group;");
 #endif
 }
 template <int N>
 W4_DEV void cp_async_wait() {
-#if W4_NV
+#if W4_NV && !defined(W4_SYNC_COPY)
     asm volatile("cp.async.wait_group %0;" ::"n"(N));
 #endif
 }
@@ -284,7 +287,7 @@ struct Act<bf16_t> {
     static constexpr u32 BASE = 0x4300u;
     static W4_DEV float to_f32(u16 b) { return u32_as_f32((u32)b << 16); }
     static W4_DEV u16 from_f32(float f) {
-#if W4_NV
+#if W4_NV && !defined(W4_SOFT_BF16)
         u16 b;
         asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b) : "f"(f));
         return b;
@@ -300,7 +303,7 @@ struct Act<bf16_t> {
         hi = u32_as_f32(p & 0xffff0000u);
     }
     static W4_DEV u32 sub2(u32 a, u32 b) {
-#if W4_NV && __CUDA_ARCH__ >= 900
+#if W4_NV && __CUDA_ARCH__ >= 900 && !defined(W4_SOFT_BF16)
         u32 r;
         asm("sub.rn.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
         return r;
@@ -313,7 +316,7 @@ struct Act<bf16_t> {
 #endif
     }
     static W4_DEV u32 mul2(u32 a, u32 b) {
-#if W4_NV && __CUDA_ARCH__ >= 900
+#if W4_NV && __CUDA_ARCH__ >= 900 && !defined(W4_SOFT_BF16)
         u32 r;
         asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
         return r;
@@ -366,14 +369,25 @@ W4_DEV u32 zero_point(const u32* zeros, int n, int g, int groups) {
 // (row, 8*chunk) of the 16x16 block (chunk 0 or 1; 16 bytes per chunk, 16-byte aligned), so that
 // any swizzle stays in the kernel. Accumulator element e (0..7) of this lane sits at
 // (mma_c_row(e), mma_c_col(e)).
-#if W4_NV || W4_GFX11 || W4_GFX12
+// Which fragment layout the MMA uses: the native mma.sync one on NVIDIA, the WMMA ones on gfx11
+// and gfx12. For testing the AMD lane mappings on an NVIDIA GPU, -DW4_EMULATE_WMMA=11 or =12
+// selects that layout there and computes the product with shuffles (slow, exact fp32 sums).
+#if W4_NV && defined(W4_EMULATE_WMMA)
+#define W4_WMMA W4_EMULATE_WMMA
+#elif W4_GFX11
+#define W4_WMMA 11
+#elif W4_GFX12
+#define W4_WMMA 12
+#endif
+
+#if (W4_NV && !defined(W4_WMMA)) || defined(W4_WMMA)
 #define W4_HAS_MMA 1
 #endif
 
-#if W4_NV || W4_GFX12
-#define W4_MMA_REGS 4
-#else
+#if defined(W4_WMMA) && W4_WMMA == 11
 #define W4_MMA_REGS 8
+#else
+#define W4_MMA_REGS 4
 #endif
 
 struct MmaFrag {
@@ -389,33 +403,34 @@ W4_DEV void ldmatrix_x4(MmaFrag& f, const void* p) {
 }
 #endif
 
-// A operand (rows = m). NVIDIA: ldmatrix.x4, matrices (rows 0-7, k 0-7), (rows 8-15, k 0-7),
-// (rows 0-7, k 8-15), (rows 8-15, k 8-15) = a0a1, a2a3, a4a5, a6a7 of mma.m16n8k16.
-// gfx11: lane l holds row l%16, k 0..15 (lanes 16-31 repeat lanes 0-15).
-// gfx12: lane l holds row l%16, k 8*(l/16) .. +7.
+// A operand (rows = m).
+//  NVIDIA: ldmatrix.x4, matrices (rows 0-7, k 0-7), (rows 8-15, k 0-7), (rows 0-7, k 8-15),
+//          (rows 8-15, k 8-15) = a0a1, a2a3, a4a5, a6a7 of mma.m16n8k16.
+//  gfx11:  lane l holds row l%16, k 0..15 (lanes 16-31 repeat lanes 0-15).
+//  gfx12:  lane l holds row l%16, k 8*(l/16) .. +7.
 template <class F>
 W4_DEV void mma_load_a(MmaFrag& f, F at) {
     const int l = lane_id();
-#if W4_NV
+#if !defined(W4_WMMA)
     ldmatrix_x4(f, at((l & 7) + ((l >> 3) & 1) * 8, l >> 4));
-#elif W4_GFX11
-    const u32x4* p0 = (const u32x4*)at(l & 15, 0);
-    const u32x4* p1 = (const u32x4*)at(l & 15, 1);
-    u32x4 a = *p0, b = *p1;
+#elif W4_WMMA == 11
+    const u32x4 a = *(const u32x4*)at(l & 15, 0);
+    const u32x4 b = *(const u32x4*)at(l & 15, 1);
     f.r[0] = a.x; f.r[1] = a.y; f.r[2] = a.z; f.r[3] = a.w;
     f.r[4] = b.x; f.r[5] = b.y; f.r[6] = b.z; f.r[7] = b.w;
-#elif W4_GFX12
-    u32x4 a = *(const u32x4*)at(l & 15, l >> 4);
+#else
+    const u32x4 a = *(const u32x4*)at(l & 15, l >> 4);
     f.r[0] = a.x; f.r[1] = a.y; f.r[2] = a.z; f.r[3] = a.w;
 #endif
 }
 
-// B operand (rows = n, k contiguous, i.e. B^T row-major = the "col" operand of mma.sync).
-// NVIDIA: ldmatrix.x4 matrices (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15)
-// = b0b1, b2b3 of the first n8 half, then of the second. AMD: the same lane layout as A.
+// B operand (rows = n, k contiguous: B^T row-major, the "col" operand of mma.sync).
+//  NVIDIA: ldmatrix.x4 matrices (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15)
+//          = b0b1, b2b3 of the first n8 half, then of the second.
+//  AMD:    the same lane layout as A, with n in place of m.
 template <class F>
 W4_DEV void mma_load_b(MmaFrag& f, F at) {
-#if W4_NV
+#if !defined(W4_WMMA)
     const int l = lane_id();
     ldmatrix_x4(f, at((l & 7) + (l >> 4) * 8, (l >> 3) & 1));
 #else
@@ -453,16 +468,80 @@ typedef _Float16 v8h __attribute__((ext_vector_type(8)));
 typedef short v8s __attribute__((ext_vector_type(8)));
 #endif
 
+// Position of accumulator element e of this lane in the 16x16 tile.
+W4_DEV int mma_c_row(int e) {
+    const int l = lane_id();
+#if !defined(W4_WMMA)
+    return (l >> 2) + ((e >> 1) & 1) * 8;
+#elif W4_WMMA == 11
+    return 2 * e + (l >> 4);
+#else
+    return 8 * (l >> 4) + e;
+#endif
+}
+W4_DEV int mma_c_col(int e) {
+    const int l = lane_id();
+#if !defined(W4_WMMA)
+    return (e >> 2) * 8 + (l & 3) * 2 + (e & 1);
+#else
+    (void)e;
+    return l & 15;
+#endif
+}
+
+#if W4_NV && defined(W4_WMMA)
+// k-pair i (elements 2i, 2i+1 of the 16-k row) of the A or B row held for index `row` in the
+// WMMA layout, fetched from the lane that holds it.
+W4_DEV u32 wmma_pair(const MmaFrag& f, int row, int i) {
+#if W4_WMMA == 11
+    u32 v = 0u;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+        const u32 got = __shfl_sync(0xffffffffu, f.r[j], row);
+        if (j == i) v = got;
+    }
+    return v;
+#else
+    u32 v = 0u;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        const u32 lo = __shfl_sync(0xffffffffu, f.r[j], row);
+        const u32 hi = __shfl_sync(0xffffffffu, f.r[j], row + 16);
+        if (j == i) v = lo;
+        if (j + 4 == i) v = hi;
+    }
+    return v;
+#endif
+}
+#endif
+
 template <class T>
 W4_DEV void mma_16x16x16(float (&c)[8], const MmaFrag& a, const MmaFrag& b) {
-#if W4_NV
+#if W4_NV && !defined(W4_WMMA)
     mma_m16n8k16<T>(c, a.r, b.r[0], b.r[1]);
     mma_m16n8k16<T>(c + 4, a.r, b.r[2], b.r[3]);
-#elif W4_GFX11 || W4_GFX12
+#elif W4_NV
+    // Emulation of the AMD layout: D[row][col] += sum_k A[row][k] * B[col][k], fp32.
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+        const int row = mma_c_row(e);
+        const int col = mma_c_col(e);
+        float s = c[e];
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+            float al, ah, bl, bh;
+            Act<T>::pair_to_f32(wmma_pair(a, row, i), al, ah);
+            Act<T>::pair_to_f32(wmma_pair(b, col, i), bl, bh);
+            s = fma_f32(al, bl, s);
+            s = fma_f32(ah, bh, s);
+        }
+        c[e] = s;
+    }
+#else
     v8f acc;
 #pragma unroll
     for (int i = 0; i < 8; ++i) acc[i] = c[i];
-#if W4_GFX11
+#if W4_WMMA == 11
     v8u av = {a.r[0], a.r[1], a.r[2], a.r[3], a.r[4], a.r[5], a.r[6], a.r[7]};
     v8u bv = {b.r[0], b.r[1], b.r[2], b.r[3], b.r[4], b.r[5], b.r[6], b.r[7]};
     if constexpr (same_type<T, f16_t>::value) {
@@ -481,27 +560,6 @@ W4_DEV void mma_16x16x16(float (&c)[8], const MmaFrag& a, const MmaFrag& b) {
 #endif
 #pragma unroll
     for (int i = 0; i < 8; ++i) c[i] = acc[i];
-#endif
-}
-
-// Position of accumulator element e of this lane in the 16x16 tile.
-W4_DEV int mma_c_row(int e) {
-    const int l = lane_id();
-#if W4_NV
-    return (l >> 2) + ((e >> 1) & 1) * 8;
-#elif W4_GFX11
-    return 2 * e + (l >> 4);
-#else
-    return 8 * (l >> 4) + e;
-#endif
-}
-W4_DEV int mma_c_col(int e) {
-    const int l = lane_id();
-#if W4_NV
-    return (e >> 2) * 8 + (l & 3) * 2 + (e & 1);
-#else
-    (void)e;
-    return l & 15;
 #endif
 }
 

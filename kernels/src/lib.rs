@@ -3,6 +3,7 @@
 //! Launch packing, launch-boundary validation and the code-object ABI checks all read these
 //! declarations; nothing repeats them.
 
+pub mod amd;
 pub mod decl;
 pub mod nvrtc;
 pub mod set;

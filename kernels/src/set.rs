@@ -81,9 +81,8 @@ pub static DEQUANT_ARGS: [ArgDecl; 10] = [
     int("out_row_stride", ScalarArg::DenseRowStride),
 ];
 
-/// `dense` runs in the vendor BLAS: `Y = X · Denseᵀ (+ bias)` with a padded leading dimension.
-/// Declared for validation only; it has no HIP entry point. The bias is prefilled into Y and
-/// added by the BLAS epilogue (`beta = 1`) before the single cast.
+/// `dense` runs in the vendor BLAS: `Y = X · Denseᵀ` with a padded leading dimension. Declared
+/// for validation only; it has no HIP entry point.
 pub static DENSE_ARGS: [ArgDecl; 8] = [
     ptr("x", TensorRole::X),
     ptr("dense", TensorRole::Dense),

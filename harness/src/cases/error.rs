@@ -213,7 +213,11 @@ pub(crate) fn from_toml_error(file: &Path, text: &str, err: &toml::de::Error) ->
         format!("unknown key; expected {expected}")
     } else if let Some(rest) = message.strip_prefix("invalid type: ") {
         match rest.split_once(", expected ") {
-            Some((got, expected)) => format!("expected {expected}, got {}", strip_kind(got)),
+            Some((got, expected)) => {
+                let expected =
+                    expected.replace("a TOML datetime", "an unquoted date such as 2026-06-30");
+                format!("expected {expected}, got {}", strip_kind(got))
+            }
             None => message.clone(),
         }
     } else if let Some(rest) = message.strip_prefix("invalid value: ") {

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use w4a16_kernels::Target;
 use w4a16_reference::ActDtype;
+use w4a16_reference::data::EXACT_MAX_K;
 use w4a16_reference::layer::{LayerShape, Symmetry};
 
 use super::error::{CaseFileError, SpanIndex, from_toml_error};
@@ -110,7 +111,7 @@ fn valid_name(name: &str, dots: bool) -> bool {
 }
 
 /// Format-level rules of a layer shape (SPEC §1–2): the resident layout must be able to hold it.
-fn check_shape(k: usize, n: usize, group: usize) -> Result<(), (&'static str, String)> {
+fn check_shape(k: usize, group: usize) -> Result<(), (&'static str, String)> {
     if !k.is_multiple_of(8) {
         return Err((
             "k",
@@ -123,7 +124,6 @@ fn check_shape(k: usize, n: usize, group: usize) -> Result<(), (&'static str, St
             format!("K={k} is not a multiple of the group size {group}"),
         ));
     }
-    let _ = n;
     Ok(())
 }
 
@@ -225,7 +225,7 @@ fn build(
                 } else {
                     format!("{here}.k")
                 };
-                if let Err((which, msg)) = check_shape(l.k.0, l.n.0, group) {
+                if let Err((which, msg)) = check_shape(l.k.0, group) {
                     let key = if which == "group" {
                         key_group
                     } else {
@@ -256,7 +256,7 @@ fn build(
                     format!("\"{}\" is not a valid name (a-z, 0-9, ., -, _)", s.name),
                 ));
             }
-            if let Err((which, msg)) = check_shape(s.k.0, s.n.0, s.group.0) {
+            if let Err((which, msg)) = check_shape(s.k.0, s.group.0) {
                 return Err(f.err(format!("{here}.{which}"), msg));
             }
             if let Some(first) = shape_from.get(&s.name) {
@@ -347,11 +347,12 @@ fn pick<T: Clone>(
 
 struct Resolved {
     shapes: Vec<NamedShape>,
+    shapes_key: String,
     m: Vec<usize>,
     dtype: Vec<ActDtype>,
     symmetry: (Vec<Symmetry>, String),
     group: (Vec<GroupSpec>, String),
-    class: Vec<DataClass>,
+    class: (Vec<DataClass>, String),
     padding: Vec<RowPadding>,
     bias: Vec<bool>,
     act_order: (Vec<bool>, String),
@@ -468,11 +469,12 @@ fn resolve(
     )?;
     Ok(Resolved {
         shapes,
+        shapes_key,
         m,
         dtype: dtype.0,
         symmetry,
         group,
-        class: class.0,
+        class,
         padding: padding.0,
         bias: bias.0,
         act_order,
@@ -496,6 +498,12 @@ fn axis<T: Clone>(
     Ok((v, key))
 }
 
+/// The exact class keeps every fp32 partial sum exact only up to this K.
+fn exact_too_large(class: DataClass, k: usize) -> Option<String> {
+    (class == DataClass::Exact && k > EXACT_MAX_K)
+        .then(|| format!("the exact class keeps fp32 sums exact only for K ≤ {EXACT_MAX_K}; K={k}"))
+}
+
 /// The group size a spec means for one shape, or why it cannot apply.
 fn group_for(spec: GroupSpec, s: &NamedShape) -> Result<usize, String> {
     let k = s.shape.k;
@@ -513,13 +521,17 @@ fn group_for(spec: GroupSpec, s: &NamedShape) -> Result<usize, String> {
     Ok(g)
 }
 
-/// Rules every case of a suite without `allow_unsupported` must meet: the resident layout can
-/// hold it (packed zero points need N % 8 == 0; no format carries act-order).
+/// Rules every case of a suite without `allow_unsupported` must meet (SPEC §1): K % 16 == 0,
+/// packed zero points need N % 8 == 0, and no format carries act-order.
 fn unsupported_reason(
+    k: usize,
     n: usize,
     symmetry: Symmetry,
     act_order: bool,
 ) -> Option<(&'static str, String)> {
+    if !k.is_multiple_of(16) {
+        return Some(("shapes", format!("K={k} is not a multiple of 16 (SPEC §1)")));
+    }
     if symmetry == Symmetry::Asym && !n.is_multiple_of(8) {
         return Some((
             "symmetry",
@@ -554,19 +566,25 @@ fn expand_suite(f: &Parsed, suite: &SuiteRaw, set: &CaseSet) -> Result<Suite, Ca
                         for &gspec in &r.group.0 {
                             let group =
                                 group_for(gspec, s).map_err(|msg| f.err(r.group.1.clone(), msg))?;
-                            for &class in &r.class {
+                            for &class in &r.class.0 {
+                                if let Some(msg) = exact_too_large(class, s.shape.k) {
+                                    return Err(f.err(
+                                        r.class.1.clone(),
+                                        format!("shape \"{}\": {msg}", s.name),
+                                    ));
+                                }
                                 for &padding in &r.padding {
                                     for &bias in &r.bias {
                                         for &act_order in &r.act_order.0 {
                                             if !allow
                                                 && let Some((axis, msg)) = unsupported_reason(
-                                                    s.shape.n, symmetry, act_order,
+                                                    s.shape.k, s.shape.n, symmetry, act_order,
                                                 )
                                             {
-                                                let key = if axis == "symmetry" {
-                                                    &r.symmetry.1
-                                                } else {
-                                                    &r.act_order.1
+                                                let key = match axis {
+                                                    "symmetry" => &r.symmetry.1,
+                                                    "shapes" => &r.shapes_key,
+                                                    _ => &r.act_order.1,
                                                 };
                                                 return Err(f.err(
                                                     key.clone(),
@@ -639,7 +657,7 @@ fn expand_suite(f: &Parsed, suite: &SuiteRaw, set: &CaseSet) -> Result<Suite, Ca
                         ));
                     }
                 };
-                if let Err((which, msg)) = check_shape(k.0, n.0, group) {
+                if let Err((which, msg)) = check_shape(k.0, group) {
                     return Err(f.err(format!("{here}.{which}"), msg));
                 }
                 (
@@ -668,8 +686,18 @@ fn expand_suite(f: &Parsed, suite: &SuiteRaw, set: &CaseSet) -> Result<Suite, Ca
         let group = group_for(c.group.unwrap_or(GroupSpec::Shape), &named)
             .map_err(|msg| f.err(format!("{here}.group"), msg))?;
         let act_order = c.act_order.unwrap_or(false);
-        if !allow && let Some((axis, msg)) = unsupported_reason(base.n, c.symmetry, act_order) {
+        if !allow
+            && let Some((axis, msg)) = unsupported_reason(base.k, base.n, c.symmetry, act_order)
+        {
+            let axis = if axis == "shapes" {
+                if c.shape.is_some() { "shape" } else { "k" }
+            } else {
+                axis
+            };
             return Err(f.err(format!("{here}.{axis}"), format!("{msg}{hint}")));
+        }
+        if let Some(msg) = exact_too_large(c.class, base.k) {
+            return Err(f.err(format!("{here}.class"), msg));
         }
         let producer = c.producer.unwrap_or_default();
         if !producer.applies_to(c.symmetry) {

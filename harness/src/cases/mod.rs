@@ -22,46 +22,9 @@ pub use known_bad::{Date, KnownBad, KnownBadMode};
 pub use load::{case_files, load_all, load_files, load_sources};
 pub use model::ModelDescription;
 
-/// How the case's data are drawn (the reference crate builds the tensors from the class and the
-/// case id).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum DataClass {
-    /// Small integers and power-of-two scales: fp32 sums are exact, results compare bit for bit.
-    Exact,
-    /// x = 0.25·randn, q, z uniform, s = 0.05·U(0,1), bias = 0.1·randn.
-    Realistic,
-    /// Large |x|: stresses the bf16 `(128 + z)·Σx` cancellation.
-    LargeActivation,
-    /// All ones: every output element sums the same K terms.
-    Ones,
-    /// Non-zero only in the last row of X: catches ragged-M tails.
-    LastRow,
-    /// Non-zero only in the last output column: catches ragged-N tails.
-    LastCol,
-}
-
-impl DataClass {
-    pub const ALL: [DataClass; 6] = [
-        DataClass::Exact,
-        DataClass::Realistic,
-        DataClass::LargeActivation,
-        DataClass::Ones,
-        DataClass::LastRow,
-        DataClass::LastCol,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            DataClass::Exact => "exact",
-            DataClass::Realistic => "realistic",
-            DataClass::LargeActivation => "large-activation",
-            DataClass::Ones => "ones",
-            DataClass::LastRow => "last-row",
-            DataClass::LastCol => "last-col",
-        }
-    }
-}
+/// How the case's data are drawn: the reference crate's classes, so a case file names exactly
+/// what the data generator builds.
+pub use w4a16_reference::data::DataClass;
 
 /// Row padding of the resident weights (and the dense cache).
 #[derive(
@@ -175,6 +138,26 @@ impl Case {
             parts.push("act-order");
         }
         (!parts.is_empty()).then(|| parts.join("+"))
+    }
+
+    /// What the reference's data generator needs (seeded from the id by the caller).
+    pub fn data_spec(&self) -> w4a16_reference::data::DataSpec {
+        w4a16_reference::data::DataSpec {
+            class: self.class,
+            m: self.m,
+            shape: self.shape,
+            dtype: self.dtype,
+            symmetry: self.symmetry,
+            with_bias: self.bias,
+        }
+    }
+
+    /// Whether the resident layout can hold this layer (SPEC §1–2): cases that cannot exist only
+    /// in suites with `allow_unsupported`, and must end as clean refusals.
+    pub fn is_buildable(&self) -> bool {
+        self.shape.k.is_multiple_of(16)
+            && (self.symmetry == Symmetry::Sym || self.shape.n.is_multiple_of(8))
+            && !self.act_order
     }
 
     /// The id this case's fields spell; `id` always equals it.

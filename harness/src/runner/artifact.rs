@@ -36,12 +36,31 @@ fn small<T>(v: &[T]) -> Option<&[T]> {
 
 /// A file name from a case id and check: `/` and other separators become `__`.
 pub fn file_name(case_id: &str, check: &str) -> String {
-    let clean = |s: &str| s.chars().map(|c| if c.is_ascii_alphanumeric() || "-_=.".contains(c) { c } else { '_' }).collect::<String>();
+    let clean = |s: &str| {
+        s.chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || "-_=.".contains(c) {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect::<String>()
+    };
     format!("{}__{}.json", clean(case_id), clean(check))
 }
 
 #[allow(clippy::too_many_arguments)]
-pub fn write(dir: &Path, case_id: &str, check: &str, detail: &str, x: &Activations, layer: &QuantizedLayer, y_bits: &[u16], reference: Option<&Reference>) -> std::io::Result<PathBuf> {
+pub fn write(
+    dir: &Path,
+    case_id: &str,
+    check: &str,
+    detail: &str,
+    x: &Activations,
+    layer: &QuantizedLayer,
+    y_bits: &[u16],
+    reference: Option<&Reference>,
+) -> std::io::Result<PathBuf> {
     std::fs::create_dir_all(dir)?;
     let a = Artifact {
         case_id,
@@ -62,6 +81,9 @@ pub fn write(dir: &Path, case_id: &str, check: &str, detail: &str, x: &Activatio
         reference_a: reference.and_then(|r| small(&r.a)),
     };
     let path = dir.join(file_name(case_id, check));
-    std::fs::write(&path, serde_json::to_vec(&a).map_err(std::io::Error::other)?)?;
+    std::fs::write(
+        &path,
+        serde_json::to_vec(&a).map_err(std::io::Error::other)?,
+    )?;
     Ok(path)
 }

@@ -73,13 +73,16 @@ fn padding_rule(case: &Case, target: Target) -> PaddingRule {
         cases::RowPadding::None => PaddingRule::None,
         cases::RowPadding::CacheCliff if target.pads_cache_cliff() => PaddingRule::CacheCliff,
         cases::RowPadding::CacheCliff => PaddingRule::None,
-        cases::RowPadding::Forced => PaddingRule::Forced { weight_extra_bytes: 128, dense_extra_elems: 64 },
+        cases::RowPadding::Forced => PaddingRule::Forced {
+            weight_extra_bytes: 128,
+            dense_extra_elems: 64,
+        },
     }
 }
 
 fn data_spec(case: &Case) -> DataSpec {
     DataSpec {
-        class: data::DataClass::parse(case.class.name()).expect("case data classes match the reference's"),
+        class: case.class,
         m: case.m,
         shape: case.shape,
         dtype: case.dtype,
@@ -102,7 +105,10 @@ fn apply_known_bad(verdicts: &mut [Verdict], kb: &KnownBad, today: cases::Date) 
     let mut any_failed = false;
     for v in verdicts.iter_mut() {
         if expired {
-            v.detail = format!("known-bad entry expired ({}): {}; {}", kb.tracking, kb.reason, v.detail);
+            v.detail = format!(
+                "known-bad entry expired ({}): {}; {}",
+                kb.tracking, kb.reason, v.detail
+            );
             v.outcome = Outcome::Expired;
             continue;
         }
@@ -131,11 +137,18 @@ struct CaseRun<'c, 'a> {
 
 impl<'c, 'a> CaseRun<'c, 'a> {
     fn new(case: &'c Case, mode: Mode, ctx: &'c RunContext<'a>) -> Self {
-        CaseRun { case, mode, ctx, verdicts: Vec::new(), references: Vec::new() }
+        CaseRun {
+            case,
+            mode,
+            ctx,
+            verdicts: Vec::new(),
+            references: Vec::new(),
+        }
     }
 
     fn push(&mut self, check: impl Into<String>, outcome: Outcome, detail: impl Into<String>) {
-        self.verdicts.push(Verdict::new(&self.case.id, check, outcome).detail(detail));
+        self.verdicts
+            .push(Verdict::new(&self.case.id, check, outcome).detail(detail));
     }
 
     fn run(mut self) -> Vec<Verdict> {
@@ -147,7 +160,9 @@ impl<'c, 'a> CaseRun<'c, 'a> {
                 return self.verdicts;
             }
         };
-        let Some(resident) = self.convert(&generated.layer) else { return self.verdicts };
+        let Some(resident) = self.convert(&generated.layer) else {
+            return self.verdicts;
+        };
         self.select_and_launch(&generated.x, &generated.layer, &resident, generated.seed);
         self.verdicts
     }
@@ -160,14 +175,22 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         let ckpt = match producer.build(logical) {
             Ok(c) => c,
             Err(e) => {
-                self.push(check, Outcome::Fail, format!("producer cannot express the case: {e}"));
+                self.push(
+                    check,
+                    Outcome::Fail,
+                    format!("producer cannot express the case: {e}"),
+                );
                 return None;
             }
         };
         match ckpt.decode_own_semantics() {
             Ok(own) if own == *logical => {}
             Ok(_) => {
-                self.push(check, Outcome::Fail, "the checkpoint's own reading differs from the layer it was built from");
+                self.push(
+                    check,
+                    Outcome::Fail,
+                    "the checkpoint's own reading differs from the layer it was built from",
+                );
                 return None;
             }
             Err(e) => {
@@ -175,7 +198,11 @@ impl<'c, 'a> CaseRun<'c, 'a> {
                 return None;
             }
         }
-        let target = LoadTarget { n: case.shape.n, k: case.shape.k, dtype: case.dtype };
+        let target = LoadTarget {
+            n: case.shape.n,
+            k: case.shape.k,
+            dtype: case.dtype,
+        };
         let padding = RowPadding::from_rule(case.shape.k, padding_rule(case, self.ctx.target));
         let converted = match ckpt.to_resident(&target, padding) {
             Ok(c) => c,
@@ -190,11 +217,19 @@ impl<'c, 'a> CaseRun<'c, 'a> {
             match resident.to_logical() {
                 Ok(back) if back == *logical => {}
                 Ok(_) => {
-                    self.push(check, Outcome::Fail, "converter output reads back differently from the checkpoint's own reading");
+                    self.push(
+                        check,
+                        Outcome::Fail,
+                        "converter output reads back differently from the checkpoint's own reading",
+                    );
                     return None;
                 }
                 Err(e) => {
-                    self.push(check, Outcome::Fail, format!("resident layout invalid: {e}"));
+                    self.push(
+                        check,
+                        Outcome::Fail,
+                        format!("resident layout invalid: {e}"),
+                    );
                     return None;
                 }
             }
@@ -204,10 +239,17 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         Some(resident)
     }
 
-    fn select_and_launch(&mut self, x: &Activations, logical: &QuantizedLayer, resident: &ResidentLayer, seed: u64) {
+    fn select_and_launch(
+        &mut self,
+        x: &Activations,
+        logical: &QuantizedLayer,
+        resident: &ResidentLayer,
+        seed: u64,
+    ) {
         let case = self.case;
         let mut req = LayerRequest::from_case(case);
-        req.dense_cache_built = self.ctx.config.prefill_dequant == crate::config::PrefillDequant::Enable;
+        req.dense_cache_built =
+            self.ctx.config.prefill_dequant == crate::config::PrefillDequant::Enable;
         let sel = select::select(self.ctx.target, &req, &self.ctx.config);
         let legacy = producer_of(case) == Producer::LegacyUnpackedZp;
 
@@ -223,23 +265,47 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         }
         match (&refusal, legacy, sel.path.is_empty()) {
             (_, _, true) => {
-                let why: Vec<String> = sel.rejections.iter().map(|r| format!("{}: {}", r.kernel.name(), r.reason)).collect();
-                self.push("selection", Outcome::Refused, format!("no kernel takes the layer: {}", why.join("; ")));
+                let why: Vec<String> = sel
+                    .rejections
+                    .iter()
+                    .map(|r| format!("{}: {}", r.kernel.name(), r.reason))
+                    .collect();
+                self.push(
+                    "selection",
+                    Outcome::Refused,
+                    format!("no kernel takes the layer: {}", why.join("; ")),
+                );
                 return;
             }
             (Some((k, e)), true, _) => {
-                self.push(format!("selection:{}", sel.path_name()), Outcome::Refused, format!("{k} refused the legacy unpacked zero points before launch: {e}"));
+                self.push(
+                    format!("selection:{}", sel.path_name()),
+                    Outcome::Refused,
+                    format!("{k} refused the legacy unpacked zero points before launch: {e}"),
+                );
                 return;
             }
             (Some((k, e)), false, _) => {
-                self.push(format!("selection:{}", sel.path_name()), Outcome::Fail, format!("selected path would fail at launch: {k}: {e}"));
+                self.push(
+                    format!("selection:{}", sel.path_name()),
+                    Outcome::Fail,
+                    format!("selected path would fail at launch: {k}: {e}"),
+                );
                 return;
             }
             (None, true, _) => {
-                self.push(format!("selection:{}", sel.path_name()), Outcome::Fail, "legacy unpacked zero points were accepted by a packed-zp kernel");
+                self.push(
+                    format!("selection:{}", sel.path_name()),
+                    Outcome::Fail,
+                    "legacy unpacked zero points were accepted by a packed-zp kernel",
+                );
                 return;
             }
-            (None, false, _) => self.push(format!("selection:{}", sel.path_name()), Outcome::Pass, sel.dispatch.clone()),
+            (None, false, _) => self.push(
+                format!("selection:{}", sel.path_name()),
+                Outcome::Pass,
+                sel.dispatch.clone(),
+            ),
         }
 
         let paths: Vec<Vec<KernelId>> = match self.mode {
@@ -256,16 +322,26 @@ impl<'c, 'a> CaseRun<'c, 'a> {
             }
         };
         let Some(device) = self.ctx.device else {
-            let reason = self.ctx.no_device.as_ref().map_or_else(|| "no GPU".to_string(), |s| s.reason.clone());
+            let reason = self
+                .ctx
+                .no_device
+                .as_ref()
+                .map_or_else(|| "no GPU".to_string(), |s| s.reason.clone());
             for p in paths {
-                self.push(path_name(&p), Outcome::Skip, format!("needs a GPU: {reason}"));
+                self.push(
+                    path_name(&p),
+                    Outcome::Skip,
+                    format!("needs a GPU: {reason}"),
+                );
             }
             return;
         };
         let mut fallback_out: Option<Vec<u16>> = None;
         let mut fast_outs: Vec<(KernelId, Vec<u16>)> = Vec::new();
         for p in paths {
-            let Some(out) = self.run_path(device, &p, x, logical, resident, seed) else { continue };
+            let Some(out) = self.run_path(device, &p, x, logical, resident, seed) else {
+                continue;
+            };
             if p == [KernelId::Fallback] {
                 fallback_out = Some(out);
             } else if p.len() == 1 {
@@ -279,7 +355,13 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         }
     }
 
-    fn launch_inputs<'d>(&self, decl: &KernelDecl, x: &'d Activations, resident: &'d ResidentLayer, y: &YSpec) -> Result<DeviceInputs<'d>, String> {
+    fn launch_inputs<'d>(
+        &self,
+        decl: &KernelDecl,
+        x: &'d Activations,
+        resident: &'d ResidentLayer,
+        y: &YSpec,
+    ) -> Result<DeviceInputs<'d>, String> {
         match decl.id {
             KernelId::Dequant => {
                 let dense = self.dense_spec(resident);
@@ -288,18 +370,37 @@ impl<'c, 'a> CaseRun<'c, 'a> {
             KernelId::Dense => {
                 // The dense kernel reads the dense copy; its contract is checked on that copy's
                 // shape (the data does not exist before the dequant runs).
-                crate::validate::validate(decl, &crate::tensor::LaunchInputs::dense(x, &self.dense_spec(resident), resident.bias.as_deref(), y))
-                    .map(|_| ())
-                    .map_err(|e| e.to_string())?;
-                DeviceInputs::gemm(set::decl(KernelId::Fallback), resident, x, *y).map_err(|e| e.to_string())
+                crate::validate::validate(
+                    decl,
+                    &crate::tensor::LaunchInputs::dense(
+                        x,
+                        &self.dense_spec(resident),
+                        resident.bias.as_deref(),
+                        y,
+                    ),
+                )
+                .map(|_| ())
+                .map_err(|e| e.to_string())?;
+                DeviceInputs::gemm(set::decl(KernelId::Fallback), resident, x, *y)
+                    .map_err(|e| e.to_string())
             }
             _ => DeviceInputs::gemm(decl, resident, x, *y).map_err(|e| e.to_string()),
         }
     }
 
     fn dense_spec(&self, resident: &ResidentLayer) -> DenseSpec {
-        let stride = crate::select::padding::dense_row_stride(self.ctx.target, resident.shape.k, resident.dtype, self.case.padding);
-        DenseSpec { n: resident.shape.n, k: resident.shape.k, row_stride: stride, dtype: resident.dtype }
+        let stride = crate::select::padding::dense_row_stride(
+            self.ctx.target,
+            resident.shape.k,
+            resident.dtype,
+            self.case.padding,
+        );
+        DenseSpec {
+            n: resident.shape.n,
+            k: resident.shape.k,
+            row_stride: stride,
+            dtype: resident.dtype,
+        }
     }
 
     fn entry(&self, decl: &KernelDecl, x: &Activations) -> String {
@@ -318,7 +419,15 @@ impl<'c, 'a> CaseRun<'c, 'a> {
     }
 
     /// Launches one path; returns its output bits when it produced any.
-    fn run_path(&mut self, device: &dyn Device, path: &[KernelId], x: &Activations, logical: &QuantizedLayer, resident: &ResidentLayer, seed: u64) -> Option<Vec<u16>> {
+    fn run_path(
+        &mut self,
+        device: &dyn Device,
+        path: &[KernelId],
+        x: &Activations,
+        logical: &QuantizedLayer,
+        resident: &ResidentLayer,
+        seed: u64,
+    ) -> Option<Vec<u16>> {
         let name = path_name(path);
         let y = YSpec::dense(x.m, self.case.shape.n, self.case.dtype);
         let last = set::decl(*path.last().expect("non-empty path"));
@@ -338,12 +447,25 @@ impl<'c, 'a> CaseRun<'c, 'a> {
             if let (Ok(a), Mode::Differential) = (&first, self.mode) {
                 // Determinism: a second launch must match bit for bit.
                 match device.run_gemm(decl, &entry, &inputs) {
-                    Ok(b) if b.y_bits == a.y_bits => self.push(format!("determinism:{name}"), Outcome::Pass, ""),
-                    Ok(b) => {
-                        let diff = a.y_bits.iter().zip(&b.y_bits).filter(|(p, q)| p != q).count();
-                        self.push(format!("determinism:{name}"), Outcome::Fail, format!("{diff} elements differ between two identical launches"));
+                    Ok(b) if b.y_bits == a.y_bits => {
+                        self.push(format!("determinism:{name}"), Outcome::Pass, "")
                     }
-                    Err(e) => self.push(format!("determinism:{name}"), Outcome::Fault, e.to_string()),
+                    Ok(b) => {
+                        let diff = a
+                            .y_bits
+                            .iter()
+                            .zip(&b.y_bits)
+                            .filter(|(p, q)| p != q)
+                            .count();
+                        self.push(
+                            format!("determinism:{name}"),
+                            Outcome::Fail,
+                            format!("{diff} elements differ between two identical launches"),
+                        );
+                    }
+                    Err(e) => {
+                        self.push(format!("determinism:{name}"), Outcome::Fault, e.to_string())
+                    }
                 }
                 self.padding_identity(device, decl, &entry, x, logical, resident, &a.y_bits);
             }
@@ -362,12 +484,22 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         Some(out.y_bits)
     }
 
-    fn run_dequant_dense(&mut self, device: &dyn Device, x: &Activations, logical: &QuantizedLayer, resident: &ResidentLayer, y: &YSpec) -> Result<GemmOutput, String> {
+    fn run_dequant_dense(
+        &mut self,
+        device: &dyn Device,
+        x: &Activations,
+        logical: &QuantizedLayer,
+        resident: &ResidentLayer,
+        y: &YSpec,
+    ) -> Result<GemmOutput, String> {
         let dq = set::decl(KernelId::Dequant);
         let dense = self.dense_spec(resident);
-        let inputs = DeviceInputs::dequant(dq, resident, dense).map_err(|e| format!("dequant refused: {e}"))?;
+        let inputs = DeviceInputs::dequant(dq, resident, dense)
+            .map_err(|e| format!("dequant refused: {e}"))?;
         let entry = (dq.entry_point)(self.case.dtype).to_string();
-        let d = device.dequant(dq, &entry, &inputs).map_err(|e| format!("dequant: {e}"))?;
+        let d = device
+            .dequant(dq, &entry, &inputs)
+            .map_err(|e| format!("dequant: {e}"))?;
         // The dequantized copy is bit-exact: (q − z)·s in fp32, rounded once.
         let (n, k) = (logical.shape.n, logical.shape.k);
         let mut mismatches = 0usize;
@@ -385,32 +517,69 @@ impl<'c, 'a> CaseRun<'c, 'a> {
             self.push("dequant", Outcome::Fail, format!("{mismatches} elements differ from (q−z)·s rounded once; {guards} guard violations"));
         }
         let dn = set::decl(KernelId::Dense);
-        let inputs = DeviceInputs::dense(dn, x, dense, &d.strided_bits, resident.bias.as_deref(), *y).map_err(|e| format!("dense refused: {e}"))?;
-        device.dense_gemm(dn, &inputs).map_err(|e| format!("dense: {e}"))
+        let inputs =
+            DeviceInputs::dense(dn, x, dense, &d.strided_bits, resident.bias.as_deref(), *y)
+                .map_err(|e| format!("dense refused: {e}"))?;
+        device
+            .dense_gemm(dn, &inputs)
+            .map_err(|e| format!("dense: {e}"))
     }
 
     /// Padded and unpadded layouts must give bit-identical results (SPEC §5).
     #[allow(clippy::too_many_arguments)]
-    fn padding_identity(&mut self, device: &dyn Device, decl: &KernelDecl, entry: &str, x: &Activations, logical: &QuantizedLayer, resident: &ResidentLayer, padded_bits: &[u16]) {
+    fn padding_identity(
+        &mut self,
+        device: &dyn Device,
+        decl: &KernelDecl,
+        entry: &str,
+        x: &Activations,
+        logical: &QuantizedLayer,
+        resident: &ResidentLayer,
+        padded_bits: &[u16],
+    ) {
         let unpadded_stride = resident.shape.k / 2;
-        if resident.weights.row_stride_bytes == unpadded_stride && resident.scales.row_stride == resident.scales.groups && x.row_stride == x.k {
+        if resident.weights.row_stride_bytes == unpadded_stride
+            && resident.scales.row_stride == resident.scales.groups
+            && x.row_stride == x.k
+        {
             return;
         }
-        let Ok(plain) = ResidentLayer::from_logical(logical, RowPadding::NONE) else { return };
+        let Ok(plain) = ResidentLayer::from_logical(logical, RowPadding::NONE) else {
+            return;
+        };
         let x_plain = x.with_row_stride(x.k);
         let y = YSpec::dense(x.m, self.case.shape.n, self.case.dtype);
         let check = format!("padding:{}", decl.id);
-        match DeviceInputs::gemm(decl, &plain, &x_plain, y).map_err(|e| e.to_string()).and_then(|i| device.run_gemm(decl, entry, &i).map_err(|e| e.to_string())) {
-            Ok(o) if o.y_bits == padded_bits => self.push(check, Outcome::Pass, "padded == unpadded"),
+        match DeviceInputs::gemm(decl, &plain, &x_plain, y)
+            .map_err(|e| e.to_string())
+            .and_then(|i| device.run_gemm(decl, entry, &i).map_err(|e| e.to_string()))
+        {
+            Ok(o) if o.y_bits == padded_bits => {
+                self.push(check, Outcome::Pass, "padded == unpadded")
+            }
             Ok(o) => {
-                let diff = o.y_bits.iter().zip(padded_bits).filter(|(p, q)| p != q).count();
-                self.push(check, Outcome::Fail, format!("{diff} elements differ between padded and unpadded layouts"));
+                let diff = o
+                    .y_bits
+                    .iter()
+                    .zip(padded_bits)
+                    .filter(|(p, q)| p != q)
+                    .count();
+                self.push(
+                    check,
+                    Outcome::Fail,
+                    format!("{diff} elements differ between padded and unpadded layouts"),
+                );
             }
             Err(e) => self.push(check, Outcome::Fault, e),
         }
     }
 
-    fn reference(&mut self, x: &Activations, logical: &QuantizedLayer, recipe: &NumericRecipe) -> Option<&Reference> {
+    fn reference(
+        &mut self,
+        x: &Activations,
+        logical: &QuantizedLayer,
+        recipe: &NumericRecipe,
+    ) -> Option<&Reference> {
         let key = recipe.offset_accumulation.map(f64::to_bits);
         if let Some(i) = self.references.iter().position(|(k, _)| *k == key) {
             return Some(&self.references[i].1);
@@ -427,11 +596,22 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         }
     }
 
-    fn judge(&mut self, name: &str, recipe: &NumericRecipe, x: &Activations, logical: &QuantizedLayer, out: &GemmOutput, seed: u64) -> Verdict {
+    fn judge(
+        &mut self,
+        name: &str,
+        recipe: &NumericRecipe,
+        x: &Activations,
+        logical: &QuantizedLayer,
+        out: &GemmOutput,
+        seed: u64,
+    ) -> Verdict {
         let id = self.case.id.clone();
         let mut problems = Vec::new();
         if !out.guard_violations.is_empty() {
-            problems.push(format!("{} guard-band bytes overwritten", out.guard_violations.len()));
+            problems.push(format!(
+                "{} guard-band bytes overwritten",
+                out.guard_violations.len()
+            ));
         }
         if out.stray_writes > 0 {
             problems.push(format!("{} writes outside [M, N]", out.stray_writes));
@@ -442,16 +622,34 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         };
         let macs = (x.m * logical.shape.n * logical.shape.k) as f64;
         let bits = OutputBits::new(&out.y_bits, logical.shape.n);
-        let exact = self.case.class == cases::DataClass::Exact;
+        let exact = self.case.class == w4a16_reference::data::DataClass::Exact;
         if macs > self.ctx.full_reference_macs {
-            let budget = VerifyBudget { sample_flops: self.ctx.sample_flops, seed };
-            return match verify::verify_large(x, logical, recipe, bits, self.ctx.c_target, &budget) {
-                Ok(r) if r.passed() && problems.is_empty() => Verdict::new(id, name, Outcome::Pass).bucket(format!("sampled {}", compare::bucket(r.sampled.report.worst_ratio))).detail(format!("Freivalds + {} sampled lines", r.sampled.rows.len() + r.sampled.cols.len())),
+            let budget = VerifyBudget {
+                sample_flops: self.ctx.sample_flops,
+                seed,
+            };
+            return match verify::verify_large(x, logical, recipe, bits, self.ctx.c_target, &budget)
+            {
+                Ok(r) if r.passed() && problems.is_empty() => Verdict::new(id, name, Outcome::Pass)
+                    .bucket(format!(
+                        "sampled {}",
+                        compare::bucket(r.sampled.report.worst_ratio)
+                    ))
+                    .detail(format!(
+                        "Freivalds + {} sampled lines",
+                        r.sampled.rows.len() + r.sampled.cols.len()
+                    )),
                 Ok(r) => {
-                    problems.push(format!("Freivalds passed: {}, sampled: {:?}", r.freivalds.passed(), r.sampled));
+                    problems.push(format!(
+                        "Freivalds passed: {}, sampled: {:?}",
+                        r.freivalds.passed(),
+                        r.sampled
+                    ));
                     self.fail(name, problems.join("; "), x, logical, out, None)
                 }
-                Err(e) => Verdict::new(id, name, Outcome::Fail).detail(format!("verification input: {e}")),
+                Err(e) => {
+                    Verdict::new(id, name, Outcome::Fail).detail(format!("verification input: {e}"))
+                }
             };
         }
         let Some(reference) = self.reference(x, logical, recipe).cloned() else {
@@ -467,11 +665,23 @@ impl<'c, 'a> CaseRun<'c, 'a> {
             Err(e) => return Verdict::new(id, name, Outcome::Fail).detail(format!("compare: {e}")),
         };
         if out.unwritten > 0 {
-            problems.push(format!("{} elements never written (still poison)", out.unwritten));
+            problems.push(format!(
+                "{} elements never written (still poison)",
+                out.unwritten
+            ));
         }
-        let bucket = if exact { "bit-exact".to_string() } else { report.worst_bucket().to_string() };
+        let bucket = if exact {
+            "bit-exact".to_string()
+        } else {
+            report.worst_bucket().to_string()
+        };
         if report.passed() && problems.is_empty() {
-            let mut v = Verdict::new(id, name, Outcome::Pass).bucket(bucket).detail(format!("worst ratio {:.3e} at {:?}", report.worst_ratio, report.worst_at));
+            let mut v = Verdict::new(id, name, Outcome::Pass)
+                .bucket(bucket)
+                .detail(format!(
+                    "worst ratio {:.3e} at {:?}",
+                    report.worst_ratio, report.worst_at
+                ));
             v.worst_ratio = Some(report.worst_ratio);
             v
         } else {
@@ -484,7 +694,14 @@ impl<'c, 'a> CaseRun<'c, 'a> {
     }
 
     /// The fallback as a second opinion: both outputs within their bounds of each other.
-    fn second_opinion(&mut self, k: KernelId, fast: &[u16], fb: &[u16], x: &Activations, logical: &QuantizedLayer) {
+    fn second_opinion(
+        &mut self,
+        k: KernelId,
+        fast: &[u16],
+        fb: &[u16],
+        x: &Activations,
+        logical: &QuantizedLayer,
+    ) {
         let check = format!("second-opinion:{k}");
         let macs = (x.m * logical.shape.n * logical.shape.k) as f64;
         if macs > self.ctx.full_reference_macs {
@@ -492,8 +709,15 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         }
         let rf = (set::decl(k).recipe)(self.case.dtype);
         let rb = (set::decl(KernelId::Fallback).recipe)(self.case.dtype);
-        let (Ok(mf), Ok(mb)) = (BoundModel::new(&rf, logical.shape.k, self.ctx.c_target), BoundModel::new(&rb, logical.shape.k, self.ctx.c_target)) else { return };
-        let Some(r) = self.reference(x, logical, &rf).cloned() else { return };
+        let (Ok(mf), Ok(mb)) = (
+            BoundModel::new(&rf, logical.shape.k, self.ctx.c_target),
+            BoundModel::new(&rb, logical.shape.k, self.ctx.c_target),
+        ) else {
+            return;
+        };
+        let Some(r) = self.reference(x, logical, &rf).cloned() else {
+            return;
+        };
         let dtype = self.case.dtype;
         let mut over = 0usize;
         for i in 0..fast.len() {
@@ -507,17 +731,42 @@ impl<'c, 'a> CaseRun<'c, 'a> {
             }
         }
         if over == 0 {
-            self.push(check, Outcome::Pass, "agrees with fallback within both bounds");
+            self.push(
+                check,
+                Outcome::Pass,
+                "agrees with fallback within both bounds",
+            );
         } else {
-            self.push(check, Outcome::Fail, format!("{over} elements disagree with fallback beyond both bounds"));
+            self.push(
+                check,
+                Outcome::Fail,
+                format!("{over} elements disagree with fallback beyond both bounds"),
+            );
         }
     }
 
-    fn fail(&self, name: &str, detail: String, x: &Activations, logical: &QuantizedLayer, out: &GemmOutput, reference: Option<&Reference>) -> Verdict {
+    fn fail(
+        &self,
+        name: &str,
+        detail: String,
+        x: &Activations,
+        logical: &QuantizedLayer,
+        out: &GemmOutput,
+        reference: Option<&Reference>,
+    ) -> Verdict {
         let repro = repro_command(&self.case.id, self.ctx.target);
         let mut detail = format!("{detail}; repro: {repro}");
         if let Some(dir) = &self.ctx.artifacts {
-            match super::artifact::write(dir, &self.case.id, name, &detail, x, logical, &out.y_bits, reference) {
+            match super::artifact::write(
+                dir,
+                &self.case.id,
+                name,
+                &detail,
+                x,
+                logical,
+                &out.y_bits,
+                reference,
+            ) {
                 Ok(p) => detail.push_str(&format!("; artifact: {}", p.display())),
                 Err(e) => detail.push_str(&format!("; artifact not written: {e}")),
             }
@@ -532,7 +781,12 @@ fn path_name(path: &[KernelId]) -> String {
 
 /// Exact-class data: every fp32 partial sum is exact, so the only rounding is the recipe's
 /// cast(s) — compare bit for bit against exactly that.
-fn compare_exact(reference: &Reference, model: &BoundModel, recipe: &NumericRecipe, out: OutputBits<'_>) -> Result<CompareReport, w4a16_reference::gemm::InputError> {
+fn compare_exact(
+    reference: &Reference,
+    model: &BoundModel,
+    recipe: &NumericRecipe,
+    out: OutputBits<'_>,
+) -> Result<CompareReport, w4a16_reference::gemm::InputError> {
     match recipe.bias {
         BiasStage::BeforeCast => compare::compare_bit_exact(reference, model, out),
         BiasStage::AfterCast => {

@@ -3,8 +3,10 @@
 
 pub mod artifact;
 pub mod execute;
+pub mod global;
 pub mod isolate;
 pub mod report;
+pub mod session;
 pub mod snapshot;
 pub mod verdict;
 

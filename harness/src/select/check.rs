@@ -14,6 +14,7 @@ use w4a16_kernels::{KernelId, Target, TensorRole};
 use w4a16_reference::ActDtype;
 
 use super::{Selection, Strides};
+use crate::tensor::{ALLOCATION_ALIGN, ElemType, LaunchInputs, TensorView};
 
 /// Element type of a planned tensor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -107,6 +108,54 @@ pub trait ContractValidator {
 impl<F: Fn(&PlannedLaunch) -> Result<(), String>> ContractValidator for F {
     fn validate(&self, launch: &PlannedLaunch) -> Result<(), String> {
         self(launch)
+    }
+}
+
+/// The kernel set's own declarations (`w4a16_kernels::set`), checked by the launch-boundary
+/// validation: the validator the runner and the tests use.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DeclaredContracts;
+
+impl DeclaredContracts {
+    /// The launch-boundary inputs a planned launch describes (views only; no data).
+    pub fn launch_inputs(launch: &PlannedLaunch) -> LaunchInputs {
+        let view = |role| {
+            launch.tensor(role).map(|t| TensorView {
+                elem: match t.elem {
+                    TensorElem::Act(d) => ElemType::from(d),
+                    TensorElem::U8 => ElemType::U8,
+                    TensorElem::U32 => ElemType::U32,
+                },
+                shape: t.shape.clone(),
+                strides: t.strides.clone(),
+                byte_offset: 0,
+                bytes_available: t.bytes_available,
+                base_align: ALLOCATION_ALIGN,
+            })
+        };
+        LaunchInputs {
+            m: launch.m,
+            n: launch.n,
+            k: launch.k,
+            group: launch.group,
+            dtype: launch.dtype,
+            x: view(TensorRole::X),
+            weights: view(TensorRole::Weights),
+            scales: view(TensorRole::Scales),
+            zeros: view(TensorRole::Zeros),
+            bias: view(TensorRole::Bias),
+            y: view(TensorRole::Y),
+            dense: view(TensorRole::Dense),
+        }
+    }
+}
+
+impl ContractValidator for DeclaredContracts {
+    fn validate(&self, launch: &PlannedLaunch) -> Result<(), String> {
+        let decl = w4a16_kernels::set::decl(launch.kernel);
+        crate::validate::validate(decl, &Self::launch_inputs(launch))
+            .map(|_| ())
+            .map_err(|e| e.to_string())
     }
 }
 

@@ -6,11 +6,10 @@
 pub mod check;
 pub mod padding;
 mod print;
-pub mod tiles;
 
 use serde::Serialize;
 use w4a16_kernels::decl::Tile;
-use w4a16_kernels::{KernelId, Target};
+use w4a16_kernels::{KernelId, Target, tiles};
 use w4a16_reference::ActDtype;
 use w4a16_reference::layer::{LayerShape, Symmetry};
 
@@ -18,8 +17,8 @@ use crate::cases::{Case, RowPadding};
 use crate::config::{KernelConfig, PrefillDequant};
 
 pub use check::{
-    ContractValidator, CrossCheckError, PlannedLaunch, PlannedTensor, TensorElem, cross_check,
-    plan_launches,
+    ContractValidator, CrossCheckError, DeclaredContracts, PlannedLaunch, PlannedTensor,
+    TensorElem, cross_check, plan_launches,
 };
 pub use print::{render, row};
 
@@ -206,10 +205,8 @@ pub fn can_implement(kernel: LayerKernel, target: Target, req: &LayerRequest) ->
             }
         }
         LayerKernel::Fallback => {
-            if k % 8 != 0 {
-                why.push(format!(
-                    "K = {k} must be divisible by 8 (8 codes per u32 word)"
-                ));
+            if k % 16 != 0 {
+                why.push(format!("K = {k} must be divisible by 16"));
             }
             if group == 0 || group % 8 != 0 || k % group != 0 {
                 why.push(format!(
