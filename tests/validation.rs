@@ -1007,3 +1007,47 @@ fn every_gemm_kernel_reads_the_same_argument_list() {
     assert!(names.windows(2).all(|w| w[0] == w[1]));
     let _: &KernelDecl = decl(KernelId::Dense);
 }
+
+#[test]
+fn the_dense_path_takes_a_bias_of_n_elements() {
+    let dtype = ActDtype::Bf16;
+    let xs = x(3, 1024, dtype);
+    let dense = DenseSpec::unpadded(256, 1024, dtype);
+    let bits = vec![0u16; dense.bytes() / 2];
+    let bias = vec![dtype.from_f32(0.5); 256];
+    let inputs = DeviceInputs::dense(
+        decl(KernelId::Dense),
+        &xs,
+        dense,
+        &bits,
+        Some(&bias),
+        YSpec::dense(3, 256, dtype),
+    )
+    .unwrap();
+    assert_eq!(
+        inputs.host(TensorRole::Bias),
+        Some(HostBytes::U16(&bias[..]))
+    );
+    assert!(matches!(
+        inputs.validated().args[2],
+        ArgValue::Pointer {
+            role: TensorRole::Bias,
+            present: true,
+            ..
+        }
+    ));
+
+    let short = vec![0u16; 255];
+    let mut li = LaunchInputs::dense(&xs, &dense, Some(&short), &YSpec::dense(3, 256, dtype));
+    let e = refuse(KernelId::Dense, &li);
+    assert!(
+        matches!(e, ContractError::Shape { tensor: "bias", .. }),
+        "{e:?}"
+    );
+    li.bias = Some(TensorView::vector(ElemType::F16, 256, 512));
+    let e = refuse(KernelId::Dense, &li);
+    assert!(
+        matches!(e, ContractError::Dtype { tensor: "bias", .. }),
+        "{e:?}"
+    );
+}

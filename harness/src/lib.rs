@@ -1,6 +1,7 @@
 //! The harness: devices, validation at the launch boundary, selection, the case runner,
 //! verdicts, snapshots and reports.
 
+pub mod bench;
 pub mod cases;
 pub mod codeobject;
 pub mod config;

@@ -84,6 +84,12 @@ enum Command {
         #[arg(long, default_value = "target/w4a16-report/artifacts")]
         artifacts: PathBuf,
     },
+    /// Issue 3's speed benchmark on the first GPU that opens; the table goes to stdout.
+    Bench {
+        /// Also write the report as JSON here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
     /// Internal: the fault-isolated GPU worker (case ids on stdin, framed verdicts on stdout).
     #[command(hide = true)]
     Worker {
@@ -171,6 +177,7 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
             .map_err(|e| e.to_string())?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Bench { json } => Ok(w4a16_harness::bench::cli(json.as_deref())),
         Command::Cases => {
             let set = load(cli.cases)?;
             print_counts(&set);

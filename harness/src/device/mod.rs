@@ -234,6 +234,17 @@ pub trait Device: Send + Sync {
         inputs: &DeviceInputs<'_>,
         plan: BenchPlan,
     ) -> Result<Timing, DeviceFault>;
+    /// As [`Device::bench_kernel`], but launch `i` reads copy `i % copies.len()`: each copy is
+    /// staged in its own buffers, so rotating through enough of them keeps the inputs out of
+    /// the last-level cache (cold reads, as a decode step sees its weights). Every copy must
+    /// have the launch shape of the first.
+    fn bench_kernel_rotating(
+        &self,
+        kernel: &KernelDecl,
+        entry: &str,
+        copies: &[DeviceInputs<'_>],
+        plan: BenchPlan,
+    ) -> Result<Timing, DeviceFault>;
     /// Median device time of a device-to-device copy of `bytes` (the bandwidth ceiling).
     fn bench_copy(&self, bytes: usize, plan: BenchPlan) -> Result<Timing, DeviceFault>;
     /// Median device time of the vendor-BLAS GEMM.
@@ -458,17 +469,17 @@ fn bench<B: Backend>(
     b: &B,
     plan: BenchPlan,
     during: &str,
-    enqueue: &mut dyn FnMut() -> Result<(), DeviceFault>,
+    enqueue: &mut dyn FnMut(usize) -> Result<(), DeviceFault>,
 ) -> Result<Timing, DeviceFault> {
-    enqueue()?;
+    enqueue(0)?;
     b.synchronize(during)?;
-    for _ in 0..plan.warmup {
-        enqueue()?;
+    for i in 0..plan.warmup {
+        enqueue(1 + i)?;
     }
     let mut events = Vec::with_capacity(plan.iters);
-    for _ in 0..plan.iters.max(1) {
+    for i in 0..plan.iters.max(1) {
         let start = b.record()?;
-        enqueue()?;
+        enqueue(1 + plan.warmup + i)?;
         let end = b.record()?;
         events.push((start, end));
     }
@@ -560,12 +571,45 @@ impl<B: Backend> Device for B {
         inputs: &DeviceInputs<'_>,
         plan: BenchPlan,
     ) -> Result<Timing, DeviceFault> {
-        check_ready(self, kernel, inputs)?;
-        let staged = stage(self, inputs, None)?;
-        let args = packed_for(self, kernel, inputs, &staged)?;
-        let geometry = geometry_for(self, kernel, &inputs.validated().shape);
-        bench(self, plan, &format!("benchmark of {entry}"), &mut || {
-            self.launch(kernel, entry, &geometry, &args)
+        self.bench_kernel_rotating(kernel, entry, std::slice::from_ref(inputs), plan)
+    }
+
+    fn bench_kernel_rotating(
+        &self,
+        kernel: &KernelDecl,
+        entry: &str,
+        copies: &[DeviceInputs<'_>],
+        plan: BenchPlan,
+    ) -> Result<Timing, DeviceFault> {
+        let first = copies.first().ok_or_else(|| DeviceFault::Unsupported {
+            what: "a benchmark over no input copies".into(),
+            device: Backend::name(self),
+        })?;
+        let shape = &first.validated().shape;
+        for c in copies {
+            check_ready(self, kernel, c)?;
+            if c.validated().shape != *shape {
+                return Err(DeviceFault::Unsupported {
+                    what: format!(
+                        "a rotating benchmark over copies of different shapes ({:?} and {:?})",
+                        shape,
+                        c.validated().shape
+                    ),
+                    device: Backend::name(self),
+                });
+            }
+        }
+        // Staged buffers live until the timing is read: every copy stays resident.
+        let mut staged = Vec::with_capacity(copies.len());
+        let mut args = Vec::with_capacity(copies.len());
+        for c in copies {
+            let s = stage(self, c, None)?;
+            args.push(packed_for(self, kernel, c, &s)?);
+            staged.push(s);
+        }
+        let geometry = geometry_for(self, kernel, shape);
+        bench(self, plan, &format!("benchmark of {entry}"), &mut |i| {
+            self.launch(kernel, entry, &geometry, &args[i % args.len()])
         })
     }
 
@@ -579,7 +623,7 @@ impl<B: Backend> Device for B {
             self,
             plan,
             &format!("benchmark of a {bytes}-byte copy"),
-            &mut || self.copy(&mut dst, &src, bytes),
+            &mut |_| self.copy(&mut dst, &src, bytes),
         )
     }
 
@@ -603,7 +647,7 @@ impl<B: Backend> Device for B {
             ..with_guard_offset(&g, &layout)
         };
         let (x, dense) = blas_operands(&staged, self)?;
-        bench(self, plan, "benchmark of the dense GEMM", &mut || {
+        bench(self, plan, "benchmark of the dense GEMM", &mut |_| {
             self.blas_gemm(&g, x, dense, &mut output)
         })
     }

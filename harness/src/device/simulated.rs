@@ -38,6 +38,8 @@ struct Sim {
     live: Mutex<HashMap<u64, Arc<Mutex<Vec<u8>>>>>,
     lost: Mutex<Option<String>>,
     launches: Mutex<usize>,
+    /// The weights pointer of every launch, in order.
+    weights_read: Mutex<Vec<u64>>,
 }
 
 impl Sim {
@@ -48,6 +50,7 @@ impl Sim {
             live: Mutex::new(HashMap::new()),
             lost: Mutex::new(None),
             launches: Mutex::new(0),
+            weights_read: Mutex::new(Vec::new()),
         }
     }
 
@@ -128,6 +131,13 @@ impl Backend for Sim {
                     },
                     RawArg::Pointer(p),
                 ) => y = p,
+                (
+                    ArgKind::Pointer {
+                        role: TensorRole::Weights,
+                        ..
+                    },
+                    RawArg::Pointer(p),
+                ) => self.weights_read.lock().unwrap().push(p),
                 (ArgKind::I32(s), RawArg::I32(i)) => {
                     scalar.insert(s, i as usize);
                 }
@@ -312,4 +322,56 @@ fn benchmarks_time_only_the_timed_launches() {
         "one launch between each pair of events"
     );
     assert_eq!(*sim.launches.lock().unwrap(), 1 + 3 + 4);
+}
+
+#[test]
+fn a_rotating_benchmark_reads_each_copy_in_turn() {
+    let sim = Sim::new(Misbehave::None);
+    let (x, layer) = data(2);
+    let d = w4a16_kernels::set::decl(w4a16_kernels::KernelId::Fallback);
+    let y = YSpec::dense(2, 40, ActDtype::F16);
+    let copies: Vec<_> = (0..3)
+        .map(|_| DeviceInputs::gemm(d, &layer, &x, y).unwrap())
+        .collect();
+    let plan = BenchPlan {
+        warmup: 2,
+        iters: 4,
+    };
+    let t = sim
+        .bench_kernel_rotating(d, "w4a16_fallback_f16", &copies, plan)
+        .unwrap();
+    assert_eq!(t.samples, vec![10.0; 4]);
+    let read = sim.weights_read.lock().unwrap().clone();
+    assert_eq!(read.len(), 1 + 2 + 4);
+    let distinct: std::collections::BTreeSet<u64> = read.iter().copied().collect();
+    assert_eq!(distinct.len(), 3, "three staged weight buffers: {read:x?}");
+    for (i, p) in read.iter().enumerate() {
+        assert_eq!(*p, read[i % 3], "launch {i} reads copy {}", i % 3);
+    }
+    assert!(read[0] != read[1] && read[1] != read[2] && read[0] != read[2]);
+}
+
+#[test]
+fn a_rotating_benchmark_refuses_copies_of_different_shapes() {
+    let sim = Sim::new(Misbehave::None);
+    let (x2, layer) = data(2);
+    let (x3, _) = data(3);
+    let d = w4a16_kernels::set::decl(w4a16_kernels::KernelId::Fallback);
+    let copies = vec![
+        DeviceInputs::gemm(d, &layer, &x2, YSpec::dense(2, 40, ActDtype::F16)).unwrap(),
+        DeviceInputs::gemm(d, &layer, &x3, YSpec::dense(3, 40, ActDtype::F16)).unwrap(),
+    ];
+    let err = sim
+        .bench_kernel_rotating(d, "w4a16_fallback_f16", &copies, BenchPlan::default())
+        .unwrap_err();
+    assert!(matches!(err, DeviceFault::Unsupported { .. }), "{err}");
+    assert_eq!(
+        *sim.launches.lock().unwrap(),
+        0,
+        "refused before any launch"
+    );
+    let err = sim
+        .bench_kernel_rotating(d, "w4a16_fallback_f16", &[], BenchPlan::default())
+        .unwrap_err();
+    assert!(err.to_string().contains("no input copies"), "{err}");
 }
