@@ -8,7 +8,9 @@ use std::time::Duration;
 use w4a16_harness::cases::{self, CaseSet};
 use w4a16_harness::config::{self, KernelConfig};
 use w4a16_harness::runner::session::{self, Backend, SessionOptions};
-use w4a16_harness::runner::{Outcome, Summary, Verdict, execute, global, isolate, report, snapshot};
+use w4a16_harness::runner::{
+    Outcome, Summary, Verdict, execute, global, isolate, report, snapshot,
+};
 use w4a16_harness::select::{self, LayerRequest};
 use w4a16_kernels::Target;
 use w4a16_reference::ActDtype;
@@ -149,13 +151,21 @@ fn parse_target(s: &str) -> Result<Option<Target>, String> {
         return Ok(None);
     }
     Target::parse(s).map(Some).ok_or_else(|| {
-        format!("--target: expected auto or one of {}, got {s:?}", Target::ALL.map(|t| t.name()).join(", "))
+        format!(
+            "--target: expected auto or one of {}, got {s:?}",
+            Target::ALL.map(|t| t.name()).join(", ")
+        )
     })
 }
 
 fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
     match cli.command {
-        Command::Worker { target, kernel_config_json, artifacts, simulate } => {
+        Command::Worker {
+            target,
+            kernel_config_json,
+            artifacts,
+            simulate,
+        } => {
             if simulate {
                 isolate::serve(simulated).map_err(|e| e.to_string())?;
                 return Ok(ExitCode::SUCCESS);
@@ -166,12 +176,14 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
                 Some(j) => KernelConfig::from_json(&j).map_err(|e| e.to_string())?,
                 None => config,
             };
-            let (target, backend) = session::open_backend(target.as_deref().map(parse_target).transpose()?.flatten());
+            let (target, backend) =
+                session::open_backend(target.as_deref().map(parse_target).transpose()?.flatten());
             let mut opts = SessionOptions::new(dir, target);
             opts.config = config;
             opts.artifacts = artifacts;
             isolate::serve(|id| match set.case(id) {
-                Some(case) => session::run_in_process(&set, &[case], &backend, &opts, &|_| {}).unwrap_or_else(|e| vec![Verdict::new(id, "session", Outcome::Fail).detail(e)]),
+                Some(case) => session::run_in_process(&set, &[case], &backend, &opts, &|_| {})
+                    .unwrap_or_else(|e| vec![Verdict::new(id, "session", Outcome::Fail).detail(e)]),
                 None => vec![Verdict::new(id, "case", Outcome::Fail).detail("no such case id")],
             })
             .map_err(|e| e.to_string())?;
@@ -183,56 +195,119 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
             print_counts(&set);
             Ok(ExitCode::SUCCESS)
         }
-        Command::Select { target, m, k, n, group, dtype, asym, bias } => {
+        Command::Select {
+            target,
+            m,
+            k,
+            n,
+            group,
+            dtype,
+            asym,
+            bias,
+        } => {
             let target = parse_target(&target)?.ok_or("select needs an explicit --target")?;
-            let dtype = ActDtype::parse(&dtype).ok_or_else(|| format!("--dtype: expected f16 or bf16, got {dtype:?}"))?;
-            let mut req = LayerRequest::new(LayerShape::new(n, k, group), m, dtype, if asym { Symmetry::Asym } else { Symmetry::Sym });
+            let dtype = ActDtype::parse(&dtype)
+                .ok_or_else(|| format!("--dtype: expected f16 or bf16, got {dtype:?}"))?;
+            let mut req = LayerRequest::new(
+                LayerShape::new(n, k, group),
+                m,
+                dtype,
+                if asym { Symmetry::Asym } else { Symmetry::Sym },
+            );
             req.bias = bias;
             let sel = select::select(target, &req, &config);
             println!("{}", select::render(&sel));
             Ok(ExitCode::SUCCESS)
         }
-        Command::Repro { case, target, artifacts } => {
+        Command::Repro {
+            case,
+            target,
+            artifacts,
+        } => {
             let dir = find_cases_dir(cli.cases)?;
             let set = cases::load_all(&dir).map_err(|e| e.to_string())?;
-            let c = set.case(&case).ok_or_else(|| format!("no case with id {case:?} (see `w4a16 cases`)"))?;
+            let c = set
+                .case(&case)
+                .ok_or_else(|| format!("no case with id {case:?} (see `w4a16 cases`)"))?;
             let (target, backend) = session::open_backend(parse_target(&target)?);
-            println!("case {}  seed {:#018x}  target {target}", c.id, w4a16_reference::data::case_seed(&c.id));
+            println!(
+                "case {}  seed {:#018x}  target {target}",
+                c.id,
+                w4a16_reference::data::case_seed(&c.id)
+            );
             let mut opts = SessionOptions::new(dir, target);
             opts.config = config;
             opts.artifacts = Some(artifacts);
             let verdicts = session::run_in_process(&set, &[c], &backend, &opts, &|_| {})?;
             for v in &verdicts {
-                println!("{:<8} {:<28} {} {}", v.outcome.name(), v.check, v.bucket.as_deref().unwrap_or(""), v.detail);
+                println!(
+                    "{:<8} {:<28} {} {}",
+                    v.outcome.name(),
+                    v.check,
+                    v.bucket.as_deref().unwrap_or(""),
+                    v.detail
+                );
             }
             Ok(exit_for(&Summary::of(&verdicts)))
         }
-        Command::Run { suites, filter, target, jobs, report_dir, snapshot: snap, in_process, case_timeout } => {
+        Command::Run {
+            suites,
+            filter,
+            target,
+            jobs,
+            report_dir,
+            snapshot: snap,
+            in_process,
+            case_timeout,
+        } => {
             let dir = find_cases_dir(cli.cases)?;
             let set = cases::load_all(&dir).map_err(|e| e.to_string())?;
             for s in &suites {
                 if set.suite(s).is_none() {
-                    return Err(format!("--suite: no suite {s:?}; suites are {}", set.suite_names().join(", ")));
+                    return Err(format!(
+                        "--suite: no suite {s:?}; suites are {}",
+                        set.suite_names().join(", ")
+                    ));
                 }
             }
             if !["off", "check", "update"].contains(&snap.as_str()) {
-                return Err(format!("--snapshot: expected off, check or update, got {snap:?}"));
+                return Err(format!(
+                    "--snapshot: expected off, check or update, got {snap:?}"
+                ));
             }
             let chosen: Vec<&cases::Case> = set
                 .cases()
                 .filter(|c| suites.is_empty() || suites.contains(&c.suite))
-                .filter(|c| filter.as_deref().is_none_or(|f| cases::glob::glob_match(f, &c.id)))
+                .filter(|c| {
+                    filter
+                        .as_deref()
+                        .is_none_or(|f| cases::glob::glob_match(f, &c.id))
+                })
                 .collect();
             let (target, backend) = session::open_backend(parse_target(&target)?);
             match &backend {
-                Backend::Device(d) => eprintln!("w4a16: {} cases on {} ({target}), {jobs} workers", chosen.len(), d.name()),
-                Backend::None(skip) => eprintln!("w4a16: {} cases, CPU-side checks for {target}; GPU checks skip: {}", chosen.len(), skip.reason),
+                Backend::Device(d) => eprintln!(
+                    "w4a16: {} cases on {} ({target}), {jobs} workers",
+                    chosen.len(),
+                    d.name()
+                ),
+                Backend::None(skip) => eprintln!(
+                    "w4a16: {} cases, CPU-side checks for {target}; GPU checks skip: {}",
+                    chosen.len(),
+                    skip.reason
+                ),
             }
             let mut opts = SessionOptions::new(dir.clone(), target);
             opts.config = config;
             opts.artifacts = Some(report_dir.join("artifacts"));
             let bar = indicatif::ProgressBar::new(chosen.len() as u64);
-            bar.set_style(indicatif::ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} cases, ETA {eta} {msg}").expect("template").progress_chars("=> "));
+            bar.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "{elapsed_precise} [{bar:40}] {pos}/{len} cases, ETA {eta} {msg}",
+                )
+                .expect("template")
+                .progress_chars("=> "),
+            );
             let failures = Mutex::new(0usize);
             let seen = Mutex::new(std::collections::BTreeSet::new());
             let on_verdict = |v: &Verdict| {
@@ -243,7 +318,10 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
                     let mut f = failures.lock().expect("lock");
                     *f += 1;
                     bar.set_message(format!("{} failing", *f));
-                    bar.println(format!("{} {} [{}]: {}", v.outcome, v.case_id, v.check, v.detail));
+                    bar.println(format!(
+                        "{} {} [{}]: {}",
+                        v.outcome, v.case_id, v.check, v.detail
+                    ));
                 }
             };
             let mut verdicts = global::dequant_trick_checks();
@@ -252,10 +330,29 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
             verdicts.extend(if isolated {
                 drop(backend);
                 let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-                let mut args = vec!["--cases".into(), dir.display().to_string(), "worker".into(), "--target".into(), target.name().into()];
-                args.extend(["--kernel-config-json".into(), config.to_string(), "--artifacts".into(), report_dir.join("artifacts").display().to_string()]);
+                let mut args = vec![
+                    "--cases".into(),
+                    dir.display().to_string(),
+                    "worker".into(),
+                    "--target".into(),
+                    target.name().into(),
+                ];
+                args.extend([
+                    "--kernel-config-json".into(),
+                    config.to_string(),
+                    "--artifacts".into(),
+                    report_dir.join("artifacts").display().to_string(),
+                ]);
                 let ids: Vec<String> = chosen.iter().map(|c| c.id.clone()).collect();
-                session::run_isolated_jobs(&exe, &args, &ids, jobs, Duration::from_secs(case_timeout), &on_verdict).map_err(|e| e.to_string())?
+                session::run_isolated_jobs(
+                    &exe,
+                    &args,
+                    &ids,
+                    jobs,
+                    Duration::from_secs(case_timeout),
+                    &on_verdict,
+                )
+                .map_err(|e| e.to_string())?
             } else {
                 session::run_in_process(&set, &chosen, &backend, &opts, &on_verdict)?
             });
@@ -266,7 +363,10 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
             }
             let summary = Summary::of(&verdicts);
             print!("{summary}");
-            println!("reports: {}/{{report.json,junit.xml,summary.md}}", report_dir.display());
+            println!(
+                "reports: {}/{{report.json,junit.xml,summary.md}}",
+                report_dir.display()
+            );
             Ok(exit_for(&summary))
         }
     }
@@ -287,23 +387,38 @@ fn load(explicit: Option<PathBuf>) -> Result<CaseSet, String> {
 }
 
 fn print_counts(set: &CaseSet) {
-    println!("{:<14} {:>7} {:>7} {:>5} {:>10}  description", "suite", "cases", "shapes", "M", "providers");
+    println!(
+        "{:<14} {:>7} {:>7} {:>5} {:>10}  description",
+        "suite", "cases", "shapes", "M", "providers"
+    );
     for s in set.suites() {
-        println!("{:<14} {:>7} {:>7} {:>5} {:>10}  {}", s.name, s.cases, s.shapes, s.batch_sizes, s.providers, s.description);
+        println!(
+            "{:<14} {:>7} {:>7} {:>5} {:>10}  {}",
+            s.name, s.cases, s.shapes, s.batch_sizes, s.providers, s.description
+        );
     }
     println!("{:<14} {:>7}", "total", set.total_cases());
 }
 
 fn exit_for(s: &Summary) -> ExitCode {
-    if s.failures() > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS }
+    if s.failures() > 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
 }
 
 fn write_reports(dir: &Path, target: Target, verdicts: &[Verdict]) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let t = target.name();
     let md = report::markdown(t, verdicts, |v| execute::repro_command(&v.case_id, target));
-    for (name, text) in [("report.json", report::json(t, verdicts)), ("junit.xml", report::junit(t, verdicts)), ("summary.md", md)] {
-        std::fs::write(dir.join(name), text).map_err(|e| format!("{}: {e}", dir.join(name).display()))?;
+    for (name, text) in [
+        ("report.json", report::json(t, verdicts)),
+        ("junit.xml", report::junit(t, verdicts)),
+        ("summary.md", md),
+    ] {
+        std::fs::write(dir.join(name), text)
+            .map_err(|e| format!("{}: {e}", dir.join(name).display()))?;
     }
     Ok(())
 }
@@ -315,10 +430,18 @@ fn snapshots(mode: &str, target: Target, chosen: &[&cases::Case], verdicts: &[Ve
     suites.sort();
     suites.dedup();
     for s in suites {
-        let rows: Vec<Verdict> = verdicts.iter().filter(|v| v.case_id.starts_with(&format!("{s}/"))).cloned().collect();
+        let rows: Vec<Verdict> = verdicts
+            .iter()
+            .filter(|v| v.case_id.starts_with(&format!("{s}/")))
+            .cloned()
+            .collect();
         let r = std::panic::catch_unwind(|| snapshot::assert_verdicts(s, target.name(), &rows));
         if r.is_err() {
-            eprintln!("snapshot {}@{} differs (see the .snap.new file; review with `cargo insta review`)", snapshot::snapshot_name(s), target);
+            eprintln!(
+                "snapshot {}@{} differs (see the .snap.new file; review with `cargo insta review`)",
+                snapshot::snapshot_name(s),
+                target
+            );
         }
     }
 }

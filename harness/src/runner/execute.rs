@@ -143,7 +143,9 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         let case = self.case;
         // A layer the resident layout cannot hold (selection-boundary cases) has no checkpoint
         // to build: only the selection's refusal is checked.
-        if !case.is_buildable() || (self.ctx.device.is_none() && case.shape.n * case.shape.k > CPU_ONLY_DATA_LIMIT) {
+        if !case.is_buildable()
+            || (self.ctx.device.is_none() && case.shape.n * case.shape.k > CPU_ONLY_DATA_LIMIT)
+        {
             self.select_statically();
             return self.verdicts;
         }
@@ -165,7 +167,11 @@ impl<'c, 'a> CaseRun<'c, 'a> {
     /// selection against the declared contracts on the planned tensors instead.
     fn select_statically(&mut self) {
         let case = self.case;
-        let sel = select::select(self.ctx.target, &LayerRequest::from_case(case), &self.ctx.config);
+        let sel = select::select(
+            self.ctx.target,
+            &LayerRequest::from_case(case),
+            &self.ctx.config,
+        );
         let check = format!("selection:{}", sel.path_name());
         if sel.path.is_empty() {
             self.push("selection", Outcome::Refused, "no kernel takes the layer");
@@ -173,10 +179,22 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         }
         match select::cross_check(&sel, &select::check::DeclaredContracts) {
             Ok(()) => self.push(check, Outcome::Pass, sel.dispatch.clone()),
-            Err(e) => self.push(check, Outcome::Fail, format!("selected path would fail at launch: {e}")),
+            Err(e) => self.push(
+                check,
+                Outcome::Fail,
+                format!("selected path would fail at launch: {e}"),
+            ),
         }
-        let reason = self.ctx.no_device.as_ref().map_or_else(|| "no GPU".to_string(), |s| s.reason.clone());
-        self.push(sel.path_name(), Outcome::Skip, format!("needs a GPU: {reason}"));
+        let reason = self
+            .ctx
+            .no_device
+            .as_ref()
+            .map_or_else(|| "no GPU".to_string(), |s| s.reason.clone());
+        self.push(
+            sel.path_name(),
+            Outcome::Skip,
+            format!("needs a GPU: {reason}"),
+        );
     }
 
     /// Producer → its own reading and the converter; both must give back the logical layer.

@@ -9,7 +9,11 @@ fn verdict(form: &str, mismatches: Vec<String>) -> Verdict {
     if mismatches.is_empty() {
         Verdict::new(id, "exhaustive", Outcome::Pass).detail("all 16×16 (q, z) pairs equal q − z")
     } else {
-        Verdict::new(id, "exhaustive", Outcome::Fail).detail(format!("{} mismatches, first: {}", mismatches.len(), mismatches[0]))
+        Verdict::new(id, "exhaustive", Outcome::Fail).detail(format!(
+            "{} mismatches, first: {}",
+            mismatches.len(),
+            mismatches[0]
+        ))
     }
 }
 
@@ -32,7 +36,11 @@ pub fn dequant_trick_checks() -> Vec<Verdict> {
             for slot in 0..8 {
                 let mut codes = [0u8; 8];
                 for (i, c) in codes.iter_mut().enumerate() {
-                    *c = if i == slot { q } else { (q + i as u8 * 5 + 3) % 16 };
+                    *c = if i == slot {
+                        q
+                    } else {
+                        (q + i as u8 * 5 + 3) % 16
+                    };
                 }
                 let word = tricks::exllama_pack(codes);
                 let a = tricks::fp16_word(word, z);
@@ -69,7 +77,13 @@ mod tests {
         let v = super::dequant_trick_checks();
         assert_eq!(v.len(), 5);
         for x in v {
-            assert_eq!(x.outcome, super::Outcome::Pass, "{}: {}", x.case_id, x.detail);
+            assert_eq!(
+                x.outcome,
+                super::Outcome::Pass,
+                "{}: {}",
+                x.case_id,
+                x.detail
+            );
         }
     }
 }

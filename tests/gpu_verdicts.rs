@@ -1,0 +1,125 @@
+//! The kernel-set suites on a real GPU, recorded as verdict snapshots per target. Without a GPU
+//! they skip loudly (`W4A16_REQUIRE=gpu` makes that a failure); what still runs here is the
+//! check that every committed verdict snapshot is current (its rows are exactly the suite's
+//! checks for today's case files) and that none of its verdicts fails.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use w4a16_harness::cases;
+use w4a16_harness::require::skip_or_fail;
+use w4a16_harness::runner::session::{self, Backend, SessionOptions};
+use w4a16_harness::runner::{Outcome, snapshot};
+
+fn cases_dir() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("cases")
+}
+
+fn run_suite(suite: &str) {
+    let (target, backend) = session::open_backend(None);
+    if let Backend::None(skip) = &backend {
+        skip_or_fail(skip);
+        return;
+    }
+    let set = cases::load_all(&cases_dir()).unwrap();
+    let chosen: Vec<&cases::Case> = set.suite(suite).unwrap().cases.iter().collect();
+    let opts = SessionOptions::new(cases_dir(), target);
+    let verdicts = session::run_in_process(&set, &chosen, &backend, &opts, &|_| {}).unwrap();
+    let failing: Vec<String> = verdicts
+        .iter()
+        .filter(|v| v.outcome.is_failure())
+        .map(|v| format!("{} [{}] {}: {}", v.case_id, v.check, v.outcome, v.detail))
+        .collect();
+    snapshot::assert_verdicts(suite, target.name(), &verdicts);
+    assert!(
+        failing.is_empty(),
+        "{} failing checks:\n{}",
+        failing.len(),
+        failing[..failing.len().min(30)].join("\n")
+    );
+}
+
+#[test]
+fn gpu_smoke_suite() {
+    run_suite("smoke");
+}
+
+#[test]
+fn gpu_kernels_suite() {
+    run_suite("kernels");
+}
+
+#[test]
+fn gpu_checkpoints_suite() {
+    run_suite("checkpoints");
+}
+
+#[test]
+fn gpu_edges_suite() {
+    run_suite("edges");
+}
+
+/// Every committed `verdicts-<suite>@<target>.snap` belongs to a known suite and target, lists
+/// exactly that suite's case ids, and holds no failing verdict (DESIGN rule 6: CI refuses stale
+/// and unreferenced snapshots even where the target's GPU is absent).
+#[test]
+fn committed_verdict_snapshots_are_current_and_passing() {
+    let set = cases::load_all(&cases_dir()).unwrap();
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("snapshots");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        let Some(rest) = name.strip_prefix("verdicts-") else {
+            continue;
+        };
+        assert!(
+            !name.ends_with(".snap.new"),
+            "pending snapshot {name}: review it with `cargo insta review`"
+        );
+        let (suite, target) = rest
+            .strip_suffix(".snap")
+            .and_then(|r| r.split_once('@'))
+            .unwrap_or_else(|| panic!("{name}: expected verdicts-<suite>@<target>.snap"));
+        assert!(
+            w4a16_kernels::Target::parse(target).is_some(),
+            "{name}: unknown target {target}"
+        );
+        let suite_cases = set
+            .suite(suite)
+            .unwrap_or_else(|| panic!("{name}: unreferenced snapshot: no suite {suite:?}"));
+        let rows = snapshot::parse_rows(&std::fs::read_to_string(&path).unwrap());
+        let in_snapshot: BTreeSet<&str> = rows.iter().map(|r| r.case_id.as_str()).collect();
+        let expected: BTreeSet<&str> = suite_cases.cases.iter().map(|c| c.id.as_str()).collect();
+        let missing: Vec<_> = expected.difference(&in_snapshot).take(5).collect();
+        let stale: Vec<_> = in_snapshot.difference(&expected).take(5).collect();
+        assert!(
+            missing.is_empty() && stale.is_empty(),
+            "{name} is stale: missing {missing:?}, no longer cases {stale:?}; rerun the suite on {target} (scripts/device-run.sh)"
+        );
+        let failing: Vec<String> = rows
+            .iter()
+            .filter(|r| {
+                [
+                    Outcome::Fail,
+                    Outcome::Fault,
+                    Outcome::UnexpectedPass,
+                    Outcome::Expired,
+                ]
+                .iter()
+                .any(|o| o.name() == r.outcome)
+            })
+            .map(|r| format!("{} [{}] {}", r.case_id, r.check, r.outcome))
+            .collect();
+        assert!(
+            failing.is_empty(),
+            "{name} records failing verdicts:\n{}",
+            failing.join("\n")
+        );
+        assert!(
+            !rows.iter().any(|r| r.outcome == "skip"),
+            "{name}: a GPU snapshot must not hold skipped checks"
+        );
+        checked += 1;
+    }
+    eprintln!("{checked} committed verdict snapshots checked");
+}
