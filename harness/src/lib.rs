@@ -1,4 +1,13 @@
 //! The harness: devices, validation at the launch boundary, selection, the case runner,
 //! verdicts, snapshots and reports.
 
+pub mod cases;
+pub mod codeobject;
+pub mod config;
+pub mod device;
+pub mod launch;
 pub mod require;
+pub mod runner;
+pub mod select;
+pub mod tensor;
+pub mod validate;

@@ -15,7 +15,11 @@ pub enum Requirement {
 }
 
 impl Requirement {
-    pub const ALL: [Requirement; 3] = [Requirement::Gpu, Requirement::AmdToolchain, Requirement::Nvrtc];
+    pub const ALL: [Requirement; 3] = [
+        Requirement::Gpu,
+        Requirement::AmdToolchain,
+        Requirement::Nvrtc,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -57,7 +61,9 @@ pub fn unknown_required(value: &str) -> Vec<String> {
     value
         .split(',')
         .map(str::trim)
-        .filter(|p| !p.is_empty() && *p != "all" && !Requirement::ALL.iter().any(|r| r.name() == *p))
+        .filter(|p| {
+            !p.is_empty() && *p != "all" && !Requirement::ALL.iter().any(|r| r.name() == *p)
+        })
         .map(str::to_owned)
         .collect()
 }
@@ -92,7 +98,10 @@ mod tests {
 
     #[test]
     fn parses_require_lists() {
-        assert_eq!(required_from(Some("gpu, nvrtc")), vec![Requirement::Gpu, Requirement::Nvrtc]);
+        assert_eq!(
+            required_from(Some("gpu, nvrtc")),
+            vec![Requirement::Gpu, Requirement::Nvrtc]
+        );
         assert_eq!(required_from(Some("all")).len(), 3);
         assert!(required_from(None).is_empty());
         assert_eq!(unknown_required("gpu,gpus"), vec!["gpus".to_string()]);

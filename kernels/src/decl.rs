@@ -3,7 +3,9 @@
 use crate::target::Target;
 use w4a16_reference::{ActDtype, NumericRecipe};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum KernelId {
     Skinny,
@@ -14,7 +16,13 @@ pub enum KernelId {
 }
 
 impl KernelId {
-    pub const ALL: [KernelId; 5] = [KernelId::Skinny, KernelId::Fused, KernelId::Dequant, KernelId::Dense, KernelId::Fallback];
+    pub const ALL: [KernelId; 5] = [
+        KernelId::Skinny,
+        KernelId::Fused,
+        KernelId::Dequant,
+        KernelId::Dense,
+        KernelId::Fallback,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -92,7 +100,11 @@ pub enum ScalarArg {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ArgKind {
     /// A device pointer (8 bytes).
-    Pointer { role: TensorRole, writes: bool, nullable: bool },
+    Pointer {
+        role: TensorRole,
+        writes: bool,
+        nullable: bool,
+    },
     /// A 32-bit signed integer.
     I32(ScalarArg),
 }
@@ -197,10 +209,47 @@ pub struct KernelDecl {
     pub contract: ContractDecl,
     pub recipe: fn(ActDtype) -> NumericRecipe,
     pub geometry: fn(&LaunchShape, Target) -> LaunchGeometry,
+    /// Tile variants compiled as separate entry points (`fused`); empty for single-entry kernels.
+    pub variants: &'static [Tile],
+    /// The variant a launch uses; `geometry` follows the same choice. `None` for single-entry
+    /// kernels.
+    pub tile: Option<fn(&LaunchShape, Target) -> Tile>,
+}
+
+impl KernelDecl {
+    /// Entry point of one compiled tile variant: `w4a16_<kernel>_<dtype>_<BM>x<BN>x<BK>w<warps>`.
+    pub fn variant_entry(&self, dtype: ActDtype, tile: Tile) -> String {
+        format!(
+            "{}_{}x{}x{}w{}",
+            (self.entry_point)(dtype),
+            tile.bm,
+            tile.bn,
+            tile.bk,
+            tile.warps
+        )
+    }
+
+    /// Every entry point the source defines for `dtype`: the plain one, then one per variant.
+    pub fn entries(&self, dtype: ActDtype) -> Vec<String> {
+        let mut out = vec![(self.entry_point)(dtype).to_owned()];
+        out.extend(self.variants.iter().map(|t| self.variant_entry(dtype, *t)));
+        out
+    }
+
+    /// The entry point to launch for `shape` on `target` (the chosen variant where there are
+    /// variants); launch it with `(self.geometry)(shape, target)`.
+    pub fn launch_entry(&self, shape: &LaunchShape, target: Target) -> String {
+        match self.tile {
+            Some(pick) => self.variant_entry(shape.dtype, pick(shape, target)),
+            None => (self.entry_point)(shape.dtype).to_owned(),
+        }
+    }
 }
 
 impl std::fmt::Debug for KernelDecl {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("KernelDecl").field("id", &self.id).finish_non_exhaustive()
+        f.debug_struct("KernelDecl")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
     }
 }

@@ -3,10 +3,13 @@
 //! Launch packing, launch-boundary validation and the code-object ABI checks all read these
 //! declarations; nothing repeats them.
 
+pub mod amd;
 pub mod decl;
+pub mod nvrtc;
 pub mod set;
 pub mod source;
 pub mod target;
+pub mod tiles;
 
-pub use decl::{ArgDecl, ArgKind, KernelDecl, KernelId, ScalarArg, TensorRole};
+pub use decl::{ArgDecl, ArgKind, KernelDecl, KernelId, ScalarArg, TensorRole, Tile};
 pub use target::Target;

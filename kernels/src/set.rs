@@ -1,19 +1,49 @@
 //! The kernel set, one declaration per kernel. The argument lists below ARE the launch ABI:
 //! the HIP sources, launch packing, validation and the code-object checks all follow them.
 
-use crate::decl::{ArgDecl, ArgKind, ScalarArg, TensorRole};
+use crate::decl::{
+    ArgDecl, ArgKind, ContractDecl, GroupRule, KernelDecl, KernelId, LaunchGeometry, LaunchShape,
+    ScalarArg, TensorRole, Tile,
+};
+use crate::target::Target;
+use crate::tiles;
+use w4a16_reference::{ActDtype, BiasStage, NumericRecipe};
 
 const fn ptr(name: &'static str, role: TensorRole) -> ArgDecl {
-    ArgDecl { name, kind: ArgKind::Pointer { role, writes: false, nullable: false } }
+    ArgDecl {
+        name,
+        kind: ArgKind::Pointer {
+            role,
+            writes: false,
+            nullable: false,
+        },
+    }
 }
 const fn opt_ptr(name: &'static str, role: TensorRole) -> ArgDecl {
-    ArgDecl { name, kind: ArgKind::Pointer { role, writes: false, nullable: true } }
+    ArgDecl {
+        name,
+        kind: ArgKind::Pointer {
+            role,
+            writes: false,
+            nullable: true,
+        },
+    }
 }
 const fn out_ptr(name: &'static str, role: TensorRole) -> ArgDecl {
-    ArgDecl { name, kind: ArgKind::Pointer { role, writes: true, nullable: false } }
+    ArgDecl {
+        name,
+        kind: ArgKind::Pointer {
+            role,
+            writes: true,
+            nullable: false,
+        },
+    }
 }
 const fn int(name: &'static str, s: ScalarArg) -> ArgDecl {
-    ArgDecl { name, kind: ArgKind::I32(s) }
+    ArgDecl {
+        name,
+        kind: ArgKind::I32(s),
+    }
 }
 
 /// `skinny`, `fused` and `fallback` share one GEMM signature:
@@ -53,9 +83,10 @@ pub static DEQUANT_ARGS: [ArgDecl; 10] = [
 
 /// `dense` runs in the vendor BLAS: `Y = X · Denseᵀ` with a padded leading dimension. Declared
 /// for validation only; it has no HIP entry point.
-pub static DENSE_ARGS: [ArgDecl; 7] = [
+pub static DENSE_ARGS: [ArgDecl; 8] = [
     ptr("x", TensorRole::X),
     ptr("dense", TensorRole::Dense),
+    opt_ptr("bias", TensorRole::Bias),
     out_ptr("y", TensorRole::Y),
     int("m", ScalarArg::M),
     int("n", ScalarArg::N),
@@ -66,4 +97,500 @@ pub static DENSE_ARGS: [ArgDecl; 7] = [
 /// Entry-point names: `w4a16_<kernel>_<f16|bf16>`, `extern "C"` in the HIP sources.
 pub fn entry_name(kernel: crate::KernelId, dtype: w4a16_reference::ActDtype) -> String {
     format!("w4a16_{}_{}", kernel.name(), dtype.name())
+}
+
+// ---------------------------------------------------------------------------------------------
+// The declarations.
+
+/// The group sizes of the fast path (SPEC §1).
+pub const FAST_GROUPS: &[usize] = &[32, 64, 128];
+
+/// Threads of a `skinny` block: 8 warps as `(32 * KS, RT)`.
+pub const SKINNY_THREADS: u32 = 256;
+/// Largest M `skinny` takes.
+pub const SKINNY_M_MAX: usize = 5;
+/// Elements of X that `skinny` stages in shared memory (`SK_XCAP`); the rest streams from
+/// global memory, so this is a speed knob, not a limit.
+pub const SKINNY_X_CAPACITY: usize = 16384;
+/// Threads of a `dequant` block; one thread per packed word.
+pub const DEQUANT_THREADS: u32 = 256;
+/// Threads of a `fallback` block; one thread per output element.
+pub const FALLBACK_THREADS: u32 = 128;
+
+fn name_of(kernel: KernelId, dtype: ActDtype) -> &'static str {
+    use ActDtype::{Bf16, F16};
+    match (kernel, dtype) {
+        (KernelId::Skinny, F16) => "w4a16_skinny_f16",
+        (KernelId::Skinny, Bf16) => "w4a16_skinny_bf16",
+        (KernelId::Fused, F16) => "w4a16_fused_f16",
+        (KernelId::Fused, Bf16) => "w4a16_fused_bf16",
+        (KernelId::Dequant, F16) => "w4a16_dequant_f16",
+        (KernelId::Dequant, Bf16) => "w4a16_dequant_bf16",
+        (KernelId::Dense, F16) => "w4a16_dense_f16",
+        (KernelId::Dense, Bf16) => "w4a16_dense_bf16",
+        (KernelId::Fallback, F16) => "w4a16_fallback_f16",
+        (KernelId::Fallback, Bf16) => "w4a16_fallback_bf16",
+    }
+}
+
+/// Scale entries (and, over 8, packed zero-point words) of its rows that one `skinny` block can
+/// stage in shared memory (`SK_SCAP`; `SK_ZCAP` = `SK_SCAP` / 8).
+pub const SKINNY_SCALE_CAPACITY: usize = 4096;
+
+/// Row tiles of 16 per `skinny` block (`RT`, the block's y size; `KS = 8 / RT` warps split K):
+/// the largest of 8, 4, 2, 1 that still gives every compute unit a block (small N gets more
+/// K-splits) and whose rows' scales fit the block's shared-memory stage (otherwise every span
+/// waits for its scales from global memory); where none fits, the largest that fills the device.
+pub fn skinny_row_tiles(n: usize, k: usize, group: usize, target: Target) -> u32 {
+    let cus = tiles::compute_units(target) as usize;
+    let groups = k / group.max(1);
+    let fills = |rt: u32| n.div_ceil(16 * rt as usize) >= cus || rt == 1;
+    let fits = |rt: u32| 16 * rt as usize * groups <= SKINNY_SCALE_CAPACITY;
+    let ladder = [8u32, 4, 2, 1];
+    ladder
+        .into_iter()
+        .find(|&rt| fills(rt) && fits(rt))
+        .or_else(|| ladder.into_iter().find(|&rt| fills(rt)))
+        .unwrap_or(1)
+}
+
+fn skinny_geometry(s: &LaunchShape, t: Target) -> LaunchGeometry {
+    let rt = skinny_row_tiles(s.n, s.k, s.group, t);
+    LaunchGeometry {
+        grid: [s.n.div_ceil(16 * rt as usize) as u32, 1, 1],
+        block: [SKINNY_THREADS / rt, rt, 1],
+        shared_mem_bytes: 0,
+    }
+}
+
+fn fused_pick(s: &LaunchShape, t: Target) -> Tile {
+    tiles::fused_tile(t, s.dtype, s.m, s.n, s.k, s.group)
+}
+
+fn fused_geometry(s: &LaunchShape, t: Target) -> LaunchGeometry {
+    let tile = fused_pick(s, t);
+    LaunchGeometry {
+        grid: [
+            s.n.div_ceil(tile.bn as usize) as u32,
+            s.m.div_ceil(tile.bm as usize) as u32,
+            1,
+        ],
+        block: [tiles::threads(tile), 1, 1],
+        shared_mem_bytes: 0,
+    }
+}
+
+fn dequant_geometry(s: &LaunchShape, _t: Target) -> LaunchGeometry {
+    LaunchGeometry {
+        grid: [
+            s.n as u32,
+            (s.k / 8).div_ceil(DEQUANT_THREADS as usize) as u32,
+            1,
+        ],
+        block: [DEQUANT_THREADS, 1, 1],
+        shared_mem_bytes: 0,
+    }
+}
+
+/// `dense` launches no kernel of ours: the vendor BLAS chooses its own grid.
+fn dense_geometry(_s: &LaunchShape, _t: Target) -> LaunchGeometry {
+    LaunchGeometry {
+        grid: [0, 0, 0],
+        block: [0, 0, 0],
+        shared_mem_bytes: 0,
+    }
+}
+
+fn fallback_geometry(s: &LaunchShape, _t: Target) -> LaunchGeometry {
+    LaunchGeometry {
+        grid: [(s.m * s.n.div_ceil(FALLBACK_THREADS as usize)) as u32, 1, 1],
+        block: [FALLBACK_THREADS, 1, 1],
+        shared_mem_bytes: 0,
+    }
+}
+
+fn exact_weights_recipe(dtype: ActDtype) -> NumericRecipe {
+    NumericRecipe::fp32_exact_weights(dtype)
+}
+
+/// Weights rounded to the activation dtype before the matrix multiply, fp32 accumulation, one
+/// cast, then the bias added in the activation dtype (the field's Triton prefill path).
+fn fused_recipe(dtype: ActDtype) -> NumericRecipe {
+    NumericRecipe {
+        rounds_dequantized_weight: true,
+        offset_accumulation: None,
+        bias: BiasStage::AfterCast,
+        output: dtype,
+        single_rounding: false,
+    }
+}
+
+/// The dense copy holds round((q - z) * s): one rounding of an exact product.
+fn dequant_recipe(dtype: ActDtype) -> NumericRecipe {
+    NumericRecipe {
+        rounds_dequantized_weight: true,
+        offset_accumulation: None,
+        bias: BiasStage::BeforeCast,
+        output: dtype,
+        single_rounding: true,
+    }
+}
+
+/// The vendor GEMM on the rounded copy with fp32 compute; the bias enters as `beta = 1` on an
+/// output pre-filled with it, i.e. in fp32 before the single cast.
+fn dense_recipe(dtype: ActDtype) -> NumericRecipe {
+    NumericRecipe {
+        rounds_dequantized_weight: true,
+        offset_accumulation: None,
+        bias: BiasStage::BeforeCast,
+        output: dtype,
+        single_rounding: false,
+    }
+}
+
+pub static SKINNY: KernelDecl = KernelDecl {
+    id: KernelId::Skinny,
+    source_file: Some("skinny.hip"),
+    entry_point: |d| name_of(KernelId::Skinny, d),
+    args: &GEMM_ARGS,
+    contract: ContractDecl {
+        groups: GroupRule::OneOf(FAST_GROUPS),
+        m_min: 1,
+        m_max: Some(SKINNY_M_MAX),
+        k_multiple: 16,
+        weight_row_align_bytes: 16,
+        packed_zero_points: true,
+        pointer_align_bytes: 16,
+    },
+    recipe: exact_weights_recipe,
+    geometry: skinny_geometry,
+    variants: &[],
+    tile: None,
+};
+
+pub static FUSED: KernelDecl = KernelDecl {
+    id: KernelId::Fused,
+    source_file: Some("fused.hip"),
+    entry_point: |d| name_of(KernelId::Fused, d),
+    args: &GEMM_ARGS,
+    contract: ContractDecl {
+        groups: GroupRule::OneOf(FAST_GROUPS),
+        m_min: 1,
+        m_max: None,
+        k_multiple: 16,
+        weight_row_align_bytes: 16,
+        packed_zero_points: true,
+        pointer_align_bytes: 16,
+    },
+    recipe: fused_recipe,
+    geometry: fused_geometry,
+    variants: &tiles::FUSED_VARIANTS,
+    tile: Some(fused_pick),
+};
+
+pub static DEQUANT: KernelDecl = KernelDecl {
+    id: KernelId::Dequant,
+    source_file: Some("dequant.hip"),
+    entry_point: |d| name_of(KernelId::Dequant, d),
+    args: &DEQUANT_ARGS,
+    contract: ContractDecl {
+        groups: GroupRule::AnyDividingK,
+        m_min: 0,
+        m_max: None,
+        k_multiple: 16,
+        weight_row_align_bytes: 4,
+        packed_zero_points: true,
+        pointer_align_bytes: 4,
+    },
+    recipe: dequant_recipe,
+    geometry: dequant_geometry,
+    variants: &[],
+    tile: None,
+};
+
+pub static DENSE: KernelDecl = KernelDecl {
+    id: KernelId::Dense,
+    source_file: None,
+    entry_point: |d| name_of(KernelId::Dense, d),
+    args: &DENSE_ARGS,
+    contract: ContractDecl {
+        groups: GroupRule::AnyDividingK,
+        m_min: 1,
+        m_max: None,
+        k_multiple: 16,
+        weight_row_align_bytes: 16,
+        packed_zero_points: false,
+        pointer_align_bytes: 16,
+    },
+    recipe: dense_recipe,
+    geometry: dense_geometry,
+    variants: &[],
+    tile: None,
+};
+
+pub static FALLBACK: KernelDecl = KernelDecl {
+    id: KernelId::Fallback,
+    source_file: Some("fallback.hip"),
+    entry_point: |d| name_of(KernelId::Fallback, d),
+    args: &GEMM_ARGS,
+    contract: ContractDecl {
+        groups: GroupRule::AnyDividingK,
+        m_min: 1,
+        m_max: None,
+        k_multiple: 16,
+        weight_row_align_bytes: 4,
+        packed_zero_points: true,
+        pointer_align_bytes: 4,
+    },
+    recipe: exact_weights_recipe,
+    geometry: fallback_geometry,
+    variants: &[],
+    tile: None,
+};
+
+/// Every kernel of the set, in `KernelId::ALL` order.
+pub fn all() -> [&'static KernelDecl; 5] {
+    [&SKINNY, &FUSED, &DEQUANT, &DENSE, &FALLBACK]
+}
+
+pub fn decl(kernel: KernelId) -> &'static KernelDecl {
+    match kernel {
+        KernelId::Skinny => &SKINNY,
+        KernelId::Fused => &FUSED,
+        KernelId::Dequant => &DEQUANT,
+        KernelId::Dense => &DENSE,
+        KernelId::Fallback => &FALLBACK,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source;
+
+    #[test]
+    fn the_table_is_complete_and_named_by_entry_name() {
+        for (id, d) in KernelId::ALL.into_iter().zip(all()) {
+            assert_eq!(d.id, id);
+            assert_eq!(decl(id).id, id);
+            assert_eq!(d.source_file, source::file_name(id));
+            for dtype in ActDtype::ALL {
+                assert_eq!((d.entry_point)(dtype), entry_name(id, dtype));
+            }
+        }
+    }
+
+    /// One parameter of a HIP entry point, as written in the source.
+    #[derive(Debug)]
+    struct HipParam {
+        name: String,
+        pointer: bool,
+        constant: bool,
+    }
+
+    /// The parameter list of `W4_<KERNEL>_ENTRY`'s `void NAME(...)` and the entry names the
+    /// source instantiates, read from the source text (no toolchain needed).
+    fn hip_entries(src: &str, kernel: KernelId) -> (Vec<HipParam>, Vec<String>) {
+        let mac = format!("W4_{}_ENTRY(", kernel.name().to_uppercase());
+        let def_at = src
+            .find(&format!("#define {mac}"))
+            .unwrap_or_else(|| panic!("no #define {mac}"));
+        let body: String = src[def_at..]
+            .lines()
+            .take_while(|l| l.trim_end().ends_with('\\'))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let body = body.replace('\\', " ");
+        let open = body.find("void NAME(").expect("void NAME(") + "void NAME(".len();
+        let close = open + body[open..].find(')').unwrap();
+        let params = body[open..close]
+            .split(',')
+            .map(|p| {
+                let p = p.trim();
+                let name = p.rsplit([' ', '*']).next().unwrap().to_owned();
+                HipParam {
+                    name,
+                    pointer: p.contains('*'),
+                    constant: p.starts_with("const "),
+                }
+            })
+            .collect();
+        let names = src
+            .lines()
+            .filter(|l| l.starts_with(&mac))
+            .map(|l| l[mac.len()..].split(',').next().unwrap().trim().to_owned())
+            .collect();
+        (params, names)
+    }
+
+    #[test]
+    fn hip_parameter_lists_follow_the_declared_abi() {
+        for d in all() {
+            let Some(src) = source::source(d.id) else {
+                continue;
+            };
+            let (params, names) = hip_entries(src, d.id);
+            assert_eq!(params.len(), d.args.len(), "{}: {params:?}", d.id);
+            for (p, a) in params.iter().zip(d.args) {
+                assert_eq!(p.name, a.name, "{}", d.id);
+                match a.kind {
+                    ArgKind::Pointer { writes, .. } => {
+                        assert!(p.pointer, "{}: {} must be a pointer", d.id, a.name);
+                        assert_eq!(p.constant, !writes, "{}: {} constness", d.id, a.name);
+                    }
+                    ArgKind::I32(_) => assert!(!p.pointer, "{}: {} must be an int", d.id, a.name),
+                }
+            }
+            let mut want: Vec<String> = ActDtype::ALL
+                .into_iter()
+                .flat_map(|t| d.entries(t))
+                .collect();
+            let mut got = names.clone();
+            want.sort();
+            got.sort();
+            assert_eq!(got, want, "{}: entry points", d.id);
+        }
+    }
+
+    fn shape(m: usize, n: usize, k: usize, group: usize) -> LaunchShape {
+        LaunchShape {
+            m,
+            n,
+            k,
+            group,
+            dtype: ActDtype::F16,
+            asymmetric: true,
+        }
+    }
+
+    #[test]
+    fn skinny_blocks_are_eight_warps_covering_n() {
+        for target in Target::ALL {
+            for n in [8usize, 16, 200, 2048, 14336, 151936] {
+                let g = (SKINNY.geometry)(&shape(3, n, 4096, 128), target);
+                assert_eq!(g.block[0] * g.block[1], SKINNY_THREADS);
+                assert_eq!(g.block[0] % 32, 0);
+                let rows = 16 * g.block[1] as usize;
+                assert!(
+                    g.grid[0] as usize * rows >= n && (g.grid[0] as usize - 1) * rows < n,
+                    "{target} n={n}"
+                );
+            }
+        }
+        assert_eq!(skinny_row_tiles(14336, 4096, 128, Target::Sm90), 4);
+        assert_eq!(skinny_row_tiles(14336, 4096, 32, Target::Sm90), 2);
+        assert_eq!(skinny_row_tiles(2048, 4096, 128, Target::Sm90), 1);
+        // K so long that even one row tile's scales overflow the stage: still fill the device.
+        assert_eq!(skinny_row_tiles(14336, 131072, 32, Target::Sm90), 4);
+    }
+
+    #[test]
+    fn fused_launches_the_variant_its_geometry_is_for() {
+        for target in Target::ALL {
+            for (m, n) in [(6usize, 256usize), (64, 4096), (2048, 14336), (257, 200)] {
+                let s = shape(m, n, 4096, 64);
+                let tile = tiles::fused_tile(target, s.dtype, m, n, 4096, 64);
+                let g = (FUSED.geometry)(&s, target);
+                assert_eq!(g.block, [tile.warps * 32, 1, 1]);
+                assert_eq!(
+                    g.grid,
+                    [
+                        n.div_ceil(tile.bn as usize) as u32,
+                        m.div_ceil(tile.bm as usize) as u32,
+                        1
+                    ]
+                );
+                let entry = FUSED.launch_entry(&s, target);
+                assert!(FUSED.entries(s.dtype).contains(&entry), "{entry}");
+                assert!(
+                    entry.ends_with(&format!(
+                        "{}x{}x{}w{}",
+                        tile.bm, tile.bn, tile.bk, tile.warps
+                    )),
+                    "{entry}"
+                );
+            }
+        }
+        assert_eq!(
+            SKINNY.launch_entry(&shape(1, 64, 256, 32), Target::Sm90),
+            "w4a16_skinny_f16"
+        );
+    }
+
+    #[test]
+    fn other_geometries_cover_their_outputs() {
+        let s = shape(17, 1000, 4096, 128);
+        let g = (DEQUANT.geometry)(&s, Target::Gfx1151);
+        assert_eq!((g.grid[0], g.grid[1] * g.block[0]), (1000, 512));
+        let g = (FALLBACK.geometry)(&s, Target::Sm90);
+        assert_eq!(g.grid[0] * g.block[0], 17 * 1024);
+    }
+
+    /// The value of `#define NAME value` in a source.
+    fn define(src: &str, name: &str) -> usize {
+        let prefix = format!("#define {name} ");
+        let line = src
+            .lines()
+            .find(|l| l.starts_with(&prefix))
+            .unwrap_or_else(|| panic!("no {prefix}"));
+        line[prefix.len()..].trim().parse().unwrap()
+    }
+
+    #[test]
+    fn skinny_capacities_match_the_source() {
+        let src = source::SKINNY_HIP;
+        assert_eq!(define(src, "SK_XCAP"), SKINNY_X_CAPACITY);
+        assert_eq!(define(src, "SK_SCAP"), SKINNY_SCALE_CAPACITY);
+        assert_eq!(define(src, "SK_ZCAP") * 8, SKINNY_SCALE_CAPACITY);
+        assert_eq!(define(src, "SK_THREADS"), SKINNY_THREADS as usize);
+        assert_eq!(define(src, "SK_MMAX"), SKINNY_M_MAX);
+        assert_eq!(
+            define(source::DEQUANT_HIP, "DQ_THREADS"),
+            DEQUANT_THREADS as usize
+        );
+        assert_eq!(
+            define(source::FALLBACK_HIP, "FB_THREADS"),
+            FALLBACK_THREADS as usize
+        );
+    }
+
+    #[test]
+    fn recipes_say_where_each_kernel_rounds() {
+        for dtype in ActDtype::ALL {
+            assert_eq!(
+                (SKINNY.recipe)(dtype),
+                NumericRecipe::fp32_exact_weights(dtype)
+            );
+            assert_eq!(
+                (FALLBACK.recipe)(dtype),
+                NumericRecipe::fp32_exact_weights(dtype)
+            );
+            let f = (FUSED.recipe)(dtype);
+            assert!(
+                f.rounds_dequantized_weight && f.bias == BiasStage::AfterCast && f.output == dtype
+            );
+            assert!((DEQUANT.recipe)(dtype).single_rounding);
+            assert!((DENSE.recipe)(dtype).rounds_dequantized_weight);
+        }
+    }
+
+    #[test]
+    fn contracts_match_the_kernels() {
+        assert_eq!(SKINNY.contract.m_max, Some(5));
+        assert_eq!(SKINNY.contract.groups, GroupRule::OneOf(&[32, 64, 128]));
+        assert_eq!(FUSED.contract.groups, GroupRule::OneOf(&[32, 64, 128]));
+        assert_eq!(FALLBACK.contract.groups, GroupRule::AnyDividingK);
+        // Every fused tile's K step fits inside every group the contract admits.
+        let GroupRule::OneOf(gs) = FUSED.contract.groups else {
+            unreachable!()
+        };
+        for g in gs {
+            assert!(
+                tiles::FUSED_VARIANTS
+                    .iter()
+                    .all(|t| t.bk as usize <= *g && *g % t.bk as usize == 0)
+            );
+        }
+        assert!(SKINNY.variants.is_empty() && SKINNY.tile.is_none());
+    }
 }

@@ -20,9 +20,16 @@ pub enum Vendor {
 }
 
 impl Target {
-    pub const ALL: [Target; 5] = [Target::Gfx1100, Target::Gfx1151, Target::Gfx1201, Target::Gfx942, Target::Sm90];
+    pub const ALL: [Target; 5] = [
+        Target::Gfx1100,
+        Target::Gfx1151,
+        Target::Gfx1201,
+        Target::Gfx942,
+        Target::Sm90,
+    ];
     /// The AMD targets we build code objects for by default.
-    pub const AMD_CODE_OBJECT_TARGETS: [Target; 3] = [Target::Gfx1100, Target::Gfx1151, Target::Gfx1201];
+    pub const AMD_CODE_OBJECT_TARGETS: [Target; 3] =
+        [Target::Gfx1100, Target::Gfx1151, Target::Gfx1201];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -35,7 +42,9 @@ impl Target {
     }
 
     pub fn parse(s: &str) -> Option<Target> {
-        Target::ALL.into_iter().find(|t| t.name() == s || (s == "sm90" && *t == Target::Sm90))
+        Target::ALL
+            .into_iter()
+            .find(|t| t.name() == s || (s == "sm90" && *t == Target::Sm90))
     }
 
     pub fn vendor(self) -> Vendor {

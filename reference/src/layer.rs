@@ -117,11 +117,18 @@ impl Activations {
     /// it shows up).
     pub fn with_row_stride(&self, row_stride: usize) -> Activations {
         assert!(row_stride >= self.k);
-        let mut data = vec![self.dtype.poison_bits(); self.m.saturating_sub(1) * row_stride + self.k];
+        let mut data =
+            vec![self.dtype.poison_bits(); self.m.saturating_sub(1) * row_stride + self.k];
         for m in 0..self.m {
             data[m * row_stride..m * row_stride + self.k]
                 .copy_from_slice(&self.data[m * self.row_stride..m * self.row_stride + self.k]);
         }
-        Activations { m: self.m, k: self.k, row_stride, dtype: self.dtype, data }
+        Activations {
+            m: self.m,
+            k: self.k,
+            row_stride,
+            dtype: self.dtype,
+            data,
+        }
     }
 }

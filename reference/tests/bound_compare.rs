@@ -1,8 +1,8 @@
 //! The bound is sound for emulated fp32 kernels, tight enough to see a one-code corruption, and
 //! the comparison classifies poison, NaN/Inf and bit-exact agreement.
-mod common;
+mod oracle;
 
-use common::{Data, case, emulate, recipe, rounded};
+use oracle::{Data, case, emulate, recipe, rounded};
 use w4a16_reference::bound::{BoundModel, U32, output_underflow};
 use w4a16_reference::compare::{
     CompareMode, OutputBits, RATIO_BUCKETS, bucket, compare, compare_bit_exact,

@@ -1,7 +1,7 @@
 //! The f64 reference against a naive triple loop; rows/columns helpers; typed input errors.
-mod common;
+mod oracle;
 
-use common::{Data, case, naive, recipe};
+use oracle::{Data, case, naive, recipe};
 use w4a16_reference::gemm::{InputError, LineAxis, reference, reference_cols, reference_rows};
 use w4a16_reference::{ActDtype, BiasStage, NumericRecipe};
 

@@ -1,8 +1,8 @@
 //! Freivalds and sampled verification: pass the correctly rounded result, catch a corrupted
 //! element, row, column and 16×16 tile in a 512×1024 output with K = 1024.
-mod common;
+mod oracle;
 
-use common::{Data, case, emulate, recipe, rounded};
+use oracle::{Data, case, emulate, recipe, rounded};
 use std::sync::OnceLock;
 use w4a16_reference::bound::BoundModel;
 use w4a16_reference::compare::OutputBits;
@@ -17,7 +17,7 @@ const N: usize = 1024;
 const FLOPS: f64 = 2.0e8;
 
 struct Fixture {
-    c: common::Case,
+    c: oracle::Case,
     rec: NumericRecipe,
     model: BoundModel,
     y: Vec<u16>,

@@ -1,2 +1,324 @@
-//! The `w4a16` command line (in progress).
-fn main() {}
+//! The `w4a16` command line: `run` (the main job), `select`, `cases`, `repro`, `bench`.
+
+use clap::{Parser, Subcommand};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Mutex;
+use std::time::Duration;
+use w4a16_harness::cases::{self, CaseSet};
+use w4a16_harness::config::{self, KernelConfig};
+use w4a16_harness::runner::session::{self, Backend, SessionOptions};
+use w4a16_harness::runner::{Outcome, Summary, Verdict, execute, global, isolate, report, snapshot};
+use w4a16_harness::select::{self, LayerRequest};
+use w4a16_kernels::Target;
+use w4a16_reference::ActDtype;
+use w4a16_reference::layer::{LayerShape, Symmetry};
+
+#[derive(Parser)]
+#[command(name = "w4a16", about = "Correctness and differential testing for W4A16 GPU kernels", after_help = KERNEL_CONFIG_HELP)]
+struct Cli {
+    /// Folder of case files (default: `cases/` of the repository this runs in).
+    #[arg(long, global = true)]
+    cases: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+const KERNEL_CONFIG_HELP: &str = "Kernel configuration (run, select, repro): --kernel-config '{\"rdna_hybrid_w4a16_prefill_dequant\": \"enable\"}' or --kernel-config.rdna_hybrid_w4a16_prefill_dequant enable";
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run suites: every check this machine can run; GPU-bound ones skip loudly without a GPU.
+    Run {
+        /// Suites to run (repeatable; default: all).
+        #[arg(long = "suite")]
+        suites: Vec<String>,
+        /// Only case ids matching this glob (`*` wildcards).
+        #[arg(long)]
+        filter: Option<String>,
+        /// `auto` (the GPU found here) or a target: sm_90, gfx1100, gfx1151, gfx1201, gfx942.
+        #[arg(long, default_value = "auto")]
+        target: String,
+        /// Worker processes sharing the GPU (each isolates faults; the CPU verification overlaps).
+        #[arg(long, default_value_t = default_jobs())]
+        jobs: usize,
+        /// Where the JSON, JUnit XML and Markdown reports and failure artifacts go.
+        #[arg(long, default_value = "target/w4a16-report")]
+        report_dir: PathBuf,
+        /// Record (`update`) or compare (`check`) the verdict snapshots per suite for the target.
+        #[arg(long, default_value = "off")]
+        snapshot: String,
+        /// Run GPU cases in this process (no fault isolation; for debugging).
+        #[arg(long)]
+        in_process: bool,
+        /// Per-case watchdog for isolated workers, seconds.
+        #[arg(long, default_value_t = 120)]
+        case_timeout: u64,
+    },
+    /// Print the path the selection takes for one layer call, with every rejection's reason.
+    Select {
+        #[arg(long, default_value = "gfx1151")]
+        target: String,
+        #[arg(long)]
+        m: usize,
+        #[arg(long)]
+        k: usize,
+        #[arg(long)]
+        n: usize,
+        #[arg(long, default_value_t = 128)]
+        group: usize,
+        #[arg(long, default_value = "f16")]
+        dtype: String,
+        #[arg(long)]
+        asym: bool,
+        #[arg(long)]
+        bias: bool,
+    },
+    /// List suites and their case counts.
+    Cases,
+    /// Rerun exactly one case (in this process), print its verdicts and seed, write artifacts.
+    Repro {
+        case: String,
+        #[arg(long, default_value = "auto")]
+        target: String,
+        #[arg(long, default_value = "target/w4a16-report/artifacts")]
+        artifacts: PathBuf,
+    },
+    /// Internal: the fault-isolated GPU worker (case ids on stdin, framed verdicts on stdout).
+    #[command(hide = true)]
+    Worker {
+        #[arg(long)]
+        target: Option<String>,
+        #[arg(long)]
+        kernel_config_json: Option<String>,
+        #[arg(long)]
+        artifacts: Option<PathBuf>,
+        /// Self-test mode: ids containing `crash` abort, `hang` never finish, others pass.
+        #[arg(long)]
+        simulate: bool,
+    },
+}
+
+fn default_jobs() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).clamp(1, 8))
+}
+
+fn main() -> ExitCode {
+    let raw: Vec<String> = std::env::args().collect();
+    // The kernel-config flags have a dotted form clap cannot express: take them out first.
+    let parsed = match config::parse_args(&raw[1..]) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let cli = Cli::parse_from(std::iter::once(raw[0].clone()).chain(parsed.rest));
+    match run(cli, parsed.config) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn find_cases_dir(explicit: Option<PathBuf>) -> Result<PathBuf, String> {
+    if let Some(p) = explicit.or_else(|| std::env::var_os("W4A16_CASES").map(PathBuf::from)) {
+        return Ok(p);
+    }
+    let mut dir = std::env::current_dir().map_err(|e| e.to_string())?;
+    loop {
+        if dir.join("cases").join("models.toml").is_file() {
+            return Ok(dir.join("cases"));
+        }
+        if !dir.pop() {
+            return Err("no cases/ folder found here or above; pass --cases DIR".into());
+        }
+    }
+}
+
+fn parse_target(s: &str) -> Result<Option<Target>, String> {
+    if s == "auto" {
+        return Ok(None);
+    }
+    Target::parse(s).map(Some).ok_or_else(|| {
+        format!("--target: expected auto or one of {}, got {s:?}", Target::ALL.map(|t| t.name()).join(", "))
+    })
+}
+
+fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
+    match cli.command {
+        Command::Worker { target, kernel_config_json, artifacts, simulate } => {
+            if simulate {
+                isolate::serve(simulated).map_err(|e| e.to_string())?;
+                return Ok(ExitCode::SUCCESS);
+            }
+            let dir = find_cases_dir(cli.cases)?;
+            let set = cases::load_all(&dir).map_err(|e| e.to_string())?;
+            let config = match kernel_config_json {
+                Some(j) => KernelConfig::from_json(&j).map_err(|e| e.to_string())?,
+                None => config,
+            };
+            let (target, backend) = session::open_backend(target.as_deref().map(parse_target).transpose()?.flatten());
+            let mut opts = SessionOptions::new(dir, target);
+            opts.config = config;
+            opts.artifacts = artifacts;
+            isolate::serve(|id| match set.case(id) {
+                Some(case) => session::run_in_process(&set, &[case], &backend, &opts, &|_| {}).unwrap_or_else(|e| vec![Verdict::new(id, "session", Outcome::Fail).detail(e)]),
+                None => vec![Verdict::new(id, "case", Outcome::Fail).detail("no such case id")],
+            })
+            .map_err(|e| e.to_string())?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Cases => {
+            let set = load(cli.cases)?;
+            print_counts(&set);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Select { target, m, k, n, group, dtype, asym, bias } => {
+            let target = parse_target(&target)?.ok_or("select needs an explicit --target")?;
+            let dtype = ActDtype::parse(&dtype).ok_or_else(|| format!("--dtype: expected f16 or bf16, got {dtype:?}"))?;
+            let mut req = LayerRequest::new(LayerShape::new(n, k, group), m, dtype, if asym { Symmetry::Asym } else { Symmetry::Sym });
+            req.bias = bias;
+            let sel = select::select(target, &req, &config);
+            println!("{}", select::render(&sel));
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Repro { case, target, artifacts } => {
+            let dir = find_cases_dir(cli.cases)?;
+            let set = cases::load_all(&dir).map_err(|e| e.to_string())?;
+            let c = set.case(&case).ok_or_else(|| format!("no case with id {case:?} (see `w4a16 cases`)"))?;
+            let (target, backend) = session::open_backend(parse_target(&target)?);
+            println!("case {}  seed {:#018x}  target {target}", c.id, w4a16_reference::data::case_seed(&c.id));
+            let mut opts = SessionOptions::new(dir, target);
+            opts.config = config;
+            opts.artifacts = Some(artifacts);
+            let verdicts = session::run_in_process(&set, &[c], &backend, &opts, &|_| {})?;
+            for v in &verdicts {
+                println!("{:<8} {:<28} {} {}", v.outcome.name(), v.check, v.bucket.as_deref().unwrap_or(""), v.detail);
+            }
+            Ok(exit_for(&Summary::of(&verdicts)))
+        }
+        Command::Run { suites, filter, target, jobs, report_dir, snapshot: snap, in_process, case_timeout } => {
+            let dir = find_cases_dir(cli.cases)?;
+            let set = cases::load_all(&dir).map_err(|e| e.to_string())?;
+            for s in &suites {
+                if set.suite(s).is_none() {
+                    return Err(format!("--suite: no suite {s:?}; suites are {}", set.suite_names().join(", ")));
+                }
+            }
+            if !["off", "check", "update"].contains(&snap.as_str()) {
+                return Err(format!("--snapshot: expected off, check or update, got {snap:?}"));
+            }
+            let chosen: Vec<&cases::Case> = set
+                .cases()
+                .filter(|c| suites.is_empty() || suites.contains(&c.suite))
+                .filter(|c| filter.as_deref().is_none_or(|f| cases::glob::glob_match(f, &c.id)))
+                .collect();
+            let (target, backend) = session::open_backend(parse_target(&target)?);
+            match &backend {
+                Backend::Device(d) => eprintln!("w4a16: {} cases on {} ({target}), {jobs} workers", chosen.len(), d.name()),
+                Backend::None(skip) => eprintln!("w4a16: {} cases, CPU-side checks for {target}; GPU checks skip: {}", chosen.len(), skip.reason),
+            }
+            let mut opts = SessionOptions::new(dir.clone(), target);
+            opts.config = config;
+            opts.artifacts = Some(report_dir.join("artifacts"));
+            let bar = indicatif::ProgressBar::new(chosen.len() as u64);
+            bar.set_style(indicatif::ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} cases, ETA {eta} {msg}").expect("template").progress_chars("=> "));
+            let failures = Mutex::new(0usize);
+            let seen = Mutex::new(std::collections::BTreeSet::new());
+            let on_verdict = |v: &Verdict| {
+                if seen.lock().expect("lock").insert(v.case_id.clone()) {
+                    bar.inc(1);
+                }
+                if v.outcome.is_failure() {
+                    let mut f = failures.lock().expect("lock");
+                    *f += 1;
+                    bar.set_message(format!("{} failing", *f));
+                    bar.println(format!("{} {} [{}]: {}", v.outcome, v.case_id, v.check, v.detail));
+                }
+            };
+            let mut verdicts = global::dequant_trick_checks();
+            verdicts.extend(session::invalid_case_file_checks(&dir));
+            let isolated = matches!(backend, Backend::Device(_)) && !in_process;
+            verdicts.extend(if isolated {
+                drop(backend);
+                let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+                let mut args = vec!["--cases".into(), dir.display().to_string(), "worker".into(), "--target".into(), target.name().into()];
+                args.extend(["--kernel-config-json".into(), config.to_string(), "--artifacts".into(), report_dir.join("artifacts").display().to_string()]);
+                let ids: Vec<String> = chosen.iter().map(|c| c.id.clone()).collect();
+                session::run_isolated_jobs(&exe, &args, &ids, jobs, Duration::from_secs(case_timeout), &on_verdict).map_err(|e| e.to_string())?
+            } else {
+                session::run_in_process(&set, &chosen, &backend, &opts, &on_verdict)?
+            });
+            bar.finish_and_clear();
+            write_reports(&report_dir, target, &verdicts)?;
+            if snap != "off" {
+                snapshots(&snap, target, &chosen, &verdicts);
+            }
+            let summary = Summary::of(&verdicts);
+            print!("{summary}");
+            println!("reports: {}/{{report.json,junit.xml,summary.md}}", report_dir.display());
+            Ok(exit_for(&summary))
+        }
+    }
+}
+
+fn simulated(id: &str) -> Vec<Verdict> {
+    if id.contains("crash") {
+        std::process::abort();
+    }
+    if id.contains("hang") {
+        std::thread::sleep(Duration::from_secs(3600));
+    }
+    vec![Verdict::new(id, "simulated", Outcome::Pass)]
+}
+
+fn load(explicit: Option<PathBuf>) -> Result<CaseSet, String> {
+    cases::load_all(&find_cases_dir(explicit)?).map_err(|e| e.to_string())
+}
+
+fn print_counts(set: &CaseSet) {
+    println!("{:<14} {:>7} {:>7} {:>5} {:>10}  description", "suite", "cases", "shapes", "M", "providers");
+    for s in set.suites() {
+        println!("{:<14} {:>7} {:>7} {:>5} {:>10}  {}", s.name, s.cases, s.shapes, s.batch_sizes, s.providers, s.description);
+    }
+    println!("{:<14} {:>7}", "total", set.total_cases());
+}
+
+fn exit_for(s: &Summary) -> ExitCode {
+    if s.failures() > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS }
+}
+
+fn write_reports(dir: &Path, target: Target, verdicts: &[Verdict]) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let t = target.name();
+    let md = report::markdown(t, verdicts, |v| execute::repro_command(&v.case_id, target));
+    for (name, text) in [("report.json", report::json(t, verdicts)), ("junit.xml", report::junit(t, verdicts)), ("summary.md", md)] {
+        std::fs::write(dir.join(name), text).map_err(|e| format!("{}: {e}", dir.join(name).display()))?;
+    }
+    Ok(())
+}
+
+/// Verdict snapshots per suite for this target, through insta (`update` records them).
+fn snapshots(mode: &str, target: Target, chosen: &[&cases::Case], verdicts: &[Verdict]) {
+    set_insta_update(if mode == "update" { "always" } else { "no" });
+    let mut suites: Vec<&str> = chosen.iter().map(|c| c.suite.as_str()).collect();
+    suites.sort();
+    suites.dedup();
+    for s in suites {
+        let rows: Vec<Verdict> = verdicts.iter().filter(|v| v.case_id.starts_with(&format!("{s}/"))).cloned().collect();
+        let r = std::panic::catch_unwind(|| snapshot::assert_verdicts(s, target.name(), &rows));
+        if r.is_err() {
+            eprintln!("snapshot {}@{} differs (see the .snap.new file; review with `cargo insta review`)", snapshot::snapshot_name(s), target);
+        }
+    }
+}
+
+/// insta decides between recording and comparing from `INSTA_UPDATE` at assertion time.
+fn set_insta_update(value: &str) {
+    // SAFETY: called from the main thread once every worker thread of the run has joined, so
+    // no other thread reads the environment concurrently.
+    unsafe { std::env::set_var("INSTA_UPDATE", value) };
+}

@@ -1,202 +1,93 @@
-//! Test data and oracles generated locally (independent of the crate's data module).
+//! Strategies and checks shared by the format tests.
 #![allow(dead_code)]
 
-use rand::seq::SliceRandom;
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
-use rand_distr::{Distribution, StandardNormal};
-use w4a16_reference::{
-    ActDtype, Activations, BiasStage, LayerShape, NumericRecipe, QuantizedLayer,
-};
+use proptest::prelude::*;
+use w4a16_reference::ActDtype;
+use w4a16_reference::layer::{LayerShape, QuantizedLayer};
 
-pub struct Case {
-    pub x: Activations,
-    pub layer: QuantizedLayer,
-}
+pub const CASES: u32 = 64;
 
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Data {
-    /// x = 0.25·randn, q, z uniform, s = 0.05·U(0,1), bias = 0.1·randn.
-    Realistic,
-    /// Small integers, power-of-two scales, integer bias: every fp32 sum is exact.
-    Exact,
-    /// x = 64·randn: stresses the (128 + z)·Σx cancellation.
-    LargeActivation,
-    /// x and s around 1e-3: outputs near and below the fp16 smallest normal.
-    Tiny,
-}
-
-#[allow(clippy::too_many_arguments)]
-pub fn case(
-    m: usize,
-    n: usize,
-    k: usize,
-    group: usize,
-    dtype: ActDtype,
-    asym: bool,
-    bias: bool,
-    data: Data,
-    seed: u64,
-) -> Case {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let groups = k / group;
-    let normal = |rng: &mut ChaCha8Rng| -> f64 { StandardNormal.sample(rng) };
-    let xv: Vec<u16> = (0..m * k)
-        .map(|_| {
-            let v = match data {
-                Data::Realistic => 0.25 * normal(&mut rng),
-                Data::Exact => f64::from(rng.random_range(-3i32..=3)),
-                Data::LargeActivation => 64.0 * normal(&mut rng),
-                Data::Tiny => 1e-3 * normal(&mut rng),
-            };
-            dtype.from_f64(v)
+/// Logical layers with N = 8·n8 (or any N ≥ 1 when `any_n`), K = G·groups, G ∈ {8, 16, 32}.
+/// Scales are arbitrary bit patterns (NaN and ∞ included): conversions move bits, never values.
+pub fn logical_layer(any_n: bool) -> impl Strategy<Value = QuantizedLayer> {
+    let n = if any_n {
+        (1usize..=24).boxed()
+    } else {
+        (1usize..=4).prop_map(|x| 8 * x).boxed()
+    };
+    (
+        n,
+        1usize..=4,
+        prop::sample::select(vec![8usize, 16, 32]),
+        any::<bool>(),
+        any::<bool>(),
+        any::<bool>(),
+    )
+        .prop_flat_map(|(n, groups, group, f16, asym, bias)| {
+            let k = group * groups;
+            let dtype = if f16 { ActDtype::F16 } else { ActDtype::Bf16 };
+            (
+                Just((LayerShape::new(n, k, group), dtype, asym, bias)),
+                prop::collection::vec(0u8..16, n * k),
+                prop::collection::vec(0u8..16, n * groups),
+                prop::collection::vec(any::<u16>(), n * groups),
+                prop::collection::vec(any::<u16>(), n),
+            )
         })
-        .collect();
-    let q: Vec<u8> = (0..n * k).map(|_| rng.random_range(0..=15u8)).collect();
-    let zeros = asym.then(|| {
-        (0..n * groups)
-            .map(|_| rng.random_range(0..=15u8))
-            .collect()
-    });
-    let scales = (0..n * groups)
-        .map(|_| {
-            let s = match data {
-                Data::Exact => 2f64.powi(-rng.random_range(0..=4)),
-                Data::Tiny => 1e-3 * rng.random::<f64>(),
-                _ => 0.05 * rng.random::<f64>(),
-            };
-            dtype.from_f64(s)
-        })
-        .collect();
-    let bias = bias.then(|| {
-        (0..n)
-            .map(|_| {
-                let b = match data {
-                    Data::Exact => f64::from(rng.random_range(-4i32..=4)),
-                    Data::Tiny => 1e-4 * normal(&mut rng),
-                    _ => 0.1 * normal(&mut rng),
-                };
-                dtype.from_f64(b)
-            })
-            .collect()
-    });
-    Case {
-        x: Activations {
-            m,
-            k,
-            row_stride: k,
-            dtype,
-            data: xv,
-        },
-        layer: QuantizedLayer {
-            shape: LayerShape::new(n, k, group),
-            dtype,
-            q,
-            zeros,
-            scales,
-            bias,
-        },
-    }
+        .prop_map(
+            |((shape, dtype, asym, with_bias), q, zeros, scales, bias)| QuantizedLayer {
+                shape,
+                dtype,
+                q,
+                zeros: asym.then_some(zeros),
+                scales,
+                bias: with_bias.then_some(bias),
+            },
+        )
 }
 
-/// The oracle: a plain triple loop over the layer's own `weight(n, k)`.
-pub fn naive(x: &Activations, layer: &QuantizedLayer) -> (Vec<f64>, Vec<f64>) {
-    let n = layer.shape.n;
-    let mut y = vec![0.0; x.m * n];
-    let mut a = vec![0.0; x.m * n];
-    for m in 0..x.m {
-        for j in 0..n {
-            let (mut s, mut t) = (layer.bias_value(j), 0.0);
-            for k in 0..x.k {
-                let w = layer.weight(j, k);
-                s += x.get(m, k) * w;
-                t += x.get(m, k).abs() * w.abs();
-            }
-            y[m * n + j] = s;
-            a[m * n + j] = t;
+/// Every dequantized weight of `got` has the same bits as in `want`, and the layers are equal.
+pub fn assert_same_dequantized(got: &QuantizedLayer, want: &QuantizedLayer) {
+    assert_eq!(got.shape, want.shape);
+    for n in 0..want.shape.n {
+        for k in 0..want.shape.k {
+            assert_eq!(
+                got.weight(n, k).to_bits(),
+                want.weight(n, k).to_bits(),
+                "(n, k) = ({n}, {k})"
+            );
         }
+        assert_eq!(
+            got.bias_value(n).to_bits(),
+            want.bias_value(n).to_bits(),
+            "bias n = {n}"
+        );
     }
-    (y, a)
+    assert_eq!(got, want);
 }
 
-pub fn recipe(
-    dtype: ActDtype,
-    rounds: bool,
-    bias: BiasStage,
-    offset: Option<f64>,
-) -> NumericRecipe {
-    NumericRecipe {
-        rounds_dequantized_weight: rounds,
-        offset_accumulation: offset,
-        bias,
-        output: dtype,
-        single_rounding: false,
+/// A small fixed layer (N = 16, K = 64, G = 32) for the refusal tests.
+pub fn fixed_layer(asym: bool) -> QuantizedLayer {
+    let shape = LayerShape::new(16, 64, 32);
+    let groups = shape.groups();
+    QuantizedLayer {
+        shape,
+        dtype: ActDtype::F16,
+        q: (0..shape.n * shape.k)
+            .map(|i| ((i * 7 + i / 5) % 16) as u8)
+            .collect(),
+        zeros: asym.then(|| {
+            (0..shape.n * groups)
+                .map(|i| ((i * 3 + 1) % 16) as u8)
+                .collect()
+        }),
+        scales: (0..shape.n * groups)
+            .map(|i| ActDtype::F16.from_f32(0.01 * (i + 1) as f32))
+            .collect(),
+        bias: Some(
+            (0..shape.n)
+                .map(|i| ActDtype::F16.from_f32(i as f32 - 3.0))
+                .collect(),
+        ),
     }
-}
-
-/// A kernel emulated on the CPU: fp32 products and recursive fp32 sums over K in a random order
-/// per element (or per-group offset sums for offset recipes), then the recipe's bias and casts.
-pub fn emulate(
-    x: &Activations,
-    layer: &QuantizedLayer,
-    recipe: &NumericRecipe,
-    seed: u64,
-) -> Vec<u16> {
-    let (n, k, group) = (layer.shape.n, layer.shape.k, layer.shape.group);
-    let dtype = recipe.output;
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mut order: Vec<usize> = (0..k).collect();
-    let mut out = vec![0u16; x.m * n];
-    for m in 0..x.m {
-        for j in 0..n {
-            let acc = if let Some(off) = recipe.offset_accumulation {
-                let off = off as f32;
-                let mut groups: Vec<usize> = (0..k / group).collect();
-                groups.shuffle(&mut rng);
-                let mut acc = 0f32;
-                for g in groups {
-                    let (mut dot, mut sum) = (0f32, 0f32);
-                    for kk in g * group..(g + 1) * group {
-                        let xv = x.get(m, kk) as f32;
-                        dot += xv * (off + f32::from(layer.code(j, kk)));
-                        sum += xv;
-                    }
-                    let zb = off + f32::from(layer.zero(j, g));
-                    acc += (dot - zb * sum) * layer.scale(j, g) as f32;
-                }
-                acc
-            } else {
-                order.shuffle(&mut rng);
-                let mut acc = 0f32;
-                for &kk in &order {
-                    let w = layer.weight(j, kk);
-                    let w = if recipe.rounds_dequantized_weight {
-                        dtype.to_f32(dtype.from_f64(w))
-                    } else {
-                        w as f32
-                    };
-                    acc += x.get(m, kk) as f32 * w;
-                }
-                acc
-            };
-            let b = layer.bias_value(j) as f32;
-            out[m * n + j] = match (layer.bias.is_some(), recipe.bias) {
-                (false, _) => dtype.from_f32(acc),
-                (true, BiasStage::BeforeCast) => dtype.from_f32(acc + b),
-                (true, BiasStage::AfterCast) => {
-                    dtype.from_f32(dtype.to_f32(dtype.from_f32(acc)) + b)
-                }
-            };
-        }
-    }
-    out
-}
-
-/// The correctly rounded reference as output bits.
-pub fn rounded(reference: &w4a16_reference::gemm::Reference) -> Vec<u16> {
-    reference
-        .y
-        .iter()
-        .map(|&v| reference.dtype.from_f64(v))
-        .collect()
 }

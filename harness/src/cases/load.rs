@@ -1,0 +1,839 @@
+//! Loading: parse every file (serde, unknown keys refused), merge the shared sections, expand
+//! each suite's sweeps into cases, check known-bad entries and model descriptions against the
+//! result. Every refusal names the file and the key.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use w4a16_kernels::Target;
+use w4a16_reference::ActDtype;
+use w4a16_reference::data::EXACT_MAX_K;
+use w4a16_reference::layer::{LayerShape, Symmetry};
+
+use super::error::{CaseFileError, SpanIndex, from_toml_error};
+use super::glob::glob_match;
+use super::known_bad::{Date, KnownBad};
+use super::model::ModelDescription;
+use super::schema::{Axes, CaseFile, GroupSpec, MSpec, SuiteRaw};
+use super::{Case, CaseSet, DataClass, NamedShape, Producer, Provider, RowPadding, Suite};
+
+/// The group size of model layers that do not name one (SPEC §7: "G = 128 unless noted").
+const DEFAULT_GROUP: usize = 128;
+
+/// Loads `dir/*.toml` and `dir/sweeps/*.toml` as case files and `dir/models/*.toml` as model
+/// descriptions. Other folders (`invalid/`, `exceptions/`) are not case files.
+pub fn load_all(dir: &Path) -> Result<CaseSet, CaseFileError> {
+    if !dir.is_dir() {
+        return Err(CaseFileError::new(dir, "", "not a folder of case files"));
+    }
+    let files = case_files(dir)?;
+    let mut models = Vec::new();
+    for path in toml_files(&dir.join("models"))? {
+        models.push(ModelDescription::load(&path)?);
+    }
+    let sources = read_all(&files)?;
+    build(&sources, models)
+}
+
+/// The case files `load_all` reads: `dir/*.toml`, then `dir/sweeps/*.toml`, each sorted.
+pub fn case_files(dir: &Path) -> Result<Vec<PathBuf>, CaseFileError> {
+    let mut files = toml_files(dir)?;
+    files.extend(toml_files(&dir.join("sweeps"))?);
+    Ok(files)
+}
+
+/// Loads exactly these case files (no model descriptions), in this order.
+pub fn load_files(files: &[PathBuf]) -> Result<CaseSet, CaseFileError> {
+    build(&read_all(files)?, Vec::new())
+}
+
+/// Loads case files from memory: `(path for messages, text)`.
+pub fn load_sources(sources: &[(PathBuf, String)]) -> Result<CaseSet, CaseFileError> {
+    build(sources, Vec::new())
+}
+
+fn toml_files(dir: &Path) -> Result<Vec<PathBuf>, CaseFileError> {
+    if !dir.is_dir() {
+        return Ok(Vec::new());
+    }
+    let entries = std::fs::read_dir(dir)
+        .map_err(|e| CaseFileError::new(dir, "", format!("cannot list: {e}")))?;
+    let mut out: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
+fn read_all(files: &[PathBuf]) -> Result<Vec<(PathBuf, String)>, CaseFileError> {
+    files
+        .iter()
+        .map(|p| {
+            std::fs::read_to_string(p)
+                .map(|t| (p.clone(), t))
+                .map_err(|e| CaseFileError::new(p, "", format!("cannot read: {e}")))
+        })
+        .collect()
+}
+
+struct Parsed<'a> {
+    path: &'a Path,
+    raw: CaseFile,
+    index: Option<SpanIndex>,
+}
+
+impl Parsed<'_> {
+    fn err(&self, key: impl Into<String>, message: impl Into<String>) -> CaseFileError {
+        let key = key.into();
+        let line = self.index.as_ref().and_then(|ix| ix.line_of_key(&key));
+        CaseFileError::new(self.path, key, message).with_line(line)
+    }
+}
+
+/// Where a name was first defined, for "defined twice" messages.
+fn origin(path: &Path, key: &str) -> String {
+    format!("{} (key \"{key}\")", path.display())
+}
+
+fn valid_name(name: &str, dots: bool) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && chars.all(|c| {
+            c.is_ascii_lowercase()
+                || c.is_ascii_digit()
+                || c == '-'
+                || c == '_'
+                || (dots && c == '.')
+        })
+}
+
+/// Format-level rules of a layer shape (SPEC §1–2): the resident layout must be able to hold it.
+fn check_shape(k: usize, group: usize) -> Result<(), (&'static str, String)> {
+    if !k.is_multiple_of(8) {
+        return Err((
+            "k",
+            format!("K={k} must be a multiple of 8 (8 codes per u32 word)"),
+        ));
+    }
+    if group > k || !k.is_multiple_of(group) {
+        return Err((
+            "group",
+            format!("K={k} is not a multiple of the group size {group}"),
+        ));
+    }
+    Ok(())
+}
+
+fn build(
+    sources: &[(PathBuf, String)],
+    models: Vec<ModelDescription>,
+) -> Result<CaseSet, CaseFileError> {
+    let mut parsed = Vec::with_capacity(sources.len());
+    for (path, text) in sources {
+        let raw: CaseFile = toml::from_str(text).map_err(|e| from_toml_error(path, text, &e))?;
+        parsed.push(Parsed {
+            path,
+            raw,
+            index: SpanIndex::new(text),
+        });
+    }
+
+    let mut set = CaseSet::default();
+    let mut batch_from: Option<String> = None;
+    let mut providers_from: Option<String> = None;
+    let mut shape_from: HashMap<String, String> = HashMap::new();
+
+    for f in &parsed {
+        if let Some(b) = &f.raw.batch_sizes {
+            if let Some(first) = &batch_from {
+                return Err(f.err("batch_sizes", format!("already defined in {first}")));
+            }
+            let sizes: Vec<usize> = b.iter().map(|p| p.0).collect();
+            if sizes.is_empty() {
+                return Err(f.err("batch_sizes", "expected at least one batch size"));
+            }
+            if let Some(i) = (1..sizes.len()).find(|&i| sizes[i] <= sizes[i - 1]) {
+                return Err(f.err(
+                    format!("batch_sizes[{i}]"),
+                    "batch sizes must be strictly increasing",
+                ));
+            }
+            set.batch_sizes = sizes;
+            batch_from = Some(origin(f.path, "batch_sizes"));
+        }
+        if !f.raw.provider.is_empty() {
+            if let Some(first) = &providers_from {
+                return Err(f.err("provider", format!("providers already defined in {first}")));
+            }
+            for (i, p) in f.raw.provider.iter().enumerate() {
+                if !valid_name(&p.name, false) {
+                    return Err(f.err(
+                        format!("provider[{i}].name"),
+                        format!("\"{}\" is not a valid name (a-z, 0-9, -, _)", p.name),
+                    ));
+                }
+                if set
+                    .providers
+                    .iter()
+                    .any(|q| q.name == p.name || (q.dtype, q.symmetry) == (p.dtype, p.symmetry))
+                {
+                    return Err(f.err(
+                        format!("provider[{i}]"),
+                        format!(
+                            "provider \"{}\" repeats a name or a (dtype, symmetry) pair",
+                            p.name
+                        ),
+                    ));
+                }
+                set.providers.push(Provider {
+                    name: p.name.clone(),
+                    dtype: p.dtype,
+                    symmetry: p.symmetry,
+                });
+            }
+            providers_from = Some(origin(f.path, "provider"));
+        }
+        for (i, m) in f.raw.model.iter().enumerate() {
+            if !valid_name(&m.name, true) {
+                return Err(f.err(
+                    format!("model[{i}].name"),
+                    format!("\"{}\" is not a valid name (a-z, 0-9, ., -, _)", m.name),
+                ));
+            }
+            if m.layer.is_empty() {
+                return Err(f.err(
+                    format!("model[{i}].layer"),
+                    "a model needs at least one [[model.layer]]",
+                ));
+            }
+            for (j, l) in m.layer.iter().enumerate() {
+                let here = format!("model[{i}].layer[{j}]");
+                if !valid_name(&l.name, false) {
+                    return Err(f.err(
+                        format!("{here}.name"),
+                        format!("\"{}\" is not a valid layer name (a-z, 0-9, -, _)", l.name),
+                    ));
+                }
+                let group = l.group.or(m.group).map_or(DEFAULT_GROUP, |g| g.0);
+                let key_group = if l.group.is_some() {
+                    format!("{here}.group")
+                } else if m.group.is_some() {
+                    format!("model[{i}].group")
+                } else {
+                    format!("{here}.k")
+                };
+                if let Err((which, msg)) = check_shape(l.k.0, group) {
+                    let key = if which == "group" {
+                        key_group
+                    } else {
+                        format!("{here}.{which}")
+                    };
+                    return Err(f.err(key, msg));
+                }
+                let name = format!("{}.{}", m.name, l.name);
+                if let Some(first) = shape_from.get(&name) {
+                    return Err(f.err(
+                        format!("{here}.name"),
+                        format!("shape \"{name}\" already defined in {first}"),
+                    ));
+                }
+                shape_from.insert(name.clone(), origin(f.path, &here));
+                set.shapes.push(NamedShape {
+                    name,
+                    shape: LayerShape::new(l.n.0, l.k.0, group),
+                    model: Some(m.name.clone()),
+                });
+            }
+        }
+        for (i, s) in f.raw.shape.iter().enumerate() {
+            let here = format!("shape[{i}]");
+            if !valid_name(&s.name, true) {
+                return Err(f.err(
+                    format!("{here}.name"),
+                    format!("\"{}\" is not a valid name (a-z, 0-9, ., -, _)", s.name),
+                ));
+            }
+            if let Err((which, msg)) = check_shape(s.k.0, s.group.0) {
+                return Err(f.err(format!("{here}.{which}"), msg));
+            }
+            if let Some(first) = shape_from.get(&s.name) {
+                return Err(f.err(
+                    format!("{here}.name"),
+                    format!("shape \"{}\" already defined in {first}", s.name),
+                ));
+            }
+            shape_from.insert(s.name.clone(), origin(f.path, &here));
+            set.shapes.push(NamedShape {
+                name: s.name.clone(),
+                shape: LayerShape::new(s.n.0, s.k.0, s.group.0),
+                model: None,
+            });
+        }
+    }
+
+    let mut suite_from: HashMap<String, String> = HashMap::new();
+    for f in &parsed {
+        let Some(suite) = &f.raw.suite else {
+            if !f.raw.sweep.is_empty() {
+                return Err(f.err("sweep[0]", "sweeps need a [suite] table in the same file"));
+            }
+            if !f.raw.case.is_empty() {
+                return Err(f.err("case[0]", "cases need a [suite] table in the same file"));
+            }
+            continue;
+        };
+        if !valid_name(&suite.name, false) {
+            return Err(f.err(
+                "suite.name",
+                format!(
+                    "\"{}\" is not a valid suite name (a-z, 0-9, -, _)",
+                    suite.name
+                ),
+            ));
+        }
+        if let Some(first) = suite_from.get(&suite.name) {
+            return Err(f.err(
+                "suite.name",
+                format!("suite \"{}\" already defined in {first}", suite.name),
+            ));
+        }
+        suite_from.insert(suite.name.clone(), origin(f.path, "suite"));
+        set.suites.push(expand_suite(f, suite, &set)?);
+    }
+    set.suites.sort_by(|a, b| a.name.cmp(&b.name));
+
+    for f in &parsed {
+        for (i, kb) in f.raw.known_bad.iter().enumerate() {
+            set.known_bad.push(check_known_bad(f, i, kb, &set)?);
+        }
+    }
+
+    let mut model_from: HashMap<String, PathBuf> = HashMap::new();
+    for desc in &models {
+        if let Some(first) = model_from.get(&desc.name) {
+            return Err(CaseFileError::new(
+                &desc.file,
+                "name",
+                format!(
+                    "model \"{}\" already described in {}",
+                    desc.name,
+                    first.display()
+                ),
+            ));
+        }
+        model_from.insert(desc.name.clone(), desc.file.clone());
+        check_description(desc, &set)?;
+    }
+    set.models = models;
+    Ok(set)
+}
+
+/// An axis value and the key it came from (the sweep's own, or the suite's default).
+fn pick<T: Clone>(
+    own: &Option<T>,
+    dflt: &Option<T>,
+    here: &str,
+    name: &str,
+) -> Option<(T, String)> {
+    match (own, dflt) {
+        (Some(v), _) => Some((v.clone(), format!("{here}.{name}"))),
+        (None, Some(v)) => Some((v.clone(), format!("suite.{name}"))),
+        (None, None) => None,
+    }
+}
+
+struct Resolved {
+    shapes: Vec<NamedShape>,
+    shapes_key: String,
+    m: Vec<usize>,
+    dtype: Vec<ActDtype>,
+    symmetry: (Vec<Symmetry>, String),
+    group: (Vec<GroupSpec>, String),
+    class: (Vec<DataClass>, String),
+    padding: Vec<RowPadding>,
+    bias: Vec<bool>,
+    act_order: (Vec<bool>, String),
+    producer: Vec<Producer>,
+}
+
+fn resolve(
+    f: &Parsed,
+    own: &Axes,
+    dflt: &Axes,
+    here: &str,
+    set: &CaseSet,
+) -> Result<Resolved, CaseFileError> {
+    let Some((patterns, shapes_key)) = pick(&own.shapes, &dflt.shapes, here, "shapes") else {
+        return Err(f.err(
+            format!("{here}.shapes"),
+            "required key is missing (set it here or in [suite])",
+        ));
+    };
+    if patterns.is_empty() {
+        return Err(f.err(shapes_key, "expected at least one shape name or pattern"));
+    }
+    let mut shapes: Vec<NamedShape> = Vec::new();
+    for (j, pat) in patterns.iter().enumerate() {
+        let matched: Vec<&NamedShape> = set
+            .shapes
+            .iter()
+            .filter(|s| glob_match(pat, &s.name))
+            .collect();
+        if matched.is_empty() {
+            return Err(f.err(
+                format!("{shapes_key}[{j}]"),
+                format!("\"{pat}\" matches no shape in models.toml or any [[shape]]"),
+            ));
+        }
+        for s in matched {
+            if !shapes.iter().any(|x| x.name == s.name) {
+                shapes.push(s.clone());
+            }
+        }
+    }
+    let Some((mspec, m_key)) = pick(&own.m, &dflt.m, here, "m") else {
+        return Err(f.err(
+            format!("{here}.m"),
+            "required key is missing (set it here or in [suite])",
+        ));
+    };
+    let m = match mspec {
+        MSpec::List(v) => v,
+        MSpec::BatchSizes if set.batch_sizes.is_empty() => {
+            return Err(f.err(
+                m_key,
+                "\"batch_sizes\" needs batch_sizes = [...] in a case file (models.toml)",
+            ));
+        }
+        MSpec::BatchSizes => set.batch_sizes.clone(),
+    };
+    let dtype = axis(
+        f,
+        &own.dtype,
+        &dflt.dtype,
+        here,
+        "dtype",
+        ActDtype::ALL.to_vec(),
+    )?;
+    let symmetry = axis(
+        f,
+        &own.symmetry,
+        &dflt.symmetry,
+        here,
+        "symmetry",
+        vec![Symmetry::Sym, Symmetry::Asym],
+    )?;
+    let group = axis(
+        f,
+        &own.group,
+        &dflt.group,
+        here,
+        "group",
+        vec![GroupSpec::Shape],
+    )?;
+    let class = axis(
+        f,
+        &own.class,
+        &dflt.class,
+        here,
+        "class",
+        vec![DataClass::Realistic],
+    )?;
+    let padding = axis(
+        f,
+        &own.padding,
+        &dflt.padding,
+        here,
+        "padding",
+        vec![RowPadding::default()],
+    )?;
+    let bias = axis(f, &own.bias, &dflt.bias, here, "bias", vec![false])?;
+    let act_order = axis(
+        f,
+        &own.act_order,
+        &dflt.act_order,
+        here,
+        "act_order",
+        vec![false],
+    )?;
+    let producer = axis(
+        f,
+        &own.producer,
+        &dflt.producer,
+        here,
+        "producer",
+        vec![super::DEFAULT_PRODUCER],
+    )?;
+    Ok(Resolved {
+        shapes,
+        shapes_key,
+        m,
+        dtype: dtype.0,
+        symmetry,
+        group,
+        class,
+        padding: padding.0,
+        bias: bias.0,
+        act_order,
+        producer: producer.0,
+    })
+}
+
+/// One list axis: the sweep's, else the suite's, else the default; never empty.
+fn axis<T: Clone>(
+    f: &Parsed,
+    own: &Option<Vec<T>>,
+    dflt: &Option<Vec<T>>,
+    here: &str,
+    name: &str,
+    default: Vec<T>,
+) -> Result<(Vec<T>, String), CaseFileError> {
+    let (v, key) = pick(own, dflt, here, name).unwrap_or((default, format!("{here}.{name}")));
+    if v.is_empty() {
+        return Err(f.err(key, "expected at least one value"));
+    }
+    Ok((v, key))
+}
+
+/// The exact class keeps every fp32 partial sum exact only up to this K.
+fn exact_too_large(class: DataClass, k: usize) -> Option<String> {
+    (class == DataClass::Exact && k > EXACT_MAX_K)
+        .then(|| format!("the exact class keeps fp32 sums exact only for K ≤ {EXACT_MAX_K}; K={k}"))
+}
+
+/// The group size a spec means for one shape, or why it cannot apply.
+fn group_for(spec: GroupSpec, s: &NamedShape) -> Result<usize, String> {
+    let k = s.shape.k;
+    let g = match spec {
+        GroupSpec::Shape => s.shape.group,
+        GroupSpec::Channelwise => k,
+        GroupSpec::Size(g) => g,
+    };
+    if g > k || !k.is_multiple_of(g) {
+        return Err(format!(
+            "group size {g} does not divide K={k} of shape \"{}\"",
+            s.name
+        ));
+    }
+    Ok(g)
+}
+
+/// Rules every case of a suite without `allow_unsupported` must meet (SPEC §1): K % 16 == 0,
+/// packed zero points need N % 8 == 0, and no format carries act-order.
+fn unsupported_reason(
+    k: usize,
+    n: usize,
+    symmetry: Symmetry,
+    act_order: bool,
+) -> Option<(&'static str, String)> {
+    if !k.is_multiple_of(16) {
+        return Some(("shapes", format!("K={k} is not a multiple of 16 (SPEC §1)")));
+    }
+    if symmetry == Symmetry::Asym && !n.is_multiple_of(8) {
+        return Some((
+            "symmetry",
+            format!(
+                "asymmetric zero points are packed 8 per u32 along N, and N={n} is not a multiple of 8"
+            ),
+        ));
+    }
+    if act_order {
+        return Some((
+            "act_order",
+            "no kernel of the set takes act-order (g_idx) layers".to_owned(),
+        ));
+    }
+    None
+}
+
+fn expand_suite(f: &Parsed, suite: &SuiteRaw, set: &CaseSet) -> Result<Suite, CaseFileError> {
+    let defaults = suite.axes();
+    let mut cases: Vec<Case> = Vec::new();
+    let mut seen: HashMap<String, String> = HashMap::new();
+    let allow = suite.allow_unsupported;
+    let hint = "; set allow_unsupported = true in [suite] to test the refusal";
+
+    for (i, sweep) in f.raw.sweep.iter().enumerate() {
+        let here = format!("sweep[{i}]");
+        let r = resolve(f, &sweep.axes(), &defaults, &here, set)?;
+        for s in &r.shapes {
+            for &m in &r.m {
+                for &dtype in &r.dtype {
+                    for &symmetry in &r.symmetry.0 {
+                        for &gspec in &r.group.0 {
+                            let group =
+                                group_for(gspec, s).map_err(|msg| f.err(r.group.1.clone(), msg))?;
+                            for &class in &r.class.0 {
+                                if let Some(msg) = exact_too_large(class, s.shape.k) {
+                                    return Err(f.err(
+                                        r.class.1.clone(),
+                                        format!("shape \"{}\": {msg}", s.name),
+                                    ));
+                                }
+                                for &padding in &r.padding {
+                                    for &bias in &r.bias {
+                                        for &act_order in &r.act_order.0 {
+                                            if !allow
+                                                && let Some((axis, msg)) = unsupported_reason(
+                                                    s.shape.k, s.shape.n, symmetry, act_order,
+                                                )
+                                            {
+                                                let key = match axis {
+                                                    "symmetry" => &r.symmetry.1,
+                                                    "shapes" => &r.shapes_key,
+                                                    _ => &r.act_order.1,
+                                                };
+                                                return Err(f.err(
+                                                    key.clone(),
+                                                    format!("shape \"{}\": {msg}{hint}", s.name),
+                                                ));
+                                            }
+                                            for &producer in &r.producer {
+                                                if !super::producer_applies_to(producer, symmetry) {
+                                                    continue;
+                                                }
+                                                let mut case = Case {
+                                                    id: String::new(),
+                                                    suite: suite.name.clone(),
+                                                    shape_name: s.name.clone(),
+                                                    shape: LayerShape::new(
+                                                        s.shape.n, s.shape.k, group,
+                                                    ),
+                                                    m,
+                                                    dtype,
+                                                    symmetry,
+                                                    class,
+                                                    padding,
+                                                    bias,
+                                                    act_order,
+                                                    producer,
+                                                };
+                                                case.id = case.make_id();
+                                                if !seen.contains_key(&case.id) {
+                                                    seen.insert(case.id.clone(), here.clone());
+                                                    cases.push(case);
+                                                }
+                                            }
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    for (i, c) in f.raw.case.iter().enumerate() {
+        let here = format!("case[{i}]");
+        let (name, base) = match (&c.shape, c.k, c.n) {
+            (Some(name), None, None) => match set.shapes.iter().find(|s| &s.name == name) {
+                Some(s) => (s.name.clone(), s.shape),
+                None => {
+                    return Err(f.err(
+                        format!("{here}.shape"),
+                        format!("no shape named \"{name}\""),
+                    ));
+                }
+            },
+            (Some(_), _, _) => {
+                return Err(f.err(
+                    format!("{here}.k"),
+                    "give either shape or k and n, not both",
+                ));
+            }
+            (None, Some(k), Some(n)) => {
+                let group = match c.group {
+                    Some(GroupSpec::Size(g)) => g,
+                    Some(GroupSpec::Channelwise) => k.0,
+                    _ => {
+                        return Err(f.err(
+                            format!("{here}.group"),
+                            "an inline shape needs a group size (a number or \"channelwise\")",
+                        ));
+                    }
+                };
+                if let Err((which, msg)) = check_shape(k.0, group) {
+                    return Err(f.err(format!("{here}.{which}"), msg));
+                }
+                (
+                    format!("k{}-n{}", k.0, n.0),
+                    LayerShape::new(n.0, k.0, group),
+                )
+            }
+            (None, None, _) => {
+                return Err(f.err(
+                    format!("{here}.shape"),
+                    "required key is missing (a shape name, or k and n)",
+                ));
+            }
+            (None, Some(_), None) => {
+                return Err(f.err(
+                    format!("{here}.n"),
+                    "required key is missing (inline shapes need k and n)",
+                ));
+            }
+        };
+        let named = NamedShape {
+            name: name.clone(),
+            shape: base,
+            model: None,
+        };
+        let group = group_for(c.group.unwrap_or(GroupSpec::Shape), &named)
+            .map_err(|msg| f.err(format!("{here}.group"), msg))?;
+        let act_order = c.act_order.unwrap_or(false);
+        if !allow
+            && let Some((axis, msg)) = unsupported_reason(base.k, base.n, c.symmetry, act_order)
+        {
+            let axis = if axis == "shapes" {
+                if c.shape.is_some() { "shape" } else { "k" }
+            } else {
+                axis
+            };
+            return Err(f.err(format!("{here}.{axis}"), format!("{msg}{hint}")));
+        }
+        if let Some(msg) = exact_too_large(c.class, base.k) {
+            return Err(f.err(format!("{here}.class"), msg));
+        }
+        let producer = c.producer.unwrap_or(super::DEFAULT_PRODUCER);
+        if !super::producer_applies_to(producer, c.symmetry) {
+            return Err(f.err(
+                format!("{here}.producer"),
+                format!(
+                    "producer {} does not apply to {} layers",
+                    producer.name(),
+                    c.symmetry.name()
+                ),
+            ));
+        }
+        let mut case = Case {
+            id: String::new(),
+            suite: suite.name.clone(),
+            shape_name: name,
+            shape: LayerShape::new(base.n, base.k, group),
+            m: c.m.0,
+            dtype: c.dtype,
+            symmetry: c.symmetry,
+            class: c.class,
+            padding: c.padding.unwrap_or_default(),
+            bias: c.bias.unwrap_or(false),
+            act_order,
+            producer,
+        };
+        case.id = case.make_id();
+        if let Some(first) = seen.get(&case.id) {
+            return Err(f.err(
+                here,
+                format!("duplicate case id \"{}\" (also from {first})", case.id),
+            ));
+        }
+        seen.insert(case.id.clone(), here);
+        cases.push(case);
+    }
+
+    Ok(Suite {
+        name: suite.name.clone(),
+        description: suite.description.clone(),
+        file: f.path.to_path_buf(),
+        allow_unsupported: allow,
+        cases,
+    })
+}
+
+fn check_known_bad(
+    f: &Parsed,
+    i: usize,
+    kb: &super::schema::KnownBadRaw,
+    set: &CaseSet,
+) -> Result<KnownBad, CaseFileError> {
+    let here = format!("known_bad[{i}]");
+    if kb.id.trim().is_empty() || kb.id.contains(char::is_whitespace) {
+        return Err(f.err(
+            format!("{here}.id"),
+            "expected a case id pattern without spaces",
+        ));
+    }
+    if !set.cases().any(|c| glob_match(&kb.id, &c.id)) {
+        return Err(f.err(
+            format!("{here}.id"),
+            format!(
+                "\"{}\" matches no case; a suppression must name cases that exist",
+                kb.id
+            ),
+        ));
+    }
+    if !Target::ALL.iter().any(|t| glob_match(&kb.target, t.name())) {
+        let names: Vec<&str> = Target::ALL.iter().map(|t| t.name()).collect();
+        return Err(f.err(
+            format!("{here}.target"),
+            format!("\"{}\" matches no target ({})", kb.target, names.join(", ")),
+        ));
+    }
+    for (field, value) in [("reason", &kb.reason), ("tracking", &kb.tracking)] {
+        if value.trim().is_empty() {
+            return Err(f.err(format!("{here}.{field}"), "must not be empty"));
+        }
+    }
+    let expires = match (&kb.expires.date, &kb.expires.time) {
+        (Some(d), None) => Date::new(d.year, d.month, d.day),
+        _ => None,
+    };
+    let Some(expires) = expires else {
+        return Err(f.err(
+            format!("{here}.expires"),
+            format!("expected a date like 2026-06-30, got {}", kb.expires),
+        ));
+    };
+    Ok(KnownBad {
+        id: kb.id.clone(),
+        target: kb.target.clone(),
+        reason: kb.reason.clone(),
+        tracking: kb.tracking.clone(),
+        expires,
+        mode: kb.mode,
+        file: f.path.to_path_buf(),
+        key: here,
+    })
+}
+
+/// A description of a model that `models.toml` also lists must agree with it, layer by layer.
+fn check_description(desc: &ModelDescription, set: &CaseSet) -> Result<(), CaseFileError> {
+    let listed = set
+        .shapes
+        .iter()
+        .any(|s| s.model.as_deref() == Some(desc.name.as_str()));
+    if !listed {
+        return Ok(());
+    }
+    for (i, l) in desc.linears.iter().enumerate() {
+        let name = format!("{}.{}", desc.name, l.name);
+        match set.shapes.iter().find(|s| s.name == name) {
+            Some(s) if s.shape == l.shape => {}
+            Some(s) => {
+                return Err(CaseFileError::new(
+                    &desc.file,
+                    format!("linear[{i}]"),
+                    format!(
+                        "K={} N={} G={} disagrees with {name} in models.toml (K={} N={} G={})",
+                        l.shape.k, l.shape.n, l.shape.group, s.shape.k, s.shape.n, s.shape.group
+                    ),
+                ));
+            }
+            None => {
+                return Err(CaseFileError::new(
+                    &desc.file,
+                    format!("linear[{i}].name"),
+                    format!(
+                        "{name} is not a layer of model {} in models.toml",
+                        desc.name
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}

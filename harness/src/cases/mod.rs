@@ -1,0 +1,337 @@
+//! Case files (`cases/`): the data that says what to test. Shapes, sweeps and suites expand into
+//! a deterministic, deduplicated list of [`Case`] values with stable, human-readable ids;
+//! known-bad entries and model descriptions live beside them. See [`schema`] for the format.
+
+mod error;
+pub mod glob;
+pub mod known_bad;
+mod load;
+pub mod model;
+pub mod schema;
+pub mod strategy;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use w4a16_reference::ActDtype;
+use w4a16_reference::layer::{LayerShape, Symmetry};
+
+pub use error::CaseFileError;
+pub use known_bad::{Date, KnownBad, KnownBadMode};
+pub use load::{case_files, load_all, load_files, load_sources};
+pub use model::ModelDescription;
+
+/// How the case's data are drawn: the reference crate's classes, so a case file names exactly
+/// what the data generator builds.
+pub use w4a16_reference::data::DataClass;
+
+/// Row padding of the resident weights (and the dense cache).
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum RowPadding {
+    /// Unpadded strides on every target.
+    None,
+    /// The target's default rule: the gfx11 cache cliff (SPEC §5); other targets pad nothing.
+    #[default]
+    CacheCliff,
+    /// +128 B on every row on every target: kernels take strides at run time everywhere.
+    Forced,
+}
+
+impl RowPadding {
+    pub fn name(self) -> &'static str {
+        match self {
+            RowPadding::None => "none",
+            RowPadding::CacheCliff => "cache-cliff",
+            RowPadding::Forced => "forced",
+        }
+    }
+
+    /// The id fragment; the default leaves no trace in the id.
+    fn variant(self) -> Option<&'static str> {
+        match self {
+            RowPadding::None => Some("unpadded"),
+            RowPadding::CacheCliff => None,
+            RowPadding::Forced => Some("forced-pad"),
+        }
+    }
+}
+
+/// The checkpoint format the case's tensors go through before the resident layout (SPEC §3).
+/// A symmetric checkpoint that still carries zero points is `gptq-v1`/`gptq-v2` × `sym`: GPTQ
+/// writes `qzeros` for symmetric layers too.
+pub use w4a16_reference::formats::Producer;
+
+/// The producer a case names when its file names none.
+pub const DEFAULT_PRODUCER: Producer = Producer::CompressedTensors;
+
+/// Whether a producer means anything for this symmetry (sweeps drop the other pairs): the legacy
+/// unpacked zero points exist to be refused, which a symmetric layer (no zero points) cannot be.
+pub fn producer_applies_to(producer: Producer, symmetry: Symmetry) -> bool {
+    producer != Producer::LegacyUnpackedZp || symmetry == Symmetry::Asym
+}
+
+/// One test case: everything needed to build its tensors, select a kernel and name it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Case {
+    /// `<suite>/<shape-name>/M=<m>/<dtype>/<sym|asym>/g<G>/<class>[/<variant>]`.
+    pub id: String,
+    pub suite: String,
+    pub shape_name: String,
+    /// N, K and the group size of this case (`group == k` is channelwise).
+    pub shape: LayerShape,
+    pub m: usize,
+    pub dtype: ActDtype,
+    pub symmetry: Symmetry,
+    pub class: DataClass,
+    pub padding: RowPadding,
+    pub bias: bool,
+    /// Act-order (`g_idx`) layer: no kernel of the set takes it; the selection must say so.
+    pub act_order: bool,
+    pub producer: Producer,
+}
+
+impl Case {
+    /// The variant suffix: the non-default producer, padding, bias and act-order, joined by `+`.
+    pub fn variant(&self) -> Option<String> {
+        let mut parts = Vec::new();
+        if self.producer != DEFAULT_PRODUCER {
+            parts.push(self.producer.name());
+        }
+        if let Some(p) = self.padding.variant() {
+            parts.push(p);
+        }
+        if self.bias {
+            parts.push("bias");
+        }
+        if self.act_order {
+            parts.push("act-order");
+        }
+        (!parts.is_empty()).then(|| parts.join("+"))
+    }
+
+    /// What the reference's data generator needs (seeded from the id by the caller).
+    pub fn data_spec(&self) -> w4a16_reference::data::DataSpec {
+        w4a16_reference::data::DataSpec {
+            class: self.class,
+            m: self.m,
+            shape: self.shape,
+            dtype: self.dtype,
+            symmetry: self.symmetry,
+            with_bias: self.bias,
+        }
+    }
+
+    /// Whether the resident layout can hold this layer (SPEC §1–2): cases that cannot exist only
+    /// in suites with `allow_unsupported`, and must end as clean refusals.
+    pub fn is_buildable(&self) -> bool {
+        self.shape.k.is_multiple_of(16)
+            && (self.symmetry == Symmetry::Sym || self.shape.n.is_multiple_of(8))
+            && !self.act_order
+    }
+
+    /// The id this case's fields spell; `id` always equals it.
+    pub fn make_id(&self) -> String {
+        let mut id = format!(
+            "{}/{}/M={}/{}/{}/g{}/{}",
+            self.suite,
+            self.shape_name,
+            self.m,
+            self.dtype.name(),
+            self.symmetry.name(),
+            self.shape.group,
+            self.class.name()
+        );
+        if let Some(v) = self.variant() {
+            id.push('/');
+            id.push_str(&v);
+        }
+        id
+    }
+}
+
+impl fmt::Display for Case {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.id)
+    }
+}
+
+/// A named layer shape: `<model>.<layer>` from `[[model]]`, or an edge shape from `[[shape]]`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct NamedShape {
+    pub name: String,
+    pub shape: LayerShape,
+    /// The model it belongs to (`None` for edge shapes).
+    pub model: Option<String>,
+}
+
+/// One of the field's four providers (dtype × symmetry), as the perf suite names them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Provider {
+    pub name: String,
+    pub dtype: ActDtype,
+    pub symmetry: Symmetry,
+}
+
+/// A suite and its expanded cases.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Suite {
+    pub name: String,
+    pub description: String,
+    pub file: PathBuf,
+    pub allow_unsupported: bool,
+    pub cases: Vec<Case>,
+}
+
+/// What `w4a16 cases` prints per suite.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SuiteCount {
+    pub name: String,
+    pub description: String,
+    pub file: PathBuf,
+    pub cases: usize,
+    /// Distinct shapes, M values and (dtype, symmetry) providers in the suite.
+    pub shapes: usize,
+    pub batch_sizes: usize,
+    pub providers: usize,
+}
+
+/// Everything under `cases/`, loaded and checked.
+#[derive(Clone, Debug, Default)]
+pub struct CaseSet {
+    pub(crate) suites: Vec<Suite>,
+    pub(crate) shapes: Vec<NamedShape>,
+    pub(crate) batch_sizes: Vec<usize>,
+    pub(crate) providers: Vec<Provider>,
+    pub(crate) known_bad: Vec<KnownBad>,
+    pub(crate) models: Vec<ModelDescription>,
+}
+
+impl CaseSet {
+    /// Suites in name order, with their case counts.
+    pub fn suites(&self) -> Vec<SuiteCount> {
+        self.suites
+            .iter()
+            .map(|s| {
+                let distinct = |f: &dyn Fn(&Case) -> String| {
+                    s.cases
+                        .iter()
+                        .map(f)
+                        .collect::<std::collections::BTreeSet<_>>()
+                        .len()
+                };
+                SuiteCount {
+                    name: s.name.clone(),
+                    description: s.description.clone(),
+                    file: s.file.clone(),
+                    cases: s.cases.len(),
+                    shapes: distinct(&|c| c.shape_name.clone()),
+                    batch_sizes: distinct(&|c| c.m.to_string()),
+                    providers: distinct(&|c| format!("{}/{}", c.dtype.name(), c.symmetry.name())),
+                }
+            })
+            .collect()
+    }
+
+    pub fn suite(&self, name: &str) -> Option<&Suite> {
+        self.suites.iter().find(|s| s.name == name)
+    }
+
+    pub fn suite_names(&self) -> Vec<&str> {
+        self.suites.iter().map(|s| s.name.as_str()).collect()
+    }
+
+    /// Every case of every suite, suites in name order.
+    pub fn cases(&self) -> impl Iterator<Item = &Case> {
+        self.suites.iter().flat_map(|s| s.cases.iter())
+    }
+
+    pub fn case(&self, id: &str) -> Option<&Case> {
+        self.cases().find(|c| c.id == id)
+    }
+
+    pub fn total_cases(&self) -> usize {
+        self.suites.iter().map(|s| s.cases.len()).sum()
+    }
+
+    pub fn shapes(&self) -> &[NamedShape] {
+        &self.shapes
+    }
+
+    pub fn shape(&self, name: &str) -> Option<&NamedShape> {
+        self.shapes.iter().find(|s| s.name == name)
+    }
+
+    /// The shapes of SPEC §7 (every `[[model]]` layer), in file order.
+    pub fn model_shapes(&self) -> impl Iterator<Item = &NamedShape> {
+        self.shapes.iter().filter(|s| s.model.is_some())
+    }
+
+    pub fn batch_sizes(&self) -> &[usize] {
+        &self.batch_sizes
+    }
+
+    pub fn providers(&self) -> &[Provider] {
+        &self.providers
+    }
+
+    pub fn known_bad(&self) -> &[KnownBad] {
+        &self.known_bad
+    }
+
+    /// The known-bad entry covering this case on this target, if any.
+    pub fn known_bad_for(&self, case_id: &str, target: &str) -> Option<&KnownBad> {
+        known_bad::known_bad_for(&self.known_bad, case_id, target)
+    }
+
+    /// Model descriptions from `cases/models/*.toml` (for the startup budget check).
+    pub fn models(&self) -> &[ModelDescription] {
+        &self.models
+    }
+
+    pub fn model(&self, name: &str) -> Option<&ModelDescription> {
+        self.models.iter().find(|m| m.name == name)
+    }
+}
+
+/// The table `w4a16 cases` prints: one row per suite and a total.
+pub fn render_counts(set: &CaseSet) -> String {
+    use fmt::Write as _;
+    let rows = set.suites();
+    let width = rows
+        .iter()
+        .map(|r| r.name.len())
+        .chain(["suite".len(), "total".len()])
+        .max()
+        .unwrap_or(0);
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<width$}  {:>6}  {:>6}  {:>8}  {:>9}  description",
+        "suite", "cases", "shapes", "M values", "providers"
+    );
+    for r in &rows {
+        let _ = writeln!(
+            out,
+            "{:<width$}  {:>6}  {:>6}  {:>8}  {:>9}  {}",
+            r.name, r.cases, r.shapes, r.batch_sizes, r.providers, r.description
+        );
+    }
+    let _ = writeln!(out, "{:<width$}  {:>6}", "total", set.total_cases());
+    out
+}
+
+/// The default `cases/` folder: `./cases` when the working directory has one (test binaries
+/// carried to a GPU machine run from the repository root there), else the workspace root's.
+pub fn default_dir() -> PathBuf {
+    let here = Path::new("cases");
+    if here.join("models.toml").is_file() {
+        return here.to_path_buf();
+    }
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join("cases")
+}

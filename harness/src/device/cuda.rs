@@ -1,0 +1,652 @@
+//! The CUDA backend on `cudarc` (driver API, NVRTC, cuBLAS), loaded at run time so that
+//! everything builds and the GPU tests skip loudly on machines without CUDA.
+//!
+//! One primary context on the chosen device and one stream. Kernels are compiled by NVRTC at
+//! first use, once per source file, for the device's architecture, and cached with their
+//! functions. Every driver call is checked; a fault is classified (launch refused / sticky /
+//! other) and a sticky fault or a watchdog timeout leaves the device [`Health::Lost`]: later
+//! calls refuse at once, and on drop the context is leaked rather than torn down (tearing down
+//! a context with a hung kernel can block).
+
+use std::collections::HashMap;
+use std::mem::ManuallyDrop;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use cudarc::cublas::CudaBlas;
+use cudarc::driver::sys::{CUevent_flags, CUfunction_attribute, CUresult};
+use cudarc::driver::{
+    CudaContext, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr,
+    DriverError, LaunchConfig, PushKernelArg,
+};
+use w4a16_kernels::decl::LaunchGeometry;
+use w4a16_kernels::nvrtc::{self, NvrtcError};
+use w4a16_kernels::{KernelDecl, KernelId, Target};
+use w4a16_reference::ActDtype;
+
+use super::{Backend, BlasGemm, DeviceFault, FaultClass, Health, skip, watchdog_timeout};
+use crate::launch::{PackedArgs, RawArg};
+use crate::require::{Requirement, Skip};
+
+/// Static dynamic shared memory a kernel may use without opting in.
+const DEFAULT_SHARED_LIMIT: u32 = 48 * 1024;
+
+/// What a CUDA driver status means for the case and the context.
+pub fn classify(code: CUresult) -> FaultClass {
+    use CUresult::*;
+    match code {
+        CUDA_ERROR_ILLEGAL_ADDRESS
+        | CUDA_ERROR_LAUNCH_TIMEOUT
+        | CUDA_ERROR_ASSERT
+        | CUDA_ERROR_HARDWARE_STACK_ERROR
+        | CUDA_ERROR_ILLEGAL_INSTRUCTION
+        | CUDA_ERROR_MISALIGNED_ADDRESS
+        | CUDA_ERROR_INVALID_ADDRESS_SPACE
+        | CUDA_ERROR_INVALID_PC
+        | CUDA_ERROR_LAUNCH_FAILED
+        | CUDA_ERROR_TENSOR_MEMORY_LEAK
+        | CUDA_ERROR_CONTAINED => FaultClass::Sticky,
+        CUDA_ERROR_NOT_INITIALIZED
+        | CUDA_ERROR_DEINITIALIZED
+        | CUDA_ERROR_NO_DEVICE
+        | CUDA_ERROR_INVALID_DEVICE
+        | CUDA_ERROR_DEVICE_UNAVAILABLE
+        | CUDA_ERROR_ECC_UNCORRECTABLE
+        | CUDA_ERROR_NVLINK_UNCORRECTABLE
+        | CUDA_ERROR_CONTEXT_IS_DESTROYED
+        | CUDA_ERROR_INVALID_CONTEXT
+        | CUDA_ERROR_SYSTEM_NOT_READY
+        | CUDA_ERROR_SYSTEM_DRIVER_MISMATCH
+        | CUDA_ERROR_EXTERNAL_DEVICE
+        | CUDA_ERROR_UNKNOWN => FaultClass::Fatal,
+        CUDA_ERROR_INVALID_VALUE
+        | CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES
+        | CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING
+        | CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE
+        | CUDA_ERROR_INVALID_CLUSTER_SIZE
+        | CUDA_ERROR_INVALID_HANDLE
+        | CUDA_ERROR_NOT_FOUND
+        | CUDA_ERROR_FUNCTION_NOT_LOADED
+        | CUDA_ERROR_INVALID_IMAGE
+        | CUDA_ERROR_INVALID_PTX
+        | CUDA_ERROR_UNSUPPORTED_PTX_VERSION
+        | CUDA_ERROR_NO_BINARY_FOR_GPU
+        | CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND => FaultClass::Launch,
+        _ => FaultClass::Call,
+    }
+}
+
+/// The status name, without asking the driver (which may be absent or wedged).
+pub fn code_name(code: CUresult) -> String {
+    format!("{code:?}")
+}
+
+/// The harness target for a compute capability. Only the architectures we have snapshots and
+/// tile tables for are accepted; anything else is named in the error.
+pub fn target_for_compute_capability(major: i32, minor: i32) -> Result<Target, String> {
+    match (major, minor) {
+        (9, 0) => Ok(Target::Sm90),
+        _ => Err(format!(
+            "sm_{major}{minor} (compute capability {major}.{minor}) has no harness target; known NVIDIA targets: sm_90"
+        )),
+    }
+}
+
+/// A device allocation.
+pub struct CudaBuffer {
+    slice: CudaSlice<u8>,
+}
+
+impl std::fmt::Debug for CudaBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CudaBuffer({} bytes)", self.slice.len())
+    }
+}
+
+/// One CUDA device with its context, stream, compiled modules and (lazily) cuBLAS.
+pub struct CudaDevice {
+    ordinal: usize,
+    name: String,
+    target: Target,
+    compute_capability: (i32, i32),
+    watchdog: Duration,
+    ctx: ManuallyDrop<Arc<CudaContext>>,
+    stream: ManuallyDrop<Arc<CudaStream>>,
+    modules: ManuallyDrop<Mutex<HashMap<KernelId, Arc<CudaModule>>>>,
+    functions: ManuallyDrop<Mutex<HashMap<String, CudaFunction>>>,
+    blas: ManuallyDrop<Mutex<Option<CudaBlas>>>,
+    lost: Mutex<Option<String>>,
+}
+
+/// Device 0.
+pub fn open() -> Result<CudaDevice, Skip> {
+    CudaDevice::open(0)
+}
+
+impl CudaDevice {
+    pub fn open(ordinal: usize) -> Result<CudaDevice, Skip> {
+        // SAFETY: probing only tries to dlopen the library; no symbol is called.
+        if !unsafe { cudarc::driver::sys::is_culib_present() } {
+            return Err(skip(
+                Requirement::Gpu,
+                "libcuda.so not found (no NVIDIA driver on this machine)",
+            ));
+        }
+        let count = CudaContext::device_count().map_err(|e| {
+            skip(
+                Requirement::Gpu,
+                format!("no CUDA device: the driver reports {}", code_name(e.0)),
+            )
+        })?;
+        if count <= 0 {
+            return Err(skip(Requirement::Gpu, "no CUDA device"));
+        }
+        if ordinal >= count as usize {
+            return Err(skip(
+                Requirement::Gpu,
+                format!("no CUDA device {ordinal} ({count} present)"),
+            ));
+        }
+        // The kernels are compiled at run time: no NVRTC or no CUDA headers, no kernels.
+        nvrtc::nvrtc_loadable().map_err(|u| skip(Requirement::Nvrtc, u.reason))?;
+        nvrtc::find_cuda_include().map_err(|u| skip(Requirement::Nvrtc, u.reason))?;
+        let fail = |what: &str, e: DriverError| {
+            skip(
+                Requirement::Gpu,
+                format!(
+                    "CUDA device {ordinal}: {what} failed with {}",
+                    code_name(e.0)
+                ),
+            )
+        };
+        let ctx = CudaContext::new(ordinal).map_err(|e| fail("context creation", e))?;
+        let name = ctx.name().map_err(|e| fail("reading the device name", e))?;
+        let (major, minor) = ctx
+            .compute_capability()
+            .map_err(|e| fail("reading the compute capability", e))?;
+        let target = target_for_compute_capability(major, minor).map_err(|why| {
+            skip(
+                Requirement::Gpu,
+                format!("CUDA device {ordinal} ({name}): {why}"),
+            )
+        })?;
+        // SAFETY: the device uses a single stream, so cross-stream event tracking is not needed.
+        unsafe { ctx.disable_event_tracking() };
+        let stream = ctx.new_stream().map_err(|e| fail("stream creation", e))?;
+        Ok(CudaDevice {
+            ordinal,
+            name,
+            target,
+            compute_capability: (major, minor),
+            watchdog: watchdog_timeout(),
+            ctx: ManuallyDrop::new(ctx),
+            stream: ManuallyDrop::new(stream),
+            modules: ManuallyDrop::new(Mutex::new(HashMap::new())),
+            functions: ManuallyDrop::new(Mutex::new(HashMap::new())),
+            blas: ManuallyDrop::new(Mutex::new(None)),
+            lost: Mutex::new(None),
+        })
+    }
+
+    pub fn ordinal(&self) -> usize {
+        self.ordinal
+    }
+
+    pub fn compute_capability(&self) -> (i32, i32) {
+        self.compute_capability
+    }
+
+    /// NVRTC's `--gpu-architecture` for this device.
+    pub fn nvrtc_arch(&self) -> String {
+        format!(
+            "sm_{}{}",
+            self.compute_capability.0, self.compute_capability.1
+        )
+    }
+
+    fn mark_lost(&self, cause: String) {
+        let mut lost = self.lost.lock().unwrap_or_else(|p| p.into_inner());
+        lost.get_or_insert(cause);
+    }
+
+    fn ensure_healthy(&self) -> Result<(), DeviceFault> {
+        match Backend::health(self) {
+            Health::Ok => Ok(()),
+            Health::Lost { cause } => Err(DeviceFault::ContextLost { cause }),
+        }
+    }
+
+    /// The fault for a failed driver call; sticky and fatal ones take the device down.
+    fn fault(&self, e: DriverError, during: &str) -> DeviceFault {
+        let class = classify(e.0);
+        let code = code_name(e.0);
+        if matches!(class, FaultClass::Sticky | FaultClass::Fatal) {
+            self.mark_lost(format!("{code} during {during}"));
+        }
+        DeviceFault::from_status(class, during, &code)
+    }
+
+    fn bind(&self, during: &str) -> Result<(), DeviceFault> {
+        self.ensure_healthy()?;
+        self.ctx.bind_to_thread().map_err(|e| self.fault(e, during))
+    }
+
+    /// The function `entry` of `kernel`, compiling and loading its module on first use.
+    fn function(&self, kernel: &KernelDecl, entry: &str) -> Result<CudaFunction, DeviceFault> {
+        if let Some(f) = lock(&self.functions).get(entry) {
+            return Ok(f.clone());
+        }
+        let module = self.module(kernel)?;
+        let file = kernel.source_file.unwrap_or("?");
+        let f = module.load_function(entry).map_err(|e| {
+            match self.fault(e, &format!("loading `{entry}` from {file}")) {
+                DeviceFault::Launch { code, .. } => DeviceFault::Launch {
+                    kernel: entry.to_string(),
+                    code,
+                    detail: format!("entry point not found in {file}"),
+                },
+                other => other,
+            }
+        })?;
+        lock(&self.functions).insert(entry.to_string(), f.clone());
+        Ok(f)
+    }
+
+    /// One module per source file, compiled by NVRTC for this device's architecture.
+    fn module(&self, kernel: &KernelDecl) -> Result<Arc<CudaModule>, DeviceFault> {
+        if let Some(m) = lock(&self.modules).get(&kernel.id) {
+            return Ok(m.clone());
+        }
+        let arch = self.nvrtc_arch();
+        let file = kernel.source_file.unwrap_or("(no source)").to_string();
+        let ptx = nvrtc::compile_ptx(kernel.id, &arch).map_err(|e| match e {
+            NvrtcError::NoSource(_) => DeviceFault::Unsupported {
+                what: format!(
+                    "a kernel launch of {} (it runs in the vendor BLAS)",
+                    kernel.id
+                ),
+                device: self.name.clone(),
+            },
+            NvrtcError::Compile { log, .. } => DeviceFault::Compile {
+                source_file: file.clone(),
+                arch: arch.clone(),
+                log,
+            },
+            other => DeviceFault::Compile {
+                source_file: file.clone(),
+                arch: arch.clone(),
+                log: other.to_string(),
+            },
+        })?;
+        self.bind(&format!("loading {file}"))?;
+        let module = self
+            .ctx
+            .load_module(cudarc::nvrtc::Ptx::from_src(ptx))
+            .map_err(|e| match classify(e.0) {
+                FaultClass::Launch | FaultClass::Call => DeviceFault::Compile {
+                    source_file: file.clone(),
+                    arch: arch.clone(),
+                    log: format!("the driver refused the PTX: {}", code_name(e.0)),
+                },
+                _ => self.fault(e, &format!("loading {file}")),
+            })?;
+        lock(&self.modules).insert(kernel.id, module.clone());
+        Ok(module)
+    }
+
+    fn blas_handle(&self) -> Result<std::sync::MutexGuard<'_, Option<CudaBlas>>, DeviceFault> {
+        let mut guard = lock(&self.blas);
+        if guard.is_none() {
+            // SAFETY: a dlopen probe.
+            if !unsafe { cudarc::cublas::sys::is_culib_present() } {
+                return Err(DeviceFault::Unsupported {
+                    what: "cuBLAS (libcublas.so not found)".into(),
+                    device: self.name.clone(),
+                });
+            }
+            let blas = CudaBlas::new(Arc::clone(&self.stream)).map_err(|e| DeviceFault::Call {
+                during: "creating the cuBLAS handle".into(),
+                code: format!("{:?}", e.0),
+            })?;
+            *guard = Some(blas);
+        }
+        Ok(guard)
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Drop for CudaDevice {
+    fn drop(&mut self) {
+        if self.lost.get_mut().map(|l| l.is_some()).unwrap_or(true) {
+            // A wedged context: leak it (the worker process is about to be replaced).
+            return;
+        }
+        // SAFETY: each field is dropped exactly once, here, dependents before the context.
+        unsafe {
+            ManuallyDrop::drop(&mut self.blas);
+            ManuallyDrop::drop(&mut self.functions);
+            ManuallyDrop::drop(&mut self.modules);
+            ManuallyDrop::drop(&mut self.stream);
+            ManuallyDrop::drop(&mut self.ctx);
+        }
+    }
+}
+
+fn addr(b: &CudaBuffer, stream: &CudaStream) -> u64 {
+    let (p, _sync) = b.slice.device_ptr(stream);
+    p
+}
+
+impl Backend for CudaDevice {
+    type Buffer = CudaBuffer;
+    type Event = CudaEvent;
+
+    fn target(&self) -> Target {
+        self.target
+    }
+
+    fn name(&self) -> String {
+        format!(
+            "{} (CUDA device {}, {})",
+            self.name, self.ordinal, self.target
+        )
+    }
+
+    fn health(&self) -> Health {
+        match lock(&self.lost).as_ref() {
+            None => Health::Ok,
+            Some(cause) => Health::Lost {
+                cause: cause.clone(),
+            },
+        }
+    }
+
+    fn alloc(&self, bytes: usize) -> Result<CudaBuffer, DeviceFault> {
+        let during = format!("allocating {bytes} bytes");
+        self.bind(&during)?;
+        // SAFETY: every buffer is written (upload) or only used as a copy target before it is read.
+        let slice =
+            unsafe { self.stream.alloc::<u8>(bytes.max(1)) }.map_err(|e| self.fault(e, &during))?;
+        Ok(CudaBuffer { slice })
+    }
+
+    fn address(&self, buf: &CudaBuffer) -> u64 {
+        addr(buf, &self.stream)
+    }
+
+    fn upload(&self, dst: &mut CudaBuffer, src: &[u8]) -> Result<(), DeviceFault> {
+        let during = format!("uploading {} bytes", src.len());
+        self.bind(&during)?;
+        if src.len() > dst.slice.len() {
+            return Err(DeviceFault::Call {
+                during,
+                code: format!("buffer holds only {} bytes", dst.slice.len()),
+            });
+        }
+        let mut view = dst.slice.slice_mut(0..src.len());
+        self.stream
+            .memcpy_htod(src, &mut view)
+            .map_err(|e| self.fault(e, &during))
+    }
+
+    fn download(&self, src: &CudaBuffer) -> Result<Vec<u8>, DeviceFault> {
+        let during = format!("downloading {} bytes", src.slice.len());
+        self.bind(&during)?;
+        self.stream
+            .memcpy_dtov(&src.slice)
+            .map_err(|e| self.fault(e, &during))
+    }
+
+    fn copy(
+        &self,
+        dst: &mut CudaBuffer,
+        src: &CudaBuffer,
+        bytes: usize,
+    ) -> Result<(), DeviceFault> {
+        let during = format!("copying {bytes} bytes on the device");
+        self.bind(&during)?;
+        if bytes > src.slice.len() || bytes > dst.slice.len() {
+            return Err(DeviceFault::Call {
+                during,
+                code: "copy larger than its buffers".into(),
+            });
+        }
+        let from = src.slice.slice(0..bytes);
+        let mut to = dst.slice.slice_mut(0..bytes);
+        self.stream
+            .memcpy_dtod(&from, &mut to)
+            .map_err(|e| self.fault(e, &during))
+    }
+
+    fn launch(
+        &self,
+        kernel: &KernelDecl,
+        entry: &str,
+        geometry: &LaunchGeometry,
+        args: &PackedArgs,
+    ) -> Result<(), DeviceFault> {
+        self.bind(&format!("launching {entry}"))?;
+        let func = self.function(kernel, entry)?;
+        let values = args.values(kernel).ok_or_else(|| DeviceFault::Launch {
+            kernel: entry.to_string(),
+            code: "argument buffer does not match the declaration".into(),
+            detail: String::new(),
+        })?;
+        let detail = format!(
+            "grid {:?}, block {:?}, {} B shared",
+            geometry.grid, geometry.block, geometry.shared_mem_bytes
+        );
+        let refused = |e: DriverError| match self.fault(e, &format!("launching {entry}")) {
+            DeviceFault::Launch { code, .. } => DeviceFault::Launch {
+                kernel: entry.to_string(),
+                code,
+                detail: detail.clone(),
+            },
+            other => other,
+        };
+        if geometry.shared_mem_bytes > DEFAULT_SHARED_LIMIT {
+            func.set_attribute(
+                CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                geometry.shared_mem_bytes as i32,
+            )
+            .map_err(refused)?;
+        }
+        let cfg = LaunchConfig {
+            grid_dim: (geometry.grid[0], geometry.grid[1], geometry.grid[2]),
+            block_dim: (geometry.block[0], geometry.block[1], geometry.block[2]),
+            shared_mem_bytes: geometry.shared_mem_bytes,
+        };
+        let mut builder = self.stream.launch_builder(&func);
+        for v in &values {
+            match v {
+                RawArg::Pointer(p) => builder.arg(p),
+                RawArg::I32(i) => builder.arg(i),
+            };
+        }
+        // SAFETY: the arguments were validated against the kernel's declaration and packed from
+        // it; every pointer is a live buffer of this device of at least the validated size.
+        unsafe { builder.launch(cfg) }.map(|_| ()).map_err(refused)
+    }
+
+    fn blas_gemm(
+        &self,
+        g: &BlasGemm,
+        x: &CudaBuffer,
+        dense: &CudaBuffer,
+        y: &mut CudaBuffer,
+    ) -> Result<(), DeviceFault> {
+        use cudarc::cublas::sys::{
+            cublasComputeType_t, cublasGemmAlgo_t, cublasOperation_t, cudaDataType,
+        };
+        let during = format!("cuBLAS GEMM M={} N={} K={}", g.m, g.n, g.k);
+        self.bind(&during)?;
+        let blas = self.blas_handle()?;
+        let Some(blas) = blas.as_ref() else {
+            return Err(DeviceFault::Unsupported {
+                what: "cuBLAS".into(),
+                device: self.name.clone(),
+            });
+        };
+        let dt = match g.dtype {
+            ActDtype::F16 => cudaDataType::CUDA_R_16F,
+            ActDtype::Bf16 => cudaDataType::CUDA_R_16BF,
+        };
+        let int = |v: usize, what: &str| {
+            i32::try_from(v).map_err(|_| DeviceFault::Call {
+                during: during.clone(),
+                code: format!("{what} = {v} exceeds i32"),
+            })
+        };
+        let (m, n, k) = (int(g.m, "M")?, int(g.n, "N")?, int(g.k, "K")?);
+        let (x_ld, d_ld, y_ld) = (
+            int(g.x_ld, "x ld")?,
+            int(g.dense_ld, "dense ld")?,
+            int(g.y_ld, "y ld")?,
+        );
+        let alpha = 1.0f32;
+        let beta = g.beta;
+        let x_ptr = (addr(x, &self.stream) + g.x_offset as u64) as *const std::ffi::c_void;
+        let d_ptr = (addr(dense, &self.stream) + g.dense_offset as u64) as *const std::ffi::c_void;
+        let y_ptr = (addr(y, &self.stream) + g.y_offset as u64) as *mut std::ffi::c_void;
+        // Row-major Y[M,N] = X[M,K]·Dᵀ is column-major Yᵀ[N,M] = D·Xᵀ, where the row-major
+        // dense copy [N, K] (ld = K_pad) is column-major [K, N], hence op(A) = T.
+        // SAFETY: the operands were validated (shapes, strides, bytes) against the dense
+        // declaration; the pointers are live buffers of this device.
+        unsafe {
+            cudarc::cublas::result::gemm_ex(
+                *blas.handle(),
+                cublasOperation_t::CUBLAS_OP_T,
+                cublasOperation_t::CUBLAS_OP_N,
+                n,
+                m,
+                k,
+                (&alpha as *const f32).cast(),
+                d_ptr,
+                dt,
+                d_ld,
+                x_ptr,
+                dt,
+                x_ld,
+                (&beta as *const f32).cast(),
+                y_ptr,
+                dt,
+                y_ld,
+                cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                cublasGemmAlgo_t::CUBLAS_GEMM_DFALT,
+            )
+        }
+        .map_err(|e| DeviceFault::Call {
+            during,
+            code: format!("{:?}", e.0),
+        })
+    }
+
+    fn record(&self) -> Result<CudaEvent, DeviceFault> {
+        self.bind("recording an event")?;
+        self.stream
+            .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(|e| self.fault(e, "recording an event"))
+    }
+
+    fn elapsed_us(&self, start: &CudaEvent, end: &CudaEvent) -> Result<f64, DeviceFault> {
+        self.bind("reading event times")?;
+        start
+            .elapsed_ms(end)
+            .map(|ms| ms as f64 * 1000.0)
+            .map_err(|e| self.fault(e, "reading event times"))
+    }
+
+    fn synchronize(&self, during: &str) -> Result<(), DeviceFault> {
+        self.bind(during)?;
+        let done = self
+            .stream
+            .record_event(None)
+            .map_err(|e| self.fault(e, during))?;
+        let deadline = Instant::now() + self.watchdog;
+        let mut pause = Duration::from_micros(10);
+        loop {
+            // SAFETY: `done` is a live event of this context.
+            match unsafe { cudarc::driver::result::event::query(done.cu_event()) } {
+                Ok(()) => break,
+                Err(DriverError(CUresult::CUDA_ERROR_NOT_READY)) => {}
+                Err(e) => return Err(self.fault(e, during)),
+            }
+            if Instant::now() >= deadline {
+                self.mark_lost(format!(
+                    "{during} hung past the {:.1} s watchdog",
+                    self.watchdog.as_secs_f64()
+                ));
+                return Err(DeviceFault::Timeout {
+                    during: during.to_string(),
+                    after: self.watchdog,
+                });
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(1));
+        }
+        // errors recorded by drops (frees) since the last check
+        self.ctx.check_err().map_err(|e| self.fault(e, during))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sticky_faults_are_classified_sticky() {
+        for c in [
+            CUresult::CUDA_ERROR_ILLEGAL_ADDRESS,
+            CUresult::CUDA_ERROR_MISALIGNED_ADDRESS,
+            CUresult::CUDA_ERROR_ILLEGAL_INSTRUCTION,
+            CUresult::CUDA_ERROR_LAUNCH_FAILED,
+            CUresult::CUDA_ERROR_ASSERT,
+        ] {
+            assert_eq!(classify(c), FaultClass::Sticky, "{c:?}");
+            assert!(
+                DeviceFault::from_status(classify(c), "sync", &code_name(c)).context_unusable()
+            );
+        }
+    }
+
+    #[test]
+    fn refused_launches_keep_the_context() {
+        for c in [
+            CUresult::CUDA_ERROR_INVALID_VALUE,
+            CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES,
+            CUresult::CUDA_ERROR_NOT_FOUND,
+            CUresult::CUDA_ERROR_INVALID_PTX,
+        ] {
+            assert_eq!(classify(c), FaultClass::Launch, "{c:?}");
+            assert!(
+                !DeviceFault::from_status(classify(c), "launch", &code_name(c)).context_unusable()
+            );
+        }
+        assert_eq!(
+            classify(CUresult::CUDA_ERROR_OUT_OF_MEMORY),
+            FaultClass::Call
+        );
+        assert_eq!(
+            classify(CUresult::CUDA_ERROR_ECC_UNCORRECTABLE),
+            FaultClass::Fatal
+        );
+    }
+
+    #[test]
+    fn status_names_need_no_driver() {
+        assert_eq!(
+            code_name(CUresult::CUDA_ERROR_ILLEGAL_ADDRESS),
+            "CUDA_ERROR_ILLEGAL_ADDRESS"
+        );
+    }
+
+    #[test]
+    fn only_sm90_maps_to_a_target() {
+        assert_eq!(target_for_compute_capability(9, 0), Ok(Target::Sm90));
+        let err = target_for_compute_capability(8, 6).unwrap_err();
+        assert!(err.contains("sm_86") && err.contains("sm_90"), "{err}");
+    }
+}

@@ -1,0 +1,179 @@
+//! Device faults and how they are classified. A fault is a case's verdict, not the run's end:
+//! the runner keeps GPU cases in a restartable worker, and the classification says whether the
+//! worker must be restarted (the context is gone) or the next case can go on.
+
+use std::time::Duration;
+
+use w4a16_kernels::KernelId;
+
+/// What kind of failure a driver status is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FaultClass {
+    /// The launch was refused (bad configuration, too many resources, missing function); the
+    /// context is still usable.
+    Launch,
+    /// The kernel faulted on the device (illegal address, trap, misaligned access...): the
+    /// context is poisoned for good.
+    Sticky,
+    /// The device is gone or was never usable (not initialised, no device, ECC, lost).
+    Fatal,
+    /// Any other failure of a driver call (e.g. out of memory); the context survives.
+    Call,
+}
+
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum DeviceFault {
+    #[error("launch of {kernel} refused: {code}{}; the context is still usable", fmt_detail(.detail))]
+    Launch {
+        kernel: String,
+        code: String,
+        detail: String,
+    },
+
+    #[error("device fault during {during}: {code}; the context is unusable (restart the worker)")]
+    Sticky { during: String, code: String },
+
+    #[error("{during} did not finish within the {:.1} s watchdog (W4A16_WATCHDOG_S); the device is presumed hung", .after.as_secs_f64())]
+    Timeout { during: String, after: Duration },
+
+    #[error("{during} failed: {code}")]
+    Call { during: String, code: String },
+
+    #[error("compiling {source_file} for {arch} failed: {log}")]
+    Compile {
+        source_file: String,
+        arch: String,
+        log: String,
+    },
+
+    #[error("device unusable after an earlier fault ({cause}); restart the worker")]
+    ContextLost { cause: String },
+
+    #[error("{what} is not available on {device}")]
+    Unsupported { what: String, device: String },
+
+    #[error("the inputs were validated for {validated}, but the launch is of {kernel}")]
+    WrongKernel {
+        kernel: KernelId,
+        validated: KernelId,
+    },
+}
+
+fn fmt_detail(d: &str) -> String {
+    if d.is_empty() {
+        String::new()
+    } else {
+        format!(" ({d})")
+    }
+}
+
+impl DeviceFault {
+    /// Builds the fault for a failed driver status of class `class`.
+    pub fn from_status(class: FaultClass, during: &str, code: &str) -> DeviceFault {
+        match class {
+            FaultClass::Launch => DeviceFault::Launch {
+                kernel: during.to_string(),
+                code: code.to_string(),
+                detail: String::new(),
+            },
+            FaultClass::Sticky | FaultClass::Fatal => DeviceFault::Sticky {
+                during: during.to_string(),
+                code: code.to_string(),
+            },
+            FaultClass::Call => DeviceFault::Call {
+                during: during.to_string(),
+                code: code.to_string(),
+            },
+        }
+    }
+
+    /// After this fault nothing more can run in this process's context.
+    pub fn context_unusable(&self) -> bool {
+        matches!(
+            self,
+            DeviceFault::Sticky { .. }
+                | DeviceFault::Timeout { .. }
+                | DeviceFault::ContextLost { .. }
+        )
+    }
+
+    /// A short stable name for verdict rows (no driver strings, no timings).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            DeviceFault::Launch { .. } => "launch-error",
+            DeviceFault::Sticky { .. } => "device-fault",
+            DeviceFault::Timeout { .. } => "timeout",
+            DeviceFault::Call { .. } => "driver-error",
+            DeviceFault::Compile { .. } => "compile-error",
+            DeviceFault::ContextLost { .. } => "context-lost",
+            DeviceFault::Unsupported { .. } => "unsupported",
+            DeviceFault::WrongKernel { .. } => "wrong-kernel",
+        }
+    }
+}
+
+/// Whether a device can still take work.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Health {
+    Ok,
+    /// An earlier sticky fault or timeout; only a fresh process helps.
+    Lost {
+        cause: String,
+    },
+}
+
+/// The watchdog limit for one synchronisation: `W4A16_WATCHDOG_S` seconds (default 20).
+pub fn watchdog_timeout() -> Duration {
+    parse_watchdog(std::env::var("W4A16_WATCHDOG_S").ok().as_deref()).unwrap_or_else(|bad| {
+        eprintln!("W4A16: ignoring W4A16_WATCHDOG_S={bad:?} (want positive seconds); using {DEFAULT_WATCHDOG_S} s");
+        Duration::from_secs_f64(DEFAULT_WATCHDOG_S)
+    })
+}
+
+pub const DEFAULT_WATCHDOG_S: f64 = 20.0;
+
+/// `None` → default; a positive finite number of seconds → that; anything else → the bad value.
+pub fn parse_watchdog(value: Option<&str>) -> Result<Duration, String> {
+    match value.map(str::trim) {
+        None | Some("") => Ok(Duration::from_secs_f64(DEFAULT_WATCHDOG_S)),
+        Some(v) => match v.parse::<f64>() {
+            Ok(s) if s.is_finite() && s > 0.0 && s < 1e6 => Ok(Duration::from_secs_f64(s)),
+            _ => Err(v.to_string()),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn watchdog_values() {
+        assert_eq!(parse_watchdog(None), Ok(Duration::from_secs(20)));
+        assert_eq!(parse_watchdog(Some("2.5")), Ok(Duration::from_millis(2500)));
+        assert_eq!(parse_watchdog(Some("0")), Err("0".into()));
+        assert_eq!(parse_watchdog(Some("-1")), Err("-1".into()));
+        assert_eq!(parse_watchdog(Some("soon")), Err("soon".into()));
+    }
+
+    #[test]
+    fn unusable_faults() {
+        let sticky = DeviceFault::from_status(
+            FaultClass::Sticky,
+            "sync after skinny",
+            "CUDA_ERROR_ILLEGAL_ADDRESS",
+        );
+        assert!(sticky.context_unusable());
+        assert_eq!(sticky.kind(), "device-fault");
+        let launch =
+            DeviceFault::from_status(FaultClass::Launch, "skinny", "CUDA_ERROR_INVALID_VALUE");
+        assert!(!launch.context_unusable());
+        assert!(launch.to_string().contains("still usable"), "{launch}");
+        let t = DeviceFault::Timeout {
+            during: "sync after fused".into(),
+            after: Duration::from_secs(3),
+        };
+        assert!(t.context_unusable());
+        assert!(t.to_string().contains("3.0 s watchdog"), "{t}");
+    }
+}

@@ -1,0 +1,313 @@
+//! Poison and guard (DESIGN rule 7): an output buffer is laid out as
+//! `guard | payload | guard`, the payload filled with the dtype's NaN poison and the guards
+//! with a position-dependent byte pattern. After the launch the downloaded buffer tells what
+//! the kernel wrote: every logical element, nothing between rows, nothing outside.
+
+use crate::tensor::TensorView;
+
+/// Bytes of guard band on each side of an output.
+pub const GUARD_BYTES: usize = 4096;
+
+/// The guard pattern at byte `i` of a band. Position-dependent, so a kernel that copies one
+/// part of a guard over another still shows, and never a repeating u16 that looks like data.
+pub fn guard_byte(i: usize) -> u8 {
+    (0xA5u8 ^ (i as u8).wrapping_mul(0x3B)).rotate_left((i >> 8) as u32 & 7)
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum GuardSide {
+    Before,
+    After,
+}
+
+/// Bytes of one guard band that changed: offsets are from the start of that band.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GuardViolation {
+    pub side: GuardSide,
+    pub first: usize,
+    pub last: usize,
+    pub bytes_changed: usize,
+}
+
+impl std::fmt::Display for GuardViolation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let side = match self.side {
+            GuardSide::Before => "before",
+            GuardSide::After => "after",
+        };
+        write!(
+            f,
+            "{} bytes written into the guard band {side} the output (band bytes {}..={})",
+            self.bytes_changed, self.first, self.last
+        )
+    }
+}
+
+/// Where an output sits in its guarded buffer and which u16 elements are logical.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutputLayout {
+    pub guard_bytes: usize,
+    /// Bytes behind the output's base (the view's `bytes_available`, rounded up to a u16).
+    pub payload_bytes: usize,
+    pub byte_offset: usize,
+    pub rows: usize,
+    pub cols: usize,
+    /// Elements between rows.
+    pub row_stride: usize,
+    pub poison: u16,
+}
+
+/// What the kernel did to its output buffer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutputReport {
+    /// The logical `[rows, cols]` elements, compact.
+    pub bits: Vec<u16>,
+    /// The whole payload as u16 (padding included), for callers that feed it on unchanged.
+    pub strided: Vec<u16>,
+    pub guard_violations: Vec<GuardViolation>,
+    /// u16 slots of the payload outside the logical elements that no longer hold the poison.
+    pub stray_writes: usize,
+    /// Logical elements still holding the exact poison bits (never written).
+    pub unwritten: usize,
+}
+
+impl OutputReport {
+    /// No write outside the logical output.
+    pub fn confined(&self) -> bool {
+        self.guard_violations.is_empty() && self.stray_writes == 0
+    }
+}
+
+impl OutputLayout {
+    /// The layout for a 2-D output view of 2-byte elements.
+    pub fn for_view(view: &TensorView, poison: u16) -> Self {
+        OutputLayout {
+            guard_bytes: GUARD_BYTES,
+            payload_bytes: view.bytes_available.next_multiple_of(2),
+            byte_offset: view.byte_offset,
+            rows: view.shape.first().copied().unwrap_or(0),
+            cols: view.shape.get(1).copied().unwrap_or(1),
+            row_stride: view.strides.first().copied().unwrap_or(0),
+            poison,
+        }
+    }
+
+    pub fn total_bytes(&self) -> usize {
+        2 * self.guard_bytes + self.payload_bytes
+    }
+
+    /// Byte offset of the output's base inside the guarded buffer.
+    pub fn base_offset(&self) -> usize {
+        self.guard_bytes
+    }
+
+    /// Guard, poisoned payload, guard.
+    pub fn initial_bytes(&self) -> Vec<u8> {
+        self.initial_bytes_with(|_, _| None)
+    }
+
+    /// As [`Self::initial_bytes`], with `fill(row, col)` overriding the poison of logical
+    /// elements (a bias prefill for `beta = 1` GEMMs).
+    pub fn initial_bytes_with(&self, fill: impl Fn(usize, usize) -> Option<u16>) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.total_bytes());
+        out.extend((0..self.guard_bytes).map(guard_byte));
+        let p = self.poison.to_le_bytes();
+        out.extend((0..self.payload_bytes).map(|i| p[i % 2]));
+        out.extend((0..self.guard_bytes).map(guard_byte));
+        for r in 0..self.rows {
+            for c in 0..self.cols {
+                if let Some(v) = fill(r, c) {
+                    let at = self.guard_bytes + self.element_byte(r, c);
+                    out[at..at + 2].copy_from_slice(&v.to_le_bytes());
+                }
+            }
+        }
+        out
+    }
+
+    fn element_byte(&self, r: usize, c: usize) -> usize {
+        self.byte_offset + (r * self.row_stride + c) * 2
+    }
+
+    /// Reads back a downloaded buffer. Short buffers are treated as fully overwritten tails.
+    pub fn inspect(&self, buf: &[u8]) -> OutputReport {
+        let band = |start: usize, side| -> Option<GuardViolation> {
+            let mut first = None;
+            let mut last = 0;
+            let mut changed = 0;
+            for i in 0..self.guard_bytes {
+                if buf.get(start + i) != Some(&guard_byte(i)) {
+                    first.get_or_insert(i);
+                    last = i;
+                    changed += 1;
+                }
+            }
+            first.map(|first| GuardViolation {
+                side,
+                first,
+                last,
+                bytes_changed: changed,
+            })
+        };
+        let guard_violations: Vec<GuardViolation> = [
+            band(0, GuardSide::Before),
+            band(self.guard_bytes + self.payload_bytes, GuardSide::After),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+
+        let payload = buf
+            .get(self.guard_bytes..(self.guard_bytes + self.payload_bytes).min(buf.len()))
+            .unwrap_or(&[]);
+        let mut strided: Vec<u16> = payload
+            .chunks_exact(2)
+            .map(|c| u16::from_le_bytes([c[0], c[1]]))
+            .collect();
+        strided.resize(self.payload_bytes / 2, !self.poison);
+
+        let mut logical = vec![false; strided.len()];
+        let mut bits = Vec::with_capacity(self.rows * self.cols);
+        let mut unwritten = 0;
+        for r in 0..self.rows {
+            for c in 0..self.cols {
+                let slot = self.element_byte(r, c) / 2;
+                let v = strided.get(slot).copied().unwrap_or(self.poison);
+                if let Some(l) = logical.get_mut(slot) {
+                    *l = true;
+                }
+                if v == self.poison {
+                    unwritten += 1;
+                }
+                bits.push(v);
+            }
+        }
+        let stray_writes = strided
+            .iter()
+            .zip(&logical)
+            .filter(|(v, l)| !**l && **v != self.poison)
+            .count();
+        OutputReport {
+            bits,
+            strided,
+            guard_violations,
+            stray_writes,
+            unwritten,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tensor::{ElemType, TensorView};
+
+    fn layout() -> OutputLayout {
+        // Y [3, 5] with row stride 8: 2·8 + 5 = 21 elements = 42 bytes
+        OutputLayout::for_view(&TensorView::matrix(ElemType::F16, 3, 5, 8, 42), 0x7E01)
+    }
+
+    fn write(buf: &mut [u8], l: &OutputLayout, r: usize, c: usize, v: u16) {
+        let at = l.base_offset() + l.element_byte(r, c);
+        buf[at..at + 2].copy_from_slice(&v.to_le_bytes());
+    }
+
+    #[test]
+    fn untouched_buffer_is_all_unwritten_and_confined() {
+        let l = layout();
+        let rep = l.inspect(&l.initial_bytes());
+        assert!(rep.confined());
+        assert_eq!(rep.unwritten, 15);
+        assert_eq!(rep.bits, vec![0x7E01; 15]);
+    }
+
+    #[test]
+    fn full_write_is_clean_and_compacted() {
+        let l = layout();
+        let mut buf = l.initial_bytes();
+        for r in 0..3 {
+            for c in 0..5 {
+                write(&mut buf, &l, r, c, (r * 10 + c) as u16);
+            }
+        }
+        let rep = l.inspect(&buf);
+        assert!(rep.confined());
+        assert_eq!(rep.unwritten, 0);
+        assert_eq!(rep.bits[7], 12);
+        assert_eq!(
+            rep.strided[8], 10,
+            "row 1 starts at element 8 of the payload"
+        );
+    }
+
+    #[test]
+    fn writes_past_either_end_hit_the_guards() {
+        let l = layout();
+        let mut buf = l.initial_bytes();
+        let after = l.guard_bytes + l.payload_bytes;
+        buf[after] ^= 0xFF;
+        buf[after + 9] ^= 0x01;
+        buf[l.guard_bytes - 1] ^= 0x80;
+        let rep = l.inspect(&buf);
+        assert_eq!(rep.guard_violations.len(), 2);
+        let a = rep
+            .guard_violations
+            .iter()
+            .find(|g| g.side == GuardSide::After)
+            .unwrap();
+        assert_eq!((a.first, a.last, a.bytes_changed), (0, 9, 2));
+        let b = rep
+            .guard_violations
+            .iter()
+            .find(|g| g.side == GuardSide::Before)
+            .unwrap();
+        assert_eq!((b.first, b.bytes_changed), (GUARD_BYTES - 1, 1));
+        assert!(!rep.confined());
+    }
+
+    #[test]
+    fn writes_into_row_padding_are_stray() {
+        let l = layout();
+        let mut buf = l.initial_bytes();
+        // element 6 of row 0 lies in the padding between row 0 (cols 0..5) and row 1 (at 8)
+        let at = l.base_offset() + 6 * 2;
+        buf[at..at + 2].copy_from_slice(&0u16.to_le_bytes());
+        let rep = l.inspect(&buf);
+        assert!(rep.guard_violations.is_empty());
+        assert_eq!(rep.stray_writes, 1);
+        assert!(!rep.confined());
+    }
+
+    #[test]
+    fn truncated_download_counts_as_damaged() {
+        let l = layout();
+        let buf = l.initial_bytes();
+        let rep = l.inspect(&buf[..l.guard_bytes + 10]);
+        assert!(
+            rep.guard_violations
+                .iter()
+                .any(|g| g.side == GuardSide::After && g.bytes_changed == GUARD_BYTES)
+        );
+    }
+
+    #[test]
+    fn prefill_overrides_only_logical_elements() {
+        let l = layout();
+        let buf = l.initial_bytes_with(|r, c| Some((r * 5 + c) as u16));
+        let rep = l.inspect(&buf);
+        assert_eq!(rep.unwritten, 0);
+        assert_eq!(rep.stray_writes, 0);
+        assert_eq!(rep.bits, (0..15).collect::<Vec<u16>>());
+    }
+
+    #[test]
+    fn guard_pattern_is_not_periodic_in_u16() {
+        let words: std::collections::HashSet<u16> = (0..GUARD_BYTES / 2)
+            .map(|i| u16::from_le_bytes([guard_byte(2 * i), guard_byte(2 * i + 1)]))
+            .collect();
+        assert!(
+            words.len() > 64,
+            "guard pattern should not be a short repeating word"
+        );
+    }
+}

@@ -1,0 +1,650 @@
+//! Devices: one backend-neutral [`Device`] so the same test body runs on CUDA, ROCm or
+//! nothing at all (a loud skip).
+//!
+//! A backend implements the small [`Backend`] trait (memory, launch, vendor BLAS, events, a
+//! watchdog-guarded synchronise); the launch flow that every backend must share (upload,
+//! poison, guard bands, argument packing from the declaration, synchronise, download, guard
+//! check) is written once, here, in the blanket `impl<B: Backend> Device for B`.
+//!
+//! To add a backend (e.g. `rocm.rs` on hip-sys): implement [`Backend`] and an
+//! `open() -> Result<YourDevice, Skip>`; [`open_default`] already calls `rocm::open()` behind
+//! the `rocm` feature.
+
+pub mod cuda;
+pub mod fault;
+pub mod guard;
+pub mod none;
+#[cfg(test)]
+mod simulated;
+// `rustfmt::skip` only until `rocm.rs` exists (rustfmt resolves cfg-ed modules); drop it then.
+#[cfg(feature = "rocm")]
+#[rustfmt::skip]
+pub mod rocm;
+
+use w4a16_kernels::decl::{LaunchGeometry, LaunchShape};
+use w4a16_kernels::{KernelDecl, ScalarArg, Target, TensorRole};
+use w4a16_reference::ActDtype;
+
+use crate::launch::{DeviceInputs, PackedArgs, pack_args};
+use crate::require::{Requirement, Skip};
+
+pub use fault::{DeviceFault, FaultClass, Health, watchdog_timeout};
+pub use guard::{GUARD_BYTES, GuardSide, GuardViolation, OutputLayout, OutputReport};
+
+/// `Y[M, N]` as a GEMM launch left it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GemmOutput {
+    pub m: usize,
+    pub n: usize,
+    /// Compact `[M, N]` bits of the activation dtype.
+    pub y_bits: Vec<u16>,
+    pub guard_violations: Vec<GuardViolation>,
+    /// Writes between Y's rows (row-stride padding) or past its last element.
+    pub stray_writes: usize,
+    /// Elements of `[M, N]` still holding the poison.
+    pub unwritten: usize,
+}
+
+impl GemmOutput {
+    fn from_report(m: usize, n: usize, r: OutputReport) -> Self {
+        GemmOutput {
+            m,
+            n,
+            y_bits: r.bits,
+            guard_violations: r.guard_violations,
+            stray_writes: r.stray_writes,
+            unwritten: r.unwritten,
+        }
+    }
+
+    /// Every element written and nothing written outside Y.
+    pub fn clean(&self) -> bool {
+        self.guard_violations.is_empty() && self.stray_writes == 0 && self.unwritten == 0
+    }
+}
+
+/// The dense copy `[N, K]` (rows `row_stride` apart) as the dequant kernel left it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DequantOutput {
+    pub n: usize,
+    pub k: usize,
+    pub row_stride: usize,
+    /// Compact `[N, K]`.
+    pub dense_bits: Vec<u16>,
+    /// The buffer as written, padding included (feed it to `dense_gemm` unchanged).
+    pub strided_bits: Vec<u16>,
+    pub guard_violations: Vec<GuardViolation>,
+    /// Writes into the row padding of the dense copy.
+    pub stray_writes: usize,
+    pub unwritten: usize,
+}
+
+/// Warm-up launches, then `iters` timed ones.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BenchPlan {
+    pub warmup: usize,
+    pub iters: usize,
+}
+
+impl Default for BenchPlan {
+    fn default() -> Self {
+        BenchPlan {
+            warmup: 10,
+            iters: 50,
+        }
+    }
+}
+
+/// Device-event timings of one operation, in microseconds.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Timing {
+    pub median_us: f64,
+    pub min_us: f64,
+    pub max_us: f64,
+    pub samples: Vec<f64>,
+}
+
+impl Timing {
+    /// `None` without samples.
+    pub fn from_samples(mut samples: Vec<f64>) -> Option<Timing> {
+        if samples.is_empty() {
+            return None;
+        }
+        let mut sorted = samples.clone();
+        sorted.sort_by(f64::total_cmp);
+        let n = sorted.len();
+        let median_us = if n % 2 == 1 {
+            sorted[n / 2]
+        } else {
+            (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+        };
+        samples.shrink_to_fit();
+        Some(Timing {
+            median_us,
+            min_us: sorted[0],
+            max_us: sorted[n - 1],
+            samples,
+        })
+    }
+}
+
+/// One vendor-BLAS GEMM: `Y[M,N] = X[M,K]·Denseᵀ` with row-major operands and explicit
+/// leading dimensions (elements); `beta = 1` adds Y's prior contents (the bias prefill).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BlasGemm {
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub dtype: ActDtype,
+    pub x_ld: usize,
+    pub dense_ld: usize,
+    pub y_ld: usize,
+    /// Byte offsets of each operand inside its buffer.
+    pub x_offset: usize,
+    pub dense_offset: usize,
+    pub y_offset: usize,
+    pub beta: f32,
+}
+
+/// What a GPU backend provides. Every method checks its driver call and maps failures to
+/// [`DeviceFault`] (classified: launch refused / sticky fault / other), never panics.
+pub trait Backend: Send + Sync {
+    /// A device allocation; freed on drop.
+    type Buffer: Send;
+    /// A timing event on the backend's stream.
+    type Event;
+
+    fn target(&self) -> Target;
+    fn name(&self) -> String;
+    fn health(&self) -> Health;
+
+    fn alloc(&self, bytes: usize) -> Result<Self::Buffer, DeviceFault>;
+    /// Device address of the first byte.
+    fn address(&self, buf: &Self::Buffer) -> u64;
+    /// Host to device, complete (or staged) when it returns; `src.len()` ≤ the buffer.
+    fn upload(&self, dst: &mut Self::Buffer, src: &[u8]) -> Result<(), DeviceFault>;
+    /// The whole buffer back to the host. Call after [`Backend::synchronize`].
+    fn download(&self, src: &Self::Buffer) -> Result<Vec<u8>, DeviceFault>;
+    /// Enqueues a device-to-device copy of `bytes`.
+    fn copy(
+        &self,
+        dst: &mut Self::Buffer,
+        src: &Self::Buffer,
+        bytes: usize,
+    ) -> Result<(), DeviceFault>;
+
+    /// Enqueues `entry` of `kernel` (compiled/loaded on first use) with the packed arguments.
+    fn launch(
+        &self,
+        kernel: &KernelDecl,
+        entry: &str,
+        geometry: &LaunchGeometry,
+        args: &PackedArgs,
+    ) -> Result<(), DeviceFault>;
+    /// Enqueues the vendor-BLAS GEMM.
+    fn blas_gemm(
+        &self,
+        g: &BlasGemm,
+        x: &Self::Buffer,
+        dense: &Self::Buffer,
+        y: &mut Self::Buffer,
+    ) -> Result<(), DeviceFault>;
+
+    fn record(&self) -> Result<Self::Event, DeviceFault>;
+    /// Microseconds between two recorded events (both complete).
+    fn elapsed_us(&self, start: &Self::Event, end: &Self::Event) -> Result<f64, DeviceFault>;
+    /// Waits for all enqueued work under the watchdog ([`watchdog_timeout`]); a hang is
+    /// [`DeviceFault::Timeout`] and leaves the device [`Health::Lost`].
+    fn synchronize(&self, during: &str) -> Result<(), DeviceFault>;
+}
+
+/// What the runner and the tests use: one object-safe interface over every backend.
+pub trait Device: Send + Sync {
+    fn target(&self) -> Target;
+    fn name(&self) -> String;
+    fn health(&self) -> Health;
+
+    /// A GEMM kernel (skinny, fused, fallback) on validated inputs: uploads, poisons and guards
+    /// Y, launches, synchronises under the watchdog, downloads and checks the guards.
+    fn run_gemm(
+        &self,
+        kernel: &KernelDecl,
+        entry: &str,
+        inputs: &DeviceInputs<'_>,
+    ) -> Result<GemmOutput, DeviceFault>;
+    /// The dequant kernel: the dense copy, poisoned and guarded like Y.
+    fn dequant(
+        &self,
+        kernel: &KernelDecl,
+        entry: &str,
+        inputs: &DeviceInputs<'_>,
+    ) -> Result<DequantOutput, DeviceFault>;
+    /// The dense path in the vendor BLAS (fp32 compute) on inputs validated for `kernel`.
+    fn dense_gemm(
+        &self,
+        kernel: &KernelDecl,
+        inputs: &DeviceInputs<'_>,
+    ) -> Result<GemmOutput, DeviceFault>;
+
+    /// Median device time of one launch of `entry`.
+    fn bench_kernel(
+        &self,
+        kernel: &KernelDecl,
+        entry: &str,
+        inputs: &DeviceInputs<'_>,
+        plan: BenchPlan,
+    ) -> Result<Timing, DeviceFault>;
+    /// Median device time of a device-to-device copy of `bytes` (the bandwidth ceiling).
+    fn bench_copy(&self, bytes: usize, plan: BenchPlan) -> Result<Timing, DeviceFault>;
+    /// Median device time of the vendor-BLAS GEMM.
+    fn bench_dense_gemm(
+        &self,
+        kernel: &KernelDecl,
+        inputs: &DeviceInputs<'_>,
+        plan: BenchPlan,
+    ) -> Result<Timing, DeviceFault>;
+}
+
+/// Uploaded inputs of one launch and the guarded output buffer.
+struct Staged<B: Backend> {
+    inputs: Vec<(TensorRole, B::Buffer)>,
+    output: B::Buffer,
+    layout: OutputLayout,
+}
+
+impl<B: Backend> Staged<B> {
+    fn buffer(&self, role: TensorRole) -> Option<&B::Buffer> {
+        self.inputs.iter().find(|(r, _)| *r == role).map(|(_, b)| b)
+    }
+}
+
+fn check_ready<B: Backend + ?Sized>(
+    b: &B,
+    kernel: &KernelDecl,
+    inputs: &DeviceInputs<'_>,
+) -> Result<(), DeviceFault> {
+    if let Health::Lost { cause } = b.health() {
+        return Err(DeviceFault::ContextLost { cause });
+    }
+    if inputs.kernel() != kernel.id {
+        return Err(DeviceFault::WrongKernel {
+            kernel: kernel.id,
+            validated: inputs.kernel(),
+        });
+    }
+    Ok(())
+}
+
+/// Uploads every input and builds the poisoned, guarded output. `prefill` puts values into
+/// logical output elements instead of the poison (bias for `beta = 1`).
+fn stage<B: Backend>(
+    b: &B,
+    inputs: &DeviceInputs<'_>,
+    prefill: Option<&dyn Fn(usize, usize) -> Option<u16>>,
+) -> Result<Staged<B>, DeviceFault> {
+    let mut staged = Vec::new();
+    for role in inputs.launch().present_roles() {
+        if role == inputs.output_role() {
+            continue;
+        }
+        let Some(host) = inputs.host(role) else {
+            continue;
+        };
+        let bytes = host.le_bytes();
+        let mut buf = b.alloc(bytes.len().max(1))?;
+        b.upload(&mut buf, &bytes)?;
+        staged.push((role, buf));
+    }
+    let view =
+        inputs
+            .launch()
+            .view(inputs.output_role())
+            .ok_or_else(|| DeviceFault::Unsupported {
+                what: "a launch without an output tensor".into(),
+                device: b.name(),
+            })?;
+    let layout = OutputLayout::for_view(view, inputs.launch().dtype.poison_bits());
+    let init = match prefill {
+        Some(f) => layout.initial_bytes_with(f),
+        None => layout.initial_bytes(),
+    };
+    let mut output = b.alloc(init.len())?;
+    b.upload(&mut output, &init)?;
+    Ok(Staged {
+        inputs: staged,
+        output,
+        layout,
+    })
+}
+
+fn packed_for<B: Backend>(
+    b: &B,
+    kernel: &KernelDecl,
+    inputs: &DeviceInputs<'_>,
+    s: &Staged<B>,
+) -> Result<PackedArgs, DeviceFault> {
+    let out_role = inputs.output_role();
+    let out_base = b.address(&s.output) + s.layout.base_offset() as u64;
+    let address = |role: TensorRole| -> u64 {
+        if role == out_role {
+            out_base
+        } else {
+            s.buffer(role).map_or(0, |buf| b.address(buf))
+        }
+    };
+    pack_args(kernel, inputs.validated(), &address).map_err(|_| DeviceFault::WrongKernel {
+        kernel: kernel.id,
+        validated: inputs.kernel(),
+    })
+}
+
+fn geometry_for<B: Backend>(b: &B, kernel: &KernelDecl, shape: &LaunchShape) -> LaunchGeometry {
+    (kernel.geometry)(shape, b.target())
+}
+
+fn run_kernel<B: Backend>(
+    b: &B,
+    kernel: &KernelDecl,
+    entry: &str,
+    inputs: &DeviceInputs<'_>,
+) -> Result<OutputReport, DeviceFault> {
+    check_ready(b, kernel, inputs)?;
+    if kernel.source_file.is_none() {
+        return Err(DeviceFault::Unsupported {
+            what: format!(
+                "{} as a kernel launch (it runs in the vendor BLAS)",
+                kernel.id
+            ),
+            device: b.name(),
+        });
+    }
+    let staged = stage(b, inputs, None)?;
+    let args = packed_for(b, kernel, inputs, &staged)?;
+    let geometry = geometry_for(b, kernel, &inputs.validated().shape);
+    b.launch(kernel, entry, &geometry, &args)?;
+    b.synchronize(&format!("{entry} ({})", kernel.id))?;
+    let bytes = b.download(&staged.output)?;
+    Ok(staged.layout.inspect(&bytes))
+}
+
+/// The BLAS call for a launch validated against the dense declaration.
+fn blas_for(inputs: &DeviceInputs<'_>) -> Result<BlasGemm, DeviceFault> {
+    let li = inputs.launch();
+    let v = inputs.validated();
+    let lead = |role: TensorRole| li.view(role).and_then(|t| t.strides.first().copied());
+    let missing = |what: &str| DeviceFault::Unsupported {
+        what: format!("a dense GEMM without {what}"),
+        device: "any device".into(),
+    };
+    let offset = |role: TensorRole| li.view(role).map_or(0, |t| t.byte_offset);
+    Ok(BlasGemm {
+        m: li.m,
+        n: li.n,
+        k: li.k,
+        dtype: li.dtype,
+        x_ld: lead(TensorRole::X).ok_or_else(|| missing("x"))?,
+        dense_ld: v
+            .scalar(ScalarArg::DenseRowStride)
+            .map(|s| s as usize)
+            .or(lead(TensorRole::Dense))
+            .ok_or_else(|| missing("the dense copy"))?,
+        y_ld: lead(TensorRole::Y).ok_or_else(|| missing("y"))?,
+        x_offset: offset(TensorRole::X),
+        dense_offset: offset(TensorRole::Dense),
+        y_offset: offset(TensorRole::Y),
+        beta: if li.bias.is_some() { 1.0 } else { 0.0 },
+    })
+}
+
+/// Y prefilled with the broadcast bias, so that `beta = 1` adds it inside the BLAS epilogue
+/// before the single cast (the dense path's recipe is `BiasStage::BeforeCast`).
+fn bias_prefill<'a>(
+    inputs: &'a DeviceInputs<'_>,
+) -> Option<impl Fn(usize, usize) -> Option<u16> + 'a> {
+    let bias = inputs.host(TensorRole::Bias)?;
+    let bytes = bias.le_bytes().into_owned();
+    Some(move |_r: usize, c: usize| {
+        bytes
+            .get(2 * c..2 * c + 2)
+            .map(|b| u16::from_le_bytes([b[0], b[1]]))
+    })
+}
+
+fn run_blas<B: Backend>(
+    b: &B,
+    kernel: &KernelDecl,
+    inputs: &DeviceInputs<'_>,
+) -> Result<(Staged<B>, BlasGemm), DeviceFault> {
+    check_ready(b, kernel, inputs)?;
+    let g = blas_for(inputs)?;
+    let prefill = bias_prefill(inputs);
+    let staged = stage(
+        b,
+        inputs,
+        prefill
+            .as_ref()
+            .map(|f| f as &dyn Fn(usize, usize) -> Option<u16>),
+    )?;
+    Ok((staged, g))
+}
+
+fn blas_operands<'s, B: Backend>(
+    inputs: &'s [(TensorRole, B::Buffer)],
+    b: &B,
+) -> Result<(&'s B::Buffer, &'s B::Buffer), DeviceFault> {
+    let find = |role: TensorRole| inputs.iter().find(|(r, _)| *r == role).map(|(_, buf)| buf);
+    let missing = |what: &str| DeviceFault::Unsupported {
+        what: format!("a dense GEMM without {what}"),
+        device: b.name(),
+    };
+    Ok((
+        find(TensorRole::X).ok_or_else(|| missing("x"))?,
+        find(TensorRole::Dense).ok_or_else(|| missing("the dense copy"))?,
+    ))
+}
+
+/// The output offset inside the guarded buffer is added to Y's own view offset.
+fn with_guard_offset(g: &BlasGemm, layout: &OutputLayout) -> BlasGemm {
+    BlasGemm {
+        y_offset: layout.base_offset() + g.y_offset,
+        ..*g
+    }
+}
+
+/// One checked run first (compiles, loads, surfaces errors), then the warm-up launches left
+/// queued so that the timed ones start with the device busy: a timed window then holds device
+/// time only, not the host's enqueue latency.
+fn bench<B: Backend>(
+    b: &B,
+    plan: BenchPlan,
+    during: &str,
+    enqueue: &mut dyn FnMut() -> Result<(), DeviceFault>,
+) -> Result<Timing, DeviceFault> {
+    enqueue()?;
+    b.synchronize(during)?;
+    for _ in 0..plan.warmup {
+        enqueue()?;
+    }
+    let mut events = Vec::with_capacity(plan.iters);
+    for _ in 0..plan.iters.max(1) {
+        let start = b.record()?;
+        enqueue()?;
+        let end = b.record()?;
+        events.push((start, end));
+    }
+    b.synchronize(during)?;
+    let samples = events
+        .iter()
+        .map(|(s, e)| b.elapsed_us(s, e))
+        .collect::<Result<Vec<f64>, _>>()?;
+    Timing::from_samples(samples).ok_or_else(|| DeviceFault::Unsupported {
+        what: "a benchmark without iterations".into(),
+        device: b.name(),
+    })
+}
+
+impl<B: Backend> Device for B {
+    fn target(&self) -> Target {
+        Backend::target(self)
+    }
+
+    fn name(&self) -> String {
+        Backend::name(self)
+    }
+
+    fn health(&self) -> Health {
+        Backend::health(self)
+    }
+
+    fn run_gemm(
+        &self,
+        kernel: &KernelDecl,
+        entry: &str,
+        inputs: &DeviceInputs<'_>,
+    ) -> Result<GemmOutput, DeviceFault> {
+        let li = inputs.launch();
+        let (m, n) = (li.m, li.n);
+        run_kernel(self, kernel, entry, inputs).map(|r| GemmOutput::from_report(m, n, r))
+    }
+
+    fn dequant(
+        &self,
+        kernel: &KernelDecl,
+        entry: &str,
+        inputs: &DeviceInputs<'_>,
+    ) -> Result<DequantOutput, DeviceFault> {
+        let li = inputs.launch();
+        let row_stride = li
+            .dense
+            .as_ref()
+            .and_then(|d| d.strides.first().copied())
+            .unwrap_or(li.k);
+        let r = run_kernel(self, kernel, entry, inputs)?;
+        Ok(DequantOutput {
+            n: li.n,
+            k: li.k,
+            row_stride,
+            dense_bits: r.bits,
+            strided_bits: r.strided,
+            guard_violations: r.guard_violations,
+            stray_writes: r.stray_writes,
+            unwritten: r.unwritten,
+        })
+    }
+
+    fn dense_gemm(
+        &self,
+        kernel: &KernelDecl,
+        inputs: &DeviceInputs<'_>,
+    ) -> Result<GemmOutput, DeviceFault> {
+        let (
+            Staged {
+                inputs: staged,
+                mut output,
+                layout,
+            },
+            g,
+        ) = run_blas(self, kernel, inputs)?;
+        let g = with_guard_offset(&g, &layout);
+        let (x, dense) = blas_operands(&staged, self)?;
+        self.blas_gemm(&g, x, dense, &mut output)?;
+        self.synchronize(&format!("dense GEMM ({})", kernel.id))?;
+        let bytes = self.download(&output)?;
+        Ok(GemmOutput::from_report(g.m, g.n, layout.inspect(&bytes)))
+    }
+
+    fn bench_kernel(
+        &self,
+        kernel: &KernelDecl,
+        entry: &str,
+        inputs: &DeviceInputs<'_>,
+        plan: BenchPlan,
+    ) -> Result<Timing, DeviceFault> {
+        check_ready(self, kernel, inputs)?;
+        let staged = stage(self, inputs, None)?;
+        let args = packed_for(self, kernel, inputs, &staged)?;
+        let geometry = geometry_for(self, kernel, &inputs.validated().shape);
+        bench(self, plan, &format!("benchmark of {entry}"), &mut || {
+            self.launch(kernel, entry, &geometry, &args)
+        })
+    }
+
+    fn bench_copy(&self, bytes: usize, plan: BenchPlan) -> Result<Timing, DeviceFault> {
+        if let Health::Lost { cause } = Backend::health(self) {
+            return Err(DeviceFault::ContextLost { cause });
+        }
+        let src = self.alloc(bytes.max(1))?;
+        let mut dst = self.alloc(bytes.max(1))?;
+        bench(
+            self,
+            plan,
+            &format!("benchmark of a {bytes}-byte copy"),
+            &mut || self.copy(&mut dst, &src, bytes),
+        )
+    }
+
+    fn bench_dense_gemm(
+        &self,
+        kernel: &KernelDecl,
+        inputs: &DeviceInputs<'_>,
+        plan: BenchPlan,
+    ) -> Result<Timing, DeviceFault> {
+        let (
+            Staged {
+                inputs: staged,
+                mut output,
+                layout,
+            },
+            g,
+        ) = run_blas(self, kernel, inputs)?;
+        // beta = 1 would accumulate across iterations; timing is the same GEMM with beta = 0
+        let g = BlasGemm {
+            beta: 0.0,
+            ..with_guard_offset(&g, &layout)
+        };
+        let (x, dense) = blas_operands(&staged, self)?;
+        bench(self, plan, "benchmark of the dense GEMM", &mut || {
+            self.blas_gemm(&g, x, dense, &mut output)
+        })
+    }
+}
+
+/// The first device that opens: CUDA, then ROCm (feature `rocm`). Without one, the reasons
+/// each backend gave, as a loud skip.
+pub fn open_default() -> Result<Box<dyn Device>, Skip> {
+    let mut reasons = Vec::new();
+    match cuda::open() {
+        Ok(d) => return Ok(Box::new(d)),
+        Err(skip) => reasons.push(format!("cuda: {}", skip.reason)),
+    }
+    #[cfg(feature = "rocm")]
+    match rocm::open() {
+        Ok(d) => return Ok(Box::new(d)),
+        Err(skip) => reasons.push(format!("rocm: {}", skip.reason)),
+    }
+    #[cfg(not(feature = "rocm"))]
+    reasons.push("rocm: not built (cargo feature `rocm`)".to_string());
+    Err(none::open_with(&reasons))
+}
+
+/// Skip for a requirement other than a GPU (e.g. NVRTC missing on a machine with a GPU).
+pub(crate) fn skip(requirement: Requirement, reason: impl Into<String>) -> Skip {
+    Skip {
+        requirement,
+        reason: reason.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_of_samples() {
+        let t = Timing::from_samples(vec![5.0, 1.0, 3.0]).unwrap();
+        assert_eq!((t.median_us, t.min_us, t.max_us), (3.0, 1.0, 5.0));
+        let t = Timing::from_samples(vec![4.0, 1.0, 3.0, 2.0]).unwrap();
+        assert_eq!(t.median_us, 2.5);
+        assert!(Timing::from_samples(vec![]).is_none());
+    }
+}

@@ -1,0 +1,843 @@
+//! The ROCm backend (cargo feature `rocm`) on `hip-sys`: the HIP runtime of an installed ROCm or
+//! of Debian's `libamdhip64`.
+//!
+//! One device, one stream. Kernels are not compiled at run time: the code object for the
+//! device's gfx target comes from the build cache of `w4a16_kernels::amd` (built on first use
+//! when a toolchain is present), is checked against the Rust declaration with the same
+//! launch-ABI check the CI runs, and is launched with the declaration-packed kernel-argument
+//! buffer (`HIP_LAUNCH_PARAM_BUFFER_POINTER`). Every runtime call is checked and classified like
+//! the CUDA backend's; a sticky fault or a watchdog timeout leaves the device lost.
+//!
+//! The runtime functions are declared here with plain `int` status returns: hip-sys returns a
+//! Rust enum generated from HIP 5.4, and a newer runtime's status code outside that list would
+//! be undefined behaviour. hip-sys still provides the link to `libamdhip64` (its build script
+//! looks under `$HIP_PATH`, `$ROCM_PATH`, `/opt/rocm`; Debian needs `HIP_PATH=/usr`) and the
+//! `hipDeviceProp_t` layout.
+
+use std::collections::HashMap;
+use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use hip_sys::hiprt::hipDeviceProp_t;
+use w4a16_kernels::amd::{self, AmdBuildError, Builder, KernelSource};
+use w4a16_kernels::decl::LaunchGeometry;
+use w4a16_kernels::{KernelDecl, Target};
+
+use super::{Backend, BlasGemm, DeviceFault, FaultClass, Health, skip, watchdog_timeout};
+use crate::codeobject::{self, abi};
+use crate::launch::PackedArgs;
+use crate::require::{Requirement, Skip};
+
+#[allow(non_camel_case_types)]
+mod ffi {
+    use super::*;
+    pub type hipStream_t = *mut c_void;
+    pub type hipModule_t = *mut c_void;
+    pub type hipFunction_t = *mut c_void;
+    pub type hipEvent_t = *mut c_void;
+
+    pub const HIP_MEMCPY_HOST_TO_DEVICE: c_int = 1;
+    pub const HIP_MEMCPY_DEVICE_TO_HOST: c_int = 2;
+    pub const HIP_MEMCPY_DEVICE_TO_DEVICE: c_int = 3;
+    /// `HIP_LAUNCH_PARAM_*` of hip_runtime_api.h (macros, so not in the bindings).
+    pub const LAUNCH_PARAM_BUFFER_POINTER: usize = 0x01;
+    pub const LAUNCH_PARAM_BUFFER_SIZE: usize = 0x02;
+    pub const LAUNCH_PARAM_END: usize = 0x03;
+
+    unsafe extern "C" {
+        pub fn hipGetDeviceCount(count: *mut c_int) -> c_int;
+        pub fn hipGetDeviceProperties(prop: *mut c_void, device: c_int) -> c_int;
+        pub fn hipSetDevice(device: c_int) -> c_int;
+        pub fn hipStreamCreate(stream: *mut hipStream_t) -> c_int;
+        pub fn hipStreamDestroy(stream: hipStream_t) -> c_int;
+        pub fn hipMalloc(ptr: *mut *mut c_void, size: usize) -> c_int;
+        pub fn hipFree(ptr: *mut c_void) -> c_int;
+        pub fn hipMemcpy(dst: *mut c_void, src: *const c_void, bytes: usize, kind: c_int) -> c_int;
+        pub fn hipMemcpyAsync(
+            dst: *mut c_void,
+            src: *const c_void,
+            bytes: usize,
+            kind: c_int,
+            stream: hipStream_t,
+        ) -> c_int;
+        pub fn hipModuleLoadData(module: *mut hipModule_t, image: *const c_void) -> c_int;
+        pub fn hipModuleUnload(module: hipModule_t) -> c_int;
+        pub fn hipModuleGetFunction(
+            f: *mut hipFunction_t,
+            module: hipModule_t,
+            name: *const c_char,
+        ) -> c_int;
+        #[allow(clippy::too_many_arguments)]
+        pub fn hipModuleLaunchKernel(
+            f: hipFunction_t,
+            gx: c_uint,
+            gy: c_uint,
+            gz: c_uint,
+            bx: c_uint,
+            by: c_uint,
+            bz: c_uint,
+            shared: c_uint,
+            stream: hipStream_t,
+            params: *mut *mut c_void,
+            extra: *mut *mut c_void,
+        ) -> c_int;
+        pub fn hipGetLastError() -> c_int;
+        pub fn hipEventCreate(event: *mut hipEvent_t) -> c_int;
+        pub fn hipEventRecord(event: hipEvent_t, stream: hipStream_t) -> c_int;
+        pub fn hipEventQuery(event: hipEvent_t) -> c_int;
+        pub fn hipEventElapsedTime(ms: *mut f32, start: hipEvent_t, end: hipEvent_t) -> c_int;
+        pub fn hipEventDestroy(event: hipEvent_t) -> c_int;
+    }
+}
+
+const HIP_SUCCESS: c_int = 0;
+const HIP_ERROR_NOT_READY: c_int = 600;
+const HIP_ERROR_NO_DEVICE: c_int = 100;
+
+/// Status names, without asking the runtime (which may be absent or wedged).
+const STATUS_NAMES: &[(c_int, &str)] = &[
+    (0, "hipSuccess"),
+    (1, "hipErrorInvalidValue"),
+    (2, "hipErrorOutOfMemory"),
+    (3, "hipErrorNotInitialized"),
+    (4, "hipErrorDeinitialized"),
+    (9, "hipErrorInvalidConfiguration"),
+    (17, "hipErrorInvalidDevicePointer"),
+    (35, "hipErrorInsufficientDriver"),
+    (53, "hipErrorPriorLaunchFailure"),
+    (98, "hipErrorInvalidDeviceFunction"),
+    (100, "hipErrorNoDevice"),
+    (101, "hipErrorInvalidDevice"),
+    (200, "hipErrorInvalidImage"),
+    (201, "hipErrorInvalidContext"),
+    (209, "hipErrorNoBinaryForGpu"),
+    (214, "hipErrorECCNotCorrectable"),
+    (218, "hipErrorInvalidKernelFile"),
+    (302, "hipErrorSharedObjectSymbolNotFound"),
+    (400, "hipErrorInvalidHandle"),
+    (500, "hipErrorNotFound"),
+    (600, "hipErrorNotReady"),
+    (700, "hipErrorIllegalAddress"),
+    (701, "hipErrorLaunchOutOfResources"),
+    (702, "hipErrorLaunchTimeOut"),
+    (709, "hipErrorContextIsDestroyed"),
+    (710, "hipErrorAssert"),
+    (719, "hipErrorLaunchFailure"),
+    (720, "hipErrorCooperativeLaunchTooLarge"),
+    (801, "hipErrorNotSupported"),
+    (999, "hipErrorUnknown"),
+    (1052, "hipErrorRuntimeMemory"),
+    (1053, "hipErrorRuntimeOther"),
+];
+
+pub fn code_name(code: c_int) -> String {
+    STATUS_NAMES
+        .iter()
+        .find(|(c, _)| *c == code)
+        .map_or_else(|| format!("hipError({code})"), |(_, n)| (*n).to_string())
+}
+
+/// What a HIP status means for the case and the device (same classes as the CUDA backend).
+pub fn classify(code: c_int) -> FaultClass {
+    match code {
+        // illegal address, assert, launch failure (a device trap), and ROCm 6's
+        // illegal-instruction / misaligned / address-space / pc codes (715..718)
+        700 | 702 | 710 | 714..=719 => FaultClass::Sticky,
+        3 | 4 | 35 | 100 | 101 | 201 | 214 | 709 | 999 => FaultClass::Fatal,
+        1 | 9 | 98 | 200 | 209 | 218 | 302 | 400 | 500 | 701 | 720 => FaultClass::Launch,
+        _ => FaultClass::Call,
+    }
+}
+
+/// The harness target of a `gcnArchName` such as `gfx1151:sramecc-:xnack-`.
+pub fn target_for_arch(gcn_arch_name: &str) -> Result<Target, String> {
+    let gfx = gcn_arch_name.split(':').next().unwrap_or("").trim();
+    match Target::parse(gfx) {
+        Some(t) if t.vendor() == w4a16_kernels::target::Vendor::Amd => Ok(t),
+        _ => {
+            let known: Vec<&str> = Target::ALL
+                .iter()
+                .filter(|t| t.vendor() == w4a16_kernels::target::Vendor::Amd)
+                .map(|t| t.name())
+                .collect();
+            Err(format!(
+                "{gcn_arch_name:?} has no harness target; known AMD targets: {}",
+                known.join(", ")
+            ))
+        }
+    }
+}
+
+/// The code object holding `kernel` for `target`: built (or found current) in the
+/// `w4a16_kernels::amd` cache when a toolchain is present, else a prebuilt one from the cache
+/// directory (carried to a runner without a compiler).
+pub fn code_object_for(kernel: &KernelDecl, target: Target) -> Result<PathBuf, DeviceFault> {
+    let file = kernel.source_file.ok_or_else(|| DeviceFault::Unsupported {
+        what: format!("a kernel launch of {} (it has no source file)", kernel.id),
+        device: format!("{target}"),
+    })?;
+    let stem = file.strip_suffix(".hip").unwrap_or(file);
+    let source = KernelSource {
+        name: stem.to_string(),
+        kernel: Some(kernel.id),
+        path: amd::hip_dir().join(file),
+    };
+    let fail = |log: String| DeviceFault::Compile {
+        source_file: file.to_string(),
+        arch: target.name().to_string(),
+        log,
+    };
+    match Builder::from_env() {
+        Ok(b) => b
+            .build(&source, target)
+            .map(|c| c.path)
+            .map_err(|e| fail(e.to_string())),
+        Err(e @ AmdBuildError::ToolchainMissing { .. }) => {
+            let prebuilt = amd::default_cache_dir()
+                .join(target.name())
+                .join(format!("{stem}.co"));
+            if prebuilt.is_file() {
+                Ok(prebuilt)
+            } else {
+                Err(fail(format!(
+                    "no prebuilt code object at {} and {e}",
+                    prebuilt.display()
+                )))
+            }
+        }
+        Err(e) => Err(fail(e.to_string())),
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+type Lost = Arc<Mutex<Option<String>>>;
+
+/// A device allocation; freed on drop unless the device was lost.
+pub struct RocmBuffer {
+    ptr: *mut c_void,
+    bytes: usize,
+    lost: Lost,
+}
+
+// SAFETY: a device address is not tied to the allocating thread; HIP frees from any thread.
+unsafe impl Send for RocmBuffer {}
+
+impl std::fmt::Debug for RocmBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "RocmBuffer({} bytes)", self.bytes)
+    }
+}
+
+impl Drop for RocmBuffer {
+    fn drop(&mut self) {
+        if lock(&self.lost).is_none() && !self.ptr.is_null() {
+            // SAFETY: `ptr` came from hipMalloc and is freed once.
+            unsafe { ffi::hipFree(self.ptr) };
+        }
+    }
+}
+
+/// A timing event on the device's stream.
+pub struct RocmEvent {
+    ev: ffi::hipEvent_t,
+}
+
+impl Drop for RocmEvent {
+    fn drop(&mut self) {
+        // SAFETY: created by hipEventCreate, destroyed once.
+        unsafe { ffi::hipEventDestroy(self.ev) };
+    }
+}
+
+struct Module {
+    handle: ffi::hipModule_t,
+    info: codeobject::CodeObjectInfo,
+    path: PathBuf,
+    /// Kept alive for the module's lifetime (the runtime may read the image lazily).
+    _image: Vec<u8>,
+}
+
+/// One AMD GPU with its stream and loaded code objects.
+pub struct RocmDevice {
+    ordinal: c_int,
+    name: String,
+    arch_name: String,
+    target: Target,
+    watchdog: Duration,
+    stream: ffi::hipStream_t,
+    modules: Mutex<HashMap<&'static str, Module>>,
+    functions: Mutex<HashMap<String, usize>>,
+    lost: Lost,
+}
+
+// SAFETY: HIP runtime handles (stream, modules, functions) may be used from any thread; the
+// current device is set per call (`bind`), and the maps are behind mutexes.
+unsafe impl Send for RocmDevice {}
+// SAFETY: as above.
+unsafe impl Sync for RocmDevice {}
+
+/// Device 0.
+pub fn open() -> Result<RocmDevice, Skip> {
+    RocmDevice::open(0)
+}
+
+/// Reads `gcnArchName` through an oversized buffer, so a runtime whose `hipDeviceProp_t` grew
+/// past the bindings' layout cannot write out of bounds.
+fn device_names(ordinal: c_int) -> Result<(String, String), c_int> {
+    #[repr(C, align(16))]
+    struct Props([u8; 16384]);
+    const _: () = assert!(std::mem::size_of::<hipDeviceProp_t>() <= 16384);
+    let mut props = Box::new(Props([0; 16384]));
+    // SAFETY: the buffer is larger than any hipDeviceProp_t and suitably aligned.
+    let rc = unsafe { ffi::hipGetDeviceProperties(props.0.as_mut_ptr().cast(), ordinal) };
+    if rc != HIP_SUCCESS {
+        return Err(rc);
+    }
+    let cstr_at = |off: usize| -> String {
+        let bytes = &props.0[off..(off + 256).min(props.0.len())];
+        CStr::from_bytes_until_nul(bytes)
+            .map(|c| c.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
+    let name = cstr_at(std::mem::offset_of!(hipDeviceProp_t, name));
+    let mut arch = cstr_at(std::mem::offset_of!(hipDeviceProp_t, gcnArchName));
+    if !arch.starts_with("gfx") {
+        // A runtime with another layout: find the arch string itself.
+        arch = props
+            .0
+            .windows(3)
+            .position(|w| w == b"gfx")
+            .map(cstr_at)
+            .unwrap_or_default();
+    }
+    Ok((name, arch))
+}
+
+impl RocmDevice {
+    pub fn open(ordinal: usize) -> Result<RocmDevice, Skip> {
+        let mut count: c_int = 0;
+        // SAFETY: plain out-parameter call.
+        let rc = unsafe { ffi::hipGetDeviceCount(&mut count) };
+        if rc == HIP_ERROR_NO_DEVICE || (rc == HIP_SUCCESS && count <= 0) {
+            return Err(skip(
+                Requirement::Gpu,
+                "no AMD device (the HIP runtime reports none)",
+            ));
+        }
+        if rc != HIP_SUCCESS {
+            return Err(skip(
+                Requirement::Gpu,
+                format!(
+                    "no AMD device: hipGetDeviceCount failed with {}",
+                    code_name(rc)
+                ),
+            ));
+        }
+        if ordinal >= count as usize {
+            return Err(skip(
+                Requirement::Gpu,
+                format!("no AMD device {ordinal} ({count} present)"),
+            ));
+        }
+        let ord = ordinal as c_int;
+        let fail = |what: &str, rc: c_int| {
+            skip(
+                Requirement::Gpu,
+                format!("AMD device {ordinal}: {what} failed with {}", code_name(rc)),
+            )
+        };
+        let (name, arch_name) =
+            device_names(ord).map_err(|rc| fail("hipGetDeviceProperties", rc))?;
+        let target = target_for_arch(&arch_name).map_err(|why| {
+            skip(
+                Requirement::Gpu,
+                format!("AMD device {ordinal} ({name}): {why}"),
+            )
+        })?;
+        // SAFETY: valid ordinal (checked above).
+        let rc = unsafe { ffi::hipSetDevice(ord) };
+        if rc != HIP_SUCCESS {
+            return Err(fail("hipSetDevice", rc));
+        }
+        let mut stream: ffi::hipStream_t = std::ptr::null_mut();
+        // SAFETY: out-parameter; the stream is destroyed in Drop.
+        let rc = unsafe { ffi::hipStreamCreate(&mut stream) };
+        if rc != HIP_SUCCESS {
+            return Err(fail("hipStreamCreate", rc));
+        }
+        Ok(RocmDevice {
+            ordinal: ord,
+            name,
+            arch_name,
+            target,
+            watchdog: watchdog_timeout(),
+            stream,
+            modules: Mutex::new(HashMap::new()),
+            functions: Mutex::new(HashMap::new()),
+            lost: Arc::new(Mutex::new(None)),
+        })
+    }
+
+    /// The runtime's full architecture name, target features included.
+    pub fn arch_name(&self) -> &str {
+        &self.arch_name
+    }
+
+    /// Loads `entry`'s code object and checks its argument metadata against the declaration,
+    /// without launching (what a runner does up front to fail fast on a wrong build).
+    pub fn load(&self, kernel: &KernelDecl, entry: &str) -> Result<(), DeviceFault> {
+        self.bind(&format!("loading {entry}"))?;
+        self.function(kernel, entry).map(|_| ())
+    }
+
+    fn mark_lost(&self, cause: String) {
+        lock(&self.lost).get_or_insert(cause);
+    }
+
+    /// The fault for a failed call; sticky and fatal ones take the device down.
+    fn fault(&self, rc: c_int, during: &str) -> DeviceFault {
+        let class = classify(rc);
+        let code = code_name(rc);
+        if matches!(class, FaultClass::Sticky | FaultClass::Fatal) {
+            self.mark_lost(format!("{code} during {during}"));
+        }
+        DeviceFault::from_status(class, during, &code)
+    }
+
+    fn check(&self, rc: c_int, during: &str) -> Result<(), DeviceFault> {
+        if rc == HIP_SUCCESS {
+            Ok(())
+        } else {
+            Err(self.fault(rc, during))
+        }
+    }
+
+    /// Refuses work on a lost device and makes this device current for the calling thread.
+    fn bind(&self, during: &str) -> Result<(), DeviceFault> {
+        if let Health::Lost { cause } = Backend::health(self) {
+            return Err(DeviceFault::ContextLost { cause });
+        }
+        // SAFETY: ordinal validated at open.
+        self.check(unsafe { ffi::hipSetDevice(self.ordinal) }, during)
+    }
+
+    /// The function `entry` of `kernel`, loading its code object on first use and refusing
+    /// entries whose argument metadata disagrees with the declaration.
+    fn function(
+        &self,
+        kernel: &KernelDecl,
+        entry: &str,
+    ) -> Result<ffi::hipFunction_t, DeviceFault> {
+        if let Some(f) = lock(&self.functions).get(entry) {
+            return Ok(*f as ffi::hipFunction_t);
+        }
+        let file = kernel.source_file.ok_or_else(|| DeviceFault::Unsupported {
+            what: format!("a kernel launch of {} (it has no source file)", kernel.id),
+            device: Backend::name(self),
+        })?;
+        let mut modules = lock(&self.modules);
+        if !modules.contains_key(file) {
+            let m = self.load_module(kernel, file)?;
+            modules.insert(file, m);
+        }
+        let m = &modules[file];
+        let refused = |code: String, detail: String| DeviceFault::Launch {
+            kernel: entry.to_string(),
+            code,
+            detail,
+        };
+        let info = m.info.kernel(entry).ok_or_else(|| {
+            refused(
+                "entry point not found".into(),
+                format!("{} has no kernel {entry}", m.path.display()),
+            )
+        })?;
+        abi::check(entry, self.target.name(), kernel.args, info)
+            .map_err(|e| refused("launch ABI mismatch".into(), e.to_string()))?;
+        let cname = std::ffi::CString::new(entry)
+            .map_err(|_| refused("invalid entry name".into(), String::new()))?;
+        let mut f: ffi::hipFunction_t = std::ptr::null_mut();
+        // SAFETY: live module, NUL-terminated name, out-parameter.
+        let rc = unsafe { ffi::hipModuleGetFunction(&mut f, m.handle, cname.as_ptr()) };
+        if rc != HIP_SUCCESS {
+            return Err(
+                match self.fault(rc, &format!("loading `{entry}` from {file}")) {
+                    DeviceFault::Launch { code, .. } => refused(
+                        code,
+                        format!("hipModuleGetFunction in {}", m.path.display()),
+                    ),
+                    other => other,
+                },
+            );
+        }
+        lock(&self.functions).insert(entry.to_string(), f as usize);
+        Ok(f)
+    }
+
+    fn load_module(&self, kernel: &KernelDecl, file: &'static str) -> Result<Module, DeviceFault> {
+        let path = code_object_for(kernel, self.target)?;
+        let compile_fault = |log: String| DeviceFault::Compile {
+            source_file: file.to_string(),
+            arch: self.target.name().to_string(),
+            log,
+        };
+        let image = std::fs::read(&path)
+            .map_err(|e| compile_fault(format!("reading {}: {e}", path.display())))?;
+        let info = codeobject::parse(&image)
+            .map_err(|e| compile_fault(format!("{}: {e}", path.display())))?;
+        if info.gfx() != self.target.name() {
+            return Err(compile_fault(format!(
+                "{} is for {}, the device is {}",
+                path.display(),
+                info.gfx(),
+                self.target
+            )));
+        }
+        self.bind(&format!("loading {}", path.display()))?;
+        let mut handle: ffi::hipModule_t = std::ptr::null_mut();
+        // SAFETY: `image` is a complete code object and outlives the module (kept in Module).
+        let rc = unsafe { ffi::hipModuleLoadData(&mut handle, image.as_ptr().cast()) };
+        if rc != HIP_SUCCESS {
+            return Err(match classify(rc) {
+                FaultClass::Launch | FaultClass::Call => compile_fault(format!(
+                    "the runtime refused {}: {}",
+                    path.display(),
+                    code_name(rc)
+                )),
+                _ => self.fault(rc, &format!("loading {}", path.display())),
+            });
+        }
+        Ok(Module {
+            handle,
+            info,
+            path,
+            _image: image,
+        })
+    }
+
+    fn sized(&self, buf: &RocmBuffer, bytes: usize, during: &str) -> Result<(), DeviceFault> {
+        if bytes > buf.bytes {
+            return Err(DeviceFault::Call {
+                during: during.to_string(),
+                code: format!("buffer holds only {} bytes", buf.bytes),
+            });
+        }
+        Ok(())
+    }
+}
+
+impl Drop for RocmDevice {
+    fn drop(&mut self) {
+        if lock(&self.lost).is_some() {
+            // A wedged device: leak (the worker process is about to be replaced).
+            return;
+        }
+        // SAFETY: handles created by this device, released once, modules before the stream.
+        unsafe {
+            ffi::hipSetDevice(self.ordinal);
+            for m in lock(&self.modules).values() {
+                ffi::hipModuleUnload(m.handle);
+            }
+            ffi::hipStreamDestroy(self.stream);
+        }
+    }
+}
+
+impl Backend for RocmDevice {
+    type Buffer = RocmBuffer;
+    type Event = RocmEvent;
+
+    fn target(&self) -> Target {
+        self.target
+    }
+
+    fn name(&self) -> String {
+        format!(
+            "{} (AMD device {}, {})",
+            self.name, self.ordinal, self.arch_name
+        )
+    }
+
+    fn health(&self) -> Health {
+        match lock(&self.lost).as_ref() {
+            None => Health::Ok,
+            Some(cause) => Health::Lost {
+                cause: cause.clone(),
+            },
+        }
+    }
+
+    fn alloc(&self, bytes: usize) -> Result<RocmBuffer, DeviceFault> {
+        let during = format!("allocating {bytes} bytes");
+        self.bind(&during)?;
+        let mut ptr: *mut c_void = std::ptr::null_mut();
+        // SAFETY: out-parameter; freed by RocmBuffer's Drop.
+        self.check(unsafe { ffi::hipMalloc(&mut ptr, bytes.max(1)) }, &during)?;
+        Ok(RocmBuffer {
+            ptr,
+            bytes: bytes.max(1),
+            lost: Arc::clone(&self.lost),
+        })
+    }
+
+    fn address(&self, buf: &RocmBuffer) -> u64 {
+        buf.ptr as u64
+    }
+
+    fn upload(&self, dst: &mut RocmBuffer, src: &[u8]) -> Result<(), DeviceFault> {
+        let during = format!("uploading {} bytes", src.len());
+        self.bind(&during)?;
+        self.sized(dst, src.len(), &during)?;
+        // SAFETY: `dst` holds at least `src.len()` bytes; the copy completes before returning.
+        let rc = unsafe {
+            ffi::hipMemcpy(
+                dst.ptr,
+                src.as_ptr().cast(),
+                src.len(),
+                ffi::HIP_MEMCPY_HOST_TO_DEVICE,
+            )
+        };
+        self.check(rc, &during)
+    }
+
+    fn download(&self, src: &RocmBuffer) -> Result<Vec<u8>, DeviceFault> {
+        let during = format!("downloading {} bytes", src.bytes);
+        self.bind(&during)?;
+        let mut out = vec![0u8; src.bytes];
+        // SAFETY: `out` holds exactly the buffer's bytes.
+        let rc = unsafe {
+            ffi::hipMemcpy(
+                out.as_mut_ptr().cast(),
+                src.ptr,
+                src.bytes,
+                ffi::HIP_MEMCPY_DEVICE_TO_HOST,
+            )
+        };
+        self.check(rc, &during)?;
+        Ok(out)
+    }
+
+    fn copy(
+        &self,
+        dst: &mut RocmBuffer,
+        src: &RocmBuffer,
+        bytes: usize,
+    ) -> Result<(), DeviceFault> {
+        let during = format!("copying {bytes} bytes on the device");
+        self.bind(&during)?;
+        self.sized(src, bytes, &during)?;
+        self.sized(dst, bytes, &during)?;
+        // SAFETY: both buffers hold at least `bytes`; ordered on the device's stream.
+        let rc = unsafe {
+            ffi::hipMemcpyAsync(
+                dst.ptr,
+                src.ptr,
+                bytes,
+                ffi::HIP_MEMCPY_DEVICE_TO_DEVICE,
+                self.stream,
+            )
+        };
+        self.check(rc, &during)
+    }
+
+    fn launch(
+        &self,
+        kernel: &KernelDecl,
+        entry: &str,
+        geometry: &LaunchGeometry,
+        args: &PackedArgs,
+    ) -> Result<(), DeviceFault> {
+        self.bind(&format!("launching {entry}"))?;
+        let func = self.function(kernel, entry)?;
+        let (_, declared_bytes) = w4a16_kernels::decl::arg_offsets(kernel.args);
+        let detail = format!(
+            "grid {:?}, block {:?}, {} B LDS",
+            geometry.grid, geometry.block, geometry.shared_mem_bytes
+        );
+        if args.bytes.len() != declared_bytes || args.values(kernel).is_none() {
+            return Err(DeviceFault::Launch {
+                kernel: entry.to_string(),
+                code: "argument buffer does not match the declaration".into(),
+                detail,
+            });
+        }
+        let mut buffer = args.bytes.clone();
+        let mut size: usize = buffer.len();
+        let mut extra: [*mut c_void; 5] = [
+            ffi::LAUNCH_PARAM_BUFFER_POINTER as *mut c_void,
+            buffer.as_mut_ptr().cast(),
+            ffi::LAUNCH_PARAM_BUFFER_SIZE as *mut c_void,
+            (&mut size as *mut usize).cast(),
+            ffi::LAUNCH_PARAM_END as *mut c_void,
+        ];
+        let refused = |rc: c_int| match self.fault(rc, &format!("launching {entry}")) {
+            DeviceFault::Launch { code, .. } => DeviceFault::Launch {
+                kernel: entry.to_string(),
+                code,
+                detail: detail.clone(),
+            },
+            other => other,
+        };
+        // SAFETY: the buffer is laid out by `arg_offsets` of the declaration, which the code
+        // object's metadata was checked against in `function`; every pointer in it is a live
+        // buffer of this device of at least the validated size. `buffer` and `size` outlive the
+        // call (the runtime copies the arguments before returning).
+        let rc = unsafe {
+            ffi::hipModuleLaunchKernel(
+                func,
+                geometry.grid[0],
+                geometry.grid[1],
+                geometry.grid[2],
+                geometry.block[0],
+                geometry.block[1],
+                geometry.block[2],
+                geometry.shared_mem_bytes,
+                self.stream,
+                std::ptr::null_mut(),
+                extra.as_mut_ptr(),
+            )
+        };
+        if rc != HIP_SUCCESS {
+            return Err(refused(rc));
+        }
+        // SAFETY: no arguments; reads and clears the thread's last error.
+        let last = unsafe { ffi::hipGetLastError() };
+        if last != HIP_SUCCESS {
+            return Err(refused(last));
+        }
+        Ok(())
+    }
+
+    fn blas_gemm(
+        &self,
+        g: &BlasGemm,
+        _x: &RocmBuffer,
+        _dense: &RocmBuffer,
+        _y: &mut RocmBuffer,
+    ) -> Result<(), DeviceFault> {
+        Err(DeviceFault::Unsupported {
+            what: format!(
+                "the vendor BLAS for the dense path (hipBLASLt/hipBLAS is not bound yet; M={} N={} K={})",
+                g.m, g.n, g.k
+            ),
+            device: Backend::name(self),
+        })
+    }
+
+    fn record(&self) -> Result<RocmEvent, DeviceFault> {
+        self.bind("recording an event")?;
+        let mut ev: ffi::hipEvent_t = std::ptr::null_mut();
+        // SAFETY: out-parameter; destroyed by RocmEvent's Drop.
+        self.check(unsafe { ffi::hipEventCreate(&mut ev) }, "creating an event")?;
+        let ev = RocmEvent { ev };
+        // SAFETY: live event and stream.
+        self.check(
+            unsafe { ffi::hipEventRecord(ev.ev, self.stream) },
+            "recording an event",
+        )?;
+        Ok(ev)
+    }
+
+    fn elapsed_us(&self, start: &RocmEvent, end: &RocmEvent) -> Result<f64, DeviceFault> {
+        self.bind("reading event times")?;
+        let mut ms = 0f32;
+        // SAFETY: two recorded, live events.
+        self.check(
+            unsafe { ffi::hipEventElapsedTime(&mut ms, start.ev, end.ev) },
+            "reading event times",
+        )?;
+        Ok(f64::from(ms) * 1000.0)
+    }
+
+    fn synchronize(&self, during: &str) -> Result<(), DeviceFault> {
+        let done = self.record()?;
+        let deadline = Instant::now() + self.watchdog;
+        let mut pause = Duration::from_micros(10);
+        loop {
+            // SAFETY: live event.
+            match unsafe { ffi::hipEventQuery(done.ev) } {
+                HIP_SUCCESS => break,
+                HIP_ERROR_NOT_READY => {}
+                rc => return Err(self.fault(rc, during)),
+            }
+            if Instant::now() >= deadline {
+                self.mark_lost(format!(
+                    "{during} hung past the {:.1} s watchdog",
+                    self.watchdog.as_secs_f64()
+                ));
+                // The event cannot be destroyed safely while the queue is wedged.
+                std::mem::forget(done);
+                return Err(DeviceFault::Timeout {
+                    during: during.to_string(),
+                    after: self.watchdog,
+                });
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(1));
+        }
+        // SAFETY: reads and clears the thread's last error (faults of frees and async work).
+        let last = unsafe { ffi::hipGetLastError() };
+        self.check(last, during)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arch_names_map_to_targets() {
+        assert_eq!(
+            target_for_arch("gfx1151:sramecc-:xnack-"),
+            Ok(Target::Gfx1151)
+        );
+        assert_eq!(target_for_arch("gfx1100"), Ok(Target::Gfx1100));
+        assert_eq!(target_for_arch("gfx1201"), Ok(Target::Gfx1201));
+        assert_eq!(
+            target_for_arch("gfx942:sramecc+:xnack-"),
+            Ok(Target::Gfx942)
+        );
+        let err = target_for_arch("gfx1030").unwrap_err();
+        assert!(err.contains("gfx1030") && err.contains("gfx1151"), "{err}");
+        assert!(target_for_arch("sm_90").is_err());
+    }
+
+    #[test]
+    fn faults_are_classified_like_cuda() {
+        for (code, class) in [
+            (700, FaultClass::Sticky),
+            (719, FaultClass::Sticky),
+            (710, FaultClass::Sticky),
+            (100, FaultClass::Fatal),
+            (1, FaultClass::Launch),
+            (701, FaultClass::Launch),
+            (500, FaultClass::Launch),
+            (2, FaultClass::Call),
+        ] {
+            assert_eq!(classify(code), class, "{}", code_name(code));
+        }
+        assert!(
+            DeviceFault::from_status(classify(700), "sync", &code_name(700)).context_unusable()
+        );
+        assert_eq!(code_name(700), "hipErrorIllegalAddress");
+        assert_eq!(code_name(12345), "hipError(12345)");
+    }
+
+    #[test]
+    fn launch_parameter_markers_match_hip() {
+        // hip_runtime_api.h: HIP_LAUNCH_PARAM_BUFFER_POINTER ((void*)0x01), _SIZE 0x02, _END 0x03
+        assert_eq!(
+            (
+                ffi::LAUNCH_PARAM_BUFFER_POINTER,
+                ffi::LAUNCH_PARAM_BUFFER_SIZE,
+                ffi::LAUNCH_PARAM_END
+            ),
+            (1, 2, 3)
+        );
+    }
+}

@@ -1,0 +1,815 @@
+//! One case, end to end: seeded data → producer checkpoint → its own reading and the converter
+//! → resident layout → selection and the static cross-check → launch(es) → reference and bound
+//! → verdicts. Pure data flow; the device is behind the backend-neutral [`Device`] trait.
+
+use super::verdict::{Outcome, Verdict};
+use crate::cases::{self, Case, KnownBad, KnownBadMode};
+use crate::config::KernelConfig;
+use crate::device::{Device, GemmOutput};
+use crate::launch::DeviceInputs;
+use crate::require::Skip;
+use crate::select::{self, LayerRequest};
+use crate::tensor::{DenseSpec, YSpec};
+use std::path::PathBuf;
+use w4a16_kernels::decl::LaunchShape;
+use w4a16_kernels::{KernelDecl, KernelId, Target, set};
+use w4a16_reference::bound::BoundModel;
+use w4a16_reference::compare::{self, CompareReport, OutputBits};
+use w4a16_reference::data::{self, DataSpec};
+use w4a16_reference::formats::{LoadTarget, PaddingRule, Producer, ResidentLayer, RowPadding};
+use w4a16_reference::gemm::{self, Reference};
+use w4a16_reference::layer::{Activations, QuantizedLayer};
+use w4a16_reference::verify::{self, VerifyBudget};
+use w4a16_reference::{BiasStage, NumericRecipe};
+
+/// Without a device, layers above this many weights get static checks only (their data would
+/// feed nothing but skipped launches).
+pub const CPU_ONLY_DATA_LIMIT: usize = 1 << 24;
+
+/// Which kernels a case runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Every kernel of the set that accepts the case, plus determinism, padding and
+    /// second-opinion checks (the kernel-set suites).
+    Differential,
+    /// The path the selection picks, as the engine would run it (the field matrix).
+    Selected,
+}
+
+/// Everything a case needs besides itself.
+pub struct RunContext<'a> {
+    pub target: Target,
+    pub device: Option<&'a dyn Device>,
+    /// Why there is no device (reported on every GPU-bound check).
+    pub no_device: Option<Skip>,
+    pub config: KernelConfig,
+    /// Per-target safety factor of SPEC §6, from data.
+    pub c_target: f64,
+    pub known_bad: &'a [KnownBad],
+    pub today: cases::Date,
+    /// Failure artifacts go here (DESIGN rule 9); `None` writes none.
+    pub artifacts: Option<PathBuf>,
+    /// Above this many multiply-adds (M·N·K) the full reference gives way to Freivalds plus
+    /// sampled lines.
+    pub full_reference_macs: f64,
+    pub sample_flops: f64,
+}
+
+/// The command that reruns exactly one case (DESIGN rule 9).
+pub fn repro_command(case_id: &str, target: Target) -> String {
+    format!("cargo run --release --bin w4a16 -- repro '{case_id}' --target {target}")
+}
+
+fn producer_of(case: &Case) -> Producer {
+    case.producer
+}
+
+fn padding_rule(case: &Case, target: Target) -> PaddingRule {
+    crate::select::padding::padding_rule(target, case.padding)
+}
+
+fn data_spec(case: &Case) -> DataSpec {
+    DataSpec {
+        class: case.class,
+        m: case.m,
+        shape: case.shape,
+        dtype: case.dtype,
+        symmetry: case.symmetry,
+        with_bias: case.bias,
+    }
+}
+
+/// Runs one case and applies its known-bad entry, if any.
+pub fn run_case(case: &Case, mode: Mode, ctx: &RunContext<'_>) -> Vec<Verdict> {
+    let mut out = CaseRun::new(case, mode, ctx).run();
+    if let Some(kb) = cases::known_bad::known_bad_for(ctx.known_bad, &case.id, ctx.target.name()) {
+        apply_known_bad(&mut out, kb, ctx.today);
+    }
+    out
+}
+
+fn apply_known_bad(verdicts: &mut [Verdict], kb: &KnownBad, today: cases::Date) {
+    let expired = kb.is_expired(today);
+    let mut any_failed = false;
+    for v in verdicts.iter_mut() {
+        if expired {
+            v.detail = format!(
+                "known-bad entry expired ({}): {}; {}",
+                kb.tracking, kb.reason, v.detail
+            );
+            v.outcome = Outcome::Expired;
+            continue;
+        }
+        if matches!(v.outcome, Outcome::Fail | Outcome::Fault) {
+            any_failed = true;
+            v.detail = format!("known bad ({}): {}; {}", kb.tracking, kb.reason, v.detail);
+            v.outcome = Outcome::ExpectedFail;
+        }
+    }
+    // Strict: a suppression that no longer catches a failure must be removed.
+    if !expired && !any_failed && kb.mode == KnownBadMode::XfailStrict {
+        for v in verdicts.iter_mut().filter(|v| v.outcome == Outcome::Pass) {
+            v.outcome = Outcome::UnexpectedPass;
+            v.detail = format!("known-bad entry ({}) now passes: remove it", kb.tracking);
+        }
+    }
+}
+
+struct CaseRun<'c, 'a> {
+    case: &'c Case,
+    mode: Mode,
+    ctx: &'c RunContext<'a>,
+    verdicts: Vec<Verdict>,
+    references: Vec<(Option<u64>, Reference)>,
+}
+
+impl<'c, 'a> CaseRun<'c, 'a> {
+    fn new(case: &'c Case, mode: Mode, ctx: &'c RunContext<'a>) -> Self {
+        CaseRun {
+            case,
+            mode,
+            ctx,
+            verdicts: Vec::new(),
+            references: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, check: impl Into<String>, outcome: Outcome, detail: impl Into<String>) {
+        self.verdicts
+            .push(Verdict::new(&self.case.id, check, outcome).detail(detail));
+    }
+
+    fn run(mut self) -> Vec<Verdict> {
+        let case = self.case;
+        // A layer the resident layout cannot hold (selection-boundary cases) has no checkpoint
+        // to build: only the selection's refusal is checked.
+        if !case.is_buildable() || (self.ctx.device.is_none() && case.shape.n * case.shape.k > CPU_ONLY_DATA_LIMIT) {
+            self.select_statically();
+            return self.verdicts;
+        }
+        let generated = match data::generate(&case.id, &data_spec(case)) {
+            Ok(g) => g,
+            Err(e) => {
+                self.push("data", Outcome::Fail, e.to_string());
+                return self.verdicts;
+            }
+        };
+        let Some(resident) = self.convert(&generated.layer) else {
+            return self.verdicts;
+        };
+        self.select_and_launch(&generated.x, &generated.layer, &resident, generated.seed);
+        self.verdicts
+    }
+
+    /// Without a device, a large layer's data would only feed skipped launches: check the
+    /// selection against the declared contracts on the planned tensors instead.
+    fn select_statically(&mut self) {
+        let case = self.case;
+        let sel = select::select(self.ctx.target, &LayerRequest::from_case(case), &self.ctx.config);
+        let check = format!("selection:{}", sel.path_name());
+        if sel.path.is_empty() {
+            self.push("selection", Outcome::Refused, "no kernel takes the layer");
+            return;
+        }
+        match select::cross_check(&sel, &select::check::DeclaredContracts) {
+            Ok(()) => self.push(check, Outcome::Pass, sel.dispatch.clone()),
+            Err(e) => self.push(check, Outcome::Fail, format!("selected path would fail at launch: {e}")),
+        }
+        let reason = self.ctx.no_device.as_ref().map_or_else(|| "no GPU".to_string(), |s| s.reason.clone());
+        self.push(sel.path_name(), Outcome::Skip, format!("needs a GPU: {reason}"));
+    }
+
+    /// Producer → its own reading and the converter; both must give back the logical layer.
+    fn convert(&mut self, logical: &QuantizedLayer) -> Option<ResidentLayer> {
+        let case = self.case;
+        let producer = producer_of(case);
+        let check = format!("convert:{}", producer.name());
+        let ckpt = match producer.build(logical) {
+            Ok(c) => c,
+            Err(e) => {
+                self.push(
+                    check,
+                    Outcome::Fail,
+                    format!("producer cannot express the case: {e}"),
+                );
+                return None;
+            }
+        };
+        match ckpt.decode_own_semantics() {
+            Ok(own) if own == *logical => {}
+            Ok(_) => {
+                self.push(
+                    check,
+                    Outcome::Fail,
+                    "the checkpoint's own reading differs from the layer it was built from",
+                );
+                return None;
+            }
+            Err(e) => {
+                self.push(check, Outcome::Fail, format!("own reading refused: {e}"));
+                return None;
+            }
+        }
+        let target = LoadTarget {
+            n: case.shape.n,
+            k: case.shape.k,
+            dtype: case.dtype,
+        };
+        let padding = RowPadding::from_rule(case.shape.k, padding_rule(case, self.ctx.target));
+        let converted = match ckpt.to_resident(&target, padding) {
+            Ok(c) => c,
+            Err(e) => {
+                self.push(check, Outcome::Fail, format!("converter refused: {e}"));
+                return None;
+            }
+        };
+        let resident = converted.layer;
+        // The legacy layout cannot be read back as packed: its own verdict comes at launch.
+        if producer != Producer::LegacyUnpackedZp {
+            match resident.to_logical() {
+                Ok(back) if back == *logical => {}
+                Ok(_) => {
+                    self.push(
+                        check,
+                        Outcome::Fail,
+                        "converter output reads back differently from the checkpoint's own reading",
+                    );
+                    return None;
+                }
+                Err(e) => {
+                    self.push(
+                        check,
+                        Outcome::Fail,
+                        format!("resident layout invalid: {e}"),
+                    );
+                    return None;
+                }
+            }
+        }
+        let notes: Vec<String> = converted.notes.iter().map(|n| format!("{n:?}")).collect();
+        self.push(check, Outcome::Pass, notes.join("; "));
+        Some(resident)
+    }
+
+    fn select_and_launch(
+        &mut self,
+        x: &Activations,
+        logical: &QuantizedLayer,
+        resident: &ResidentLayer,
+        seed: u64,
+    ) {
+        let case = self.case;
+        let mut req = LayerRequest::from_case(case);
+        req.dense_cache_built =
+            self.ctx.config.prefill_dequant == crate::config::PrefillDequant::Enable;
+        let sel = select::select(self.ctx.target, &req, &self.ctx.config);
+        let legacy = producer_of(case) == Producer::LegacyUnpackedZp;
+
+        // Static cross-check with the real resident tensors: the chosen path's declared
+        // contracts must accept them, or the selection would crash at launch.
+        let y = YSpec::dense(case.m, case.shape.n, case.dtype);
+        let mut refusal = None;
+        for &k in &sel.path {
+            if let Err(e) = self.launch_inputs(set::decl(k), x, resident, &y) {
+                refusal = Some((k, e));
+                break;
+            }
+        }
+        match (&refusal, legacy, sel.path.is_empty()) {
+            (_, _, true) => {
+                let why: Vec<String> = sel
+                    .rejections
+                    .iter()
+                    .map(|r| format!("{}: {}", r.kernel.name(), r.reason))
+                    .collect();
+                self.push(
+                    "selection",
+                    Outcome::Refused,
+                    format!("no kernel takes the layer: {}", why.join("; ")),
+                );
+                return;
+            }
+            (Some((k, e)), true, _) => {
+                self.push(
+                    format!("selection:{}", sel.path_name()),
+                    Outcome::Refused,
+                    format!("{k} refused the legacy unpacked zero points before launch: {e}"),
+                );
+                return;
+            }
+            (Some((k, e)), false, _) => {
+                self.push(
+                    format!("selection:{}", sel.path_name()),
+                    Outcome::Fail,
+                    format!("selected path would fail at launch: {k}: {e}"),
+                );
+                return;
+            }
+            (None, true, _) => {
+                self.push(
+                    format!("selection:{}", sel.path_name()),
+                    Outcome::Fail,
+                    "legacy unpacked zero points were accepted by a packed-zp kernel",
+                );
+                return;
+            }
+            (None, false, _) => self.push(
+                format!("selection:{}", sel.path_name()),
+                Outcome::Pass,
+                sel.dispatch.clone(),
+            ),
+        }
+
+        let paths: Vec<Vec<KernelId>> = match self.mode {
+            Mode::Selected => vec![sel.path.clone()],
+            Mode::Differential => {
+                let mut p = Vec::new();
+                for k in [KernelId::Skinny, KernelId::Fused, KernelId::Fallback] {
+                    if self.launch_inputs(set::decl(k), x, resident, &y).is_ok() {
+                        p.push(vec![k]);
+                    }
+                }
+                p.push(vec![KernelId::Dequant, KernelId::Dense]);
+                p
+            }
+        };
+        let Some(device) = self.ctx.device else {
+            let reason = self
+                .ctx
+                .no_device
+                .as_ref()
+                .map_or_else(|| "no GPU".to_string(), |s| s.reason.clone());
+            for p in paths {
+                self.push(
+                    path_name(&p),
+                    Outcome::Skip,
+                    format!("needs a GPU: {reason}"),
+                );
+            }
+            return;
+        };
+        let mut fallback_out: Option<Vec<u16>> = None;
+        let mut fast_outs: Vec<(KernelId, Vec<u16>)> = Vec::new();
+        for p in paths {
+            let Some(out) = self.run_path(device, &p, x, logical, resident, seed) else {
+                continue;
+            };
+            if p == [KernelId::Fallback] {
+                fallback_out = Some(out);
+            } else if p.len() == 1 {
+                fast_outs.push((p[0], out));
+            }
+        }
+        if let (Mode::Differential, Some(fb)) = (self.mode, fallback_out) {
+            for (k, out) in fast_outs {
+                self.second_opinion(k, &out, &fb, x, logical);
+            }
+        }
+    }
+
+    fn launch_inputs<'d>(
+        &self,
+        decl: &KernelDecl,
+        x: &'d Activations,
+        resident: &'d ResidentLayer,
+        y: &YSpec,
+    ) -> Result<DeviceInputs<'d>, String> {
+        match decl.id {
+            KernelId::Dequant => {
+                let dense = self.dense_spec(resident);
+                DeviceInputs::dequant(decl, resident, dense).map_err(|e| e.to_string())
+            }
+            KernelId::Dense => {
+                // The dense kernel reads the dense copy; its contract is checked on that copy's
+                // shape (the data does not exist before the dequant runs).
+                crate::validate::validate(
+                    decl,
+                    &crate::tensor::LaunchInputs::dense(
+                        x,
+                        &self.dense_spec(resident),
+                        resident.bias.as_deref(),
+                        y,
+                    ),
+                )
+                .map(|_| ())
+                .map_err(|e| e.to_string())?;
+                DeviceInputs::gemm(set::decl(KernelId::Fallback), resident, x, *y)
+                    .map_err(|e| e.to_string())
+            }
+            _ => DeviceInputs::gemm(decl, resident, x, *y).map_err(|e| e.to_string()),
+        }
+    }
+
+    fn dense_spec(&self, resident: &ResidentLayer) -> DenseSpec {
+        let stride = crate::select::padding::dense_row_stride(
+            self.ctx.target,
+            resident.shape.k,
+            resident.dtype,
+            self.case.padding,
+        );
+        DenseSpec {
+            n: resident.shape.n,
+            k: resident.shape.k,
+            row_stride: stride,
+            dtype: resident.dtype,
+        }
+    }
+
+    fn entry(&self, decl: &KernelDecl, x: &Activations) -> String {
+        let shape = LaunchShape {
+            m: x.m,
+            n: self.case.shape.n,
+            k: self.case.shape.k,
+            group: self.case.shape.group,
+            dtype: self.case.dtype,
+            asymmetric: self.case.symmetry == w4a16_reference::layer::Symmetry::Asym,
+        };
+        match decl.tile {
+            Some(pick) => decl.variant_entry(self.case.dtype, pick(&shape, self.ctx.target)),
+            None => (decl.entry_point)(self.case.dtype).to_string(),
+        }
+    }
+
+    /// Launches one path; returns its output bits when it produced any.
+    fn run_path(
+        &mut self,
+        device: &dyn Device,
+        path: &[KernelId],
+        x: &Activations,
+        logical: &QuantizedLayer,
+        resident: &ResidentLayer,
+        seed: u64,
+    ) -> Option<Vec<u16>> {
+        let name = path_name(path);
+        let y = YSpec::dense(x.m, self.case.shape.n, self.case.dtype);
+        let last = set::decl(*path.last().expect("non-empty path"));
+        let output = if path == [KernelId::Dequant, KernelId::Dense] {
+            self.run_dequant_dense(device, x, logical, resident, &y)
+        } else {
+            let decl = set::decl(path[0]);
+            let entry = self.entry(decl, x);
+            let inputs = match DeviceInputs::gemm(decl, resident, x, y) {
+                Ok(i) => i,
+                Err(e) => {
+                    self.push(name, Outcome::Fail, format!("refused at launch: {e}"));
+                    return None;
+                }
+            };
+            let first = device.run_gemm(decl, &entry, &inputs);
+            if let (Ok(a), Mode::Differential) = (&first, self.mode) {
+                // Determinism: a second launch must match bit for bit.
+                match device.run_gemm(decl, &entry, &inputs) {
+                    Ok(b) if b.y_bits == a.y_bits => {
+                        self.push(format!("determinism:{name}"), Outcome::Pass, "")
+                    }
+                    Ok(b) => {
+                        let diff = a
+                            .y_bits
+                            .iter()
+                            .zip(&b.y_bits)
+                            .filter(|(p, q)| p != q)
+                            .count();
+                        self.push(
+                            format!("determinism:{name}"),
+                            Outcome::Fail,
+                            format!("{diff} elements differ between two identical launches"),
+                        );
+                    }
+                    Err(e) => {
+                        self.push(format!("determinism:{name}"), Outcome::Fault, e.to_string())
+                    }
+                }
+                self.padding_identity(device, decl, &entry, x, logical, resident, &a.y_bits);
+            }
+            first.map_err(|e| e.to_string())
+        };
+        let out = match output {
+            Ok(o) => o,
+            Err(e) => {
+                self.push(name, Outcome::Fault, e);
+                return None;
+            }
+        };
+        let recipe = (last.recipe)(self.case.dtype);
+        let v = self.judge(&name, &recipe, x, logical, &out, seed);
+        self.verdicts.push(v);
+        Some(out.y_bits)
+    }
+
+    fn run_dequant_dense(
+        &mut self,
+        device: &dyn Device,
+        x: &Activations,
+        logical: &QuantizedLayer,
+        resident: &ResidentLayer,
+        y: &YSpec,
+    ) -> Result<GemmOutput, String> {
+        let dq = set::decl(KernelId::Dequant);
+        let dense = self.dense_spec(resident);
+        let inputs = DeviceInputs::dequant(dq, resident, dense)
+            .map_err(|e| format!("dequant refused: {e}"))?;
+        let entry = (dq.entry_point)(self.case.dtype).to_string();
+        let d = device
+            .dequant(dq, &entry, &inputs)
+            .map_err(|e| format!("dequant: {e}"))?;
+        // The dequantized copy is bit-exact: (q − z)·s in fp32, rounded once.
+        let (n, k) = (logical.shape.n, logical.shape.k);
+        let mut mismatches = 0usize;
+        for r in 0..n {
+            for c in 0..k {
+                if d.dense_bits[r * k + c] != logical.dtype.from_f64(logical.weight(r, c)) {
+                    mismatches += 1;
+                }
+            }
+        }
+        let guards = d.guard_violations.len();
+        if mismatches == 0 && guards == 0 {
+            self.push("dequant", Outcome::Pass, "bit-exact");
+        } else {
+            self.push("dequant", Outcome::Fail, format!("{mismatches} elements differ from (q−z)·s rounded once; {guards} guard violations"));
+        }
+        let dn = set::decl(KernelId::Dense);
+        let inputs =
+            DeviceInputs::dense(dn, x, dense, &d.strided_bits, resident.bias.as_deref(), *y)
+                .map_err(|e| format!("dense refused: {e}"))?;
+        device
+            .dense_gemm(dn, &inputs)
+            .map_err(|e| format!("dense: {e}"))
+    }
+
+    /// Padded and unpadded layouts must give bit-identical results (SPEC §5).
+    #[allow(clippy::too_many_arguments)]
+    fn padding_identity(
+        &mut self,
+        device: &dyn Device,
+        decl: &KernelDecl,
+        entry: &str,
+        x: &Activations,
+        logical: &QuantizedLayer,
+        resident: &ResidentLayer,
+        padded_bits: &[u16],
+    ) {
+        let unpadded_stride = resident.shape.k / 2;
+        if resident.weights.row_stride_bytes == unpadded_stride
+            && resident.scales.row_stride == resident.scales.groups
+            && x.row_stride == x.k
+        {
+            return;
+        }
+        let Ok(plain) = ResidentLayer::from_logical(logical, RowPadding::NONE) else {
+            return;
+        };
+        let x_plain = x.with_row_stride(x.k);
+        let y = YSpec::dense(x.m, self.case.shape.n, self.case.dtype);
+        let check = format!("padding:{}", decl.id);
+        match DeviceInputs::gemm(decl, &plain, &x_plain, y)
+            .map_err(|e| e.to_string())
+            .and_then(|i| device.run_gemm(decl, entry, &i).map_err(|e| e.to_string()))
+        {
+            Ok(o) if o.y_bits == padded_bits => {
+                self.push(check, Outcome::Pass, "padded == unpadded")
+            }
+            Ok(o) => {
+                let diff = o
+                    .y_bits
+                    .iter()
+                    .zip(padded_bits)
+                    .filter(|(p, q)| p != q)
+                    .count();
+                self.push(
+                    check,
+                    Outcome::Fail,
+                    format!("{diff} elements differ between padded and unpadded layouts"),
+                );
+            }
+            Err(e) => self.push(check, Outcome::Fault, e),
+        }
+    }
+
+    fn reference(
+        &mut self,
+        x: &Activations,
+        logical: &QuantizedLayer,
+        recipe: &NumericRecipe,
+    ) -> Option<&Reference> {
+        let key = recipe.offset_accumulation.map(f64::to_bits);
+        if let Some(i) = self.references.iter().position(|(k, _)| *k == key) {
+            return Some(&self.references[i].1);
+        }
+        match gemm::reference(x, logical, recipe) {
+            Ok(r) => {
+                self.references.push((key, r));
+                self.references.last().map(|(_, r)| r)
+            }
+            Err(e) => {
+                self.push("reference", Outcome::Fail, e.to_string());
+                None
+            }
+        }
+    }
+
+    fn judge(
+        &mut self,
+        name: &str,
+        recipe: &NumericRecipe,
+        x: &Activations,
+        logical: &QuantizedLayer,
+        out: &GemmOutput,
+        seed: u64,
+    ) -> Verdict {
+        let id = self.case.id.clone();
+        let mut problems = Vec::new();
+        if !out.guard_violations.is_empty() {
+            problems.push(format!(
+                "{} guard-band bytes overwritten",
+                out.guard_violations.len()
+            ));
+        }
+        if out.stray_writes > 0 {
+            problems.push(format!("{} writes outside [M, N]", out.stray_writes));
+        }
+        let model = match BoundModel::new(recipe, logical.shape.k, self.ctx.c_target) {
+            Ok(m) => m,
+            Err(e) => return Verdict::new(id, name, Outcome::Fail).detail(format!("bound: {e}")),
+        };
+        let macs = (x.m * logical.shape.n * logical.shape.k) as f64;
+        let bits = OutputBits::new(&out.y_bits, logical.shape.n);
+        let exact = self.case.class == w4a16_reference::data::DataClass::Exact;
+        if macs > self.ctx.full_reference_macs {
+            let budget = VerifyBudget {
+                sample_flops: self.ctx.sample_flops,
+                seed,
+            };
+            return match verify::verify_large(x, logical, recipe, bits, self.ctx.c_target, &budget)
+            {
+                Ok(r) if r.passed() && problems.is_empty() => Verdict::new(id, name, Outcome::Pass)
+                    .bucket(format!(
+                        "sampled {}",
+                        compare::bucket(r.sampled.report.worst_ratio)
+                    ))
+                    .detail(format!(
+                        "Freivalds + {} sampled lines",
+                        r.sampled.rows.len() + r.sampled.cols.len()
+                    )),
+                Ok(r) => {
+                    problems.push(format!(
+                        "Freivalds passed: {}, sampled: {:?}",
+                        r.freivalds.passed(),
+                        r.sampled
+                    ));
+                    self.fail(name, problems.join("; "), x, logical, out, None)
+                }
+                Err(e) => {
+                    Verdict::new(id, name, Outcome::Fail).detail(format!("verification input: {e}"))
+                }
+            };
+        }
+        let Some(reference) = self.reference(x, logical, recipe).cloned() else {
+            return Verdict::new(id, name, Outcome::Fail).detail("no reference");
+        };
+        let report = if exact {
+            compare_exact(&reference, &model, recipe, bits)
+        } else {
+            compare::compare(&reference, &model, bits)
+        };
+        let report = match report {
+            Ok(r) => r,
+            Err(e) => return Verdict::new(id, name, Outcome::Fail).detail(format!("compare: {e}")),
+        };
+        if out.unwritten > 0 {
+            problems.push(format!(
+                "{} elements never written (still poison)",
+                out.unwritten
+            ));
+        }
+        let bucket = if exact {
+            "bit-exact".to_string()
+        } else {
+            report.worst_bucket().to_string()
+        };
+        if report.passed() && problems.is_empty() {
+            let mut v = Verdict::new(id, name, Outcome::Pass)
+                .bucket(bucket)
+                .detail(format!(
+                    "worst ratio {:.3e} at {:?}",
+                    report.worst_ratio, report.worst_at
+                ));
+            v.worst_ratio = Some(report.worst_ratio);
+            v
+        } else {
+            problems.push(format!(
+                "{} over bound, {} non-finite, {} poison left, {} bit mismatches; worst ratio {:.3e} at {:?}",
+                report.over_bound, report.nonfinite, report.poison_left, report.exact_mismatches, report.worst_ratio, report.worst_at
+            ));
+            self.fail(name, problems.join("; "), x, logical, out, Some(&reference))
+        }
+    }
+
+    /// The fallback as a second opinion: both outputs within their bounds of each other.
+    fn second_opinion(
+        &mut self,
+        k: KernelId,
+        fast: &[u16],
+        fb: &[u16],
+        x: &Activations,
+        logical: &QuantizedLayer,
+    ) {
+        let check = format!("second-opinion:{k}");
+        let macs = (x.m * logical.shape.n * logical.shape.k) as f64;
+        if macs > self.ctx.full_reference_macs {
+            return;
+        }
+        let rf = (set::decl(k).recipe)(self.case.dtype);
+        let rb = (set::decl(KernelId::Fallback).recipe)(self.case.dtype);
+        let (Ok(mf), Ok(mb)) = (
+            BoundModel::new(&rf, logical.shape.k, self.ctx.c_target),
+            BoundModel::new(&rb, logical.shape.k, self.ctx.c_target),
+        ) else {
+            return;
+        };
+        let Some(r) = self.reference(x, logical, &rf).cloned() else {
+            return;
+        };
+        let dtype = self.case.dtype;
+        let mut over = 0usize;
+        for i in 0..fast.len() {
+            let (m, n) = (i / r.n, i % r.n);
+            let (y, a, b) = (r.y_at(m, n), r.a_at(m, n), r.bias[n]);
+            let acc = r.a_offset.as_ref().map_or(a, |o| o[i]);
+            let tol = mf.element(y, a, acc, b) + mb.element(y, a, a, b);
+            let d = (dtype.to_f64(fast[i]) - dtype.to_f64(fb[i])).abs();
+            if d.is_nan() || d > tol {
+                over += 1;
+            }
+        }
+        if over == 0 {
+            self.push(
+                check,
+                Outcome::Pass,
+                "agrees with fallback within both bounds",
+            );
+        } else {
+            self.push(
+                check,
+                Outcome::Fail,
+                format!("{over} elements disagree with fallback beyond both bounds"),
+            );
+        }
+    }
+
+    fn fail(
+        &self,
+        name: &str,
+        detail: String,
+        x: &Activations,
+        logical: &QuantizedLayer,
+        out: &GemmOutput,
+        reference: Option<&Reference>,
+    ) -> Verdict {
+        let repro = repro_command(&self.case.id, self.ctx.target);
+        let mut detail = format!("{detail}; repro: {repro}");
+        if let Some(dir) = &self.ctx.artifacts {
+            match super::artifact::write(
+                dir,
+                &self.case.id,
+                name,
+                &detail,
+                x,
+                logical,
+                &out.y_bits,
+                reference,
+            ) {
+                Ok(p) => detail.push_str(&format!("; artifact: {}", p.display())),
+                Err(e) => detail.push_str(&format!("; artifact not written: {e}")),
+            }
+        }
+        Verdict::new(&self.case.id, name, Outcome::Fail).detail(detail)
+    }
+}
+
+fn path_name(path: &[KernelId]) -> String {
+    path.iter().map(|k| k.name()).collect::<Vec<_>>().join("+")
+}
+
+/// Exact-class data: every fp32 partial sum is exact, so the only rounding is the recipe's
+/// cast(s) — compare bit for bit against exactly that.
+fn compare_exact(
+    reference: &Reference,
+    model: &BoundModel,
+    recipe: &NumericRecipe,
+    out: OutputBits<'_>,
+) -> Result<CompareReport, w4a16_reference::gemm::InputError> {
+    match recipe.bias {
+        BiasStage::BeforeCast => compare::compare_bit_exact(reference, model, out),
+        BiasStage::AfterCast => {
+            // round(round(y − bias) + bias): fold the first rounding into a shifted reference.
+            let mut shifted = reference.clone();
+            for (i, y) in shifted.y.iter_mut().enumerate() {
+                let b = reference.bias[i % reference.n];
+                let acc = reference.dtype.to_f64(reference.dtype.from_f64(*y - b));
+                *y = acc + b;
+            }
+            compare::compare_bit_exact(&shifted, model, out)
+        }
+    }
+}

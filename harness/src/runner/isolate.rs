@@ -1,0 +1,158 @@
+//! Fault isolation (DESIGN rule 8): GPU cases run in a worker process. A device fault that
+//! poisons the context, a crash or a hang becomes that case's verdict; a fresh worker picks up
+//! the remaining cases, so the run always finishes.
+//!
+//! Protocol on the worker's stdout, one line each: `BEGIN <case id>`, then any number of
+//! `VERDICT <json>`, then `END <case id>`. Anything else is passed through to stderr.
+
+use super::verdict::{Outcome, Verdict};
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// Worker side: run `execute` for each case id read from stdin, framing its verdicts.
+pub fn serve(mut execute: impl FnMut(&str) -> Vec<Verdict>) -> std::io::Result<()> {
+    let stdin = std::io::stdin();
+    let mut out = std::io::stdout().lock();
+    for line in stdin.lock().lines() {
+        let id = line?;
+        let id = id.trim();
+        if id.is_empty() {
+            continue;
+        }
+        writeln!(out, "BEGIN {id}")?;
+        out.flush()?;
+        for v in execute(id) {
+            writeln!(
+                out,
+                "VERDICT {}",
+                serde_json::to_string(&v).expect("verdict serializes")
+            )?;
+        }
+        writeln!(out, "END {id}")?;
+        out.flush()?;
+    }
+    Ok(())
+}
+
+enum Line {
+    Text(String),
+    Closed,
+}
+
+/// Parent side: feed `case_ids` to `exe args…` workers, restarting after a crash or hang.
+/// `per_case_timeout` bounds the time between a case's BEGIN and END.
+pub fn run_isolated(
+    exe: &Path,
+    args: &[String],
+    case_ids: &[String],
+    per_case_timeout: Duration,
+    mut on_verdict: impl FnMut(&Verdict),
+) -> std::io::Result<Vec<Verdict>> {
+    let mut verdicts = Vec::new();
+    let mut next = 0usize;
+    while next < case_ids.len() {
+        let mut child = Command::new(exe)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()?;
+        {
+            let mut stdin = child.stdin.take().expect("piped stdin");
+            let ids: Vec<String> = case_ids[next..].to_vec();
+            std::thread::spawn(move || {
+                for id in ids {
+                    if writeln!(stdin, "{id}").is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                match line {
+                    Ok(l) => {
+                        if tx.send(Line::Text(l)).is_err() {
+                            return;
+                        }
+                    }
+                    Err(_) => break,
+                }
+            }
+            let _ = tx.send(Line::Closed);
+        });
+
+        let mut current: Option<String> = None;
+        let mut got_for_current: Vec<Verdict> = Vec::new();
+        let failure: Option<String> = loop {
+            let timeout = if current.is_some() {
+                per_case_timeout
+            } else {
+                per_case_timeout * 4
+            };
+            match rx.recv_timeout(timeout) {
+                Ok(Line::Text(l)) => {
+                    if let Some(id) = l.strip_prefix("BEGIN ") {
+                        current = Some(id.to_string());
+                        got_for_current.clear();
+                    } else if let Some(json) = l.strip_prefix("VERDICT ") {
+                        match serde_json::from_str::<Verdict>(json) {
+                            Ok(v) => got_for_current.push(v),
+                            Err(e) => {
+                                eprintln!("w4a16: unreadable verdict from worker ({e}): {json}")
+                            }
+                        }
+                    } else if l.starts_with("END ") {
+                        for v in got_for_current.drain(..) {
+                            on_verdict(&v);
+                            verdicts.push(v);
+                        }
+                        current = None;
+                        next += 1;
+                        if next == case_ids.len() {
+                            break None;
+                        }
+                    } else {
+                        eprintln!("{l}");
+                    }
+                }
+                Ok(Line::Closed) => {
+                    let status = child.wait()?;
+                    break if next == case_ids.len() {
+                        None
+                    } else {
+                        Some(format!("worker exited ({status})"))
+                    };
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    break Some(format!(
+                        "no progress for {} s (watchdog)",
+                        timeout.as_secs()
+                    ));
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    let status = child.wait()?;
+                    break Some(format!("worker exited ({status})"));
+                }
+            }
+        };
+        let _ = child.kill();
+        let _ = child.wait();
+        if let Some(why) = failure {
+            // The case in flight (or, if the worker died between cases, the next one) is charged.
+            let id = current.unwrap_or_else(|| case_ids[next].clone());
+            let v = Verdict::new(id, "device", Outcome::Fault).detail(why);
+            on_verdict(&v);
+            verdicts.push(v);
+            next += 1;
+        }
+    }
+    Ok(verdicts)
+}

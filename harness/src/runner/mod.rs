@@ -1,0 +1,13 @@
+//! The case runner: case → seeded producer tensors → conversion → selection → validation →
+//! launch → reference and bound → verdict → snapshot/report. Each arrow is a module boundary.
+
+pub mod artifact;
+pub mod execute;
+pub mod global;
+pub mod isolate;
+pub mod report;
+pub mod session;
+pub mod snapshot;
+pub mod verdict;
+
+pub use verdict::{Outcome, Summary, Verdict};

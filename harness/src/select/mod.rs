@@ -1,0 +1,319 @@
+//! Kernel selection as the engine does it (SPEC §5): a priority list of linear kernels (the
+//! hybrid, then the fallback), each with a `can_implement` that gives a reason for every
+//! rejection, and the hybrid's M-dispatch (skinny, fused, or dequant cache + dense). Pure
+//! logic: no device, so every target's tables are checked on any machine.
+
+pub mod check;
+pub mod padding;
+mod print;
+
+use serde::Serialize;
+use w4a16_kernels::decl::Tile;
+use w4a16_kernels::{KernelId, Target, tiles};
+use w4a16_reference::ActDtype;
+use w4a16_reference::layer::{LayerShape, Symmetry};
+
+use crate::cases::{Case, RowPadding};
+use crate::config::{KernelConfig, PrefillDequant};
+
+pub use check::{
+    ContractValidator, CrossCheckError, DeclaredContracts, PlannedLaunch, PlannedTensor,
+    TensorElem, cross_check, plan_launches,
+};
+pub use print::{render, row};
+
+/// Batches up to this M take the skinny (decode) kernel.
+pub const SKINNY_MAX_M: usize = 5;
+/// Batches from this M take the dense cache when it is enabled and built.
+pub const DENSE_MIN_M: usize = 256;
+/// Group sizes of the fast path.
+pub const HYBRID_GROUPS: [usize; 3] = [32, 64, 128];
+
+/// The linear kernels of the priority list, in priority order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LayerKernel {
+    /// Skinny / fused / dequant+dense, dispatched on M.
+    Hybrid,
+    /// The plain dequant GEMM that takes every shape the formats allow.
+    Fallback,
+}
+
+impl LayerKernel {
+    pub const PRIORITY: [LayerKernel; 2] = [LayerKernel::Hybrid, LayerKernel::Fallback];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            LayerKernel::Hybrid => "hybrid",
+            LayerKernel::Fallback => "fallback",
+        }
+    }
+}
+
+impl std::fmt::Display for LayerKernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One linear layer call as the engine sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct LayerRequest {
+    pub shape: LayerShape,
+    pub m: usize,
+    /// fp16 or bf16: other activation dtypes are not representable, so the hybrid's dtype rule
+    /// holds by construction.
+    pub dtype: ActDtype,
+    pub symmetry: Symmetry,
+    pub bias: bool,
+    /// The checkpoint has act-order (`g_idx`).
+    pub act_order: bool,
+    pub padding: RowPadding,
+    /// The dense prefill cache exists for this layer (built at load when the option is
+    /// enabled and the budget allowed it).
+    pub dense_cache_built: bool,
+}
+
+impl LayerRequest {
+    pub fn new(shape: LayerShape, m: usize, dtype: ActDtype, symmetry: Symmetry) -> Self {
+        LayerRequest {
+            shape,
+            m,
+            dtype,
+            symmetry,
+            bias: false,
+            act_order: false,
+            padding: RowPadding::CacheCliff,
+            dense_cache_built: true,
+        }
+    }
+
+    pub fn from_case(case: &Case) -> Self {
+        LayerRequest {
+            shape: case.shape,
+            m: case.m,
+            dtype: case.dtype,
+            symmetry: case.symmetry,
+            bias: case.bias,
+            act_order: case.act_order,
+            padding: case.padding,
+            dense_cache_built: true,
+        }
+    }
+
+    pub fn asymmetric(&self) -> bool {
+        self.symmetry == Symmetry::Asym
+    }
+}
+
+/// Why a kernel of the priority list did not take the layer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Rejection {
+    pub kernel: LayerKernel,
+    pub reason: String,
+}
+
+/// Row strides of every tensor the chosen path touches (elements unless named bytes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Strides {
+    pub x_row_stride: usize,
+    pub weight_row_stride_bytes: usize,
+    /// `weight_row_stride_bytes − K/2`.
+    pub weight_pad_bytes: usize,
+    pub scale_row_stride: usize,
+    pub y_row_stride: usize,
+    /// The dense cache's row stride, when the path uses it.
+    pub dense_row_stride: Option<usize>,
+}
+
+impl Strides {
+    pub fn dense_pad_elems(&self, k: usize) -> Option<usize> {
+        self.dense_row_stride.map(|s| s - k)
+    }
+}
+
+/// The outcome of selection for one layer call on one target.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Selection {
+    pub target: Target,
+    pub request: LayerRequest,
+    /// `None`: no kernel of the list can take the layer (the reasons are in `rejections`).
+    pub layer_kernel: Option<LayerKernel>,
+    /// Kernels run per call, in order: `[skinny]`, `[fused]`, `[dequant, dense]` (the dequant
+    /// runs once at load, the dense per call), `[fallback]`, or empty.
+    pub path: Vec<KernelId>,
+    /// Why the hybrid's M-dispatch took this path.
+    pub dispatch: String,
+    /// The fused kernel's tile (fused path only).
+    pub tile: Option<Tile>,
+    pub strides: Strides,
+    /// Every kernel earlier in the list that did not take the layer, with every reason.
+    pub rejections: Vec<Rejection>,
+}
+
+impl Selection {
+    /// `skinny`, `fused`, `dequant+dense`, `fallback` or `none`.
+    pub fn path_name(&self) -> String {
+        if self.path.is_empty() {
+            "none".to_owned()
+        } else {
+            self.path
+                .iter()
+                .map(|k| k.name())
+                .collect::<Vec<_>>()
+                .join("+")
+        }
+    }
+}
+
+/// Every reason `kernel` cannot take `req` on `target`; empty when it can.
+pub fn can_implement(kernel: LayerKernel, target: Target, req: &LayerRequest) -> Vec<String> {
+    let LayerShape { n, k, group } = req.shape;
+    let mut why = Vec::new();
+    if req.m == 0 {
+        why.push("M = 0: nothing to compute".to_owned());
+    }
+    match kernel {
+        LayerKernel::Hybrid => {
+            if !wave32_capable(target) {
+                why.push(format!(
+                    "{target} is wave{}; needs wave32 (gfx11, gfx12, sm_80+)",
+                    target.wave_size()
+                ));
+            }
+            if !HYBRID_GROUPS.contains(&group) {
+                let what = if group == k && group > 0 {
+                    format!("channelwise (G = K = {k})")
+                } else {
+                    format!("G = {group}")
+                };
+                why.push(format!(
+                    "{what} is not a fast-path group size (32, 64, 128)"
+                ));
+            }
+            if k % 16 != 0 {
+                why.push(format!("K = {k} must be divisible by 16"));
+            }
+            if group == 0 || k % group != 0 {
+                why.push(format!("K = {k} must be a multiple of G = {group}"));
+            }
+            if req.asymmetric() && n % 8 != 0 {
+                why.push(format!("asymmetric zero points are packed 8 per u32 along N: N = {n} must be divisible by 8"));
+            }
+            if req.act_order {
+                why.push("act-order (g_idx) is not supported".to_owned());
+            }
+        }
+        LayerKernel::Fallback => {
+            if k % 16 != 0 {
+                why.push(format!("K = {k} must be divisible by 16"));
+            }
+            if group == 0 || group % 8 != 0 || k % group != 0 {
+                why.push(format!(
+                    "G = {group} must be a multiple of 8 that divides K = {k}"
+                ));
+            }
+            if req.asymmetric() && n % 8 != 0 {
+                why.push(format!("asymmetric zero points are packed 8 per u32 along N: N = {n} must be divisible by 8"));
+            }
+            if req.act_order {
+                why.push("act-order (g_idx) is not supported".to_owned());
+            }
+        }
+    }
+    why
+}
+
+/// gfx11, gfx12 and NVIDIA sm_80+ run 32-lane waves; CDNA (gfx942) runs 64.
+pub fn wave32_capable(target: Target) -> bool {
+    target.wave_size() == 32 && (target.is_gfx11() || target.is_gfx12() || target == Target::Sm90)
+}
+
+/// Selects the kernel (and path, tile and strides) for one call. Never fails: a layer no kernel
+/// takes yields an empty path and the reasons.
+pub fn select(target: Target, req: &LayerRequest, config: &KernelConfig) -> Selection {
+    let LayerShape { n, k, group } = req.shape;
+    let mut rejections = Vec::new();
+    let mut chosen = None;
+    for kernel in LayerKernel::PRIORITY {
+        let why = can_implement(kernel, target, req);
+        if why.is_empty() {
+            chosen = Some(kernel);
+            break;
+        }
+        rejections.extend(why.into_iter().map(|reason| Rejection { kernel, reason }));
+    }
+
+    let (path, dispatch) = match chosen {
+        None => (
+            Vec::new(),
+            "no kernel of the priority list takes this layer".to_owned(),
+        ),
+        Some(LayerKernel::Fallback) => (
+            vec![KernelId::Fallback],
+            "fallback: every shape the formats allow".to_owned(),
+        ),
+        Some(LayerKernel::Hybrid) => hybrid_dispatch(req, config),
+    };
+    let uses_dense = path.contains(&KernelId::Dense);
+    let weight_row_stride_bytes = padding::weight_row_stride_bytes(target, k, req.padding);
+    let strides = Strides {
+        x_row_stride: k,
+        weight_row_stride_bytes,
+        weight_pad_bytes: weight_row_stride_bytes - k / 2,
+        scale_row_stride: req.shape.groups(),
+        y_row_stride: n,
+        dense_row_stride: uses_dense
+            .then(|| padding::dense_row_stride(target, k, req.dtype, req.padding)),
+    };
+    let tile = path
+        .contains(&KernelId::Fused)
+        .then(|| tiles::fused_tile(target, req.dtype, req.m, n, k, group));
+    Selection {
+        target,
+        request: *req,
+        layer_kernel: chosen,
+        path,
+        dispatch,
+        tile,
+        strides,
+        rejections,
+    }
+}
+
+/// The hybrid's M-dispatch (SPEC §5).
+fn hybrid_dispatch(req: &LayerRequest, config: &KernelConfig) -> (Vec<KernelId>, String) {
+    let m = req.m;
+    if m <= SKINNY_MAX_M {
+        return (
+            vec![KernelId::Skinny],
+            format!("M = {m} ≤ {SKINNY_MAX_M}: decode"),
+        );
+    }
+    if m >= DENSE_MIN_M {
+        match (config.prefill_dequant, req.dense_cache_built) {
+            (PrefillDequant::Enable, true) => {
+                return (
+                    vec![KernelId::Dequant, KernelId::Dense],
+                    format!("M = {m} ≥ {DENSE_MIN_M}, prefill dequant enabled and cache built"),
+                );
+            }
+            (PrefillDequant::Enable, false) => {
+                return (
+                    vec![KernelId::Fused],
+                    format!("M = {m} ≥ {DENSE_MIN_M}, prefill dequant enabled but no cache built"),
+                );
+            }
+            (PrefillDequant::Disable, _) => {
+                return (
+                    vec![KernelId::Fused],
+                    format!("M = {m} ≥ {DENSE_MIN_M}, prefill dequant disabled"),
+                );
+            }
+        }
+    }
+    (
+        vec![KernelId::Fused],
+        format!("{} < M = {m} < {DENSE_MIN_M}: fused", SKINNY_MAX_M),
+    )
+}

@@ -1,0 +1,112 @@
+//! Row strides of the resident weights and the dense cache (SPEC §5, cache-cliff padding).
+//! Padding changes strides, never logical shapes.
+
+use w4a16_kernels::Target;
+use w4a16_reference::ActDtype;
+use w4a16_reference::formats::{
+    PaddingRule, dense_row_stride_elems, layout::CACHE_CLIFF_PAD_BYTES,
+};
+
+use crate::cases::RowPadding;
+
+/// Bytes added to a row that sits on the gfx11 cache cliff (and to every row when forced).
+pub const CLIFF_PAD_BYTES: usize = CACHE_CLIFF_PAD_BYTES;
+
+/// The reference layout's rule for a case's padding on a target: the case files say "the
+/// target's default", the layout needs the concrete rule. Forced padding adds the cliff pad to
+/// every weight row and every dense row (2-byte elements).
+pub fn padding_rule(target: Target, padding: RowPadding) -> PaddingRule {
+    match padding {
+        RowPadding::None => PaddingRule::None,
+        RowPadding::CacheCliff if target.pads_cache_cliff() => PaddingRule::CacheCliff,
+        RowPadding::CacheCliff => PaddingRule::None,
+        RowPadding::Forced => PaddingRule::Forced {
+            weight_extra_bytes: CLIFF_PAD_BYTES,
+            dense_extra_elems: CLIFF_PAD_BYTES / 2,
+        },
+    }
+}
+
+/// Bytes between rows of the int4 weights `[N, K/2]` (u8 view).
+pub fn weight_row_stride_bytes(target: Target, k: usize, padding: RowPadding) -> usize {
+    w4a16_reference::formats::weight_row_stride_bytes(k, padding_rule(target, padding))
+}
+
+/// Elements between rows of the dense cache `[N, K_pad]` in the activation dtype (both dtypes
+/// are 2 bytes wide, which the reference's rule assumes).
+pub fn dense_row_stride(target: Target, k: usize, dtype: ActDtype, padding: RowPadding) -> usize {
+    debug_assert_eq!(dtype.size_bytes(), 2);
+    dense_row_stride_elems(k, padding_rule(target, padding))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gfx1151_pads_weight_rows_on_1024_byte_multiples_only() {
+        // FIELD §3.4: row bytes 1024, 2048, 4096, 5120, 6144, 7168, 8192 pad; 1280, 1536, 2560,
+        // 4864, 9472, 12800 do not.
+        for bytes in [1024, 2048, 4096, 5120, 6144, 7168, 8192] {
+            let s = weight_row_stride_bytes(Target::Gfx1151, bytes * 2, RowPadding::CacheCliff);
+            assert_eq!(s, bytes + 128, "{bytes} B rows");
+        }
+        for bytes in [1280, 1536, 2560, 4864, 9472, 12800] {
+            let s = weight_row_stride_bytes(Target::Gfx1151, bytes * 2, RowPadding::CacheCliff);
+            assert_eq!(s, bytes, "{bytes} B rows");
+        }
+        // K = 512 → 256 B; K = 8192 → 4096 + 128 B (FIELD §5, stored stride test).
+        assert_eq!(
+            weight_row_stride_bytes(Target::Gfx1151, 512, RowPadding::CacheCliff),
+            256
+        );
+        assert_eq!(
+            weight_row_stride_bytes(Target::Gfx1151, 8192, RowPadding::CacheCliff),
+            4096 + 128
+        );
+    }
+
+    #[test]
+    fn only_gfx11_pads_by_default_but_forced_pads_everywhere() {
+        for t in Target::ALL {
+            let cliff = weight_row_stride_bytes(t, 4096, RowPadding::CacheCliff);
+            assert_eq!(cliff, if t.is_gfx11() { 2048 + 128 } else { 2048 }, "{t}");
+            assert_eq!(
+                weight_row_stride_bytes(t, 4096, RowPadding::Forced),
+                2048 + 128,
+                "{t}"
+            );
+            assert_eq!(
+                weight_row_stride_bytes(t, 4096, RowPadding::None),
+                2048,
+                "{t}"
+            );
+        }
+    }
+
+    #[test]
+    fn dense_rows_pad_on_2048_byte_multiples() {
+        // K = 1024 → 2048 B rows: +128 B = +64 elements on gfx11.
+        assert_eq!(
+            dense_row_stride(Target::Gfx1100, 1024, ActDtype::F16, RowPadding::CacheCliff),
+            1024 + 64
+        );
+        assert_eq!(
+            dense_row_stride(
+                Target::Gfx1100,
+                1536,
+                ActDtype::Bf16,
+                RowPadding::CacheCliff
+            ),
+            1536
+        );
+        assert_eq!(
+            dense_row_stride(Target::Gfx1201, 1024, ActDtype::F16, RowPadding::CacheCliff),
+            1024
+        );
+        assert_eq!(
+            dense_row_stride(Target::Sm90, 1024, ActDtype::F16, RowPadding::Forced),
+            1024 + 64
+        );
+    }
+}

@@ -1,0 +1,506 @@
+//! Tensor descriptors at the launch boundary: what a pointer argument points at, as the host
+//! believes it (element type, shape, strides, how many bytes really sit behind the base). The
+//! validator compares these against a kernel's declaration; the devices upload exactly the
+//! bytes a view claims.
+
+use std::fmt;
+
+use w4a16_kernels::TensorRole;
+use w4a16_reference::formats::{ResidentLayer, ResidentWeights, ZeroPoints};
+use w4a16_reference::{ActDtype, Activations};
+
+/// Element types a tensor handed to a kernel can have.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ElemType {
+    F16,
+    Bf16,
+    U32,
+    I32,
+    U8,
+}
+
+impl ElemType {
+    pub fn size_bytes(self) -> usize {
+        match self {
+            ElemType::F16 | ElemType::Bf16 => 2,
+            ElemType::U32 | ElemType::I32 => 4,
+            ElemType::U8 => 1,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ElemType::F16 => "f16",
+            ElemType::Bf16 => "bf16",
+            ElemType::U32 => "u32",
+            ElemType::I32 => "i32",
+            ElemType::U8 => "u8",
+        }
+    }
+
+    /// The activation dtype this element type is, if it is one.
+    pub fn act_dtype(self) -> Option<ActDtype> {
+        match self {
+            ElemType::F16 => Some(ActDtype::F16),
+            ElemType::Bf16 => Some(ActDtype::Bf16),
+            _ => None,
+        }
+    }
+}
+
+impl From<ActDtype> for ElemType {
+    fn from(d: ActDtype) -> Self {
+        match d {
+            ActDtype::F16 => ElemType::F16,
+            ActDtype::Bf16 => ElemType::Bf16,
+        }
+    }
+}
+
+impl fmt::Display for ElemType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Device allocations are at least this aligned (cudaMalloc and hipMalloc give 256 bytes).
+pub const ALLOCATION_ALIGN: usize = 256;
+
+/// One tensor as passed to a kernel: a base pointer plus `byte_offset`, read with `shape` and
+/// `strides` (in elements), with `bytes_available` bytes behind the base.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TensorView {
+    pub elem: ElemType,
+    pub shape: Vec<usize>,
+    /// Strides in elements, one per dimension.
+    pub strides: Vec<usize>,
+    /// Where the tensor starts, in bytes from the base.
+    pub byte_offset: usize,
+    /// Bytes that exist behind the base (the allocation size from the base on).
+    pub bytes_available: usize,
+    /// Alignment of the base address in bytes; a fresh device allocation has
+    /// [`ALLOCATION_ALIGN`].
+    pub base_align: usize,
+}
+
+impl TensorView {
+    /// A row-major 2-D view `[rows, cols]` with `row_stride` elements between rows, over a
+    /// buffer of `bytes_available` bytes.
+    pub fn matrix(
+        elem: ElemType,
+        rows: usize,
+        cols: usize,
+        row_stride: usize,
+        bytes_available: usize,
+    ) -> Self {
+        TensorView {
+            elem,
+            shape: vec![rows, cols],
+            strides: vec![row_stride, 1],
+            byte_offset: 0,
+            bytes_available,
+            base_align: ALLOCATION_ALIGN,
+        }
+    }
+
+    /// A contiguous 1-D view.
+    pub fn vector(elem: ElemType, len: usize, bytes_available: usize) -> Self {
+        TensorView {
+            elem,
+            shape: vec![len],
+            strides: vec![1],
+            byte_offset: 0,
+            bytes_available,
+            base_align: ALLOCATION_ALIGN,
+        }
+    }
+
+    pub fn rank(&self) -> usize {
+        self.shape.len()
+    }
+
+    /// Bytes the view reads or writes from its first element to its last
+    /// (`Σ (shape_i − 1)·stride_i + 1` elements); `None` on overflow, `Some(0)` when empty.
+    pub fn extent_bytes(&self) -> Option<usize> {
+        if self.shape.contains(&0) {
+            return Some(0);
+        }
+        let mut last = 0usize;
+        for (&d, &s) in self.shape.iter().zip(&self.strides) {
+            last = last.checked_add((d - 1).checked_mul(s)?)?;
+        }
+        last.checked_add(1)?.checked_mul(self.elem.size_bytes())
+    }
+
+    /// Bytes needed behind the base: offset plus extent.
+    pub fn required_bytes(&self) -> Option<usize> {
+        self.byte_offset.checked_add(self.extent_bytes()?)
+    }
+
+    /// The largest power of two that divides the address of the first element.
+    pub fn address_align(&self) -> usize {
+        let base = self.base_align.max(1);
+        if self.byte_offset == 0 {
+            base
+        } else {
+            base.min(1usize << self.byte_offset.trailing_zeros())
+        }
+    }
+
+    /// Row stride in bytes of a 2-D view.
+    pub fn row_stride_bytes(&self) -> Option<usize> {
+        self.strides.first().map(|s| s * self.elem.size_bytes())
+    }
+
+    pub fn is_contiguous(&self) -> bool {
+        let mut expect = 1usize;
+        for (&d, &s) in self.shape.iter().zip(&self.strides).rev() {
+            if d > 1 && s != expect {
+                return false;
+            }
+            expect = expect.saturating_mul(d);
+        }
+        true
+    }
+
+    /// `dtype [a, b]`, the form error messages use.
+    pub fn describe(&self) -> String {
+        format!("{} {}", self.elem, fmt_shape(&self.shape))
+    }
+}
+
+/// `[a, b, c]`.
+pub fn fmt_shape(shape: &[usize]) -> String {
+    let parts: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+    format!("[{}]", parts.join(", "))
+}
+
+/// The output `Y[M, N]` a GEMM launch writes: rows `row_stride` elements apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct YSpec {
+    pub m: usize,
+    pub n: usize,
+    pub row_stride: usize,
+    pub dtype: ActDtype,
+}
+
+impl YSpec {
+    /// Unpadded `[M, N]`.
+    pub fn dense(m: usize, n: usize, dtype: ActDtype) -> Self {
+        YSpec {
+            m,
+            n,
+            row_stride: n,
+            dtype,
+        }
+    }
+
+    /// Bytes of the smallest buffer that holds this Y.
+    pub fn bytes(&self) -> usize {
+        strided_bytes(self.m, self.n, self.row_stride, 2)
+    }
+
+    pub fn view(&self) -> TensorView {
+        TensorView::matrix(
+            self.dtype.into(),
+            self.m,
+            self.n,
+            self.row_stride,
+            self.bytes(),
+        )
+    }
+}
+
+/// The dense dequantized copy `[N, K]` with rows `row_stride` (K_pad) elements apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DenseSpec {
+    pub n: usize,
+    pub k: usize,
+    pub row_stride: usize,
+    pub dtype: ActDtype,
+}
+
+impl DenseSpec {
+    pub fn unpadded(n: usize, k: usize, dtype: ActDtype) -> Self {
+        DenseSpec {
+            n,
+            k,
+            row_stride: k,
+            dtype,
+        }
+    }
+
+    /// The cache-cliff padding of SPEC §5: `+128 B` when `K·2` bytes is a multiple of 2048.
+    pub fn cache_cliff_padded(n: usize, k: usize, dtype: ActDtype) -> Self {
+        let row_bytes = k * dtype.size_bytes();
+        let pad = if row_bytes.is_multiple_of(2048) {
+            128 / dtype.size_bytes()
+        } else {
+            0
+        };
+        DenseSpec {
+            n,
+            k,
+            row_stride: k + pad,
+            dtype,
+        }
+    }
+
+    pub fn bytes(&self) -> usize {
+        strided_bytes(self.n, self.k, self.row_stride, 2)
+    }
+
+    pub fn view(&self) -> TensorView {
+        TensorView::matrix(
+            self.dtype.into(),
+            self.n,
+            self.k,
+            self.row_stride,
+            self.bytes(),
+        )
+    }
+}
+
+/// `(rows − 1)·stride + cols` elements of `elem_bytes`, 0 when empty.
+fn strided_bytes(rows: usize, cols: usize, stride: usize, elem_bytes: usize) -> usize {
+    if rows == 0 || cols == 0 {
+        0
+    } else {
+        ((rows - 1) * stride + cols) * elem_bytes
+    }
+}
+
+/// X from the shared `Activations`.
+pub fn activations_view(x: &Activations) -> TensorView {
+    TensorView::matrix(x.dtype.into(), x.m, x.k, x.row_stride, x.data.len() * 2)
+}
+
+/// The resident int4 weights: `u32 [N, K/8]` when the row stride is whole words, else the same
+/// bytes as `u8 [N, K/2]` (a byte stride that u32 strides cannot express).
+pub fn weights_view(w: &ResidentWeights) -> TensorView {
+    if w.row_stride_bytes.is_multiple_of(4) {
+        TensorView::matrix(
+            ElemType::U32,
+            w.n,
+            w.k / 8,
+            w.row_stride_bytes / 4,
+            w.bytes.len(),
+        )
+    } else {
+        TensorView::matrix(
+            ElemType::U8,
+            w.n,
+            w.k / 2,
+            w.row_stride_bytes,
+            w.bytes.len(),
+        )
+    }
+}
+
+/// Zero points as the layer carries them: packed `u32 [N/8, K/G]` or the legacy unpacked
+/// `[N, K/G]` in the activation dtype.
+pub fn zero_points_view(z: &ZeroPoints) -> TensorView {
+    match z {
+        ZeroPoints::Packed(p) => {
+            let rows = p.words.len().checked_div(p.groups).unwrap_or(0);
+            TensorView::matrix(ElemType::U32, rows, p.groups, p.groups, p.words.len() * 4)
+        }
+        ZeroPoints::UnpackedLegacy(u) => {
+            TensorView::matrix(u.dtype.into(), u.n, u.groups, u.groups, u.bits.len() * 2)
+        }
+    }
+}
+
+/// The views of one launch plus its logical sizes. A `None` tensor is a null pointer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LaunchInputs {
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub group: usize,
+    pub dtype: ActDtype,
+    pub x: Option<TensorView>,
+    pub weights: Option<TensorView>,
+    pub scales: Option<TensorView>,
+    pub zeros: Option<TensorView>,
+    pub bias: Option<TensorView>,
+    pub y: Option<TensorView>,
+    pub dense: Option<TensorView>,
+}
+
+impl LaunchInputs {
+    fn empty(m: usize, n: usize, k: usize, group: usize, dtype: ActDtype) -> Self {
+        LaunchInputs {
+            m,
+            n,
+            k,
+            group,
+            dtype,
+            x: None,
+            weights: None,
+            scales: None,
+            zeros: None,
+            bias: None,
+            y: None,
+            dense: None,
+        }
+    }
+
+    /// `Y = X·Wᵀ (+ bias)` on a resident layer (skinny, fused, fallback).
+    pub fn gemm(layer: &ResidentLayer, x: &Activations, y: &YSpec) -> Self {
+        let s = layer.shape;
+        let mut li = Self::empty(x.m, s.n, s.k, s.group, layer.dtype);
+        li.x = Some(activations_view(x));
+        li.y = Some(y.view());
+        li.set_layer(layer);
+        li
+    }
+
+    /// Resident layer to the dense copy (dequant). M is not a launch argument; it is 0 here.
+    pub fn dequant(layer: &ResidentLayer, dense: &DenseSpec) -> Self {
+        let s = layer.shape;
+        let mut li = Self::empty(0, s.n, s.k, s.group, layer.dtype);
+        li.weights = Some(weights_view(&layer.weights));
+        li.scales = Some(scales_view(layer));
+        li.zeros = layer.zeros.as_ref().map(zero_points_view);
+        li.dense = Some(dense.view());
+        li
+    }
+
+    /// `Y = X·Denseᵀ (+ bias)` in the vendor BLAS. `group` is not a launch argument; K stands in.
+    pub fn dense(x: &Activations, dense: &DenseSpec, bias: Option<&[u16]>, y: &YSpec) -> Self {
+        let mut li = Self::empty(x.m, dense.n, dense.k, dense.k, dense.dtype);
+        li.x = Some(activations_view(x));
+        li.dense = Some(dense.view());
+        li.bias = bias.map(|b| TensorView::vector(dense.dtype.into(), b.len(), b.len() * 2));
+        li.y = Some(y.view());
+        li
+    }
+
+    fn set_layer(&mut self, layer: &ResidentLayer) {
+        self.weights = Some(weights_view(&layer.weights));
+        self.scales = Some(scales_view(layer));
+        self.zeros = layer.zeros.as_ref().map(zero_points_view);
+        self.bias = layer
+            .bias
+            .as_ref()
+            .map(|b| TensorView::vector(layer.dtype.into(), b.len(), b.len() * 2));
+    }
+
+    /// Whether the launch carries zero points (an asymmetric layer).
+    pub fn asymmetric(&self) -> bool {
+        self.zeros.is_some()
+    }
+
+    pub fn view(&self, role: TensorRole) -> Option<&TensorView> {
+        self.slot(role).as_ref()
+    }
+
+    pub fn view_mut(&mut self, role: TensorRole) -> Option<&mut TensorView> {
+        self.slot_mut(role).as_mut()
+    }
+
+    /// Replaces (or removes, with `None`) the tensor for `role`.
+    pub fn set(&mut self, role: TensorRole, view: Option<TensorView>) {
+        *self.slot_mut(role) = view;
+    }
+
+    fn slot(&self, role: TensorRole) -> &Option<TensorView> {
+        match role {
+            TensorRole::X => &self.x,
+            TensorRole::Weights => &self.weights,
+            TensorRole::Scales => &self.scales,
+            TensorRole::Zeros => &self.zeros,
+            TensorRole::Bias => &self.bias,
+            TensorRole::Y => &self.y,
+            TensorRole::Dense => &self.dense,
+        }
+    }
+
+    fn slot_mut(&mut self, role: TensorRole) -> &mut Option<TensorView> {
+        match role {
+            TensorRole::X => &mut self.x,
+            TensorRole::Weights => &mut self.weights,
+            TensorRole::Scales => &mut self.scales,
+            TensorRole::Zeros => &mut self.zeros,
+            TensorRole::Bias => &mut self.bias,
+            TensorRole::Y => &mut self.y,
+            TensorRole::Dense => &mut self.dense,
+        }
+    }
+
+    /// Every role that has a tensor, in a fixed order.
+    pub fn present_roles(&self) -> Vec<TensorRole> {
+        ALL_ROLES
+            .into_iter()
+            .filter(|r| self.view(*r).is_some())
+            .collect()
+    }
+}
+
+/// Every tensor role, in the order reports list them.
+pub const ALL_ROLES: [TensorRole; 7] = [
+    TensorRole::X,
+    TensorRole::Weights,
+    TensorRole::Scales,
+    TensorRole::Zeros,
+    TensorRole::Bias,
+    TensorRole::Y,
+    TensorRole::Dense,
+];
+
+fn scales_view(layer: &ResidentLayer) -> TensorView {
+    let s = &layer.scales;
+    TensorView::matrix(
+        s.dtype.into(),
+        s.n,
+        s.groups,
+        s.row_stride,
+        s.bits.len() * 2,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn extent_counts_strided_rows() {
+        let v = TensorView::matrix(ElemType::F16, 3, 10, 16, 1000);
+        assert_eq!(v.extent_bytes(), Some((2 * 16 + 10) * 2));
+        let empty = TensorView::matrix(ElemType::F16, 0, 10, 16, 0);
+        assert_eq!(empty.extent_bytes(), Some(0));
+        let huge = TensorView::matrix(ElemType::U32, usize::MAX / 2, 2, usize::MAX / 2, 0);
+        assert_eq!(huge.extent_bytes(), None);
+    }
+
+    #[test]
+    fn address_alignment_follows_offset() {
+        let mut v = TensorView::vector(ElemType::U32, 4, 16);
+        assert_eq!(v.address_align(), ALLOCATION_ALIGN);
+        v.byte_offset = 12;
+        assert_eq!(v.address_align(), 4);
+        v.byte_offset = 2;
+        assert_eq!(v.address_align(), 2);
+    }
+
+    #[test]
+    fn contiguity() {
+        assert!(TensorView::matrix(ElemType::U32, 4, 8, 8, 128).is_contiguous());
+        assert!(!TensorView::matrix(ElemType::U32, 4, 8, 9, 140).is_contiguous());
+        // a single row is contiguous whatever its row stride says
+        assert!(TensorView::matrix(ElemType::U32, 1, 8, 100, 32).is_contiguous());
+    }
+
+    #[test]
+    fn dense_padding_rule() {
+        assert_eq!(
+            DenseSpec::cache_cliff_padded(8, 1024, ActDtype::F16).row_stride,
+            1024 + 64
+        );
+        assert_eq!(
+            DenseSpec::cache_cliff_padded(8, 1040, ActDtype::F16).row_stride,
+            1040
+        );
+    }
+}

@@ -1,0 +1,690 @@
+//! Validation at the launch boundary (DESIGN rule 1). Every rule here is read from the kernel's
+//! declaration (`KernelDecl::args` says which tensors and scalars a launch has, `ContractDecl`
+//! holds the shape rules); nothing restates a kernel's contract. A launch that passes yields a
+//! [`ValidatedLaunch`], the only thing the devices pack kernel arguments from.
+
+use w4a16_kernels::decl::{ContractDecl, GroupRule, LaunchShape};
+use w4a16_kernels::{ArgKind, KernelDecl, KernelId, ScalarArg, TensorRole};
+
+use crate::tensor::{ElemType, LaunchInputs, TensorView, fmt_shape};
+
+/// A launch the kernel's contract refuses. Each message names the tensor (or size), what the
+/// contract expects and what the launch had.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ContractError {
+    #[error("{dim} must be positive for {kernel}; got 0")]
+    ZeroSized { kernel: KernelId, dim: &'static str },
+
+    #[error("M = {m} is outside the range {kernel} accepts: {}", fmt_range(*.min, *.max))]
+    MOutOfRange {
+        kernel: KernelId,
+        m: usize,
+        min: usize,
+        max: Option<usize>,
+    },
+
+    #[error("K = {k} must be a multiple of {multiple} for {kernel}")]
+    KNotMultiple {
+        kernel: KernelId,
+        k: usize,
+        multiple: usize,
+    },
+
+    #[error("group size G = {group} is not accepted by {kernel}; allowed: {allowed}")]
+    GroupNotAllowed {
+        kernel: KernelId,
+        group: usize,
+        allowed: String,
+    },
+
+    #[error("K = {k} must be a multiple of the group size G = {group}")]
+    KNotDivisibleByGroup { k: usize, group: usize },
+
+    #[error("N = {n} must be a multiple of 8 when zero points are packed 8×u4 along N")]
+    NNotMultipleOf8 { n: usize },
+
+    #[error(
+        "{tensor} (argument `{arg}` of {kernel}) is a null pointer, but the argument is not nullable"
+    )]
+    NullPointer {
+        kernel: KernelId,
+        arg: &'static str,
+        tensor: &'static str,
+    },
+
+    #[error("{kernel} takes no {tensor} argument; got {got}")]
+    UnexpectedTensor {
+        kernel: KernelId,
+        tensor: &'static str,
+        got: String,
+    },
+
+    #[error("{tensor} must be {expected}; got {got}")]
+    Dtype {
+        tensor: &'static str,
+        expected: String,
+        got: ElemType,
+    },
+
+    #[error("{tensor} must have rank {expected}; got {got}")]
+    Rank {
+        tensor: &'static str,
+        expected: usize,
+        got: String,
+    },
+
+    #[error("{tensor} must have shape {formula} = {}; got {}", fmt_shape(.expected), fmt_shape(.got))]
+    Shape {
+        tensor: &'static str,
+        formula: &'static str,
+        expected: Vec<usize>,
+        got: Vec<usize>,
+    },
+
+    /// The packed/unpacked zero-point hand-off of SPEC §2.
+    #[error("zero points must be i32/u32 packed 8×u4 along dim 0 with shape [N/8, K/G] = {}; got {got}", fmt_shape(.expected))]
+    ZeroPointLayout { expected: Vec<usize>, got: String },
+
+    #[error("{tensor} must have unit inner stride; got {got}")]
+    InnerStride { tensor: &'static str, got: usize },
+
+    #[error("{tensor} row stride must be ≥ {formula} = {min} {unit}; got {got}")]
+    RowStride {
+        tensor: &'static str,
+        formula: &'static str,
+        min: usize,
+        unit: &'static str,
+        got: usize,
+    },
+
+    #[error(
+        "{tensor} row stride must be exactly {formula} = {expected} {unit}: {kernel} takes no {tensor} row stride argument; got {got}"
+    )]
+    StrideNotPassed {
+        kernel: KernelId,
+        tensor: &'static str,
+        formula: &'static str,
+        expected: usize,
+        unit: &'static str,
+        got: usize,
+    },
+
+    #[error(
+        "{tensor} row stride must be a multiple of {align} bytes for {kernel}; got {got} bytes"
+    )]
+    RowStrideAlign {
+        kernel: KernelId,
+        tensor: &'static str,
+        align: usize,
+        got: usize,
+    },
+
+    #[error("{tensor} must be contiguous with strides {}; got strides {}", fmt_shape(.expected), fmt_shape(.got))]
+    NotContiguous {
+        tensor: &'static str,
+        expected: Vec<usize>,
+        got: Vec<usize>,
+    },
+
+    #[error("{tensor} must hold {formula} = {needed} bytes; got {got}")]
+    TooFewBytes {
+        tensor: &'static str,
+        formula: String,
+        needed: u128,
+        got: usize,
+    },
+
+    #[error(
+        "{tensor} must start at an address aligned to {align} bytes; got alignment {got} (byte offset {offset})"
+    )]
+    Misaligned {
+        tensor: &'static str,
+        align: usize,
+        got: usize,
+        offset: usize,
+    },
+
+    #[error(
+        "{what} = {value} overflows the kernel's 32-bit signed arithmetic (max {})",
+        i32::MAX
+    )]
+    Int32Overflow { what: String, value: u128 },
+
+    #[error("{tensor}: the host buffer holds {got} bytes but the view claims {claimed}")]
+    HostBufferShort {
+        tensor: &'static str,
+        claimed: usize,
+        got: usize,
+    },
+
+    #[error("the launch was validated for {validated}, not {kernel}")]
+    WrongKernel {
+        kernel: KernelId,
+        validated: KernelId,
+    },
+}
+
+fn fmt_range(min: usize, max: Option<usize>) -> String {
+    match max {
+        Some(max) => format!("[{min}, {max}]"),
+        None => format!("[{min}, ∞)"),
+    }
+}
+
+/// One launch argument after validation, in declaration order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ArgValue {
+    /// A tensor; `present == false` is a null pointer (only for nullable arguments).
+    Pointer {
+        role: TensorRole,
+        present: bool,
+        byte_offset: usize,
+    },
+    I32 {
+        scalar: ScalarArg,
+        value: i32,
+    },
+}
+
+/// A launch that passed the contract: the argument values in `decl.args` order, and the problem
+/// shape the launch geometry is computed from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ValidatedLaunch {
+    pub kernel: KernelId,
+    pub shape: LaunchShape,
+    pub args: Vec<ArgValue>,
+}
+
+impl ValidatedLaunch {
+    pub fn scalar(&self, which: ScalarArg) -> Option<i32> {
+        self.args.iter().find_map(|a| match a {
+            ArgValue::I32 { scalar, value } if *scalar == which => Some(*value),
+            _ => None,
+        })
+    }
+
+    /// The scalar arguments in declaration order.
+    pub fn scalars(&self) -> Vec<(ScalarArg, i32)> {
+        self.args
+            .iter()
+            .filter_map(|a| match a {
+                ArgValue::I32 { scalar, value } => Some((*scalar, *value)),
+                ArgValue::Pointer { .. } => None,
+            })
+            .collect()
+    }
+}
+
+/// Checks `inputs` against `decl` and returns the argument values to pack.
+pub fn validate(
+    decl: &KernelDecl,
+    inputs: &LaunchInputs,
+) -> Result<ValidatedLaunch, ContractError> {
+    let kernel = decl.id;
+    let c = &decl.contract;
+    let has = |s: ScalarArg| decl.args.iter().any(|a| a.kind == ArgKind::I32(s));
+
+    // Sizes first: every tensor rule below is stated in terms of them.
+    for (dim, value, applies) in [
+        ("M", inputs.m, has(ScalarArg::M)),
+        ("N", inputs.n, true),
+        ("K", inputs.k, true),
+        ("group size G", inputs.group, has(ScalarArg::Group)),
+    ] {
+        if applies && value == 0 {
+            return Err(ContractError::ZeroSized { kernel, dim });
+        }
+    }
+    if has(ScalarArg::M) {
+        let m = inputs.m;
+        if m < c.m_min || c.m_max.is_some_and(|max| m > max) {
+            return Err(ContractError::MOutOfRange {
+                kernel,
+                m,
+                min: c.m_min,
+                max: c.m_max,
+            });
+        }
+    }
+    if c.k_multiple > 1 && !inputs.k.is_multiple_of(c.k_multiple) {
+        return Err(ContractError::KNotMultiple {
+            kernel,
+            k: inputs.k,
+            multiple: c.k_multiple,
+        });
+    }
+    if has(ScalarArg::Group) {
+        check_group(kernel, c, inputs.k, inputs.group)?;
+    }
+    let zeros_declared = decl.args.iter().any(|a| {
+        matches!(
+            a.kind,
+            ArgKind::Pointer {
+                role: TensorRole::Zeros,
+                ..
+            }
+        )
+    });
+    if zeros_declared
+        && inputs.zeros.is_some()
+        && c.packed_zero_points
+        && !inputs.n.is_multiple_of(8)
+    {
+        return Err(ContractError::NNotMultipleOf8 { n: inputs.n });
+    }
+
+    // Which tensors the launch has must match the argument list exactly.
+    for role in inputs.present_roles() {
+        let declared = decl
+            .args
+            .iter()
+            .any(|a| matches!(a.kind, ArgKind::Pointer { role: r, .. } if r == role));
+        if !declared {
+            let got = inputs
+                .view(role)
+                .map(TensorView::describe)
+                .unwrap_or_default();
+            return Err(ContractError::UnexpectedTensor {
+                kernel,
+                tensor: role.name(),
+                got,
+            });
+        }
+    }
+
+    let mut args = Vec::with_capacity(decl.args.len());
+    for a in decl.args {
+        match a.kind {
+            ArgKind::Pointer { role, nullable, .. } => match inputs.view(role) {
+                None if !nullable => {
+                    return Err(ContractError::NullPointer {
+                        kernel,
+                        arg: a.name,
+                        tensor: role.name(),
+                    });
+                }
+                None => args.push(ArgValue::Pointer {
+                    role,
+                    present: false,
+                    byte_offset: 0,
+                }),
+                Some(v) => {
+                    let stride_passed = stride_scalar(role).is_some_and(has);
+                    check_tensor(kernel, c, role, v, inputs, stride_passed)?;
+                    args.push(ArgValue::Pointer {
+                        role,
+                        present: true,
+                        byte_offset: v.byte_offset,
+                    });
+                }
+            },
+            ArgKind::I32(scalar) => {
+                let value = scalar_value(scalar, inputs);
+                let value = i32::try_from(value).map_err(|_| ContractError::Int32Overflow {
+                    what: format!("{} (argument `{}`)", scalar_name(scalar), a.name),
+                    value: value as u128,
+                })?;
+                args.push(ArgValue::I32 { scalar, value });
+            }
+        }
+    }
+
+    Ok(ValidatedLaunch {
+        kernel,
+        shape: LaunchShape {
+            m: inputs.m,
+            n: inputs.n,
+            k: inputs.k,
+            group: inputs.group,
+            dtype: inputs.dtype,
+            asymmetric: inputs.zeros.is_some(),
+        },
+        args,
+    })
+}
+
+fn check_group(
+    kernel: KernelId,
+    c: &ContractDecl,
+    k: usize,
+    group: usize,
+) -> Result<(), ContractError> {
+    match c.groups {
+        GroupRule::OneOf(allowed) => {
+            if !allowed.contains(&group) {
+                let list: Vec<String> = allowed.iter().map(|g| g.to_string()).collect();
+                return Err(ContractError::GroupNotAllowed {
+                    kernel,
+                    group,
+                    allowed: format!("{{{}}}", list.join(", ")),
+                });
+            }
+        }
+        GroupRule::AnyDividingK => {
+            if !group.is_multiple_of(8) {
+                return Err(ContractError::GroupNotAllowed {
+                    kernel,
+                    group,
+                    allowed: "any multiple of 8 that divides K (channelwise G = K included)".into(),
+                });
+            }
+        }
+    }
+    if !k.is_multiple_of(group) {
+        return Err(ContractError::KNotDivisibleByGroup { k, group });
+    }
+    Ok(())
+}
+
+/// The scalar that carries a tensor's row stride, if the tensor has one.
+fn stride_scalar(role: TensorRole) -> Option<ScalarArg> {
+    match role {
+        TensorRole::X => Some(ScalarArg::XRowStride),
+        TensorRole::Weights => Some(ScalarArg::WeightRowStrideBytes),
+        TensorRole::Scales => Some(ScalarArg::ScaleRowStride),
+        TensorRole::Y => Some(ScalarArg::YRowStride),
+        TensorRole::Dense => Some(ScalarArg::DenseRowStride),
+        TensorRole::Zeros | TensorRole::Bias => None,
+    }
+}
+
+fn scalar_name(s: ScalarArg) -> &'static str {
+    match s {
+        ScalarArg::M => "M",
+        ScalarArg::N => "N",
+        ScalarArg::K => "K",
+        ScalarArg::Group => "G",
+        ScalarArg::XRowStride => "x row stride",
+        ScalarArg::WeightRowStrideBytes => "weights row stride (bytes)",
+        ScalarArg::ScaleRowStride => "scales row stride",
+        ScalarArg::YRowStride => "y row stride",
+        ScalarArg::DenseRowStride => "dense row stride",
+    }
+}
+
+/// The value of a scalar argument. Strides come from the views, which `check_tensor` has
+/// already accepted (rank 2), so the row stride is `strides[0]`.
+fn scalar_value(s: ScalarArg, li: &LaunchInputs) -> usize {
+    let row = |role: TensorRole| {
+        li.view(role)
+            .and_then(|v| v.strides.first().copied())
+            .unwrap_or(0)
+    };
+    match s {
+        ScalarArg::M => li.m,
+        ScalarArg::N => li.n,
+        ScalarArg::K => li.k,
+        ScalarArg::Group => li.group,
+        ScalarArg::XRowStride => row(TensorRole::X),
+        ScalarArg::WeightRowStrideBytes => li
+            .weights
+            .as_ref()
+            .and_then(TensorView::row_stride_bytes)
+            .unwrap_or(0),
+        ScalarArg::ScaleRowStride => row(TensorRole::Scales),
+        ScalarArg::YRowStride => row(TensorRole::Y),
+        ScalarArg::DenseRowStride => row(TensorRole::Dense),
+    }
+}
+
+/// What each tensor role must look like, in terms of the launch sizes.
+fn check_tensor(
+    kernel: KernelId,
+    c: &ContractDecl,
+    role: TensorRole,
+    v: &TensorView,
+    li: &LaunchInputs,
+    stride_passed: bool,
+) -> Result<(), ContractError> {
+    let tensor = role.name();
+    // A row stride the kernel is not told about must be the unpadded one.
+    let row_stride = |tensor, v: &TensorView, formula, min, unit| {
+        if stride_passed {
+            row_stride(tensor, v, formula, min, unit)
+        } else if v.strides[0] != min && v.shape[0] > 1 {
+            Err(ContractError::StrideNotPassed {
+                kernel,
+                tensor,
+                formula,
+                expected: min,
+                unit,
+                got: v.strides[0],
+            })
+        } else {
+            Ok(())
+        }
+    };
+    let act = ElemType::from(li.dtype);
+    let groups = li.k / li.group.max(1);
+    match role {
+        TensorRole::X => {
+            matrix(tensor, v, act, li.m, li.k, "[M, K]")?;
+            row_stride(tensor, v, "K", li.k, "elements")?;
+            bytes(tensor, v, "((M−1)·stride + K)·2")?;
+        }
+        TensorRole::Weights => {
+            let (cols, formula) = match v.elem {
+                ElemType::U32 => (li.k / 8, "[N, K/8]"),
+                ElemType::U8 => (li.k / 2, "[N, K/2]"),
+                got => {
+                    return Err(ContractError::Dtype {
+                        tensor,
+                        expected: "u32 (or u8 bytes) int4 codes".into(),
+                        got,
+                    });
+                }
+            };
+            rank2(tensor, v)?;
+            shape(tensor, v, &[li.n, cols], formula)?;
+            inner(tensor, v)?;
+            let stride_bytes = v.strides[0] * v.elem.size_bytes();
+            if !stride_passed && stride_bytes != li.k / 2 && li.n > 1 {
+                let (formula, expected, unit) = ("K/2", li.k / 2, "bytes");
+                return Err(ContractError::StrideNotPassed {
+                    kernel,
+                    tensor,
+                    formula,
+                    expected,
+                    unit,
+                    got: stride_bytes,
+                });
+            }
+            if stride_bytes < li.k / 2 {
+                return Err(ContractError::RowStride {
+                    tensor,
+                    formula: "K/2",
+                    min: li.k / 2,
+                    unit: "bytes",
+                    got: stride_bytes,
+                });
+            }
+            if c.weight_row_align_bytes > 1
+                && !stride_bytes.is_multiple_of(c.weight_row_align_bytes)
+            {
+                return Err(ContractError::RowStrideAlign {
+                    kernel,
+                    tensor,
+                    align: c.weight_row_align_bytes,
+                    got: stride_bytes,
+                });
+            }
+            bytes(tensor, v, "(N−1)·stride + K/2")?;
+        }
+        TensorRole::Scales => {
+            matrix(tensor, v, act, li.n, groups, "[N, K/G]")?;
+            row_stride(tensor, v, "K/G", groups, "elements")?;
+            bytes(tensor, v, "((N−1)·stride + K/G)·2")?;
+        }
+        TensorRole::Zeros => {
+            if c.packed_zero_points {
+                let expected = vec![li.n / 8, groups];
+                let packed_dtype = matches!(v.elem, ElemType::U32 | ElemType::I32);
+                if !packed_dtype || v.shape != expected {
+                    return Err(ContractError::ZeroPointLayout {
+                        expected,
+                        got: v.describe(),
+                    });
+                }
+                let contiguous = vec![groups, 1];
+                if !v.is_contiguous() {
+                    return Err(ContractError::NotContiguous {
+                        tensor,
+                        expected: contiguous,
+                        got: v.strides.clone(),
+                    });
+                }
+                bytes(tensor, v, "(N/8)·(K/G)·4")?;
+            } else {
+                matrix(tensor, v, act, li.n, groups, "[N, K/G]")?;
+                row_stride(tensor, v, "K/G", groups, "elements")?;
+                bytes(tensor, v, "((N−1)·stride + K/G)·2")?;
+            }
+        }
+        TensorRole::Bias => {
+            dtype(tensor, v, act)?;
+            if v.rank() != 1 {
+                return Err(ContractError::Rank {
+                    tensor,
+                    expected: 1,
+                    got: v.describe(),
+                });
+            }
+            shape(tensor, v, &[li.n], "[N]")?;
+            inner(tensor, v)?;
+            bytes(tensor, v, "N·2")?;
+        }
+        TensorRole::Y => {
+            matrix(tensor, v, act, li.m, li.n, "[M, N]")?;
+            row_stride(tensor, v, "N", li.n, "elements")?;
+            bytes(tensor, v, "((M−1)·stride + N)·2")?;
+        }
+        TensorRole::Dense => {
+            matrix(tensor, v, act, li.n, li.k, "[N, K]")?;
+            row_stride(tensor, v, "K", li.k, "elements")?;
+            bytes(tensor, v, "((N−1)·stride + K)·2")?;
+        }
+    }
+    let align = c.pointer_align_bytes.max(v.elem.size_bytes());
+    if v.address_align() < align {
+        return Err(ContractError::Misaligned {
+            tensor,
+            align,
+            got: v.address_align(),
+            offset: v.byte_offset,
+        });
+    }
+    Ok(())
+}
+
+fn dtype(tensor: &'static str, v: &TensorView, act: ElemType) -> Result<(), ContractError> {
+    if v.elem != act {
+        return Err(ContractError::Dtype {
+            tensor,
+            expected: format!("{act} (the activation dtype)"),
+            got: v.elem,
+        });
+    }
+    Ok(())
+}
+
+fn rank2(tensor: &'static str, v: &TensorView) -> Result<(), ContractError> {
+    if v.rank() != 2 || v.strides.len() != 2 {
+        return Err(ContractError::Rank {
+            tensor,
+            expected: 2,
+            got: v.describe(),
+        });
+    }
+    Ok(())
+}
+
+fn shape(
+    tensor: &'static str,
+    v: &TensorView,
+    expected: &[usize],
+    formula: &'static str,
+) -> Result<(), ContractError> {
+    if v.shape != expected {
+        return Err(ContractError::Shape {
+            tensor,
+            formula,
+            expected: expected.to_vec(),
+            got: v.shape.clone(),
+        });
+    }
+    Ok(())
+}
+
+fn inner(tensor: &'static str, v: &TensorView) -> Result<(), ContractError> {
+    let got = *v.strides.last().unwrap_or(&0);
+    // a single element has no inner stride to speak of
+    if got != 1 && v.shape.last().copied().unwrap_or(0) > 1 {
+        return Err(ContractError::InnerStride { tensor, got });
+    }
+    Ok(())
+}
+
+/// Activation-dtype matrix of a given shape with unit inner stride.
+fn matrix(
+    tensor: &'static str,
+    v: &TensorView,
+    act: ElemType,
+    rows: usize,
+    cols: usize,
+    formula: &'static str,
+) -> Result<(), ContractError> {
+    dtype(tensor, v, act)?;
+    rank2(tensor, v)?;
+    shape(tensor, v, &[rows, cols], formula)?;
+    inner(tensor, v)
+}
+
+fn row_stride(
+    tensor: &'static str,
+    v: &TensorView,
+    formula: &'static str,
+    min: usize,
+    unit: &'static str,
+) -> Result<(), ContractError> {
+    if v.strides[0] < min {
+        return Err(ContractError::RowStride {
+            tensor,
+            formula,
+            min,
+            unit,
+            got: v.strides[0],
+        });
+    }
+    Ok(())
+}
+
+/// Enough bytes behind the base for the whole strided extent, and an extent the kernel's
+/// 32-bit offsets can address.
+fn bytes(tensor: &'static str, v: &TensorView, formula: &str) -> Result<(), ContractError> {
+    let mut last: u128 = 0;
+    for (&d, &s) in v.shape.iter().zip(&v.strides) {
+        last += (d.saturating_sub(1) as u128) * s as u128;
+    }
+    let extent = (last + 1) * v.elem.size_bytes() as u128;
+    let needed = v.byte_offset as u128 + extent;
+    if needed > i32::MAX as u128 {
+        return Err(ContractError::Int32Overflow {
+            what: format!("{tensor} byte extent"),
+            value: needed,
+        });
+    }
+    if needed > v.bytes_available as u128 {
+        let formula = if v.byte_offset > 0 {
+            format!("offset + {formula}")
+        } else {
+            formula.to_string()
+        };
+        return Err(ContractError::TooFewBytes {
+            tensor,
+            formula,
+            needed,
+            got: v.bytes_available,
+        });
+    }
+    Ok(())
+}

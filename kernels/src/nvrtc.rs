@@ -1,0 +1,349 @@
+//! NVIDIA build: each kernel's translation unit compiled to PTX by NVRTC (loaded at run time
+//! through `cudarc`, so this builds without CUDA), the CUDA include directory found without
+//! configuration, and the `.entry` parameter lists of the PTX read back to check them against the
+//! Rust declarations.
+//!
+//! A machine without NVRTC or the CUDA headers gets [`NvrtcError::Unavailable`]; tests turn that
+//! into a loud skip (or a failure under `W4A16_REQUIRE=nvrtc`).
+
+use crate::decl::{ArgDecl, ArgKind, KernelDecl, KernelId};
+use crate::source;
+use std::path::{Path, PathBuf};
+
+/// Why NVRTC cannot run here.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NvrtcUnavailable {
+    pub reason: String,
+}
+
+impl std::fmt::Display for NvrtcUnavailable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.reason)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NvrtcError {
+    #[error("NVRTC unavailable: {0}")]
+    Unavailable(NvrtcUnavailable),
+    #[error("kernel `{0}` has no HIP source (it runs in the vendor BLAS)")]
+    NoSource(KernelId),
+    #[error(transparent)]
+    Include(#[from] source::IncludeError),
+    #[error("NVRTC failed to compile {kernel} for {arch} with {options:?}:\n{log}")]
+    Compile {
+        kernel: KernelId,
+        arch: String,
+        options: Vec<String>,
+        log: String,
+    },
+    #[error("NVRTC call failed for {kernel}: {what}")]
+    Call { kernel: KernelId, what: String },
+}
+
+/// Environment variable naming the CUDA include directory explicitly.
+pub const INCLUDE_ENV: &str = "W4A16_CUDA_INCLUDE";
+
+/// The header whose presence marks a usable include directory.
+const MARKER: &str = "cuda_fp16.h";
+
+/// Candidate include directories, in the order they are tried: `$W4A16_CUDA_INCLUDE`,
+/// `$CUDA_HOME/include`, `$CUDA_PATH/include`, `/usr/local/cuda/include`, the `include/` next to
+/// every `lib/` on `LD_LIBRARY_PATH` (the pip wheel layouts `nvidia/cu13/{lib,include}` and
+/// `nvidia/cuda_runtime/{lib,include}`), then the wheels installed into this checkout's
+/// `.nvrtc/` by `scripts/nvrtc-env.sh`.
+pub fn include_candidates() -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(p) = std::env::var(INCLUDE_ENV) {
+        out.push(PathBuf::from(p));
+    }
+    for var in ["CUDA_HOME", "CUDA_PATH"] {
+        if let Ok(p) = std::env::var(var) {
+            out.push(Path::new(&p).join("include"));
+        }
+    }
+    out.push(PathBuf::from("/usr/local/cuda/include"));
+    if let Ok(paths) = std::env::var("LD_LIBRARY_PATH") {
+        for lib in std::env::split_paths(&paths) {
+            if let Some(parent) = lib.parent() {
+                out.push(parent.join("include"));
+                // nvidia/cuda_nvrtc/lib next to nvidia/cuda_runtime/include (CUDA 12 wheels)
+                if let Some(nvidia) = parent.parent() {
+                    out.push(nvidia.join("cuda_runtime").join("include"));
+                }
+            }
+        }
+    }
+    let local = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(".nvrtc")
+        .join("nvidia");
+    out.push(local.join("cu13").join("include"));
+    out.push(local.join("cuda_runtime").join("include"));
+    out
+}
+
+/// The first candidate that holds `cuda_fp16.h`.
+pub fn find_cuda_include() -> Result<PathBuf, NvrtcUnavailable> {
+    let candidates = include_candidates();
+    candidates.iter().find(|d| d.join(MARKER).is_file()).cloned().ok_or_else(|| NvrtcUnavailable {
+        reason: format!(
+            "no CUDA include directory with {MARKER}; set {INCLUDE_ENV} or source scripts/nvrtc-env.sh (looked in: {})",
+            candidates.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+        ),
+    })
+}
+
+/// Whether the NVRTC shared library can be loaded (cudarc would panic on first use otherwise).
+pub fn nvrtc_loadable() -> Result<(), NvrtcUnavailable> {
+    // SAFETY: only tries to dlopen the candidate library names; no NVRTC function is called.
+    let present = unsafe { cudarc::nvrtc::sys::is_culib_present() };
+    if present {
+        Ok(())
+    } else {
+        Err(NvrtcUnavailable {
+            reason: "libnvrtc could not be loaded; put the nvidia-cuda-nvrtc wheel's lib/ (or a CUDA toolkit's lib64/) on LD_LIBRARY_PATH, e.g. `source scripts/nvrtc-env.sh`".into(),
+        })
+    }
+}
+
+/// The NVRTC options every kernel is compiled with.
+pub fn compile_options(arch: &str, include: &Path) -> Vec<String> {
+    vec![
+        format!("--gpu-architecture={arch}"),
+        "-std=c++17".into(),
+        format!("--include-path={}", include.display()),
+        // The kernels rely on IEEE fp32 (fused multiply-adds are explicit where wanted).
+        "--ftz=false".into(),
+        "--prec-div=true".into(),
+        "--prec-sqrt=true".into(),
+    ]
+}
+
+/// Compiles `kernel` for `arch` (e.g. `sm_90`) to PTX text.
+pub fn compile_ptx(kernel: KernelId, arch: &str) -> Result<String, NvrtcError> {
+    compile_ptx_with(kernel, arch, &[])
+}
+
+/// As [`compile_ptx`], with extra options (e.g. `-DW4_SKINNY_MMA=0`).
+pub fn compile_ptx_with(
+    kernel: KernelId,
+    arch: &str,
+    extra: &[&str],
+) -> Result<String, NvrtcError> {
+    let tu = source::nvrtc_translation_unit(kernel).ok_or(NvrtcError::NoSource(kernel))??;
+    let include = find_cuda_include().map_err(NvrtcError::Unavailable)?;
+    nvrtc_loadable().map_err(NvrtcError::Unavailable)?;
+    let mut options = compile_options(arch, &include);
+    options.extend(extra.iter().map(|s| (*s).to_owned()));
+    let opts = cudarc::nvrtc::CompileOptions {
+        options: options.clone(),
+        name: Some(format!("{}.cu", kernel.name())),
+        ..Default::default()
+    };
+    match cudarc::nvrtc::compile_ptx_with_opts(tu, opts) {
+        Ok(ptx) => Ok(ptx.to_src()),
+        Err(cudarc::nvrtc::CompileError::CompileError { log, .. }) => Err(NvrtcError::Compile {
+            kernel,
+            arch: arch.to_owned(),
+            options,
+            log: log.to_string_lossy().into_owned(),
+        }),
+        Err(e) => Err(NvrtcError::Call {
+            kernel,
+            what: e.to_string(),
+        }),
+    }
+}
+
+/// One `.entry` of a PTX module: its name and the PTX types of its parameters, in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PtxEntry {
+    pub name: String,
+    pub params: Vec<String>,
+}
+
+/// The `.entry` declarations of a PTX module (`.visible .entry name(.param .u64 a, ...)`).
+pub fn ptx_entries(ptx: &str) -> Vec<PtxEntry> {
+    let mut out = Vec::new();
+    let mut rest = ptx;
+    while let Some(at) = rest.find(".entry ") {
+        rest = &rest[at + ".entry ".len()..];
+        let Some(open) = rest.find('(') else { break };
+        let name = rest[..open].trim().to_owned();
+        let Some(close) = rest[open..].find(')') else {
+            break;
+        };
+        let params = rest[open + 1..open + close]
+            .split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .filter_map(|p| {
+                p.split_whitespace()
+                    .find(|t| t.starts_with('.') && *t != ".param" && !t.starts_with(".align"))
+                    .map(str::to_owned)
+            })
+            .collect();
+        out.push(PtxEntry { name, params });
+        rest = &rest[open + close..];
+    }
+    out
+}
+
+/// A PTX entry whose parameters disagree with the declaration.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AbiMismatch {
+    #[error("entry point {0} is missing from the PTX")]
+    MissingEntry(String),
+    #[error("{entry}: {got} parameters in the PTX, {want} declared")]
+    Count {
+        entry: String,
+        got: usize,
+        want: usize,
+    },
+    #[error("{entry}: parameter {index} (`{name}`) is {got} in the PTX, expected {want}")]
+    Type {
+        entry: String,
+        index: usize,
+        name: &'static str,
+        got: String,
+        want: &'static str,
+    },
+}
+
+fn ptx_type_fits(arg: &ArgDecl, ty: &str) -> bool {
+    match arg.kind {
+        ArgKind::Pointer { .. } => ty == ".u64" || ty == ".b64",
+        ArgKind::I32(_) => ty == ".u32" || ty == ".s32" || ty == ".b32",
+    }
+}
+
+/// Checks one entry's parameter list against `args`: count, order, and `.u64` for pointers,
+/// `.u32`/`.s32` for ints.
+pub fn check_entry(entries: &[PtxEntry], name: &str, args: &[ArgDecl]) -> Result<(), AbiMismatch> {
+    let e = entries
+        .iter()
+        .find(|e| e.name == name)
+        .ok_or_else(|| AbiMismatch::MissingEntry(name.to_owned()))?;
+    if e.params.len() != args.len() {
+        return Err(AbiMismatch::Count {
+            entry: name.to_owned(),
+            got: e.params.len(),
+            want: args.len(),
+        });
+    }
+    for (index, (ty, arg)) in e.params.iter().zip(args).enumerate() {
+        if !ptx_type_fits(arg, ty) {
+            let want = if arg.is_pointer() {
+                ".u64"
+            } else {
+                ".u32 or .s32"
+            };
+            return Err(AbiMismatch::Type {
+                entry: name.to_owned(),
+                index,
+                name: arg.name,
+                got: ty.clone(),
+                want,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Checks every entry point `decl` defines (both dtypes, every variant) in `ptx`.
+pub fn check_decl(ptx: &str, decl: &KernelDecl) -> Result<(), AbiMismatch> {
+    let entries = ptx_entries(ptx);
+    for dtype in w4a16_reference::ActDtype::ALL {
+        for name in decl.entries(dtype) {
+            check_entry(&entries, &name, decl.args)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::set::{DEQUANT_ARGS, GEMM_ARGS};
+
+    const SAMPLE: &str = r#"
+.version 9.0
+.target sm_90
+.address_size 64
+
+	// .globl	w4a16_dequant_f16
+.visible .entry w4a16_dequant_f16(
+	.param .u64 .ptr .align 1 w4a16_dequant_f16_param_0,
+	.param .u64 w4a16_dequant_f16_param_1,
+	.param .u64 w4a16_dequant_f16_param_2,
+	.param .u64 w4a16_dequant_f16_param_3,
+	.param .u32 w4a16_dequant_f16_param_4,
+	.param .u32 w4a16_dequant_f16_param_5,
+	.param .u32 w4a16_dequant_f16_param_6,
+	.param .u32 w4a16_dequant_f16_param_7,
+	.param .u32 w4a16_dequant_f16_param_8,
+	.param .u32 w4a16_dequant_f16_param_9
+)
+.maxntid 256, 1, 1
+{
+	ret;
+}
+.visible .entry empty()
+{
+	ret;
+}
+"#;
+
+    #[test]
+    fn the_parser_reads_names_and_types() {
+        let e = ptx_entries(SAMPLE);
+        assert_eq!(e.len(), 2);
+        assert_eq!(e[0].name, "w4a16_dequant_f16");
+        assert_eq!(e[0].params.len(), 10);
+        assert_eq!(e[0].params[0], ".u64");
+        assert_eq!(e[0].params[9], ".u32");
+        assert_eq!(
+            e[1],
+            PtxEntry {
+                name: "empty".into(),
+                params: vec![]
+            }
+        );
+    }
+
+    #[test]
+    fn a_matching_declaration_passes_and_wrong_ones_fail() {
+        let e = ptx_entries(SAMPLE);
+        assert_eq!(check_entry(&e, "w4a16_dequant_f16", &DEQUANT_ARGS), Ok(()));
+        assert!(matches!(
+            check_entry(&e, "w4a16_dequant_f16", &GEMM_ARGS),
+            Err(AbiMismatch::Count { .. })
+        ));
+        let mut swapped = DEQUANT_ARGS;
+        swapped.swap(3, 4);
+        assert!(matches!(
+            check_entry(&e, "w4a16_dequant_f16", &swapped),
+            Err(AbiMismatch::Type { index: 3, .. })
+        ));
+        assert!(matches!(
+            check_entry(&e, "w4a16_dequant_bf16", &DEQUANT_ARGS),
+            Err(AbiMismatch::MissingEntry(_))
+        ));
+    }
+
+    #[test]
+    fn options_name_the_arch_and_the_include_dir() {
+        let o = compile_options("sm_90", Path::new("/x/include"));
+        assert!(o.contains(&"--gpu-architecture=sm_90".to_owned()));
+        assert!(o.contains(&"--include-path=/x/include".to_owned()));
+    }
+
+    #[test]
+    fn candidates_start_with_the_explicit_variable_when_set() {
+        // Reading only: the list always ends with the checkout-local wheel folders.
+        let c = include_candidates();
+        assert!(c.iter().any(|p| p.ends_with("cu13/include")));
+        assert!(c.contains(&PathBuf::from("/usr/local/cuda/include")));
+    }
+}

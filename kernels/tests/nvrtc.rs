@@ -1,0 +1,83 @@
+//! Every kernel compiles for sm_90 through NVRTC, and the PTX entry points carry exactly the
+//! parameter lists declared in Rust. Without NVRTC this is a loud skip; `W4A16_REQUIRE=nvrtc`
+//! makes it a failure.
+
+use w4a16_kernels::nvrtc::{self, NvrtcError};
+use w4a16_kernels::{set, source};
+
+const ARCH: &str = "sm_90";
+
+/// Loud skip (the kernels crate cannot depend on the harness, so this mirrors its format).
+fn skip_or_fail(reason: &str) {
+    let required = std::env::var("W4A16_REQUIRE")
+        .map(|v| {
+            v.split(',')
+                .map(str::trim)
+                .any(|p| p == "nvrtc" || p == "all")
+        })
+        .unwrap_or(false);
+    if required {
+        panic!("W4A16_REQUIRE names nvrtc, but: {reason}");
+    }
+    eprintln!("W4A16-SKIP [nvrtc] {reason}");
+}
+
+#[test]
+fn every_kernel_compiles_for_sm90_and_matches_its_declared_abi() {
+    for kernel in source::WITH_SOURCE {
+        let decl = set::decl(kernel);
+        let ptx = match nvrtc::compile_ptx(kernel, ARCH) {
+            Ok(p) => p,
+            Err(NvrtcError::Unavailable(u)) => return skip_or_fail(&u.reason),
+            Err(e) => panic!("{e}"),
+        };
+        if let Err(e) = nvrtc::check_decl(&ptx, decl) {
+            panic!("{kernel}: {e}");
+        }
+        // Every .entry in the module is a declared entry point (nothing extra, nothing renamed).
+        let declared: Vec<String> = w4a16_reference::ActDtype::ALL
+            .into_iter()
+            .flat_map(|d| decl.entries(d))
+            .collect();
+        for e in nvrtc::ptx_entries(&ptx) {
+            assert!(
+                declared.contains(&e.name),
+                "{kernel}: undeclared entry {}",
+                e.name
+            );
+        }
+    }
+}
+
+#[test]
+fn a_wrong_declaration_is_caught_on_real_ptx() {
+    let ptx = match nvrtc::compile_ptx(w4a16_kernels::KernelId::Dequant, ARCH) {
+        Ok(p) => p,
+        Err(NvrtcError::Unavailable(u)) => return skip_or_fail(&u.reason),
+        Err(e) => panic!("{e}"),
+    };
+    let entries = nvrtc::ptx_entries(&ptx);
+    let mut wrong = set::DEQUANT_ARGS.to_vec();
+    wrong.swap(2, 4); // a pointer where an int is
+    assert!(nvrtc::check_entry(&entries, "w4a16_dequant_f16", &wrong).is_err());
+    assert!(nvrtc::check_entry(&entries, "w4a16_dequant_f16", &set::GEMM_ARGS).is_err());
+}
+
+#[test]
+fn the_mma_and_alu_skinny_engines_both_compile() {
+    match nvrtc::compile_ptx_with(
+        w4a16_kernels::KernelId::Skinny,
+        ARCH,
+        &["-DW4_SKINNY_MMA=0"],
+    ) {
+        Ok(ptx) => {
+            assert!(
+                !ptx.contains("mma.sync"),
+                "the ALU engine must not use mma.sync"
+            );
+            nvrtc::check_decl(&ptx, &set::SKINNY).unwrap();
+        }
+        Err(NvrtcError::Unavailable(u)) => skip_or_fail(&u.reason),
+        Err(e) => panic!("{e}"),
+    }
+}

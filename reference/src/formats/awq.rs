@@ -1,0 +1,163 @@
+//! AWQ (SPEC §3): `qweight [K, N/8]` i32 packed along **N** with the AWQ interleave (bit slot p
+//! holds column `8w + AWQ_ORDER[p]`), `scales [K/G, N]`, `qzeros [K/G, N/8]` with the same
+//! interleave.
+
+use super::convert::{
+    Checkpoint, ConvertError, Converted, LoadTarget, check_group, check_packed_dim, expect,
+    half_bits, read_bias, resolve_zeros, words,
+};
+use super::layout::{LayerError, RowPadding, validate_logical};
+use super::nibble::NibbleOrder;
+use super::resident::ResidentLayer;
+use super::tensor::{StoredDtype, Tensor, TensorData};
+use crate::layer::{LayerShape, QuantizedLayer};
+
+/// The `quant_config` entries that matter here (w_bit = 4, version GEMM).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AwqConfig {
+    pub group_size: usize,
+    /// AWQ's name for asymmetric quantization.
+    pub zero_point: bool,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct AwqLayer {
+    pub config: AwqConfig,
+    pub qweight: Tensor,
+    pub qzeros: Option<Tensor>,
+    pub scales: Tensor,
+    pub bias: Option<Tensor>,
+}
+
+const ORDER: NibbleOrder = NibbleOrder::AwqInterleaved;
+
+impl AwqLayer {
+    /// Writes a logical layer the way AutoAWQ's GEMM packer does. N must be a multiple of 8
+    /// (the weights themselves are packed along N).
+    pub fn from_logical(layer: &QuantizedLayer) -> Result<Self, LayerError> {
+        validate_logical(layer)?;
+        let LayerShape { n, k, group } = layer.shape;
+        if !n.is_multiple_of(8) {
+            return Err(LayerError::NNotMultipleOf8 {
+                packed: "AWQ weights",
+                n,
+            });
+        }
+        let groups = layer.shape.groups();
+        let mut qweight = Vec::with_capacity(k * n / 8);
+        for row in 0..k {
+            for nw in 0..n / 8 {
+                qweight.push(ORDER.pack(std::array::from_fn(|c| layer.code(8 * nw + c, row))));
+            }
+        }
+        let mut scales = Vec::with_capacity(groups * n);
+        for g in 0..groups {
+            scales.extend((0..n).map(|col| layer.scales[col * groups + g]));
+        }
+        let qzeros = layer.zeros.as_ref().map(|z| {
+            let mut w = Vec::with_capacity(groups * n / 8);
+            for g in 0..groups {
+                for nw in 0..n / 8 {
+                    w.push(ORDER.pack(std::array::from_fn(|c| z[(8 * nw + c) * groups + g])));
+                }
+            }
+            Tensor::i32_packed("qzeros", vec![groups, n / 8], w)
+        });
+        Ok(AwqLayer {
+            config: AwqConfig {
+                group_size: group,
+                zero_point: layer.zeros.is_some(),
+            },
+            qweight: Tensor::i32_packed("qweight", vec![k, n / 8], qweight),
+            qzeros,
+            scales: Tensor::new(
+                "scales",
+                vec![groups, n],
+                TensorData::act(layer.dtype, scales),
+            ),
+            bias: layer
+                .bias
+                .as_ref()
+                .map(|b| Tensor::new("bias", vec![n], TensorData::act(layer.dtype, b.clone()))),
+        })
+    }
+}
+
+impl Checkpoint for AwqLayer {
+    fn format_name(&self) -> &'static str {
+        "awq"
+    }
+
+    fn to_resident(
+        &self,
+        target: &LoadTarget,
+        padding: RowPadding,
+    ) -> Result<Converted, ConvertError> {
+        let LoadTarget { n, k, dtype } = *target;
+        let group = self.config.group_size;
+        check_group(k, group)?;
+        let groups = k / group;
+        check_packed_dim(&self.qweight.name, "N", n)?;
+        expect(&self.qweight, StoredDtype::I32, "[K, N/8]", &[k, n / 8])?;
+        expect(&self.scales, dtype.into(), "[K/G, N]", &[groups, n])?;
+        let qw = words(&self.qweight);
+        let mut q = vec![0u8; n * k];
+        for row in 0..k {
+            for nw in 0..n / 8 {
+                for (c, code) in ORDER.unpack(qw[row * (n / 8) + nw]).into_iter().enumerate() {
+                    q[(8 * nw + c) * k + row] = code;
+                }
+            }
+        }
+        let sc = half_bits(&self.scales);
+        let mut scales = vec![0u16; n * groups];
+        for g in 0..groups {
+            for col in 0..n {
+                scales[col * groups + g] = sc[g * n + col];
+            }
+        }
+        let zeros = match &self.qzeros {
+            None => None,
+            Some(t) => {
+                expect(t, StoredDtype::I32, "[K/G, N/8]", &[groups, n / 8])?;
+                let qz = words(t);
+                let mut z = vec![0u8; n * groups];
+                for g in 0..groups {
+                    for nw in 0..n / 8 {
+                        for (c, code) in ORDER.unpack(qz[g * (n / 8) + nw]).into_iter().enumerate()
+                        {
+                            z[(8 * nw + c) * groups + g] = code;
+                        }
+                    }
+                }
+                Some(z)
+            }
+        };
+        let mut notes = Vec::new();
+        let zeros = resolve_zeros(
+            !self.config.zero_point,
+            "qzeros",
+            self.qzeros.as_ref().map(|t| t.name.as_str()),
+            zeros,
+            groups,
+            &mut notes,
+        )?;
+        let bias = read_bias(self.bias.as_ref(), target)?;
+        let logical = QuantizedLayer {
+            shape: LayerShape::new(n, k, group),
+            dtype,
+            q,
+            zeros,
+            scales,
+            bias,
+        };
+        Ok(Converted {
+            layer: ResidentLayer::from_logical(&logical, padding)?,
+            notes,
+        })
+    }
+
+    fn decode_own_semantics(&self) -> Result<QuantizedLayer, ConvertError> {
+        super::own::awq(self)
+    }
+}

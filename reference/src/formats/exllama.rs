@@ -1,0 +1,75 @@
+//! The resident packing (SPEC §2): weights along K in ExLlama order, zero points along N.
+
+use super::nibble::NibbleOrder;
+
+/// Packs one row of K codes (K a multiple of 8) into K/8 ExLlama words.
+pub fn pack_exllama_row(codes: &[u8]) -> Vec<u32> {
+    NibbleOrder::ExLlama.pack_run(codes)
+}
+
+/// Unpacks K/8 ExLlama words into K codes.
+pub fn unpack_exllama_row(words: &[u32]) -> Vec<u8> {
+    NibbleOrder::ExLlama.unpack_run(words)
+}
+
+/// Packs `[N, groups]` zero points (N a multiple of 8) into `[N/8, groups]` words: row `n` in
+/// word `n/8` at bits `4·(n%8)`.
+pub fn pack_zero_points(zeros: &[u8], n: usize, groups: usize) -> Vec<u32> {
+    debug_assert_eq!(n % 8, 0);
+    debug_assert_eq!(zeros.len(), n * groups);
+    let mut words = vec![0u32; n / 8 * groups];
+    for (r, row) in zeros.chunks_exact(groups.max(1)).enumerate().take(n) {
+        for (g, &z) in row.iter().enumerate() {
+            words[(r / 8) * groups + g] |= u32::from(z & 0xF) << (4 * (r % 8));
+        }
+    }
+    words
+}
+
+/// The inverse of [`pack_zero_points`]: `[N, groups]` codes.
+pub fn unpack_zero_points(words: &[u32], n: usize, groups: usize) -> Vec<u8> {
+    let mut zeros = vec![0u8; n * groups];
+    for r in 0..n {
+        for g in 0..groups {
+            zeros[r * groups + g] = ((words[(r / 8) * groups + g] >> (4 * (r % 8))) & 0xF) as u8;
+        }
+    }
+    zeros
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zero_point_row_n_lives_in_word_n_over_8() {
+        // Every code in every row slot of a [16, 3] tensor, one at a time.
+        let (n, groups) = (16, 3);
+        for r in 0..n {
+            for g in 0..groups {
+                for z in 0..16u8 {
+                    let mut zeros = vec![0u8; n * groups];
+                    zeros[r * groups + g] = z;
+                    let words = pack_zero_points(&zeros, n, groups);
+                    for (i, &w) in words.iter().enumerate() {
+                        let expected = if i == (r / 8) * groups + g {
+                            u32::from(z) << (4 * (r % 8))
+                        } else {
+                            0
+                        };
+                        assert_eq!(w, expected, "r={r} g={g} z={z} word {i}");
+                    }
+                    assert_eq!(unpack_zero_points(&words, n, groups), zeros);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn exllama_row_round_trips() {
+        let codes: Vec<u8> = (0..64).map(|i| ((i * 7 + 3) % 16) as u8).collect();
+        let words = pack_exllama_row(&codes);
+        assert_eq!(words.len(), 8);
+        assert_eq!(unpack_exllama_row(&words), codes);
+    }
+}

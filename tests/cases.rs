@@ -1,0 +1,643 @@
+//! Case files: the real `cases/` folder loads, expands as documented and deterministically, and
+//! every deliberately broken file in `cases/invalid/` is refused with an error naming the file
+//! and the key.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use w4a16_harness::cases::{self, CaseSet, DataClass, Date, Producer, RowPadding};
+use w4a16_reference::ActDtype;
+use w4a16_reference::layer::Symmetry;
+
+fn cases_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("cases")
+}
+
+fn load() -> CaseSet {
+    cases::load_all(&cases_dir()).unwrap_or_else(|e| panic!("cases/ must load: {e}"))
+}
+
+fn src(path: &str, text: &str) -> (PathBuf, String) {
+    (PathBuf::from(path), text.to_owned())
+}
+
+const SHAPES: &str = r#"
+[[shape]]
+name = "a.k256-n64"
+k = 256
+n = 64
+group = 128
+[[shape]]
+name = "a.k512-n36"
+k = 512
+n = 36
+group = 64
+"#;
+
+#[test]
+fn the_cases_folder_loads_with_every_suite() {
+    let set = load();
+    let names = set.suite_names();
+    for expected in [
+        "checkpoints",
+        "edges",
+        "field",
+        "kernels",
+        "regressions",
+        "selection",
+        "smoke",
+    ] {
+        assert!(
+            names.contains(&expected),
+            "suite {expected} missing: {names:?}"
+        );
+    }
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(names, sorted, "suites are listed in name order");
+    eprint!("{}", cases::render_counts(&set));
+    for s in set.suites() {
+        if s.name != "regressions" {
+            assert!(s.cases > 0, "suite {} is empty", s.name);
+        }
+    }
+}
+
+#[test]
+fn models_toml_holds_the_spec_section_7_sizes() {
+    let set = load();
+    // SPEC §7 as (K, N, G).
+    #[rustfmt::skip]
+    let spec: &[(usize, usize, usize)] = &[
+        (2048, 32768, 128), (16384, 2048, 128), (2048, 2560, 128), (2048, 2048, 128),
+        (38912, 2048, 128), (49152, 2048, 128), (49152, 4096, 128),
+        (2560, 3840, 128), (2560, 2560, 128), (2560, 19456, 128), (9728, 2560, 128),
+        (2560, 6144, 32), (4096, 2560, 32), (2560, 19456, 32), (9728, 2560, 32),
+        (4096, 6144, 128), (4096, 4096, 128), (4096, 24576, 128), (12288, 4096, 128),
+        (4096, 2048, 128),
+        (3584, 4608, 128), (3584, 3584, 128), (3584, 37888, 128), (18944, 3584, 128),
+        (8192, 512, 128), (8320, 512, 128),
+        (2048, 4096, 128), (2048, 12288, 128), (6144, 2048, 128),
+        (2560, 4096, 128), (2560, 20480, 128), (10240, 2560, 128),
+        (5376, 43008, 32), (21504, 5376, 32), (5376, 16384, 32),
+        (8192, 5376, 32), (16384, 5376, 32), (5376, 20480, 32),
+    ];
+    let mut listed: Vec<(usize, usize, usize)> = set
+        .model_shapes()
+        .map(|s| (s.shape.k, s.shape.n, s.shape.group))
+        .collect();
+    let mut want = spec.to_vec();
+    listed.sort();
+    want.sort();
+    assert_eq!(listed, want);
+    assert_eq!(
+        set.batch_sizes(),
+        &[1, 2, 3, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096]
+    );
+    let providers: HashSet<(ActDtype, Symmetry)> = set
+        .providers()
+        .iter()
+        .map(|p| (p.dtype, p.symmetry))
+        .collect();
+    assert_eq!(providers.len(), 4);
+}
+
+#[test]
+fn the_field_suite_is_every_shape_by_every_batch_size_by_every_provider() {
+    let set = load();
+    let field = set.suite("field").unwrap();
+    let shapes = set.model_shapes().count();
+    assert_eq!(
+        field.cases.len(),
+        shapes * set.batch_sizes().len() * set.providers().len()
+    );
+    assert!(field.cases.iter().all(|c| c.class == DataClass::Realistic
+        && !c.bias
+        && c.padding == RowPadding::CacheCliff));
+    // Stable ids: no variant suffix, so adding an axis elsewhere cannot rename a field case.
+    for c in &field.cases {
+        assert_eq!(c.variant(), None, "{}", c.id);
+        let model = set.shape(&c.shape_name).and_then(|s| s.model.clone());
+        assert!(model.is_some(), "{}: not a SPEC §7 shape", c.id);
+        assert_eq!(
+            c.id,
+            format!(
+                "field/{}/M={}/{}/{}/g{}/realistic",
+                c.shape_name,
+                c.m,
+                c.dtype.name(),
+                c.symmetry.name(),
+                c.shape.group
+            )
+        );
+    }
+    let c = set
+        .case("field/qwen3-8b.down_proj/M=4/bf16/asym/g128/realistic")
+        .expect("the README's example id");
+    assert_eq!(
+        (c.shape.k, c.shape.n, c.shape.group, c.m),
+        (12288, 4096, 128, 4)
+    );
+    let g32 = set
+        .case("field/gemma4-31b.down_proj/M=1/f16/sym/g32/realistic")
+        .unwrap();
+    assert_eq!(g32.shape.k, 21504);
+}
+
+/// Issue 3's differential matrix: every (dtype, symmetry, G, M) on each matrix shape, exact.
+#[test]
+fn the_kernels_suite_covers_the_differential_matrix() {
+    const MS: [usize; 12] = [1, 2, 3, 4, 5, 6, 17, 64, 255, 256, 257, 1024];
+    let set = load();
+    let kern = set.suite("kernels").unwrap();
+    let matrix_shapes: Vec<&str> = set
+        .shapes()
+        .iter()
+        .map(|s| s.name.as_str())
+        .filter(|n| n.starts_with("kern."))
+        .collect();
+    assert!(matrix_shapes.len() >= 2, "{matrix_shapes:?}");
+    let has = |f: &dyn Fn(&cases::Case) -> bool| kern.cases.iter().any(f);
+    for shape in &matrix_shapes {
+        let s = set.shape(shape).unwrap().shape;
+        assert!(
+            !s.n.is_multiple_of(32),
+            "{shape}: N={} is a multiple of a tile",
+            s.n
+        );
+        for dtype in ActDtype::ALL {
+            for sym in [Symmetry::Sym, Symmetry::Asym] {
+                for g in [32, 64, 128] {
+                    for m in MS {
+                        assert!(
+                            has(&|c| c.shape_name == *shape
+                                && (c.dtype, c.symmetry, c.shape.group, c.m) == (dtype, sym, g, m)
+                                && c.class == DataClass::Exact
+                                && c.variant().is_none()),
+                            "{shape} M={m} {} {} g{g}",
+                            dtype.name(),
+                            sym.name()
+                        );
+                    }
+                }
+            }
+        }
+    }
+    // K·M just at/below and just above both old LDS gates, for every decode M.
+    for m in 1..=5 {
+        for gate in [32768, 39321] {
+            let km = |c: &cases::Case| c.shape.k * c.m;
+            assert!(
+                has(&|c| c.m == m && km(c) <= gate && km(c) + 128 * m > gate),
+                "M={m}: nothing within a group of 128 at or below {gate}"
+            );
+            assert!(
+                has(&|c| c.m == m && km(c) > gate && km(c) <= gate + 128 * m),
+                "M={m}: nothing within a group of 128 above {gate}"
+            );
+        }
+    }
+    assert!(has(&|c| set
+        .shape(&c.shape_name)
+        .is_some_and(|s| s.model.is_some())
+        && c.m >= 256));
+    for class in [DataClass::Realistic, DataClass::LargeActivation] {
+        assert!(has(&|c| c.class == class), "no {} slice", class.name());
+    }
+    assert!(has(&|c| c.padding == RowPadding::Forced));
+    assert!(kern.cases.iter().all(|c| c.is_buildable()));
+    // One GPU, a few minutes with the CPU reference.
+    assert!(kern.cases.len() <= 1500, "{} cases", kern.cases.len());
+}
+
+#[test]
+fn the_counts_table_has_a_row_per_suite_and_the_total() {
+    let set = load();
+    let table = cases::render_counts(&set);
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines.len(), set.suites().len() + 2, "{table}");
+    assert!(lines[0].starts_with("suite") && lines[0].contains("M values"));
+    for (line, s) in lines[1..].iter().zip(set.suites()) {
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(cols[0], s.name);
+        assert_eq!(
+            cols[1..5],
+            [
+                s.cases.to_string(),
+                s.shapes.to_string(),
+                s.batch_sizes.to_string(),
+                s.providers.to_string()
+            ]
+        );
+        assert!(line.ends_with(&s.description), "{line}");
+    }
+    let total: Vec<&str> = lines.last().unwrap().split_whitespace().collect();
+    assert_eq!(total, ["total", &set.total_cases().to_string()]);
+}
+
+#[test]
+fn ids_are_unique_and_spell_their_fields() {
+    let set = load();
+    let mut seen = HashSet::new();
+    for c in set.cases() {
+        assert!(seen.insert(c.id.clone()), "duplicate id {}", c.id);
+        assert_eq!(c.id, c.make_id());
+        assert!(
+            c.id.starts_with(&format!("{}/{}/M={}/", c.suite, c.shape_name, c.m)),
+            "{}",
+            c.id
+        );
+        assert_eq!(c.shape.k % c.shape.group, 0, "{}", c.id);
+    }
+    assert_eq!(seen.len(), set.total_cases());
+}
+
+#[test]
+fn loading_is_deterministic() {
+    let a = load();
+    let b = load();
+    let ids = |s: &CaseSet| s.cases().map(|c| c.id.clone()).collect::<Vec<_>>();
+    assert_eq!(ids(&a), ids(&b));
+    assert_eq!(a.suites(), b.suites());
+}
+
+#[test]
+fn suite_counts_match_their_expansion() {
+    let set = load();
+    let counts = set.suites();
+    let smoke = counts.iter().find(|s| s.name == "smoke").unwrap();
+    // dtype(2) × G(3) × sym/asym(2) × M(4) + bias: dtype(2) × sym/asym(2) × M(2).
+    assert_eq!(smoke.cases, 2 * 3 * 2 * 4 + 2 * 2 * 2);
+    assert_eq!(smoke.providers, 4);
+    let sel = counts.iter().find(|s| s.name == "selection").unwrap();
+    // M(6)×G(5)×dtype(2)×sym(2) + M(3)×dtype(2)×sym(2) + M(3)×G(2)×sym(2) + M(2)×sym(2) + shapes(3)×M(3)×padding(3).
+    assert_eq!(sel.cases, 120 + 12 + 12 + 4 + 27);
+    assert_eq!(
+        set.total_cases(),
+        counts.iter().map(|s| s.cases).sum::<usize>()
+    );
+    assert_eq!(
+        counts
+            .iter()
+            .find(|s| s.name == "regressions")
+            .unwrap()
+            .cases,
+        0
+    );
+}
+
+#[test]
+fn producers_pair_only_with_the_symmetry_they_mean() {
+    let set = load();
+    let ck = set.suite("checkpoints").unwrap();
+    for c in &ck.cases {
+        if c.producer == Producer::LegacyUnpackedZp {
+            assert_eq!(c.symmetry, Symmetry::Asym, "{}", c.id);
+        }
+    }
+    for p in Producer::ALL {
+        assert!(
+            ck.cases.iter().any(|c| c.producer == p),
+            "no checkpoints case for {}",
+            p.name()
+        );
+    }
+    // 2 shapes × 2 G × 2 M × 2 dtypes × (4 producers sym + 5 asym).
+    assert_eq!(ck.cases.len(), 2 * 2 * 2 * 2 * 9);
+    assert!(
+        set.case("checkpoints/ckpt.k256-n128/M=6/bf16/asym/g32/exact/legacy-unpacked-zp")
+            .is_some()
+    );
+}
+
+/// The symmetric checkpoint that still carries zero points is the GPTQ × sym case: the
+/// checkpoints suite has no separate producer for it because GPTQ always writes `qzeros`.
+#[test]
+fn gptq_symmetric_checkpoints_carry_zero_points() {
+    use w4a16_reference::data::generate;
+    use w4a16_reference::formats::{GptqLayer, GptqVersion};
+    let set = load();
+    let c = set
+        .case("checkpoints/ckpt.k256-n128/M=1/f16/sym/g32/exact/gptq-v2")
+        .expect("a gptq-v2 symmetric case");
+    let g = generate(&c.id, &c.data_spec()).unwrap();
+    assert!(g.layer.zeros.is_none());
+    for v in [GptqVersion::V1, GptqVersion::V2] {
+        let ckpt = GptqLayer::from_logical(&g.layer, v).unwrap();
+        assert!(
+            ckpt.qzeros.is_some(),
+            "{v:?}: symmetric GPTQ without qzeros"
+        );
+    }
+}
+
+#[test]
+fn overlapping_sweeps_are_deduplicated_in_first_seen_order() {
+    let set = cases::load_sources(&[
+        src("shapes.toml", SHAPES),
+        src(
+            "s.toml",
+            r#"
+[suite]
+name = "t"
+description = "x"
+class = ["exact"]
+[[sweep]]
+shapes = ["a.*"]
+m = [1, 6]
+dtype = ["f16"]
+symmetry = ["sym"]
+[[sweep]]
+shapes = ["a.k256-n64"]
+m = [6, 256]
+dtype = ["f16"]
+symmetry = ["sym"]
+"#,
+        ),
+    ])
+    .unwrap();
+    let ids: Vec<&str> = set
+        .suite("t")
+        .unwrap()
+        .cases
+        .iter()
+        .map(|c| c.id.as_str())
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            "t/a.k256-n64/M=1/f16/sym/g128/exact",
+            "t/a.k256-n64/M=6/f16/sym/g128/exact",
+            "t/a.k512-n36/M=1/f16/sym/g64/exact",
+            "t/a.k512-n36/M=6/f16/sym/g64/exact",
+            "t/a.k256-n64/M=256/f16/sym/g128/exact",
+        ]
+    );
+}
+
+#[test]
+fn variants_name_every_non_default_axis() {
+    let set = cases::load_sources(&[
+        src("shapes.toml", SHAPES),
+        src(
+            "s.toml",
+            r#"
+[suite]
+name = "v"
+description = "x"
+[[sweep]]
+shapes = ["a.k256-n64"]
+m = [2]
+dtype = ["bf16"]
+symmetry = ["asym"]
+group = ["channelwise"]
+class = ["last-row"]
+padding = ["forced", "none"]
+bias = [true]
+producer = ["awq"]
+"#,
+        ),
+    ])
+    .unwrap();
+    let ids: Vec<&str> = set.cases().map(|c| c.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        [
+            "v/a.k256-n64/M=2/bf16/asym/g256/last-row/awq+forced-pad+bias",
+            "v/a.k256-n64/M=2/bf16/asym/g256/last-row/awq+unpadded+bias"
+        ]
+    );
+}
+
+#[test]
+fn explicit_cases_take_inline_shapes() {
+    let set = cases::load_sources(&[src(
+        "r.toml",
+        r#"
+[suite]
+name = "regressions"
+description = "x"
+[[case]]
+k = 1088
+n = 264
+group = 64
+m = 6
+dtype = "bf16"
+symmetry = "asym"
+class = "exact"
+padding = "forced"
+bias = true
+producer = "awq"
+note = "proptest seed"
+"#,
+    )])
+    .unwrap();
+    let c = set.cases().next().unwrap();
+    assert_eq!(
+        c.id,
+        "regressions/k1088-n264/M=6/bf16/asym/g64/exact/awq+forced-pad+bias"
+    );
+    assert_eq!((c.shape.k, c.shape.n, c.shape.group), (1088, 264, 64));
+}
+
+#[test]
+fn the_loader_message_names_file_key_and_what_was_expected() {
+    let err = cases::load_sources(&[
+        src("shapes.toml", SHAPES),
+        src(
+            "cases/sweeps/decode.toml",
+            "[suite]\nname = \"decode\"\ndescription = \"x\"\nm = \"x\"\n",
+        ),
+    ])
+    .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "cases/sweeps/decode.toml: key \"suite.m\": expected a list of positive integers or \"batch_sizes\", got \"x\" (line 4)"
+    );
+}
+
+#[test]
+fn known_bad_entries_match_by_id_glob_and_target_pattern() {
+    let set = cases::load_sources(&[
+        src("shapes.toml", SHAPES),
+        src(
+            "s.toml",
+            r#"
+[suite]
+name = "t"
+description = "x"
+class = ["exact"]
+[[sweep]]
+shapes = ["a.k256-n64"]
+m = [1, 6]
+"#,
+        ),
+        src(
+            "known_bad.toml",
+            r#"
+[[known_bad]]
+id = "t/a.k256-n64/M=6/bf16/*/g128/exact"
+target = "gfx11*"
+reason = "bf16 fused tail"
+tracking = "issue #3"
+expires = 2026-03-31
+mode = "xfail-strict"
+
+[[known_bad]]
+id = "t/**"
+target = "sm_90"
+reason = "everything on sm_90"
+tracking = "issue #4"
+expires = 2026-01-15
+mode = "xfail-strict"
+"#,
+        ),
+    ])
+    .unwrap();
+    let hit = set
+        .known_bad_for("t/a.k256-n64/M=6/bf16/asym/g128/exact", "gfx1151")
+        .expect("covered");
+    assert_eq!(hit.tracking, "issue #3");
+    assert_eq!(hit.key, "known_bad[0]");
+    assert_eq!(hit.expires, Date::new(2026, 3, 31).unwrap());
+    assert!(
+        set.known_bad_for("t/a.k256-n64/M=6/bf16/asym/g128/exact", "gfx1201")
+            .is_none()
+    );
+    assert!(
+        set.known_bad_for("t/a.k256-n64/M=6/f16/asym/g128/exact", "gfx1100")
+            .is_none()
+    );
+    assert!(
+        set.known_bad_for("t/a.k256-n64/M=1/bf16/asym/g128/exact", "gfx1100")
+            .is_none()
+    );
+    assert_eq!(
+        set.known_bad_for("t/a.k256-n64/M=1/f16/sym/g128/exact", "sm_90")
+            .unwrap()
+            .tracking,
+        "issue #4"
+    );
+    assert!(!hit.is_expired(Date::new(2026, 3, 31).unwrap()));
+    assert!(hit.is_expired(Date::new(2026, 4, 1).unwrap()));
+}
+
+#[test]
+fn every_invalid_case_file_is_refused_naming_the_file_and_the_key() {
+    let dir = cases_dir();
+    let valid = cases::case_files(&dir).unwrap();
+    let mut invalid: Vec<PathBuf> = std::fs::read_dir(dir.join("invalid"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    invalid.sort();
+    assert!(
+        invalid.len() >= 8,
+        "cases/invalid/ must hold at least 8 files, has {}",
+        invalid.len()
+    );
+    for path in invalid {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let expected_key = text
+            .lines()
+            .find_map(|l| l.strip_prefix("# expect-key: "))
+            .unwrap_or_else(|| panic!("{} must start with `# expect-key: <key>`", path.display()))
+            .trim();
+        let mut files = valid.clone();
+        files.push(path.clone());
+        let err = match cases::load_files(&files) {
+            Ok(_) => panic!("{} was accepted", path.display()),
+            Err(e) => e,
+        };
+        assert_eq!(err.file, path, "error names the wrong file: {err}");
+        assert_eq!(err.key, expected_key, "error names the wrong key: {err}");
+        let shown = err.to_string();
+        eprintln!("{shown}");
+        assert!(
+            shown.starts_with(&format!("{}: key \"{expected_key}\": ", path.display())),
+            "{shown}"
+        );
+        assert!(err.line.is_some(), "no line for {shown}");
+        assert!(
+            shown.len() > path.display().to_string().len() + expected_key.len() + 12,
+            "an explanation follows: {shown}"
+        );
+    }
+}
+
+#[test]
+fn the_model_description_agrees_with_models_toml() {
+    let set = load();
+    let m = set.model("qwen3-8b").expect("cases/models/qwen3-8b.toml");
+    assert_eq!(m.linears.len(), 4);
+    for l in &m.linears {
+        let s = set.shape(&format!("qwen3-8b.{}", l.name)).unwrap();
+        assert_eq!(s.shape, l.shape);
+    }
+    // 2 × 36 layers × 8 KV heads × 128 × 40960 tokens × 2 bytes.
+    assert_eq!(m.kv_bytes(40960), 2 * 36 * 8 * 128 * 40960 * 2);
+}
+
+#[test]
+fn a_model_description_that_disagrees_is_refused() {
+    let dir = std::env::temp_dir().join(format!("w4a16-cases-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("models")).unwrap();
+    std::fs::copy(cases_dir().join("models.toml"), dir.join("models.toml")).unwrap();
+    let text = std::fs::read_to_string(cases_dir().join("models/qwen3-8b.toml"))
+        .unwrap()
+        .replace("n = 4096\n", "n = 4104\n");
+    std::fs::write(dir.join("models/qwen3-8b.toml"), text).unwrap();
+    let err = cases::load_all(&dir).unwrap_err();
+    assert_eq!(err.file, dir.join("models/qwen3-8b.toml"));
+    assert_eq!(err.key, "linear[1]");
+    assert!(
+        err.message.contains("disagrees with qwen3-8b.o_proj"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn unsupported_layers_live_only_in_suites_that_allow_them() {
+    let set = load();
+    for s in ["smoke", "edges", "field", "checkpoints"] {
+        for c in &set.suite(s).unwrap().cases {
+            assert!(!c.act_order, "{}", c.id);
+            assert!(
+                c.symmetry == Symmetry::Sym || c.shape.n % 8 == 0,
+                "{}",
+                c.id
+            );
+        }
+    }
+    for c in set.cases() {
+        assert_eq!(
+            c.is_buildable(),
+            !(c.act_order
+                || c.shape.k % 16 != 0
+                || (c.symmetry == Symmetry::Asym && c.shape.n % 8 != 0)),
+            "{}",
+            c.id
+        );
+        assert!(
+            c.is_buildable() || set.suite(&c.suite).unwrap().allow_unsupported,
+            "{}",
+            c.id
+        );
+        let spec = c.data_spec();
+        assert_eq!(
+            (spec.m, spec.shape, spec.class, spec.with_bias),
+            (c.m, c.shape, c.class, c.bias)
+        );
+    }
+    let sel = set.suite("selection").unwrap();
+    assert!(sel.allow_unsupported);
+    assert!(
+        sel.cases
+            .iter()
+            .any(|c| c.symmetry == Symmetry::Asym && c.shape.n % 8 != 0)
+    );
+    assert!(sel.cases.iter().any(|c| c.act_order));
+}

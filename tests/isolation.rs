@@ -1,0 +1,34 @@
+//! A crash or a hang in one case becomes that case's verdict and the run goes on (DESIGN rule 8).
+
+use std::path::Path;
+use std::time::Duration;
+use w4a16_harness::runner::{Outcome, isolate::run_isolated};
+
+#[test]
+fn crash_and_hang_are_contained_to_their_case() {
+    let exe = Path::new(env!("CARGO_BIN_EXE_w4a16"));
+    let ids: Vec<String> = ["a/ok1", "b/crash", "c/ok2", "d/hang", "e/ok3"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let args = vec!["worker".to_string(), "--simulate".to_string()];
+    let mut seen = 0;
+    let verdicts = run_isolated(exe, &args, &ids, Duration::from_secs(2), |_| seen += 1).unwrap();
+    let by_id: Vec<(&str, Outcome)> = verdicts
+        .iter()
+        .map(|v| (v.case_id.as_str(), v.outcome))
+        .collect();
+    assert_eq!(
+        by_id,
+        vec![
+            ("a/ok1", Outcome::Pass),
+            ("b/crash", Outcome::Fault),
+            ("c/ok2", Outcome::Pass),
+            ("d/hang", Outcome::Fault),
+            ("e/ok3", Outcome::Pass),
+        ]
+    );
+    assert_eq!(seen, 5);
+    let hang = verdicts.iter().find(|v| v.case_id == "d/hang").unwrap();
+    assert!(hang.detail.contains("watchdog"), "{}", hang.detail);
+}

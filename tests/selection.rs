@@ -1,0 +1,499 @@
+//! Selection (SPEC §5): the priority list and its reasons, the hybrid's M-dispatch, padding,
+//! per-target tables snapshotted from the case files, tile invariants and shape fuzzing.
+
+use std::fmt::Write;
+use std::path::Path;
+
+use proptest::prelude::*;
+use proptest::test_runner::FileFailurePersistence;
+use w4a16_harness::cases::{self, CaseSet, RowPadding, strategy};
+use w4a16_harness::config::{KernelConfig, PrefillDequant};
+use w4a16_harness::select::{self, DeclaredContracts, LayerKernel, LayerRequest, Selection};
+use w4a16_kernels::{KernelId, Target, tiles};
+use w4a16_reference::ActDtype;
+use w4a16_reference::layer::{LayerShape, Symmetry};
+
+fn load() -> CaseSet {
+    cases::load_all(&Path::new(env!("CARGO_MANIFEST_DIR")).join("cases")).unwrap()
+}
+
+const DISABLE: KernelConfig = KernelConfig {
+    prefill_dequant: PrefillDequant::Disable,
+};
+const ENABLE: KernelConfig = KernelConfig {
+    prefill_dequant: PrefillDequant::Enable,
+};
+
+fn req(n: usize, k: usize, group: usize, m: usize, symmetry: Symmetry) -> LayerRequest {
+    LayerRequest::new(LayerShape::new(n, k, group), m, ActDtype::F16, symmetry)
+}
+
+fn path(sel: &Selection) -> Vec<KernelId> {
+    sel.path.clone()
+}
+
+#[test]
+fn the_hybrid_dispatches_on_m_at_5_6_255_256_257() {
+    for target in [
+        Target::Gfx1100,
+        Target::Gfx1151,
+        Target::Gfx1201,
+        Target::Sm90,
+    ] {
+        let at = |m, cfg: &KernelConfig| {
+            select::select(target, &req(4096, 4096, 128, m, Symmetry::Asym), cfg)
+        };
+        for m in 1..=5 {
+            assert_eq!(path(&at(m, &ENABLE)), [KernelId::Skinny], "{target} M={m}");
+        }
+        for m in [6, 7, 128, 255] {
+            assert_eq!(
+                path(&at(m, &ENABLE)),
+                [KernelId::Fused],
+                "{target} M={m}: batches of 6–255 stay on fused"
+            );
+        }
+        for m in [256, 257, 4096] {
+            assert_eq!(
+                path(&at(m, &ENABLE)),
+                [KernelId::Dequant, KernelId::Dense],
+                "{target} M={m}"
+            );
+            assert_eq!(
+                path(&at(m, &DISABLE)),
+                [KernelId::Fused],
+                "{target} M={m} disabled"
+            );
+        }
+        assert!(at(256, &ENABLE).rejections.is_empty());
+        assert_eq!(at(256, &ENABLE).layer_kernel, Some(LayerKernel::Hybrid));
+    }
+}
+
+#[test]
+fn an_enabled_option_without_a_built_cache_stays_on_fused() {
+    let mut r = req(4096, 4096, 128, 512, Symmetry::Sym);
+    r.dense_cache_built = false;
+    let sel = select::select(Target::Gfx1151, &r, &ENABLE);
+    assert_eq!(path(&sel), [KernelId::Fused]);
+    assert!(sel.dispatch.contains("no cache built"), "{}", sel.dispatch);
+    assert!(sel.strides.dense_row_stride.is_none());
+}
+
+#[test]
+fn wave64_targets_never_take_the_hybrid() {
+    let sel = select::select(
+        Target::Gfx942,
+        &req(4096, 4096, 128, 1, Symmetry::Sym),
+        &ENABLE,
+    );
+    assert_eq!(sel.layer_kernel, Some(LayerKernel::Fallback));
+    assert_eq!(path(&sel), [KernelId::Fallback]);
+    assert_eq!(sel.rejections.len(), 1);
+    assert_eq!(sel.rejections[0].kernel, LayerKernel::Hybrid);
+    assert!(
+        sel.rejections[0].reason.contains("wave64"),
+        "{}",
+        sel.rejections[0].reason
+    );
+}
+
+#[test]
+fn group_sizes_off_the_fast_path_fall_back_with_a_reason() {
+    for (group, needle) in [
+        (256, "G = 256"),
+        (4096, "channelwise (G = K = 4096)"),
+        (16, "G = 16"),
+    ] {
+        let sel = select::select(
+            Target::Gfx1151,
+            &req(4096, 4096, group, 6, Symmetry::Asym),
+            &DISABLE,
+        );
+        assert_eq!(sel.layer_kernel, Some(LayerKernel::Fallback), "G={group}");
+        assert!(
+            sel.rejections
+                .iter()
+                .any(|r| r.kernel == LayerKernel::Hybrid && r.reason.contains(needle)),
+            "{:?}",
+            sel.rejections
+        );
+    }
+    for group in [32, 64, 128] {
+        let sel = select::select(
+            Target::Gfx1151,
+            &req(4096, 4096, group, 6, Symmetry::Asym),
+            &DISABLE,
+        );
+        assert_eq!(sel.layer_kernel, Some(LayerKernel::Hybrid), "G={group}");
+    }
+}
+
+#[test]
+fn k_not_a_multiple_of_16_is_named_by_every_kernel() {
+    // SPEC §1: K % 16 == 0 is a shape rule of the whole set, the fallback included.
+    let sel = select::select(
+        Target::Sm90,
+        &req(256, 1000, 1000, 1, Symmetry::Sym),
+        &DISABLE,
+    );
+    assert_eq!(sel.layer_kernel, None);
+    for k in LayerKernel::PRIORITY {
+        assert!(
+            sel.rejections
+                .iter()
+                .any(|r| r.kernel == k && r.reason == "K = 1000 must be divisible by 16"),
+            "{k}: {:?}",
+            sel.rejections
+        );
+    }
+}
+
+#[test]
+fn asymmetric_n_not_a_multiple_of_8_is_refused_by_every_kernel() {
+    let sel = select::select(
+        Target::Gfx1151,
+        &req(204, 1024, 128, 1, Symmetry::Asym),
+        &DISABLE,
+    );
+    assert_eq!(sel.layer_kernel, None);
+    assert!(sel.path.is_empty());
+    for k in LayerKernel::PRIORITY {
+        assert!(
+            sel.rejections
+                .iter()
+                .any(|r| r.kernel == k && r.reason.contains("N = 204 must be divisible by 8")),
+            "{k}"
+        );
+    }
+    // The same N is fine without zero points.
+    let sym = select::select(
+        Target::Gfx1151,
+        &req(204, 1024, 128, 1, Symmetry::Sym),
+        &DISABLE,
+    );
+    assert_eq!(sym.layer_kernel, Some(LayerKernel::Hybrid));
+}
+
+#[test]
+fn act_order_is_refused_by_every_kernel() {
+    let mut r = req(4096, 4096, 128, 1, Symmetry::Sym);
+    r.act_order = true;
+    let sel = select::select(Target::Sm90, &r, &DISABLE);
+    assert_eq!(sel.layer_kernel, None);
+    assert_eq!(
+        sel.rejections
+            .iter()
+            .filter(|r| r.reason.contains("act-order"))
+            .count(),
+        2
+    );
+}
+
+#[test]
+fn padding_follows_the_target_rule_and_the_case_axis() {
+    let at = |t, k, m, padding| {
+        let mut r = req(512, k, 128, m, Symmetry::Sym);
+        r.padding = padding;
+        select::select(t, &r, &ENABLE)
+    };
+    // gfx11: weight rows of 1024 B multiples pad; dense rows of 2048 B multiples pad.
+    let s = at(Target::Gfx1151, 2048, 256, RowPadding::CacheCliff);
+    assert_eq!(
+        (
+            s.strides.weight_row_stride_bytes,
+            s.strides.dense_row_stride
+        ),
+        (1024 + 128, Some(2048 + 64))
+    );
+    let s = at(Target::Gfx1100, 2560, 256, RowPadding::CacheCliff);
+    assert_eq!(
+        (
+            s.strides.weight_row_stride_bytes,
+            s.strides.dense_row_stride
+        ),
+        (1280, Some(2560))
+    );
+    let s = at(Target::Gfx1100, 1024, 256, RowPadding::CacheCliff);
+    assert_eq!(
+        (
+            s.strides.weight_row_stride_bytes,
+            s.strides.dense_row_stride
+        ),
+        (512, Some(1024 + 64))
+    );
+    // Other targets pad nothing by default; forced pads everywhere; none pads nowhere.
+    for t in [Target::Gfx1201, Target::Sm90] {
+        let s = at(t, 2048, 256, RowPadding::CacheCliff);
+        assert_eq!(
+            (s.strides.weight_pad_bytes, s.strides.dense_row_stride),
+            (0, Some(2048)),
+            "{t}"
+        );
+        let s = at(t, 2560, 256, RowPadding::Forced);
+        assert_eq!(
+            (s.strides.weight_pad_bytes, s.strides.dense_row_stride),
+            (128, Some(2560 + 64)),
+            "{t}"
+        );
+    }
+    let s = at(Target::Gfx1151, 2048, 256, RowPadding::None);
+    assert_eq!(
+        (s.strides.weight_pad_bytes, s.strides.dense_row_stride),
+        (0, Some(2048))
+    );
+    // Logical shapes never change; only strides.
+    assert_eq!(s.request.shape, LayerShape::new(512, 2048, 128));
+}
+
+#[test]
+fn every_field_shape_takes_the_hybrid_on_wave32_targets_and_the_fallback_on_gfx942() {
+    let set = load();
+    for case in &set.suite("field").unwrap().cases {
+        let r = LayerRequest::from_case(case);
+        for t in Target::ALL {
+            let sel = select::select(t, &r, &ENABLE);
+            let want = if t == Target::Gfx942 {
+                LayerKernel::Fallback
+            } else {
+                LayerKernel::Hybrid
+            };
+            assert_eq!(sel.layer_kernel, Some(want), "{} on {t}", case.id);
+        }
+    }
+}
+
+#[test]
+fn the_pretty_printer_shows_path_reasons_and_strides() {
+    let mut r = req(204, 4096, 256, 300, Symmetry::Sym);
+    r.bias = true;
+    let text = select::render(&select::select(Target::Gfx1151, &r, &ENABLE));
+    let expected = [
+        "target    gfx1151 (wave32)",
+        "layer     M=300 N=204 K=4096 G=256 f16 sym  bias=yes act-order=no padding=cache-cliff",
+        "kernel    fallback",
+        "path      fallback  (fallback: every shape the formats allow)",
+        "strides   weights 2176 B/row (K/2 = 2048, +128 padding), scales 16, x 4096, y 204",
+        "rejected  hybrid: G = 256 is not a fast-path group size (32, 64, 128)",
+    ];
+    assert_eq!(text.lines().collect::<Vec<_>>(), expected);
+    let fused = select::render(&select::select(
+        Target::Sm90,
+        &req(256, 512, 64, 33, Symmetry::Asym),
+        &DISABLE,
+    ));
+    assert!(
+        fused.contains("path      fused  (5 < M = 33 < 256: fused)"),
+        "{fused}"
+    );
+    assert!(
+        fused.lines().any(|l| l.starts_with("tile      BM=")),
+        "{fused}"
+    );
+}
+
+fn table(set: &CaseSet, suite: &str, target: Target) -> String {
+    let mut out = String::new();
+    for case in &set.suite(suite).unwrap().cases {
+        let r = LayerRequest::from_case(case);
+        let off = select::select(target, &r, &DISABLE);
+        let on = select::select(target, &r, &ENABLE);
+        let id = case.id.strip_prefix(&format!("{suite}/")).unwrap();
+        let _ = write!(out, "{id} | {}", select::row(&off));
+        if on.path != off.path {
+            let dpad = on
+                .strides
+                .dense_pad_elems(r.shape.k)
+                .map_or("-".to_owned(), |p| p.to_string());
+            let _ = write!(out, " | enable: {} dpad={dpad}", on.path_name());
+        }
+        out.push('\n');
+    }
+    out
+}
+
+fn snapshot_settings(target: Target) -> insta::Settings {
+    let mut s = insta::Settings::clone_current();
+    s.set_snapshot_path("../snapshots");
+    s.set_prepend_module_to_snapshot(false);
+    s.set_snapshot_suffix(target.name());
+    s.set_omit_expression(true);
+    s
+}
+
+#[test]
+fn selection_boundaries_per_target() {
+    let set = load();
+    for target in Target::ALL {
+        let t = table(&set, "selection", target);
+        snapshot_settings(target).bind(|| insta::assert_snapshot!("selection", t));
+    }
+}
+
+#[test]
+fn selection_of_the_field_matrix_per_target() {
+    let set = load();
+    for target in Target::ALL {
+        let t = table(&set, "field", target);
+        snapshot_settings(target).bind(|| insta::assert_snapshot!("selection_field", t));
+    }
+}
+
+/// The M-dispatch of SPEC §5, restated for the property tests.
+fn expected_hybrid_path(m: usize, cfg: &KernelConfig, built: bool) -> Vec<KernelId> {
+    if m <= 5 {
+        vec![KernelId::Skinny]
+    } else if m >= 256 && cfg.prefill_dequant == PrefillDequant::Enable && built {
+        vec![KernelId::Dequant, KernelId::Dense]
+    } else {
+        vec![KernelId::Fused]
+    }
+}
+
+fn config() -> impl Strategy<Value = KernelConfig> {
+    prop_oneof![Just(DISABLE), Just(ENABLE)]
+}
+
+proptest! {
+    // Failing seeds persist under proptest-regressions/ (commit them); each shrunk failure is
+    // also promoted into cases/regressions.toml as a named case.
+    #![proptest_config(ProptestConfig {
+        cases: 2048,
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct("proptest-regressions/selection.txt"))),
+        ..ProptestConfig::default()
+    })]
+
+    /// Any request, on any target: no panic, a consistent answer, a reason for every skip.
+    #[test]
+    fn selection_never_panics_and_always_explains(t in strategy::target(), r in strategy::any_layer_request(), cfg in config()) {
+        let sel = select::select(t, &r, &cfg);
+        let pos = sel.layer_kernel.map_or(LayerKernel::PRIORITY.len(), |k| LayerKernel::PRIORITY.iter().position(|x| *x == k).unwrap());
+        for (i, k) in LayerKernel::PRIORITY.iter().enumerate() {
+            let rejected = sel.rejections.iter().any(|x| x.kernel == *k);
+            prop_assert_eq!(rejected, i < pos, "{} rejected={} but chosen={:?}", k, rejected, sel.layer_kernel);
+        }
+        prop_assert!(sel.rejections.iter().all(|x| !x.reason.is_empty()));
+        match sel.layer_kernel {
+            None => prop_assert!(sel.path.is_empty()),
+            Some(LayerKernel::Fallback) => prop_assert_eq!(&sel.path, &vec![KernelId::Fallback]),
+            Some(LayerKernel::Hybrid) => prop_assert_eq!(sel.path.clone(), expected_hybrid_path(r.m, &cfg, r.dense_cache_built)),
+        }
+        prop_assert_eq!(sel.tile.is_some(), sel.path.contains(&KernelId::Fused));
+        prop_assert_eq!(sel.strides.dense_row_stride.is_some(), sel.path.contains(&KernelId::Dense));
+        prop_assert!(sel.strides.weight_row_stride_bytes >= r.shape.k / 2);
+        prop_assert!(!select::render(&sel).is_empty());
+    }
+
+    /// Valid shapes (by construction) take the hybrid wherever it runs.
+    #[test]
+    fn valid_shapes_take_the_hybrid_on_wave32_targets(t in strategy::target(), r in strategy::layer_request(), cfg in config()) {
+        let sel = select::select(t, &r, &cfg);
+        if t == Target::Gfx942 {
+            prop_assert_eq!(sel.layer_kernel, Some(LayerKernel::Fallback));
+        } else {
+            prop_assert_eq!(sel.layer_kernel, Some(LayerKernel::Hybrid), "{:?}", sel.rejections);
+            prop_assert!(sel.rejections.is_empty());
+        }
+    }
+
+    /// Decode shapes around the old LDS gates stay on skinny: there is no K·M limit.
+    #[test]
+    fn decode_has_no_k_times_m_limit((shape, m) in strategy::lds_boundary(4096), t in strategy::target()) {
+        prop_assume!(t != Target::Gfx942);
+        let r = LayerRequest::new(shape, m, ActDtype::Bf16, Symmetry::Asym);
+        prop_assert_eq!(select::select(t, &r, &ENABLE).path, vec![KernelId::Skinny]);
+    }
+
+    /// Tile tables: BK ≤ G, BK % 8 == 0, positive sizes, fits the target's shared memory.
+    #[test]
+    fn tile_invariants_hold_for_every_target(
+        t in strategy::target(),
+        dtype in strategy::dtype(),
+        shape in strategy::valid_shape(512, 65536),
+        m in 1..=8192usize,
+    ) {
+        let tile = tiles::fused_tile(t, dtype, m, shape.n, shape.k, shape.group);
+        prop_assert!(tile.bm > 0 && tile.bn > 0 && tile.bk > 0 && tile.warps > 0, "{:?}", tile);
+        prop_assert!(tile.bk as usize <= shape.group, "BK {} > G {}", tile.bk, shape.group);
+        prop_assert_eq!(tile.bk % 8, 0);
+        let limit = tiles::static_shared_limit(t).min(t.shared_mem_bytes());
+        prop_assert!(tiles::shared_mem_bytes(tile) <= limit, "{:?} on {}", tile, t);
+        prop_assert_eq!(tiles::check_tile(tile, t, shape.group), Ok(()));
+    }
+
+    /// The static cross-check of SPEC §5: whatever selection picks, the picked kernels'
+    /// declared contracts accept the layer's resident tensors.
+    #[test]
+    fn selection_never_picks_a_kernel_whose_contract_refuses_the_layer(
+        t in strategy::target(),
+        r in strategy::any_layer_request(),
+        cfg in config(),
+    ) {
+        let sel = select::select(t, &r, &cfg);
+        if sel.layer_kernel.is_some() {
+            let checked = select::cross_check(&sel, &DeclaredContracts);
+            if let Err(e) = &checked {
+                prop_assert!(false, "{}\n{}", e, select::render(&sel));
+            }
+        }
+    }
+}
+
+#[test]
+fn every_case_file_selection_passes_the_contract_cross_check() {
+    let set = load();
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    for case in set.cases() {
+        let r = LayerRequest::from_case(case);
+        for t in Target::ALL {
+            for cfg in [DISABLE, ENABLE] {
+                let sel = select::select(t, &r, &cfg);
+                if sel.layer_kernel.is_none() {
+                    continue;
+                }
+                checked += 1;
+                match select::cross_check(&sel, &DeclaredContracts) {
+                    Ok(()) => {}
+                    Err(e) => failures.push(format!("{} ({cfg}): {e}", case.id)),
+                }
+            }
+        }
+    }
+    let unsupported = set.suite("selection").unwrap().cases.len();
+    assert!(
+        checked >= 10 * (set.total_cases() - unsupported),
+        "{checked} selections checked"
+    );
+    assert!(
+        failures.is_empty(),
+        "{} refused:\n{}",
+        failures.len(),
+        failures[..failures.len().min(20)].join("\n")
+    );
+}
+
+#[test]
+fn the_cross_check_finds_a_selection_that_would_crash_at_launch() {
+    // The field's bug: a selection that hands a decode batch to a kernel that cannot take it.
+    let r = req(256, 1024, 128, 6, Symmetry::Asym);
+    let mut sel = select::select(Target::Gfx1151, &r, &DISABLE);
+    assert!(select::cross_check(&sel, &DeclaredContracts).is_ok());
+    sel.path = vec![KernelId::Skinny];
+    let e = select::cross_check(&sel, &DeclaredContracts).unwrap_err();
+    assert_eq!(e.kernel, KernelId::Skinny);
+    assert!(e.to_string().contains("M = 6"), "{e}");
+    // Zero points that cannot be packed (N % 8 != 0) are refused by the contract too.
+    let mut sel = select::select(Target::Gfx1151, &r, &DISABLE);
+    sel.request.shape.n = 204;
+    let e = select::cross_check(&sel, &DeclaredContracts).unwrap_err();
+    assert!(e.to_string().contains("N = 204"), "{e}");
+    // A validator that refuses everything is reported with the layer.
+    let sel = select::select(Target::Sm90, &r, &DISABLE);
+    let refuse = |_: &select::PlannedLaunch| Err("no".to_owned());
+    let e = select::cross_check(&sel, &refuse).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "selection on sm_90 picks fused for M=6 N=256 K=1024 G=128 f16 asym, but its contract refuses the layer: no"
+    );
+}
