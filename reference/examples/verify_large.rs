@@ -5,6 +5,9 @@
 //! The large case has realistic dense X, and weights that are random in the first 32 columns of
 //! K and zero (q = z) elsewhere, so that its exact output is cheap to produce here; verification
 //! does not look at values to decide how much work to do, so the timing is that of a dense case.
+//! Times are printed as wall and process CPU seconds: on a shared machine the CPU seconds divided
+//! by the cores are what an idle machine would take. `PHASES=1` times the standalone Freivalds
+//! check and reference rows/columns instead (on a zero output, which fails).
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
