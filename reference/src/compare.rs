@@ -3,12 +3,14 @@
 //!
 //! Rules: an element still holding the poison pattern counts in `poison_left` only; any other NaN,
 //! or an Inf where the correctly rounded reference is not that same Inf, counts in `nonfinite`;
-//! finite elements get `ratio = |ŷ − y| / bound`. Bit-exact agreement treats +0 and −0 as equal
-//! (the sign of an exact zero depends on summation order, not on the mathematics).
+//! finite elements get `ratio = |ŷ − y| / bound`. Bit-exact agreement is with what a kernel with
+//! an exact accumulator produces under the recipe ([`correctly_rounded`]) and treats +0 and −0 as
+//! equal (the sign of an exact zero depends on summation order, not on the mathematics).
 
 use crate::bound::BoundModel;
 use crate::dtype::ActDtype;
 use crate::gemm::{InputError, Lines, Reference, is_finite_bits};
+use crate::recipe::BiasStage;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -129,7 +131,7 @@ impl CompareReport {
             self.exact_mismatches += 1;
             return;
         }
-        let expected = dtype.from_f64(y);
+        let expected = correctly_rounded(dtype, model, y, bias);
         if !(bits == expected || (bits & 0x7FFF == 0 && expected & 0x7FFF == 0)) {
             self.exact_mismatches += 1;
         }
@@ -153,6 +155,17 @@ impl CompareReport {
             self.worst_ratio = ratio;
             self.worst_at = Some(at);
         }
+    }
+}
+
+/// The bits an exact-accumulator kernel of this recipe produces: one rounding of `y`, or for
+/// bias-after-cast recipes `fl(fl(y − b) + b)` (the accumulator is cast before the bias is added).
+pub fn correctly_rounded(dtype: ActDtype, model: &BoundModel, y: f64, bias: f64) -> u16 {
+    match model.recipe.bias {
+        BiasStage::AfterCast if bias != 0.0 => {
+            dtype.from_f64(dtype.to_f64(dtype.from_f64(y - bias)) + bias)
+        }
+        _ => dtype.from_f64(y),
     }
 }
 

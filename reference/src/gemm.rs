@@ -6,15 +6,21 @@
 //! `γ64_{K+1}·(a + |bias|)`; bound.rs adds that term explicitly. Exact-class data (small integers,
 //! power-of-two scales) sum without any error, which is what the bit-exact mode relies on.
 //!
-//! The products run through `ndarray`'s `general_mat_mul` (matrixmultiply, AVX2/FMA picked at run
-//! time) on blocks of dequantized weights, one block per rayon task. The `gemm` crate only exposes
-//! an `unsafe fn`, which this crate forbids.
+//! W is never dequantized whole: [`weight_pass`] decodes it tile by tile into f64 and multiplies
+//! each tile by a set of "lanes" (X rows, Freivalds combinations, magnitudes). Many lanes go
+//! through `ndarray`'s `general_mat_mul` (matrixmultiply, AVX2/FMA chosen at run time); a few
+//! lanes through a fused loop that reads each decoded value once for all of them. X is handled
+//! the same way by [`activation_pass`]. Work is split into a fixed number of contiguous rayon
+//! tasks whose partial sums are added in order, so results do not depend on scheduling.
+//! (The `gemm` crate only exposes an `unsafe fn`, which this crate forbids.)
 
 use crate::dtype::ActDtype;
 use crate::layer::{Activations, QuantizedLayer};
 use crate::recipe::NumericRecipe;
+use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
+use half::{bf16, f16};
 use ndarray::linalg::general_mat_mul;
-use ndarray::{ArrayView2, ArrayViewMut2, Axis};
+use ndarray::{Array2, ArrayView2, ArrayViewMut2, Axis, Slice};
 use rayon::prelude::*;
 
 /// Bad input to the reference, the bound, the comparison or the verifiers.
@@ -129,9 +135,7 @@ pub fn validate(
     check_finite("layer scales", &layer.scales, layer.dtype)?;
     let bad_x = (0..x.m).into_par_iter().find_map_first(|m| {
         let row = &x.data[m * x.row_stride..m * x.row_stride + x.k];
-        row.iter()
-            .position(|&b| !is_finite_bits(x.dtype, b))
-            .map(|k| m * x.row_stride + k)
+        first_nonfinite(row, x.dtype).map(|k| m * x.row_stride + k)
     });
     if let Some(index) = bad_x {
         return Err(InputError::NonFinite { what: "X", index });
@@ -139,8 +143,19 @@ pub fn validate(
     Ok(())
 }
 
+/// Chunk size for the validation scans: large enough that rayon's per-item cost vanishes.
+const SCAN_CHUNK: usize = 1 << 16;
+
 fn check_codes(what: &'static str, codes: &[u8]) -> Result<(), InputError> {
-    match codes.par_iter().position_first(|&c| c > 15) {
+    // OR-reduce each chunk (vectorizes); only a failing chunk is searched element by element.
+    let bad = codes
+        .par_chunks(SCAN_CHUNK)
+        .enumerate()
+        .find_map_first(|(ci, chunk)| {
+            let any_high = chunk.iter().fold(0u8, |acc, &c| acc | c) > 15;
+            any_high.then(|| ci * SCAN_CHUNK + chunk.iter().position(|&c| c > 15).unwrap_or(0))
+        });
+    match bad {
         Some(index) => Err(InputError::CodeOutOfRange {
             what,
             index,
@@ -151,9 +166,27 @@ fn check_codes(what: &'static str, codes: &[u8]) -> Result<(), InputError> {
 }
 
 fn check_finite(what: &'static str, bits: &[u16], dtype: ActDtype) -> Result<(), InputError> {
-    match bits.iter().position(|&b| !is_finite_bits(dtype, b)) {
+    let bad = bits
+        .par_chunks(SCAN_CHUNK)
+        .enumerate()
+        .find_map_first(|(ci, chunk)| first_nonfinite(chunk, dtype).map(|i| ci * SCAN_CHUNK + i));
+    match bad {
         Some(index) => Err(InputError::NonFinite { what, index }),
         None => Ok(()),
+    }
+}
+
+fn first_nonfinite(bits: &[u16], dtype: ActDtype) -> Option<usize> {
+    let exp = match dtype {
+        ActDtype::F16 => 0x7C00,
+        ActDtype::Bf16 => 0x7F80,
+    };
+    // Count first (vectorizes), search only when something is there.
+    let count = bits.iter().filter(|&&b| b & exp == exp).count();
+    if count == 0 {
+        None
+    } else {
+        bits.iter().position(|&b| b & exp == exp)
     }
 }
 
@@ -162,11 +195,6 @@ pub(crate) fn is_finite_bits(dtype: ActDtype, bits: u16) -> bool {
         ActDtype::F16 => bits & 0x7C00 != 0x7C00,
         ActDtype::Bf16 => bits & 0x7F80 != 0x7F80,
     }
-}
-
-/// Every 16-bit pattern of `dtype` as f64: one table lookup per element in the hot loops.
-pub(crate) fn decode_table(dtype: ActDtype) -> Vec<f64> {
-    (0..=u16::MAX).map(|b| dtype.to_f64(b)).collect()
 }
 
 /// The full reference for one case.
@@ -321,36 +349,614 @@ pub(crate) fn decode_weight_row(
     }
 }
 
-/// f64 working memory per block and array: keeps a few blocks per thread within L3-ish sizes.
-const BLOCK_ELEMS: usize = 1 << 21;
+/// X (or Y) rows converted per block.
+const X_BLOCK: usize = 32;
 
-fn block_len(extent: usize, k: usize) -> usize {
-    let threads = rayon::current_num_threads().max(1);
-    let by_memory = (BLOCK_ELEMS / k.max(1)).max(8);
-    let by_parallelism = extent.div_ceil(4 * threads).max(8);
-    by_memory.min(by_parallelism).max(1)
+/// Contiguous task ranges of `blocks` blocks: a fixed split, so every sum is formed in the same
+/// order on every run whatever the scheduling.
+fn task_len(blocks: usize) -> usize {
+    let tasks = (4 * rayon::current_num_threads()).clamp(1, blocks.max(1));
+    blocks.div_ceil(tasks).max(1)
 }
 
-/// `[R, K]` f64 copies of X rows and their absolute values.
-fn lhs_rows(x: &Activations, table: &[f64], rows: &[usize]) -> (Vec<f64>, Vec<f64>) {
-    let k = x.k;
-    let mut lx = vec![0.0; rows.len() * k];
-    let mut la = vec![0.0; rows.len() * k];
-    if k == 0 {
-        return (lx, la);
+/// Bulk conversion of dtype bits to f64 (F16C when the CPU has it, through `half`).
+pub(crate) fn bits_to_f64(dtype: ActDtype, src: &[u16], dst: &mut [f64]) {
+    match dtype {
+        ActDtype::F16 => src.reinterpret_cast::<f16>().convert_to_f64_slice(dst),
+        ActDtype::Bf16 => src.reinterpret_cast::<bf16>().convert_to_f64_slice(dst),
     }
-    lx.par_chunks_mut(k)
-        .zip(la.par_chunks_mut(k))
-        .zip(rows.par_iter())
-        .for_each(|((dst, dsta), &m)| {
-            let src = &x.data[m * x.row_stride..m * x.row_stride + k];
-            for ((d, da), &b) in dst.iter_mut().zip(dsta.iter_mut()).zip(src) {
-                let v = table[usize::from(b)];
+}
+
+/// Lanes multiplied against W in one pass over it (see [`weight_pass`]).
+pub(crate) struct WeightLanes<'a> {
+    /// `[s, K]`, multiplied by W: output `[s, N]`.
+    pub signed: ArrayView2<'a, f64>,
+    /// `[a, K]`, multiplied by |W| (and by the offset magnitude for offset recipes).
+    pub abs: ArrayView2<'a, f64>,
+    /// `[N, t]`, multiplied by W from the other side: `Rᵀ·W`, `[t, K]`.
+    pub right: Option<ArrayView2<'a, f64>>,
+}
+
+pub(crate) struct WeightPassOut {
+    pub signed: Array2<f64>,
+    pub abs: Array2<f64>,
+    pub offset: Option<Array2<f64>>,
+    /// `[t + 1 (+ 1), K]`: `Rᵀ·W`, then `Σ_n |w_nk|`, then (offset recipes) `Σ_n |s|(2·off+q+z)`.
+    pub right: Option<Array2<f64>>,
+}
+
+/// K columns decoded per chunk: four rows of three planes stay in L1/L2.
+const W_TILE_COLS: usize = 1024;
+
+/// Above this many lanes the GEMM on decoded tiles beats the fused loop (the GEMM pays for
+/// packing every tile, the loop pays per lane). Measured on the 4096×14336×28672 verification:
+/// 8 lanes 3.3 CPU-s in the loop vs 3.8 with the GEMM; 12 lanes 4.2–4.8 vs 3.9–4.2.
+const GEMM_LANES: usize = 8;
+
+/// W rows decoded and consumed together: every lane value loaded is used four times.
+const W_GROUP: usize = 4;
+
+/// Four dot products of one lane against four rows, with independent partial sums so that the
+/// loop vectorizes.
+fn dots4(lane: &[f64], rows: [&[f64]; W_GROUP]) -> [f64; W_GROUP] {
+    let mut acc = [[0.0; 4]; W_GROUP];
+    let len = lane.len() / 4 * 4;
+    for k in (0..len).step_by(4) {
+        let l = &lane[k..k + 4];
+        for (a, r) in acc.iter_mut().zip(rows) {
+            let r = &r[k..k + 4];
+            for j in 0..4 {
+                a[j] += l[j] * r[j];
+            }
+        }
+    }
+    std::array::from_fn(|i| {
+        acc[i].iter().sum::<f64>()
+            + lane[len..]
+                .iter()
+                .zip(&rows[i][len..])
+                .map(|(a, b)| a * b)
+                .sum::<f64>()
+    })
+}
+
+/// One pass over W, four rows at a time decoded into f64 K-chunks (W, |W|, offset magnitude) and
+/// consumed at once by every lane: dot products for the lanes, axpys for the right-hand side.
+/// Nothing of size N×K is held.
+pub(crate) fn weight_pass(
+    layer: &QuantizedLayer,
+    offset: Option<f64>,
+    lanes: &WeightLanes<'_>,
+) -> WeightPassOut {
+    if lanes.signed.nrows() + lanes.abs.nrows() > GEMM_LANES {
+        return weight_pass_gemm(layer, offset, lanes);
+    }
+    let (n, k) = (layer.shape.n, layer.shape.k);
+    let (ns, na) = (lanes.signed.nrows(), lanes.abs.nrows());
+    let t = lanes.right.map_or(0, |r| r.ncols());
+    let extra = 1 + usize::from(offset.is_some());
+    let nplanes = 2 + usize::from(offset.is_some());
+    let signed: Vec<&[f64]> = lanes
+        .signed
+        .outer_iter()
+        .map(|r| r.to_slice().expect("row-major lanes"))
+        .collect();
+    let abs: Vec<&[f64]> = lanes
+        .abs
+        .outer_iter()
+        .map(|r| r.to_slice().expect("row-major lanes"))
+        .collect();
+    let mut out_s = Array2::zeros((n, ns));
+    let mut out_a = Array2::zeros((n, na));
+    let mut out_o = offset.map(|_| Array2::zeros((n, na)));
+    let mut right = lanes.right.map(|_| Array2::zeros((t + extra, k)));
+    if n > 0 && k > 0 {
+        let per_task = task_len(n.div_ceil(W_GROUP)) * W_GROUP;
+        let tasks = n.div_ceil(per_task);
+        let (sc, ac, oc) = (
+            row_chunks(Some(&mut out_s), per_task, tasks),
+            row_chunks(Some(&mut out_a), per_task, tasks),
+            row_chunks(out_o.as_mut(), per_task, tasks),
+        );
+        let partials: Vec<Option<Array2<f64>>> = sc
+            .into_par_iter()
+            .zip(ac)
+            .zip(oc)
+            .enumerate()
+            .map(|(ti, ((sc, ac), mut oc))| {
+                let (mut sc, mut ac) = (sc.expect("signed"), ac.expect("abs"));
+                // planes[p][i]: row i of plane p (W, |W|, offset magnitude), a K-chunk wide.
+                let mut planes: Vec<Vec<Vec<f64>>> =
+                    vec![vec![vec![0.0; W_TILE_COLS]; W_GROUP]; nplanes];
+                let mut acc = lanes.right.map(|_| Array2::<f64>::zeros((t + extra, k)));
+                let rows_here = sc.nrows();
+                for r0 in (0..rows_here).step_by(W_GROUP) {
+                    let cnt = W_GROUP.min(rows_here - r0);
+                    let n0 = ti * per_task + r0;
+                    let mut ds = vec![[0.0; W_GROUP]; ns];
+                    let mut da = vec![[0.0; W_GROUP]; na];
+                    let mut dof = vec![[0.0; W_GROUP]; if offset.is_some() { na } else { 0 }];
+                    for k0 in (0..k).step_by(W_TILE_COLS) {
+                        let k1 = (k0 + W_TILE_COLS).min(k);
+                        let width = k1 - k0;
+                        for (i, p) in (0..W_GROUP).map(|i| (i, i < cnt)) {
+                            if p {
+                                decode_chunk(layer, offset, n0 + i, k0, k1, &mut planes, i);
+                            } else {
+                                planes.iter_mut().for_each(|pl| pl[i][..width].fill(0.0));
+                            }
+                        }
+                        let rows_of = |p: usize| -> [&[f64]; W_GROUP] {
+                            std::array::from_fn(|i| &planes[p][i][..width])
+                        };
+                        let (w, wa) = (rows_of(0), rows_of(1));
+                        for (d, l) in ds.iter_mut().zip(&signed) {
+                            let v = dots4(&l[k0..k1], w);
+                            d.iter_mut().zip(v).for_each(|(d, v)| *d += v);
+                        }
+                        for (d, l) in da.iter_mut().zip(&abs) {
+                            let v = dots4(&l[k0..k1], wa);
+                            d.iter_mut().zip(v).for_each(|(d, v)| *d += v);
+                        }
+                        if offset.is_some() {
+                            let wo = rows_of(2);
+                            for (d, l) in dof.iter_mut().zip(&abs) {
+                                let v = dots4(&l[k0..k1], wo);
+                                d.iter_mut().zip(v).for_each(|(d, v)| *d += v);
+                            }
+                        }
+                        if let (Some(acc), Some(r)) = (acc.as_mut(), lanes.right) {
+                            for tt in 0..t + extra {
+                                let c: [f64; W_GROUP] =
+                                    std::array::from_fn(|i| match (tt < t, i < cnt) {
+                                        (true, true) => r[[n0 + i, tt]],
+                                        (false, true) => 1.0,
+                                        (_, false) => 0.0,
+                                    });
+                                let src = if tt < t { w } else { rows_of(1 + tt - t) };
+                                let mut dst = acc.row_mut(tt);
+                                let dst = &mut dst.as_slice_mut().expect("row-major")[k0..k1];
+                                for ((((d, a), b), e), f) in dst
+                                    .iter_mut()
+                                    .zip(src[0])
+                                    .zip(src[1])
+                                    .zip(src[2])
+                                    .zip(src[3])
+                                {
+                                    *d += c[0] * a + c[1] * b + c[2] * e + c[3] * f;
+                                }
+                            }
+                        }
+                    }
+                    for i in 0..cnt {
+                        sc.row_mut(r0 + i)
+                            .iter_mut()
+                            .zip(&ds)
+                            .for_each(|(o, d)| *o = d[i]);
+                        ac.row_mut(r0 + i)
+                            .iter_mut()
+                            .zip(&da)
+                            .for_each(|(o, d)| *o = d[i]);
+                        if let Some(oc) = oc.as_mut() {
+                            oc.row_mut(r0 + i)
+                                .iter_mut()
+                                .zip(&dof)
+                                .for_each(|(o, d)| *o = d[i]);
+                        }
+                    }
+                }
+                acc
+            })
+            .collect();
+        if let Some(total) = right.as_mut() {
+            for p in partials.iter().flatten() {
+                *total += p;
+            }
+        }
+    }
+    WeightPassOut {
+        signed: out_s.reversed_axes().as_standard_layout().into_owned(),
+        abs: out_a.reversed_axes().as_standard_layout().into_owned(),
+        offset: out_o.map(|o| o.reversed_axes().as_standard_layout().into_owned()),
+        right,
+    }
+}
+
+/// Row `n`, columns `k0..k1` of W, |W| and (offset recipes) the offset magnitude into row `i` of
+/// each plane.
+fn decode_chunk(
+    layer: &QuantizedLayer,
+    offset: Option<f64>,
+    n: usize,
+    k0: usize,
+    k1: usize,
+    planes: &mut [Vec<Vec<f64>>],
+    i: usize,
+) {
+    let (k, group) = (layer.shape.k, layer.shape.group);
+    let codes = &layer.q[n * k..(n + 1) * k];
+    let [w, wa, rest @ ..] = planes else { return };
+    let (w, wa) = (&mut w[i], &mut wa[i]);
+    let mut kk = k0;
+    while kk < k1 {
+        let g = kk / group;
+        let end = ((g + 1) * group).min(k1);
+        let (s, z) = (layer.scale(n, g), f64::from(layer.zero(n, g)));
+        let lut: [f64; 16] = std::array::from_fn(|c| (c as f64 - z) * s);
+        let (a, b) = (kk - k0, end - k0);
+        for ((d, da), &q) in w[a..b].iter_mut().zip(&mut wa[a..b]).zip(&codes[kk..end]) {
+            let v = lut[usize::from(q & 15)];
+            *d = v;
+            *da = v.abs();
+        }
+        if let (Some(off), [wo, ..]) = (offset, &mut *rest) {
+            let base = 2.0 * off + z;
+            for (d, &q) in wo[i][a..b].iter_mut().zip(&codes[kk..end]) {
+                *d = s.abs() * (base + f64::from(q));
+            }
+        }
+        kk = end;
+    }
+}
+
+/// W rows and K columns per decoded tile: 64 × 512 f64 is 256 KiB per plane, so a tile's planes
+/// stay in L2 while the GEMM packs them.
+const W_TILE_ROWS: usize = 64;
+const W_GEMM_COLS: usize = 512;
+
+/// Writes rows `n0..n0+rows`, columns `k0..k1` of W, |W| and (offset recipes) the offset
+/// magnitude into `[rows, k1 − k0]` planes.
+fn decode_tile(
+    layer: &QuantizedLayer,
+    offset: Option<f64>,
+    n0: usize,
+    rows: usize,
+    k0: usize,
+    k1: usize,
+    planes: &mut [Vec<f64>],
+) {
+    let (k, group) = (layer.shape.k, layer.shape.group);
+    let width = k1 - k0;
+    let [w, wa, rest @ ..] = planes else { return };
+    for i in 0..rows {
+        let n = n0 + i;
+        let codes = &layer.q[n * k..(n + 1) * k];
+        let mut kk = k0;
+        while kk < k1 {
+            let g = kk / group;
+            let end = ((g + 1) * group).min(k1);
+            let (s, z) = (layer.scale(n, g), f64::from(layer.zero(n, g)));
+            let lut: [f64; 16] = std::array::from_fn(|c| (c as f64 - z) * s);
+            let (dst, dsta) = (
+                &mut w[i * width + kk - k0..i * width + end - k0],
+                &mut wa[i * width + kk - k0..i * width + end - k0],
+            );
+            for ((d, da), &q) in dst.iter_mut().zip(dsta.iter_mut()).zip(&codes[kk..end]) {
+                let v = lut[usize::from(q & 15)];
                 *d = v;
                 *da = v.abs();
             }
-        });
+            if let (Some(off), [wo, ..]) = (offset, &mut *rest) {
+                let base = 2.0 * off + z;
+                for (d, &q) in wo[i * width + kk - k0..i * width + end - k0]
+                    .iter_mut()
+                    .zip(&codes[kk..end])
+                {
+                    *d = s.abs() * (base + f64::from(q));
+                }
+            }
+            kk = end;
+        }
+    }
+}
+
+/// The weight pass for many lanes (the full reference, many sampled rows): W decoded tile by
+/// tile into f64 planes (W, |W|, offset magnitude), every product done by the GEMM with the tile
+/// as the large operand. Nothing of size N×K is held.
+fn weight_pass_gemm(
+    layer: &QuantizedLayer,
+    offset: Option<f64>,
+    lanes: &WeightLanes<'_>,
+) -> WeightPassOut {
+    let (n, k) = (layer.shape.n, layer.shape.k);
+    let (ns, na) = (lanes.signed.nrows(), lanes.abs.nrows());
+    let t = lanes.right.map_or(0, |r| r.ncols());
+    let extra = 1 + usize::from(offset.is_some());
+    let mut out_s = Array2::zeros((n, ns));
+    let mut out_a = Array2::zeros((n, na));
+    let mut out_o = offset.map(|_| Array2::zeros((n, na)));
+    let mut right = lanes.right.map(|_| Array2::zeros((k, t + extra)));
+    if n > 0 && k > 0 {
+        let per_task = task_len(n.div_ceil(W_TILE_ROWS)) * W_TILE_ROWS;
+        let tasks = n.div_ceil(per_task);
+        let (sc, ac, oc) = (
+            row_chunks(Some(&mut out_s), per_task, tasks),
+            row_chunks(Some(&mut out_a), per_task, tasks),
+            row_chunks(out_o.as_mut(), per_task, tasks),
+        );
+        let partials: Vec<Option<Array2<f64>>> = sc
+            .into_par_iter()
+            .zip(ac)
+            .zip(oc)
+            .enumerate()
+            .map(|(ti, ((sc, ac), mut oc))| {
+                let (mut sc, mut ac) = (sc.expect("signed"), ac.expect("abs"));
+                let nplanes = 2 + usize::from(offset.is_some());
+                let mut planes: Vec<Vec<f64>> = (0..nplanes)
+                    .map(|_| vec![0.0; W_TILE_ROWS * W_GEMM_COLS])
+                    .collect();
+                let mut acc = lanes.right.map(|_| Array2::<f64>::zeros((k, t + extra)));
+                let rows_here = sc.nrows();
+                for r0 in (0..rows_here).step_by(W_TILE_ROWS) {
+                    let rows = W_TILE_ROWS.min(rows_here - r0);
+                    let n0 = ti * per_task + r0;
+                    let rows_sl = Slice::from(r0..r0 + rows);
+                    for k0 in (0..k).step_by(W_GEMM_COLS) {
+                        let k1 = (k0 + W_GEMM_COLS).min(k);
+                        let width = k1 - k0;
+                        decode_tile(layer, offset, n0, rows, k0, k1, &mut planes);
+                        let plane = |p: usize| {
+                            ArrayView2::from_shape((rows, width), &planes[p][..rows * width])
+                                .expect("plane")
+                        };
+                        let ks = Slice::from(k0..k1);
+                        let beta = if k0 == 0 { 0.0 } else { 1.0 };
+                        let lhs_s = lanes.signed.slice_axis(Axis(1), ks);
+                        let lhs_a = lanes.abs.slice_axis(Axis(1), ks);
+                        general_mat_mul(
+                            1.0,
+                            &plane(0),
+                            &lhs_s.t(),
+                            beta,
+                            &mut sc.slice_axis_mut(Axis(0), rows_sl),
+                        );
+                        general_mat_mul(
+                            1.0,
+                            &plane(1),
+                            &lhs_a.t(),
+                            beta,
+                            &mut ac.slice_axis_mut(Axis(0), rows_sl),
+                        );
+                        if let Some(oc) = oc.as_mut() {
+                            general_mat_mul(
+                                1.0,
+                                &plane(2),
+                                &lhs_a.t(),
+                                beta,
+                                &mut oc.slice_axis_mut(Axis(0), rows_sl),
+                            );
+                        }
+                        if let (Some(acc), Some(r)) = (acc.as_mut(), lanes.right) {
+                            let mut dst = acc.slice_axis_mut(Axis(0), ks);
+                            let rb = r.slice_axis(Axis(0), Slice::from(n0..n0 + rows));
+                            general_mat_mul(
+                                1.0,
+                                &plane(0).t(),
+                                &rb,
+                                1.0,
+                                &mut dst.slice_axis_mut(Axis(1), Slice::from(0..t)),
+                            );
+                            for p in 1..1 + extra {
+                                let mut col = dst.column_mut(t + p - 1);
+                                for row in plane(p).outer_iter() {
+                                    col.zip_mut_with(&row, |c, v| *c += v);
+                                }
+                            }
+                        }
+                    }
+                }
+                acc
+            })
+            .collect();
+        if let Some(total) = right.as_mut() {
+            for p in partials.iter().flatten() {
+                *total += p;
+            }
+        }
+    }
+    WeightPassOut {
+        signed: out_s.reversed_axes().as_standard_layout().into_owned(),
+        abs: out_a.reversed_axes().as_standard_layout().into_owned(),
+        offset: out_o.map(|o| o.reversed_axes().as_standard_layout().into_owned()),
+        right: right.map(|r| r.reversed_axes().as_standard_layout().into_owned()),
+    }
+}
+
+/// Lanes for one pass over X (see [`activation_pass`]).
+pub(crate) struct ActivationLanes<'a> {
+    /// `[t, M]`, multiplied by X from the left: `L·X`, `[t, K]`, plus a lane `Σ_m |x_mk|`.
+    pub left: Option<ArrayView2<'a, f64>>,
+    /// `[c, K]`: `X·Cᵀ`, `[M, c]`.
+    pub signed: Option<ArrayView2<'a, f64>>,
+    /// `[d, K]`: `|X|·Dᵀ`, `[M, d]`.
+    pub abs: Option<ArrayView2<'a, f64>>,
+}
+
+pub(crate) struct ActivationPassOut {
+    /// `[t + 1, K]`; the last row is `Σ_m |x_mk|`.
+    pub left: Option<Array2<f64>>,
+    pub signed: Option<Array2<f64>>,
+    pub abs: Option<Array2<f64>>,
+}
+
+/// One pass over X, converted to f64 block by block, every product done by the GEMM.
+pub(crate) fn activation_pass(x: &Activations, lanes: &ActivationLanes<'_>) -> ActivationPassOut {
+    let (m, k) = (x.m, x.k);
+    let t = lanes.left.map_or(0, |l| l.nrows());
+    let mut out_s = lanes.signed.map(|c| Array2::zeros((m, c.nrows())));
+    let mut out_a = lanes.abs.map(|d| Array2::zeros((m, d.nrows())));
+    let mut left = lanes.left.map(|_| Array2::zeros((t + 1, k)));
+    if m == 0 || k == 0 {
+        return ActivationPassOut {
+            left,
+            signed: out_s,
+            abs: out_a,
+        };
+    }
+    let per_task = task_len(m.div_ceil(X_BLOCK)) * X_BLOCK;
+    let tasks = m.div_ceil(per_task);
+    let (s_chunks, a_chunks) = (
+        row_chunks(out_s.as_mut(), per_task, tasks),
+        row_chunks(out_a.as_mut(), per_task, tasks),
+    );
+    let partials: Vec<Option<Array2<f64>>> = s_chunks
+        .into_par_iter()
+        .zip(a_chunks)
+        .enumerate()
+        .map(|(ti, (mut sc, mut ac))| {
+            let mut buf = vec![0.0; 2 * X_BLOCK * k];
+            let mut acc = lanes.left.map(|_| Array2::<f64>::zeros((t + 1, k)));
+            let mut coef = Array2::<f64>::zeros((t + 1, 2 * X_BLOCK));
+            let rows = (m - ti * per_task).min(per_task);
+            for b0 in (0..rows).step_by(X_BLOCK) {
+                let cnt = X_BLOCK.min(rows - b0);
+                let m0 = ti * per_task + b0;
+                let (xp, ap) = buf.split_at_mut(X_BLOCK * k);
+                for i in 0..cnt {
+                    let src = &x.data[(m0 + i) * x.row_stride..(m0 + i) * x.row_stride + k];
+                    let dst = &mut xp[i * k..(i + 1) * k];
+                    bits_to_f64(x.dtype, src, dst);
+                    for (d, s) in ap[i * k..(i + 1) * k].iter_mut().zip(dst.iter()) {
+                        *d = s.abs();
+                    }
+                }
+                let xv = ArrayView2::from_shape((cnt, k), &buf[..cnt * k]).expect("block");
+                let av = ArrayView2::from_shape((cnt, k), &buf[X_BLOCK * k..(X_BLOCK + cnt) * k])
+                    .expect("block");
+                let range = Slice::from(b0..b0 + cnt);
+                if let (Some(sc), Some(c)) = (sc.as_mut(), lanes.signed) {
+                    general_mat_mul(
+                        1.0,
+                        &xv,
+                        &c.t(),
+                        0.0,
+                        &mut sc.slice_axis_mut(Axis(0), range),
+                    );
+                }
+                if let (Some(ac), Some(d)) = (ac.as_mut(), lanes.abs) {
+                    general_mat_mul(
+                        1.0,
+                        &av,
+                        &d.t(),
+                        0.0,
+                        &mut ac.slice_axis_mut(Axis(0), range),
+                    );
+                }
+                if let (Some(acc), Some(l)) = (acc.as_mut(), lanes.left) {
+                    coef.fill(0.0);
+                    for i in 0..cnt {
+                        for tt in 0..t {
+                            coef[[tt, i]] = l[[tt, m0 + i]];
+                        }
+                        coef[[t, X_BLOCK + i]] = 1.0;
+                    }
+                    let stacked = ArrayView2::from_shape((2 * X_BLOCK, k), &buf).expect("planes");
+                    general_mat_mul(1.0, &coef, &stacked, 1.0, acc);
+                }
+            }
+            acc
+        })
+        .collect();
+    if let Some(total) = left.as_mut() {
+        for p in partials.iter().flatten() {
+            *total += p;
+        }
+    }
+    ActivationPassOut {
+        left,
+        signed: out_s,
+        abs: out_a,
+    }
+}
+
+fn row_chunks(
+    a: Option<&mut Array2<f64>>,
+    size: usize,
+    count: usize,
+) -> Vec<Option<ArrayViewMut2<'_, f64>>> {
+    match a {
+        Some(a) => a.axis_chunks_iter_mut(Axis(0), size).map(Some).collect(),
+        None => (0..count).map(|_| None).collect(),
+    }
+}
+
+/// `[R, K]` f64 copies of the given X rows and their absolute values.
+pub(crate) fn activation_rows(x: &Activations, rows: &[usize]) -> (Array2<f64>, Array2<f64>) {
+    let k = x.k;
+    let mut lx = Array2::zeros((rows.len(), k));
+    let mut la = Array2::zeros((rows.len(), k));
+    for ((mut dst, mut dsta), &m) in lx.outer_iter_mut().zip(la.outer_iter_mut()).zip(rows) {
+        let src = &x.data[m * x.row_stride..m * x.row_stride + k];
+        let d = dst.as_slice_mut().expect("row-major");
+        bits_to_f64(x.dtype, src, d);
+        dsta.iter_mut()
+            .zip(d.iter())
+            .for_each(|(a, v)| *a = v.abs());
+    }
     (lx, la)
+}
+
+/// W rows `cols` decoded: `[C, K]` values, and `[C or 2C, K]` |W| rows followed (offset recipes)
+/// by offset-magnitude rows.
+pub(crate) fn weight_rows(
+    layer: &QuantizedLayer,
+    offset: Option<f64>,
+    cols: &[usize],
+) -> (Array2<f64>, Array2<f64>) {
+    let (c, k) = (cols.len(), layer.shape.k);
+    let mut w = Array2::zeros((c, k));
+    let mut wa = Array2::zeros((c * (1 + usize::from(offset.is_some())), k));
+    let (wabs, woff) = wa.view_mut().split_at(Axis(0), c);
+    let mut woff = woff;
+    let mut wabs = wabs;
+    for (i, &n) in cols.iter().enumerate() {
+        let mut wr = w.row_mut(i);
+        let mut ar = wabs.row_mut(i);
+        let mut or = offset.map(|_| woff.row_mut(i));
+        let off = match (or.as_mut(), offset) {
+            (Some(r), Some(o)) => Some((r.as_slice_mut().expect("row"), o)),
+            _ => None,
+        };
+        decode_weight_row(
+            layer,
+            n,
+            wr.as_slice_mut().expect("row"),
+            ar.as_slice_mut().expect("row"),
+            off,
+        );
+    }
+    (w, wa)
+}
+
+/// `skip` = (signed, abs) lanes in front of the row lanes.
+fn finish_rows(
+    layer: &QuantizedLayer,
+    rows: &[usize],
+    out: WeightPassOut,
+    skip: (usize, usize),
+) -> Lines {
+    let bias = bias_values(layer);
+    let n = layer.shape.n;
+    let take = |a: &Array2<f64>, skip: usize| -> Vec<f64> {
+        a.slice_axis(Axis(0), Slice::from(skip..))
+            .iter()
+            .copied()
+            .collect()
+    };
+    let mut y = take(&out.signed, skip.0);
+    if layer.bias.is_some() && n > 0 {
+        y.chunks_mut(n)
+            .for_each(|row| row.iter_mut().zip(&bias).for_each(|(v, b)| *v += b));
+    }
+    Lines {
+        axis: LineAxis::Rows,
+        index: rows.to_vec(),
+        len: n,
+        y,
+        a: take(&out.abs, skip.1),
+        a_offset: out.offset.as_ref().map(|o| take(o, skip.1)),
+        bias,
+    }
 }
 
 /// Reference rows without validation (the verifiers validate once up front).
@@ -360,72 +966,62 @@ pub(crate) fn rows_unchecked(
     offset: Option<f64>,
     rows: &[usize],
 ) -> Lines {
-    let (r, n, k) = (rows.len(), layer.shape.n, layer.shape.k);
+    let (lx, la) = activation_rows(x, rows);
+    let out = weight_pass(
+        layer,
+        offset,
+        &WeightLanes {
+            signed: lx.view(),
+            abs: la.view(),
+            right: None,
+        },
+    );
+    finish_rows(layer, rows, out, (0, 0))
+}
+
+/// Rows from a weight pass whose last lanes were X rows `rows` (fused with other lanes);
+/// `skip` counts the (signed, abs) lanes in front of them.
+pub(crate) fn rows_from_pass(
+    layer: &QuantizedLayer,
+    rows: &[usize],
+    out: WeightPassOut,
+    skip: (usize, usize),
+) -> Lines {
+    finish_rows(layer, rows, out, skip)
+}
+
+/// Columns from an activation pass over `[C, K]` W rows (`signed`) and `[C (+C), K]` |W| and
+/// offset rows (`abs`); `first` is the first of those lanes in the pass outputs.
+pub(crate) fn cols_from_pass(
+    layer: &QuantizedLayer,
+    offset: Option<f64>,
+    cols: &[usize],
+    signed: &Array2<f64>,
+    abs: &Array2<f64>,
+    first: (usize, usize),
+) -> Lines {
+    let (c, m) = (cols.len(), signed.nrows());
     let bias = bias_values(layer);
-    let table = decode_table(x.dtype);
-    let (lx, la) = lhs_rows(x, &table, rows);
-    let mut y = vec![0.0; r * n];
-    let mut a = vec![0.0; r * n];
-    let mut aoff = offset.map(|_| vec![0.0; r * n]);
-    if r > 0 && n > 0 && k > 0 {
-        let lxv = ArrayView2::from_shape((r, k), &lx).expect("lhs shape");
-        let lav = ArrayView2::from_shape((r, k), &la).expect("lhs shape");
-        let nb = block_len(n, k);
-        let mut yv = ArrayViewMut2::from_shape((r, n), &mut y).expect("y shape");
-        let mut av = ArrayViewMut2::from_shape((r, n), &mut a).expect("a shape");
-        let ychunks: Vec<_> = yv.axis_chunks_iter_mut(Axis(1), nb).collect();
-        let achunks: Vec<_> = av.axis_chunks_iter_mut(Axis(1), nb).collect();
-        let mut ov = aoff
-            .as_mut()
-            .map(|o| ArrayViewMut2::from_shape((r, n), o).expect("a_offset shape"));
-        let ochunks: Vec<Option<ArrayViewMut2<f64>>> = match ov.as_mut() {
-            Some(v) => v.axis_chunks_iter_mut(Axis(1), nb).map(Some).collect(),
-            None => (0..ychunks.len()).map(|_| None).collect(),
-        };
-        ychunks
-            .into_par_iter()
-            .zip(achunks)
-            .zip(ochunks)
-            .enumerate()
-            .for_each(|(bi, ((mut yc, mut ac), oc))| {
-                let (n0, cnt) = (bi * nb, yc.ncols());
-                let mut w = vec![0.0; cnt * k];
-                let mut wa = vec![0.0; cnt * k];
-                let mut wo = offset.map(|_| vec![0.0; cnt * k]);
-                for i in 0..cnt {
-                    let off = wo
-                        .as_mut()
-                        .zip(offset)
-                        .map(|(o, off)| (&mut o[i * k..(i + 1) * k], off));
-                    decode_weight_row(
-                        layer,
-                        n0 + i,
-                        &mut w[i * k..(i + 1) * k],
-                        &mut wa[i * k..(i + 1) * k],
-                        off,
-                    );
-                }
-                let wv = ArrayView2::from_shape((cnt, k), &w).expect("block shape");
-                general_mat_mul(1.0, &lxv, &wv.t(), 0.0, &mut yc);
-                let wav = ArrayView2::from_shape((cnt, k), &wa).expect("block shape");
-                general_mat_mul(1.0, &lav, &wav.t(), 0.0, &mut ac);
-                if let (Some(mut oc), Some(wo)) = (oc, wo) {
-                    let wov = ArrayView2::from_shape((cnt, k), &wo).expect("block shape");
-                    general_mat_mul(1.0, &lav, &wov.t(), 0.0, &mut oc);
-                }
-            });
-    }
-    if layer.bias.is_some() && n > 0 {
-        y.par_chunks_mut(n)
-            .for_each(|row| row.iter_mut().zip(&bias).for_each(|(v, b)| *v += b));
+    let lines = |a: &Array2<f64>, from: usize| -> Vec<f64> {
+        let mut v = Vec::with_capacity(c * m);
+        for i in 0..c {
+            v.extend(a.column(from + i).iter());
+        }
+        v
+    };
+    let mut y = lines(signed, first.0);
+    if layer.bias.is_some() {
+        for (i, &n) in cols.iter().enumerate() {
+            y[i * m..(i + 1) * m].iter_mut().for_each(|v| *v += bias[n]);
+        }
     }
     Lines {
-        axis: LineAxis::Rows,
-        index: rows.to_vec(),
-        len: n,
+        axis: LineAxis::Cols,
+        index: cols.to_vec(),
+        len: m,
         y,
-        a,
-        a_offset: aoff,
+        a: lines(abs, first.1),
+        a_offset: offset.map(|_| lines(abs, first.1 + c)),
         bias,
     }
 }
@@ -437,84 +1033,80 @@ pub(crate) fn cols_unchecked(
     offset: Option<f64>,
     cols: &[usize],
 ) -> Lines {
-    let (c, m, k) = (cols.len(), x.m, layer.shape.k);
-    let bias = bias_values(layer);
-    let table = decode_table(x.dtype);
-    let mut w = vec![0.0; c * k];
-    let mut wa = vec![0.0; c * k];
-    let mut wo = offset.map(|_| vec![0.0; c * k]);
-    if k > 0 {
-        for (i, &n) in cols.iter().enumerate() {
-            let off = wo
-                .as_mut()
-                .zip(offset)
-                .map(|(o, off)| (&mut o[i * k..(i + 1) * k], off));
-            decode_weight_row(
-                layer,
-                n,
-                &mut w[i * k..(i + 1) * k],
-                &mut wa[i * k..(i + 1) * k],
-                off,
-            );
-        }
-    }
-    let mut y = vec![0.0; c * m];
-    let mut a = vec![0.0; c * m];
-    let mut aoff = offset.map(|_| vec![0.0; c * m]);
-    if c > 0 && m > 0 && k > 0 {
-        let wv = ArrayView2::from_shape((c, k), &w).expect("weights shape");
-        let wav = ArrayView2::from_shape((c, k), &wa).expect("weights shape");
-        let wov = wo
-            .as_ref()
-            .map(|o| ArrayView2::from_shape((c, k), o).expect("weights shape"));
-        let mb = block_len(m, k);
-        // Lines are stored [C, M]; the product block is [rows, C], so write through the transpose.
-        let mut yv = ArrayViewMut2::from_shape((c, m), &mut y)
-            .expect("y shape")
-            .reversed_axes();
-        let mut av = ArrayViewMut2::from_shape((c, m), &mut a)
-            .expect("a shape")
-            .reversed_axes();
-        let ychunks: Vec<_> = yv.axis_chunks_iter_mut(Axis(0), mb).collect();
-        let achunks: Vec<_> = av.axis_chunks_iter_mut(Axis(0), mb).collect();
-        let mut ov = aoff.as_mut().map(|o| {
-            ArrayViewMut2::from_shape((c, m), o)
-                .expect("shape")
-                .reversed_axes()
-        });
-        let ochunks: Vec<Option<ArrayViewMut2<f64>>> = match ov.as_mut() {
-            Some(v) => v.axis_chunks_iter_mut(Axis(0), mb).map(Some).collect(),
-            None => (0..ychunks.len()).map(|_| None).collect(),
+    let (w, wa) = weight_rows(layer, offset, cols);
+    let out = activation_pass(
+        x,
+        &ActivationLanes {
+            left: None,
+            signed: Some(w.view()),
+            abs: Some(wa.view()),
+        },
+    );
+    let (s, a) = (
+        out.signed.expect("signed lanes"),
+        out.abs.expect("abs lanes"),
+    );
+    cols_from_pass(layer, offset, cols, &s, &a, (0, 0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layer::LayerShape;
+
+    /// The fused loop and the GEMM tiles compute the same lanes (one path each side of
+    /// `GEMM_LANES`), including the right-hand side and the offset magnitude.
+    #[test]
+    fn weight_pass_paths_agree_with_a_plain_sum() {
+        let (n, k, g) = (37, 1100, 100);
+        let layer = QuantizedLayer {
+            shape: LayerShape::new(n, k, g),
+            dtype: ActDtype::F16,
+            q: (0..n * k).map(|i| ((i * 7 + i / 5) % 16) as u8).collect(),
+            zeros: Some((0..n * k / g).map(|i| (i % 16) as u8).collect()),
+            scales: (0..n * k / g)
+                .map(|i| ActDtype::F16.from_f64(0.01 + 0.001 * (i % 9) as f64))
+                .collect(),
+            bias: None,
         };
-        ychunks
-            .into_par_iter()
-            .zip(achunks)
-            .zip(ochunks)
-            .enumerate()
-            .for_each(|(bi, ((mut yc, mut ac), oc))| {
-                let rows: Vec<usize> = (bi * mb..bi * mb + yc.nrows()).collect();
-                let (lx, la) = lhs_rows(x, &table, &rows);
-                let lxv = ArrayView2::from_shape((rows.len(), k), &lx).expect("lhs shape");
-                let lav = ArrayView2::from_shape((rows.len(), k), &la).expect("lhs shape");
-                general_mat_mul(1.0, &lxv, &wv.t(), 0.0, &mut yc);
-                general_mat_mul(1.0, &lav, &wav.t(), 0.0, &mut ac);
-                if let (Some(mut oc), Some(wov)) = (oc, wov.as_ref()) {
-                    general_mat_mul(1.0, &lav, &wov.t(), 0.0, &mut oc);
+        let lane = |j: usize, kk: usize| ((j * 31 + kk * 17) % 23) as f64 / 7.0 - 1.5;
+        let right =
+            Array2::from_shape_fn((n, 3), |(i, t)| if (i + t) % 3 == 0 { 1.0 } else { -1.0 });
+        for lanes_each in [2, 5] {
+            let signed = Array2::from_shape_fn((lanes_each, k), |(j, kk)| lane(j, kk));
+            let abs = signed.mapv(f64::abs);
+            let lanes = WeightLanes {
+                signed: signed.view(),
+                abs: abs.view(),
+                right: Some(right.view()),
+            };
+            let out = weight_pass(&layer, Some(128.0), &lanes);
+            let close = |a: f64, b: f64| (a - b).abs() <= 1e-11 * (1.0 + b.abs());
+            for j in 0..lanes_each {
+                for nn in 0..n {
+                    let (mut ys, mut ya, mut yo) = (0.0, 0.0, 0.0);
+                    for kk in 0..k {
+                        let w = layer.weight(nn, kk);
+                        let off = layer.scale(nn, kk / g).abs()
+                            * (256.0
+                                + f64::from(layer.code(nn, kk))
+                                + f64::from(layer.zero(nn, kk / g)));
+                        ys += signed[[j, kk]] * w;
+                        ya += abs[[j, kk]] * w.abs();
+                        yo += abs[[j, kk]] * off;
+                    }
+                    assert!(close(out.signed[[j, nn]], ys) && close(out.abs[[j, nn]], ya));
+                    assert!(close(out.offset.as_ref().unwrap()[[j, nn]], yo));
                 }
-            });
-    }
-    if layer.bias.is_some() && m > 0 {
-        for (i, &n) in cols.iter().enumerate() {
-            y[i * m..(i + 1) * m].iter_mut().for_each(|v| *v += bias[n]);
+            }
+            let r = out.right.unwrap();
+            for kk in (0..k).step_by(97) {
+                let want: Vec<f64> = (0..3)
+                    .map(|t| (0..n).map(|nn| right[[nn, t]] * layer.weight(nn, kk)).sum())
+                    .collect();
+                let abs_sum: f64 = (0..n).map(|nn| layer.weight(nn, kk).abs()).sum();
+                assert!((0..3).all(|t| close(r[[t, kk]], want[t])) && close(r[[3, kk]], abs_sum));
+            }
         }
-    }
-    Lines {
-        axis: LineAxis::Cols,
-        index: cols.to_vec(),
-        len: m,
-        y,
-        a,
-        a_offset: aoff,
-        bias,
     }
 }

@@ -224,6 +224,31 @@ fn bit_exact_mode_for_exact_class_data() {
 }
 
 #[test]
+fn bit_exact_mode_follows_a_bias_after_cast_recipe() {
+    // fl(fl(y − b) + b) is what an exact accumulator gives when the bias is added after the
+    // cast; it differs from fl(y) for some elements, and bit-exact mode must expect it.
+    for dtype in ActDtype::ALL {
+        let rec = recipe(dtype, false, BiasStage::AfterCast, None);
+        let mut c = case(8, 64, 256, 32, dtype, true, true, Data::Exact, 31);
+        // Fractional biases make the two roundings differ from one.
+        let bias: Vec<u16> = (0..64)
+            .map(|j| dtype.from_f64(0.375 + j as f64 * 0.0625))
+            .collect();
+        c.layer.bias = Some(bias);
+        let r = reference(&c.x, &c.layer, &rec).unwrap();
+        let model = BoundModel::new(&rec, 256, 1.0).unwrap();
+        let y = emulate(&c.x, &c.layer, &rec, 2);
+        let rep = compare_bit_exact(&r, &model, OutputBits::new(&y, 64)).unwrap();
+        assert!(rep.passed(), "{dtype}: {rep:?}");
+        let once = rounded(&r);
+        assert!(
+            y != once,
+            "{dtype}: the test needs elements where the two roundings differ"
+        );
+    }
+}
+
+#[test]
 fn subnormal_outputs_need_the_absolute_floor() {
     let dtype = ActDtype::F16;
     let rec = NumericRecipe::fp32_exact_weights(dtype);

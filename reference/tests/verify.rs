@@ -227,6 +227,20 @@ fn verify_large_combines_both_and_is_deterministic() {
     let b = verify_large(&f.c.x, &f.c.layer, &f.rec, out, 1.0, &budget).unwrap();
     assert!(a.passed());
     assert_eq!(a, b);
+    // The fused lines (riding the Freivalds passes) are the standalone sampled check's lines.
+    let alone = sampled::sampled(&f.c.x, &f.c.layer, &f.model, out, FLOPS, 5).unwrap();
+    assert_eq!(
+        (&a.sampled.rows, &a.sampled.cols),
+        (&alone.rows, &alone.cols)
+    );
+    assert_eq!(
+        (a.sampled.report.checked, a.sampled.report.buckets),
+        (alone.report.checked, alone.report.buckets)
+    );
+    assert!(
+        (a.sampled.report.worst_ratio - alone.report.worst_ratio).abs()
+            <= 1e-9 * alone.report.worst_ratio
+    );
     let mut y = f.y.clone();
     zero_tile(&mut y, 96, 96);
     let bad = verify_large(

@@ -2,26 +2,31 @@
 //!
 //! Rows: `Y·r` (from the kernel output) against `X·(Wᵀ·r) + r·bias`, per row `m`.
 //! Columns: `sᵀ·Y` against `(sᵀ·X)·Wᵀ + (Σ s)·bias`, per column `n`.
-//! Both sides share one pass over W, one over Y and two over X; nothing of size M×N is formed.
+//! Both sides share one pass over W, one over Y and two over X; nothing of size M×N is formed,
+//! and every product runs through the GEMM on f64 blocks.
 //!
 //! Tolerance of row `m`: `Σ_n bound(m, n)`, which the linearity of the bound lets us evaluate from
 //! `Σ_n a(m,n) = Σ_k |x_mk|·Σ_n |w_nk|` (and the same for `a_offset`) and `|y| ≤ a + |bias|`,
 //! `|y − bias| ≤ a`; columns likewise with `Σ_m`. On top comes the f64 error of forming the two
 //! sides. Because the tolerance sums the bounds of a whole line, the row check sees errors in
-//! whole rows and tiles; the column check adds whole columns; single elements are seen when
-//! their error exceeds the line's tolerance (sampled verification covers them exactly).
+//! whole rows and tiles, the column check whole columns; a single element is seen when its
+//! error exceeds its line's tolerance (sampled verification checks chosen lines exactly).
 
 use crate::bound::{BoundModel, U64, gamma};
 use crate::compare::{OutputBits, check_model_for};
-use crate::gemm::{InputError, bias_values, decode_table, validate};
+use crate::gemm::{
+    ActivationLanes, InputError, Lines, WeightLanes, activation_pass, activation_rows, bias_values,
+    bits_to_f64, cols_from_pass, is_finite_bits, rows_from_pass, validate, weight_pass,
+    weight_rows,
+};
 use crate::layer::{Activations, QuantizedLayer};
+use ndarray::{Array2, ArrayView2, Axis, concatenate};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-/// Independent ±1 vectors per direction. Each adds one lane to every pass; the fourth lane of
-/// the 4-wide accumulators carries the magnitudes.
+/// Independent ±1 vectors per direction.
 pub const TRIALS: usize = 3;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -54,39 +59,11 @@ impl FreivaldsReport {
     }
 }
 
-type Lanes = [f64; 4];
-
-/// ±1 in the trial lanes, 1 in the magnitude lane.
-fn signs(rng: &mut ChaCha8Rng, count: usize) -> Vec<Lanes> {
-    (0..count)
-        .map(|_| {
-            let bits: u32 = rng.random();
-            std::array::from_fn(|l| {
-                if l == TRIALS || bits >> l & 1 == 0 {
-                    1.0
-                } else {
-                    -1.0
-                }
-            })
-        })
-        .collect()
-}
-
-fn blocks(extent: usize) -> Vec<std::ops::Range<usize>> {
-    let parts = (4 * rayon::current_num_threads()).clamp(1, extent.max(1));
-    let len = extent.div_ceil(parts).max(1);
-    (0..extent)
-        .step_by(len)
-        .map(|s| s..(s + len).min(extent))
-        .collect()
-}
-
-fn add_lanes(dst: &mut [Lanes], src: &[Lanes]) {
-    for (d, s) in dst.iter_mut().zip(src) {
-        for l in 0..4 {
-            d[l] += s[l];
-        }
-    }
+/// `[count, TRIALS]` of ±1.
+fn signs(rng: &mut ChaCha8Rng, count: usize) -> Array2<f64> {
+    Array2::from_shape_fn((count, TRIALS), |_| {
+        if rng.random::<bool>() { 1.0 } else { -1.0 }
+    })
 }
 
 /// Runs the check. Deterministic for a given seed: partial sums are combined in a fixed order.
@@ -100,217 +77,268 @@ pub fn freivalds(
     validate(x, layer, &model.recipe)?;
     check_model_for(model, layer.shape.k, layer.dtype)?;
     out.validate(x.m, layer.shape.n)?;
-    Ok(run(x, layer, model, out, seed))
+    Ok(run(x, layer, model, out, seed, &[], &[]).0)
 }
 
+/// Row and column sums of the kernel output.
+struct OutputSums {
+    /// `[M, TRIALS + 1]`: `Σ_n r_n·ŷ_mn` per trial, then `Σ_n |ŷ_mn|`.
+    rows: Array2<f64>,
+    /// `[TRIALS + 1, N]`: `Σ_m s_m·ŷ_mn` per trial, then `Σ_m |ŷ_mn|`.
+    cols: Array2<f64>,
+    row_bad: Vec<bool>,
+    col_bad: Vec<bool>,
+    nonfinite: usize,
+    poison: usize,
+}
+
+/// Rows of Y handled together: each column accumulator is read and written once per group.
+const Y_GROUP: usize = 4;
+
+/// `Σ_j a_j·b_j` with independent partial sums, so the loop vectorizes.
+fn dot(a: &[f64], b: &[f64]) -> f64 {
+    let mut acc = [0.0; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f64 = ca
+        .remainder()
+        .iter()
+        .zip(cb.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
+    for (x, y) in ca.zip(cb) {
+        for j in 0..8 {
+            acc[j] += x[j] * y[j];
+        }
+    }
+    acc.iter().sum::<f64>() + tail
+}
+
+fn abs_sum(a: &[f64]) -> f64 {
+    let mut acc = [0.0; 8];
+    let ca = a.chunks_exact(8);
+    let tail: f64 = ca.remainder().iter().map(|x| x.abs()).sum();
+    for x in ca {
+        for j in 0..8 {
+            acc[j] += x[j].abs();
+        }
+    }
+    acc.iter().sum::<f64>() + tail
+}
+
+/// One pass over Y, converted to f64 a few rows at a time. Non-finite elements are counted, flag
+/// their row and column, and enter the sums as 0.
+fn output_sums(
+    out: OutputBits<'_>,
+    dtype: crate::ActDtype,
+    r: &Array2<f64>,
+    s: &Array2<f64>,
+) -> OutputSums {
+    let (m, n) = (s.nrows(), r.nrows());
+    let poison = dtype.poison_bits();
+    // Trial vectors as plain slices (structure of arrays) for the dot products.
+    let r_soa: Vec<Vec<f64>> = (0..TRIALS).map(|t| r.column(t).to_vec()).collect();
+    let tasks = (4 * rayon::current_num_threads()).clamp(1, m.max(1));
+    let per_task = m.div_ceil(tasks).div_ceil(Y_GROUP).max(1) * Y_GROUP;
+    struct Part {
+        rows: Vec<[f64; TRIALS + 1]>,
+        row_bad: Vec<bool>,
+        cols: Vec<Vec<f64>>,
+        col_bad: Vec<bool>,
+        nonfinite: usize,
+        poison: usize,
+    }
+    let parts: Vec<Part> = (0..m.div_ceil(per_task))
+        .into_par_iter()
+        .map(|ti| {
+            let rows = ti * per_task..((ti + 1) * per_task).min(m);
+            let mut part = Part {
+                rows: Vec::with_capacity(rows.len()),
+                row_bad: Vec::with_capacity(rows.len()),
+                cols: vec![vec![0.0; n]; TRIALS + 1],
+                col_bad: vec![false; n],
+                nonfinite: 0,
+                poison: 0,
+            };
+            let mut buf: Vec<Vec<f64>> = vec![vec![0.0; n]; Y_GROUP];
+            for g0 in rows.clone().step_by(Y_GROUP) {
+                let cnt = Y_GROUP.min(rows.end - g0);
+                for (i, y) in buf.iter_mut().enumerate().take(cnt) {
+                    let src = &out.bits[(g0 + i) * out.row_stride..(g0 + i) * out.row_stride + n];
+                    bits_to_f64(dtype, src, y);
+                    let mut bad = false;
+                    if src.iter().filter(|&&b| !is_finite_bits(dtype, b)).count() > 0 {
+                        bad = true;
+                        for (j, (&b, v)) in src.iter().zip(y.iter_mut()).enumerate() {
+                            if !is_finite_bits(dtype, b) {
+                                if b == poison {
+                                    part.poison += 1;
+                                } else {
+                                    part.nonfinite += 1;
+                                }
+                                part.col_bad[j] = true;
+                                *v = 0.0;
+                            }
+                        }
+                    }
+                    let mut lanes = [0.0; TRIALS + 1];
+                    for t in 0..TRIALS {
+                        lanes[t] = dot(&r_soa[t], y);
+                    }
+                    lanes[TRIALS] = abs_sum(y);
+                    part.rows.push(lanes);
+                    part.row_bad.push(bad);
+                }
+                for y in buf.iter_mut().skip(cnt) {
+                    y.fill(0.0);
+                }
+                let sg: Vec<[f64; Y_GROUP]> = (0..TRIALS)
+                    .map(|t| std::array::from_fn(|i| if i < cnt { s[[g0 + i, t]] } else { 0.0 }))
+                    .collect();
+                let [y0, y1, y2, y3] = &buf[..] else {
+                    unreachable!("Y_GROUP rows")
+                };
+                for (t, c) in part.cols.iter_mut().enumerate() {
+                    if t < TRIALS {
+                        let w = sg[t];
+                        for ((((c, a), b), d), e) in c.iter_mut().zip(y0).zip(y1).zip(y2).zip(y3) {
+                            *c += w[0] * a + w[1] * b + w[2] * d + w[3] * e;
+                        }
+                    } else {
+                        for ((((c, a), b), d), e) in c.iter_mut().zip(y0).zip(y1).zip(y2).zip(y3) {
+                            *c += a.abs() + b.abs() + d.abs() + e.abs();
+                        }
+                    }
+                }
+            }
+            part
+        })
+        .collect();
+    let mut sums = OutputSums {
+        rows: Array2::zeros((m, TRIALS + 1)),
+        cols: Array2::zeros((TRIALS + 1, n)),
+        row_bad: Vec::with_capacity(m),
+        col_bad: vec![false; n],
+        nonfinite: 0,
+        poison: 0,
+    };
+    let mut at = 0;
+    for p in parts {
+        for (i, lanes) in p.rows.iter().enumerate() {
+            for (l, v) in lanes.iter().enumerate() {
+                sums.rows[[at + i, l]] = *v;
+            }
+        }
+        at += p.rows.len();
+        for (t, c) in p.cols.iter().enumerate() {
+            sums.cols
+                .row_mut(t)
+                .iter_mut()
+                .zip(c)
+                .for_each(|(d, v)| *d += v);
+        }
+        sums.col_bad
+            .iter_mut()
+            .zip(p.col_bad)
+            .for_each(|(d, b)| *d |= b);
+        sums.row_bad.extend(p.row_bad);
+        sums.nonfinite += p.nonfinite;
+        sums.poison += p.poison;
+    }
+    sums
+}
+
+/// The check, plus the exact reference lines for `rows` and `cols` computed in the same passes
+/// (sampled verification fused in: the sampled rows ride the W pass, the columns the X pass).
 pub(crate) fn run(
     x: &Activations,
     layer: &QuantizedLayer,
     model: &BoundModel,
     out: OutputBits<'_>,
     seed: u64,
-) -> FreivaldsReport {
+    rows: &[usize],
+    cols: &[usize],
+) -> (FreivaldsReport, Lines, Lines) {
     let (m_rows, n_cols, k) = (x.m, layer.shape.n, layer.shape.k);
+    let offset = model.recipe.offset_accumulation;
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let r = signs(&mut rng, n_cols);
     let s = signs(&mut rng, m_rows);
-    let table = decode_table(x.dtype);
-    let offset = model.recipe.offset_accumulation;
     let bias = bias_values(layer);
 
-    // X pass 1: tx[k] = (Σ_m s_m·x_mk per trial, Σ_m |x_mk|).
-    let partials: Vec<Vec<Lanes>> = blocks(m_rows)
-        .into_par_iter()
-        .map(|rows| {
-            let mut acc = vec![[0.0; 4]; k];
-            for m in rows {
-                let sm = s[m];
-                let src = &x.data[m * x.row_stride..m * x.row_stride + k];
-                for (a, &b) in acc.iter_mut().zip(src) {
-                    let v = table[usize::from(b)];
-                    let xv = [v, v, v, v.abs()];
-                    for l in 0..4 {
-                        a[l] += sm[l] * xv[l];
-                    }
-                }
-            }
-            acc
-        })
-        .collect();
-    let mut tx = vec![[0.0; 4]; k];
-    for p in &partials {
-        add_lanes(&mut tx, p);
-    }
-    drop(partials);
+    // X pass 1: sᵀ·X per trial and Σ_m |x_mk|; sampled columns X·W_colsᵀ, |X|·|W_cols|ᵀ.
+    let (wc, wca) = weight_rows(layer, offset, cols);
+    let st = s.t();
+    let xp = activation_pass(
+        x,
+        &ActivationLanes {
+            left: Some(st),
+            signed: Some(wc.view()),
+            abs: Some(wca.view()),
+        },
+    );
+    let tx = xp.left.expect("left lanes");
+    let col_lines = cols_from_pass(
+        layer,
+        offset,
+        cols,
+        &xp.signed.expect("signed lanes"),
+        &xp.abs.expect("abs lanes"),
+        (0, 0),
+    );
 
-    // W pass: v[k] = (Σ_n r_n·w_nk per trial, Σ_n |w_nk|), voff[k] = Σ_n |s|(2·off+q+z);
-    // per column n: (Σ_k tx_k·w_nk per trial, Σ_m a(m,n)), and Σ_m a_offset(m,n).
-    let mut col_dots = vec![[0.0; 4]; n_cols];
-    let mut col_off = vec![0.0; n_cols];
-    let nblocks = blocks(n_cols);
-    let nb = nblocks.first().map_or(1, |b| b.len());
-    let partials: Vec<(Vec<Lanes>, Vec<f64>)> = col_dots
-        .par_chunks_mut(nb)
-        .zip(col_off.par_chunks_mut(nb))
-        .enumerate()
-        .map(|(bi, (dots, offs))| {
-            let mut v = vec![[0.0; 4]; k];
-            let mut voff = vec![0.0; if offset.is_some() { k } else { 0 }];
-            for (i, (dot_n, off_n)) in dots.iter_mut().zip(offs.iter_mut()).enumerate() {
-                let n = bi * nb + i;
-                let rn = r[n];
-                let codes = &layer.q[n * k..(n + 1) * k];
-                let mut d0 = [0.0; 4];
-                let mut d1 = [0.0; 4];
-                let mut doff = 0.0;
-                for g in 0..layer.shape.groups() {
-                    let (k0, k1) = (g * layer.shape.group, ((g + 1) * layer.shape.group).min(k));
-                    let (sc, z) = (layer.scale(n, g), f64::from(layer.zero(n, g)));
-                    let lut: [Lanes; 16] = std::array::from_fn(|c| {
-                        let w = (c as f64 - z) * sc;
-                        [w, w, w, w.abs()]
-                    });
-                    let (vg, txg, cg) = (&mut v[k0..k1], &tx[k0..k1], &codes[k0..k1]);
-                    let mut pairs_v = vg.chunks_exact_mut(2);
-                    let mut pairs_t = txg.chunks_exact(2);
-                    let mut pairs_c = cg.chunks_exact(2);
-                    for ((vp, tp), cp) in (&mut pairs_v).zip(&mut pairs_t).zip(&mut pairs_c) {
-                        let w0 = lut[usize::from(cp[0] & 15)];
-                        let w1 = lut[usize::from(cp[1] & 15)];
-                        for l in 0..4 {
-                            vp[0][l] += rn[l] * w0[l];
-                            vp[1][l] += rn[l] * w1[l];
-                            d0[l] += tp[0][l] * w0[l];
-                            d1[l] += tp[1][l] * w1[l];
-                        }
-                    }
-                    for ((vk, tk), &c) in pairs_v
-                        .into_remainder()
-                        .iter_mut()
-                        .zip(pairs_t.remainder())
-                        .zip(pairs_c.remainder())
-                    {
-                        let w = lut[usize::from(c & 15)];
-                        for l in 0..4 {
-                            vk[l] += rn[l] * w[l];
-                            d0[l] += tk[l] * w[l];
-                        }
-                    }
-                    if let Some(off) = offset {
-                        let base = 2.0 * off + z;
-                        for ((vo, t), &c) in voff[k0..k1].iter_mut().zip(&tx[k0..k1]).zip(cg) {
-                            let wo = sc.abs() * (base + f64::from(c));
-                            *vo += wo;
-                            doff += t[3] * wo;
-                        }
-                    }
-                }
-                *dot_n = std::array::from_fn(|l| d0[l] + d1[l]);
-                *off_n = doff;
-            }
-            (v, voff)
-        })
-        .collect();
-    let mut v = vec![[0.0; 4]; k];
-    let mut voff = vec![0.0; k];
-    for (pv, po) in &partials {
-        add_lanes(&mut v, pv);
-        for (d, s) in voff.iter_mut().zip(po) {
-            *d += s;
-        }
-    }
-    drop(partials);
+    // W pass: lanes [sᵀX trials; sampled X rows] against W, [Σ|x|; sampled |X| rows] against |W|,
+    // and rᵀ·W with Σ_n |w_nk| (and the offset magnitude) from the other side.
+    let (lx, la) = activation_rows(x, rows);
+    let signed = concatenate(
+        Axis(0),
+        &[tx.slice_axis(Axis(0), (0..TRIALS).into()), lx.view()],
+    )
+    .expect("lanes");
+    let abs = concatenate(
+        Axis(0),
+        &[
+            tx.slice_axis(Axis(0), (TRIALS..TRIALS + 1).into()),
+            la.view(),
+        ],
+    )
+    .expect("lanes");
+    let wp = weight_pass(
+        layer,
+        offset,
+        &WeightLanes {
+            signed: signed.view(),
+            abs: abs.view(),
+            right: Some(r.view()),
+        },
+    );
+    let col_dots = wp.signed.slice_axis(Axis(0), (0..TRIALS).into()).to_owned();
+    let col_mag = wp.abs.row(0).to_owned();
+    let col_off = wp.offset.as_ref().map(|o| o.row(0).to_owned());
+    let v = wp.right.clone().expect("right lanes");
+    let row_lines = rows_from_pass(layer, rows, wp, (TRIALS, 1));
 
-    // X pass 2 per row: (Σ_k x·v per trial, Σ_n a(m,n)) and Σ_n a_offset(m,n).
-    let row_rhs: Vec<(Lanes, f64)> = (0..m_rows)
-        .into_par_iter()
-        .map(|m| {
-            let src = &x.data[m * x.row_stride..m * x.row_stride + k];
-            let mut acc = [0.0; 4];
-            let mut off = 0.0;
-            for ((vk, vo), &b) in v
-                .iter()
-                .zip(voff.iter().chain(std::iter::repeat(&0.0)))
-                .zip(src)
-            {
-                let xv = table[usize::from(b)];
-                let xl = [xv, xv, xv, xv.abs()];
-                for l in 0..4 {
-                    acc[l] += xl[l] * vk[l];
-                }
-                off += xl[3] * vo;
-            }
-            (acc, off)
-        })
-        .collect();
+    // X pass 2: X·(Wᵀr) per trial; |X|·Σ_n|w| and |X|·Σ_n(offset magnitude).
+    let vt = v.slice_axis(Axis(0), (0..TRIALS).into());
+    let mags = v.slice_axis(Axis(0), (TRIALS..v.nrows()).into());
+    let xp2 = activation_pass(
+        x,
+        &ActivationLanes {
+            left: None,
+            signed: Some(vt),
+            abs: Some(mags),
+        },
+    );
+    let row_rhs = xp2.signed.expect("signed lanes");
+    let row_mag = xp2.abs.expect("abs lanes");
 
-    // Y pass: per row (Σ_n r_n·ŷ per trial, Σ_n |ŷ|), per column (Σ_m s_m·ŷ, Σ_m |ŷ|).
-    let poison = x.dtype.poison_bits();
-    struct YPart {
-        cols: Vec<Lanes>,
-        col_bad: Vec<bool>,
-        rows: Vec<(Lanes, bool)>,
-        nonfinite: usize,
-        poison: usize,
-    }
-    let yparts: Vec<YPart> = blocks(m_rows)
-        .into_par_iter()
-        .map(|range| {
-            let mut part = YPart {
-                cols: vec![[0.0; 4]; n_cols],
-                col_bad: vec![false; n_cols],
-                rows: Vec::with_capacity(range.len()),
-                nonfinite: 0,
-                poison: 0,
-            };
-            for m in range {
-                let sm = s[m];
-                let src = &out.bits[m * out.row_stride..m * out.row_stride + n_cols];
-                let mut acc = [0.0; 4];
-                let mut bad = false;
-                for (n, &b) in src.iter().enumerate() {
-                    let mut yv = table[usize::from(b)];
-                    if !yv.is_finite() {
-                        if b == poison {
-                            part.poison += 1;
-                        } else {
-                            part.nonfinite += 1;
-                        }
-                        part.col_bad[n] = true;
-                        bad = true;
-                        yv = 0.0;
-                    }
-                    let yl = [yv, yv, yv, yv.abs()];
-                    let (rn, c) = (r[n], &mut part.cols[n]);
-                    for l in 0..4 {
-                        acc[l] += rn[l] * yl[l];
-                        c[l] += sm[l] * yl[l];
-                    }
-                }
-                part.rows.push((acc, bad));
-            }
-            part
-        })
-        .collect();
-    let mut col_lhs = vec![[0.0; 4]; n_cols];
-    let mut col_bad = vec![false; n_cols];
-    let mut row_lhs = Vec::with_capacity(m_rows);
-    let (mut nonfinite, mut poison_left) = (0, 0);
-    for p in yparts {
-        add_lanes(&mut col_lhs, &p.cols);
-        for (d, b) in col_bad.iter_mut().zip(p.col_bad) {
-            *d |= b;
-        }
-        row_lhs.extend(p.rows);
-        nonfinite += p.nonfinite;
-        poison_left += p.poison;
-    }
+    // Y pass.
+    let ys = output_sums(out, x.dtype, &r, &s);
 
     let any_bias = bias.iter().any(|&b| b != 0.0);
     let bias_abs: f64 = bias.iter().map(|b| b.abs()).sum();
-    let rb: [f64; TRIALS] =
-        std::array::from_fn(|t| r.iter().zip(&bias).map(|(rn, b)| rn[t] * b).sum());
-    let s_sum: [f64; TRIALS] = std::array::from_fn(|t| s.iter().map(|sm| sm[t]).sum());
+    let bias_col = ArrayView2::from_shape((n_cols, 1), &bias).expect("bias");
+    let rb = r.t().dot(&bias_col);
+    let s_sum = s.sum_axis(Axis(0));
     let row_gamma = gamma(n_cols + k + 4, U64).unwrap_or(f64::INFINITY);
     let col_gamma = gamma(m_rows + k + 4, U64).unwrap_or(f64::INFINITY);
 
@@ -321,42 +349,42 @@ pub(crate) fn run(
         failed_cols: Vec::new(),
         worst_ratio: 0.0,
         worst_line: None,
-        nonfinite,
-        poison_left,
+        nonfinite: ys.nonfinite,
+        poison_left: ys.poison,
     };
     let terms = model.terms(any_bias);
-    for (m, ((lhs, bad), (rhs, a_off))) in row_lhs.iter().zip(&row_rhs).enumerate() {
-        let sum_a = rhs[3];
-        let sum_acc = if offset.is_some() { *a_off } else { sum_a };
+    for m in 0..m_rows {
+        let sum_a = row_mag[[m, 0]];
+        let sum_acc = if offset.is_some() {
+            row_mag[[m, 1]]
+        } else {
+            sum_a
+        };
         let tol = terms.eval(sum_acc, sum_a, sum_a + bias_abs, sum_a)
             + n_cols.saturating_sub(1) as f64 * terms.floor;
-        let slack = row_gamma * (lhs[3] + sum_a + bias_abs);
+        let slack = row_gamma * (ys.rows[[m, TRIALS]] + sum_a + bias_abs);
         let limit = tol * (1.0 + 2.0 * row_gamma) + slack;
         let ratio = (0..TRIALS)
-            .map(|t| (lhs[t] - (rhs[t] + rb[t])).abs() / limit)
+            .map(|t| (ys.rows[[m, t]] - (row_rhs[[m, t]] + rb[[t, 0]])).abs() / limit)
             .fold(0.0, f64::max);
-        note(&mut report, Line::Row(m), ratio, *bad);
+        note(&mut report, Line::Row(m), ratio, ys.row_bad[m]);
     }
-    for (n, ((lhs, rhs), (off, bad))) in col_lhs
-        .iter()
-        .zip(&col_dots)
-        .zip(col_off.iter().zip(&col_bad))
-        .enumerate()
-    {
-        let (b, mf) = (bias[n], m_rows as f64);
+    let mf = m_rows as f64;
+    for n in 0..n_cols {
+        let b = bias[n];
         let terms = model.terms(b != 0.0);
-        let sum_a = rhs[3];
-        let sum_acc = if offset.is_some() { *off } else { sum_a };
+        let sum_a = col_mag[n];
+        let sum_acc = col_off.as_ref().map_or(sum_a, |o| o[n]);
         let tol = terms.eval(sum_acc, sum_a, sum_a + mf * b.abs(), sum_a)
             + (mf - 1.0).max(0.0) * terms.floor;
-        let slack = col_gamma * (lhs[3] + sum_a + mf * b.abs());
+        let slack = col_gamma * (ys.cols[[TRIALS, n]] + sum_a + mf * b.abs());
         let limit = tol * (1.0 + 2.0 * col_gamma) + slack;
         let ratio = (0..TRIALS)
-            .map(|t| (lhs[t] - (rhs[t] + s_sum[t] * b)).abs() / limit)
+            .map(|t| (ys.cols[[t, n]] - (col_dots[[t, n]] + s_sum[t] * b)).abs() / limit)
             .fold(0.0, f64::max);
-        note(&mut report, Line::Col(n), ratio, *bad);
+        note(&mut report, Line::Col(n), ratio, ys.col_bad[n]);
     }
-    report
+    (report, row_lines, col_lines)
 }
 
 fn note(report: &mut FreivaldsReport, line: Line, ratio: f64, bad: bool) {

@@ -9,7 +9,7 @@
 
 use crate::bound::BoundModel;
 use crate::compare::{CompareMode, CompareReport, OutputBits, check_model_for, compare_lines};
-use crate::gemm::{InputError, cols_unchecked, rows_unchecked, validate};
+use crate::gemm::{InputError, Lines, cols_unchecked, rows_unchecked, validate};
 use crate::layer::{Activations, QuantizedLayer};
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
@@ -122,6 +122,22 @@ pub fn sampled(
     Ok(run(x, layer, model, out, flops, seed))
 }
 
+/// The lines a budget buys for this case (rows first, then columns), from the seed.
+pub(crate) fn choose(
+    m: usize,
+    n: usize,
+    k: usize,
+    offset: bool,
+    flops: f64,
+    seed: u64,
+) -> (Vec<usize>, Vec<usize>) {
+    let (nr, nc) = plan(m, n, k, offset, flops);
+    (
+        select_lines(m, nr, seed),
+        select_lines(n, nc, seed.rotate_left(32) ^ 0xC01),
+    )
+}
+
 pub(crate) fn run(
     x: &Activations,
     layer: &QuantizedLayer,
@@ -130,18 +146,37 @@ pub(crate) fn run(
     flops: f64,
     seed: u64,
 ) -> SampledReport {
-    let (m, n, k) = (x.m, layer.shape.n, layer.shape.k);
     let offset = model.recipe.offset_accumulation;
-    let (nr, nc) = plan(m, n, k, offset.is_some(), flops);
-    let rows = select_lines(m, nr, seed);
-    let cols = select_lines(n, nc, seed.rotate_left(32) ^ 0xC01);
-    let products = if offset.is_some() { 3.0 } else { 2.0 };
-    let spent =
-        2.0 * k as f64 * products * (rows.len() as f64 * n as f64 + cols.len() as f64 * m as f64);
+    let (rows, cols) = choose(
+        x.m,
+        layer.shape.n,
+        layer.shape.k,
+        offset.is_some(),
+        flops,
+        seed,
+    );
+    let row_lines = rows_unchecked(x, layer, offset, &rows);
+    let col_lines = cols_unchecked(x, layer, offset, &cols);
+    from_lines(&row_lines, &col_lines, model, out)
+}
 
+/// Checks reference lines (computed here or inside the Freivalds passes) against the output.
+pub(crate) fn from_lines(
+    row_lines: &Lines,
+    col_lines: &Lines,
+    model: &BoundModel,
+    out: OutputBits<'_>,
+) -> SampledReport {
+    let k = model.k as f64;
+    let products = if model.uses_offset() { 3.0 } else { 2.0 };
+    let (rows, cols) = (row_lines.index.clone(), col_lines.index.clone());
+    let spent = 2.0
+        * k
+        * products
+        * (rows.len() as f64 * row_lines.len as f64 + cols.len() as f64 * col_lines.len as f64);
     let mut report = CompareReport::new(CompareMode::Bound);
-    let mut failed = |lines: &crate::gemm::Lines| -> Vec<usize> {
-        let reps = compare_lines(lines, model, x.dtype, out);
+    let mut failed = |lines: &Lines| -> Vec<usize> {
+        let reps = compare_lines(lines, model, model.recipe.output, out);
         let mut bad = Vec::new();
         for (rep, &i) in reps.iter().zip(&lines.index) {
             report.merge(rep);
@@ -151,8 +186,8 @@ pub(crate) fn run(
         }
         bad
     };
-    let failed_rows = failed(&rows_unchecked(x, layer, offset, &rows));
-    let failed_cols = failed(&cols_unchecked(x, layer, offset, &cols));
+    let failed_rows = failed(row_lines);
+    let failed_cols = failed(col_lines);
     SampledReport {
         rows,
         cols,
