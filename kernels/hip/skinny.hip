@@ -48,7 +48,7 @@ using namespace w4;
 #endif
 // Static-slot weight ring (see mma_warp). Off by default until a GPU run has checked it.
 #ifndef W4_SKINNY_RING_UNROLL
-#define W4_SKINNY_RING_UNROLL 0
+#define W4_SKINNY_RING_UNROLL 1
 #endif
 #if W4_SKINNY_MMA
 #define SK_RING SK_DEPTH
