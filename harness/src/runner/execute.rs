@@ -13,14 +13,14 @@ use crate::tensor::{DenseSpec, YSpec};
 use std::path::PathBuf;
 use w4a16_kernels::decl::LaunchShape;
 use w4a16_kernels::{KernelDecl, KernelId, Target, set};
+use w4a16_reference::NumericRecipe;
 use w4a16_reference::bound::BoundModel;
-use w4a16_reference::compare::{self, CompareReport, OutputBits};
+use w4a16_reference::compare::{self, OutputBits};
 use w4a16_reference::data::{self, DataSpec};
 use w4a16_reference::formats::{LoadTarget, PaddingRule, Producer, ResidentLayer, RowPadding};
 use w4a16_reference::gemm::{self, Reference};
 use w4a16_reference::layer::{Activations, QuantizedLayer};
 use w4a16_reference::verify::{self, VerifyBudget};
-use w4a16_reference::{BiasStage, NumericRecipe};
 
 /// Without a device, layers above this many weights get static checks only (their data would
 /// feed nothing but skipped launches).
@@ -442,10 +442,7 @@ impl<'c, 'a> CaseRun<'c, 'a> {
             dtype: self.case.dtype,
             asymmetric: self.case.symmetry == w4a16_reference::layer::Symmetry::Asym,
         };
-        match decl.tile {
-            Some(pick) => decl.variant_entry(self.case.dtype, pick(&shape, self.ctx.target)),
-            None => (decl.entry_point)(self.case.dtype).to_string(),
-        }
+        decl.launch_entry(&shape, self.ctx.target)
     }
 
     /// Launches one path; returns its output bits when it produced any.
@@ -685,8 +682,10 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         let Some(reference) = self.reference(x, logical, recipe).cloned() else {
             return Verdict::new(id, name, Outcome::Fail).detail("no reference");
         };
+        // Exact-class data: every fp32 partial sum is exact, so only the recipe's cast(s) round;
+        // the bit-exact comparison expects exactly those (bias after the cast rounds twice).
         let report = if exact {
-            compare_exact(&reference, &model, recipe, bits)
+            compare::compare_bit_exact(&reference, &model, bits)
         } else {
             compare::compare(&reference, &model, bits)
         };
@@ -807,27 +806,4 @@ impl<'c, 'a> CaseRun<'c, 'a> {
 
 fn path_name(path: &[KernelId]) -> String {
     path.iter().map(|k| k.name()).collect::<Vec<_>>().join("+")
-}
-
-/// Exact-class data: every fp32 partial sum is exact, so the only rounding is the recipe's
-/// cast(s) — compare bit for bit against exactly that.
-fn compare_exact(
-    reference: &Reference,
-    model: &BoundModel,
-    recipe: &NumericRecipe,
-    out: OutputBits<'_>,
-) -> Result<CompareReport, w4a16_reference::gemm::InputError> {
-    match recipe.bias {
-        BiasStage::BeforeCast => compare::compare_bit_exact(reference, model, out),
-        BiasStage::AfterCast => {
-            // round(round(y − bias) + bias): fold the first rounding into a shifted reference.
-            let mut shifted = reference.clone();
-            for (i, y) in shifted.y.iter_mut().enumerate() {
-                let b = reference.bias[i % reference.n];
-                let acc = reference.dtype.to_f64(reference.dtype.from_f64(*y - b));
-                *y = acc + b;
-            }
-            compare::compare_bit_exact(&shifted, model, out)
-        }
-    }
 }
