@@ -9,14 +9,14 @@ use crate::device::{Device, GemmOutput};
 use crate::launch::DeviceInputs;
 use crate::require::Skip;
 use crate::select::{self, LayerRequest};
-use crate::tensor::{DenseSpec, YSpec};
+use crate::tensor::{DenseSpec, LaunchInputs, YSpec};
 use std::path::PathBuf;
 use w4a16_kernels::decl::LaunchShape;
 use w4a16_kernels::{KernelDecl, KernelId, Target, set};
 use w4a16_reference::NumericRecipe;
 use w4a16_reference::bound::BoundModel;
 use w4a16_reference::compare::{self, OutputBits};
-use w4a16_reference::data::{self, DataSpec};
+use w4a16_reference::data;
 use w4a16_reference::formats::{LoadTarget, PaddingRule, Producer, ResidentLayer, RowPadding};
 use w4a16_reference::gemm::{self, Reference};
 use w4a16_reference::layer::{Activations, QuantizedLayer};
@@ -66,17 +66,6 @@ fn producer_of(case: &Case) -> Producer {
 
 fn padding_rule(case: &Case, target: Target) -> PaddingRule {
     crate::select::padding::padding_rule(target, case.padding)
-}
-
-fn data_spec(case: &Case) -> DataSpec {
-    DataSpec {
-        class: case.class,
-        m: case.m,
-        shape: case.shape,
-        dtype: case.dtype,
-        symmetry: case.symmetry,
-        with_bias: case.bias,
-    }
 }
 
 /// Runs one case and applies its known-bad entry, if any.
@@ -149,7 +138,7 @@ impl<'c, 'a> CaseRun<'c, 'a> {
             self.select_statically();
             return self.verdicts;
         }
-        let generated = match data::generate(&case.id, &data_spec(case)) {
+        let generated = match data::generate(&case.id, &case.data_spec()) {
             Ok(g) => g,
             Err(e) => {
                 self.push("data", Outcome::Fail, e.to_string());
@@ -288,7 +277,7 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         let y = YSpec::dense(case.m, case.shape.n, case.dtype);
         let mut refusal = None;
         for &k in &sel.path {
-            if let Err(e) = self.launch_inputs(set::decl(k), x, resident, &y) {
+            if let Err(e) = self.check_contract(set::decl(k), x, resident, &y) {
                 refusal = Some((k, e));
                 break;
             }
@@ -343,7 +332,7 @@ impl<'c, 'a> CaseRun<'c, 'a> {
             Mode::Differential => {
                 let mut p = Vec::new();
                 for k in [KernelId::Skinny, KernelId::Fused, KernelId::Fallback] {
-                    if self.launch_inputs(set::decl(k), x, resident, &y).is_ok() {
+                    if self.check_contract(set::decl(k), x, resident, &y).is_ok() {
                         p.push(vec![k]);
                     }
                 }
@@ -385,37 +374,25 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         }
     }
 
-    fn launch_inputs<'d>(
+    /// Whether `decl`'s declared contract accepts this launch (the static cross-check).
+    fn check_contract(
         &self,
         decl: &KernelDecl,
-        x: &'d Activations,
-        resident: &'d ResidentLayer,
+        x: &Activations,
+        resident: &ResidentLayer,
         y: &YSpec,
-    ) -> Result<DeviceInputs<'d>, String> {
-        match decl.id {
-            KernelId::Dequant => {
-                let dense = self.dense_spec(resident);
-                DeviceInputs::dequant(decl, resident, dense).map_err(|e| e.to_string())
-            }
-            KernelId::Dense => {
-                // The dense kernel reads the dense copy; its contract is checked on that copy's
-                // shape (the data does not exist before the dequant runs).
-                crate::validate::validate(
-                    decl,
-                    &crate::tensor::LaunchInputs::dense(
-                        x,
-                        &self.dense_spec(resident),
-                        resident.bias.as_deref(),
-                        y,
-                    ),
-                )
-                .map(|_| ())
-                .map_err(|e| e.to_string())?;
-                DeviceInputs::gemm(set::decl(KernelId::Fallback), resident, x, *y)
-                    .map_err(|e| e.to_string())
-            }
-            _ => DeviceInputs::gemm(decl, resident, x, *y).map_err(|e| e.to_string()),
-        }
+    ) -> Result<(), String> {
+        let dense = self.dense_spec(resident);
+        let inputs = match decl.id {
+            KernelId::Dequant => LaunchInputs::dequant(resident, &dense),
+            // The dense kernel reads the dense copy: checked on that copy's shape, since its data
+            // does not exist before the dequant runs.
+            KernelId::Dense => LaunchInputs::dense(x, &dense, resident.bias.as_deref(), y),
+            _ => LaunchInputs::gemm(resident, x, y),
+        };
+        crate::validate::validate(decl, &inputs)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
     }
 
     fn dense_spec(&self, resident: &ResidentLayer) -> DenseSpec {
