@@ -23,7 +23,9 @@ fn run_suite(suite: &str) {
     let set = cases::load_all(&cases_dir()).unwrap();
     let chosen: Vec<&cases::Case> = set.suite(suite).unwrap().cases.iter().collect();
     let opts = SessionOptions::new(cases_dir(), target);
-    let verdicts = session::run_in_process(&set, &chosen, &backend, &opts, &|_| {}).unwrap();
+    let verdicts = session::run_in_process(&set, &chosen, &backend, &opts, &|_| {})
+        .unwrap()
+        .verdicts;
     let failing: Vec<String> = verdicts
         .iter()
         .filter(|v| v.outcome.is_failure())

@@ -13,7 +13,10 @@ fn crash_and_hang_are_contained_to_their_case() {
         .collect();
     let args = vec!["worker".to_string(), "--simulate".to_string()];
     let mut seen = 0;
-    let verdicts = run_isolated(exe, &args, &ids, Duration::from_secs(2), |_| seen += 1).unwrap();
+    let out = run_isolated(exe, &args, &ids, Duration::from_secs(2), |_| seen += 1).unwrap();
+    // Timings come back framed per case; the faulted cases report none.
+    assert_eq!(out.times.cases, 3);
+    let verdicts = out.verdicts;
     let by_id: Vec<(&str, Outcome)> = verdicts
         .iter()
         .map(|v| (v.case_id.as_str(), v.outcome))

@@ -4,12 +4,12 @@ use clap::{Parser, Subcommand};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use w4a16_harness::cases::{self, CaseSet};
 use w4a16_harness::config::{self, KernelConfig};
 use w4a16_harness::runner::session::{self, Backend, SessionOptions};
 use w4a16_harness::runner::{
-    Outcome, Summary, Verdict, execute, global, isolate, report, snapshot,
+    Outcome, PhaseTimes, Summary, Verdict, cpu_side, execute, global, isolate, report, snapshot,
 };
 use w4a16_harness::select::{self, LayerRequest};
 use w4a16_kernels::Target;
@@ -87,10 +87,30 @@ enum Command {
         artifacts: PathBuf,
     },
     /// Issue 3's speed benchmark on the first GPU that opens; the table goes to stdout.
+    /// With `--cpu-side`: what the CPU side of a run (data, conversion, reference and
+    /// verification) costs on this machine, with a stand-in device that computes nothing.
     Bench {
         /// Also write the report as JSON here.
         #[arg(long)]
         json: Option<PathBuf>,
+        /// Time the CPU side of the chosen suites instead of the kernels (no GPU needed).
+        #[arg(long)]
+        cpu_side: bool,
+        /// Suites for `--cpu-side` (repeatable; default: field).
+        #[arg(long = "suite")]
+        suites: Vec<String>,
+        /// Only case ids matching this glob (`*` wildcards), for `--cpu-side`.
+        #[arg(long)]
+        filter: Option<String>,
+        /// Time 1 case in this many (picked by seed) and extrapolate; 1 times every case.
+        #[arg(long, default_value_t = 1)]
+        every: usize,
+        /// Threads for `--cpu-side` (default: every core here).
+        #[arg(long)]
+        threads: Option<usize>,
+        /// Target whose selection and padding the stand-in follows.
+        #[arg(long, default_value = "sm_90")]
+        target: String,
     },
     /// Internal: the fault-isolated GPU worker (case ids on stdin, framed verdicts on stdout).
     #[command(hide = true)]
@@ -181,15 +201,65 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
             let mut opts = SessionOptions::new(dir, target);
             opts.config = config;
             opts.artifacts = artifacts;
-            isolate::serve(|id| match set.case(id) {
-                Some(case) => session::run_in_process(&set, &[case], &backend, &opts, &|_| {})
-                    .unwrap_or_else(|e| vec![Verdict::new(id, "session", Outcome::Fail).detail(e)]),
-                None => vec![Verdict::new(id, "case", Outcome::Fail).detail("no such case id")],
+            isolate::serve(|id| {
+                let failed = |check: &str, why: String| {
+                    let v = Verdict::new(id, check, Outcome::Fail).detail(why);
+                    (vec![v], PhaseTimes::default())
+                };
+                match set.case(id) {
+                    Some(case) => {
+                        match session::run_in_process(&set, &[case], &backend, &opts, &|_| {}) {
+                            Ok(out) => (out.verdicts, out.times),
+                            Err(e) => failed("session", e),
+                        }
+                    }
+                    None => failed("case", "no such case id".into()),
+                }
             })
             .map_err(|e| e.to_string())?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Bench { json } => Ok(w4a16_harness::bench::cli(json.as_deref())),
+        Command::Bench {
+            json,
+            cpu_side: false,
+            ..
+        } => Ok(w4a16_harness::bench::cli(json.as_deref())),
+        Command::Bench {
+            json,
+            cpu_side: true,
+            suites,
+            filter,
+            every,
+            threads,
+            target,
+        } => {
+            let dir = find_cases_dir(cli.cases)?;
+            let set = cases::load_all(&dir).map_err(|e| e.to_string())?;
+            let suites = if suites.is_empty() {
+                vec!["field".to_string()]
+            } else {
+                suites
+            };
+            check_suites(&set, &suites)?;
+            if every == 0 {
+                return Err("--every: expected 1 or more".into());
+            }
+            let target = parse_target(&target)?.ok_or("--cpu-side needs an explicit --target")?;
+            let chosen = choose(&set, &suites, filter.as_deref());
+            let threads = threads.unwrap_or_else(|| {
+                std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+            });
+            let mut opts = SessionOptions::new(dir, target);
+            opts.config = config;
+            let report = cpu_side::measure(&set, &chosen, &opts, every, threads)?;
+            print!("{report}");
+            if let Some(path) = json {
+                let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
+                std::fs::write(&path, text + "\n")
+                    .map_err(|e| format!("{}: {e}", path.display()))?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Cases => {
             let set = load(cli.cases)?;
             print_counts(&set);
@@ -238,7 +308,7 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
             let mut opts = SessionOptions::new(dir, target);
             opts.config = config;
             opts.artifacts = Some(artifacts);
-            let verdicts = session::run_in_process(&set, &[c], &backend, &opts, &|_| {})?;
+            let verdicts = session::run_in_process(&set, &[c], &backend, &opts, &|_| {})?.verdicts;
             for v in &verdicts {
                 println!(
                     "{:<8} {:<28} {} {}",
@@ -262,28 +332,13 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
         } => {
             let dir = find_cases_dir(cli.cases)?;
             let set = cases::load_all(&dir).map_err(|e| e.to_string())?;
-            for s in &suites {
-                if set.suite(s).is_none() {
-                    return Err(format!(
-                        "--suite: no suite {s:?}; suites are {}",
-                        set.suite_names().join(", ")
-                    ));
-                }
-            }
+            check_suites(&set, &suites)?;
             if !["off", "check", "update"].contains(&snap.as_str()) {
                 return Err(format!(
                     "--snapshot: expected off, check or update, got {snap:?}"
                 ));
             }
-            let chosen: Vec<&cases::Case> = set
-                .cases()
-                .filter(|c| suites.is_empty() || suites.contains(&c.suite))
-                .filter(|c| {
-                    filter
-                        .as_deref()
-                        .is_none_or(|f| cases::glob::glob_match(f, &c.id))
-                })
-                .collect();
+            let chosen = choose(&set, &suites, filter.as_deref());
             let (target, backend) = session::open_backend(parse_target(&target)?);
             match &backend {
                 Backend::Device(d) => eprintln!(
@@ -324,10 +379,16 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
                     ));
                 }
             };
+            let started = Instant::now();
             let mut verdicts = global::dequant_trick_checks();
             verdicts.extend(session::invalid_case_file_checks(&dir));
             let isolated = matches!(backend, Backend::Device(_)) && !in_process;
-            verdicts.extend(if isolated {
+            let workers = if isolated {
+                jobs
+            } else {
+                std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+            };
+            let out = if isolated {
                 drop(backend);
                 let exe = std::env::current_exe().map_err(|e| e.to_string())?;
                 let mut args = vec![
@@ -355,14 +416,23 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
                 .map_err(|e| e.to_string())?
             } else {
                 session::run_in_process(&set, &chosen, &backend, &opts, &on_verdict)?
-            });
+            };
+            verdicts.extend(out.verdicts);
             bar.finish_and_clear();
-            write_reports(&report_dir, target, &verdicts)?;
+            let wall_s = started.elapsed().as_secs_f64();
+            write_reports(
+                &report_dir,
+                target,
+                &verdicts,
+                (wall_s, workers, &out.times),
+            )?;
             if snap != "off" {
                 snapshots(&snap, target, &chosen, &verdicts);
             }
             let summary = Summary::of(&verdicts);
             print!("{summary}");
+            println!("wall time {wall_s:.1} s with {workers} workers");
+            print!("{}", out.times);
             println!(
                 "reports: {}/{{report.json,junit.xml,summary.md}}",
                 report_dir.display()
@@ -372,14 +442,18 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
     }
 }
 
-fn simulated(id: &str) -> Vec<Verdict> {
+fn simulated(id: &str) -> (Vec<Verdict>, PhaseTimes) {
     if id.contains("crash") {
         std::process::abort();
     }
     if id.contains("hang") {
         std::thread::sleep(Duration::from_secs(3600));
     }
-    vec![Verdict::new(id, "simulated", Outcome::Pass)]
+    let times = PhaseTimes {
+        cases: 1,
+        ..PhaseTimes::default()
+    };
+    (vec![Verdict::new(id, "simulated", Outcome::Pass)], times)
 }
 
 fn load(explicit: Option<PathBuf>) -> Result<CaseSet, String> {
@@ -408,12 +482,35 @@ fn exit_for(s: &Summary) -> ExitCode {
     }
 }
 
-fn write_reports(dir: &Path, target: Target, verdicts: &[Verdict]) -> Result<(), String> {
+/// The cases of `suites` (all when empty) whose ids match `filter`.
+fn choose<'s>(set: &'s CaseSet, suites: &[String], filter: Option<&str>) -> Vec<&'s cases::Case> {
+    set.cases()
+        .filter(|c| suites.is_empty() || suites.contains(&c.suite))
+        .filter(|c| filter.is_none_or(|f| cases::glob::glob_match(f, &c.id)))
+        .collect()
+}
+
+fn check_suites(set: &CaseSet, suites: &[String]) -> Result<(), String> {
+    match suites.iter().find(|s| set.suite(s).is_none()) {
+        Some(s) => Err(format!(
+            "--suite: no suite {s:?}; suites are {}",
+            set.suite_names().join(", ")
+        )),
+        None => Ok(()),
+    }
+}
+
+fn write_reports(
+    dir: &Path,
+    target: Target,
+    verdicts: &[Verdict],
+    timing: (f64, usize, &PhaseTimes),
+) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let t = target.name();
     let md = report::markdown(t, verdicts, |v| execute::repro_command(&v.case_id, target));
     for (name, text) in [
-        ("report.json", report::json(t, verdicts)),
+        ("report.json", report::json(t, verdicts, Some(timing))),
         ("junit.xml", report::junit(t, verdicts)),
         ("summary.md", md),
     ] {

@@ -16,6 +16,7 @@ pub mod guard;
 pub mod none;
 #[cfg(test)]
 mod simulated;
+pub mod stand_in;
 // `rustfmt::skip` only until `rocm.rs` exists (rustfmt resolves cfg-ed modules); drop it then.
 #[cfg(feature = "rocm")]
 #[rustfmt::skip]
@@ -203,6 +204,11 @@ pub trait Device: Send + Sync {
     fn target(&self) -> Target;
     fn name(&self) -> String;
     fn health(&self) -> Health;
+    /// Whether this "device" is host code only, so several threads may share it (real devices
+    /// get parallelism from worker processes instead).
+    fn host_only(&self) -> bool {
+        false
+    }
 
     /// A GEMM kernel (skinny, fused, fallback) on validated inputs: uploads, poisons and guards
     /// Y, launches, synchronises under the watchdog, downloads and checks the guards.

@@ -2,6 +2,7 @@
 //! → resident layout → selection and the static cross-check → launch(es) → reference and bound
 //! → verdicts. Pure data flow; the device is behind the backend-neutral [`Device`] trait.
 
+use super::timing::{Phase, PhaseTimes};
 use super::verdict::{Outcome, Verdict};
 use crate::cases::{self, Case, KnownBad, KnownBadMode};
 use crate::config::KernelConfig;
@@ -11,6 +12,7 @@ use crate::require::Skip;
 use crate::select::{self, LayerRequest};
 use crate::tensor::{DenseSpec, LaunchInputs, YSpec};
 use std::path::PathBuf;
+use std::time::Instant;
 use w4a16_kernels::decl::LaunchShape;
 use w4a16_kernels::{KernelDecl, KernelId, Target, set};
 use w4a16_reference::NumericRecipe;
@@ -70,11 +72,19 @@ fn padding_rule(case: &Case, target: Target) -> PaddingRule {
 
 /// Runs one case and applies its known-bad entry, if any.
 pub fn run_case(case: &Case, mode: Mode, ctx: &RunContext<'_>) -> Vec<Verdict> {
-    let mut out = CaseRun::new(case, mode, ctx).run();
+    run_case_timed(case, mode, ctx).0
+}
+
+/// As [`run_case`], with the time each phase of the case took.
+pub fn run_case_timed(case: &Case, mode: Mode, ctx: &RunContext<'_>) -> (Vec<Verdict>, PhaseTimes) {
+    let start = Instant::now();
+    let (mut out, mut times) = CaseRun::new(case, mode, ctx).run();
     if let Some(kb) = cases::known_bad::known_bad_for(ctx.known_bad, &case.id, ctx.target.name()) {
         apply_known_bad(&mut out, kb, ctx.today);
     }
-    out
+    times.cases = 1;
+    times.slowest_case_s = start.elapsed().as_secs_f64();
+    (out, times)
 }
 
 fn apply_known_bad(verdicts: &mut [Verdict], kb: &KnownBad, today: cases::Date) {
@@ -110,6 +120,7 @@ struct CaseRun<'c, 'a> {
     ctx: &'c RunContext<'a>,
     verdicts: Vec<Verdict>,
     references: Vec<(Option<u64>, Reference)>,
+    times: PhaseTimes,
 }
 
 impl<'c, 'a> CaseRun<'c, 'a> {
@@ -120,6 +131,7 @@ impl<'c, 'a> CaseRun<'c, 'a> {
             ctx,
             verdicts: Vec::new(),
             references: Vec::new(),
+            times: PhaseTimes::default(),
         }
     }
 
@@ -128,7 +140,7 @@ impl<'c, 'a> CaseRun<'c, 'a> {
             .push(Verdict::new(&self.case.id, check, outcome).detail(detail));
     }
 
-    fn run(mut self) -> Vec<Verdict> {
+    fn run(mut self) -> (Vec<Verdict>, PhaseTimes) {
         let case = self.case;
         // A layer the resident layout cannot hold (selection-boundary cases) has no checkpoint
         // to build: only the selection's refusal is checked.
@@ -136,20 +148,26 @@ impl<'c, 'a> CaseRun<'c, 'a> {
             || (self.ctx.device.is_none() && case.shape.n * case.shape.k > CPU_ONLY_DATA_LIMIT)
         {
             self.select_statically();
-            return self.verdicts;
+            return (self.verdicts, self.times);
         }
-        let generated = match data::generate(&case.id, &case.data_spec()) {
+        let generated = self
+            .times
+            .time(Phase::Data, || data::generate(&case.id, &case.data_spec()));
+        let generated = match generated {
             Ok(g) => g,
             Err(e) => {
                 self.push("data", Outcome::Fail, e.to_string());
-                return self.verdicts;
+                return (self.verdicts, self.times);
             }
         };
-        let Some(resident) = self.convert(&generated.layer) else {
-            return self.verdicts;
+        let start = Instant::now();
+        let resident = self.convert(&generated.layer);
+        self.times.add(Phase::Convert, start.elapsed());
+        let Some(resident) = resident else {
+            return (self.verdicts, self.times);
         };
         self.select_and_launch(&generated.x, &generated.layer, &resident, generated.seed);
-        self.verdicts
+        (self.verdicts, self.times)
     }
 
     /// Without a device, a large layer's data would only feed skipped launches: check the
@@ -368,9 +386,11 @@ impl<'c, 'a> CaseRun<'c, 'a> {
             }
         }
         if let (Mode::Differential, Some(fb)) = (self.mode, fallback_out) {
+            let start = Instant::now();
             for (k, out) in fast_outs {
                 self.second_opinion(k, &out, &fb, x, logical);
             }
+            self.times.add(Phase::Verify, start.elapsed());
         }
     }
 
@@ -447,10 +467,15 @@ impl<'c, 'a> CaseRun<'c, 'a> {
                     return None;
                 }
             };
-            let first = device.run_gemm(decl, &entry, &inputs);
+            let first = self
+                .times
+                .time(Phase::Device, || device.run_gemm(decl, &entry, &inputs));
             if let (Ok(a), Mode::Differential) = (&first, self.mode) {
                 // Determinism: a second launch must match bit for bit.
-                match device.run_gemm(decl, &entry, &inputs) {
+                let second = self
+                    .times
+                    .time(Phase::Device, || device.run_gemm(decl, &entry, &inputs));
+                match second {
                     Ok(b) if b.y_bits == a.y_bits => {
                         self.push(format!("determinism:{name}"), Outcome::Pass, "")
                     }
@@ -483,7 +508,9 @@ impl<'c, 'a> CaseRun<'c, 'a> {
             }
         };
         let recipe = (last.recipe)(self.case.dtype);
+        let start = Instant::now();
         let v = self.judge(&name, &recipe, x, logical, &out, seed);
+        self.times.add(Phase::Verify, start.elapsed());
         self.verdicts.push(v);
         Some(out.y_bits)
     }
@@ -501,19 +528,20 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         let inputs = DeviceInputs::dequant(dq, resident, dense)
             .map_err(|e| format!("dequant refused: {e}"))?;
         let entry = (dq.entry_point)(self.case.dtype).to_string();
-        let d = device
-            .dequant(dq, &entry, &inputs)
+        let d = self
+            .times
+            .time(Phase::Device, || device.dequant(dq, &entry, &inputs))
             .map_err(|e| format!("dequant: {e}"))?;
         // The dequantized copy is bit-exact: (q − z)·s in fp32, rounded once.
         let (n, k) = (logical.shape.n, logical.shape.k);
-        let mut mismatches = 0usize;
-        for r in 0..n {
-            for c in 0..k {
-                if d.dense_bits[r * k + c] != logical.dtype.from_f64(logical.weight(r, c)) {
-                    mismatches += 1;
-                }
-            }
-        }
+        let mismatches = self.times.time(Phase::Verify, || {
+            (0..n)
+                .flat_map(|r| (0..k).map(move |c| (r, c)))
+                .filter(|&(r, c)| {
+                    d.dense_bits[r * k + c] != logical.dtype.from_f64(logical.weight(r, c))
+                })
+                .count()
+        });
         let guards = d.guard_violations.len();
         if mismatches == 0 && guards == 0 {
             self.push("dequant", Outcome::Pass, "bit-exact");
@@ -524,8 +552,8 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         let inputs =
             DeviceInputs::dense(dn, x, dense, &d.strided_bits, resident.bias.as_deref(), *y)
                 .map_err(|e| format!("dense refused: {e}"))?;
-        device
-            .dense_gemm(dn, &inputs)
+        self.times
+            .time(Phase::Device, || device.dense_gemm(dn, &inputs))
             .map_err(|e| format!("dense: {e}"))
     }
 
@@ -554,10 +582,12 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         let x_plain = x.with_row_stride(x.k);
         let y = YSpec::dense(x.m, self.case.shape.n, self.case.dtype);
         let check = format!("padding:{}", decl.id);
-        match DeviceInputs::gemm(decl, &plain, &x_plain, y)
-            .map_err(|e| e.to_string())
-            .and_then(|i| device.run_gemm(decl, entry, &i).map_err(|e| e.to_string()))
-        {
+        let unpadded = self.times.time(Phase::Device, || {
+            DeviceInputs::gemm(decl, &plain, &x_plain, y)
+                .map_err(|e| e.to_string())
+                .and_then(|i| device.run_gemm(decl, entry, &i).map_err(|e| e.to_string()))
+        });
+        match unpadded {
             Ok(o) if o.y_bits == padded_bits => {
                 self.push(check, Outcome::Pass, "padded == unpadded")
             }

@@ -3,8 +3,11 @@
 //! the remaining cases, so the run always finishes.
 //!
 //! Protocol on the worker's stdout, one line each: `BEGIN <case id>`, then any number of
-//! `VERDICT <json>`, then `END <case id>`. Anything else is passed through to stderr.
+//! `VERDICT <json>`, then `TIMING <json>` (the case's [`PhaseTimes`]), then `END <case id>`.
+//! Anything else is passed through to stderr.
 
+use super::session::RunOutput;
+use super::timing::PhaseTimes;
 use super::verdict::{Outcome, Verdict};
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -13,7 +16,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 /// Worker side: run `execute` for each case id read from stdin, framing its verdicts.
-pub fn serve(mut execute: impl FnMut(&str) -> Vec<Verdict>) -> std::io::Result<()> {
+pub fn serve(mut execute: impl FnMut(&str) -> (Vec<Verdict>, PhaseTimes)) -> std::io::Result<()> {
     let stdin = std::io::stdin();
     let mut out = std::io::stdout().lock();
     for line in stdin.lock().lines() {
@@ -24,13 +27,19 @@ pub fn serve(mut execute: impl FnMut(&str) -> Vec<Verdict>) -> std::io::Result<(
         }
         writeln!(out, "BEGIN {id}")?;
         out.flush()?;
-        for v in execute(id) {
+        let (verdicts, times) = execute(id);
+        for v in verdicts {
             writeln!(
                 out,
                 "VERDICT {}",
                 serde_json::to_string(&v).expect("verdict serializes")
             )?;
         }
+        writeln!(
+            out,
+            "TIMING {}",
+            serde_json::to_string(&times).expect("times serialize")
+        )?;
         writeln!(out, "END {id}")?;
         out.flush()?;
     }
@@ -50,8 +59,9 @@ pub fn run_isolated(
     case_ids: &[String],
     per_case_timeout: Duration,
     mut on_verdict: impl FnMut(&Verdict),
-) -> std::io::Result<Vec<Verdict>> {
+) -> std::io::Result<RunOutput> {
     let mut verdicts = Vec::new();
+    let mut times = PhaseTimes::default();
     let mut next = 0usize;
     while next < case_ids.len() {
         let mut child = Command::new(exe)
@@ -89,6 +99,7 @@ pub fn run_isolated(
 
         let mut current: Option<String> = None;
         let mut got_for_current: Vec<Verdict> = Vec::new();
+        let mut times_for_current = PhaseTimes::default();
         let failure: Option<String> = loop {
             let timeout = if current.is_some() {
                 per_case_timeout
@@ -100,6 +111,7 @@ pub fn run_isolated(
                     if let Some(id) = l.strip_prefix("BEGIN ") {
                         current = Some(id.to_string());
                         got_for_current.clear();
+                        times_for_current = PhaseTimes::default();
                     } else if let Some(json) = l.strip_prefix("VERDICT ") {
                         match serde_json::from_str::<Verdict>(json) {
                             Ok(v) => got_for_current.push(v),
@@ -107,7 +119,15 @@ pub fn run_isolated(
                                 eprintln!("w4a16: unreadable verdict from worker ({e}): {json}")
                             }
                         }
+                    } else if let Some(json) = l.strip_prefix("TIMING ") {
+                        match serde_json::from_str::<PhaseTimes>(json) {
+                            Ok(t) => times_for_current = t,
+                            Err(e) => {
+                                eprintln!("w4a16: unreadable timing from worker ({e}): {json}")
+                            }
+                        }
                     } else if l.starts_with("END ") {
+                        times.merge(&times_for_current);
                         for v in got_for_current.drain(..) {
                             on_verdict(&v);
                             verdicts.push(v);
@@ -154,5 +174,5 @@ pub fn run_isolated(
             next += 1;
         }
     }
-    Ok(verdicts)
+    Ok(RunOutput { verdicts, times })
 }

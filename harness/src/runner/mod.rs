@@ -2,12 +2,15 @@
 //! launch → reference and bound → verdict → snapshot/report. Each arrow is a module boundary.
 
 pub mod artifact;
+pub mod cpu_side;
 pub mod execute;
 pub mod global;
 pub mod isolate;
 pub mod report;
 pub mod session;
 pub mod snapshot;
+pub mod timing;
 pub mod verdict;
 
+pub use timing::PhaseTimes;
 pub use verdict::{Outcome, Summary, Verdict};

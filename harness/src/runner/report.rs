@@ -1,5 +1,6 @@
 //! Machine-readable reports (JSON, JUnit XML) and a Markdown summary for a pull-request comment.
 
+use super::timing::PhaseTimes;
 use super::verdict::{Outcome, Summary, Verdict};
 use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
 use serde::Serialize;
@@ -9,14 +10,34 @@ use std::collections::BTreeMap;
 struct JsonReport<'a> {
     target: &'a str,
     summary: &'a Summary,
+    /// Where the time went; absent when the run was not timed. Never part of a snapshot.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    timing: Option<Timing<'a>>,
     verdicts: &'a [Verdict],
 }
 
-pub fn json(target: &str, verdicts: &[Verdict]) -> String {
+#[derive(Serialize)]
+struct Timing<'a> {
+    wall_s: f64,
+    workers: usize,
+    phases: &'a PhaseTimes,
+}
+
+/// The JSON report; `timing` is the run's wall time, worker count and phase split.
+pub fn json(
+    target: &str,
+    verdicts: &[Verdict],
+    timing: Option<(f64, usize, &PhaseTimes)>,
+) -> String {
     let summary = Summary::of(verdicts);
     serde_json::to_string_pretty(&JsonReport {
         target,
         summary: &summary,
+        timing: timing.map(|(wall_s, workers, phases)| Timing {
+            wall_s,
+            workers,
+            phases,
+        }),
         verdicts,
     })
     .expect("verdicts serialize")
@@ -150,10 +171,30 @@ mod tests {
 
     #[test]
     fn json_round_trips_counts() {
-        let j = json("sm_90", &sample());
+        let j = json("sm_90", &sample(), None);
         let v: serde_json::Value = serde_json::from_str(&j).unwrap();
         assert_eq!(v["summary"]["failed"], 1);
         assert_eq!(v["summary"]["skipped"], 1);
         assert_eq!(v["verdicts"].as_array().unwrap().len(), 3);
+        assert!(
+            v.get("timing").is_none(),
+            "an untimed run reports no timing"
+        );
+    }
+
+    #[test]
+    fn json_carries_the_phase_split_when_timed() {
+        let phases = PhaseTimes {
+            cases: 2,
+            verify_s: 1.5,
+            device_s: 0.5,
+            ..PhaseTimes::default()
+        };
+        let j = json("sm_90", &sample(), Some((3.0, 14, &phases)));
+        let v: serde_json::Value = serde_json::from_str(&j).unwrap();
+        assert_eq!(v["timing"]["wall_s"], 3.0);
+        assert_eq!(v["timing"]["workers"], 14);
+        assert_eq!(v["timing"]["phases"]["cases"], 2);
+        assert_eq!(v["timing"]["phases"]["verify_s"], 1.5);
     }
 }

@@ -1,8 +1,9 @@
 //! A run over many cases on one target: picks the device, spreads cases over fault-isolated
 //! workers (GPU) or threads (CPU-only), and gathers verdicts. Shared by the CLI and the tests.
 
-use super::execute::{Mode, RunContext, run_case};
+use super::execute::{Mode, RunContext, run_case_timed};
 use super::isolate;
+use super::timing::PhaseTimes;
 use super::verdict::{Outcome, Verdict};
 use crate::cases::{self, Case, CaseSet};
 use crate::config::KernelConfig;
@@ -65,6 +66,13 @@ pub enum Backend {
     None(Skip),
 }
 
+/// What a run gathered: the verdicts, in case order, and where the time went.
+#[derive(Clone, Debug, Default)]
+pub struct RunOutput {
+    pub verdicts: Vec<Verdict>,
+    pub times: PhaseTimes,
+}
+
 /// Options shared by every case of a session.
 #[derive(Clone, Debug)]
 pub struct SessionOptions {
@@ -96,7 +104,7 @@ pub fn run_in_process(
     backend: &Backend,
     opts: &SessionOptions,
     on_verdict: &(dyn Fn(&Verdict) + Sync),
-) -> Result<Vec<Verdict>, String> {
+) -> Result<RunOutput, String> {
     let c = c_target(&opts.cases_dir, opts.target)?;
     let (device, no_device) = match backend {
         Backend::Device(d) => (Some(d.as_ref()), None),
@@ -115,18 +123,22 @@ pub fn run_in_process(
         sample_flops: opts.sample_flops,
     };
     let run = |case: &&Case| {
-        let vs = run_case(case, mode_for_suite(&case.suite), &ctx);
+        let (vs, t) = run_case_timed(case, mode_for_suite(&case.suite), &ctx);
         vs.iter().for_each(on_verdict);
-        vs
+        (vs, t)
     };
-    // One device: launches are serialised by its stream anyway; the CPU work between them is
-    // what the threads overlap. Without a device, cases are independent.
-    let verdicts: Vec<Vec<Verdict>> = if device.is_some() {
-        cases.iter().map(run).collect()
-    } else {
-        cases.par_iter().map(run).collect()
+    // A real device: launches are serialised by its stream anyway, and parallelism comes from
+    // worker processes (`run_isolated_jobs`). Host-only backends share across threads.
+    let per_case: Vec<(Vec<Verdict>, PhaseTimes)> = match device {
+        Some(d) if !d.host_only() => cases.iter().map(run).collect(),
+        _ => cases.par_iter().map(run).collect(),
     };
-    Ok(verdicts.into_iter().flatten().collect())
+    let mut out = RunOutput::default();
+    for (vs, t) in per_case {
+        out.verdicts.extend(vs);
+        out.times.merge(&t);
+    }
+    Ok(out)
 }
 
 /// Runs `case_ids` in `jobs` worker processes of `exe` (DESIGN rule 8), each given `worker_args`.
@@ -137,19 +149,22 @@ pub fn run_isolated_jobs(
     jobs: usize,
     per_case: Duration,
     on_verdict: &(dyn Fn(&Verdict) + Sync),
-) -> std::io::Result<Vec<Verdict>> {
+) -> std::io::Result<RunOutput> {
     let jobs = jobs.max(1).min(case_ids.len().max(1));
     // Deal cases round-robin so long and short shapes spread evenly.
     let shards: Vec<Vec<String>> = (0..jobs)
         .map(|j| case_ids.iter().skip(j).step_by(jobs).cloned().collect())
         .collect();
-    let results: Vec<std::io::Result<Vec<Verdict>>> = shards
+    let results: Vec<std::io::Result<RunOutput>> = shards
         .par_iter()
         .map(|ids| isolate::run_isolated(exe, worker_args, ids, per_case, on_verdict))
         .collect();
     let mut all = Vec::new();
+    let mut times = PhaseTimes::default();
     for r in results {
-        all.extend(r?);
+        let r = r?;
+        all.extend(r.verdicts);
+        times.merge(&r.times);
     }
     let order: BTreeMap<&str, usize> = case_ids
         .iter()
@@ -157,7 +172,10 @@ pub fn run_isolated_jobs(
         .map(|(i, id)| (id.as_str(), i))
         .collect();
     all.sort_by_key(|v| order.get(v.case_id.as_str()).copied().unwrap_or(usize::MAX));
-    Ok(all)
+    Ok(RunOutput {
+        verdicts: all,
+        times,
+    })
 }
 
 /// Opens the backend for `target`: the default device if one is there and matches, else a skip.

@@ -1,0 +1,132 @@
+//! A device that computes nothing: every launch returns at once with an all-zero output of the
+//! right shape. It exists to time the CPU side of a run (data, conversion, reference and
+//! verification) on a machine without a GPU — the cost a small CI runner pays for checking a
+//! GPU's answers. Its verdicts are meaningless and the CLI never reports them.
+//!
+//! The verification work does not depend on the output's values: the full comparison visits
+//! every element, and Freivalds plus the sampled lines do the same passes whether they pass or
+//! fail, so zeros cost what a real output costs.
+
+use super::*;
+
+pub struct StandInDevice {
+    target: Target,
+}
+
+impl StandInDevice {
+    /// Stands in for a device of `target` (selection and padding follow that target).
+    pub fn new(target: Target) -> Self {
+        StandInDevice { target }
+    }
+
+    fn unsupported(&self, what: &str) -> DeviceFault {
+        DeviceFault::Unsupported {
+            what: what.to_string(),
+            device: self.name(),
+        }
+    }
+}
+
+fn zeros_like_y(inputs: &DeviceInputs<'_>) -> GemmOutput {
+    let l = inputs.launch();
+    GemmOutput {
+        m: l.m,
+        n: l.n,
+        y_bits: vec![0; l.m * l.n],
+        guard_violations: Vec::new(),
+        stray_writes: 0,
+        unwritten: 0,
+    }
+}
+
+impl Device for StandInDevice {
+    fn target(&self) -> Target {
+        self.target
+    }
+
+    fn name(&self) -> String {
+        format!("stand-in for {} (computes nothing)", self.target)
+    }
+
+    fn health(&self) -> Health {
+        Health::Ok
+    }
+
+    fn host_only(&self) -> bool {
+        true
+    }
+
+    fn run_gemm(
+        &self,
+        _kernel: &KernelDecl,
+        _entry: &str,
+        inputs: &DeviceInputs<'_>,
+    ) -> Result<GemmOutput, DeviceFault> {
+        Ok(zeros_like_y(inputs))
+    }
+
+    fn dequant(
+        &self,
+        _kernel: &KernelDecl,
+        _entry: &str,
+        inputs: &DeviceInputs<'_>,
+    ) -> Result<DequantOutput, DeviceFault> {
+        let l = inputs.launch();
+        let row_stride = l
+            .dense
+            .as_ref()
+            .and_then(|d| d.strides.first().copied())
+            .unwrap_or(l.k);
+        Ok(DequantOutput {
+            n: l.n,
+            k: l.k,
+            row_stride,
+            dense_bits: vec![0; l.n * l.k],
+            strided_bits: vec![0; l.n * row_stride],
+            guard_violations: Vec::new(),
+            stray_writes: 0,
+            unwritten: 0,
+        })
+    }
+
+    fn dense_gemm(
+        &self,
+        _kernel: &KernelDecl,
+        inputs: &DeviceInputs<'_>,
+    ) -> Result<GemmOutput, DeviceFault> {
+        Ok(zeros_like_y(inputs))
+    }
+
+    fn bench_kernel(
+        &self,
+        _kernel: &KernelDecl,
+        _entry: &str,
+        _inputs: &DeviceInputs<'_>,
+        _plan: BenchPlan,
+    ) -> Result<Timing, DeviceFault> {
+        Err(self.unsupported("kernel timing"))
+    }
+
+    fn bench_kernel_rotating(
+        &self,
+        _kernel: &KernelDecl,
+        _entry: &str,
+        _copies: &[DeviceInputs<'_>],
+        _plan: BenchPlan,
+    ) -> Result<Timing, DeviceFault> {
+        Err(self.unsupported("kernel timing"))
+    }
+
+    fn bench_copy(&self, _bytes: usize, _plan: BenchPlan) -> Result<Timing, DeviceFault> {
+        Err(self.unsupported("copy timing"))
+    }
+
+    fn bench_dense_gemm(
+        &self,
+        _kernel: &KernelDecl,
+        _inputs: &DeviceInputs<'_>,
+        _plan: BenchPlan,
+    ) -> Result<Timing, DeviceFault> {
+        Err(self.unsupported("dense timing"))
+    }
+}
