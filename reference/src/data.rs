@@ -5,9 +5,12 @@
 //! - the ChaCha8 key is four SplitMix64 outputs of the seed; each tensor reads its own ChaCha
 //!   stream, so W does not change with M and X does not change with N.
 //! - samples use only the raw ChaCha words and IEEE `+`/`×`: uniforms are `(u64 >> 11)·2⁻⁵³`,
-//!   codes are the top 4 bits of a u32, and "randn" is the Irwin–Hall sum of 12 uniforms minus 6
-//!   (mean 0, variance 1, |randn| ≤ 6). No libm call (whose last bit may differ between
-//!   platforms) and no library sampler (whose algorithm may change between versions).
+//!   a zero point is the top 4 bits of a u32, weight codes are the 16 nibbles of a u64 (low
+//!   first), and "randn" is the Irwin–Hall sum of 12 uniforms minus 6 (mean 0, variance 1,
+//!   |randn| ≤ 6), each uniform a 16-bit lane of a ChaCha word. No libm call (whose last bit
+//!   may differ between platforms) and no library sampler (whose algorithm may change between
+//!   versions). Three words per normal sample and one word per 16 codes keep a 4096 × 49152
+//!   activation or a 43008 × 5376 layer a matter of seconds.
 
 use crate::dtype::ActDtype;
 use crate::layer::{Activations, LayerShape, QuantizedLayer, SYMMETRIC_ZERO, Symmetry};
@@ -61,19 +64,17 @@ fn rng(seed: u64, stream: Stream) -> ChaCha8Rng {
     r
 }
 
-/// Uniform in [0, 1).
-fn uniform(r: &mut ChaCha8Rng) -> f64 {
-    (r.next_u64() >> 11) as f64 * 2f64.powi(-53)
-}
-
 /// Uniform in (0, 1]: a scale drawn from it is never zero before rounding.
 fn uniform_open0(r: &mut ChaCha8Rng) -> f64 {
     ((r.next_u64() >> 11) + 1) as f64 * 2f64.powi(-53)
 }
 
-/// Irwin–Hall approximation of a standard normal (see the module doc).
+/// Irwin–Hall approximation of a standard normal (see the module doc): twelve 16-bit uniforms
+/// summed as integers, then one exact scaling.
 fn randn(r: &mut ChaCha8Rng) -> f64 {
-    (0..12).map(|_| uniform(r)).sum::<f64>() - 6.0
+    let lanes = |w: u64| (w & 0xffff) + ((w >> 16) & 0xffff) + ((w >> 32) & 0xffff) + (w >> 48);
+    let sum = lanes(r.next_u64()) + lanes(r.next_u64()) + lanes(r.next_u64());
+    sum as f64 * 2f64.powi(-16) - 6.0
 }
 
 fn code(r: &mut ChaCha8Rng) -> u8 {
@@ -167,8 +168,11 @@ pub struct DataSpec {
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Generated {
-    /// Print it: [`generate_seeded`] rebuilds the case from it.
+    /// The activations' seed. Print it with `layer_seed`: [`generate_seeded`] rebuilds the
+    /// case from the two.
     pub seed: u64,
+    /// The layer's seed (weights, zero points, scales, bias).
+    pub layer_seed: u64,
     pub x: Activations,
     pub layer: QuantizedLayer,
 }
@@ -183,34 +187,64 @@ pub enum DataError {
     ExactTooLarge { k: usize, max: usize },
 }
 
-/// The tensors of case `case_id`, seeded by [`case_seed`].
-pub fn generate(case_id: &str, spec: &DataSpec) -> Result<Generated, DataError> {
-    generate_seeded(case_seed(case_id), spec)
+/// A case id without its batch segment (`M=…`): the cases of one layer at every batch size
+/// share it.
+pub fn layer_key(case_id: &str) -> String {
+    case_id
+        .split('/')
+        .filter(|seg| !seg.starts_with("M="))
+        .collect::<Vec<_>>()
+        .join("/")
 }
 
-/// The tensors for a printed seed.
-pub fn generate_seeded(seed: u64, spec: &DataSpec) -> Result<Generated, DataError> {
+/// The tensors of case `case_id`: the activations seeded by the whole id ([`case_seed`]), the
+/// layer by its [`layer_key`]. Every batch size of a layer sees the same weights, as in an
+/// engine, so a runner converts each layer once and reuses it across M.
+pub fn generate(case_id: &str, spec: &DataSpec) -> Result<Generated, DataError> {
+    generate_seeded(case_seed(case_id), case_seed(&layer_key(case_id)), spec)
+}
+
+/// The tensors for printed seeds.
+pub fn generate_seeded(
+    seed: u64,
+    layer_seed: u64,
+    spec: &DataSpec,
+) -> Result<Generated, DataError> {
+    let layer = generate_layer(layer_seed, spec)?;
+    let x = generate_activations(seed, spec)?;
+    Ok(Generated {
+        seed,
+        layer_seed,
+        x,
+        layer,
+    })
+}
+
+fn check_spec(spec: &DataSpec) -> Result<(), DataError> {
+    if spec.shape.group == 0 {
+        return Err(DataError::ZeroGroup);
+    }
+    if spec.class == DataClass::Exact && spec.shape.k > EXACT_MAX_K {
+        return Err(DataError::ExactTooLarge {
+            k: spec.shape.k,
+            max: EXACT_MAX_K,
+        });
+    }
+    Ok(())
+}
+
+/// X of `spec`; the batch size is the only part of the spec the layer does not depend on.
+pub fn generate_activations(seed: u64, spec: &DataSpec) -> Result<Activations, DataError> {
+    check_spec(spec)?;
     let DataSpec {
         class,
         m,
         shape,
         dtype,
-        symmetry,
-        with_bias,
+        ..
     } = *spec;
-    let LayerShape { n, k, group } = shape;
-    if group == 0 {
-        return Err(DataError::ZeroGroup);
-    }
-    if class == DataClass::Exact && k > EXACT_MAX_K {
-        return Err(DataError::ExactTooLarge {
-            k,
-            max: EXACT_MAX_K,
-        });
-    }
-    let groups = shape.groups();
+    let k = shape.k;
     let bits = |v: f64| dtype.from_f64(v);
-
     let mut rx = rng(seed, Stream::Activations);
     let mut x: Vec<u16> = (0..m * k)
         .map(|_| match class {
@@ -220,6 +254,49 @@ pub fn generate_seeded(seed: u64, spec: &DataSpec) -> Result<Generated, DataErro
             _ => bits(0.25 * randn(&mut rx)),
         })
         .collect();
+    // Patterns draw the realistic values first and then zero parts of them, so the live values
+    // are the realistic ones for the same seed.
+    let zero = bits(0.0);
+    match class {
+        DataClass::LastRow => {
+            for (i, v) in x.iter_mut().enumerate() {
+                if i / k.max(1) + 1 != m {
+                    *v = zero;
+                }
+            }
+        }
+        DataClass::LastCol => {
+            for (i, v) in x.iter_mut().enumerate() {
+                if i % k + 1 != k {
+                    *v = zero;
+                }
+            }
+        }
+        _ => {}
+    }
+    Ok(Activations {
+        m,
+        k,
+        row_stride: k,
+        dtype,
+        data: x,
+    })
+}
+
+/// The quantized layer of `spec` (independent of `spec.m`).
+pub fn generate_layer(seed: u64, spec: &DataSpec) -> Result<QuantizedLayer, DataError> {
+    check_spec(spec)?;
+    let DataSpec {
+        class,
+        shape,
+        dtype,
+        symmetry,
+        with_bias,
+        ..
+    } = *spec;
+    let LayerShape { n, k, group } = shape;
+    let groups = shape.groups();
+    let bits = |v: f64| dtype.from_f64(v);
 
     let mut rz = rng(seed, Stream::Zeros);
     let zeros: Vec<u8> = (0..n * groups)
@@ -230,13 +307,20 @@ pub fn generate_seeded(seed: u64, spec: &DataSpec) -> Result<Generated, DataErro
         })
         .collect();
 
-    let mut rq = rng(seed, Stream::Codes);
-    let mut q: Vec<u8> = (0..n * k)
-        .map(|i| match class {
-            DataClass::Ones => zeros[(i / k) * groups + (i % k) / group] + 1,
-            _ => code(&mut rq),
-        })
-        .collect();
+    let mut q: Vec<u8> = vec![0; n * k];
+    if class == DataClass::Ones {
+        for (i, c) in q.iter_mut().enumerate() {
+            *c = zeros[(i / k) * groups + (i % k) / group] + 1;
+        }
+    } else {
+        let mut rq = rng(seed, Stream::Codes);
+        for chunk in q.chunks_mut(16) {
+            let w = rq.next_u64();
+            for (j, c) in chunk.iter_mut().enumerate() {
+                *c = ((w >> (4 * j)) & 0xf) as u8;
+            }
+        }
+    }
 
     let mut rs = rng(seed, Stream::Scales);
     let scales: Vec<u16> = (0..n * groups)
@@ -258,49 +342,22 @@ pub fn generate_seeded(seed: u64, spec: &DataSpec) -> Result<Generated, DataErro
             .collect()
     });
 
-    // Patterns draw the realistic tensors first and then zero parts of them, so the live values
-    // are the realistic ones for the same seed.
-    let zero = bits(0.0);
-    match class {
-        DataClass::LastRow => {
-            for (i, v) in x.iter_mut().enumerate() {
-                if i / k.max(1) + 1 != m {
-                    *v = zero;
-                }
-            }
-            for (i, c) in q.iter_mut().enumerate() {
-                let (r, col) = (i / k, i % k);
-                if r + 1 != n {
-                    *c = zeros[r * groups + col / group];
-                }
+    // LastRow: W is zero (q = z) except its last row.
+    if class == DataClass::LastRow {
+        for (i, c) in q.iter_mut().enumerate() {
+            let (r, col) = (i / k, i % k);
+            if r + 1 != n {
+                *c = zeros[r * groups + col / group];
             }
         }
-        DataClass::LastCol => {
-            for (i, v) in x.iter_mut().enumerate() {
-                if i % k + 1 != k {
-                    *v = zero;
-                }
-            }
-        }
-        _ => {}
     }
 
-    Ok(Generated {
-        seed,
-        x: Activations {
-            m,
-            k,
-            row_stride: k,
-            dtype,
-            data: x,
-        },
-        layer: QuantizedLayer {
-            shape,
-            dtype,
-            q,
-            zeros: (symmetry == Symmetry::Asym).then_some(zeros),
-            scales,
-            bias,
-        },
+    Ok(QuantizedLayer {
+        shape,
+        dtype,
+        q,
+        zeros: (symmetry == Symmetry::Asym).then_some(zeros),
+        scales,
+        bias,
     })
 }

@@ -4,7 +4,7 @@
 use w4a16_reference::ActDtype;
 use w4a16_reference::data::{
     DataClass, DataError, DataSpec, EXACT_MAX_K, Generated, case_seed, fnv1a64, generate,
-    generate_seeded,
+    generate_seeded, layer_key,
 };
 use w4a16_reference::layer::{LayerShape, Symmetry};
 
@@ -36,7 +36,11 @@ fn same_id_same_tensors_different_id_different_tensors() {
         let s = spec(class, 3, ActDtype::F16, Symmetry::Asym);
         let a = generate(id, &s).unwrap();
         assert_eq!(a, generate(id, &s).unwrap(), "{class}");
-        assert_eq!(a, generate_seeded(a.seed, &s).unwrap(), "{class}");
+        assert_eq!(
+            a,
+            generate_seeded(a.seed, a.layer_seed, &s).unwrap(),
+            "{class}"
+        );
         let b = generate("unit/small/M=3/f16/asym/g64/realistic/2", &s).unwrap();
         // Ones is constant apart from the asymmetric zero points.
         if class == DataClass::Ones {
@@ -64,6 +68,32 @@ fn weights_do_not_depend_on_m() {
     .unwrap();
     assert_eq!(a.layer, b.layer);
     assert_eq!(a.x.data[..256], b.x.data[..256]);
+}
+
+/// The cases of one layer at different batch sizes share the layer and nothing else: the
+/// runner converts the layer once and reuses it across M.
+#[test]
+fn batch_sizes_of_one_layer_share_the_weights_not_the_activations() {
+    let id = |m: usize| format!("field/qwen3-8b.down_proj/M={m}/f16/asym/g128/realistic");
+    assert_eq!(
+        layer_key(&id(1)),
+        "field/qwen3-8b.down_proj/f16/asym/g128/realistic"
+    );
+    for class in DataClass::ALL {
+        let a = generate(&id(4), &spec(class, 4, ActDtype::F16, Symmetry::Asym)).unwrap();
+        let b = generate(&id(7), &spec(class, 7, ActDtype::F16, Symmetry::Asym)).unwrap();
+        assert_eq!(a.layer, b.layer, "{class}");
+        assert_eq!(a.layer_seed, b.layer_seed);
+        assert_ne!(a.seed, b.seed);
+        if class != DataClass::Ones {
+            assert_ne!(a.x.data, b.x.data, "{class}");
+        }
+    }
+    // A different dtype, symmetry, group or variant is a different layer.
+    assert_ne!(
+        layer_key(&id(1)),
+        layer_key("field/qwen3-8b.down_proj/M=1/f16/sym/g128/realistic")
+    );
 }
 
 fn f64_dot(g: &Generated, m: usize, n: usize) -> f64 {

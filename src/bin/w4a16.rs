@@ -102,7 +102,7 @@ enum Command {
         /// Only case ids matching this glob (`*` wildcards), for `--cpu-side`.
         #[arg(long)]
         filter: Option<String>,
-        /// Time 1 case in this many (picked by seed) and extrapolate; 1 times every case.
+        /// Time the cases of 1 layer in this many (picked by seed) and extrapolate; 1 times all.
         #[arg(long, default_value_t = 1)]
         every: usize,
         /// Threads for `--cpu-side` (default: every core here).
@@ -301,9 +301,10 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
                 .ok_or_else(|| format!("no case with id {case:?} (see `w4a16 cases`)"))?;
             let (target, backend) = session::open_backend(parse_target(&target)?);
             println!(
-                "case {}  seed {:#018x}  target {target}",
+                "case {}  seed {:#018x}  layer seed {:#018x}  target {target}",
                 c.id,
-                w4a16_reference::data::case_seed(&c.id)
+                w4a16_reference::data::case_seed(&c.id),
+                w4a16_reference::data::case_seed(&w4a16_reference::data::layer_key(&c.id))
             );
             let mut opts = SessionOptions::new(dir, target);
             opts.config = config;
@@ -405,10 +406,19 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
                     report_dir.join("artifacts").display().to_string(),
                 ]);
                 let ids: Vec<String> = chosen.iter().map(|c| c.id.clone()).collect();
+                // A rough time model: the layer's weights are read for data, conversion and
+                // verification; the batch adds verification work up to the sampled regime.
+                let cost = |id: &str| {
+                    set.case(id).map_or(1.0, |c| {
+                        let w = (c.shape.n * c.shape.k) as f64;
+                        w * (1.0 + c.m.min(256) as f64 / 64.0)
+                    })
+                };
                 session::run_isolated_jobs(
                     &exe,
                     &args,
                     &ids,
+                    cost,
                     jobs,
                     Duration::from_secs(case_timeout),
                     &on_verdict,

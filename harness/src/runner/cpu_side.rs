@@ -15,7 +15,7 @@ use std::time::Instant;
 pub struct CpuSideReport {
     pub target: String,
     pub threads: usize,
-    /// Cases in the selection, and those timed (every case whose seed falls in the sample).
+    /// Cases in the selection, and those timed (the cases of the sampled layers).
     pub cases_selected: usize,
     pub cases_timed: usize,
     pub wall_s: f64,
@@ -24,10 +24,12 @@ pub struct CpuSideReport {
     pub extrapolated_wall_s: f64,
 }
 
-/// Whether `case` is in a 1-in-`every` sample. Picked by the case's seed, not its position, so
-/// the sample spreads over shapes, batch sizes and providers however the suite is ordered.
+/// Whether `case` is in a 1-in-`every` sample of layers. Whole layers (every batch size of
+/// one, as a worker runs them, converting the layer once) picked by the layer's seed, not by
+/// position, so the sample spreads over shapes and providers however the suite is ordered.
 pub fn in_sample(case: &Case, every: usize) -> bool {
-    every <= 1 || w4a16_reference::data::case_seed(&case.id) % every as u64 == 0
+    use w4a16_reference::data::{case_seed, layer_key};
+    every <= 1 || case_seed(&layer_key(&case.id)).is_multiple_of(every as u64)
 }
 
 /// Times the CPU side of `cases` (1 in `every`) on `threads` threads.

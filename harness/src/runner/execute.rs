@@ -11,7 +11,9 @@ use crate::launch::DeviceInputs;
 use crate::require::Skip;
 use crate::select::{self, LayerRequest};
 use crate::tensor::{DenseSpec, LaunchInputs, YSpec};
+use std::cell::RefCell;
 use std::path::PathBuf;
+use std::rc::Rc;
 use std::time::Instant;
 use w4a16_kernels::decl::LaunchShape;
 use w4a16_kernels::{KernelDecl, KernelId, Target, set};
@@ -114,6 +116,29 @@ fn apply_known_bad(verdicts: &mut [Verdict], kb: &KnownBad, today: cases::Date) 
     }
 }
 
+/// What identifies a prepared layer: the case id without its batch segment, the data spec
+/// without M, and the target (its padding rule shapes the resident layout).
+#[derive(Clone, Debug, PartialEq)]
+struct PreparedKey {
+    layer: String,
+    spec: data::DataSpec,
+    target: Target,
+}
+
+/// A generated layer, its resident form (when the conversion succeeded) and the conversion's
+/// verdicts, replayed for every case that reuses it.
+struct PreparedLayer {
+    key: PreparedKey,
+    layer: QuantizedLayer,
+    resident: Option<ResidentLayer>,
+    convert_verdicts: Vec<(String, Outcome, String)>,
+}
+
+thread_local! {
+    /// One layer per thread: a worker process runs its cases on one thread, grouped by layer.
+    static LAST_PREPARED: RefCell<Option<Rc<PreparedLayer>>> = const { RefCell::new(None) };
+}
+
 struct CaseRun<'c, 'a> {
     case: &'c Case,
     mode: Mode,
@@ -150,24 +175,82 @@ impl<'c, 'a> CaseRun<'c, 'a> {
             self.select_statically();
             return (self.verdicts, self.times);
         }
-        let generated = self
+        let spec = case.data_spec();
+        let Some(prepared) = self.prepared_layer(&spec) else {
+            return (self.verdicts, self.times);
+        };
+        let seed = data::case_seed(&case.id);
+        let x = self
             .times
-            .time(Phase::Data, || data::generate(&case.id, &case.data_spec()));
-        let generated = match generated {
-            Ok(g) => g,
+            .time(Phase::Data, || data::generate_activations(seed, &spec));
+        let x = match x {
+            Ok(x) => x,
             Err(e) => {
                 self.push("data", Outcome::Fail, e.to_string());
                 return (self.verdicts, self.times);
             }
         };
-        let start = Instant::now();
-        let resident = self.convert(&generated.layer);
-        self.times.add(Phase::Convert, start.elapsed());
-        let Some(resident) = resident else {
-            return (self.verdicts, self.times);
-        };
-        self.select_and_launch(&generated.x, &generated.layer, &resident, generated.seed);
+        if let Some(resident) = &prepared.resident {
+            self.select_and_launch(&x, &prepared.layer, resident, seed);
+        }
         (self.verdicts, self.times)
+    }
+
+    /// The case's layer, generated and converted, with the conversion's verdicts pushed. The
+    /// cases of one layer at every batch size share it (`data::layer_key`), so each thread keeps
+    /// the last one and converts a layer once per run of its cases, not once per M.
+    fn prepared_layer(&mut self, spec: &data::DataSpec) -> Option<Rc<PreparedLayer>> {
+        let key = PreparedKey {
+            layer: data::layer_key(&self.case.id),
+            spec: data::DataSpec { m: 0, ..*spec },
+            target: self.ctx.target,
+        };
+        let cached = LAST_PREPARED.with(|slot| {
+            slot.borrow()
+                .as_ref()
+                .filter(|p| p.key == key)
+                .map(Rc::clone)
+        });
+        let prepared = match cached {
+            Some(p) => {
+                for (check, outcome, detail) in &p.convert_verdicts {
+                    self.push(check.clone(), *outcome, detail.clone());
+                }
+                p
+            }
+            None => {
+                // Drop the previous layer before building the next: large layers are GB-sized.
+                LAST_PREPARED.with(|slot| slot.borrow_mut().take());
+                let layer_seed = data::case_seed(&key.layer);
+                let layer = self
+                    .times
+                    .time(Phase::Data, || data::generate_layer(layer_seed, spec));
+                let layer = match layer {
+                    Ok(l) => l,
+                    Err(e) => {
+                        self.push("data", Outcome::Fail, e.to_string());
+                        return None;
+                    }
+                };
+                let first = self.verdicts.len();
+                let start = Instant::now();
+                let resident = self.convert(&layer);
+                self.times.add(Phase::Convert, start.elapsed());
+                let convert_verdicts = self.verdicts[first..]
+                    .iter()
+                    .map(|v| (v.check.clone(), v.outcome, v.detail.clone()))
+                    .collect();
+                let p = Rc::new(PreparedLayer {
+                    key,
+                    layer,
+                    resident,
+                    convert_verdicts,
+                });
+                LAST_PREPARED.with(|slot| *slot.borrow_mut() = Some(Rc::clone(&p)));
+                p
+            }
+        };
+        Some(prepared)
     }
 
     /// Without a device, a large layer's data would only feed skipped launches: check the

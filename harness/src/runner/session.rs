@@ -127,33 +127,87 @@ pub fn run_in_process(
         vs.iter().for_each(on_verdict);
         (vs, t)
     };
+    // Cases of one layer run back to back, so each thread converts a layer once (rayon hands
+    // out contiguous ranges); verdicts come back in the callers' order.
+    let order: Vec<usize> = by_layer(cases.iter().map(|c| c.id.as_str()))
+        .into_iter()
+        .flatten()
+        .collect();
+    let grouped: Vec<&Case> = order.iter().map(|&i| cases[i]).collect();
     // A real device: launches are serialised by its stream anyway, and parallelism comes from
     // worker processes (`run_isolated_jobs`). Host-only backends share across threads.
     let per_case: Vec<(Vec<Verdict>, PhaseTimes)> = match device {
-        Some(d) if !d.host_only() => cases.iter().map(run).collect(),
-        _ => cases.par_iter().map(run).collect(),
+        Some(d) if !d.host_only() => grouped.iter().map(run).collect(),
+        _ => grouped.par_iter().map(run).collect(),
     };
+    let mut slots: Vec<Option<(Vec<Verdict>, PhaseTimes)>> = vec![None; cases.len()];
+    for (i, r) in order.into_iter().zip(per_case) {
+        slots[i] = Some(r);
+    }
     let mut out = RunOutput::default();
-    for (vs, t) in per_case {
+    for (vs, t) in slots.into_iter().flatten() {
         out.verdicts.extend(vs);
         out.times.merge(&t);
     }
     Ok(out)
 }
 
+/// Indices of `ids` grouped by layer (`data::layer_key`), groups in order of first appearance.
+pub fn by_layer<'a>(ids: impl IntoIterator<Item = &'a str>) -> Vec<Vec<usize>> {
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    let mut index: BTreeMap<String, usize> = BTreeMap::new();
+    for (i, id) in ids.into_iter().enumerate() {
+        let key = w4a16_reference::data::layer_key(id);
+        let g = *index.entry(key).or_insert_with(|| {
+            groups.push(Vec::new());
+            groups.len() - 1
+        });
+        groups[g].push(i);
+    }
+    groups
+}
+
+/// Deals groups of cases to `jobs` shards, largest first onto the least-loaded shard (LPT):
+/// a layer's cases stay together, and the run ends when the busiest shard does.
+pub fn deal(groups: Vec<Vec<usize>>, cost: impl Fn(usize) -> f64, jobs: usize) -> Vec<Vec<usize>> {
+    let mut weighted: Vec<(f64, Vec<usize>)> = groups
+        .into_iter()
+        .map(|g| (g.iter().map(|&i| cost(i)).sum(), g))
+        .collect();
+    weighted.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let jobs = jobs.max(1);
+    let mut shards: Vec<(f64, Vec<usize>)> = vec![(0.0, Vec::new()); jobs];
+    for (c, g) in weighted {
+        let lightest = shards
+            .iter_mut()
+            .min_by(|a, b| a.0.total_cmp(&b.0))
+            .expect("at least one shard");
+        lightest.0 += c;
+        lightest.1.extend(g);
+    }
+    shards
+        .into_iter()
+        .map(|(_, s)| s)
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
 /// Runs `case_ids` in `jobs` worker processes of `exe` (DESIGN rule 8), each given `worker_args`.
+/// `cost` estimates a case's time (any unit): it balances the workers, each of which gets whole
+/// layers so that it converts each layer once.
 pub fn run_isolated_jobs(
     exe: &Path,
     worker_args: &[String],
     case_ids: &[String],
+    cost: impl Fn(&str) -> f64,
     jobs: usize,
     per_case: Duration,
     on_verdict: &(dyn Fn(&Verdict) + Sync),
 ) -> std::io::Result<RunOutput> {
-    let jobs = jobs.max(1).min(case_ids.len().max(1));
-    // Deal cases round-robin so long and short shapes spread evenly.
-    let shards: Vec<Vec<String>> = (0..jobs)
-        .map(|j| case_ids.iter().skip(j).step_by(jobs).cloned().collect())
+    let groups = by_layer(case_ids.iter().map(String::as_str));
+    let shards: Vec<Vec<String>> = deal(groups, |i| cost(&case_ids[i]), jobs)
+        .into_iter()
+        .map(|s| s.into_iter().map(|i| case_ids[i].clone()).collect())
         .collect();
     let results: Vec<std::io::Result<RunOutput>> = shards
         .par_iter()
@@ -243,4 +297,39 @@ pub fn invalid_case_file_checks(cases_dir: &Path) -> Vec<Verdict> {
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cases_of_one_layer_group_together_in_first_seen_order() {
+        let ids = [
+            "field/a/M=1/f16/sym/g128/realistic",
+            "field/a/M=1/bf16/sym/g128/realistic",
+            "field/a/M=64/f16/sym/g128/realistic",
+            "field/b/M=1/f16/sym/g128/realistic",
+            "field/a/M=64/bf16/sym/g128/realistic",
+        ];
+        assert_eq!(by_layer(ids), vec![vec![0, 2], vec![1, 4], vec![3]]);
+    }
+
+    #[test]
+    fn dealing_keeps_groups_whole_and_balances_the_load() {
+        let costs = [5.0, 4.0, 3.0, 3.0, 2.0, 2.0, 1.0];
+        let groups: Vec<Vec<usize>> = (0..costs.len()).map(|i| vec![i]).collect();
+        let shards = deal(groups, |i| costs[i], 2);
+        let load = |s: &Vec<usize>| s.iter().map(|&i| costs[i]).sum::<f64>();
+        let loads: Vec<f64> = shards.iter().map(load).collect();
+        assert_eq!(loads.iter().sum::<f64>(), 20.0);
+        assert!(loads.iter().all(|&l| l <= 11.0), "{loads:?}");
+        let mut all: Vec<usize> = shards.concat();
+        all.sort();
+        assert_eq!(all, (0..costs.len()).collect::<Vec<_>>());
+
+        // A group is never split, and more jobs than groups leaves no empty shard.
+        let shards = deal(vec![vec![0, 1, 2], vec![3]], |_| 1.0, 4);
+        assert_eq!(shards, vec![vec![0, 1, 2], vec![3]]);
+    }
 }
