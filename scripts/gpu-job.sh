@@ -1,19 +1,43 @@
 #!/usr/bin/env bash
-# What runs on the GPU machine (via scripts/device-run.sh gpu): the GPU smoke tests, the
-# differential suites with their sm_90 verdict snapshots, the field matrix, and the benchmark.
-# Usage: scripts/gpu-job.sh [suites...]   (default: smoke kernels checkpoints edges)
+# What runs on the GPU machine (via scripts/device-run.sh gpu): the GPU smoke tests, the shape
+# fuzzer, the differential suites and the field matrix (each with its sm_90 verdict snapshot
+# and its time split), and optionally the benchmark.
+#
+# Usage: scripts/gpu-job.sh [smoke] [fuzz] [suites] [field] [bench]   (default: all but bench)
+# Logs, reports (report-*.json carry the phase timing) and snapshots land in $OUT.
 set -uo pipefail
 : "${OUT:?}"
-suites=("$@"); [ ${#suites[@]} -gt 0 ] || suites=(smoke kernels checkpoints edges)
-args=(); for s in "${suites[@]}"; do args+=(--suite "$s"); done
+steps=("$@"); [ ${#steps[@]} -gt 0 ] || steps=(smoke fuzz suites field)
 jobs=$(( $(nproc) - 2 ))
+export W4A16_CASES="$PWD/cases"
 
-if [ -x stage/tests/gpu_smoke ]; then
-  timeout 120 stage/tests/gpu_smoke --test-threads=1 >"$OUT/gpu_smoke.log" 2>&1; echo "gpu_smoke rc=$?"
-fi
-start=$(date +%s)
-timeout ${W4A16_RUN_TIMEOUT:-420} stage/bin/w4a16 run "${args[@]}" --snapshot update --jobs "$jobs" --report-dir /tmp/w4a16-report >"$OUT/run.log" 2>&1
-echo "run rc=$? wall=$(( $(date +%s) - start ))s"
-cp /tmp/w4a16-report/summary.md /tmp/w4a16-report/report.json "$OUT/" 2>/dev/null
+run_suites() { # NAME SUITE...
+  local name=$1; shift
+  local args=(); for s in "$@"; do args+=(--suite "$s"); done
+  local start; start=$(date +%s)
+  timeout "${W4A16_RUN_TIMEOUT:-300}" stage/bin/w4a16 run "${args[@]}" --snapshot update \
+    --jobs "$jobs" --report-dir "/tmp/w4a16-$name" >"$OUT/run-$name.log" 2>&1
+  echo "run $name rc=$? wall=$(( $(date +%s) - start ))s"
+  cp "/tmp/w4a16-$name/summary.md" "$OUT/summary-$name.md" 2>/dev/null
+  cp "/tmp/w4a16-$name/report.json" "$OUT/report-$name.json" 2>/dev/null
+  tail -9 "$OUT/run-$name.log"
+}
+
+for step in "${steps[@]}"; do
+  case "$step" in
+  smoke)
+    timeout 120 stage/tests/gpu_smoke --test-threads=1 >"$OUT/gpu_smoke.log" 2>&1
+    echo "gpu_smoke rc=$?"; grep "test result" "$OUT/gpu_smoke.log" ;;
+  fuzz)
+    start=$(date +%s)
+    W4A16_FUZZ_CASES="${W4A16_FUZZ_CASES:-160}" timeout "${W4A16_FUZZ_TIMEOUT:-180}" \
+      stage/tests/gpu_fuzz --nocapture >"$OUT/gpu_fuzz.log" 2>&1
+    echo "gpu_fuzz rc=$? wall=$(( $(date +%s) - start ))s"; grep "test result" "$OUT/gpu_fuzz.log"
+    [ -d proptest-regressions ] && cp -r proptest-regressions "$OUT/" ;;
+  suites) run_suites suites smoke kernels checkpoints edges ;;
+  field) run_suites field field ;;
+  bench) stage/bin/w4a16 bench --json "$OUT/bench.json" | tee "$OUT/bench.md" ;;
+  *) echo "unknown step $step" >&2 ;;
+  esac
+done
 tar cf "$OUT/snapshots.tar" snapshots/verdicts-*@sm_90.snap* 2>/dev/null
-tail -5 "$OUT/run.log"

@@ -11,7 +11,7 @@ use w4a16_kernels::Target;
 use w4a16_reference::ActDtype;
 use w4a16_reference::layer::{LayerShape, Symmetry};
 
-use crate::cases::RowPadding;
+use crate::cases::{Case, DataClass, Producer, RowPadding, producer_applies_to};
 use crate::select::{DENSE_MIN_M, HYBRID_GROUPS, LayerRequest, SKINNY_MAX_M};
 
 /// Every target the selection model knows.
@@ -170,4 +170,122 @@ pub fn any_layer_request() -> impl Strategy<Value = LayerRequest> {
                 dense_cache_built: built,
             },
         )
+}
+
+/// The data classes worth fuzzing kernels with: realistic values most, the bit-exact class,
+/// and the patterns that expose wrong-row and wrong-tail reads.
+pub fn kernel_class() -> impl Strategy<Value = DataClass> {
+    prop_oneof![
+        4 => Just(DataClass::Realistic),
+        3 => Just(DataClass::Exact),
+        1 => Just(DataClass::LastRow),
+        1 => Just(DataClass::LastCol),
+        1 => Just(DataClass::LargeActivation),
+    ]
+}
+
+/// A case for the kernels: buildable by construction (K = groups·G, N a multiple of 8 unless
+/// symmetric), M across the dispatch thresholds, any producer that can express the layer.
+/// Named as its promotion into `cases/regressions.toml` would name it ([`regression_entry`]),
+/// so the promoted case gets the same id and therefore the same seeded data.
+pub fn kernel_case(max_groups: usize, max_n: usize) -> impl Strategy<Value = Case> {
+    // Ragged N only for symmetric layers, and only through compressed-tensors (the packers
+    // along N need N % 8 == 0).
+    let layer = prop_oneof![
+        4 => (valid_shape(max_groups, max_n), symmetry(), proptest::sample::select(Producer::ALL.to_vec()))
+            .prop_map(|(shape, sym, producer)| {
+                let producer = if producer_applies_to(producer, sym) { producer } else { Producer::CompressedTensors };
+                (shape, sym, producer)
+            }),
+        1 => ragged_sym_shape(max_groups, max_n)
+            .prop_map(|shape| (shape, Symmetry::Sym, Producer::CompressedTensors)),
+    ];
+    (
+        layer,
+        prop_oneof![4 => dispatch_m(), 1 => 1..=64usize],
+        dtype(),
+        kernel_class(),
+        padding(),
+        any::<bool>(),
+    )
+        .prop_map(
+            |((shape, symmetry, producer), m, dtype, class, padding, bias)| {
+                let mut case = Case {
+                    id: String::new(),
+                    suite: "regressions".into(),
+                    shape_name: format!("k{}-n{}", shape.k, shape.n),
+                    shape,
+                    m,
+                    dtype,
+                    symmetry,
+                    class,
+                    padding,
+                    bias,
+                    act_order: false,
+                    producer,
+                };
+                case.id = case.make_id();
+                case
+            },
+        )
+}
+
+/// The `[[case]]` block that promotes a (shrunk) failing case into `cases/regressions.toml`.
+pub fn regression_entry(case: &Case, note: &str) -> String {
+    let group = if case.shape.group == case.shape.k {
+        "\"channelwise\"".to_string()
+    } else {
+        case.shape.group.to_string()
+    };
+    format!(
+        "[[case]]\nk = {}\nn = {}\ngroup = {group}\nm = {}\ndtype = \"{}\"\nsymmetry = \"{}\"\nclass = \"{}\"\npadding = \"{}\"\nbias = {}\nproducer = \"{}\"\nnote = {:?}\n",
+        case.shape.k,
+        case.shape.n,
+        case.m,
+        case.dtype.name(),
+        case.symmetry.name(),
+        case.class.name(),
+        case.padding.name(),
+        case.bias,
+        case.producer.name(),
+        note,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+    use std::path::PathBuf;
+
+    /// A promoted entry loads back as the very case that failed: same fields, same id.
+    #[test]
+    fn a_promoted_fuzz_case_loads_with_the_same_id() {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../cases");
+        let files = crate::cases::case_files(&dir).unwrap();
+        let mut runner = TestRunner::deterministic();
+        let strategy = kernel_case(16, 512);
+        for _ in 0..64 {
+            let case = strategy.new_tree(&mut runner).unwrap().current();
+            let sources: Vec<(PathBuf, String)> = files
+                .iter()
+                .map(|f| {
+                    let mut text = std::fs::read_to_string(f).unwrap();
+                    if f.ends_with("regressions.toml") {
+                        text.push('\n');
+                        text.push_str(&regression_entry(&case, "fuzz"));
+                    }
+                    (f.clone(), text)
+                })
+                .collect();
+            let set =
+                crate::cases::load_sources(&sources).unwrap_or_else(|e| panic!("{}: {e}", case.id));
+            let loaded = set
+                .case(&case.id)
+                .unwrap_or_else(|| panic!("{} not among the loaded cases", case.id));
+            assert_eq!(*loaded, case);
+            assert!(case.is_buildable(), "{}", case.id);
+        }
+    }
 }
