@@ -34,7 +34,7 @@ for step in "${steps[@]}"; do
       stage/tests/gpu_fuzz --nocapture >"$OUT/gpu_fuzz.log" 2>&1
     echo "gpu_fuzz rc=$? wall=$(( $(date +%s) - start ))s"; grep "test result" "$OUT/gpu_fuzz.log"
     [ -d proptest-regressions ] && cp -r proptest-regressions "$OUT/" ;;
-  suites) run_suites suites smoke kernels checkpoints edges ;;
+  suites) run_suites suites smoke kernels checkpoints edges regressions ;;
   field) run_suites field field ;;
   bench) stage/bin/w4a16 bench --json "$OUT/bench.json" | tee "$OUT/bench.md" ;;
   *) echo "unknown step $step" >&2 ;;

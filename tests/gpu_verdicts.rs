@@ -60,6 +60,11 @@ fn gpu_edges_suite() {
     run_suite("edges");
 }
 
+#[test]
+fn gpu_regressions_suite() {
+    run_suite("regressions");
+}
+
 /// Every committed `verdicts-<suite>@<target>.snap` belongs to a known suite and target, lists
 /// exactly that suite's case ids, and holds no failing verdict (DESIGN rule 6: CI refuses stale
 /// and unreferenced snapshots even where the target's GPU is absent).

@@ -76,6 +76,17 @@ impl BoundTerms {
             + self.y_pre_bias * y_pre_bias_abs
             + self.floor
     }
+
+    /// Term by term the larger of two bounds: covers an implementation that may do either.
+    pub fn max(&self, other: &BoundTerms) -> BoundTerms {
+        BoundTerms {
+            accumulation: self.accumulation.max(other.accumulation),
+            weight: self.weight.max(other.weight),
+            y: self.y.max(other.y),
+            y_pre_bias: self.y_pre_bias.max(other.y_pre_bias),
+            floor: self.floor.max(other.floor),
+        }
+    }
 }
 
 /// The bound of one kernel recipe for one K, ready to evaluate per element.
@@ -128,14 +139,17 @@ impl BoundModel {
             floor: f * acc_f + floor,
         };
         let without_bias = plain(1.0 + ud, ud, 0.0, eta);
+        let before_cast = plain((1.0 + ud) * (1.0 + u), ud + u * (1.0 + ud), 0.0, eta);
+        let after_cast = plain(
+            (1.0 + ud) * (1.0 + ud),
+            ud,
+            ud * (1.0 + ud),
+            (2.0 + ud) * eta,
+        );
         let with_bias = match recipe.bias {
-            BiasStage::BeforeCast => plain((1.0 + ud) * (1.0 + u), ud + u * (1.0 + ud), 0.0, eta),
-            BiasStage::AfterCast => plain(
-                (1.0 + ud) * (1.0 + ud),
-                ud,
-                ud * (1.0 + ud),
-                (2.0 + ud) * eta,
-            ),
+            BiasStage::BeforeCast => before_cast,
+            BiasStage::AfterCast => after_cast,
+            BiasStage::Either => before_cast.max(&after_cast),
         };
         let rho = gamma(k + 2, U64).unwrap_or(f64::INFINITY);
         let with_slack = |t: BoundTerms| {

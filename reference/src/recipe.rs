@@ -10,6 +10,11 @@ pub enum BiasStage {
     BeforeCast,
     /// Accumulator cast first, bias added in the activation dtype (Triton-style fused path).
     AfterCast,
+    /// Either of the two, chosen by the implementation per call: a vendor BLAS's epilogue
+    /// (`beta = 1` on an output pre-filled with the bias) is not specified, and cuBLAS on sm_90
+    /// does both, depending on the shape. The bound takes the looser of the two per term;
+    /// bit-exact checks accept either result.
+    Either,
 }
 
 /// A kernel's numeric recipe. Declared once per kernel; the bound follows from it.

@@ -248,6 +248,58 @@ fn bit_exact_mode_follows_a_bias_after_cast_recipe() {
     }
 }
 
+/// A vendor epilogue that may round once or twice (`BiasStage::Either`): bit-exact mode takes
+/// either result and nothing else, and the bound covers both stages term by term.
+#[test]
+fn bit_exact_mode_accepts_either_rounding_when_the_stage_is_open() {
+    for dtype in ActDtype::ALL {
+        let either = recipe(dtype, false, BiasStage::Either, None);
+        let after = recipe(dtype, false, BiasStage::AfterCast, None);
+        let mut c = case(8, 64, 256, 32, dtype, true, true, Data::Exact, 37);
+        let bias: Vec<u16> = (0..64)
+            .map(|j| dtype.from_f64(0.375 + j as f64 * 0.0625))
+            .collect();
+        c.layer.bias = Some(bias);
+        let r = reference(&c.x, &c.layer, &either).unwrap();
+        let model = BoundModel::new(&either, 256, 1.0).unwrap();
+        let once = rounded(&r);
+        let twice = emulate(&c.x, &c.layer, &after, 2);
+        assert!(
+            once != twice,
+            "{dtype}: the test needs elements where the two differ"
+        );
+        // Half the rows round once, half twice: one output mixing both is accepted.
+        let mixed: Vec<u16> = (0..8 * 64)
+            .map(|i| if (i / 64) % 2 == 0 { once[i] } else { twice[i] })
+            .collect();
+        for y in [&once, &twice, &mixed] {
+            let rep = compare_bit_exact(&r, &model, OutputBits::new(y, 64)).unwrap();
+            assert!(rep.passed(), "{dtype}: {rep:?}");
+        }
+        // One ulp off both roundings is still a mismatch.
+        let i = (0..8 * 64)
+            .find(|&i| once[i] == twice[i] && once[i] & 0x7FFF != 0)
+            .unwrap();
+        let mut off = once.clone();
+        off[i] += 1;
+        let rep = compare_bit_exact(&r, &model, OutputBits::new(&off, 64)).unwrap();
+        assert_eq!(rep.exact_mismatches, 1, "{dtype}");
+
+        let before = BoundModel::new(
+            &recipe(dtype, false, BiasStage::BeforeCast, None),
+            4096,
+            1.0,
+        )
+        .unwrap();
+        let after = BoundModel::new(&after, 4096, 1.0).unwrap();
+        let either = BoundModel::new(&either, 4096, 1.0).unwrap();
+        for (y, a, b) in [(1e-3, 10.0, -4.0), (3.0, 5.0, 0.5), (0.0, 0.0, 0.0)] {
+            let e = either.element(y, a, a, b);
+            assert!(e >= before.element(y, a, a, b) && e >= after.element(y, a, a, b));
+        }
+    }
+}
+
 #[test]
 fn subnormal_outputs_need_the_absolute_floor() {
     let dtype = ActDtype::F16;

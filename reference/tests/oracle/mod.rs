@@ -183,7 +183,7 @@ pub fn emulate(
             out[m * n + j] = match (layer.bias.is_some(), recipe.bias) {
                 (false, _) => dtype.from_f32(acc),
                 (true, BiasStage::BeforeCast) => dtype.from_f32(acc + b),
-                (true, BiasStage::AfterCast) => {
+                (true, BiasStage::AfterCast | BiasStage::Either) => {
                     dtype.from_f32(dtype.to_f32(dtype.from_f32(acc)) + b)
                 }
             };
