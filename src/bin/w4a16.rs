@@ -190,8 +190,7 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
                 isolate::serve(simulated).map_err(|e| e.to_string())?;
                 return Ok(ExitCode::SUCCESS);
             }
-            let dir = find_cases_dir(cli.cases)?;
-            let set = cases::load_all(&dir).map_err(|e| e.to_string())?;
+            let (dir, set) = load_with_dir(cli.cases)?;
             let config = match kernel_config_json {
                 Some(j) => KernelConfig::from_json(&j).map_err(|e| e.to_string())?,
                 None => config,
@@ -233,8 +232,7 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
             threads,
             target,
         } => {
-            let dir = find_cases_dir(cli.cases)?;
-            let set = cases::load_all(&dir).map_err(|e| e.to_string())?;
+            let (dir, set) = load_with_dir(cli.cases)?;
             let suites = if suites.is_empty() {
                 vec!["field".to_string()]
             } else {
@@ -294,8 +292,7 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
             target,
             artifacts,
         } => {
-            let dir = find_cases_dir(cli.cases)?;
-            let set = cases::load_all(&dir).map_err(|e| e.to_string())?;
+            let (dir, set) = load_with_dir(cli.cases)?;
             let c = set
                 .case(&case)
                 .ok_or_else(|| format!("no case with id {case:?} (see `w4a16 cases`)"))?;
@@ -331,8 +328,7 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
             in_process,
             case_timeout,
         } => {
-            let dir = find_cases_dir(cli.cases)?;
-            let set = cases::load_all(&dir).map_err(|e| e.to_string())?;
+            let (dir, set) = load_with_dir(cli.cases)?;
             check_suites(&set, &suites)?;
             if !["off", "check", "update"].contains(&snap.as_str()) {
                 return Err(format!(
@@ -467,7 +463,14 @@ fn simulated(id: &str) -> (Vec<Verdict>, PhaseTimes) {
 }
 
 fn load(explicit: Option<PathBuf>) -> Result<CaseSet, String> {
-    cases::load_all(&find_cases_dir(explicit)?).map_err(|e| e.to_string())
+    load_with_dir(explicit).map(|(_, set)| set)
+}
+
+/// The case folder (`--cases`, `W4A16_CASES` or the nearest `cases/`) and everything in it.
+fn load_with_dir(explicit: Option<PathBuf>) -> Result<(PathBuf, CaseSet), String> {
+    let dir = find_cases_dir(explicit)?;
+    let set = cases::load_all(&dir).map_err(|e| e.to_string())?;
+    Ok((dir, set))
 }
 
 fn print_counts(set: &CaseSet) {
