@@ -308,6 +308,24 @@ impl CudaDevice {
                 during: "creating the cuBLAS handle".into(),
                 code: format!("{:?}", e.0),
             })?;
+            // The dense recipe promises fp32 accumulation. cuBLAS's default lets split-K reduce
+            // fp16/bf16 partials in the output type; the GPU shape fuzzer caught it on sm_90
+            // (`cases/regressions.toml`: K = 576, N = 1226, M = 3, bf16, 1044 exact-class
+            // elements off). Forbid it, as PyTorch does when its reduced-precision flag is off.
+            use cudarc::cublas::sys::{cublasMath_t, cublasSetMathMode, cublasStatus_t};
+            // SAFETY: a live handle created just above; the call only sets a mode on it.
+            let status = unsafe {
+                cublasSetMathMode(
+                    *blas.handle(),
+                    cublasMath_t::CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION,
+                )
+            };
+            if status != cublasStatus_t::CUBLAS_STATUS_SUCCESS {
+                return Err(DeviceFault::Call {
+                    during: "cublasSetMathMode(DISALLOW_REDUCED_PRECISION_REDUCTION)".into(),
+                    code: format!("{status:?}"),
+                });
+            }
             *guard = Some(blas);
         }
         Ok(guard)
