@@ -3,12 +3,11 @@
 //! (asymmetric only).
 
 use super::convert::{
-    Checkpoint, ConversionNote, ConvertError, Converted, LoadTarget, check_group, check_packed_dim,
-    expect, half_bits, read_bias, resolve_zeros, words,
+    Checkpoint, ConvertError, Converted, LoadTarget, StoredZeros, assemble, check_group,
+    check_packed_dim, expect, half_bits, words,
 };
 use super::layout::{LayerError, RowPadding, validate_logical};
 use super::nibble::NibbleOrder;
-use super::resident::ResidentLayer;
 use super::tensor::{StoredDtype, Tensor, TensorData};
 use crate::layer::{LayerShape, QuantizedLayer};
 
@@ -136,7 +135,7 @@ impl Checkpoint for CompressedTensorsLayer {
         target: &LoadTarget,
         padding: RowPadding,
     ) -> Result<Converted, ConvertError> {
-        let LoadTarget { n, k, dtype } = *target;
+        let LoadTarget { n, k, .. } = *target;
         let group = self.config.group_size;
         let (q, scales) =
             Self::read_codes_and_scales(&self.weight_packed, &self.weight_scale, group, target)?;
@@ -149,28 +148,13 @@ impl Checkpoint for CompressedTensorsLayer {
                 Some(unpack_zeros_along_n_sequential(&words(t), n, groups))
             }
         };
-        let mut notes: Vec<ConversionNote> = Vec::new();
-        let zeros = resolve_zeros(
-            self.config.symmetric,
-            "weight_zero_point",
-            self.weight_zero_point.as_ref().map(|t| t.name.as_str()),
-            zeros,
-            groups,
-            &mut notes,
-        )?;
-        let bias = read_bias(self.bias.as_ref(), target)?;
-        let logical = QuantizedLayer {
-            shape: LayerShape::new(n, k, group),
-            dtype,
-            q,
-            zeros,
-            scales,
-            bias,
+        let zeros = StoredZeros {
+            symmetric: self.config.symmetric,
+            expected_name: "weight_zero_point",
+            stored_name: self.weight_zero_point.as_ref().map(|t| t.name.as_str()),
+            decoded: zeros,
         };
-        Ok(Converted {
-            layer: ResidentLayer::from_logical(&logical, padding)?,
-            notes,
-        })
+        assemble(target, group, q, scales, zeros, self.bias.as_ref(), padding)
     }
 
     fn decode_own_semantics(&self) -> Result<QuantizedLayer, ConvertError> {

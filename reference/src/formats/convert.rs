@@ -5,7 +5,7 @@ use super::layout::{LayoutError, RowPadding};
 use super::resident::ResidentLayer;
 use super::tensor::{StoredDtype, Tensor, TensorData, shape_str};
 use crate::dtype::ActDtype;
-use crate::layer::{QuantizedLayer, SYMMETRIC_ZERO};
+use crate::layer::{LayerShape, QuantizedLayer, SYMMETRIC_ZERO};
 use std::fmt;
 
 /// What the model architecture says the layer is (out_features, in_features, torch dtype); the
@@ -220,6 +220,51 @@ pub(crate) fn read_bias(
         Ok(half_bits(b).to_vec())
     })
     .transpose()
+}
+
+/// A checkpoint's zero points as its converter decoded them, with what its config says.
+pub(crate) struct StoredZeros<'a> {
+    /// The config declares the layer symmetric.
+    pub symmetric: bool,
+    /// The format's name for the tensor, and the name it is stored under (when present).
+    pub expected_name: &'static str,
+    pub stored_name: Option<&'a str>,
+    /// Decoded `[N, K/G]` codes, when the checkpoint carries any.
+    pub decoded: Option<Vec<u8>>,
+}
+
+/// The end every converter shares: the zero points resolved against the config's symmetry,
+/// the bias read, and the logical layer (`q` `[N, K]`, `scales` `[N, K/G]`) laid out resident.
+pub(crate) fn assemble(
+    target: &LoadTarget,
+    group: usize,
+    q: Vec<u8>,
+    scales: Vec<u16>,
+    zeros: StoredZeros<'_>,
+    bias: Option<&Tensor>,
+    padding: RowPadding,
+) -> Result<Converted, ConvertError> {
+    let mut notes = Vec::new();
+    let zeros = resolve_zeros(
+        zeros.symmetric,
+        zeros.expected_name,
+        zeros.stored_name,
+        zeros.decoded,
+        target.k / group,
+        &mut notes,
+    )?;
+    let logical = QuantizedLayer {
+        shape: LayerShape::new(target.n, target.k, group),
+        dtype: target.dtype,
+        q,
+        zeros,
+        scales,
+        bias: read_bias(bias, target)?,
+    };
+    Ok(Converted {
+        layer: ResidentLayer::from_logical(&logical, padding)?,
+        notes,
+    })
 }
 
 /// Applies the symmetry of the checkpoint's config to the decoded `[N, K/G]` zero points.

@@ -7,12 +7,11 @@
 //! neighbouring zero points; that behaviour is a bug of that packer and is not reproduced.)
 
 use super::convert::{
-    Checkpoint, ConvertError, Converted, LoadTarget, check_group, check_packed_dim, expect,
-    half_bits, read_bias, resolve_zeros, words,
+    Checkpoint, ConvertError, Converted, LoadTarget, StoredZeros, assemble, check_group,
+    check_packed_dim, expect, half_bits, words,
 };
 use super::layout::{LayerError, RowPadding, validate_logical};
 use super::nibble::NibbleOrder;
-use super::resident::ResidentLayer;
 use super::tensor::{StoredDtype, Tensor, TensorData};
 use crate::layer::{LayerShape, QuantizedLayer, SYMMETRIC_ZERO};
 
@@ -188,28 +187,13 @@ impl Checkpoint for GptqLayer {
                 Some(z)
             }
         };
-        let mut notes = Vec::new();
-        let zeros = resolve_zeros(
-            self.config.sym,
-            "qzeros",
-            self.qzeros.as_ref().map(|t| t.name.as_str()),
-            zeros,
-            groups,
-            &mut notes,
-        )?;
-        let bias = read_bias(self.bias.as_ref(), target)?;
-        let logical = QuantizedLayer {
-            shape: LayerShape::new(n, k, group),
-            dtype,
-            q,
-            zeros,
-            scales,
-            bias,
+        let zeros = StoredZeros {
+            symmetric: self.config.sym,
+            expected_name: "qzeros",
+            stored_name: self.qzeros.as_ref().map(|t| t.name.as_str()),
+            decoded: zeros,
         };
-        Ok(Converted {
-            layer: ResidentLayer::from_logical(&logical, padding)?,
-            notes,
-        })
+        assemble(target, group, q, scales, zeros, self.bias.as_ref(), padding)
     }
 
     fn decode_own_semantics(&self) -> Result<QuantizedLayer, ConvertError> {

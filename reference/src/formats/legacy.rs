@@ -99,6 +99,8 @@ impl Checkpoint for LegacyLayer {
                 Some((codes, half_bits(t).to_vec()))
             }
         };
+        // Not `assemble`: kept zero points stay unpacked `[N, K/G]`, which holds any N, where
+        // the packed layout would refuse N % 8 ≠ 0 before the hand-off could be refused.
         let mut notes = Vec::new();
         let kept = resolve_zeros(
             self.config.symmetric,
