@@ -374,12 +374,7 @@ impl Backend for CudaDevice {
     }
 
     fn health(&self) -> Health {
-        match lock(&self.lost).as_ref() {
-            None => Health::Ok,
-            Some(cause) => Health::Lost {
-                cause: cause.clone(),
-            },
-        }
+        Health::from_lost(&self.lost)
     }
 
     fn alloc(&self, bytes: usize) -> Result<CudaBuffer, DeviceFault> {

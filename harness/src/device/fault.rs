@@ -122,6 +122,18 @@ pub enum Health {
     },
 }
 
+impl Health {
+    /// A backend's health from its sticky-fault record (the cause, once the context is lost).
+    pub fn from_lost(lost: &std::sync::Mutex<Option<String>>) -> Health {
+        match lost.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            None => Health::Ok,
+            Some(cause) => Health::Lost {
+                cause: cause.clone(),
+            },
+        }
+    }
+}
+
 /// The watchdog limit for one synchronisation: `W4A16_WATCHDOG_S` seconds (default 20).
 pub fn watchdog_timeout() -> Duration {
     parse_watchdog(std::env::var("W4A16_WATCHDOG_S").ok().as_deref()).unwrap_or_else(|bad| {

@@ -564,12 +564,7 @@ impl Backend for RocmDevice {
     }
 
     fn health(&self) -> Health {
-        match lock(&self.lost).as_ref() {
-            None => Health::Ok,
-            Some(cause) => Health::Lost {
-                cause: cause.clone(),
-            },
-        }
+        Health::from_lost(&self.lost)
     }
 
     fn alloc(&self, bytes: usize) -> Result<RocmBuffer, DeviceFault> {
