@@ -240,7 +240,9 @@ fn dequant_recipe(dtype: ActDtype) -> NumericRecipe {
 /// output pre-filled with it. The vendor does not say where its epilogue rounds, and on sm_90
 /// cuBLAS does both: the first H200 run had 40 exact-class bias cases that round the product
 /// before adding C, and the GPU shape fuzzer then shrank to one (K = 2688, N = 24, M = 3, fp16,
-/// `cases/regressions.toml`) that rounds once. So the bias stage is declared `Either`.
+/// `cases/regressions.toml`) that rounds once. Both hold with reduced-precision reduction
+/// disallowed (checked on the H200: declaring `BeforeCast` fails those 40, `AfterCast` fails the
+/// regression), so the bias stage is declared `Either`.
 fn dense_recipe(dtype: ActDtype) -> NumericRecipe {
     NumericRecipe {
         rounds_dequantized_weight: true,
