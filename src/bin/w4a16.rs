@@ -521,7 +521,15 @@ fn write_reports(
 ) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let t = target.name();
-    let md = report::markdown(t, verdicts, |v| execute::repro_command(&v.case_id, target));
+    let mut md = report::markdown(t, verdicts, |v| execute::repro_command(&v.case_id, target));
+    let (wall_s, workers, times) = timing;
+    let share = |x: f64| 100.0 * x / times.total_s().max(f64::MIN_POSITIVE);
+    md.push_str(&format!(
+        "\n_{wall_s:.0} s wall on {workers} workers; of their summed time: device {:.0}%, reference + verification {:.0}%, data + conversion {:.0}%._\n",
+        share(times.device_s),
+        share(times.verify_s),
+        share(times.data_s + times.convert_s),
+    ));
     for (name, text) in [
         ("report.json", report::json(t, verdicts, Some(timing))),
         ("junit.xml", report::junit(t, verdicts)),
