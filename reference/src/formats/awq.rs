@@ -4,7 +4,8 @@
 
 use super::convert::{
     Checkpoint, ConvertError, Converted, LoadTarget, StoredZeros, assemble, check_group,
-    check_packed_dim, expect, half_bits, words,
+    check_packed_dim, expect, half_bits, pack_zeros_group_major, scales_from_group_major,
+    scales_to_group_major, unpack_zeros_group_major, words,
 };
 use super::layout::{LayerError, RowPadding, validate_logical};
 use super::nibble::NibbleOrder;
@@ -49,17 +50,9 @@ impl AwqLayer {
                 qweight.push(ORDER.pack(std::array::from_fn(|c| layer.code(8 * nw + c, row))));
             }
         }
-        let mut scales = Vec::with_capacity(groups * n);
-        for g in 0..groups {
-            scales.extend((0..n).map(|col| layer.scales[col * groups + g]));
-        }
+        let scales = scales_to_group_major(&layer.scales, n, groups);
         let qzeros = layer.zeros.as_ref().map(|z| {
-            let mut w = Vec::with_capacity(groups * n / 8);
-            for g in 0..groups {
-                for nw in 0..n / 8 {
-                    w.push(ORDER.pack(std::array::from_fn(|c| z[(8 * nw + c) * groups + g])));
-                }
-            }
+            let w = pack_zeros_group_major(n, groups, ORDER, |row, g| z[row * groups + g]);
             Tensor::i32_packed("qzeros", vec![groups, n / 8], w)
         });
         Ok(AwqLayer {
@@ -108,28 +101,12 @@ impl Checkpoint for AwqLayer {
                 }
             }
         }
-        let sc = half_bits(&self.scales);
-        let mut scales = vec![0u16; n * groups];
-        for g in 0..groups {
-            for col in 0..n {
-                scales[col * groups + g] = sc[g * n + col];
-            }
-        }
+        let scales = scales_from_group_major(half_bits(&self.scales), n, groups);
         let zeros = match &self.qzeros {
             None => None,
             Some(t) => {
                 expect(t, StoredDtype::I32, "[K/G, N/8]", &[groups, n / 8])?;
-                let qz = words(t);
-                let mut z = vec![0u8; n * groups];
-                for g in 0..groups {
-                    for nw in 0..n / 8 {
-                        for (c, code) in ORDER.unpack(qz[g * (n / 8) + nw]).into_iter().enumerate()
-                        {
-                            z[(8 * nw + c) * groups + g] = code;
-                        }
-                    }
-                }
-                Some(z)
+                Some(unpack_zeros_group_major(&words(t), n, groups, ORDER, |c| c))
             }
         };
         let zeros = StoredZeros {

@@ -2,6 +2,7 @@
 //! tensor checks a loader makes before it reads any value.
 
 use super::layout::{LayoutError, RowPadding};
+use super::nibble::NibbleOrder;
 use super::resident::ResidentLayer;
 use super::tensor::{StoredDtype, Tensor, TensorData, shape_str};
 use crate::dtype::ActDtype;
@@ -220,6 +221,57 @@ pub(crate) fn read_bias(
         Ok(half_bits(b).to_vec())
     })
     .transpose()
+}
+
+/// Logical `[N, K/G]` scales as the group-major `[K/G, N]` tensor GPTQ and AWQ store.
+pub(crate) fn scales_to_group_major(scales: &[u16], n: usize, groups: usize) -> Vec<u16> {
+    (0..groups)
+        .flat_map(|g| (0..n).map(move |col| scales[col * groups + g]))
+        .collect()
+}
+
+/// The inverse of [`scales_to_group_major`].
+pub(crate) fn scales_from_group_major(stored: &[u16], n: usize, groups: usize) -> Vec<u16> {
+    (0..n)
+        .flat_map(|col| (0..groups).map(move |g| stored[g * n + col]))
+        .collect()
+}
+
+/// `[N, K/G]` zero points packed 8 per word along N into the `[K/G, N/8]` words GPTQ and AWQ
+/// store, in their nibble `order`; `stored(n, g)` gives the nibble for row n, group g.
+pub(crate) fn pack_zeros_group_major(
+    n: usize,
+    groups: usize,
+    order: NibbleOrder,
+    stored: impl Fn(usize, usize) -> u8,
+) -> Vec<u32> {
+    (0..groups)
+        .flat_map(|g| (0..n / 8).map(move |nw| (g, nw)))
+        .map(|(g, nw)| order.pack(std::array::from_fn(|c| stored(8 * nw + c, g))))
+        .collect()
+}
+
+/// The inverse of [`pack_zeros_group_major`]: `[N, K/G]` codes, each nibble through `load`.
+pub(crate) fn unpack_zeros_group_major(
+    words: &[u32],
+    n: usize,
+    groups: usize,
+    order: NibbleOrder,
+    load: impl Fn(u8) -> u8,
+) -> Vec<u8> {
+    let mut z = vec![0u8; n * groups];
+    for g in 0..groups {
+        for nw in 0..n / 8 {
+            for (c, code) in order
+                .unpack(words[g * (n / 8) + nw])
+                .into_iter()
+                .enumerate()
+            {
+                z[(8 * nw + c) * groups + g] = load(code);
+            }
+        }
+    }
+    z
 }
 
 /// A checkpoint's zero points as its converter decoded them, with what its config says.

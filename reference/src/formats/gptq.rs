@@ -8,7 +8,8 @@
 
 use super::convert::{
     Checkpoint, ConvertError, Converted, LoadTarget, StoredZeros, assemble, check_group,
-    check_packed_dim, expect, half_bits, words,
+    check_packed_dim, expect, half_bits, pack_zeros_group_major, scales_from_group_major,
+    scales_to_group_major, unpack_zeros_group_major, words,
 };
 use super::layout::{LayerError, RowPadding, validate_logical};
 use super::nibble::NibbleOrder;
@@ -82,23 +83,15 @@ impl GptqLayer {
                 );
             }
         }
-        let mut scales = Vec::with_capacity(groups * n);
-        for g in 0..groups {
-            scales.extend((0..n).map(|col| layer.scales[col * groups + g]));
-        }
+        let scales = scales_to_group_major(&layer.scales, n, groups);
         let qzeros = n.is_multiple_of(8).then(|| {
-            let mut w = Vec::with_capacity(groups * n / 8);
-            for g in 0..groups {
-                for nw in 0..n / 8 {
-                    w.push(NibbleOrder::Sequential.pack(std::array::from_fn(|i| {
-                        let z = layer
-                            .zeros
-                            .as_ref()
-                            .map_or(SYMMETRIC_ZERO, |z| z[(8 * nw + i) * groups + g]);
-                        version.store(z)
-                    })));
-                }
-            }
+            let w = pack_zeros_group_major(n, groups, NibbleOrder::Sequential, |row, g| {
+                let z = layer
+                    .zeros
+                    .as_ref()
+                    .map_or(SYMMETRIC_ZERO, |z| z[row * groups + g]);
+                version.store(z)
+            });
             Tensor::i32_packed("qzeros", vec![groups, n / 8], w)
         });
         Ok(GptqLayer {
@@ -159,32 +152,20 @@ impl Checkpoint for GptqLayer {
                 }
             }
         }
-        let sc = half_bits(&self.scales);
-        let mut scales = vec![0u16; n * groups];
-        for g in 0..groups {
-            for col in 0..n {
-                scales[col * groups + g] = sc[g * n + col];
-            }
-        }
+        let scales = scales_from_group_major(half_bits(&self.scales), n, groups);
         let zeros = match &self.qzeros {
             None => None,
             Some(t) => {
                 check_packed_dim(&t.name, "N", n)?;
                 expect(t, StoredDtype::I32, "[K/G, N/8]", &[groups, n / 8])?;
-                let qz = words(t);
-                let mut z = vec![0u8; n * groups];
-                for g in 0..groups {
-                    for nw in 0..n / 8 {
-                        for (i, c) in NibbleOrder::Sequential
-                            .unpack(qz[g * (n / 8) + nw])
-                            .into_iter()
-                            .enumerate()
-                        {
-                            z[(8 * nw + i) * groups + g] = self.config.version.load(c);
-                        }
-                    }
-                }
-                Some(z)
+                let version = self.config.version;
+                Some(unpack_zeros_group_major(
+                    &words(t),
+                    n,
+                    groups,
+                    NibbleOrder::Sequential,
+                    |c| version.load(c),
+                ))
             }
         };
         let zeros = StoredZeros {
