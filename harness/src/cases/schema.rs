@@ -99,6 +99,9 @@ pub(crate) struct Axes {
     pub producer: Option<Vec<Producer>>,
 }
 
+// The sweep axes are spelled out in `SuiteRaw` and `SweepRaw` rather than shared through
+// `#[serde(flatten)]`: serde does not support `flatten` together with `deny_unknown_fields`, and
+// a misspelt axis must be refused naming its key.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct SuiteRaw {
