@@ -5,12 +5,15 @@ use std::path::Path;
 
 use w4a16_harness::cases::ModelDescription;
 use w4a16_harness::config::{
-    ACTIVATION_HEADROOM_BYTES, BudgetError, ConfigError, KernelConfig, PREFILL_DEQUANT_KEY,
-    PrefillDequant, StartupRequest, check_startup_budget, parse_args,
+    BudgetError, ConfigError, KernelConfig, PREFILL_DEQUANT_KEY, PrefillDequant, StartupRequest,
+    check_startup_budget, parse_args,
 };
 use w4a16_kernels::Target;
 
 const GIB: u64 = 1 << 30;
+/// SPEC §5's activation headroom, written from the spec rather than read from the crate's
+/// constant, so a headroom written as 4·10⁹ bytes (or any other drift) fails these tests.
+const SPEC_HEADROOM: u64 = 4 * 1024 * 1024 * 1024;
 
 fn parse(args: &[&str]) -> Result<(PrefillDequant, Vec<String>), ConfigError> {
     parse_args(args).map(|p| (p.config.prefill_dequant, p.rest))
@@ -305,10 +308,7 @@ fn the_budget_counts_weights_padded_dense_cache_headroom_and_one_request_of_kv()
             (resident, dense, kv),
             "{target}"
         );
-        assert_eq!(
-            r.needed_bytes,
-            resident + dense + ACTIVATION_HEADROOM_BYTES + kv
-        );
+        assert_eq!(r.needed_bytes, resident + dense + SPEC_HEADROOM + kv);
         assert_eq!(r.budget_bytes, (0.9 * (192 * GIB) as f64) as u64);
         assert!(r.checked && r.fits());
     }
@@ -328,12 +328,46 @@ fn the_budget_counts_weights_padded_dense_cache_headroom_and_one_request_of_kv()
     );
 }
 
+/// Qwen3-8B (36 layers; qkv 4096→6144, o 4096→4096, gate_up 4096→24576, down 12288→4096;
+/// asym G = 128; bf16; 8 KV heads × 128; 40960 tokens), worked out by hand from SPEC §5:
+/// - gfx1151 weight rows 2048 B and 6144 B are multiples of 1024 → +128 B; dense rows 8192 B
+///   and 24576 B are multiples of 2048 → +128 B. gfx1201 pads nothing.
+/// - resident = Σ N·row + N·(K/G)·2 + (N/8)·(K/G)·4, times 36: 3,787,849,728 B (gfx1151),
+///   3,608,543,232 B (gfx1201); dense cache 14,070,841,344 B / 13,891,534,848 B;
+/// - KV = 2·36·8·128·40960·2 = 6,039,797,760 B; headroom 4 GiB = 4,294,967,296 B.
+#[test]
+fn the_budget_of_qwen3_8b_matches_the_hand_computed_totals() {
+    let m = qwen3_8b();
+    let enable = KernelConfig::with_prefill_dequant(PrefillDequant::Enable);
+    for (target, resident, dense, needed) in [
+        (
+            Target::Gfx1151,
+            3_787_849_728u64,
+            14_070_841_344u64,
+            28_193_456_128u64,
+        ),
+        (
+            Target::Gfx1201,
+            3_608_543_232,
+            13_891_534_848,
+            27_834_843_136,
+        ),
+    ] {
+        let r = check_startup_budget(&enable, &request(&m, target, 192 * GIB, 0.9, None)).unwrap();
+        assert_eq!(r.resident_bytes, resident, "{target}");
+        assert_eq!(r.dense_cache_bytes, dense, "{target}");
+        assert_eq!(r.kv_bytes, 6_039_797_760, "{target}");
+        assert_eq!(r.headroom_bytes, 4_294_967_296, "{target}");
+        assert_eq!(r.needed_bytes, needed, "{target}");
+    }
+}
+
 #[test]
 fn the_budget_fails_at_startup_exactly_when_it_does_not_fit() {
     let m = qwen3_8b();
     let enable = KernelConfig::with_prefill_dequant(PrefillDequant::Enable);
     let (resident, dense, kv) = expected_terms(&m, Target::Gfx1100, true, m.max_model_len);
-    let needed = resident + dense + ACTIVATION_HEADROOM_BYTES + kv;
+    let needed = resident + dense + SPEC_HEADROOM + kv;
     // Device memory such that utilization 1.0 gives exactly `needed`, then one byte less.
     assert!(
         check_startup_budget(&enable, &request(&m, Target::Gfx1100, needed, 1.0, None)).is_ok()
@@ -369,8 +403,8 @@ fn a_shorter_max_model_len_or_a_higher_utilization_makes_it_fit() {
     let enable = KernelConfig::with_prefill_dequant(PrefillDequant::Enable);
     let (resident, dense, kv_full) = expected_terms(&m, Target::Gfx1151, true, m.max_model_len);
     let (_, _, kv_short) = expected_terms(&m, Target::Gfx1151, true, 4096);
-    let needed_full = resident + dense + ACTIVATION_HEADROOM_BYTES + kv_full;
-    let needed_short = resident + dense + ACTIVATION_HEADROOM_BYTES + kv_short;
+    let needed_full = resident + dense + SPEC_HEADROOM + kv_full;
+    let needed_short = resident + dense + SPEC_HEADROOM + kv_short;
     // A device where the full context misses at 0.9 but fits at 1.0, and 4096 tokens fit at 0.9.
     let device = (needed_full as f64 / 0.95) as u64;
     assert!(
