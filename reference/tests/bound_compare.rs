@@ -335,7 +335,14 @@ fn bias_after_cast_pays_for_the_rounding_before_the_bias() {
         // y ≈ 0 because the bias cancels a large product: only the after-cast bound sees u·|y − b|.
         let (y, a, b) = (1e-3, 10.0, -4.0);
         let extra = after.element(y, a, a, b) - before.element(y, a, a, b);
-        let u = dtype.unit_roundoff();
+        // SPEC §6's numbers, written here rather than read from the crate: u_out = 2⁻¹¹ (fp16)
+        // or 2⁻⁸ (bf16), γ_K = K·2⁻²⁴ / (1 − K·2⁻²⁴) with K = 4096 = 2¹².
+        let u = match dtype {
+            ActDtype::F16 => 1.0 / 2048.0,
+            ActDtype::Bf16 => 1.0 / 256.0,
+        };
+        let gamma_4096 = (1.0 / 4096.0) / (1.0 - 1.0 / 4096.0);
+        assert_eq!(before.gamma_k, gamma_4096, "{dtype}");
         assert!(
             extra >= u * (y - b).abs() && extra < 1.01 * u * (y - b).abs() + 1e-9,
             "{dtype}: {extra}"
@@ -343,7 +350,7 @@ fn bias_after_cast_pays_for_the_rounding_before_the_bias() {
         // Without bias both recipes round once and agree.
         assert_eq!(after.element(y, a, a, 0.0), before.element(y, a, a, 0.0));
         // The spec's leading terms are there.
-        let spec = before.gamma_k * a + u * y.abs();
+        let spec = gamma_4096 * a + u * y.abs();
         let got = before.element(y, a, a, 0.0);
         assert!(
             got >= spec && got < spec * (1.0 + 2.0 * u) + 1e-9,
