@@ -550,7 +550,7 @@ fn simulated(id: &str, lost: &std::cell::Cell<bool>) -> (Vec<Verdict>, PhaseTime
     }
     if id.contains("oob") {
         println!(
-            "========= Invalid __global__ read of size 16 bytes\n=========     at w4a16_fallback_f16+0x1a70\n=========     by thread (3,0,0) in block (1,0,0)\n=========     Address 0x7f3a4e2005f0 is out of bounds\n========="
+            "========= Invalid __global__ read of size 16 bytes\n=========     at w4a16_fallback_f16+0x1a70\n=========     by thread (3,0,0) in block (1,0,0)\n=========     Access to 0x7f3a4e2005f0 is out of bounds\n========= "
         );
     }
     lost.set(id.contains("lose-device"));

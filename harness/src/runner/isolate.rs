@@ -98,10 +98,10 @@ pub fn run_isolated(
 
 /// Kills the worker and everything it started (under a sanitizer the worker is the sanitizer's
 /// child: killing only the sanitizer would leave a hung worker holding the GPU).
-fn kill(child: &mut Child) {
+fn kill(child: &mut Child, own_group: bool) {
     // Only while the child is unreaped is its id surely still its process group's.
     #[cfg(unix)]
-    if let Ok(None) = child.try_wait() {
+    if own_group && let Ok(None) = child.try_wait() {
         // SAFETY: signals the process group created for this child at spawn (`process_group(0)`).
         unsafe {
             libc::kill(-(child.id() as i32), libc::SIGKILL);
@@ -136,8 +136,12 @@ pub fn run_worker(
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
+        // Under a sanitizer the worker is the sanitizer's child: a group of its own lets the
+        // watchdog kill both (a plain worker stays in ours, so Ctrl-C still reaches it).
         #[cfg(unix)]
-        std::os::unix::process::CommandExt::process_group(&mut command, 0);
+        if worker.sanitizer.is_some() {
+            std::os::unix::process::CommandExt::process_group(&mut command, 0);
+        }
         let mut child = command.spawn()?;
         let first_of_process = next;
         {
@@ -253,7 +257,7 @@ pub fn run_worker(
                     };
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => {
-                    kill(&mut child);
+                    kill(&mut child, worker.sanitizer.is_some());
                     break Some(format!(
                         "no progress for {} s (watchdog)",
                         timeout.as_secs()
@@ -265,7 +269,7 @@ pub fn run_worker(
                 }
             }
         };
-        kill(&mut child);
+        kill(&mut child, worker.sanitizer.is_some());
         if let Some(why) = failure {
             // The case in flight (or, if the worker died between cases, the next one) is charged.
             match current.clone().or_else(|| case_ids.get(next).cloned()) {

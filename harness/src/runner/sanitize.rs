@@ -323,7 +323,7 @@ impl FindingKind {
         }
         if let Some(rest) = headline.strip_prefix("Barrier error detected.") {
             return FindingKind::Barrier {
-                class: rest.trim().to_string(),
+                class: rest.trim().trim_end_matches('.').to_string(),
             };
         }
         if let Some(rest) = headline.strip_prefix("Warpgroup MMA sequence error detected") {
@@ -440,10 +440,11 @@ pub fn report_line(line: &str) -> Option<ReportLine> {
 
 /// Lines that continue a report whatever their indentation (the documentation prints some
 /// unindented).
-const CONTINUATIONS: [&str; 13] = [
+const CONTINUATIONS: [&str; 14] = [
     "at ",
     "by thread",
     "Address ",
+    "Access to ",
     "and ",
     "Saved host backtrace",
     "Host Frame",
@@ -509,17 +510,18 @@ fn finding_of(lines: Vec<String>) -> Finding {
     let block = lines
         .iter()
         .find_map(|l| l.find("block (").and_then(|i| triple(&l[i + 6..])));
-    let address = lines
-        .iter()
-        .position(|l| l.starts_with("Address "))
-        .map(|i| {
-            let mut a = lines[i]["Address ".len()..].to_string();
-            if let Some(next) = lines.get(i + 1).filter(|n| n.starts_with("and is")) {
-                a.push(' ');
-                a.push_str(next);
-            }
-            a
-        });
+    // `Access to 0x… is out of bounds` (compute-sanitizer 2025) or `Address 0x… …` (the manual).
+    let address = lines.iter().enumerate().find_map(|(i, l)| {
+        let rest = l
+            .strip_prefix("Access to ")
+            .or_else(|| l.strip_prefix("Address "))?;
+        let mut a = rest.to_string();
+        if let Some(next) = lines.get(i + 1).filter(|n| n.starts_with("and is")) {
+            a.push(' ');
+            a.push_str(next);
+        }
+        Some(a)
+    });
     Finding {
         kind,
         headline,
@@ -657,19 +659,19 @@ pub fn unattributed_errors(
 mod tests {
     use super::*;
 
-    /// memcheck, an out-of-bounds read by one of ours (CUDA 12/13 layout: kernel+offset, thread
-    /// and block, address and nearest allocation, then the host backtrace).
+    /// memcheck, an out-of-bounds read by one of ours, as compute-sanitizer 2025.3 (CUDA 13)
+    /// prints it on the H200: kernel+offset, thread and block, `Access to` and the nearest
+    /// allocation, the host backtrace, a separator with a trailing space.
     const MEMCHECK_READ: &str = "\
 ========= Invalid __global__ read of size 16 bytes
 =========     at w4a16_skinny_f16_rt2+0x1a70
 =========     by thread (64,1,0) in block (12,0,0)
-=========     Address 0x7f3a4e2005f0 is out of bounds
-=========     and is 1 bytes after the nearest allocation at 0x7f3a4e200000 of size 1519 bytes
+=========     Access to 0x7f3a4e2005f0 is out of bounds
+=========     and is 1 bytes after the nearest allocation at 0x7f3a4e200000 of size 1,519 bytes
 =========     Saved host backtrace up to driver entry point at kernel launch time
 =========         Host Frame: [0x2f4f1f] in libcuda.so.1
 =========         Host Frame: w4a16_harness::device::cuda::CudaDevice::launch [0x1c2b3d] in w4a16
-=========
-";
+========= \n";
 
     /// memcheck, a write one element past Y, in the documentation's `kernel():offset` form.
     const MEMCHECK_WRITE: &str = "\
@@ -710,6 +712,15 @@ mod tests {
 =========
 ";
 
+    /// synccheck as compute-sanitizer 2025.3 prints it: one report per warp, back to back, no
+    /// thread line and no separator.
+    const SYNCCHECK_2025: &str = "\
+========= Barrier error detected. Divergent thread(s) in warp.
+=========     at w4a16_skinny_bf16(const unsigned int *, const __nv_bfloat16 *)+0x70
+========= Barrier error detected. Divergent thread(s) in warp.
+=========     at w4a16_skinny_bf16(const unsigned int *, const __nv_bfloat16 *)+0x70
+";
+
     fn lines(text: &str) -> Vec<String> {
         text.lines().map(str::to_string).collect()
     }
@@ -733,7 +744,7 @@ mod tests {
         assert_eq!(
             f.address.as_deref(),
             Some(
-                "0x7f3a4e2005f0 is out of bounds and is 1 bytes after the nearest allocation at 0x7f3a4e200000 of size 1519 bytes"
+                "0x7f3a4e2005f0 is out of bounds and is 1 bytes after the nearest allocation at 0x7f3a4e200000 of size 1,519 bytes"
             )
         );
         assert_eq!(f.lines.len(), 8, "the backtrace stays with its report");
@@ -798,6 +809,17 @@ mod tests {
         );
         assert_eq!(s.kernel.as_deref(), Some("w4a16_fused_bf16"));
         assert_eq!(s.thread, Some([96, 0, 0]));
+
+        let s = parse_findings(&lines(SYNCCHECK_2025));
+        assert_eq!(s.len(), 2, "a new headline starts a new report");
+        assert_eq!(
+            s[1].kind,
+            FindingKind::Barrier {
+                class: "Divergent thread(s) in warp".into()
+            }
+        );
+        assert_eq!(s[1].kernel.as_deref(), Some("w4a16_skinny_bf16"));
+        assert_eq!((s[1].thread, s[1].block), (None, None));
     }
 
     #[test]
