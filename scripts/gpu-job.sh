@@ -3,19 +3,32 @@
 # fuzzer, the differential suites and the field matrix (each with its sm_90 verdict snapshot
 # and its time split), and optionally the benchmark.
 #
-# Usage: scripts/gpu-job.sh [smoke] [fuzz] [suites] [field] [bench]   (default: all but bench)
+# Usage: scripts/gpu-job.sh [smoke] [fuzz] [suites] [field] [bench] [sanitize | sanitize:TOOL]
+#        (default: all but bench and sanitize)
 # Logs, reports (report-*.json carry the phase timing) and snapshots land in $OUT.
+#
+# `sanitize` runs the suites under compute-sanitizer with exact-size allocations (`run
+# --sanitize`), recording verdicts-<suite>.sanitize-<tool>@sm_90.snap (expected clean):
+#   memcheck  over smoke, kernels, edges: out-of-bounds reads and writes are what the guard bands
+#             cannot see (reads) and what ragged tiles and tails cause (edges, kernels);
+#   synccheck over smoke, edges: a barrier in divergent code shows up where tiles are ragged;
+#   racecheck over smoke: shared-memory races do not depend on ragged shapes, and racecheck is
+#             the slowest tool (per-access shared-memory tracking);
+#   initcheck over smoke: every input and output buffer is uploaded whole, so uninitialised reads
+#             could only come from the kernels' own scratch; smoke launches every kernel.
+# `sanitize:memcheck` (etc.) runs one tool's share, to split the step across device calls.
 set -uo pipefail
 : "${OUT:?}"
 steps=("$@"); [ ${#steps[@]} -gt 0 ] || steps=(smoke fuzz suites field)
 jobs=$(( $(nproc) - 2 ))
 export W4A16_CASES="$PWD/cases"
 
-run_suites() { # NAME SUITE...
+run_suites() { # NAME SUITE... [-- EXTRA RUN ARGS...]
   local name=$1; shift
-  local args=(); for s in "$@"; do args+=(--suite "$s"); done
+  local args=(); while [ $# -gt 0 ] && [ "$1" != "--" ]; do args+=(--suite "$1"); shift; done
+  [ "${1:-}" = "--" ] && shift
   local start; start=$(date +%s)
-  timeout "${W4A16_RUN_TIMEOUT:-300}" stage/bin/w4a16 run "${args[@]}" --snapshot update \
+  timeout "${W4A16_RUN_TIMEOUT:-300}" stage/bin/w4a16 run "${args[@]}" "$@" --snapshot update \
     --jobs "$jobs" --report-dir "/tmp/w4a16-$name" >"$OUT/run-$name.log" 2>&1
   echo "run $name rc=$? wall=$(( $(date +%s) - start ))s"
   cp "/tmp/w4a16-$name/summary.md" "$OUT/summary-$name.md" 2>/dev/null
@@ -37,7 +50,22 @@ for step in "${steps[@]}"; do
   suites) run_suites suites smoke kernels checkpoints edges regressions ;;
   field) run_suites field field ;;
   bench) stage/bin/w4a16 bench --json "$OUT/bench.json" | tee "$OUT/bench.md" ;;
+  sanitize|sanitize:*)
+    tool=${step#sanitize}; tool=${tool#:}
+    # Instrumented kernels run 10-100x slower: a longer watchdog per case, a longer run.
+    sargs=(-- --case-timeout "${W4A16_SANITIZE_CASE_TIMEOUT:-600}")
+    for t in memcheck synccheck racecheck initcheck; do
+      [ -z "$tool" ] || [ "$tool" = "$t" ] || continue
+      case "$t" in
+        memcheck) suites=(smoke kernels edges) ;;
+        synccheck) suites=(smoke edges) ;;
+        *) suites=(smoke) ;;
+      esac
+      W4A16_RUN_TIMEOUT="${W4A16_SANITIZE_TIMEOUT:-540}" \
+        run_suites "sanitize-$t" "${suites[@]}" "${sargs[@]}" --sanitize "$t"
+    done ;;
   *) echo "unknown step $step" >&2 ;;
   esac
 done
+# verdicts-<suite>@sm_90.snap and the sanitizer runs' verdicts-<suite>.sanitize-<tool>@sm_90.snap
 tar cf "$OUT/snapshots.tar" snapshots/verdicts-*@sm_90.snap* 2>/dev/null

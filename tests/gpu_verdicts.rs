@@ -65,7 +65,8 @@ fn gpu_regressions_suite() {
     run_suite("regressions");
 }
 
-/// Every committed `verdicts-<suite>@<target>.snap` belongs to a known suite and target, lists
+/// Every committed `verdicts-<suite>@<target>.snap` (and `verdicts-<suite>.sanitize-<tool>@…`,
+/// a sanitizer run's) belongs to a known suite and target, lists
 /// exactly that suite's case ids, and holds no failing verdict (DESIGN rule 6: CI refuses stale
 /// and unreferenced snapshots even where the target's GPU is absent).
 #[test]
@@ -76,17 +77,17 @@ fn committed_verdict_snapshots_are_current_and_passing() {
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();
         let name = path.file_name().unwrap().to_string_lossy().to_string();
-        let Some(rest) = name.strip_prefix("verdicts-") else {
+        if !name.starts_with("verdicts-") {
             continue;
-        };
+        }
         assert!(
             !name.ends_with(".snap.new"),
             "pending snapshot {name}: review it with `cargo insta review`"
         );
-        let (suite, target) = rest
-            .strip_suffix(".snap")
-            .and_then(|r| r.split_once('@'))
-            .unwrap_or_else(|| panic!("{name}: expected verdicts-<suite>@<target>.snap"));
+        let file = snapshot::parse_file_name(&name).unwrap_or_else(|| {
+            panic!("{name}: expected verdicts-<suite>[.sanitize-<tool>]@<target>.snap")
+        });
+        let (suite, target) = (file.suite.as_str(), file.target.as_str());
         assert!(
             w4a16_kernels::Target::parse(target).is_some(),
             "{name}: unknown target {target}"

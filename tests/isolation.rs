@@ -1,8 +1,22 @@
 //! A crash or a hang in one case becomes that case's verdict and the run goes on (DESIGN rule 8).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
-use w4a16_harness::runner::{Outcome, isolate::run_isolated};
+use w4a16_harness::runner::isolate::{WorkerCommand, run_isolated, run_worker};
+use w4a16_harness::runner::sanitize::{Sanitizer, SanitizerTool};
+use w4a16_harness::runner::{Outcome, Verdict};
+use w4a16_kernels::Target;
+
+fn ids(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| s.to_string()).collect()
+}
+
+fn rows(verdicts: &[Verdict]) -> Vec<(&str, &str, Outcome)> {
+    verdicts
+        .iter()
+        .map(|v| (v.case_id.as_str(), v.check.as_str(), v.outcome))
+        .collect()
+}
 
 #[test]
 fn crash_and_hang_are_contained_to_their_case() {
@@ -34,4 +48,145 @@ fn crash_and_hang_are_contained_to_their_case() {
     assert_eq!(seen, 5);
     let hang = verdicts.iter().find(|v| v.case_id == "d/hang").unwrap();
     assert!(hang.detail.contains("watchdog"), "{}", hang.detail);
+}
+
+#[test]
+fn a_worker_whose_device_is_lost_retires_and_a_fresh_one_takes_the_rest() {
+    let exe = Path::new(env!("CARGO_BIN_EXE_w4a16"));
+    let args = vec!["worker".to_string(), "--simulate".to_string()];
+    let ids = ids(&["a/ok1", "b/lose-device", "c/ok2", "d/ok3"]);
+    let out = run_isolated(exe, &args, &ids, Duration::from_secs(5), |_| {}).unwrap();
+    assert_eq!(
+        rows(&out.verdicts),
+        vec![
+            ("a/ok1", "fallback", Outcome::Pass),
+            ("b/lose-device", "fallback", Outcome::Pass),
+            ("c/ok2", "fallback", Outcome::Pass),
+            ("d/ok3", "fallback", Outcome::Pass),
+        ],
+        "retiring is no fault of the next case"
+    );
+    // The simulated verdict's detail is its worker's process id.
+    let pid = |i: usize| out.verdicts[i].detail.clone();
+    assert_eq!(pid(0), pid(1));
+    assert_ne!(
+        pid(1),
+        pid(2),
+        "the case after the loss runs in a fresh worker"
+    );
+    assert_eq!(pid(2), pid(3));
+}
+
+/// A stand-in for compute-sanitizer: checks the options it must be given, prints the banner,
+/// runs the worker after `--` on the same stdout, then the error summary.
+#[cfg(unix)]
+fn fake_sanitizer(dir: &Path, errors: usize) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join("compute-sanitizer");
+    let script = format!(
+        r#"#!/bin/sh
+case " $* " in
+  *" --tool memcheck "*"--kernel-name kns=w4a16_ "*"-- "*) ;;
+  *) echo "fake compute-sanitizer: unexpected options: $*" >&2; exit 3 ;;
+esac
+echo "========= COMPUTE-SANITIZER"
+while [ "$1" != "--" ]; do shift; done
+shift
+"$@"
+rc=$?
+echo "========= ERROR SUMMARY: {errors} errors"
+exit $rc
+"#
+    );
+    std::fs::write(&path, script).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+#[cfg(unix)]
+#[test]
+fn sanitizer_reports_are_charged_to_the_case_that_printed_them() {
+    let dir = std::env::temp_dir().join(format!("w4a16-fake-sanitizer-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sanitizer = Sanitizer {
+        tool: SanitizerTool::Memcheck,
+        executable: fake_sanitizer(&dir, 2),
+    };
+    let exe = Path::new(env!("CARGO_BIN_EXE_w4a16"));
+    let args = vec!["worker".to_string(), "--simulate".to_string()];
+    let worker = WorkerCommand {
+        exe,
+        args: &args,
+        sanitizer: Some((&sanitizer, Target::Sm90)),
+    };
+    let ids = ids(&["a/ok", "b/oob", "c/crash", "d/ok", "e/oob"]);
+    let mut seen = Vec::new();
+    let out = run_worker(&worker, &ids, Duration::from_secs(5), |v| {
+        seen.push(v.case_id.clone())
+    })
+    .unwrap();
+    let mut got = rows(&out.verdicts);
+    got.sort();
+    assert_eq!(
+        got,
+        vec![
+            ("a/ok", "fallback", Outcome::Pass),
+            ("a/ok", "sanitize:memcheck:fallback", Outcome::Pass),
+            ("b/oob", "fallback", Outcome::Pass),
+            ("b/oob", "sanitize:memcheck:fallback", Outcome::Fail),
+            ("c/crash", "device", Outcome::Fault),
+            ("d/ok", "fallback", Outcome::Pass),
+            ("d/ok", "sanitize:memcheck:fallback", Outcome::Pass),
+            ("e/oob", "fallback", Outcome::Pass),
+            ("e/oob", "sanitize:memcheck:fallback", Outcome::Fail),
+        ],
+        "the report after `BEGIN b/oob` is b's alone; the crash is contained; the last case's \
+         report, read before the worker's exit, is e's"
+    );
+    assert_eq!(seen.len(), out.verdicts.len());
+    let b = out
+        .verdicts
+        .iter()
+        .find(|v| v.case_id == "b/oob" && v.outcome == Outcome::Fail)
+        .unwrap();
+    assert!(
+        b.detail.starts_with(
+            "Invalid __global__ read of size 16 bytes in w4a16_fallback_f16 by thread (3,0,0) in block (1,0,0); address 0x7f3a4e2005f0 is out of bounds"
+        ),
+        "{}",
+        b.detail
+    );
+    assert!(
+        b.detail.contains("--sanitize memcheck --filter 'b/oob'"),
+        "{}",
+        b.detail
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[cfg(unix)]
+#[test]
+fn errors_the_sanitizer_counted_outside_every_case_fail_the_run() {
+    let dir = std::env::temp_dir().join(format!("w4a16-fake-sanitizer-sum-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // The summary claims an error, but no case's window held a report.
+    let sanitizer = Sanitizer {
+        tool: SanitizerTool::Memcheck,
+        executable: fake_sanitizer(&dir, 1),
+    };
+    let exe = Path::new(env!("CARGO_BIN_EXE_w4a16"));
+    let args = vec!["worker".to_string(), "--simulate".to_string()];
+    let worker = WorkerCommand {
+        exe,
+        args: &args,
+        sanitizer: Some((&sanitizer, Target::Sm90)),
+    };
+    let out = run_worker(&worker, &ids(&["a/ok"]), Duration::from_secs(5), |_| {}).unwrap();
+    let summary = out
+        .verdicts
+        .iter()
+        .find(|v| v.check == "sanitize:memcheck:summary")
+        .expect("an unattributed error is a verdict");
+    assert_eq!(summary.outcome, Outcome::Fail);
+    std::fs::remove_dir_all(&dir).unwrap();
 }

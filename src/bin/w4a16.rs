@@ -7,6 +7,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use w4a16_harness::cases::{self, CaseSet};
 use w4a16_harness::config::{self, KernelConfig};
+use w4a16_harness::device::{Allocation, Health};
+use w4a16_harness::runner::sanitize::{self, SanitizerTool};
 use w4a16_harness::runner::session::{self, Backend, SessionOptions};
 use w4a16_harness::runner::{
     Outcome, PhaseTimes, Summary, Verdict, cpu_side, execute, global, isolate, report, snapshot,
@@ -56,6 +58,10 @@ enum Command {
         /// Per-case watchdog for isolated workers, seconds.
         #[arg(long, default_value_t = 120)]
         case_timeout: u64,
+        /// Run the GPU workers under NVIDIA's compute-sanitizer with this tool and exact-size
+        /// allocations; its first report against a kernel fails the case. Elsewhere a loud skip.
+        #[arg(long, value_parser = sanitize_tool())]
+        sanitize: Option<SanitizerTool>,
     },
     /// Print the path the selection takes for one layer call, with every rejection's reason.
     Select {
@@ -124,7 +130,18 @@ enum Command {
         /// Self-test mode: ids containing `crash` abort, `hang` never finish, others pass.
         #[arg(long)]
         simulate: bool,
+        /// Allocate every tensor at exactly its view's size, no guard bands (sanitizer runs).
+        #[arg(long)]
+        exact_allocations: bool,
     },
+}
+
+/// `--sanitize`: one of compute-sanitizer's tools, by name.
+fn sanitize_tool() -> impl clap::builder::TypedValueParser<Value = SanitizerTool> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(SanitizerTool::NAMES).try_map(|name: String| {
+        SanitizerTool::parse(&name).ok_or_else(|| format!("no sanitizer tool {name:?}"))
+    })
 }
 
 fn default_jobs() -> usize {
@@ -185,9 +202,15 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
             kernel_config_json,
             artifacts,
             simulate,
+            exact_allocations,
         } => {
             if simulate {
-                isolate::serve(simulated).map_err(|e| e.to_string())?;
+                let lost = std::cell::Cell::new(false);
+                isolate::serve_until(
+                    |id| simulated(id, &lost),
+                    || lost.get().then(|| "simulated device lost".to_string()),
+                )
+                .map_err(|e| e.to_string())?;
                 return Ok(ExitCode::SUCCESS);
             }
             let (dir, set) = load_with_dir(cli.cases)?;
@@ -195,26 +218,53 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
                 Some(j) => KernelConfig::from_json(&j).map_err(|e| e.to_string())?,
                 None => config,
             };
-            let (target, backend) =
-                session::open_backend(target.as_deref().map(parse_target).transpose()?.flatten());
+            let allocation = if exact_allocations {
+                Allocation::Exact
+            } else {
+                Allocation::Guarded
+            };
+            let (target, backend) = session::open_backend_with(
+                target.as_deref().map(parse_target).transpose()?.flatten(),
+                allocation,
+            );
+            if let Backend::Device(d) = &backend
+                && d.allocation() != allocation
+            {
+                return Err(format!(
+                    "--exact-allocations: {} cannot size buffers exactly",
+                    d.name()
+                ));
+            }
             let mut opts = SessionOptions::new(dir, target);
             opts.config = config;
             opts.artifacts = artifacts;
-            isolate::serve(|id| {
-                let failed = |check: &str, why: String| {
-                    let v = Verdict::new(id, check, Outcome::Fail).detail(why);
-                    (vec![v], PhaseTimes::default())
-                };
-                match set.case(id) {
-                    Some(case) => {
-                        match session::run_in_process(&set, &[case], &backend, &opts, &|_| {}) {
-                            Ok(out) => (out.verdicts, out.times),
-                            Err(e) => failed("session", e),
+            // A lost device (sticky fault, hang) would fault every later case: retire instead,
+            // and the parent starts a fresh worker for the rest.
+            let retire = || match &backend {
+                Backend::Device(d) => match d.health() {
+                    Health::Lost { cause } => Some(cause),
+                    Health::Ok => None,
+                },
+                Backend::None(_) => None,
+            };
+            isolate::serve_until(
+                |id| {
+                    let failed = |check: &str, why: String| {
+                        let v = Verdict::new(id, check, Outcome::Fail).detail(why);
+                        (vec![v], PhaseTimes::default())
+                    };
+                    match set.case(id) {
+                        Some(case) => {
+                            match session::run_in_process(&set, &[case], &backend, &opts, &|_| {}) {
+                                Ok(out) => (out.verdicts, out.times),
+                                Err(e) => failed("session", e),
+                            }
                         }
+                        None => failed("case", "no such case id".into()),
                     }
-                    None => failed("case", "no such case id".into()),
-                }
-            })
+                },
+                retire,
+            )
             .map_err(|e| e.to_string())?;
             Ok(ExitCode::SUCCESS)
         }
@@ -327,6 +377,7 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
             snapshot: snap,
             in_process,
             case_timeout,
+            sanitize: sanitize_tool,
         } => {
             let (dir, set) = load_with_dir(cli.cases)?;
             check_suites(&set, &suites)?;
@@ -337,6 +388,26 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
             }
             let chosen = choose(&set, &suites, filter.as_deref());
             let (target, backend) = session::open_backend(parse_target(&target)?);
+            // Sanitizer mode: workers under compute-sanitizer on a CUDA device, else a loud skip.
+            let sanitizer = sanitize_tool.map(|tool| {
+                let device = match &backend {
+                    Backend::Device(d) => Ok(d.kind()),
+                    Backend::None(skip) => Err(skip),
+                };
+                sanitize::availability(tool, device, target, sanitize::locate)
+            });
+            if let (Some(Ok(_)), true) = (&sanitizer, in_process) {
+                return Err("--sanitize runs the GPU cases in worker processes under compute-sanitizer; drop --in-process".into());
+            }
+            match &sanitizer {
+                Some(Ok(s)) => eprintln!(
+                    "w4a16: compute-sanitizer {} ({}) watches the workers; allocations are exact-size",
+                    s.tool,
+                    s.executable.display()
+                ),
+                Some(Err(skip)) => eprintln!("w4a16: SANITIZER SKIPPED: {}", skip.reason),
+                None => {}
+            }
             match &backend {
                 Backend::Device(d) => eprintln!(
                     "w4a16: {} cases on {} ({target}), {jobs} workers",
@@ -401,6 +472,13 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
                     "--artifacts".into(),
                     report_dir.join("artifacts").display().to_string(),
                 ]);
+                let watched = match &sanitizer {
+                    Some(Ok(s)) => {
+                        args.push("--exact-allocations".into());
+                        Some((s, target))
+                    }
+                    _ => None,
+                };
                 let ids: Vec<String> = chosen.iter().map(|c| c.id.clone()).collect();
                 // A rough time model: the layer's weights are read for data, conversion and
                 // verification; the batch adds verification work up to the sampled regime.
@@ -410,9 +488,13 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
                         w * (1.0 + c.m.min(256) as f64 / 64.0)
                     })
                 };
-                session::run_isolated_jobs(
-                    &exe,
-                    &args,
+                let worker = isolate::WorkerCommand {
+                    exe: &exe,
+                    args: &args,
+                    sanitizer: watched,
+                };
+                session::run_worker_jobs(
+                    &worker,
                     &ids,
                     cost,
                     jobs,
@@ -424,6 +506,13 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
                 session::run_in_process(&set, &chosen, &backend, &opts, &on_verdict)?
             };
             verdicts.extend(out.verdicts);
+            if let Some(Err(skip)) = &sanitizer {
+                let tool = sanitize_tool.expect("a sanitizer was asked for");
+                let ids = chosen.iter().map(|c| c.id.as_str());
+                let skipped = sanitize::skip_verdicts(ids, tool, skip);
+                skipped.iter().for_each(&on_verdict);
+                verdicts.extend(skipped);
+            }
             bar.finish_and_clear();
             let wall_s = started.elapsed().as_secs_f64();
             write_reports(
@@ -433,7 +522,7 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
                 (wall_s, workers, &out.times),
             )?;
             if snap != "off" {
-                snapshots(&snap, target, &chosen, &verdicts);
+                snapshots(&snap, target, sanitize_tool, &chosen, &verdicts);
             }
             let summary = Summary::of(&verdicts);
             print!("{summary}");
@@ -448,18 +537,29 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
     }
 }
 
-fn simulated(id: &str) -> (Vec<Verdict>, PhaseTimes) {
+/// The `--simulate` worker: ids containing `crash` abort, `hang` never finish, `lose-device`
+/// loses the (pretend) device after passing, `oob` prints a memcheck report against the
+/// fallback kernel on stdout (as compute-sanitizer does); each passes a `fallback` check whose
+/// detail is the worker's process id.
+fn simulated(id: &str, lost: &std::cell::Cell<bool>) -> (Vec<Verdict>, PhaseTimes) {
     if id.contains("crash") {
         std::process::abort();
     }
     if id.contains("hang") {
         std::thread::sleep(Duration::from_secs(3600));
     }
+    if id.contains("oob") {
+        println!(
+            "========= Invalid __global__ read of size 16 bytes\n=========     at w4a16_fallback_f16+0x1a70\n=========     by thread (3,0,0) in block (1,0,0)\n=========     Access to 0x7f3a4e2005f0 is out of bounds\n========= "
+        );
+    }
+    lost.set(id.contains("lose-device"));
     let times = PhaseTimes {
         cases: 1,
         ..PhaseTimes::default()
     };
-    (vec![Verdict::new(id, "simulated", Outcome::Pass)], times)
+    let v = Verdict::new(id, "fallback", Outcome::Pass).detail(std::process::id().to_string());
+    (vec![v], times)
 }
 
 fn load(explicit: Option<PathBuf>) -> Result<CaseSet, String> {
@@ -541,8 +641,15 @@ fn write_reports(
     Ok(())
 }
 
-/// Verdict snapshots per suite for this target, through insta (`update` records them).
-fn snapshots(mode: &str, target: Target, chosen: &[&cases::Case], verdicts: &[Verdict]) {
+/// Verdict snapshots per suite for this target (and sanitizer tool), through insta (`update`
+/// records them).
+fn snapshots(
+    mode: &str,
+    target: Target,
+    sanitize: Option<SanitizerTool>,
+    chosen: &[&cases::Case],
+    verdicts: &[Verdict],
+) {
     set_insta_update(if mode == "update" { "always" } else { "no" });
     let mut suites: Vec<&str> = chosen.iter().map(|c| c.suite.as_str()).collect();
     suites.sort();
@@ -553,11 +660,13 @@ fn snapshots(mode: &str, target: Target, chosen: &[&cases::Case], verdicts: &[Ve
             .filter(|v| v.case_id.starts_with(&format!("{s}/")))
             .cloned()
             .collect();
-        let r = std::panic::catch_unwind(|| snapshot::assert_verdicts(s, target.name(), &rows));
+        let r = std::panic::catch_unwind(|| {
+            snapshot::assert_verdicts_of(s, target.name(), sanitize, &rows)
+        });
         if r.is_err() {
             eprintln!(
                 "snapshot {}@{} differs (see the .snap.new file; review with `cargo insta review`)",
-                snapshot::snapshot_name(s),
+                snapshot::snapshot_name_of(s, sanitize),
                 target
             );
         }

@@ -24,7 +24,10 @@ use w4a16_kernels::nvrtc::{self, NvrtcError};
 use w4a16_kernels::{KernelDecl, KernelId, Target};
 use w4a16_reference::ActDtype;
 
-use super::{Backend, BlasGemm, DeviceFault, FaultClass, Health, skip, watchdog_timeout};
+use super::{
+    Allocation, Backend, BlasGemm, DeviceFault, DeviceKind, FaultClass, Health, skip,
+    watchdog_timeout,
+};
 use crate::launch::{PackedArgs, RawArg};
 use crate::require::{Requirement, Skip};
 
@@ -94,12 +97,46 @@ pub fn target_for_compute_capability(major: i32, minor: i32) -> Result<Target, S
 
 /// A device allocation.
 pub struct CudaBuffer {
-    slice: CudaSlice<u8>,
+    memory: Memory,
+}
+
+enum Memory {
+    /// From the stream-ordered pool (`cuMemAllocAsync`): neighbours may sit back to back.
+    Pooled(CudaSlice<u8>),
+    /// Its own `cuMemAlloc` of exactly the requested size ([`Allocation::Exact`]), which
+    /// compute-sanitizer's memcheck tracks and pads (`--padding`), so that an access past the
+    /// end is reported instead of landing in the next buffer.
+    Exact(ExactAllocation),
+}
+
+struct ExactAllocation {
+    ptr: cudarc::driver::sys::CUdeviceptr,
+    len: usize,
+    stream: Arc<CudaStream>,
+}
+
+impl Drop for ExactAllocation {
+    fn drop(&mut self) {
+        // Work on the stream may still read it; a failure here is the context's, already seen.
+        let _ = self.stream.context().bind_to_thread();
+        let _ = self.stream.synchronize();
+        // SAFETY: `ptr` came from cuMemAlloc in `alloc` and is freed exactly once, here.
+        let _ = unsafe { cudarc::driver::result::free_sync(self.ptr) };
+    }
+}
+
+impl CudaBuffer {
+    fn len(&self) -> usize {
+        match &self.memory {
+            Memory::Pooled(s) => s.len(),
+            Memory::Exact(e) => e.len,
+        }
+    }
 }
 
 impl std::fmt::Debug for CudaBuffer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "CudaBuffer({} bytes)", self.slice.len())
+        write!(f, "CudaBuffer({} bytes)", self.len())
     }
 }
 
@@ -116,6 +153,7 @@ pub struct CudaDevice {
     functions: ManuallyDrop<Mutex<HashMap<String, CudaFunction>>>,
     blas: ManuallyDrop<Mutex<Option<CudaBlas>>>,
     lost: Mutex<Option<String>>,
+    allocation: Allocation,
 }
 
 /// Device 0.
@@ -185,7 +223,14 @@ impl CudaDevice {
             functions: ManuallyDrop::new(Mutex::new(HashMap::new())),
             blas: ManuallyDrop::new(Mutex::new(None)),
             lost: Mutex::new(None),
+            allocation: Allocation::Guarded,
         })
+    }
+
+    /// Sizes later launches' buffers by `allocation` ([`Allocation::Exact`] for sanitizer runs).
+    pub fn with_allocation(mut self, allocation: Allocation) -> Self {
+        self.allocation = allocation;
+        self
     }
 
     pub fn ordinal(&self) -> usize {
@@ -354,8 +399,13 @@ impl Drop for CudaDevice {
 }
 
 fn addr(b: &CudaBuffer, stream: &CudaStream) -> u64 {
-    let (p, _sync) = b.slice.device_ptr(stream);
-    p
+    match &b.memory {
+        Memory::Pooled(s) => {
+            let (p, _sync) = s.device_ptr(stream);
+            p
+        }
+        Memory::Exact(e) => e.ptr,
+    }
 }
 
 impl Backend for CudaDevice {
@@ -377,13 +427,37 @@ impl Backend for CudaDevice {
         Health::from_lost(&self.lost)
     }
 
+    fn kind(&self) -> DeviceKind {
+        DeviceKind::Cuda
+    }
+
+    fn allocation(&self) -> Allocation {
+        self.allocation
+    }
+
     fn alloc(&self, bytes: usize) -> Result<CudaBuffer, DeviceFault> {
         let during = format!("allocating {bytes} bytes");
         self.bind(&during)?;
-        // SAFETY: every buffer is written (upload) or only used as a copy target before it is read.
-        let slice =
-            unsafe { self.stream.alloc::<u8>(bytes.max(1)) }.map_err(|e| self.fault(e, &during))?;
-        Ok(CudaBuffer { slice })
+        let memory = match self.allocation {
+            Allocation::Guarded => {
+                // SAFETY: every buffer is written (upload) or only used as a copy target before
+                // it is read.
+                let slice = unsafe { self.stream.alloc::<u8>(bytes.max(1)) }
+                    .map_err(|e| self.fault(e, &during))?;
+                Memory::Pooled(slice)
+            }
+            Allocation::Exact => {
+                // SAFETY: a plain allocation of `bytes`; freed once by `ExactAllocation::drop`.
+                let ptr = unsafe { cudarc::driver::result::malloc_sync(bytes.max(1)) }
+                    .map_err(|e| self.fault(e, &during))?;
+                Memory::Exact(ExactAllocation {
+                    ptr,
+                    len: bytes.max(1),
+                    stream: Arc::clone(&self.stream),
+                })
+            }
+        };
+        Ok(CudaBuffer { memory })
     }
 
     fn address(&self, buf: &CudaBuffer) -> u64 {
@@ -393,24 +467,54 @@ impl Backend for CudaDevice {
     fn upload(&self, dst: &mut CudaBuffer, src: &[u8]) -> Result<(), DeviceFault> {
         let during = format!("uploading {} bytes", src.len());
         self.bind(&during)?;
-        if src.len() > dst.slice.len() {
+        if src.len() > dst.len() {
             return Err(DeviceFault::Call {
                 during,
-                code: format!("buffer holds only {} bytes", dst.slice.len()),
+                code: format!("buffer holds only {} bytes", dst.len()),
             });
         }
-        let mut view = dst.slice.slice_mut(0..src.len());
-        self.stream
-            .memcpy_htod(src, &mut view)
-            .map_err(|e| self.fault(e, &during))
+        match &mut dst.memory {
+            Memory::Pooled(slice) => {
+                let mut view = slice.slice_mut(0..src.len());
+                self.stream
+                    .memcpy_htod(src, &mut view)
+                    .map_err(|e| self.fault(e, &during))
+            }
+            // SAFETY: `src.len()` ≤ the allocation (checked above); a copy from pageable host
+            // memory is staged before the call returns, so `src` may go away after it.
+            Memory::Exact(e) => unsafe {
+                cudarc::driver::result::memcpy_htod_async(e.ptr, src, self.stream.cu_stream())
+            }
+            .map_err(|err| self.fault(err, &during)),
+        }
     }
 
     fn download(&self, src: &CudaBuffer) -> Result<Vec<u8>, DeviceFault> {
-        let during = format!("downloading {} bytes", src.slice.len());
+        let during = format!("downloading {} bytes", src.len());
         self.bind(&during)?;
-        self.stream
-            .memcpy_dtov(&src.slice)
-            .map_err(|e| self.fault(e, &during))
+        match &src.memory {
+            Memory::Pooled(slice) => self
+                .stream
+                .memcpy_dtov(slice)
+                .map_err(|e| self.fault(e, &during)),
+            Memory::Exact(e) => {
+                let mut out = vec![0u8; e.len];
+                // SAFETY: `out` holds the whole allocation and outlives the copy, which the
+                // stream synchronisation below completes.
+                unsafe {
+                    cudarc::driver::result::memcpy_dtoh_async(
+                        &mut out,
+                        e.ptr,
+                        self.stream.cu_stream(),
+                    )
+                }
+                .map_err(|err| self.fault(err, &during))?;
+                self.stream
+                    .synchronize()
+                    .map_err(|err| self.fault(err, &during))?;
+                Ok(out)
+            }
+        }
     }
 
     fn copy(
@@ -421,17 +525,26 @@ impl Backend for CudaDevice {
     ) -> Result<(), DeviceFault> {
         let during = format!("copying {bytes} bytes on the device");
         self.bind(&during)?;
-        if bytes > src.slice.len() || bytes > dst.slice.len() {
+        if bytes > src.len() || bytes > dst.len() {
             return Err(DeviceFault::Call {
                 during,
                 code: "copy larger than its buffers".into(),
             });
         }
-        let from = src.slice.slice(0..bytes);
-        let mut to = dst.slice.slice_mut(0..bytes);
-        self.stream
-            .memcpy_dtod(&from, &mut to)
-            .map_err(|e| self.fault(e, &during))
+        if let (Memory::Pooled(s), Memory::Pooled(d)) = (&src.memory, &mut dst.memory) {
+            let from = s.slice(0..bytes);
+            let mut to = d.slice_mut(0..bytes);
+            return self
+                .stream
+                .memcpy_dtod(&from, &mut to)
+                .map_err(|e| self.fault(e, &during));
+        }
+        let (from, to) = (addr(src, &self.stream), addr(dst, &self.stream));
+        // SAFETY: both are live allocations of at least `bytes` (checked above).
+        unsafe {
+            cudarc::driver::result::memcpy_dtod_async(to, from, bytes, self.stream.cu_stream())
+        }
+        .map_err(|e| self.fault(e, &during))
     }
 
     fn launch(

@@ -92,6 +92,19 @@ impl OutputLayout {
         }
     }
 
+    /// The layout for [`super::Allocation::Exact`]: no guard bands, and the payload ends at the
+    /// view's last element (`required_bytes`), so a write past it leaves the allocation.
+    pub fn exact_for_view(view: &TensorView, poison: u16) -> Self {
+        OutputLayout {
+            guard_bytes: 0,
+            payload_bytes: view
+                .required_bytes()
+                .unwrap_or(view.bytes_available)
+                .next_multiple_of(2),
+            ..Self::for_view(view, poison)
+        }
+    }
+
     pub fn total_bytes(&self) -> usize {
         2 * self.guard_bytes + self.payload_bytes
     }
@@ -298,6 +311,26 @@ mod tests {
         assert_eq!(rep.unwritten, 0);
         assert_eq!(rep.stray_writes, 0);
         assert_eq!(rep.bits, (0..15).collect::<Vec<u16>>());
+    }
+
+    #[test]
+    fn an_exact_layout_has_no_slack_and_still_sees_stray_writes() {
+        // Y [3, 5], row stride 8, 42 bytes behind the base: the extent is (2·8 + 5)·2 = 42.
+        let view = TensorView::matrix(ElemType::F16, 3, 5, 8, 64);
+        let l = OutputLayout::exact_for_view(&view, 0x7E01);
+        assert_eq!(
+            (l.guard_bytes, l.payload_bytes, l.total_bytes()),
+            (0, 42, 42)
+        );
+        assert_eq!(l.base_offset(), 0);
+        let mut buf = l.initial_bytes();
+        write(&mut buf, &l, 2, 4, 7);
+        let at = 6 * 2; // row 0's padding
+        buf[at..at + 2].copy_from_slice(&0u16.to_le_bytes());
+        let rep = l.inspect(&buf);
+        assert!(rep.guard_violations.is_empty());
+        assert_eq!((rep.stray_writes, rep.unwritten), (1, 14));
+        assert_eq!(*rep.bits.last().unwrap(), 7);
     }
 
     #[test]

@@ -147,6 +147,38 @@ pub struct BlasGemm {
     pub beta: f32,
 }
 
+/// How a device sizes the buffers of a launch.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Allocation {
+    /// Inputs as their host buffers, the output inside `GUARD_BYTES` of guard band on each side:
+    /// a stray write lands in a band and is seen on download.
+    #[default]
+    Guarded,
+    /// Every tensor, the output included, at exactly its view's extent (`required_bytes`), no
+    /// guard and no slack: an access past a view lands outside every allocation, where a
+    /// sanitizer (compute-sanitizer's memcheck; the simulator in tests) reports it.
+    Exact,
+}
+
+/// What executes a launch; says, e.g., whether NVIDIA's compute-sanitizer can watch it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DeviceKind {
+    Cuda,
+    Rocm,
+    /// Host code standing in for a device (the test simulator, the CPU-side stand-in).
+    Simulated,
+}
+
+impl DeviceKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            DeviceKind::Cuda => "CUDA",
+            DeviceKind::Rocm => "ROCm",
+            DeviceKind::Simulated => "a simulated device",
+        }
+    }
+}
+
 /// What a GPU backend provides. Every method checks its driver call and maps failures to
 /// [`DeviceFault`] (classified: launch refused / sticky fault / other), never panics.
 pub trait Backend: Send + Sync {
@@ -158,6 +190,17 @@ pub trait Backend: Send + Sync {
     fn target(&self) -> Target;
     fn name(&self) -> String;
     fn health(&self) -> Health;
+    /// By default the vendor's runtime of the target (NVIDIA: CUDA, AMD: ROCm).
+    fn kind(&self) -> DeviceKind {
+        match self.target().vendor() {
+            w4a16_kernels::target::Vendor::Nvidia => DeviceKind::Cuda,
+            w4a16_kernels::target::Vendor::Amd => DeviceKind::Rocm,
+        }
+    }
+    /// How [`Device`]'s launch flow sizes buffers on this backend.
+    fn allocation(&self) -> Allocation {
+        Allocation::Guarded
+    }
 
     fn alloc(&self, bytes: usize) -> Result<Self::Buffer, DeviceFault>;
     /// Device address of the first byte.
@@ -204,6 +247,13 @@ pub trait Device: Send + Sync {
     fn target(&self) -> Target;
     fn name(&self) -> String;
     fn health(&self) -> Health;
+    /// Devices built on a [`Backend`] say what they are; anything else is host code.
+    fn kind(&self) -> DeviceKind {
+        DeviceKind::Simulated
+    }
+    fn allocation(&self) -> Allocation {
+        Allocation::Guarded
+    }
     /// Whether this "device" is host code only, so several threads may share it (real devices
     /// get parallelism from worker processes instead).
     fn host_only(&self) -> bool {
@@ -299,6 +349,7 @@ fn stage<B: Backend>(
     inputs: &DeviceInputs<'_>,
     prefill: Option<&dyn Fn(usize, usize) -> Option<u16>>,
 ) -> Result<Staged<B>, DeviceFault> {
+    let allocation = b.allocation();
     let mut staged = Vec::new();
     for role in inputs.launch().present_roles() {
         if role == inputs.output_role() {
@@ -308,8 +359,17 @@ fn stage<B: Backend>(
             continue;
         };
         let bytes = host.le_bytes();
-        let mut buf = b.alloc(bytes.len().max(1))?;
-        b.upload(&mut buf, &bytes)?;
+        // Exact: the view's extent only (validation proved the host buffer holds it).
+        let len = match allocation {
+            Allocation::Guarded => bytes.len(),
+            Allocation::Exact => inputs
+                .launch()
+                .view(role)
+                .and_then(|v| v.required_bytes())
+                .map_or(bytes.len(), |r| r.min(bytes.len())),
+        };
+        let mut buf = b.alloc(len.max(1))?;
+        b.upload(&mut buf, &bytes[..len])?;
         staged.push((role, buf));
     }
     let view =
@@ -320,12 +380,16 @@ fn stage<B: Backend>(
                 what: "a launch without an output tensor".into(),
                 device: b.name(),
             })?;
-    let layout = OutputLayout::for_view(view, inputs.launch().dtype.poison_bits());
+    let poison = inputs.launch().dtype.poison_bits();
+    let layout = match allocation {
+        Allocation::Guarded => OutputLayout::for_view(view, poison),
+        Allocation::Exact => OutputLayout::exact_for_view(view, poison),
+    };
     let init = match prefill {
         Some(f) => layout.initial_bytes_with(f),
         None => layout.initial_bytes(),
     };
-    let mut output = b.alloc(init.len())?;
+    let mut output = b.alloc(init.len().max(1))?;
     b.upload(&mut output, &init)?;
     Ok(Staged {
         inputs: staged,
@@ -513,6 +577,14 @@ impl<B: Backend> Device for B {
         Backend::health(self)
     }
 
+    fn kind(&self) -> DeviceKind {
+        Backend::kind(self)
+    }
+
+    fn allocation(&self) -> Allocation {
+        Backend::allocation(self)
+    }
+
     fn run_gemm(
         &self,
         kernel: &KernelDecl,
@@ -537,12 +609,22 @@ impl<B: Backend> Device for B {
             .and_then(|d| d.strides.first().copied())
             .unwrap_or(li.k);
         let r = run_kernel(self, kernel, entry, inputs)?;
+        // An exact-size copy ends at the last row's last element; the dense launch that reads it
+        // checks the host buffer against the view's full `bytes_available`, so the (never read)
+        // tail of the last row is filled with poison.
+        let mut strided = r.strided;
+        if let Some(v) = li.dense.as_ref() {
+            let whole = v.bytes_available.div_ceil(2);
+            if strided.len() < whole {
+                strided.resize(whole, li.dtype.poison_bits());
+            }
+        }
         Ok(DequantOutput {
             n: li.n,
             k: li.k,
             row_stride,
             dense_bits: r.bits,
-            strided_bits: r.strided,
+            strided_bits: strided,
             guard_violations: r.guard_violations,
             stray_writes: r.stray_writes,
             unwritten: r.unwritten,
@@ -662,9 +744,15 @@ impl<B: Backend> Device for B {
 /// The first device that opens: CUDA, then ROCm (feature `rocm`). Without one, the reasons
 /// each backend gave, as a loud skip.
 pub fn open_default() -> Result<Box<dyn Device>, Skip> {
+    open_default_with(Allocation::Guarded)
+}
+
+/// As [`open_default`], with buffers sized by `allocation`. Only the CUDA backend offers
+/// [`Allocation::Exact`] (sanitizer runs are NVIDIA's); check [`Device::allocation`].
+pub fn open_default_with(allocation: Allocation) -> Result<Box<dyn Device>, Skip> {
     let mut reasons = Vec::new();
     match cuda::open() {
-        Ok(d) => return Ok(Box::new(d)),
+        Ok(d) => return Ok(Box::new(d.with_allocation(allocation))),
         Err(skip) => reasons.push(format!("cuda: {}", skip.reason)),
     }
     #[cfg(feature = "rocm")]

@@ -1,6 +1,9 @@
 //! A host-memory backend for testing the shared launch flow without a GPU: allocations are
 //! host vectors at fake device addresses, and the "kernel" writes `Y[m, n] = m·N + n` through
 //! the pointer and strides it finds in the packed argument buffer, optionally misbehaving.
+//! A write that lands outside every allocation is reported as an illegal address, as
+//! compute-sanitizer's memcheck reports it on a GPU (addresses are 256 bytes apart, so with
+//! [`Allocation::Exact`] the first element past a buffer is outside all of them).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -34,6 +37,9 @@ struct SimBuf {
 
 struct Sim {
     mode: Misbehave,
+    allocation: Allocation,
+    /// The size of every allocation, in order.
+    sizes: Mutex<Vec<usize>>,
     next: Mutex<u64>,
     live: Mutex<HashMap<u64, Arc<Mutex<Vec<u8>>>>>,
     lost: Mutex<Option<String>>,
@@ -44,8 +50,14 @@ struct Sim {
 
 impl Sim {
     fn new(mode: Misbehave) -> Self {
+        Self::with(mode, Allocation::Guarded)
+    }
+
+    fn with(mode: Misbehave, allocation: Allocation) -> Self {
         Sim {
             mode,
+            allocation,
+            sizes: Mutex::new(Vec::new()),
             next: Mutex::new(0x10_0000),
             live: Mutex::new(HashMap::new()),
             lost: Mutex::new(None),
@@ -74,6 +86,12 @@ impl Backend for Sim {
     fn name(&self) -> String {
         "simulated".into()
     }
+    fn kind(&self) -> DeviceKind {
+        DeviceKind::Simulated
+    }
+    fn allocation(&self) -> Allocation {
+        self.allocation
+    }
     fn health(&self) -> Health {
         match self.lost.lock().unwrap().clone() {
             None => Health::Ok,
@@ -85,6 +103,7 @@ impl Backend for Sim {
         let base = *next;
         *next += (bytes as u64).next_multiple_of(256) + 256;
         let data = Arc::new(Mutex::new(vec![0xEE; bytes]));
+        self.sizes.lock().unwrap().push(bytes);
         self.live.lock().unwrap().insert(base, data.clone());
         Ok(SimBuf { base, data })
     }
@@ -149,24 +168,40 @@ impl Backend for Sim {
             scalar[&ScalarArg::N],
             scalar[&ScalarArg::YRowStride],
         );
-        let (buf, off) = self.resolve(y).expect("y points into a live buffer");
-        let mut d = buf.lock().unwrap();
-        let mut put =
-            |e: usize, v: u16| d[off + 2 * e..off + 2 * e + 2].copy_from_slice(&v.to_le_bytes());
+        // Every element goes through the address map, as a GPU's memory accesses do.
+        let put = |e: usize, v: u16| -> Result<(), DeviceFault> {
+            let at = y + 2 * e as u64;
+            match self.resolve(at) {
+                Some((buf, off)) if off + 2 <= buf.lock().unwrap().len() => {
+                    buf.lock().unwrap()[off..off + 2].copy_from_slice(&v.to_le_bytes());
+                    Ok(())
+                }
+                _ => {
+                    let code = format!(
+                        "CUDA_ERROR_ILLEGAL_ADDRESS (write of 2 bytes at {at:#x}, outside every allocation)"
+                    );
+                    *self.lost.lock().unwrap() = Some(code.clone());
+                    Err(DeviceFault::from_status(
+                        FaultClass::Sticky,
+                        "simulated kernel",
+                        &code,
+                    ))
+                }
+            }
+        };
         for mi in 0..m {
             for ni in 0..n {
                 if self.mode == Misbehave::SkipLast && mi == m - 1 && ni == n - 1 {
                     continue;
                 }
-                put(mi * stride + ni, (mi * n + ni) as u16);
+                put(mi * stride + ni, (mi * n + ni) as u16)?;
             }
         }
         match self.mode {
             Misbehave::PastEnd => put((m - 1) * stride + n, 1),
             Misbehave::IntoPadding => put(n, 1),
-            _ => {}
+            _ => Ok(()),
         }
-        Ok(())
     }
     fn blas_gemm(
         &self,
@@ -216,7 +251,15 @@ fn data(m: usize) -> (Activations, ResidentLayer) {
 }
 
 fn run(mode: Misbehave, y_pad: usize) -> (Sim, Result<GemmOutput, DeviceFault>) {
-    let sim = Sim::new(mode);
+    run_with(mode, Allocation::Guarded, y_pad)
+}
+
+fn run_with(
+    mode: Misbehave,
+    allocation: Allocation,
+    y_pad: usize,
+) -> (Sim, Result<GemmOutput, DeviceFault>) {
+    let sim = Sim::with(mode, allocation);
     let (x, layer) = data(3);
     let d = w4a16_kernels::set::decl(w4a16_kernels::KernelId::Fallback);
     let y = YSpec {
@@ -245,6 +288,58 @@ fn writes_past_y_hit_the_guard() {
     assert_eq!(out.guard_violations.len(), 1);
     assert_eq!(out.guard_violations[0].side, GuardSide::After);
     assert_eq!((out.guard_violations[0].first, out.stray_writes), (0, 0));
+}
+
+#[test]
+fn exact_allocations_have_the_views_sizes_and_no_guard() {
+    let (sim, out) = run_with(Misbehave::None, Allocation::Exact, 8);
+    let out = out.unwrap();
+    assert!(out.clean(), "{out:?}");
+    assert_eq!(out.y_bits, (0..120).collect::<Vec<u16>>());
+    // Data of `data(3)`: N = 40, K = 64, G = 32, asymmetric f16, no bias; Y [3, 40] row stride 48.
+    let mut sizes = sim.sizes.lock().unwrap().clone();
+    let y = sizes.pop().unwrap();
+    assert_eq!(
+        y,
+        (2 * 48 + 40) * 2,
+        "Y ends at its last element: no guard, no row tail"
+    );
+    sizes.sort();
+    // zero points u32 [40/8, 2] = 40 B, scales f16 [40, 2] = 160 B, weights [40, 32] B = 1280 B,
+    // X f16 [3, 64] = 384 B
+    assert_eq!(sizes, vec![40, 160, 384, 1280]);
+    let (guarded, _) = run_with(Misbehave::None, Allocation::Guarded, 8);
+    let y_guarded = *guarded.sizes.lock().unwrap().last().unwrap();
+    assert_eq!(y_guarded, (2 * 48 + 40) * 2 + 2 * GUARD_BYTES);
+}
+
+#[test]
+fn a_write_past_an_exact_output_is_an_illegal_address_not_slack() {
+    let (sim, out) = run_with(Misbehave::PastEnd, Allocation::Exact, 0);
+    let err = out.unwrap_err();
+    assert!(err.context_unusable(), "{err}");
+    let text = err.to_string();
+    assert!(text.contains("CUDA_ERROR_ILLEGAL_ADDRESS"), "{text}");
+    assert!(text.contains("outside every allocation"), "{text}");
+    assert!(matches!(Backend::health(&sim), Health::Lost { .. }));
+    // The same kernel with guards: the write is absorbed by the band and seen only there.
+    let (_, out) = run_with(Misbehave::PastEnd, Allocation::Guarded, 0);
+    assert_eq!(out.unwrap().guard_violations.len(), 1);
+}
+
+#[test]
+fn a_write_into_row_padding_is_still_stray_with_exact_allocations() {
+    let (_, out) = run_with(Misbehave::IntoPadding, Allocation::Exact, 8);
+    let out = out.unwrap();
+    assert!(out.guard_violations.is_empty());
+    assert_eq!(out.stray_writes, 1);
+}
+
+#[test]
+fn the_simulator_is_no_cuda_device() {
+    let sim = Sim::new(Misbehave::None);
+    assert_eq!(Device::kind(&sim), DeviceKind::Simulated);
+    assert_eq!(Device::allocation(&sim), Allocation::Guarded);
 }
 
 #[test]

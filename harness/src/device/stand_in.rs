@@ -56,6 +56,14 @@ impl Device for StandInDevice {
         true
     }
 
+    fn kind(&self) -> DeviceKind {
+        DeviceKind::Simulated
+    }
+
+    fn allocation(&self) -> Allocation {
+        Allocation::Guarded
+    }
+
     fn run_gemm(
         &self,
         _kernel: &KernelDecl,

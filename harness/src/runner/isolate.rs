@@ -3,20 +3,33 @@
 //! the remaining cases, so the run always finishes.
 //!
 //! Protocol on the worker's stdout, one line each: `BEGIN <case id>`, then any number of
-//! `VERDICT <json>`, then `TIMING <json>` (the case's [`PhaseTimes`]), then `END <case id>`.
-//! Anything else is passed through to stderr.
+//! `VERDICT <json>`, then `TIMING <json>` (the case's [`PhaseTimes`]), then `END <case id>`. A
+//! worker whose device is lost says `RETIRE <why>` after a case's `END` and exits: a fresh one
+//! takes the remaining cases. Under a sanitizer, its `=========` lines are charged to the case
+//! whose `BEGIN` came last ([`super::sanitize`]). Anything else is passed through to stderr.
 
+use super::sanitize::{self, CaseWindow, ReportLine, Sanitizer};
 use super::session::RunOutput;
 use super::timing::PhaseTimes;
 use super::verdict::{Outcome, Verdict};
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
+use w4a16_kernels::Target;
 
 /// Worker side: run `execute` for each case id read from stdin, framing its verdicts.
-pub fn serve(mut execute: impl FnMut(&str) -> (Vec<Verdict>, PhaseTimes)) -> std::io::Result<()> {
+pub fn serve(execute: impl FnMut(&str) -> (Vec<Verdict>, PhaseTimes)) -> std::io::Result<()> {
+    serve_until(execute, || None)
+}
+
+/// As [`serve`]; after each case `retire` may give a reason to stop (the device is lost), which
+/// the worker announces (`RETIRE <why>`) before it returns.
+pub fn serve_until(
+    mut execute: impl FnMut(&str) -> (Vec<Verdict>, PhaseTimes),
+    mut retire: impl FnMut() -> Option<String>,
+) -> std::io::Result<()> {
     let stdin = std::io::stdin();
     let mut out = std::io::stdout().lock();
     for line in stdin.lock().lines() {
@@ -42,6 +55,11 @@ pub fn serve(mut execute: impl FnMut(&str) -> (Vec<Verdict>, PhaseTimes)) -> std
         )?;
         writeln!(out, "END {id}")?;
         out.flush()?;
+        if let Some(why) = retire() {
+            writeln!(out, "RETIRE {}", why.replace('\n', " "))?;
+            out.flush()?;
+            return Ok(());
+        }
     }
     Ok(())
 }
@@ -51,6 +69,16 @@ enum Line {
     Closed,
 }
 
+/// How the parent starts a worker process.
+#[derive(Clone, Copy, Debug)]
+pub struct WorkerCommand<'a> {
+    pub exe: &'a Path,
+    pub args: &'a [String],
+    /// Run the worker under compute-sanitizer and charge its reports to cases; `target` names
+    /// the target in their repro commands.
+    pub sanitizer: Option<(&'a Sanitizer, Target)>,
+}
+
 /// Parent side: feed `case_ids` to `exe args…` workers, restarting after a crash or hang.
 /// `per_case_timeout` bounds the time between a case's BEGIN and END.
 pub fn run_isolated(
@@ -58,18 +86,64 @@ pub fn run_isolated(
     args: &[String],
     case_ids: &[String],
     per_case_timeout: Duration,
+    on_verdict: impl FnMut(&Verdict),
+) -> std::io::Result<RunOutput> {
+    let worker = WorkerCommand {
+        exe,
+        args,
+        sanitizer: None,
+    };
+    run_worker(&worker, case_ids, per_case_timeout, on_verdict)
+}
+
+/// Kills the worker and everything it started (under a sanitizer the worker is the sanitizer's
+/// child: killing only the sanitizer would leave a hung worker holding the GPU).
+fn kill(child: &mut Child, own_group: bool) {
+    // Only while the child is unreaped is its id surely still its process group's.
+    #[cfg(unix)]
+    if own_group && let Ok(None) = child.try_wait() {
+        // SAFETY: signals the process group created for this child at spawn (`process_group(0)`).
+        unsafe {
+            libc::kill(-(child.id() as i32), libc::SIGKILL);
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// As [`run_isolated`], for any [`WorkerCommand`].
+pub fn run_worker(
+    worker: &WorkerCommand<'_>,
+    case_ids: &[String],
+    per_case_timeout: Duration,
     mut on_verdict: impl FnMut(&Verdict),
 ) -> std::io::Result<RunOutput> {
     let mut verdicts = Vec::new();
     let mut times = PhaseTimes::default();
     let mut next = 0usize;
+    let mut emit = |v: Verdict, verdicts: &mut Vec<Verdict>| {
+        on_verdict(&v);
+        verdicts.push(v);
+    };
     while next < case_ids.len() {
-        let mut child = Command::new(exe)
-            .args(args)
+        let (program, args) = match worker.sanitizer {
+            Some((s, _)) => s.command(worker.exe, worker.args),
+            None => (worker.exe.to_path_buf(), worker.args.to_vec()),
+        };
+        let mut command = Command::new(&program);
+        command
+            .args(&args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()?;
+            .stderr(Stdio::inherit());
+        // Under a sanitizer the worker is the sanitizer's child: a group of its own lets the
+        // watchdog kill both (a plain worker stays in ours, so Ctrl-C still reaches it).
+        #[cfg(unix)]
+        if worker.sanitizer.is_some() {
+            std::os::unix::process::CommandExt::process_group(&mut command, 0);
+        }
+        let mut child = command.spawn()?;
+        let first_of_process = next;
         {
             let mut stdin = child.stdin.take().expect("piped stdin");
             let ids: Vec<String> = case_ids[next..].to_vec();
@@ -100,6 +174,15 @@ pub fn run_isolated(
         let mut current: Option<String> = None;
         let mut got_for_current: Vec<Verdict> = Vec::new();
         let mut times_for_current = PhaseTimes::default();
+        // Under a sanitizer: the case announced last, and the errors its summary counted.
+        let mut window: Option<CaseWindow> = None;
+        let mut reported_errors = 0usize;
+        let mut attributed = 0usize;
+        let mut retired = false;
+        let window_verdicts = |w: Option<CaseWindow>| match (w, worker.sanitizer) {
+            (Some(w), Some((s, target))) => w.verdicts(s.tool, target),
+            _ => Vec::new(),
+        };
         let failure: Option<String> = loop {
             let timeout = if current.is_some() {
                 per_case_timeout
@@ -108,8 +191,26 @@ pub fn run_isolated(
             };
             match rx.recv_timeout(timeout) {
                 Ok(Line::Text(l)) => {
+                    if worker.sanitizer.is_some()
+                        && let Some(r) = sanitize::report_line(&l)
+                    {
+                        match (r, window.as_mut()) {
+                            (ReportLine::Summary { errors }, _) => {
+                                reported_errors += errors;
+                                eprintln!("{l}");
+                            }
+                            (ReportLine::Report(_), Some(w)) => w.lines.push(l),
+                            _ => eprintln!("{l}"),
+                        }
+                        continue;
+                    }
                     if let Some(id) = l.strip_prefix("BEGIN ") {
+                        for v in window_verdicts(window.take()) {
+                            attributed += usize::from(v.outcome == Outcome::Fail);
+                            emit(v, &mut verdicts);
+                        }
                         current = Some(id.to_string());
+                        window = worker.sanitizer.map(|_| CaseWindow::new(id));
                         got_for_current.clear();
                         times_for_current = PhaseTimes::default();
                     } else if let Some(json) = l.strip_prefix("VERDICT ") {
@@ -129,29 +230,34 @@ pub fn run_isolated(
                     } else if l.starts_with("END ") {
                         times.merge(&times_for_current);
                         for v in got_for_current.drain(..) {
-                            on_verdict(&v);
-                            verdicts.push(v);
+                            if let Some(w) = window.as_mut() {
+                                w.note(&v);
+                            }
+                            emit(v, &mut verdicts);
                         }
                         current = None;
                         next += 1;
-                        if next == case_ids.len() {
+                        // Under a sanitizer, reports may trail the last END: read on to the end.
+                        if next == case_ids.len() && worker.sanitizer.is_none() {
                             break None;
                         }
+                    } else if let Some(why) = l.strip_prefix("RETIRE ") {
+                        eprintln!("w4a16: worker retired ({why}); a fresh one takes the rest");
+                        retired = true;
                     } else {
                         eprintln!("{l}");
                     }
                 }
                 Ok(Line::Closed) => {
                     let status = child.wait()?;
-                    break if next == case_ids.len() {
+                    break if next == case_ids.len() || (retired && current.is_none()) {
                         None
                     } else {
                         Some(format!("worker exited ({status})"))
                     };
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => {
-                    let _ = child.kill();
-                    let _ = child.wait();
+                    kill(&mut child, worker.sanitizer.is_some());
                     break Some(format!(
                         "no progress for {} s (watchdog)",
                         timeout.as_secs()
@@ -163,15 +269,31 @@ pub fn run_isolated(
                 }
             }
         };
-        let _ = child.kill();
-        let _ = child.wait();
+        kill(&mut child, worker.sanitizer.is_some());
         if let Some(why) = failure {
             // The case in flight (or, if the worker died between cases, the next one) is charged.
-            let id = current.unwrap_or_else(|| case_ids[next].clone());
-            let v = Verdict::new(id, "device", Outcome::Fault).detail(why);
-            on_verdict(&v);
-            verdicts.push(v);
-            next += 1;
+            match current.clone().or_else(|| case_ids.get(next).cloned()) {
+                Some(id) => {
+                    let v = Verdict::new(id, "device", Outcome::Fault).detail(why);
+                    emit(v, &mut verdicts);
+                    next += 1;
+                }
+                None => eprintln!("w4a16: worker failed after its last case: {why}"),
+            }
+        }
+        for v in window_verdicts(window.take()) {
+            attributed += usize::from(v.outcome == Outcome::Fail);
+            emit(v, &mut verdicts);
+        }
+        if let Some((s, _)) = worker.sanitizer
+            && let Some(v) = sanitize::unattributed_errors(
+                s.tool,
+                reported_errors,
+                attributed,
+                &case_ids[first_of_process..next.min(case_ids.len())],
+            )
+        {
+            emit(v, &mut verdicts);
         }
     }
     Ok(RunOutput { verdicts, times })

@@ -7,6 +7,7 @@ pub mod execute;
 pub mod global;
 pub mod isolate;
 pub mod report;
+pub mod sanitize;
 pub mod session;
 pub mod snapshot;
 pub mod timing;

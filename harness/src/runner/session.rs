@@ -204,6 +204,23 @@ pub fn run_isolated_jobs(
     per_case: Duration,
     on_verdict: &(dyn Fn(&Verdict) + Sync),
 ) -> std::io::Result<RunOutput> {
+    let worker = isolate::WorkerCommand {
+        exe,
+        args: worker_args,
+        sanitizer: None,
+    };
+    run_worker_jobs(&worker, case_ids, cost, jobs, per_case, on_verdict)
+}
+
+/// As [`run_isolated_jobs`], for any [`isolate::WorkerCommand`] (e.g. under a sanitizer).
+pub fn run_worker_jobs(
+    worker: &isolate::WorkerCommand<'_>,
+    case_ids: &[String],
+    cost: impl Fn(&str) -> f64,
+    jobs: usize,
+    per_case: Duration,
+    on_verdict: &(dyn Fn(&Verdict) + Sync),
+) -> std::io::Result<RunOutput> {
     let groups = by_layer(case_ids.iter().map(String::as_str));
     let shards: Vec<Vec<String>> = deal(groups, |i| cost(&case_ids[i]), jobs)
         .into_iter()
@@ -211,7 +228,7 @@ pub fn run_isolated_jobs(
         .collect();
     let results: Vec<std::io::Result<RunOutput>> = shards
         .par_iter()
-        .map(|ids| isolate::run_isolated(exe, worker_args, ids, per_case, on_verdict))
+        .map(|ids| isolate::run_worker(worker, ids, per_case, on_verdict))
         .collect();
     let mut all = Vec::new();
     let mut times = PhaseTimes::default();
@@ -234,7 +251,15 @@ pub fn run_isolated_jobs(
 
 /// Opens the backend for `target`: the default device if one is there and matches, else a skip.
 pub fn open_backend(target: Option<Target>) -> (Target, Backend) {
-    match device::open_default() {
+    open_backend_with(target, device::Allocation::Guarded)
+}
+
+/// As [`open_backend`], the device sizing its buffers by `allocation`.
+pub fn open_backend_with(
+    target: Option<Target>,
+    allocation: device::Allocation,
+) -> (Target, Backend) {
+    match device::open_default_with(allocation) {
         Ok(d) => {
             let t = d.target();
             match target {

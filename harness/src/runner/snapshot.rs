@@ -1,7 +1,9 @@
-//! Verdict snapshots, one file per suite per target (`snapshots/verdicts-<suite>@<target>.snap`).
+//! Verdict snapshots, one file per suite per target (`snapshots/verdicts-<suite>@<target>.snap`);
+//! a sanitizer run's are keyed by its tool too (`verdicts-<suite>.sanitize-<tool>@<target>.snap`).
 //! insta writes and compares them; this module also reads committed ones back so a machine
 //! without the target's GPU can still check that they are current and all passing.
 
+use super::sanitize::SanitizerTool;
 use super::verdict::Verdict;
 use std::path::{Path, PathBuf};
 
@@ -11,6 +13,40 @@ const SNAPSHOT_DIR_FROM_HERE: &str = "../../../snapshots";
 
 pub fn snapshot_name(suite: &str) -> String {
     format!("verdicts-{suite}")
+}
+
+/// The snapshot of `suite`, or of a `sanitize` run of it (its own file: exact-size allocations
+/// and the sanitizer's own checks make different rows).
+pub fn snapshot_name_of(suite: &str, sanitize: Option<SanitizerTool>) -> String {
+    match sanitize {
+        Some(tool) => format!("verdicts-{suite}.sanitize-{tool}"),
+        None => snapshot_name(suite),
+    }
+}
+
+/// What a verdict snapshot's file name says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SnapshotFile {
+    pub suite: String,
+    pub target: String,
+    pub sanitize: Option<SanitizerTool>,
+}
+
+/// Reads `verdicts-<suite>[.sanitize-<tool>]@<target>.snap`; `None` for any other name.
+pub fn parse_file_name(name: &str) -> Option<SnapshotFile> {
+    let (key, target) = name
+        .strip_prefix("verdicts-")?
+        .strip_suffix(".snap")?
+        .split_once('@')?;
+    let (suite, sanitize) = match key.split_once(".sanitize-") {
+        Some((suite, tool)) => (suite, Some(SanitizerTool::parse(tool)?)),
+        None => (key, None),
+    };
+    Some(SnapshotFile {
+        suite: suite.to_string(),
+        target: target.to_string(),
+        sanitize,
+    })
 }
 
 /// Stable text: one row per check, sorted by case id then check.
@@ -28,14 +64,29 @@ pub fn render(verdicts: &[Verdict]) -> String {
 
 /// Compare (or, under `INSTA_UPDATE`, record) the verdict snapshot of `suite` on `target`.
 pub fn assert_verdicts(suite: &str, target: &str, verdicts: &[Verdict]) {
+    assert_verdicts_of(suite, target, None, verdicts)
+}
+
+/// As [`assert_verdicts`], for a run under `sanitize` when given.
+pub fn assert_verdicts_of(
+    suite: &str,
+    target: &str,
+    sanitize: Option<SanitizerTool>,
+    verdicts: &[Verdict],
+) {
     let mut settings = insta::Settings::clone_current();
     settings.set_snapshot_path(SNAPSHOT_DIR_FROM_HERE);
     settings.set_prepend_module_to_snapshot(false);
     settings.set_snapshot_suffix(target);
     settings.set_omit_expression(true);
-    settings.set_description(format!("verdicts of suite `{suite}` on target `{target}`"));
+    settings.set_description(match sanitize {
+        Some(tool) => format!(
+            "verdicts of suite `{suite}` on target `{target}` under compute-sanitizer {tool}, exact-size allocations"
+        ),
+        None => format!("verdicts of suite `{suite}` on target `{target}`"),
+    });
     let text = render(verdicts);
-    settings.bind(|| insta::assert_snapshot!(snapshot_name(suite), text));
+    settings.bind(|| insta::assert_snapshot!(snapshot_name_of(suite, sanitize), text));
 }
 
 /// The committed snapshot file for a suite and target.
@@ -87,6 +138,36 @@ pub fn parse_rows(text: &str) -> Vec<SnapshotRow> {
 mod tests {
     use super::*;
     use crate::runner::verdict::Outcome;
+
+    #[test]
+    fn sanitize_runs_have_their_own_file_per_tool() {
+        assert_eq!(snapshot_name_of("smoke", None), "verdicts-smoke");
+        assert_eq!(
+            snapshot_name_of("edges", Some(SanitizerTool::Memcheck)),
+            "verdicts-edges.sanitize-memcheck"
+        );
+        assert_eq!(
+            parse_file_name("verdicts-edges.sanitize-racecheck@sm_90.snap"),
+            Some(SnapshotFile {
+                suite: "edges".into(),
+                target: "sm_90".into(),
+                sanitize: Some(SanitizerTool::Racecheck)
+            })
+        );
+        assert_eq!(
+            parse_file_name("verdicts-smoke@sm_90.snap"),
+            Some(SnapshotFile {
+                suite: "smoke".into(),
+                target: "sm_90".into(),
+                sanitize: None
+            })
+        );
+        assert_eq!(
+            parse_file_name("verdicts-smoke.sanitize-valgrind@sm_90.snap"),
+            None
+        );
+        assert_eq!(parse_file_name("selection@sm_90.snap"), None);
+    }
 
     #[test]
     fn render_is_sorted_and_parse_inverts_it() {
