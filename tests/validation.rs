@@ -819,6 +819,7 @@ fn valid_symmetric_asymmetric_and_padded_launches_pass_every_gemm_kernel() {
                     m,
                     n: 256,
                     row_stride: 256 + l.scale_pad,
+                    offset: 0,
                     dtype,
                 };
                 let inputs = DeviceInputs::gemm(d, &lay, &xs, y)

@@ -223,6 +223,7 @@ fn run(mode: Misbehave, y_pad: usize) -> (Sim, Result<GemmOutput, DeviceFault>) 
         m: 3,
         n: 40,
         row_stride: 40 + y_pad,
+        offset: 0,
         dtype: ActDtype::F16,
     };
     let inputs = DeviceInputs::gemm(d, &layer, &x, y).unwrap();
