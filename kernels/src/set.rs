@@ -81,9 +81,10 @@ pub static DEQUANT_ARGS: [ArgDecl; 10] = [
     int("out_row_stride", ScalarArg::DenseRowStride),
 ];
 
-/// `dense` runs in the vendor BLAS: `Y = X · Denseᵀ` with a padded leading dimension. Declared
-/// for validation only; it has no HIP entry point.
-pub static DENSE_ARGS: [ArgDecl; 8] = [
+/// `dense` runs in the vendor BLAS: `Y = X · Denseᵀ` with a leading dimension per operand
+/// (`ldb`, `lda`, `ldc` of the column-major call). Declared for validation only; it has no HIP
+/// entry point.
+pub static DENSE_ARGS: [ArgDecl; 10] = [
     ptr("x", TensorRole::X),
     ptr("dense", TensorRole::Dense),
     opt_ptr("bias", TensorRole::Bias),
@@ -91,7 +92,9 @@ pub static DENSE_ARGS: [ArgDecl; 8] = [
     int("m", ScalarArg::M),
     int("n", ScalarArg::N),
     int("k", ScalarArg::K),
+    int("x_row_stride", ScalarArg::XRowStride),
     int("dense_row_stride", ScalarArg::DenseRowStride),
+    int("y_row_stride", ScalarArg::YRowStride),
 ];
 
 /// Entry-point names: `w4a16_<kernel>_<f16|bf16>`, `extern "C"` in the HIP sources.
