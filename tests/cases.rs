@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use w4a16_harness::cases::{self, CaseSet, DataClass, Date, Producer, RowPadding};
+use w4a16_harness::cases::{self, CaseSet, DataClass, Date, Producer, RowPadding, ViewLayout};
 use w4a16_reference::ActDtype;
 use w4a16_reference::layer::Symmetry;
 
@@ -311,8 +311,13 @@ fn producers_pair_only_with_the_symmetry_they_mean() {
             p.name()
         );
     }
-    // 2 shapes × 2 G × 2 M × 2 dtypes × (4 producers sym + 5 asym).
-    assert_eq!(ck.cases.len(), 2 * 2 * 2 * 2 * 9);
+    // 2 shapes × 2 G × 2 M × 2 dtypes × (4 producers sym + 5 asym), then the strided-X /
+    // offset-Y sweep: 1 shape × 1 G × 2 M × 2 dtypes × 9.
+    assert_eq!(ck.cases.len(), 2 * 2 * 2 * 2 * 9 + 2 * 2 * 9);
+    assert!(
+        set.case("checkpoints/ckpt.k256-n128/M=6/f16/asym/g32/exact/legacy-unpacked-zp+x-odd-stride+y-offset-2b")
+            .is_some()
+    );
     assert!(
         set.case("checkpoints/ckpt.k256-n128/M=6/bf16/asym/g32/exact/legacy-unpacked-zp")
             .is_some()
@@ -416,6 +421,124 @@ producer = ["awq"]
             "v/a.k256-n64/M=2/bf16/asym/g256/last-row/awq+unpadded+bias"
         ]
     );
+}
+
+#[test]
+fn layout_axes_add_an_id_segment_only_off_the_default() {
+    let set = cases::load_sources(&[
+        src("shapes.toml", SHAPES),
+        src(
+            "s.toml",
+            r#"
+[suite]
+name = "v"
+description = "x"
+[[sweep]]
+shapes = ["a.k256-n64"]
+m = [2]
+dtype = ["f16"]
+symmetry = ["sym"]
+class = ["exact"]
+x_layout = ["contiguous", "odd-stride"]
+y_layout = ["contiguous", "offset-2b"]
+[[sweep]]
+shapes = ["a.k256-n64"]
+m = [3]
+dtype = ["f16"]
+symmetry = ["sym"]
+class = ["exact"]
+padding = ["forced"]
+bias = [true]
+x_layout = ["offset-8b"]
+y_layout = ["padded"]
+[[case]]
+shape = "a.k256-n64"
+m = 4
+dtype = "bf16"
+symmetry = "asym"
+class = "exact"
+y_layout = "odd-stride"
+"#,
+        ),
+    ])
+    .unwrap();
+    let ids: Vec<&str> = set.cases().map(|c| c.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        [
+            "v/a.k256-n64/M=2/f16/sym/g128/exact",
+            "v/a.k256-n64/M=2/f16/sym/g128/exact/y-offset-2b",
+            "v/a.k256-n64/M=2/f16/sym/g128/exact/x-odd-stride",
+            "v/a.k256-n64/M=2/f16/sym/g128/exact/x-odd-stride+y-offset-2b",
+            "v/a.k256-n64/M=3/f16/sym/g128/exact/forced-pad+bias+x-offset-8b+y-padded",
+            "v/a.k256-n64/M=4/bf16/asym/g128/exact/y-odd-stride",
+        ]
+    );
+    let c = set.case(ids[3]).unwrap();
+    assert_eq!(
+        (c.x_layout, c.y_layout),
+        (ViewLayout::OddStride, ViewLayout::Offset2b)
+    );
+    // The views themselves: stride and offset in elements of a row of `cols`.
+    let geometry: Vec<(usize, usize)> = ViewLayout::ALL
+        .iter()
+        .map(|l| (l.row_stride(100), l.offset()))
+        .collect();
+    assert_eq!(geometry, [(100, 0), (108, 0), (103, 0), (100, 1), (104, 4)]);
+}
+
+/// The new axes reach every kernel in the differential suites, and no case id that existed
+/// before them moved (their seeded data and snapshot rows stay): every id the committed
+/// verdict snapshots list is still a case, and every case not listed there has a layout.
+#[test]
+fn layout_axes_cover_every_view_in_the_differential_suites_and_keep_old_ids() {
+    let set = load();
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("snapshots");
+    for suite in ["kernels", "edges", "checkpoints"] {
+        let s = set.suite(suite).unwrap();
+        let strided = |c: &&cases::Case| !c.x_layout.is_default() || !c.y_layout.is_default();
+        let ids: HashSet<&str> = s.cases.iter().map(|c| c.id.as_str()).collect();
+        let snap =
+            std::fs::read_to_string(dir.join(format!("verdicts-{suite}@sm_90.snap"))).unwrap();
+        let listed: HashSet<&str> = snap
+            .lines()
+            .filter_map(|l| l.split(" | ").next())
+            .filter(|id| id.starts_with(&format!("{suite}/")))
+            .collect();
+        assert!(!listed.is_empty(), "{suite}: no rows in the snapshot");
+        for id in &listed {
+            assert!(ids.contains(id), "{suite}: case {id} disappeared");
+        }
+        for c in s.cases.iter().filter(|c| !listed.contains(c.id.as_str())) {
+            assert!(
+                strided(&c),
+                "{}: a new case without a layout (ids must not move)",
+                c.id
+            );
+        }
+        assert!(s.cases.iter().filter(strided).count() > 0, "{suite}");
+    }
+    let kern = set.suite("kernels").unwrap();
+    for layout in ViewLayout::ALL.into_iter().filter(|l| !l.is_default()) {
+        // decode (skinny), fused, and M ≥ 256 (the dense threshold), for X and for Y
+        for (lo, hi) in [(1, 5), (6, 255), (256, usize::MAX)] {
+            for (tensor, of) in [
+                (
+                    "x",
+                    (|c: &cases::Case| c.x_layout) as fn(&cases::Case) -> ViewLayout,
+                ),
+                ("y", |c: &cases::Case| c.y_layout),
+            ] {
+                assert!(
+                    kern.cases
+                        .iter()
+                        .any(|c| of(c) == layout && (lo..=hi).contains(&c.m)),
+                    "kernels: no {tensor} {} case with M in {lo}..={hi}",
+                    layout.name()
+                );
+            }
+        }
+    }
 }
 
 #[test]

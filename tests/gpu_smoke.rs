@@ -101,6 +101,7 @@ fn check_gemm(dev: &dyn Device, kernel: KernelId, c: &Case, y_pad: usize) {
         m,
         n: 200,
         row_stride: 200 + y_pad,
+        offset: 0,
         dtype: c.layer.dtype,
     };
     let inputs = DeviceInputs::gemm(d, &c.resident, &c.x, y)

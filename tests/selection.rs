@@ -246,6 +246,56 @@ fn padding_follows_the_target_rule_and_the_case_axis() {
     assert_eq!(s.request.shape, LayerShape::new(512, 2048, 128));
 }
 
+/// SPEC §5: the fused path copies X per call, and on gfx11 those rows get +128 B when `K·2`
+/// bytes is a multiple of 2048; decode (skinny) and the dense path take X as the caller has it.
+#[test]
+fn activation_rows_on_the_fused_path_follow_the_cache_cliff_rule() {
+    let at = |t, k, m, padding| {
+        let mut r = req(512, k, 128, m, Symmetry::Sym);
+        r.padding = padding;
+        select::select(t, &r, &DISABLE)
+    };
+    for (k, padded) in [(1024, true), (4096, true), (1280, false), (2560, false)] {
+        let s = at(Target::Gfx1151, k, 64, RowPadding::CacheCliff);
+        assert_eq!(s.path, [KernelId::Fused]);
+        let want = if padded { k + 64 } else { k };
+        assert_eq!(s.strides.x_row_stride, want, "K = {k}");
+        assert!(
+            select::row(&s).contains(&format!(" xpad={} ", want - k)),
+            "{}",
+            select::row(&s)
+        );
+        // decode takes the caller's X
+        assert_eq!(
+            at(Target::Gfx1151, k, 1, RowPadding::CacheCliff)
+                .strides
+                .x_row_stride,
+            k
+        );
+    }
+    assert_eq!(
+        at(Target::Sm90, 4096, 64, RowPadding::CacheCliff)
+            .strides
+            .x_row_stride,
+        4096
+    );
+    assert_eq!(
+        at(Target::Sm90, 1280, 64, RowPadding::Forced)
+            .strides
+            .x_row_stride,
+        1280 + 64
+    );
+    assert_eq!(
+        at(Target::Gfx1151, 4096, 64, RowPadding::None)
+            .strides
+            .x_row_stride,
+        4096
+    );
+    // The padded X is one the fused kernel's declaration takes.
+    let s = at(Target::Gfx1151, 4096, 64, RowPadding::CacheCliff);
+    select::cross_check(&s, &DeclaredContracts).unwrap();
+}
+
 #[test]
 fn every_field_shape_takes_the_hybrid_on_wave32_targets_and_the_fallback_on_gfx942() {
     let set = load();

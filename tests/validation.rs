@@ -4,10 +4,10 @@
 //! the argument buffer is packed at the declared offsets.
 
 use w4a16_harness::launch::{DeviceInputs, HostBytes, RawArg, pack_args};
-use w4a16_harness::tensor::{DenseSpec, ElemType, LaunchInputs, TensorView, YSpec};
+use w4a16_harness::tensor::{DenseSpec, ElemType, LaunchInputs, TensorView, XBuffer, YSpec};
 use w4a16_harness::validate::{ArgValue, ContractError, validate};
-use w4a16_kernels::decl::arg_offsets;
-use w4a16_kernels::{ArgKind, KernelDecl, KernelId, ScalarArg, TensorRole};
+use w4a16_kernels::decl::{RowLayoutRule, arg_offsets};
+use w4a16_kernels::{ArgDecl, ArgKind, KernelDecl, KernelId, ScalarArg, TensorRole, set};
 use w4a16_reference::formats::{
     PackedZeroPoints, ResidentLayer, ResidentScales, ResidentWeights, UnpackedZeroPoints,
     ZeroPoints,
@@ -500,11 +500,21 @@ fn an_offset_view_needs_the_offset_bytes_too() {
 
 #[test]
 fn a_stride_the_kernel_is_not_told_about_must_be_unpadded() {
-    // the dense (vendor BLAS) declaration takes no x or y row stride
+    // A declaration like dense's but without the x row stride argument (as dense was before it
+    // passed the BLAS its X leading dimension): a padded X must be refused, not misread.
+    let args: Vec<ArgDecl> = set::DENSE_ARGS
+        .iter()
+        .copied()
+        .filter(|a| a.kind != ArgKind::I32(ScalarArg::XRowStride))
+        .collect();
+    let no_x_stride = KernelDecl {
+        args: Box::leak(args.into_boxed_slice()),
+        ..*decl(KernelId::Dense)
+    };
     let xs = x(4, 1024, ActDtype::F16).with_row_stride(1032);
     let dense = DenseSpec::unpadded(256, 1024, ActDtype::F16);
     let li = LaunchInputs::dense(&xs, &dense, None, &YSpec::dense(4, 256, ActDtype::F16));
-    let e = refuse(KernelId::Dense, &li);
+    let e = validate(&no_x_stride, &li).unwrap_err();
     assert!(
         matches!(
             e,
@@ -525,6 +535,9 @@ fn a_stride_the_kernel_is_not_told_about_must_be_unpadded() {
             "got 1032",
         ],
     );
+    // The real dense declaration passes X's row stride to the BLAS as its leading dimension.
+    let v = validate(decl(KernelId::Dense), &li).unwrap();
+    assert_eq!(v.scalar(ScalarArg::XRowStride), Some(1032));
 }
 
 #[test]
@@ -715,29 +728,236 @@ fn a_tensor_the_kernel_has_no_argument_for_is_refused() {
 
 #[test]
 fn misaligned_pointers_are_refused() {
+    // Tensors other than X and Y follow the declaration's pointer alignment: skinny loads its
+    // weights 16 bytes at a time.
     let mut li = gemm_inputs(ActDtype::F16, PLAIN);
-    let xv = li.x.as_mut().unwrap();
-    xv.byte_offset = 2;
-    xv.bytes_available += 2;
+    let wv = li.weights.as_mut().unwrap();
+    wv.byte_offset = 4;
+    wv.bytes_available += 4;
     let e = refuse(KernelId::Skinny, &li);
     assert_eq!(
         e,
         ContractError::Misaligned {
-            tensor: "x",
+            tensor: "weights",
             align: 16,
-            got: 2,
-            offset: 2
+            got: 4,
+            offset: 4
         }
     );
     assert_msg(
         &e,
-        &["x must start at an address aligned to 16 bytes; got alignment 2"],
+        &["weights must start at an address aligned to 16 bytes; got alignment 4"],
     );
+    assert_eq!(e.row_layout_tensor(), None);
     // the same view with a 16-byte offset is fine
-    let xv = li.x.as_mut().unwrap();
-    xv.byte_offset = 16;
-    xv.bytes_available += 14;
+    let wv = li.weights.as_mut().unwrap();
+    wv.byte_offset = 16;
+    wv.bytes_available += 12;
     assert!(validate(decl(KernelId::Skinny), &li).is_ok());
+}
+
+// ---- X and Y row layouts (SPEC §2: strided, offset slices) ----------------------------------
+
+/// Every kernel that reads X and writes Y: the GEMMs and the dense (vendor BLAS) path.
+const XY_KERNELS: [KernelId; 4] = [
+    KernelId::Skinny,
+    KernelId::Fused,
+    KernelId::Fallback,
+    KernelId::Dense,
+];
+
+/// A launch of `kernel` (M = 2, N = 256, K = 1024) with X and Y as the given views.
+fn xy_inputs(kernel: KernelId, xv: TensorView, y: YSpec) -> LaunchInputs {
+    let dtype = ActDtype::F16;
+    let mut li = match kernel {
+        KernelId::Dense => {
+            let dense = DenseSpec::unpadded(256, 1024, dtype);
+            LaunchInputs::dense(&x(2, 1024, dtype), &dense, None, &y)
+        }
+        _ => gemm_inputs(dtype, PLAIN),
+    };
+    li.x = Some(xv);
+    li.y = Some(y.view());
+    li
+}
+
+fn x_view(stride: usize, offset: usize) -> TensorView {
+    XBuffer::planned_view(2, 1024, stride, offset, ActDtype::F16)
+}
+
+fn y_spec(stride: usize, offset: usize) -> YSpec {
+    YSpec::strided(2, 256, stride, offset, ActDtype::F16)
+}
+
+/// The kernel sources pick vector accesses at run time (skinny `x_vec16`/`x_vec8`, fused
+/// `x_vec`) and the BLAS takes any leading dimension: every element-aligned view is theirs.
+#[test]
+fn every_kernel_takes_the_strided_and_offset_views_it_declares() {
+    for kernel in XY_KERNELS {
+        let d = decl(kernel);
+        assert_eq!(d.contract.x_rows, Some(RowLayoutRule::ELEMENT), "{kernel}");
+        assert_eq!(d.contract.y_rows, Some(RowLayoutRule::ELEMENT), "{kernel}");
+        for pad in [0usize, 3, 4, 8] {
+            for offset in [0usize, 1, 4] {
+                let li = xy_inputs(kernel, x_view(1024 + pad, offset), y_spec(256, 0));
+                let v = validate(d, &li)
+                    .unwrap_or_else(|e| panic!("{kernel} x pad {pad} offset {offset}: {e}"));
+                assert_eq!(v.scalar(ScalarArg::XRowStride), Some(1024 + pad as i32));
+                assert!(v.args.contains(&ArgValue::Pointer {
+                    role: TensorRole::X,
+                    present: true,
+                    byte_offset: 2 * offset
+                }));
+                let li = xy_inputs(kernel, x_view(1024, 0), y_spec(256 + pad, offset));
+                let v = validate(d, &li)
+                    .unwrap_or_else(|e| panic!("{kernel} y pad {pad} offset {offset}: {e}"));
+                assert_eq!(v.scalar(ScalarArg::YRowStride), Some(256 + pad as i32));
+                assert!(v.args.contains(&ArgValue::Pointer {
+                    role: TensorRole::Y,
+                    present: true,
+                    byte_offset: 2 * offset
+                }));
+            }
+        }
+    }
+}
+
+#[test]
+fn every_kernel_refuses_x_or_y_off_its_element_alignment() {
+    for kernel in XY_KERNELS {
+        let mut xv = x_view(1024, 0);
+        xv.byte_offset = 1;
+        xv.bytes_available += 1;
+        let e = refuse(kernel, &xy_inputs(kernel, xv, y_spec(256, 0)));
+        assert_eq!(
+            e,
+            ContractError::Misaligned {
+                tensor: "x",
+                align: 2,
+                got: 1,
+                offset: 1
+            },
+            "{kernel}"
+        );
+        assert_msg(
+            &e,
+            &["x must start at an address aligned to 2 bytes; got alignment 1 (byte offset 1)"],
+        );
+        assert_eq!(e.row_layout_tensor(), Some(TensorRole::X));
+
+        let mut li = xy_inputs(kernel, x_view(1024, 0), y_spec(256, 0));
+        let yv = li.y.as_mut().unwrap();
+        yv.byte_offset = 3;
+        yv.bytes_available += 3;
+        let e = refuse(kernel, &li);
+        assert!(
+            matches!(
+                e,
+                ContractError::Misaligned {
+                    tensor: "y",
+                    align: 2,
+                    got: 1,
+                    offset: 3
+                }
+            ),
+            "{kernel}: {e:?}"
+        );
+        assert_eq!(e.row_layout_tensor(), Some(TensorRole::Y));
+    }
+}
+
+/// A kernel that vectorised X and Y unconditionally would declare 16-byte rows; validation
+/// then refuses strides and bases off that rule, naming the tensor, the rule and the view.
+#[test]
+fn a_declared_vector_row_rule_refuses_the_views_it_cannot_take() {
+    let vec16 = RowLayoutRule {
+        row_stride_multiple: 8,
+        base_align_bytes: 16,
+    };
+    for kernel in XY_KERNELS {
+        let mut d = *decl(kernel);
+        d.contract.x_rows = Some(vec16);
+        d.contract.y_rows = Some(vec16);
+        // accepted: 16-byte rows at a 16-byte base
+        let li = xy_inputs(kernel, x_view(1032, 8), y_spec(264, 0));
+        validate(&d, &li).unwrap_or_else(|e| panic!("{kernel}: {e}"));
+
+        let e = validate(&d, &xy_inputs(kernel, x_view(1027, 0), y_spec(256, 0))).unwrap_err();
+        assert_eq!(
+            e,
+            ContractError::RowStrideAlign {
+                kernel,
+                tensor: "x",
+                align: 16,
+                got: 2054
+            }
+        );
+        assert_msg(
+            &e,
+            &[&format!(
+                "x row stride must be a multiple of 16 bytes for {kernel}; got 2054 bytes"
+            )],
+        );
+        assert_eq!(e.row_layout_tensor(), Some(TensorRole::X));
+
+        let e = validate(&d, &xy_inputs(kernel, x_view(1024, 4), y_spec(256, 0))).unwrap_err();
+        assert_eq!(
+            e,
+            ContractError::Misaligned {
+                tensor: "x",
+                align: 16,
+                got: 8,
+                offset: 8
+            },
+            "{kernel}"
+        );
+
+        let e = validate(&d, &xy_inputs(kernel, x_view(1024, 0), y_spec(260, 0))).unwrap_err();
+        assert_eq!(
+            e,
+            ContractError::RowStrideAlign {
+                kernel,
+                tensor: "y",
+                align: 16,
+                got: 520
+            }
+        );
+        assert_eq!(e.row_layout_tensor(), Some(TensorRole::Y));
+        let e = validate(&d, &xy_inputs(kernel, x_view(1024, 0), y_spec(256, 1))).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                ContractError::Misaligned {
+                    tensor: "y",
+                    align: 16,
+                    got: 2,
+                    ..
+                }
+            ),
+            "{kernel}: {e:?}"
+        );
+
+        // one row has no stride to align
+        let mut li = xy_inputs(kernel, x_view(1027, 0), y_spec(260, 0));
+        li.m = 1;
+        li.x = Some(XBuffer::planned_view(1, 1024, 1027, 0, ActDtype::F16));
+        li.y = Some(YSpec::strided(1, 256, 260, 0, ActDtype::F16).view());
+        validate(&d, &li).unwrap_or_else(|e| panic!("{kernel} M=1: {e}"));
+    }
+}
+
+#[test]
+fn kernels_without_x_or_y_declare_no_row_rule_and_take_no_such_tensor() {
+    let d = decl(KernelId::Dequant);
+    assert_eq!((d.contract.x_rows, d.contract.y_rows), (None, None));
+    let lay = layer(256, 1024, 128, ActDtype::F16, PLAIN);
+    let mut li = LaunchInputs::dequant(&lay, &DenseSpec::unpadded(256, 1024, ActDtype::F16));
+    li.x = Some(x_view(1027, 1));
+    let e = refuse(KernelId::Dequant, &li);
+    assert!(
+        matches!(e, ContractError::UnexpectedTensor { tensor: "x", .. }),
+        "{e:?}"
+    );
 }
 
 #[test]
@@ -819,6 +1039,7 @@ fn valid_symmetric_asymmetric_and_padded_launches_pass_every_gemm_kernel() {
                     m,
                     n: 256,
                     row_stride: 256 + l.scale_pad,
+                    offset: 0,
                     dtype,
                 };
                 let inputs = DeviceInputs::gemm(d, &lay, &xs, y)

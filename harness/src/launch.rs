@@ -13,7 +13,7 @@ use w4a16_kernels::{ArgKind, KernelDecl, KernelId, TensorRole};
 use w4a16_reference::Activations;
 use w4a16_reference::formats::{ResidentLayer, ZeroPoints};
 
-use crate::tensor::{DenseSpec, LaunchInputs, YSpec};
+use crate::tensor::{DenseSpec, LaunchInputs, XBuffer, YSpec};
 use crate::validate::{ArgValue, ContractError, ValidatedLaunch, validate};
 
 /// Host memory behind one input tensor, in its natural element type (uploaded little-endian).
@@ -112,6 +112,19 @@ impl<'a> DeviceInputs<'a> {
         Self::new(decl, launch, host)
     }
 
+    /// As [`Self::gemm`], with X strided and offset inside its own buffer.
+    pub fn gemm_strided(
+        decl: &KernelDecl,
+        layer: &'a ResidentLayer,
+        x: &'a XBuffer<'_>,
+        y: YSpec,
+    ) -> Result<Self, ContractError> {
+        let launch = LaunchInputs::gemm_view(layer, x.view(), &y);
+        let mut host = layer_host(layer);
+        host.push((TensorRole::X, HostBytes::U16(&x.host)));
+        Self::new(decl, launch, host)
+    }
+
     /// The resident layer to the dense copy.
     pub fn dequant(
         decl: &KernelDecl,
@@ -135,6 +148,26 @@ impl<'a> DeviceInputs<'a> {
         let launch = LaunchInputs::dense(x, &dense, bias, &y);
         let mut host = vec![
             (TensorRole::X, HostBytes::U16(&x.data)),
+            (TensorRole::Dense, HostBytes::U16(dense_bits)),
+        ];
+        if let Some(b) = bias {
+            host.push((TensorRole::Bias, HostBytes::U16(b)));
+        }
+        Self::new(decl, launch, host)
+    }
+
+    /// As [`Self::dense`], with X strided and offset inside its own buffer.
+    pub fn dense_strided(
+        decl: &KernelDecl,
+        x: &'a XBuffer<'_>,
+        dense: DenseSpec,
+        dense_bits: &'a [u16],
+        bias: Option<&'a [u16]>,
+        y: YSpec,
+    ) -> Result<Self, ContractError> {
+        let launch = LaunchInputs::dense_view(x.view(), &dense, bias, &y);
+        let mut host = vec![
+            (TensorRole::X, HostBytes::U16(&x.host)),
             (TensorRole::Dense, HostBytes::U16(dense_bits)),
         ];
         if let Some(b) = bias {

@@ -3,6 +3,7 @@
 //! validator compares these against a kernel's declaration; the devices upload exactly the
 //! bytes a view claims.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use w4a16_kernels::TensorRole;
@@ -175,39 +176,142 @@ pub fn fmt_shape(shape: &[usize]) -> String {
     format!("[{}]", parts.join(", "))
 }
 
-/// The output `Y[M, N]` a GEMM launch writes: rows `row_stride` elements apart.
+/// The output `Y[M, N]` a GEMM launch writes: rows `row_stride` elements apart, the first
+/// `offset` elements after the buffer's base (a slice of a larger tensor).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct YSpec {
     pub m: usize,
     pub n: usize,
     pub row_stride: usize,
+    /// Elements between the buffer's base and `Y[0, 0]`.
+    pub offset: usize,
     pub dtype: ActDtype,
 }
 
 impl YSpec {
-    /// Unpadded `[M, N]`.
+    /// Unpadded `[M, N]` at the start of its buffer.
     pub fn dense(m: usize, n: usize, dtype: ActDtype) -> Self {
         YSpec {
             m,
             n,
             row_stride: n,
+            offset: 0,
             dtype,
         }
     }
 
-    /// Bytes of the smallest buffer that holds this Y.
+    /// `[M, N]` with rows `row_stride` apart, starting `offset` elements into its buffer.
+    pub fn strided(m: usize, n: usize, row_stride: usize, offset: usize, dtype: ActDtype) -> Self {
+        YSpec {
+            m,
+            n,
+            row_stride,
+            offset,
+            dtype,
+        }
+    }
+
+    /// Bytes of the smallest buffer that holds this Y, leading offset included.
     pub fn bytes(&self) -> usize {
-        strided_bytes(self.m, self.n, self.row_stride, 2)
+        self.offset * 2 + strided_bytes(self.m, self.n, self.row_stride, 2)
     }
 
     pub fn view(&self) -> TensorView {
-        TensorView::matrix(
-            self.dtype.into(),
-            self.m,
-            self.n,
-            self.row_stride,
-            self.bytes(),
-        )
+        TensorView {
+            byte_offset: self.offset * 2,
+            ..TensorView::matrix(
+                self.dtype.into(),
+                self.m,
+                self.n,
+                self.row_stride,
+                self.bytes(),
+            )
+        }
+    }
+}
+
+/// X as a launch hands it over: the activations' rows `row_stride` elements apart, starting
+/// `offset` elements into a host buffer. The leading offset and the gaps between rows hold the
+/// dtype's NaN poison, so a kernel that reads outside `[M, K]` poisons its own output. Borrows
+/// the activations when they are already laid out that way.
+#[derive(Clone, Debug, PartialEq)]
+pub struct XBuffer<'a> {
+    pub m: usize,
+    pub k: usize,
+    pub row_stride: usize,
+    /// Elements between the buffer's base and `X[0, 0]`.
+    pub offset: usize,
+    pub dtype: ActDtype,
+    /// The whole buffer from its base: `offset + (M−1)·row_stride + K` elements.
+    pub host: Cow<'a, [u16]>,
+}
+
+impl<'a> XBuffer<'a> {
+    /// `x`'s values laid out with `row_stride` (≥ K) and `offset`; `None` when the stride is
+    /// shorter than a row.
+    pub fn new(x: &'a Activations, row_stride: usize, offset: usize) -> Option<Self> {
+        if row_stride < x.k {
+            return None;
+        }
+        if row_stride == x.row_stride && offset == 0 {
+            return Some(Self::as_laid_out(x));
+        }
+        let len = offset + strided_bytes(x.m, x.k, row_stride, 1);
+        let mut host = vec![x.dtype.poison_bits(); len];
+        for m in 0..x.m {
+            let src = &x.data[m * x.row_stride..m * x.row_stride + x.k];
+            let at = offset + m * row_stride;
+            host[at..at + x.k].copy_from_slice(src);
+        }
+        Some(XBuffer {
+            m: x.m,
+            k: x.k,
+            row_stride,
+            offset,
+            dtype: x.dtype,
+            host: Cow::Owned(host),
+        })
+    }
+
+    /// `x` exactly as it is laid out (its own row stride, no offset), borrowed.
+    pub fn as_laid_out(x: &'a Activations) -> Self {
+        XBuffer {
+            m: x.m,
+            k: x.k,
+            row_stride: x.row_stride,
+            offset: 0,
+            dtype: x.dtype,
+            host: Cow::Borrowed(&x.data),
+        }
+    }
+
+    pub fn view(&self) -> TensorView {
+        Self::planned_view(self.m, self.k, self.row_stride, self.offset, self.dtype)
+    }
+
+    /// The view an `XBuffer` of this layout would have, without building it (static checks).
+    pub fn planned_view(
+        m: usize,
+        k: usize,
+        row_stride: usize,
+        offset: usize,
+        dtype: ActDtype,
+    ) -> TensorView {
+        TensorView {
+            byte_offset: offset * 2,
+            ..TensorView::matrix(
+                dtype.into(),
+                m,
+                k,
+                row_stride,
+                (offset + strided_bytes(m, k, row_stride, 1)) * 2,
+            )
+        }
+    }
+
+    /// Element `(m, k)` as stored.
+    pub fn get_bits(&self, m: usize, k: usize) -> u16 {
+        self.host[self.offset + m * self.row_stride + k]
     }
 }
 
@@ -348,9 +452,15 @@ impl LaunchInputs {
 
     /// `Y = X·Wᵀ (+ bias)` on a resident layer (skinny, fused, fallback).
     pub fn gemm(layer: &ResidentLayer, x: &Activations, y: &YSpec) -> Self {
+        Self::gemm_view(layer, activations_view(x), y)
+    }
+
+    /// As [`Self::gemm`] with X given as a view (strided, offset: an [`XBuffer`]'s).
+    pub fn gemm_view(layer: &ResidentLayer, x: TensorView, y: &YSpec) -> Self {
         let s = layer.shape;
-        let mut li = Self::empty(x.m, s.n, s.k, s.group, layer.dtype);
-        li.x = Some(activations_view(x));
+        let m = x.shape.first().copied().unwrap_or(0);
+        let mut li = Self::empty(m, s.n, s.k, s.group, layer.dtype);
+        li.x = Some(x);
         li.y = Some(y.view());
         li.set_layer(layer);
         li
@@ -369,8 +479,14 @@ impl LaunchInputs {
 
     /// `Y = X·Denseᵀ (+ bias)` in the vendor BLAS. `group` is not a launch argument; K stands in.
     pub fn dense(x: &Activations, dense: &DenseSpec, bias: Option<&[u16]>, y: &YSpec) -> Self {
-        let mut li = Self::empty(x.m, dense.n, dense.k, dense.k, dense.dtype);
-        li.x = Some(activations_view(x));
+        Self::dense_view(activations_view(x), dense, bias, y)
+    }
+
+    /// As [`Self::dense`] with X given as a view.
+    pub fn dense_view(x: TensorView, dense: &DenseSpec, bias: Option<&[u16]>, y: &YSpec) -> Self {
+        let m = x.shape.first().copied().unwrap_or(0);
+        let mut li = Self::empty(m, dense.n, dense.k, dense.k, dense.dtype);
+        li.x = Some(x);
         li.dense = Some(dense.view());
         li.bias = bias.map(|b| TensorView::vector(dense.dtype.into(), b.len(), b.len() * 2));
         li.y = Some(y.view());
@@ -490,6 +606,45 @@ mod tests {
         assert!(!TensorView::matrix(ElemType::U32, 4, 8, 9, 140).is_contiguous());
         // a single row is contiguous whatever its row stride says
         assert!(TensorView::matrix(ElemType::U32, 1, 8, 100, 32).is_contiguous());
+    }
+
+    #[test]
+    fn x_buffer_puts_rows_at_stride_and_offset_with_poisoned_gaps() {
+        let x = Activations {
+            m: 3,
+            k: 4,
+            row_stride: 4,
+            dtype: ActDtype::F16,
+            data: (1..=12).collect(),
+        };
+        let b = XBuffer::new(&x, 7, 1).unwrap();
+        let p = ActDtype::F16.poison_bits();
+        assert_eq!(b.host.len(), 1 + 2 * 7 + 4);
+        assert_eq!(
+            b.host,
+            vec![p, 1, 2, 3, 4, p, p, p, 5, 6, 7, 8, p, p, p, 9, 10, 11, 12]
+        );
+        assert_eq!(b.get_bits(2, 3), 12);
+        let v = b.view();
+        assert_eq!((v.byte_offset, v.strides[0], v.address_align()), (2, 7, 2));
+        assert_eq!(v.required_bytes(), Some(b.host.len() * 2));
+        assert!(XBuffer::new(&x, 3, 0).is_none(), "a stride shorter than K");
+        let same = XBuffer::new(&x, 4, 0).unwrap();
+        assert!(
+            matches!(same.host, Cow::Borrowed(_)),
+            "no copy when laid out as asked"
+        );
+        assert_eq!(same.view(), activations_view(&x));
+    }
+
+    #[test]
+    fn y_spec_offset_moves_the_base_and_the_bytes() {
+        let y = YSpec::strided(2, 5, 9, 3, ActDtype::Bf16);
+        assert_eq!(y.bytes(), (3 + 9 + 5) * 2);
+        let v = y.view();
+        assert_eq!((v.byte_offset, v.bytes_available), (6, 34));
+        assert_eq!(v.required_bytes(), Some(34));
+        assert_eq!(YSpec::dense(2, 5, ActDtype::F16).view().byte_offset, 0);
     }
 
     #[test]

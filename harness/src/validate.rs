@@ -3,7 +3,7 @@
 //! holds the shape rules); nothing restates a kernel's contract. A launch that passes yields a
 //! [`ValidatedLaunch`], the only thing the devices pack kernel arguments from.
 
-use w4a16_kernels::decl::{ContractDecl, GroupRule, LaunchShape};
+use w4a16_kernels::decl::{ContractDecl, GroupRule, LaunchShape, RowLayoutRule};
 use w4a16_kernels::{ArgKind, KernelDecl, KernelId, ScalarArg, TensorRole};
 
 use crate::tensor::{ElemType, LaunchInputs, TensorView, fmt_shape};
@@ -564,7 +564,16 @@ fn check_tensor(
             bytes(tensor, v, "((N−1)·stride + K)·2")?;
         }
     }
-    let align = c.pointer_align_bytes.max(v.elem.size_bytes());
+    match c.row_layout(role) {
+        Some(rule) => row_layout(kernel, tensor, v, rule),
+        None => {
+            let align = c.pointer_align_bytes.max(v.elem.size_bytes());
+            aligned(tensor, v, align)
+        }
+    }
+}
+
+fn aligned(tensor: &'static str, v: &TensorView, align: usize) -> Result<(), ContractError> {
     if v.address_align() < align {
         return Err(ContractError::Misaligned {
             tensor,
@@ -574,6 +583,43 @@ fn check_tensor(
         });
     }
     Ok(())
+}
+
+/// X and Y: the declared row layout (row-stride multiple, base alignment), never less than
+/// the element's own alignment.
+fn row_layout(
+    kernel: KernelId,
+    tensor: &'static str,
+    v: &TensorView,
+    rule: RowLayoutRule,
+) -> Result<(), ContractError> {
+    let elem = v.elem.size_bytes();
+    let multiple = rule.row_stride_multiple.max(1);
+    // A single row has no stride to speak of.
+    if v.shape[0] > 1 && !v.strides[0].is_multiple_of(multiple) {
+        return Err(ContractError::RowStrideAlign {
+            kernel,
+            tensor,
+            align: multiple * elem,
+            got: v.strides[0] * elem,
+        });
+    }
+    aligned(tensor, v, rule.base_align_bytes.max(elem))
+}
+
+impl ContractError {
+    /// The tensor whose declared row layout (row-stride multiple or base alignment) refused
+    /// the launch: X or Y. `None` for every other refusal.
+    pub fn row_layout_tensor(&self) -> Option<TensorRole> {
+        let tensor = match self {
+            ContractError::RowStrideAlign { tensor, .. }
+            | ContractError::Misaligned { tensor, .. } => *tensor,
+            _ => return None,
+        };
+        [TensorRole::X, TensorRole::Y]
+            .into_iter()
+            .find(|r| r.name() == tensor)
+    }
 }
 
 fn dtype(tensor: &'static str, v: &TensorView, act: ElemType) -> Result<(), ContractError> {

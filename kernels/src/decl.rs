@@ -152,6 +152,28 @@ pub enum GroupRule {
     AnyDividingK,
 }
 
+/// The row layouts of an activation-dtype matrix (X or Y) a kernel accepts: every row must
+/// start at an address aligned to `base_align_bytes`, which holds for every row when the first
+/// row is aligned and the row stride is a multiple of `row_stride_multiple` elements. Kernels
+/// that pick vector loads at run time and fall back to element accesses accept any element
+/// alignment (`ELEMENT`); a kernel that vectorises unconditionally must declare the alignment
+/// its vectors need, and validation then refuses the rest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RowLayoutRule {
+    /// The row stride must be a multiple of this many elements.
+    pub row_stride_multiple: usize,
+    /// The first element must sit at an address aligned to this many bytes.
+    pub base_align_bytes: usize,
+}
+
+impl RowLayoutRule {
+    /// Any row stride (≥ the row length) and any base the 2-byte element type allows.
+    pub const ELEMENT: RowLayoutRule = RowLayoutRule {
+        row_stride_multiple: 1,
+        base_align_bytes: 2,
+    };
+}
+
 /// The tensor contract a kernel declares; validation at the launch boundary reads it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ContractDecl {
@@ -165,8 +187,23 @@ pub struct ContractDecl {
     pub weight_row_align_bytes: usize,
     /// Zero points must be packed u32 `[N/8, K/G]` (all kernels of the set).
     pub packed_zero_points: bool,
-    /// Device pointers must be aligned to this many bytes.
+    /// Device pointers of every tensor but X and Y must be aligned to this many bytes.
     pub pointer_align_bytes: usize,
+    /// Row layouts of X the kernel accepts (`None`: it takes no X).
+    pub x_rows: Option<RowLayoutRule>,
+    /// Row layouts of Y the kernel accepts (`None`: it writes no Y).
+    pub y_rows: Option<RowLayoutRule>,
+}
+
+impl ContractDecl {
+    /// The declared row layout rule of X or Y; `None` for other tensors and absent ones.
+    pub fn row_layout(&self, role: TensorRole) -> Option<RowLayoutRule> {
+        match role {
+            TensorRole::X => self.x_rows,
+            TensorRole::Y => self.y_rows,
+            _ => None,
+        }
+    }
 }
 
 /// Grid and block of one launch.

@@ -3,7 +3,7 @@
 
 use crate::decl::{
     ArgDecl, ArgKind, ContractDecl, GroupRule, KernelDecl, KernelId, LaunchGeometry, LaunchShape,
-    ScalarArg, TensorRole, Tile,
+    RowLayoutRule, ScalarArg, TensorRole, Tile,
 };
 use crate::target::Target;
 use crate::tiles;
@@ -81,9 +81,10 @@ pub static DEQUANT_ARGS: [ArgDecl; 10] = [
     int("out_row_stride", ScalarArg::DenseRowStride),
 ];
 
-/// `dense` runs in the vendor BLAS: `Y = X · Denseᵀ` with a padded leading dimension. Declared
-/// for validation only; it has no HIP entry point.
-pub static DENSE_ARGS: [ArgDecl; 8] = [
+/// `dense` runs in the vendor BLAS: `Y = X · Denseᵀ` with a leading dimension per operand
+/// (`ldb`, `lda`, `ldc` of the column-major call). Declared for validation only; it has no HIP
+/// entry point.
+pub static DENSE_ARGS: [ArgDecl; 10] = [
     ptr("x", TensorRole::X),
     ptr("dense", TensorRole::Dense),
     opt_ptr("bias", TensorRole::Bias),
@@ -91,7 +92,9 @@ pub static DENSE_ARGS: [ArgDecl; 8] = [
     int("m", ScalarArg::M),
     int("n", ScalarArg::N),
     int("k", ScalarArg::K),
+    int("x_row_stride", ScalarArg::XRowStride),
     int("dense_row_stride", ScalarArg::DenseRowStride),
+    int("y_row_stride", ScalarArg::YRowStride),
 ];
 
 /// Entry-point names: `w4a16_<kernel>_<f16|bf16>`, `extern "C"` in the HIP sources.
@@ -266,6 +269,10 @@ pub static SKINNY: KernelDecl = KernelDecl {
         weight_row_align_bytes: 16,
         packed_zero_points: true,
         pointer_align_bytes: 16,
+        // X: 16- and 8-byte loads only where `x_vec16` / `x_vec8` found the base and the row
+        // stride aligned at run time, element loads otherwise. Y: one 2-byte store per element.
+        x_rows: Some(RowLayoutRule::ELEMENT),
+        y_rows: Some(RowLayoutRule::ELEMENT),
     },
     recipe: exact_weights_recipe,
     geometry: skinny_geometry,
@@ -286,6 +293,10 @@ pub static FUSED: KernelDecl = KernelDecl {
         weight_row_align_bytes: 16,
         packed_zero_points: true,
         pointer_align_bytes: 16,
+        // X: 16-byte async copies only where `x_vec` found the base 16-byte aligned and the row
+        // stride a multiple of 8 at run time, element loads otherwise. Y: 2-byte stores.
+        x_rows: Some(RowLayoutRule::ELEMENT),
+        y_rows: Some(RowLayoutRule::ELEMENT),
     },
     recipe: fused_recipe,
     geometry: fused_geometry,
@@ -306,6 +317,8 @@ pub static DEQUANT: KernelDecl = KernelDecl {
         weight_row_align_bytes: 4,
         packed_zero_points: true,
         pointer_align_bytes: 4,
+        x_rows: None,
+        y_rows: None,
     },
     recipe: dequant_recipe,
     geometry: dequant_geometry,
@@ -326,6 +339,11 @@ pub static DENSE: KernelDecl = KernelDecl {
         weight_row_align_bytes: 16,
         packed_zero_points: false,
         pointer_align_bytes: 16,
+        // cuBLAS `cublasGemmEx` (and rocBLAS/hipBLAS `gemm_ex`) take any leading dimension
+        // ≥ the row length and element-aligned pointers; since cuBLAS 11 alignment only
+        // decides whether a tensor-core algorithm is eligible, not whether the call is legal.
+        x_rows: Some(RowLayoutRule::ELEMENT),
+        y_rows: Some(RowLayoutRule::ELEMENT),
     },
     recipe: dense_recipe,
     geometry: dense_geometry,
@@ -346,6 +364,9 @@ pub static FALLBACK: KernelDecl = KernelDecl {
         weight_row_align_bytes: 4,
         packed_zero_points: true,
         pointer_align_bytes: 4,
+        // One 2-byte load of X and one 2-byte store of Y per element.
+        x_rows: Some(RowLayoutRule::ELEMENT),
+        y_rows: Some(RowLayoutRule::ELEMENT),
     },
     recipe: exact_weights_recipe,
     geometry: fallback_geometry,
@@ -576,6 +597,50 @@ mod tests {
             );
             assert!((DEQUANT.recipe)(dtype).single_rounding);
             assert!((DENSE.recipe)(dtype).rounds_dequantized_weight);
+        }
+    }
+
+    #[test]
+    fn row_layout_rules_exist_exactly_for_x_and_y_arguments() {
+        for d in all() {
+            let has = |role| {
+                d.args
+                    .iter()
+                    .any(|a| matches!(a.kind, ArgKind::Pointer { role: r, .. } if r == role))
+            };
+            assert_eq!(d.contract.x_rows.is_some(), has(TensorRole::X), "{}", d.id);
+            assert_eq!(d.contract.y_rows.is_some(), has(TensorRole::Y), "{}", d.id);
+            for rule in [d.contract.x_rows, d.contract.y_rows].into_iter().flatten() {
+                assert!(rule.row_stride_multiple >= 1 && rule.base_align_bytes >= 2);
+                assert!(rule.base_align_bytes.is_power_of_two(), "{}", d.id);
+            }
+        }
+    }
+
+    /// The element-aligned X rules of skinny and fused hold because their vector paths are
+    /// chosen at run time from the base address *and* the row stride; a source that drops
+    /// either test must declare the alignment its vectors need instead.
+    #[test]
+    fn element_aligned_x_rules_rest_on_run_time_checks_in_the_sources() {
+        let checks: [(&str, &[&str]); 2] = [
+            (
+                source::SKINNY_HIP,
+                &[
+                    "a.x_vec16 = (xaddr & 15u) == 0 && (x_row_stride & 7) == 0;",
+                    "a.x_vec8 = (xaddr & 7u) == 0 && (x_row_stride & 3) == 0;",
+                ],
+            ),
+            (
+                source::FUSED_HIP,
+                &["a.x_vec = (((u64)(const void*)x) & 15u) == 0 && (x_row_stride & 7) == 0;"],
+            ),
+        ];
+        assert_eq!(SKINNY.contract.x_rows, Some(RowLayoutRule::ELEMENT));
+        assert_eq!(FUSED.contract.x_rows, Some(RowLayoutRule::ELEMENT));
+        for (src, lines) in checks {
+            for l in lines {
+                assert!(src.contains(l), "source no longer checks: {l}");
+            }
         }
     }
 

@@ -15,7 +15,9 @@ use super::glob::glob_match;
 use super::known_bad::{Date, KnownBad};
 use super::model::ModelDescription;
 use super::schema::{Axes, CaseFile, GroupSpec, MSpec, SuiteRaw};
-use super::{Case, CaseSet, DataClass, NamedShape, Producer, Provider, RowPadding, Suite};
+use super::{
+    Case, CaseSet, DataClass, NamedShape, Producer, Provider, RowPadding, Suite, ViewLayout,
+};
 
 /// The group size of model layers that do not name one (SPEC §7: "G = 128 unless noted").
 const DEFAULT_GROUP: usize = 128;
@@ -357,6 +359,8 @@ struct Resolved {
     bias: Vec<bool>,
     act_order: (Vec<bool>, String),
     producer: Vec<Producer>,
+    /// Every (X layout, Y layout) pair of the two axes.
+    layouts: Vec<(ViewLayout, ViewLayout)>,
 }
 
 fn resolve(
@@ -467,7 +471,29 @@ fn resolve(
         "producer",
         vec![super::DEFAULT_PRODUCER],
     )?;
+    let x_layout = axis(
+        f,
+        &own.x_layout,
+        &dflt.x_layout,
+        here,
+        "x_layout",
+        vec![ViewLayout::default()],
+    )?;
+    let y_layout = axis(
+        f,
+        &own.y_layout,
+        &dflt.y_layout,
+        here,
+        "y_layout",
+        vec![ViewLayout::default()],
+    )?;
+    let layouts = x_layout
+        .0
+        .iter()
+        .flat_map(|&x| y_layout.0.iter().map(move |&y| (x, y)))
+        .collect();
     Ok(Resolved {
+        layouts,
         shapes,
         shapes_key,
         m,
@@ -591,7 +617,11 @@ fn expand_suite(f: &Parsed, suite: &SuiteRaw, set: &CaseSet) -> Result<Suite, Ca
                                                     format!("shape \"{}\": {msg}{hint}", s.name),
                                                 ));
                                             }
-                                            for &producer in &r.producer {
+                                            for (&producer, &(x_layout, y_layout)) in r
+                                                .producer
+                                                .iter()
+                                                .flat_map(|p| r.layouts.iter().map(move |l| (p, l)))
+                                            {
                                                 if !super::producer_applies_to(producer, symmetry) {
                                                     continue;
                                                 }
@@ -610,6 +640,8 @@ fn expand_suite(f: &Parsed, suite: &SuiteRaw, set: &CaseSet) -> Result<Suite, Ca
                                                     bias,
                                                     act_order,
                                                     producer,
+                                                    x_layout,
+                                                    y_layout,
                                                 };
                                                 case.id = case.make_id();
                                                 if !seen.contains_key(&case.id) {
@@ -723,6 +755,8 @@ fn expand_suite(f: &Parsed, suite: &SuiteRaw, set: &CaseSet) -> Result<Suite, Ca
             bias: c.bias.unwrap_or(false),
             act_order,
             producer,
+            x_layout: c.x_layout.unwrap_or_default(),
+            y_layout: c.y_layout.unwrap_or_default(),
         };
         case.id = case.make_id();
         if let Some(first) = seen.get(&case.id) {

@@ -60,6 +60,77 @@ impl RowPadding {
     }
 }
 
+/// How X or Y sits in its buffer (SPEC §2: unit inner stride, row stride ≥ the row, may be a
+/// slice of a larger tensor at any offset the dtype allows). Each layout moves the row starts
+/// to a different alignment, so that a kernel whose vector accesses assume more than its
+/// declaration says reads or writes the wrong elements.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default,
+)]
+pub enum ViewLayout {
+    /// Row stride = the row length, at the start of the buffer.
+    #[default]
+    #[serde(rename = "contiguous")]
+    Contiguous,
+    /// `+8` elements per row: rows stay 16-byte aligned, but the stride is not the row length.
+    #[serde(rename = "padded")]
+    Padded,
+    /// `+3` elements per row: consecutive rows change alignment (2, 8, 4, … bytes), so every
+    /// run-time-chosen vector path must fall back.
+    #[serde(rename = "odd-stride")]
+    OddStride,
+    /// A slice one element into its buffer: the base is only 2-byte aligned.
+    #[serde(rename = "offset-2b")]
+    Offset2b,
+    /// A slice four elements in with `+4` elements per row: every row 8-byte aligned, none
+    /// 16-byte aligned (skinny's 8-byte path).
+    #[serde(rename = "offset-8b")]
+    Offset8b,
+}
+
+impl ViewLayout {
+    pub const ALL: [ViewLayout; 5] = [
+        ViewLayout::Contiguous,
+        ViewLayout::Padded,
+        ViewLayout::OddStride,
+        ViewLayout::Offset2b,
+        ViewLayout::Offset8b,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ViewLayout::Contiguous => "contiguous",
+            ViewLayout::Padded => "padded",
+            ViewLayout::OddStride => "odd-stride",
+            ViewLayout::Offset2b => "offset-2b",
+            ViewLayout::Offset8b => "offset-8b",
+        }
+    }
+
+    /// Elements between rows of a matrix whose rows hold `cols` elements.
+    pub fn row_stride(self, cols: usize) -> usize {
+        cols + match self {
+            ViewLayout::Contiguous | ViewLayout::Offset2b => 0,
+            ViewLayout::Padded => 8,
+            ViewLayout::OddStride => 3,
+            ViewLayout::Offset8b => 4,
+        }
+    }
+
+    /// Elements between the buffer's base and the first element.
+    pub fn offset(self) -> usize {
+        match self {
+            ViewLayout::Contiguous | ViewLayout::Padded | ViewLayout::OddStride => 0,
+            ViewLayout::Offset2b => 1,
+            ViewLayout::Offset8b => 4,
+        }
+    }
+
+    pub fn is_default(self) -> bool {
+        self == ViewLayout::Contiguous
+    }
+}
+
 /// The checkpoint format the case's tensors go through before the resident layout (SPEC §3).
 /// A symmetric checkpoint that still carries zero points is `gptq-v1`/`gptq-v2` × `sym`: GPTQ
 /// writes `qzeros` for symmetric layers too.
@@ -92,23 +163,35 @@ pub struct Case {
     /// Act-order (`g_idx`) layer: no kernel of the set takes it; the selection must say so.
     pub act_order: bool,
     pub producer: Producer,
+    /// How X sits in its buffer (row stride, offset); every kernel that declares it takes it.
+    pub x_layout: ViewLayout,
+    /// How Y sits in its buffer.
+    pub y_layout: ViewLayout,
 }
 
 impl Case {
-    /// The variant suffix: the non-default producer, padding, bias and act-order, joined by `+`.
+    /// The variant suffix: the non-default producer, padding, bias, act-order and X/Y layouts
+    /// (`x-<layout>`, `y-<layout>`), joined by `+`. Defaults leave no trace, so adding an axis
+    /// keeps every existing id (and its seeded data).
     pub fn variant(&self) -> Option<String> {
-        let mut parts = Vec::new();
+        let mut parts: Vec<String> = Vec::new();
         if self.producer != DEFAULT_PRODUCER {
-            parts.push(self.producer.name());
+            parts.push(self.producer.name().into());
         }
         if let Some(p) = self.padding.variant() {
-            parts.push(p);
+            parts.push(p.into());
         }
         if self.bias {
-            parts.push("bias");
+            parts.push("bias".into());
         }
         if self.act_order {
-            parts.push("act-order");
+            parts.push("act-order".into());
+        }
+        if !self.x_layout.is_default() {
+            parts.push(format!("x-{}", self.x_layout.name()));
+        }
+        if !self.y_layout.is_default() {
+            parts.push(format!("y-{}", self.y_layout.name()));
         }
         (!parts.is_empty()).then(|| parts.join("+"))
     }

@@ -22,7 +22,7 @@ use w4a16_reference::ActDtype;
 use w4a16_reference::layer::Symmetry;
 
 use super::known_bad::KnownBadMode;
-use super::{DataClass, Producer, RowPadding};
+use super::{DataClass, Producer, RowPadding, ViewLayout};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -97,6 +97,8 @@ pub(crate) struct Axes {
     pub bias: Option<Vec<bool>>,
     pub act_order: Option<Vec<bool>>,
     pub producer: Option<Vec<Producer>>,
+    pub x_layout: Option<Vec<ViewLayout>>,
+    pub y_layout: Option<Vec<ViewLayout>>,
 }
 
 // The sweep axes are spelled out in `SuiteRaw` and `SweepRaw` rather than shared through
@@ -121,6 +123,8 @@ pub(crate) struct SuiteRaw {
     pub bias: Option<Vec<bool>>,
     pub act_order: Option<Vec<bool>>,
     pub producer: Option<Vec<Producer>>,
+    pub x_layout: Option<Vec<ViewLayout>>,
+    pub y_layout: Option<Vec<ViewLayout>>,
 }
 
 impl SuiteRaw {
@@ -136,6 +140,8 @@ impl SuiteRaw {
             bias: self.bias.clone(),
             act_order: self.act_order.clone(),
             producer: self.producer.clone(),
+            x_layout: self.x_layout.clone(),
+            y_layout: self.y_layout.clone(),
         }
     }
 }
@@ -156,6 +162,8 @@ pub(crate) struct SweepRaw {
     pub bias: Option<Vec<bool>>,
     pub act_order: Option<Vec<bool>>,
     pub producer: Option<Vec<Producer>>,
+    pub x_layout: Option<Vec<ViewLayout>>,
+    pub y_layout: Option<Vec<ViewLayout>>,
 }
 
 impl SweepRaw {
@@ -171,6 +179,8 @@ impl SweepRaw {
             bias: self.bias.clone(),
             act_order: self.act_order.clone(),
             producer: self.producer.clone(),
+            x_layout: self.x_layout.clone(),
+            y_layout: self.y_layout.clone(),
         }
     }
 }
@@ -191,6 +201,8 @@ pub(crate) struct ExplicitCaseRaw {
     pub bias: Option<bool>,
     pub act_order: Option<bool>,
     pub producer: Option<Producer>,
+    pub x_layout: Option<ViewLayout>,
+    pub y_layout: Option<ViewLayout>,
     /// Where the case came from (a proptest seed, an issue); for the file's readers.
     #[serde(default)]
     #[expect(dead_code, reason = "free text for the file's readers")]

@@ -11,7 +11,7 @@ use w4a16_kernels::Target;
 use w4a16_reference::ActDtype;
 use w4a16_reference::layer::{LayerShape, Symmetry};
 
-use crate::cases::{Case, DataClass, Producer, RowPadding, producer_applies_to};
+use crate::cases::{Case, DataClass, Producer, RowPadding, ViewLayout, producer_applies_to};
 use crate::select::{DENSE_MIN_M, HYBRID_GROUPS, LayerRequest, SKINNY_MAX_M};
 
 /// Every target the selection model knows.
@@ -32,6 +32,14 @@ pub fn padding() -> impl Strategy<Value = RowPadding> {
         Just(RowPadding::None),
         Just(RowPadding::CacheCliff),
         Just(RowPadding::Forced)
+    ]
+}
+
+/// An X or Y layout: contiguous most of the time, each strided or offset view now and then.
+pub fn view_layout() -> impl Strategy<Value = ViewLayout> {
+    prop_oneof![
+        4 => Just(ViewLayout::Contiguous),
+        2 => proptest::sample::select(ViewLayout::ALL.to_vec()),
     ]
 }
 
@@ -207,9 +215,18 @@ pub fn kernel_case(max_groups: usize, max_n: usize) -> impl Strategy<Value = Cas
         kernel_class(),
         padding(),
         any::<bool>(),
+        (view_layout(), view_layout()),
     )
         .prop_map(
-            |((shape, symmetry, producer), m, dtype, class, padding, bias)| {
+            |(
+                (shape, symmetry, producer),
+                m,
+                dtype,
+                class,
+                padding,
+                bias,
+                (x_layout, y_layout),
+            )| {
                 let mut case = Case {
                     id: String::new(),
                     suite: "regressions".into(),
@@ -223,6 +240,8 @@ pub fn kernel_case(max_groups: usize, max_n: usize) -> impl Strategy<Value = Cas
                     bias,
                     act_order: false,
                     producer,
+                    x_layout,
+                    y_layout,
                 };
                 case.id = case.make_id();
                 case
@@ -238,7 +257,7 @@ pub fn regression_entry(case: &Case, note: &str) -> String {
         case.shape.group.to_string()
     };
     format!(
-        "[[case]]\nk = {}\nn = {}\ngroup = {group}\nm = {}\ndtype = \"{}\"\nsymmetry = \"{}\"\nclass = \"{}\"\npadding = \"{}\"\nbias = {}\nproducer = \"{}\"\nnote = {:?}\n",
+        "[[case]]\nk = {}\nn = {}\ngroup = {group}\nm = {}\ndtype = \"{}\"\nsymmetry = \"{}\"\nclass = \"{}\"\npadding = \"{}\"\nbias = {}\nproducer = \"{}\"\nx_layout = \"{}\"\ny_layout = \"{}\"\nnote = {:?}\n",
         case.shape.k,
         case.shape.n,
         case.m,
@@ -248,6 +267,8 @@ pub fn regression_entry(case: &Case, note: &str) -> String {
         case.padding.name(),
         case.bias,
         case.producer.name(),
+        case.x_layout.name(),
+        case.y_layout.name(),
         note,
     )
 }

@@ -458,18 +458,18 @@ fn blas_for(inputs: &DeviceInputs<'_>) -> Result<BlasGemm, DeviceFault> {
         device: "any device".into(),
     };
     let offset = |role: TensorRole| li.view(role).map_or(0, |t| t.byte_offset);
+    // The validated stride arguments are the leading dimensions; the views only back them up.
+    let ld =
+        |scalar: ScalarArg, role: TensorRole| v.scalar(scalar).map(|s| s as usize).or(lead(role));
     Ok(BlasGemm {
         m: li.m,
         n: li.n,
         k: li.k,
         dtype: li.dtype,
-        x_ld: lead(TensorRole::X).ok_or_else(|| missing("x"))?,
-        dense_ld: v
-            .scalar(ScalarArg::DenseRowStride)
-            .map(|s| s as usize)
-            .or(lead(TensorRole::Dense))
+        x_ld: ld(ScalarArg::XRowStride, TensorRole::X).ok_or_else(|| missing("x"))?,
+        dense_ld: ld(ScalarArg::DenseRowStride, TensorRole::Dense)
             .ok_or_else(|| missing("the dense copy"))?,
-        y_ld: lead(TensorRole::Y).ok_or_else(|| missing("y"))?,
+        y_ld: ld(ScalarArg::YRowStride, TensorRole::Y).ok_or_else(|| missing("y"))?,
         x_offset: offset(TensorRole::X),
         dense_offset: offset(TensorRole::Dense),
         y_offset: offset(TensorRole::Y),

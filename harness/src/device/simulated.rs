@@ -1,6 +1,7 @@
 //! A host-memory backend for testing the shared launch flow without a GPU: allocations are
-//! host vectors at fake device addresses, and the "kernel" writes `Y[m, n] = m·N + n` through
-//! the pointer and strides it finds in the packed argument buffer, optionally misbehaving.
+//! host vectors at fake device addresses, and the "kernel" writes `Y[m, n] = m·N + n` (or, in
+//! the echo modes, `X[m, n mod K]`) through the pointers and strides it finds in the packed
+//! argument buffer, optionally misbehaving.
 //! A write that lands outside every allocation is reported as an illegal address, as
 //! compute-sanitizer's memcheck reports it on a GPU (addresses are 256 bytes apart, so with
 //! [`Allocation::Exact`] the first element past a buffer is outside all of them).
@@ -18,7 +19,7 @@ use w4a16_reference::{ActDtype, Activations, LayerShape};
 
 use super::*;
 use crate::launch::{DeviceInputs, PackedArgs, RawArg};
-use crate::tensor::YSpec;
+use crate::tensor::{XBuffer, YSpec};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Misbehave {
@@ -26,6 +27,12 @@ enum Misbehave {
     PastEnd,
     SkipLast,
     IntoPadding,
+    /// One element just before Y's base (inside a slice's leading offset, or the guard band).
+    BeforeBase,
+    /// `Y[m, n] = X[m, n mod K]`, X read through its pointer and row stride.
+    EchoX,
+    /// As `EchoX`, but X read as if contiguous (`m·K + k`): the bug strided views exist to catch.
+    EchoXIgnoringStride,
     Sticky,
     Hang,
 }
@@ -46,6 +53,8 @@ struct Sim {
     launches: Mutex<usize>,
     /// The weights pointer of every launch, in order.
     weights_read: Mutex<Vec<u64>>,
+    /// Every vendor-BLAS call.
+    blas_calls: Mutex<Vec<BlasGemm>>,
 }
 
 impl Sim {
@@ -63,6 +72,7 @@ impl Sim {
             lost: Mutex::new(None),
             launches: Mutex::new(0),
             weights_read: Mutex::new(Vec::new()),
+            blas_calls: Mutex::new(Vec::new()),
         }
     }
 
@@ -140,6 +150,7 @@ impl Backend for Sim {
         }
         let values = args.values(kernel).expect("packed for this declaration");
         let mut y = 0u64;
+        let mut x = 0u64;
         let mut scalar = HashMap::new();
         for (a, v) in kernel.args.iter().zip(values) {
             match (a.kind, v) {
@@ -150,6 +161,13 @@ impl Backend for Sim {
                     },
                     RawArg::Pointer(p),
                 ) => y = p,
+                (
+                    ArgKind::Pointer {
+                        role: TensorRole::X,
+                        ..
+                    },
+                    RawArg::Pointer(p),
+                ) => x = p,
                 (
                     ArgKind::Pointer {
                         role: TensorRole::Weights,
@@ -163,14 +181,33 @@ impl Backend for Sim {
                 _ => {}
             }
         }
-        let (m, n, stride) = (
+        let (m, n, k, stride) = (
             scalar[&ScalarArg::M],
             scalar[&ScalarArg::N],
+            scalar[&ScalarArg::K],
             scalar[&ScalarArg::YRowStride],
         );
+        let echo = matches!(self.mode, Misbehave::EchoX | Misbehave::EchoXIgnoringStride);
+        let mut values = Vec::with_capacity(m * n);
+        for mi in 0..m {
+            for ni in 0..n {
+                values.push(if echo {
+                    let xs = if self.mode == Misbehave::EchoX {
+                        scalar[&ScalarArg::XRowStride]
+                    } else {
+                        k
+                    };
+                    let (xb, xoff) = self.resolve(x).expect("x points into a live buffer");
+                    let d = xb.lock().unwrap();
+                    let at = xoff + 2 * (mi * xs + ni % k);
+                    u16::from_le_bytes([d[at], d[at + 1]])
+                } else {
+                    (mi * n + ni) as u16
+                });
+            }
+        }
         // Every element goes through the address map, as a GPU's memory accesses do.
-        let put = |e: usize, v: u16| -> Result<(), DeviceFault> {
-            let at = y + 2 * e as u64;
+        let put = |at: u64, v: u16| -> Result<(), DeviceFault> {
             match self.resolve(at) {
                 Some((buf, off)) if off + 2 <= buf.lock().unwrap().len() => {
                     buf.lock().unwrap()[off..off + 2].copy_from_slice(&v.to_le_bytes());
@@ -194,26 +231,26 @@ impl Backend for Sim {
                 if self.mode == Misbehave::SkipLast && mi == m - 1 && ni == n - 1 {
                     continue;
                 }
-                put(mi * stride + ni, (mi * n + ni) as u16)?;
+                put(y + 2 * (mi * stride + ni) as u64, values[mi * n + ni])?;
             }
         }
         match self.mode {
-            Misbehave::PastEnd => put((m - 1) * stride + n, 1),
-            Misbehave::IntoPadding => put(n, 1),
+            Misbehave::PastEnd => put(y + 2 * ((m - 1) * stride + n) as u64, 1),
+            Misbehave::IntoPadding => put(y + 2 * n as u64, 1),
+            Misbehave::BeforeBase => put(y - 2, 1),
             _ => Ok(()),
         }
     }
+    /// Records the call and computes nothing: the tests read what the BLAS was handed.
     fn blas_gemm(
         &self,
-        _: &BlasGemm,
-        _: &SimBuf,
-        _: &SimBuf,
-        _: &mut SimBuf,
+        g: &BlasGemm,
+        _x: &SimBuf,
+        _dense: &SimBuf,
+        _y: &mut SimBuf,
     ) -> Result<(), DeviceFault> {
-        Err(DeviceFault::Unsupported {
-            what: "BLAS".into(),
-            device: Backend::name(self),
-        })
+        self.blas_calls.lock().unwrap().push(*g);
+        Ok(())
     }
     fn record(&self) -> Result<u64, DeviceFault> {
         Ok(*self.launches.lock().unwrap() as u64)
@@ -266,11 +303,142 @@ fn run_with(
         m: 3,
         n: 40,
         row_stride: 40 + y_pad,
+        offset: 0,
         dtype: ActDtype::F16,
     };
     let inputs = DeviceInputs::gemm(d, &layer, &x, y).unwrap();
     let out = sim.run_gemm(d, "w4a16_fallback_f16", &inputs);
     (sim, out)
+}
+
+/// A launch of the fallback declaration with X and Y as given views.
+fn run_views(
+    mode: Misbehave,
+    x_stride_pad: usize,
+    x_offset: usize,
+    y: YSpec,
+) -> (Activations, Result<GemmOutput, DeviceFault>) {
+    let sim = Sim::new(mode);
+    let (x, layer) = data(y.m);
+    let xb = XBuffer::new(&x, x.k + x_stride_pad, x_offset).unwrap();
+    let d = w4a16_kernels::set::decl(w4a16_kernels::KernelId::Fallback);
+    let inputs = DeviceInputs::gemm_strided(d, &layer, &xb, y).unwrap();
+    assert_eq!(
+        inputs.launch().x.as_ref().unwrap().byte_offset,
+        2 * x_offset
+    );
+    let out = sim.run_gemm(d, "w4a16_fallback_f16", &inputs);
+    (x, out)
+}
+
+#[test]
+fn an_offset_strided_y_lands_in_its_own_elements() {
+    // Y [3, 40], rows 43 apart (odd: rows change alignment), one element into its buffer.
+    let y = YSpec::strided(3, 40, 43, 1, ActDtype::F16);
+    let (_, out) = run_views(Misbehave::None, 0, 0, y);
+    let out = out.unwrap();
+    assert!(out.clean(), "{out:?}");
+    assert_eq!(out.y_bits, (0..120).collect::<Vec<u16>>());
+}
+
+#[test]
+fn a_write_into_a_row_gap_of_a_strided_y_is_stray() {
+    let y = YSpec::strided(3, 40, 43, 4, ActDtype::F16);
+    let (_, out) = run_views(Misbehave::IntoPadding, 0, 0, y);
+    let out = out.unwrap();
+    assert!(out.guard_violations.is_empty());
+    assert_eq!((out.stray_writes, out.unwritten), (1, 0));
+}
+
+#[test]
+fn a_write_before_the_base_of_a_slice_is_stray_and_of_a_buffer_hits_the_guard() {
+    // Y a slice four elements into its buffer: the element before it is the slice's offset.
+    let y = YSpec::strided(3, 40, 40, 4, ActDtype::F16);
+    let out = run_views(Misbehave::BeforeBase, 0, 0, y).1.unwrap();
+    assert!(out.guard_violations.is_empty(), "{out:?}");
+    assert_eq!(out.stray_writes, 1);
+    // Y at the start of its buffer: the element before it is the guard band.
+    let out = run_views(
+        Misbehave::BeforeBase,
+        0,
+        0,
+        YSpec::dense(3, 40, ActDtype::F16),
+    )
+    .1
+    .unwrap();
+    assert_eq!(out.guard_violations.len(), 1);
+    assert_eq!(out.guard_violations[0].side, GuardSide::Before);
+    assert_eq!(out.guard_violations[0].last, GUARD_BYTES - 1);
+}
+
+#[test]
+fn a_strided_offset_x_reaches_the_kernel_at_its_view() {
+    // X [3, 64] with rows 67 apart, one element into its buffer; Y echoes X[m, n].
+    let y = YSpec::strided(3, 40, 41, 1, ActDtype::F16);
+    let (x, out) = run_views(Misbehave::EchoX, 3, 1, y);
+    let out = out.unwrap();
+    assert!(out.clean(), "{out:?}");
+    let want: Vec<u16> = (0..3)
+        .flat_map(|m| (0..40).map(move |n| (m, n)))
+        .map(|(m, n)| x.data[m * x.row_stride + n])
+        .collect();
+    assert_eq!(out.y_bits, want);
+}
+
+#[test]
+fn a_kernel_that_ignores_x_stride_reads_the_poisoned_gaps() {
+    let y = YSpec::dense(3, 40, ActDtype::F16);
+    let (x, out) = run_views(Misbehave::EchoXIgnoringStride, 3, 1, y);
+    let out = out.unwrap();
+    let poison = ActDtype::F16.poison_bits();
+    // Row 1 read at 64 instead of 67: its first element is a gap (the 3-element pad of row 0
+    // starts at 1 + 64) and the rest is shifted.
+    assert_eq!(
+        out.y_bits[40], poison,
+        "the gap's NaN pattern comes through"
+    );
+    assert!(
+        out.y_bits[40..80] != x.data[64..104],
+        "row 1 is not X's row 1"
+    );
+    assert_eq!(
+        out.y_bits[..40],
+        x.data[..40],
+        "row 0 starts where the view says"
+    );
+    // The same kernel on contiguous X would have passed: only the strided view finds it.
+    let (x, out) = run_views(Misbehave::EchoXIgnoringStride, 0, 0, y);
+    let out = out.unwrap();
+    let want: Vec<u16> = (0..3)
+        .flat_map(|m| (0..40).map(move |n| (m, n)))
+        .map(|(m, n)| x.data[m * 64 + n])
+        .collect();
+    assert_eq!(out.y_bits, want);
+}
+
+#[test]
+fn the_blas_gets_x_and_y_leading_dimensions_and_offsets_of_their_views() {
+    let sim = Sim::new(Misbehave::None);
+    let (x, layer) = data(3);
+    let xb = XBuffer::new(&x, 64 + 3, 1).unwrap();
+    let dense = crate::tensor::DenseSpec::unpadded(40, 64, ActDtype::F16);
+    let dense_bits = vec![0u16; 40 * 64];
+    let y = YSpec::strided(3, 40, 44, 4, ActDtype::F16);
+    let d = w4a16_kernels::set::decl(w4a16_kernels::KernelId::Dense);
+    let bias = layer.bias.as_deref();
+    let inputs = DeviceInputs::dense_strided(d, &xb, dense, &dense_bits, bias, y).unwrap();
+    sim.dense_gemm(d, &inputs).unwrap();
+    let calls = sim.blas_calls.lock().unwrap();
+    let g = calls[0];
+    assert_eq!((g.m, g.n, g.k), (3, 40, 64));
+    assert_eq!((g.x_ld, g.dense_ld, g.y_ld), (67, 64, 44));
+    assert_eq!(g.x_offset, 2, "X one element into its buffer");
+    assert_eq!(g.dense_offset, 0);
+    assert_eq!(
+        g.y_offset,
+        GUARD_BYTES + 8,
+        "Y four elements past the guard band"
+    );
 }
 
 #[test]

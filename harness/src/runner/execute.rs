@@ -4,19 +4,20 @@
 
 use super::timing::{Phase, PhaseTimes};
 use super::verdict::{Outcome, Verdict};
-use crate::cases::{self, Case, KnownBad, KnownBadMode};
+use crate::cases::{self, Case, KnownBad, KnownBadMode, ViewLayout};
 use crate::config::KernelConfig;
 use crate::device::{Device, GemmOutput};
 use crate::launch::DeviceInputs;
 use crate::require::Skip;
 use crate::select::{self, LayerRequest};
-use crate::tensor::{DenseSpec, LaunchInputs, YSpec};
+use crate::tensor::{DenseSpec, LaunchInputs, TensorView, XBuffer, YSpec};
+use crate::validate::ContractError;
 use std::cell::RefCell;
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::Instant;
 use w4a16_kernels::decl::LaunchShape;
-use w4a16_kernels::{KernelDecl, KernelId, Target, set};
+use w4a16_kernels::{KernelDecl, KernelId, Target, TensorRole, set};
 use w4a16_reference::NumericRecipe;
 use w4a16_reference::bound::BoundModel;
 use w4a16_reference::compare::{self, OutputBits};
@@ -384,14 +385,16 @@ impl<'c, 'a> CaseRun<'c, 'a> {
 
         // Static cross-check with the real resident tensors: the chosen path's declared
         // contracts must accept them, or the selection would crash at launch.
-        let y = YSpec::dense(case.m, case.shape.n, case.dtype);
         let mut refusal = None;
         for &k in &sel.path {
-            if let Err(e) = self.check_contract(set::decl(k), x, resident, &y) {
+            if let Err(e) = self.check_case_contract(set::decl(k), x, resident) {
                 refusal = Some((k, e));
                 break;
             }
         }
+        let layout_refusal = refusal
+            .as_ref()
+            .and_then(|(_, e)| self.declared_layout_refusal(e));
         match (&refusal, legacy, sel.path.is_empty()) {
             (_, _, true) => {
                 let why: Vec<String> = sel
@@ -413,6 +416,21 @@ impl<'c, 'a> CaseRun<'c, 'a> {
                     format!("{k} refused the legacy unpacked zero points before launch: {e}"),
                 );
                 return;
+            }
+            // The case's X/Y view is one the selected kernel declares it does not take: the
+            // engine must hand it another view, which is not the kernel's bug.
+            (Some((k, e)), false, _) if layout_refusal.is_some() => {
+                self.push(
+                    format!("selection:{}", sel.path_name()),
+                    Outcome::Refused,
+                    format!(
+                        "{k} refuses this {} view as declared: {e}",
+                        self.layout_name(layout_refusal)
+                    ),
+                );
+                if self.mode == Mode::Selected {
+                    return;
+                }
             }
             (Some((k, e)), false, _) => {
                 self.push(
@@ -442,11 +460,14 @@ impl<'c, 'a> CaseRun<'c, 'a> {
             Mode::Differential => {
                 let mut p = Vec::new();
                 for k in [KernelId::Skinny, KernelId::Fused, KernelId::Fallback] {
-                    if self.check_contract(set::decl(k), x, resident, &y).is_ok() {
+                    if self.takes_case_layout(&[k], x, resident) {
                         p.push(vec![k]);
                     }
                 }
-                p.push(vec![KernelId::Dequant, KernelId::Dense]);
+                let dense = [KernelId::Dequant, KernelId::Dense];
+                if self.takes_case_layout(&dense, x, resident) {
+                    p.push(dense.to_vec());
+                }
                 p
             }
         };
@@ -486,25 +507,136 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         }
     }
 
-    /// Whether `decl`'s declared contract accepts this launch (the static cross-check).
+    /// Whether `decl`'s declared contract accepts this launch (the static cross-check), with X
+    /// and Y as the case lays them out for that kernel.
+    fn check_case_contract(
+        &self,
+        decl: &KernelDecl,
+        x: &Activations,
+        resident: &ResidentLayer,
+    ) -> Result<(), ContractError> {
+        let (xl, yl) = (self.case.x_layout, self.case.y_layout);
+        self.check_contract(decl, x, resident, xl, yl)
+    }
+
+    /// As [`Self::check_case_contract`] with the X and Y layouts given.
     fn check_contract(
         &self,
         decl: &KernelDecl,
         x: &Activations,
         resident: &ResidentLayer,
-        y: &YSpec,
-    ) -> Result<(), String> {
+        x_layout: ViewLayout,
+        y_layout: ViewLayout,
+    ) -> Result<(), ContractError> {
         let dense = self.dense_spec(resident);
+        let xv = self.x_view(decl.id, x, x_layout);
+        let y = self.y_spec(x.m, y_layout);
         let inputs = match decl.id {
             KernelId::Dequant => LaunchInputs::dequant(resident, &dense),
             // The dense kernel reads the dense copy: checked on that copy's shape, since its data
             // does not exist before the dequant runs.
-            KernelId::Dense => LaunchInputs::dense(x, &dense, resident.bias.as_deref(), y),
-            _ => LaunchInputs::gemm(resident, x, y),
+            KernelId::Dense => LaunchInputs::dense_view(xv, &dense, resident.bias.as_deref(), &y),
+            _ => LaunchInputs::gemm_view(resident, xv, &y),
         };
-        crate::validate::validate(decl, &inputs)
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+        crate::validate::validate(decl, &inputs).map(|_| ())
+    }
+
+    /// Differential mode: whether every kernel of `path` takes the case with its X/Y layouts.
+    /// A kernel that refuses only the layout, and with its declared row-layout rule, is
+    /// `Refused` as intended; one that refuses the layout for any other reason fails; one that
+    /// refuses the case whatever the layout is simply not run (as for M or G outside its range).
+    fn takes_case_layout(
+        &mut self,
+        path: &[KernelId],
+        x: &Activations,
+        resident: &ResidentLayer,
+    ) -> bool {
+        let name = path_name(path);
+        for &k in path {
+            let decl = set::decl(k);
+            let Err(e) = self.check_case_contract(decl, x, resident) else {
+                continue;
+            };
+            let default = ViewLayout::default();
+            let takes_default = self
+                .check_contract(decl, x, resident, default, default)
+                .is_ok();
+            if !takes_default {
+                return false;
+            }
+            let tensor = self.declared_layout_refusal(&e);
+            if tensor.is_some() {
+                let view = self.layout_name(tensor);
+                self.push(
+                    name,
+                    Outcome::Refused,
+                    format!("{k} refuses this {view} view as declared: {e}"),
+                );
+            } else {
+                self.push(
+                    name,
+                    Outcome::Fail,
+                    format!("{k} takes contiguous X and Y but refuses this case's views with a reason its row-layout rules do not give: {e}"),
+                );
+            }
+            return false;
+        }
+        true
+    }
+
+    /// X or Y, when `e` is that tensor's declared row-layout refusal of a layout the case asked
+    /// for (a refusal of the default layout is no case-made choice: the caller fails it).
+    fn declared_layout_refusal(&self, e: &ContractError) -> Option<TensorRole> {
+        e.row_layout_tensor().filter(|role| match role {
+            TensorRole::X => !self.case.x_layout.is_default(),
+            TensorRole::Y => !self.case.y_layout.is_default(),
+            _ => false,
+        })
+    }
+
+    /// `x offset-2b` / `y odd-stride`, for refusal messages.
+    fn layout_name(&self, tensor: Option<TensorRole>) -> String {
+        match tensor {
+            Some(TensorRole::X) => format!("x {}", self.case.x_layout.name()),
+            Some(TensorRole::Y) => format!("y {}", self.case.y_layout.name()),
+            _ => "x/y".to_string(),
+        }
+    }
+
+    /// X's row stride and offset (elements) for `kernel`: the layout's, except that the
+    /// default layout on a kernel that gets the engine's per-call copy of X (fused) follows
+    /// the target's activation-row padding rule (SPEC §5).
+    fn x_geometry(&self, kernel: KernelId, k: usize, layout: ViewLayout) -> (usize, usize) {
+        if layout.is_default() && crate::select::padding::copies_x(kernel) {
+            let stride = crate::select::padding::activation_row_stride(
+                self.ctx.target,
+                k,
+                self.case.dtype,
+                self.case.padding,
+            );
+            (stride, 0)
+        } else {
+            (layout.row_stride(k), layout.offset())
+        }
+    }
+
+    /// The view of X a launch of `kernel` gets, without building its buffer.
+    fn x_view(&self, kernel: KernelId, x: &Activations, layout: ViewLayout) -> TensorView {
+        let (stride, offset) = self.x_geometry(kernel, x.k, layout);
+        XBuffer::planned_view(x.m, x.k, stride, offset, x.dtype)
+    }
+
+    /// X laid out as the case asks for `kernel` (borrowed when that is `x`'s own layout).
+    fn x_buffer<'x>(&self, kernel: KernelId, x: &'x Activations) -> XBuffer<'x> {
+        let (stride, offset) = self.x_geometry(kernel, x.k, self.case.x_layout);
+        // Every layout's stride is at least K, so this never falls back.
+        XBuffer::new(x, stride, offset).unwrap_or_else(|| XBuffer::as_laid_out(x))
+    }
+
+    /// Y `[m, N]` as `layout` places it in its buffer.
+    fn y_spec(&self, m: usize, layout: ViewLayout) -> YSpec {
+        let n = self.case.shape.n;
+        YSpec::strided(m, n, layout.row_stride(n), layout.offset(), self.case.dtype)
     }
 
     fn dense_spec(&self, resident: &ResidentLayer) -> DenseSpec {
@@ -545,14 +677,15 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         seed: u64,
     ) -> Option<Vec<u16>> {
         let name = path_name(path);
-        let y = YSpec::dense(x.m, self.case.shape.n, self.case.dtype);
+        let y = self.y_spec(x.m, self.case.y_layout);
         let last = set::decl(*path.last().expect("non-empty path"));
         let output = if path == [KernelId::Dequant, KernelId::Dense] {
             self.run_dequant_dense(device, x, logical, resident, &y)
         } else {
             let decl = set::decl(path[0]);
             let entry = self.entry(decl, x);
-            let inputs = match DeviceInputs::gemm(decl, resident, x, y) {
+            let xb = self.x_buffer(decl.id, x);
+            let inputs = match DeviceInputs::gemm_strided(decl, resident, &xb, y) {
                 Ok(i) => i,
                 Err(e) => {
                     self.push(name, Outcome::Fail, format!("refused at launch: {e}"));
@@ -588,7 +721,8 @@ impl<'c, 'a> CaseRun<'c, 'a> {
                         self.push(format!("determinism:{name}"), Outcome::Fault, e.to_string())
                     }
                 }
-                self.padding_identity(device, decl, &entry, x, logical, resident, &a.y_bits);
+                let views = (inputs.launch().x.clone(), y);
+                self.padding_identity(device, decl, &entry, x, logical, resident, views, &a.y_bits);
             }
             first.map_err(|e| e.to_string())
         };
@@ -641,15 +775,18 @@ impl<'c, 'a> CaseRun<'c, 'a> {
             self.push("dequant", Outcome::Fail, format!("{mismatches} elements differ from (q−z)·s rounded once; {guards} guard violations"));
         }
         let dn = set::decl(KernelId::Dense);
-        let inputs =
-            DeviceInputs::dense(dn, x, dense, &d.strided_bits, resident.bias.as_deref(), *y)
-                .map_err(|e| format!("dense refused: {e}"))?;
+        let xb = self.x_buffer(KernelId::Dense, x);
+        let bias = resident.bias.as_deref();
+        let inputs = DeviceInputs::dense_strided(dn, &xb, dense, &d.strided_bits, bias, *y)
+            .map_err(|e| format!("dense refused: {e}"))?;
         self.times
             .time(Phase::Device, || device.dense_gemm(dn, &inputs))
             .map_err(|e| format!("dense: {e}"))
     }
 
-    /// Padded and unpadded layouts must give bit-identical results (SPEC §5).
+    /// Padded and unpadded layouts must give bit-identical results (SPEC §5), and so must
+    /// strided and offset views of X and Y against contiguous ones: `views` are the X view and
+    /// Y the padded run had.
     #[allow(clippy::too_many_arguments)]
     fn padding_identity(
         &mut self,
@@ -659,12 +796,17 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         x: &Activations,
         logical: &QuantizedLayer,
         resident: &ResidentLayer,
+        views: (Option<TensorView>, YSpec),
         padded_bits: &[u16],
     ) {
         let unpadded_stride = resident.shape.k / 2;
+        let (xv, yv) = views;
+        let x_contiguous = xv.is_none_or(|v| v.strides[0] == x.k && v.byte_offset == 0);
+        let y_plain = yv.row_stride == yv.n && yv.offset == 0;
         if resident.weights.row_stride_bytes == unpadded_stride
             && resident.scales.row_stride == resident.scales.groups
-            && x.row_stride == x.k
+            && x_contiguous
+            && y_plain
         {
             return;
         }
@@ -680,9 +822,11 @@ impl<'c, 'a> CaseRun<'c, 'a> {
                 .and_then(|i| device.run_gemm(decl, entry, &i).map_err(|e| e.to_string()))
         });
         match unpadded {
-            Ok(o) if o.y_bits == padded_bits => {
-                self.push(check, Outcome::Pass, "padded == unpadded")
-            }
+            Ok(o) if o.y_bits == padded_bits => self.push(
+                check,
+                Outcome::Pass,
+                "padded/strided/offset == unpadded contiguous",
+            ),
             Ok(o) => {
                 let diff = o
                     .y_bits
@@ -693,7 +837,7 @@ impl<'c, 'a> CaseRun<'c, 'a> {
                 self.push(
                     check,
                     Outcome::Fail,
-                    format!("{diff} elements differ between padded and unpadded layouts"),
+                    format!("{diff} elements differ between the padded/strided/offset and the unpadded contiguous layouts"),
                 );
             }
             Err(e) => self.push(check, Outcome::Fault, e),

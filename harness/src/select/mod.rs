@@ -258,7 +258,7 @@ pub fn select(target: Target, req: &LayerRequest, config: &KernelConfig) -> Sele
     let uses_dense = path.contains(&KernelId::Dense);
     let weight_row_stride_bytes = padding::weight_row_stride_bytes(target, k, req.padding);
     let strides = Strides {
-        x_row_stride: k,
+        x_row_stride: padding::x_row_stride_on_path(target, &path, k, req.dtype, req.padding),
         weight_row_stride_bytes,
         weight_pad_bytes: weight_row_stride_bytes - k / 2,
         scale_row_stride: req.shape.groups(),

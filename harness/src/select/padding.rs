@@ -1,7 +1,7 @@
-//! Row strides of the resident weights and the dense cache (SPEC §5, cache-cliff padding).
-//! Padding changes strides, never logical shapes.
+//! Row strides of the resident weights, the dense cache and the activation rows the fused path
+//! copies (SPEC §5, cache-cliff padding). Padding changes strides, never logical shapes.
 
-use w4a16_kernels::Target;
+use w4a16_kernels::{KernelId, Target};
 use w4a16_reference::ActDtype;
 use w4a16_reference::formats::{
     PaddingRule, dense_row_stride_elems, layout::CACHE_CLIFF_PAD_BYTES,
@@ -39,9 +39,100 @@ pub fn dense_row_stride(target: Target, k: usize, dtype: ActDtype, padding: RowP
     dense_row_stride_elems(k, padding_rule(target, padding))
 }
 
+/// Elements between rows of X where the engine copies X per call (the fused path, SPEC §5):
+/// `+128 B` when the row `K·2` bytes is a multiple of 2048 on the gfx11 cache cliff; forced
+/// padding adds the same to every row on every target.
+pub fn activation_row_stride(
+    target: Target,
+    k: usize,
+    dtype: ActDtype,
+    padding: RowPadding,
+) -> usize {
+    let elem = dtype.size_bytes();
+    let pad = CLIFF_PAD_BYTES / elem;
+    match padding {
+        RowPadding::None => k,
+        RowPadding::CacheCliff
+            if target.pads_cache_cliff() && k > 0 && (k * elem).is_multiple_of(2048) =>
+        {
+            k + pad
+        }
+        RowPadding::CacheCliff => k,
+        RowPadding::Forced => k + pad,
+    }
+}
+
+/// Whether a kernel gets X as the engine's per-call copy (laid out by
+/// [`activation_row_stride`]) rather than as the caller's tensor: the fused kernel.
+pub fn copies_x(kernel: KernelId) -> bool {
+    kernel == KernelId::Fused
+}
+
+/// X's row stride on a selected path: the activation-row rule where the path copies X, the
+/// caller's unpadded rows otherwise.
+pub fn x_row_stride_on_path(
+    target: Target,
+    path: &[KernelId],
+    k: usize,
+    dtype: ActDtype,
+    padding: RowPadding,
+) -> usize {
+    if path.iter().any(|&kernel| copies_x(kernel)) {
+        activation_row_stride(target, k, dtype, padding)
+    } else {
+        k
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gfx1151_pads_activation_rows_on_2048_byte_multiples() {
+        // K·2 = 2048 and 8192 B: +128 B = +64 elements; K·2 = 2560 B: no pad.
+        for dtype in ActDtype::ALL {
+            let s = |k| activation_row_stride(Target::Gfx1151, k, dtype, RowPadding::CacheCliff);
+            assert_eq!(s(1024), 1024 + 64, "{dtype:?}");
+            assert_eq!(s(4096), 4096 + 64, "{dtype:?}");
+            assert_eq!(s(1280), 1280, "{dtype:?}");
+            assert_eq!(s(1536), 1536, "{dtype:?}");
+            assert_eq!(s(9728), 9728, "{dtype:?}");
+        }
+        // Other targets pad nothing by default; forced pads everywhere; none never.
+        for t in [Target::Sm90, Target::Gfx1201, Target::Gfx942] {
+            assert_eq!(
+                activation_row_stride(t, 4096, ActDtype::F16, RowPadding::CacheCliff),
+                4096,
+                "{t}"
+            );
+        }
+        assert_eq!(
+            activation_row_stride(Target::Sm90, 1280, ActDtype::Bf16, RowPadding::Forced),
+            1280 + 64
+        );
+        assert_eq!(
+            activation_row_stride(Target::Gfx1151, 4096, ActDtype::F16, RowPadding::None),
+            4096
+        );
+    }
+
+    #[test]
+    fn only_the_fused_path_copies_x() {
+        let on = |path: &[KernelId]| {
+            x_row_stride_on_path(
+                Target::Gfx1151,
+                path,
+                4096,
+                ActDtype::F16,
+                RowPadding::CacheCliff,
+            )
+        };
+        assert_eq!(on(&[KernelId::Fused]), 4096 + 64);
+        assert_eq!(on(&[KernelId::Skinny]), 4096);
+        assert_eq!(on(&[KernelId::Dequant, KernelId::Dense]), 4096);
+        assert_eq!(on(&[KernelId::Fallback]), 4096);
+    }
 
     #[test]
     fn gfx1151_pads_weight_rows_on_1024_byte_multiples_only() {

@@ -10,15 +10,16 @@ fn tile_str(t: &Tile) -> String {
     format!("{}x{}x{}w{}", t.bm, t.bn, t.bk, t.warps)
 }
 
-/// One stable line: `hybrid/fused tile=32x64x32w4 wpad=128 dpad=-`, then each rejected
-/// kernel's reasons (`| no hybrid: G = 256 ...; ...`).
+/// One stable line: `hybrid/fused tile=32x64x32w4 wpad=128 xpad=64 dpad=-`, then each rejected
+/// kernel's reasons (`| no hybrid: G = 256 ...; ...`). `xpad` is X's row padding in elements.
 pub fn row(sel: &Selection) -> String {
     let kernel = sel.layer_kernel.map_or("none", |k| k.name());
     let mut out = format!(
-        "{kernel}/{} tile={} wpad={} dpad={}",
+        "{kernel}/{} tile={} wpad={} xpad={} dpad={}",
         sel.path_name(),
         sel.tile.as_ref().map_or("-".to_owned(), tile_str),
         sel.strides.weight_pad_bytes,
+        sel.strides.x_row_stride - sel.request.shape.k,
         sel.strides
             .dense_pad_elems(sel.request.shape.k)
             .map_or("-".to_owned(), |p| p.to_string()),
