@@ -21,6 +21,25 @@ impl ActDtype {
         }
     }
 
+    /// The largest finite value: fp16 65504, bf16 (2 − 2⁻⁷)·2¹²⁷.
+    pub fn max_finite(self) -> f64 {
+        match self {
+            ActDtype::F16 => 65504.0,
+            ActDtype::Bf16 => (2.0 - 2f64.powi(-7)) * 2f64.powi(127),
+        }
+    }
+
+    /// The overflow threshold of round-to-nearest-even (SPEC §6 "The range edge"): the largest
+    /// finite value plus half its ulp. A real of magnitude ≥ this rounds to ±Inf (the tie at the
+    /// threshold goes to the even neighbour, which is Inf); anything smaller rounds to a finite
+    /// value. fp16 65504 + 16 = 65520; bf16 2¹²⁸ − 2¹²⁰ + 2¹¹⁹ = 2¹²⁸·(1 − 2⁻⁹).
+    pub fn overflow_threshold(self) -> f64 {
+        match self {
+            ActDtype::F16 => 65520.0,
+            ActDtype::Bf16 => 2f64.powi(128) * (1.0 - 2f64.powi(-9)),
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             ActDtype::F16 => "f16",
@@ -68,6 +87,31 @@ impl ActDtype {
         match self {
             ActDtype::F16 => 0x7E01,
             ActDtype::Bf16 => 0x7FC1,
+        }
+    }
+
+    /// Whether the bits are a NaN or an infinity.
+    pub fn is_finite_bits(self, bits: u16) -> bool {
+        let exp = self.exponent_mask();
+        bits & exp != exp
+    }
+
+    /// Whether the bits are a NaN.
+    pub fn is_nan_bits(self, bits: u16) -> bool {
+        !self.is_finite_bits(bits) && bits & self.mantissa_mask() != 0
+    }
+
+    fn exponent_mask(self) -> u16 {
+        match self {
+            ActDtype::F16 => 0x7C00,
+            ActDtype::Bf16 => 0x7F80,
+        }
+    }
+
+    fn mantissa_mask(self) -> u16 {
+        match self {
+            ActDtype::F16 => 0x03FF,
+            ActDtype::Bf16 => 0x007F,
         }
     }
 
