@@ -178,7 +178,12 @@ impl CompareReport {
 /// `[y − bound, y + bound]` can round to whatever the bound (a NaN where `y` is not NaN, a
 /// finite value or the wrong infinity where `y` is ±Inf or NaN, the opposite infinity).
 /// `Some(r)` with `r ≤ 1` means acceptable. `bound` is evaluated only where it is needed.
-pub fn element_ratio(dtype: ActDtype, bits: u16, y: f64, bound: impl FnOnce() -> f64) -> Option<f64> {
+pub fn element_ratio(
+    dtype: ActDtype,
+    bits: u16,
+    y: f64,
+    bound: impl FnOnce() -> f64,
+) -> Option<f64> {
     let finite = dtype.is_finite_bits(bits);
     if y.is_nan() {
         return dtype.is_nan_bits(bits).then_some(0.0);
@@ -220,9 +225,7 @@ pub fn agree_within(dtype: ActDtype, a: u16, b: u16, tol: f64) -> bool {
     let (fa, fb) = (dtype.is_finite_bits(a), dtype.is_finite_bits(b));
     match (fa, fb) {
         (true, true) => (dtype.to_f64(a) - dtype.to_f64(b)).abs() <= tol,
-        (false, false) => {
-            a == b || (dtype.is_nan_bits(a) && dtype.is_nan_bits(b))
-        }
+        (false, false) => a == b || (dtype.is_nan_bits(a) && dtype.is_nan_bits(b)),
         (true, false) | (false, true) => {
             let (v, inf) = if fa { (a, b) } else { (b, a) };
             !dtype.is_nan_bits(inf) && acceptable(dtype, inf, dtype.to_f64(v), tol)

@@ -530,7 +530,11 @@ fn saturating_layer(seed: u64, spec: &DataSpec) -> QuantizedLayer {
             scales[col * groups + g] = dtype.from_f64(lambda * rel[g]);
         }
     }
-    let bias = with_bias.then(|| (0..n).map(|_| dtype.from_f64(0.1 * randn(&mut rb))).collect());
+    let bias = with_bias.then(|| {
+        (0..n)
+            .map(|_| dtype.from_f64(0.1 * randn(&mut rb)))
+            .collect()
+    });
     QuantizedLayer {
         shape,
         dtype,

@@ -195,7 +195,10 @@ mod tests {
                 if d.is_finite_bits(b) {
                     let v = d.to_f64(b);
                     let back = d.from_f64(v);
-                    assert!(back == b || (v == 0.0 && back & 0x7FFF == 0), "{d} {b:#06x}");
+                    assert!(
+                        back == b || (v == 0.0 && back & 0x7FFF == 0),
+                        "{d} {b:#06x}"
+                    );
                 }
             }
         }

@@ -1188,6 +1188,9 @@ pub(crate) fn cols_from_pass(
     }
 }
 
+/// One element of the reference: `(y, a, a_offset)`.
+pub(crate) type ElementRef = (f64, f64, f64);
+
 /// Single elements `(m, n)` of the reference without validation: `(y, a, a_offset)` each, in the
 /// order given (`a_offset` is `a` without an offset). Each W row is decoded once for all its
 /// elements; the cost is about `3·K` flops per element.
@@ -1196,7 +1199,7 @@ pub(crate) fn elements_unchecked(
     layer: &QuantizedLayer,
     offset: Option<f64>,
     elements: &[(usize, usize)],
-) -> Vec<(f64, f64, f64)> {
+) -> Vec<ElementRef> {
     let k = layer.shape.k;
     let mut order: Vec<usize> = (0..elements.len()).collect();
     order.sort_by_key(|&i| (elements[i].1, elements[i].0));
@@ -1210,7 +1213,7 @@ pub(crate) fn elements_unchecked(
         runs.push(run);
         rest = tail;
     }
-    let per_run: Vec<Vec<(usize, (f64, f64, f64))>> = runs
+    let per_run: Vec<Vec<(usize, ElementRef)>> = runs
         .into_par_iter()
         .map(|run| {
             let n = elements[run[0]].1;
@@ -1225,7 +1228,11 @@ pub(crate) fn elements_unchecked(
             run.iter()
                 .map(|&i| {
                     let m = elements[i].0;
-                    bits_to_f64(x.dtype, &x.data[m * x.row_stride..m * x.row_stride + k], &mut xr);
+                    bits_to_f64(
+                        x.dtype,
+                        &x.data[m * x.row_stride..m * x.row_stride + k],
+                        &mut xr,
+                    );
                     let (mut y, mut a, mut ao) = (0.0, 0.0, 0.0);
                     for kk in 0..k {
                         y += xr[kk] * w[kk];

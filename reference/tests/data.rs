@@ -2,12 +2,12 @@
 //! documented.
 
 use w4a16_reference::ActDtype;
+use w4a16_reference::NumericRecipe;
 use w4a16_reference::data::{
     DataClass, DataError, DataSpec, EXACT_MAX_K, Generated, case_seed, fnv1a64, generate,
     generate_seeded, large_activation_shift, layer_key,
 };
 use w4a16_reference::gemm::{InputError, NonFiniteX, reference, reference_with};
-use w4a16_reference::NumericRecipe;
 use w4a16_reference::layer::{LayerShape, Symmetry};
 
 fn spec(class: DataClass, m: usize, dtype: ActDtype, symmetry: Symmetry) -> DataSpec {
@@ -286,7 +286,15 @@ fn class_names_parse_back() {
 /// below are worked out by hand from those numbers, not from the crate's formula.
 #[test]
 fn large_activation_shift_keeps_the_worst_case_below_a_quarter_of_max() {
-    for (k, p) in [(16, 0), (32, 0), (64, 1), (1024, 5), (4864, 7), (8192, 8), (49152, 10)] {
+    for (k, p) in [
+        (16, 0),
+        (32, 0),
+        (64, 1),
+        (1024, 5),
+        (4864, 7),
+        (8192, 8),
+        (49152, 10),
+    ] {
         assert_eq!(large_activation_shift(k, ActDtype::F16), p, "K = {k}");
         assert_eq!(large_activation_shift(k, ActDtype::Bf16), 0, "K = {k}");
     }
@@ -299,8 +307,12 @@ fn large_activation_shift_keeps_the_worst_case_below_a_quarter_of_max() {
                 ..spec(DataClass::LargeActivation, 7, ActDtype::F16, symmetry)
             };
             let g = generate("issue9/large", &s).unwrap();
-            let r = reference(&g.x, &g.layer, &NumericRecipe::fp32_exact_weights(ActDtype::F16))
-                .unwrap();
+            let r = reference(
+                &g.x,
+                &g.layer,
+                &NumericRecipe::fp32_exact_weights(ActDtype::F16),
+            )
+            .unwrap();
             let worst = r.y.iter().fold(0.0f64, |a, v| a.max(v.abs()));
             assert!(worst < 65504.0 / 4.0, "K = {k}: |y| up to {worst}");
             let a_max = r.a.iter().fold(0.0f64, |a, v| a.max(*v));
@@ -318,7 +330,10 @@ fn large_activation_shift_keeps_the_worst_case_below_a_quarter_of_max() {
 #[test]
 fn saturating_class_crosses_the_threshold_in_the_documented_share() {
     // Independent statement of the thresholds: the reals that round to ±Inf.
-    let thresholds = [(ActDtype::F16, 65520.0), (ActDtype::Bf16, 2f64.powi(128) - 2f64.powi(119))];
+    let thresholds = [
+        (ActDtype::F16, 65520.0),
+        (ActDtype::Bf16, 2f64.powi(128) - 2f64.powi(119)),
+    ];
     for (dtype, t) in thresholds {
         for symmetry in [Symmetry::Sym, Symmetry::Asym] {
             for (k, group) in [(16, 16), (256, 64), (4096, 128), (4864, 4864)] {
@@ -327,8 +342,8 @@ fn saturating_class_crosses_the_threshold_in_the_documented_share() {
                     ..spec(DataClass::Saturating, 24, dtype, symmetry)
                 };
                 let g = generate("sat", &s).unwrap();
-                let r = reference(&g.x, &g.layer, &NumericRecipe::fp32_exact_weights(dtype))
-                    .unwrap();
+                let r =
+                    reference(&g.x, &g.layer, &NumericRecipe::fp32_exact_weights(dtype)).unwrap();
                 let what = format!("{dtype} {symmetry:?} K={k}");
                 let (mut straddle, mut beyond) = (0usize, 0usize);
                 for m in 0..24 {
@@ -348,7 +363,10 @@ fn saturating_class_crosses_the_threshold_in_the_documented_share() {
                     }
                 }
                 let share = beyond as f64 / straddle as f64;
-                assert!((0.2..=0.8).contains(&share), "{what}: {share} of the straddling band beyond");
+                assert!(
+                    (0.2..=0.8).contains(&share),
+                    "{what}: {share} of the straddling band beyond"
+                );
                 // Every dequantized weight is finite in the dtype, at most a quarter of its max.
                 for n in 0..64 {
                     for kk in 0..k {
@@ -370,7 +388,14 @@ fn special_values_class_places_ieee_values_in_x() {
         for m in [1, 6, 64] {
             let s = spec(DataClass::SpecialValues, m, dtype, Symmetry::Asym);
             let g = generate(&format!("special/M={m}"), &s).unwrap();
-            let real = generate(&format!("special/M={m}"), &DataSpec { class: DataClass::Realistic, ..s }).unwrap();
+            let real = generate(
+                &format!("special/M={m}"),
+                &DataSpec {
+                    class: DataClass::Realistic,
+                    ..s
+                },
+            )
+            .unwrap();
             assert_eq!(g.layer, real.layer);
             let k = 256;
             let mut special_rows = Vec::new();
@@ -385,16 +410,29 @@ fn special_values_class_places_ieee_values_in_x() {
                 if row.iter().any(|&b| !dtype.to_f64(b).is_finite()) {
                     special_rows.push(mi);
                 }
-                let changed = row.iter().zip(&real.x.data[mi * k..(mi + 1) * k]).filter(|(a, b)| a != b).count();
+                let changed = row
+                    .iter()
+                    .zip(&real.x.data[mi * k..(mi + 1) * k])
+                    .filter(|(a, b)| a != b)
+                    .count();
                 assert!(changed <= 6, "{dtype} row {mi}: {changed} values changed");
             }
-            assert!(!special_rows.is_empty() && special_rows.len() <= m.div_ceil(8), "{special_rows:?}");
+            assert!(
+                !special_rows.is_empty() && special_rows.len() <= m.div_ceil(8),
+                "{special_rows:?}"
+            );
             let rec = NumericRecipe::fp32_exact_weights(dtype);
             assert!(matches!(
                 reference(&g.x, &g.layer, &rec),
                 Err(InputError::NonFinite { what: "X", .. })
             ));
-            let r = reference_with(&g.x, &g.layer, &rec, DataClass::SpecialValues.non_finite_x()).unwrap();
+            let r = reference_with(
+                &g.x,
+                &g.layer,
+                &rec,
+                DataClass::SpecialValues.non_finite_x(),
+            )
+            .unwrap();
             assert_eq!(DataClass::SpecialValues.non_finite_x(), NonFiniteX::Ieee);
             for mi in 0..m {
                 let finite = (0..24).all(|n| r.y_at(mi, n).is_finite());
@@ -403,11 +441,20 @@ fn special_values_class_places_ieee_values_in_x() {
         }
     }
     // Across many rows every kind shows up: +Inf, −Inf and NaN.
-    let s = DataSpec { shape: LayerShape::new(8, 256, 64), ..spec(DataClass::SpecialValues, 256, ActDtype::F16, Symmetry::Sym) };
+    let s = DataSpec {
+        shape: LayerShape::new(8, 256, 64),
+        ..spec(DataClass::SpecialValues, 256, ActDtype::F16, Symmetry::Sym)
+    };
     let g = generate("special/kinds", &s).unwrap();
     for bits in [0x7C00u16, 0xFC00] {
         assert!(g.x.data.contains(&bits), "{bits:#x}");
     }
     assert!(g.x.data.iter().any(|&b| ActDtype::F16.to_f64(b).is_nan()));
-    assert!(DataClass::ALL.iter().filter(|c| c.non_finite_x() == NonFiniteX::Ieee).count() == 1);
+    assert!(
+        DataClass::ALL
+            .iter()
+            .filter(|c| c.non_finite_x() == NonFiniteX::Ieee)
+            .count()
+            == 1
+    );
 }

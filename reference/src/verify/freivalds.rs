@@ -25,8 +25,8 @@ use crate::bound::{BoundModel, U64, gamma};
 use crate::compare::{OutputBits, check_model_for, element_ratio};
 use crate::gemm::{
     ActivationLanes, InputError, Lines, NonFiniteX, SpecialRows, WeightLanes, activation_pass,
-    activation_rows, bias_values, bits_to_f64, cols_from_pass, elements_unchecked,
-    rows_from_pass, validate_with, weight_pass, weight_rows,
+    activation_rows, bias_values, bits_to_f64, cols_from_pass, elements_unchecked, rows_from_pass,
+    validate_with, weight_pass, weight_rows,
 };
 use crate::layer::{Activations, QuantizedLayer};
 use ndarray::{Array2, ArrayView2, Axis, concatenate};
@@ -213,7 +213,8 @@ fn output_sums(
                     } else {
                         bits_to_f64(dtype, src, y);
                     }
-                    if !skip[g0 + i] && src.iter().filter(|&&b| !dtype.is_finite_bits(b)).count() > 0
+                    if !skip[g0 + i]
+                        && src.iter().filter(|&&b| !dtype.is_finite_bits(b)).count() > 0
                     {
                         for (j, (&b, v)) in src.iter().zip(y.iter_mut()).enumerate() {
                             if !dtype.is_finite_bits(b) {
@@ -456,7 +457,13 @@ pub(crate) fn run(
     let bias_abs: f64 = bias.iter().map(|b| b.abs()).sum();
     let bias_col = ArrayView2::from_shape((n_cols, 1), &bias).expect("bias");
     let rb = r.t().dot(&bias_col);
-    let s_sum = s.sum_axis(Axis(0));
+    // Rows of X with NaN/±Inf are out of both sides of the projections, their bias included.
+    let mut s_sum = s.sum_axis(Axis(0));
+    for row in &special.rows {
+        for t in 0..TRIALS {
+            s_sum[t] -= s[[row.m, t]];
+        }
+    }
     let row_gamma = gamma(n_cols + k + 4, U64).unwrap_or(f64::INFINITY);
     let col_gamma = gamma(m_rows + k + 4, U64).unwrap_or(f64::INFINITY);
 
@@ -485,7 +492,10 @@ pub(crate) fn run(
         let slack = row_gamma * (ys.rows[[m, TRIALS]] + row_mag_all[m] + bias_abs);
         let limit = tol * (1.0 + 2.0 * row_gamma) + slack;
         let ratio = (0..TRIALS)
-            .map(|t| (ys.rows[[m, t]] - (row_rhs[[m, t]] + rb[[t, 0]])).abs() / limit)
+            .map(|t| {
+                let bias_part = if skip[m] { 0.0 } else { rb[[t, 0]] };
+                (ys.rows[[m, t]] - (row_rhs[[m, t]] + bias_part)).abs() / limit
+            })
             .fold(0.0, f64::max);
         note(&mut report, Line::Row(m), ratio, ys.row_bad[m]);
     }
