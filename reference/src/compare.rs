@@ -1,15 +1,21 @@
 //! Kernel output against the reference: the error/bound ratio per element, NaN/Inf, poison left
 //! behind, and bit-exact agreement with the correctly rounded result.
 //!
-//! Rules: an element still holding the poison pattern counts in `poison_left` only; any other NaN,
-//! or an Inf where the correctly rounded reference is not that same Inf, counts in `nonfinite`;
-//! finite elements get `ratio = |ŷ − y| / bound`. Bit-exact agreement is with what a kernel with
-//! an exact accumulator produces under the recipe ([`correctly_rounded`]) and treats +0 and −0 as
-//! equal (the sign of an exact zero depends on summation order, not on the mathematics).
+//! Rules: an element still holding the poison pattern counts in `poison_left` only. The rest
+//! follows SPEC §6 "The range edge" ([`acceptable`]): a finite result gets
+//! `ratio = |ŷ − y| / bound`; ±Inf is a correct result where `[y − bound, y + bound]` reaches the
+//! dtype's overflow threshold on that side ([`ActDtype::overflow_threshold`]), with the ratio
+//! `distance from y to the threshold / bound` ([`infinity_ratio`], 0 when y itself rounds to
+//! Inf); NaN is correct only where the reference is NaN, and a reference NaN or ±Inf (IEEE
+//! inputs, the special-values class) must be matched exactly. Everything else non-finite counts
+//! in `nonfinite`. Bit-exact agreement is with what a kernel with an exact accumulator produces
+//! under the recipe ([`correctly_rounded`], which may be ±Inf) and treats +0 and −0 as equal
+//! (the sign of an exact zero depends on summation order, not on the mathematics) and any two
+//! NaNs as equal.
 
 use crate::bound::BoundModel;
 use crate::dtype::ActDtype;
-use crate::gemm::{InputError, Lines, Reference, is_finite_bits};
+use crate::gemm::{InputError, Lines, Reference};
 use crate::recipe::BiasStage;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -132,20 +138,26 @@ impl CompareReport {
             return;
         }
         let expected = correctly_rounded(dtype, model, y, bias);
-        let matches = |e: u16| bits == e || (bits & 0x7FFF == 0 && e & 0x7FFF == 0);
+        let matches = |e: u16| {
+            bits == e
+                || (bits & 0x7FFF == 0 && e & 0x7FFF == 0)
+                || (dtype.is_nan_bits(bits) && dtype.is_nan_bits(e))
+        };
         let also = (model.recipe.bias == BiasStage::Either && bias != 0.0)
             .then(|| rounded_after_cast(dtype, y, bias));
         if !(matches(expected) || also.is_some_and(matches)) {
             self.exact_mismatches += 1;
         }
-        let ratio = if is_finite_bits(dtype, bits) {
+        let ratio = if y.is_finite() && dtype.is_finite_bits(bits) {
             (dtype.to_f64(bits) - y).abs() / model.element(y, a, acc_magnitude, bias)
-        } else if bits == expected && dtype.to_f64(bits).is_infinite() {
-            // The exact value overflows the dtype and the kernel overflowed the same way.
-            0.0
         } else {
-            self.nonfinite += 1;
-            return;
+            match element_ratio(dtype, bits, y, || model.element(y, a, acc_magnitude, bias)) {
+                Some(r) if r <= 1.0 => r,
+                _ => {
+                    self.nonfinite += 1;
+                    return;
+                }
+            }
         };
         self.buckets[bucket_index(ratio)] += 1;
         if ratio > 1.0 {
@@ -157,6 +169,66 @@ impl CompareReport {
         {
             self.worst_ratio = ratio;
             self.worst_at = Some(at);
+        }
+    }
+}
+
+/// SPEC §6 "The range edge": the ratio of the error to the bound for a result `bits` against the
+/// exact value `y`, where either may be non-finite. `None` for a result that no real in
+/// `[y − bound, y + bound]` can round to whatever the bound (a NaN where `y` is not NaN, a
+/// finite value or the wrong infinity where `y` is ±Inf or NaN, the opposite infinity).
+/// `Some(r)` with `r ≤ 1` means acceptable. `bound` is evaluated only where it is needed.
+pub fn element_ratio(
+    dtype: ActDtype,
+    bits: u16,
+    y: f64,
+    bound: impl FnOnce() -> f64,
+) -> Option<f64> {
+    let finite = dtype.is_finite_bits(bits);
+    if y.is_nan() {
+        return dtype.is_nan_bits(bits).then_some(0.0);
+    }
+    if y.is_infinite() {
+        // IEEE inputs: Inf of the same sign exactly.
+        return (bits == dtype.from_f64(y)).then_some(0.0);
+    }
+    if finite {
+        return Some((dtype.to_f64(bits) - y).abs() / bound());
+    }
+    if dtype.is_nan_bits(bits) {
+        return None;
+    }
+    let negative = bits & 0x8000 != 0;
+    Some(infinity_ratio(dtype, negative, y, bound()))
+}
+
+/// How far the exact value `y` is from the reals that round to ±Inf, over the bound: 0 when `y`
+/// itself rounds to that infinity, ≤ 1 when `[y − bound, y + bound]` reaches the overflow
+/// threshold on that side (the infinity is then a correct result).
+pub fn infinity_ratio(dtype: ActDtype, negative: bool, y: f64, bound: f64) -> f64 {
+    let t = dtype.overflow_threshold();
+    let distance = if negative { y + t } else { t - y };
+    distance.max(0.0) / bound
+}
+
+/// Whether a result is acceptable for the exact value `y` and its bound (SPEC §6, with the
+/// range edge): [`element_ratio`] at most 1.
+pub fn acceptable(dtype: ActDtype, bits: u16, y: f64, bound: f64) -> bool {
+    element_ratio(dtype, bits, y, || bound).is_some_and(|r| r <= 1.0)
+}
+
+/// Whether two kernels' results agree within `tol` of each other under the same range-edge rule:
+/// both finite and within `tol`; both the same infinity or both NaN; or one ±Inf and the other a
+/// finite value within `tol` of that infinity's overflow threshold (both correct roundings of
+/// some real between them).
+pub fn agree_within(dtype: ActDtype, a: u16, b: u16, tol: f64) -> bool {
+    let (fa, fb) = (dtype.is_finite_bits(a), dtype.is_finite_bits(b));
+    match (fa, fb) {
+        (true, true) => (dtype.to_f64(a) - dtype.to_f64(b)).abs() <= tol,
+        (false, false) => a == b || (dtype.is_nan_bits(a) && dtype.is_nan_bits(b)),
+        (true, false) | (false, true) => {
+            let (v, inf) = if fa { (a, b) } else { (b, a) };
+            !dtype.is_nan_bits(inf) && acceptable(dtype, inf, dtype.to_f64(v), tol)
         }
     }
 }

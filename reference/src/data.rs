@@ -13,6 +13,7 @@
 //!   activation or a 43008 × 5376 layer a matter of seconds.
 
 use crate::dtype::ActDtype;
+use crate::gemm::NonFiniteX;
 use crate::layer::{Activations, LayerShape, QuantizedLayer, SYMMETRIC_ZERO, Symmetry};
 use rand_chacha::ChaCha8Rng;
 use rand_chacha::rand_core::{RngCore, SeedableRng};
@@ -95,9 +96,12 @@ pub enum DataClass {
     Exact,
     /// x = 0.25·randn, q and z uniform 0..15, s = 0.05·U(0,1], bias = 0.1·randn.
     Realistic,
-    /// As realistic but x = 64 + 64·randn (|x| ≤ 448): the positive mean makes each group's Σx
-    /// about 64·G, so the bf16 form that subtracts (128 + z)·Σx after the dot cancels two
-    /// large terms.
+    /// As realistic but x = (64 + 64·randn)·2^−p (−320·2^−p ≤ x ≤ 448·2^−p): the positive mean
+    /// makes each group's Σx about 64·G·2^−p, so the bf16 form that subtracts (128 + z)·Σx after
+    /// the dot cancels two large terms (a relative hazard, unchanged by the power of two). The
+    /// shift `p` ([`large_activation_shift`]) is chosen per layer from K and the dtype so that
+    /// the true |y| provably stays below a quarter of the dtype's largest value: magnitude
+    /// stress without overflow (bf16 never needs a shift; saturation is its own class).
     LargeActivation,
     /// x = 1 and every dequantized weight = 1 (s = 1, q = z + 1); bias = 1.
     Ones,
@@ -108,17 +112,53 @@ pub enum DataClass {
     /// Realistic values, but X is zero except its last column (k = K−1): the reduction tail,
     /// the last group and the last nibble of the last word decide the whole result.
     LastCol,
+    /// True outputs that cross the dtype's overflow threshold in a known share of elements (SPEC
+    /// §6 "The range edge"; ±Inf is the correct result there). x = μ·(1 + randn/24) ∈
+    /// [0.75μ, 1.25μ] and every weight of column n has the same sign (q − z = ±d, d ∈ 1..8; the
+    /// sign flips every 4 columns), so no sum anywhere (fp32 accumulators, split-K partials,
+    /// the offset forms) mixes signs, and an fp32 intermediate overflows only where the true
+    /// result already lies beyond the threshold: never Inf − Inf. Scales are set per column so
+    /// that `Σ_k |w_nk| = ρ_n·threshold/μ` (up to the scales' rounding), with ρ by column
+    /// n mod 4 = 2, 1, 1/2, 1/4 ([`SATURATING_RATIOS`]):
+    /// - n ≡ 0: every |y| ≥ 1.5·(1 − 2⁻⁸)·threshold: ±Inf expected in a quarter of the elements;
+    /// - n ≡ 1: |y| straddles the threshold (about half beyond it, many within a bound of it);
+    /// - n ≡ 2, 3: every |y| ≤ 0.63·threshold: finite.
+    ///
+    /// μ = max(1, 128/K) (a power of two) keeps every |(q − z)·s| ≤ threshold/4, finite in the
+    /// activation dtype for the recipes that round dequantized weights.
+    Saturating,
+    /// Realistic values, then IEEE special values in X at seeded positions: +0, −0 and two
+    /// subnormals in every row, and NaN or ±Inf in about one row of eight (at least one): +Inf,
+    /// NaN, −Inf, or +Inf and −Inf together, by row. The reference follows IEEE rules
+    /// ([`crate::gemm::NonFiniteX::Ieee`]); NaN and Inf positions must match exactly.
+    SpecialValues,
 }
 
+/// Σ|w| of column n over the threshold, by n mod 4, for [`DataClass::Saturating`].
+pub const SATURATING_RATIOS: [f64; 4] = [2.0, 1.0, 0.5, 0.25];
+
+/// Rows with NaN/Inf in the special-values class: one in this many (at least one per X).
+pub const SPECIAL_ROW_PERIOD: usize = 8;
+
 impl DataClass {
-    pub const ALL: [DataClass; 6] = [
+    pub const ALL: [DataClass; 8] = [
         DataClass::Exact,
         DataClass::Realistic,
         DataClass::LargeActivation,
         DataClass::Ones,
         DataClass::LastRow,
         DataClass::LastCol,
+        DataClass::Saturating,
+        DataClass::SpecialValues,
     ];
+
+    /// Whether X of this class may hold NaN/±Inf, and so how the reference must treat it.
+    pub fn non_finite_x(self) -> NonFiniteX {
+        match self {
+            DataClass::SpecialValues => NonFiniteX::Ieee,
+            _ => NonFiniteX::Refuse,
+        }
+    }
 
     pub fn name(self) -> &'static str {
         match self {
@@ -128,6 +168,8 @@ impl DataClass {
             DataClass::Ones => "ones",
             DataClass::LastRow => "last-row",
             DataClass::LastCol => "last-col",
+            DataClass::Saturating => "saturating",
+            DataClass::SpecialValues => "special-values",
         }
     }
 
@@ -246,14 +288,20 @@ pub fn generate_activations(seed: u64, spec: &DataSpec) -> Result<Activations, D
     let k = shape.k;
     let bits = |v: f64| dtype.from_f64(v);
     let mut rx = rng(seed, Stream::Activations);
+    let large = 2f64.powi(-large_activation_shift(k, dtype));
+    let mu = saturating_mean(k);
     let mut x: Vec<u16> = (0..m * k)
         .map(|_| match class {
             DataClass::Exact => bits(f64::from(below(&mut rx, 5)) - 2.0),
-            DataClass::LargeActivation => bits(64.0 + 64.0 * randn(&mut rx)),
+            DataClass::LargeActivation => bits((64.0 + 64.0 * randn(&mut rx)) * large),
             DataClass::Ones => bits(1.0),
+            DataClass::Saturating => bits(mu * (1.0 + randn(&mut rx) / 24.0)),
             _ => bits(0.25 * randn(&mut rx)),
         })
         .collect();
+    if class == DataClass::SpecialValues {
+        place_special_values(&mut x, m, k, dtype, &mut rx);
+    }
     // Patterns draw the realistic values first and then zero parts of them, so the live values
     // are the realistic ones for the same seed.
     let zero = bits(0.0);
@@ -283,6 +331,72 @@ pub fn generate_activations(seed: u64, spec: &DataSpec) -> Result<Activations, D
     })
 }
 
+/// Largest realistic scale and bias after rounding to the dtype (rounding is monotone, so no drawn
+/// value exceeds these): 0.05 and 6·0.1 (|randn| ≤ 6).
+fn realistic_limits(dtype: ActDtype) -> (f64, f64) {
+    let up = |v: f64| dtype.to_f64(dtype.from_f64(v));
+    (up(0.05), up(0.6))
+}
+
+/// The power-of-two shift `p` of [`DataClass::LargeActivation`]: the smallest `p ≥ 0` with
+/// `K·448·2^−p·15·s_max + |b|_max ≤ max/4`, so that the true |y| (at most Σ|x||w| + |b|) stays
+/// below a quarter of the dtype's largest finite value for any data the class can draw.
+pub fn large_activation_shift(k: usize, dtype: ActDtype) -> i32 {
+    let (s_max, b_max) = realistic_limits(dtype);
+    let room = dtype.max_finite() / 4.0 - b_max;
+    let worst = k as f64 * 448.0 * 15.0 * s_max;
+    let mut p = 0;
+    while worst * 2f64.powi(-p) > room {
+        p += 1;
+    }
+    p
+}
+
+/// μ of [`DataClass::Saturating`]: a power of two with μ·K ≥ 128.
+pub fn saturating_mean(k: usize) -> f64 {
+    let mut mu = 1.0;
+    while mu * (k as f64) < 128.0 {
+        mu *= 2.0;
+    }
+    mu
+}
+
+/// The special values of [`DataClass::SpecialValues`], in place over realistic X (see there).
+fn place_special_values(x: &mut [u16], m: usize, k: usize, dtype: ActDtype, rx: &mut ChaCha8Rng) {
+    if m == 0 || k == 0 {
+        return;
+    }
+    let (mantissa, inf, nan): (u32, u16, u16) = match dtype {
+        ActDtype::F16 => (0x3FF, 0x7C00, 0x7E00),
+        ActDtype::Bf16 => (0x7F, 0x7F80, 0x7FC0),
+    };
+    for row in x.chunks_mut(k) {
+        let sub = |r: &mut ChaCha8Rng| (1 + below(r, mantissa)) as u16;
+        let finite = [0x0000, 0x8000, sub(rx), 0x8000 | sub(rx)];
+        for v in finite {
+            row[below(rx, k as u32) as usize] = v;
+        }
+    }
+    let first = below(rx, m.min(SPECIAL_ROW_PERIOD) as u32) as usize;
+    let kind0 = below(rx, 4) as usize;
+    for (i, mi) in (first..m).step_by(SPECIAL_ROW_PERIOD).enumerate() {
+        let row = &mut x[mi * k..(mi + 1) * k];
+        let at = |r: &mut ChaCha8Rng| below(r, k as u32) as usize;
+        match (kind0 + i) % 4 {
+            0 => row[at(rx)] = inf,
+            1 => row[at(rx)] = nan,
+            2 => row[at(rx)] = 0x8000 | inf,
+            _ => {
+                let (a, b) = (at(rx), at(rx));
+                row[a] = inf;
+                if b != a {
+                    row[b] = 0x8000 | inf;
+                }
+            }
+        }
+    }
+}
+
 /// The quantized layer of `spec` (independent of `spec.m`).
 pub fn generate_layer(seed: u64, spec: &DataSpec) -> Result<QuantizedLayer, DataError> {
     check_spec(spec)?;
@@ -308,6 +422,9 @@ pub fn generate_layer(seed: u64, spec: &DataSpec) -> Result<QuantizedLayer, Data
         .collect();
 
     let mut q: Vec<u8> = vec![0; n * k];
+    if class == DataClass::Saturating {
+        return Ok(saturating_layer(seed, spec));
+    }
     if class == DataClass::Ones {
         for (i, c) in q.iter_mut().enumerate() {
             *c = zeros[(i / k) * groups + (i % k) / group] + 1;
@@ -360,4 +477,70 @@ pub fn generate_layer(seed: u64, spec: &DataSpec) -> Result<QuantizedLayer, Data
         scales,
         bias,
     })
+}
+
+/// The layer of [`DataClass::Saturating`] (see there): one sign per column, |q − z| = d ∈ 1..8,
+/// relative scales in (1/2, 1] stretched per column to the column's share of the threshold.
+fn saturating_layer(seed: u64, spec: &DataSpec) -> QuantizedLayer {
+    let DataSpec {
+        shape,
+        dtype,
+        symmetry,
+        with_bias,
+        ..
+    } = *spec;
+    let LayerShape { n, k, group } = shape;
+    let groups = shape.groups();
+    let mut rz = rng(seed, Stream::Zeros);
+    let mut rq = rng(seed, Stream::Codes);
+    let mut rs = rng(seed, Stream::Scales);
+    let mut rb = rng(seed, Stream::Bias);
+    let mu = saturating_mean(k);
+    let mut q = vec![0u8; n * k];
+    let mut zeros = vec![SYMMETRIC_ZERO; n * groups];
+    let mut scales = vec![0u16; n * groups];
+    for col in 0..n {
+        let positive = (col / 4) % 2 == 0;
+        let mut rel = vec![0.0; groups];
+        let mut total = 0.0;
+        for g in 0..groups {
+            let z = match (symmetry, positive) {
+                (Symmetry::Sym, _) => SYMMETRIC_ZERO,
+                (Symmetry::Asym, true) => code(&mut rz) >> 1,
+                (Symmetry::Asym, false) => 8 + (code(&mut rz) >> 1),
+            };
+            zeros[col * groups + g] = z;
+            rel[g] = 0.5 + 0.5 * uniform_open0(&mut rs);
+            let mut d_sum = 0u64;
+            for kk in g * group..((g + 1) * group).min(k) {
+                let nib = code(&mut rq);
+                let c = match (symmetry, positive) {
+                    (Symmetry::Sym, true) => 9 + nib % 7,
+                    (Symmetry::Asym, true) => z + 1 + (nib & 7),
+                    (_, false) => z - 1 - (nib & 7),
+                };
+                d_sum += u64::from(c.abs_diff(z));
+                q[col * k + kk] = c;
+            }
+            total += rel[g] * d_sum as f64;
+        }
+        let target = SATURATING_RATIOS[col % 4] * dtype.overflow_threshold() / mu;
+        let lambda = target / total;
+        for g in 0..groups {
+            scales[col * groups + g] = dtype.from_f64(lambda * rel[g]);
+        }
+    }
+    let bias = with_bias.then(|| {
+        (0..n)
+            .map(|_| dtype.from_f64(0.1 * randn(&mut rb)))
+            .collect()
+    });
+    QuantizedLayer {
+        shape,
+        dtype,
+        q,
+        zeros: (symmetry == Symmetry::Asym).then_some(zeros),
+        scales,
+        bias,
+    }
 }

@@ -21,6 +21,25 @@ impl ActDtype {
         }
     }
 
+    /// The largest finite value: fp16 65504, bf16 (2 − 2⁻⁷)·2¹²⁷.
+    pub fn max_finite(self) -> f64 {
+        match self {
+            ActDtype::F16 => 65504.0,
+            ActDtype::Bf16 => (2.0 - 2f64.powi(-7)) * 2f64.powi(127),
+        }
+    }
+
+    /// The overflow threshold of round-to-nearest-even (SPEC §6 "The range edge"): the largest
+    /// finite value plus half its ulp. A real of magnitude ≥ this rounds to ±Inf (the tie at the
+    /// threshold goes to the even neighbour, which is Inf); anything smaller rounds to a finite
+    /// value. fp16 65504 + 16 = 65520; bf16 2¹²⁸ − 2¹²⁰ + 2¹¹⁹ = 2¹²⁸·(1 − 2⁻⁹).
+    pub fn overflow_threshold(self) -> f64 {
+        match self {
+            ActDtype::F16 => 65520.0,
+            ActDtype::Bf16 => 2f64.powi(128) * (1.0 - 2f64.powi(-9)),
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             ActDtype::F16 => "f16",
@@ -44,12 +63,40 @@ impl ActDtype {
         }
     }
 
-    /// Round-to-nearest-even of an f64 (single rounding, no detour through f32).
+    /// Round-to-nearest-even of an f64, a single rounding on every platform. (`half`'s own
+    /// conversions are not: on x86 with F16C its f16 path goes through f32, and its software
+    /// paths drop the low 32 bits of the f64 significand before rounding; both round values just
+    /// off a tie, e.g. 65519.99999 to Inf, the wrong way.) The rounding is done here in f64
+    /// (scaling by the quantum and `round_ties_even` are exact); the result is representable, so
+    /// `half` converts it exactly.
     pub fn from_f64(self, v: f64) -> u16 {
-        match self {
-            ActDtype::F16 => f16::from_f64(v).to_bits(),
-            ActDtype::Bf16 => bf16::from_f64(v).to_bits(),
+        let (digits, min_exp) = match self {
+            ActDtype::F16 => (11, -14),
+            ActDtype::Bf16 => (8, -126),
+        };
+        let exact = |r: f64| match self {
+            ActDtype::F16 => f16::from_f64(r).to_bits(),
+            ActDtype::Bf16 => bf16::from_f64(r).to_bits(),
+        };
+        if v.is_nan() {
+            return match self {
+                ActDtype::F16 => 0x7E00,
+                ActDtype::Bf16 => 0x7FC0,
+            };
         }
+        let sign: u16 = if v.is_sign_negative() { 0x8000 } else { 0 };
+        let a = v.abs();
+        if a >= self.overflow_threshold() {
+            return sign | exact(f64::INFINITY);
+        }
+        if a == 0.0 {
+            return sign;
+        }
+        // Exponent of a (f64 subnormals are far below every quantum: they round to 0).
+        let e = ((a.to_bits() >> 52) as i32 - 1023).max(min_exp);
+        let quantum = 2f64.powi(e - (digits - 1));
+        let r = (a / quantum).round_ties_even() * quantum;
+        sign | exact(r)
     }
 
     pub fn to_f32(self, bits: u16) -> f32 {
@@ -71,6 +118,31 @@ impl ActDtype {
         }
     }
 
+    /// Whether the bits are a NaN or an infinity.
+    pub fn is_finite_bits(self, bits: u16) -> bool {
+        let exp = self.exponent_mask();
+        bits & exp != exp
+    }
+
+    /// Whether the bits are a NaN.
+    pub fn is_nan_bits(self, bits: u16) -> bool {
+        !self.is_finite_bits(bits) && bits & self.mantissa_mask() != 0
+    }
+
+    fn exponent_mask(self) -> u16 {
+        match self {
+            ActDtype::F16 => 0x7C00,
+            ActDtype::Bf16 => 0x7F80,
+        }
+    }
+
+    fn mantissa_mask(self) -> u16 {
+        match self {
+            ActDtype::F16 => 0x03FF,
+            ActDtype::Bf16 => 0x007F,
+        }
+    }
+
     pub fn size_bytes(self) -> usize {
         2
     }
@@ -79,5 +151,56 @@ impl ActDtype {
 impl std::fmt::Display for ActDtype {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Single rounding from f64: values just off a tie and just below the overflow threshold,
+    /// which a detour through f32 (or a truncated significand) rounds the wrong way.
+    #[test]
+    fn from_f64_rounds_once() {
+        let below = |v: f64| f64::from_bits(v.to_bits() - 1);
+        let above = |v: f64| f64::from_bits(v.to_bits() + 1);
+        // fp16: 1 + 2⁻¹¹ is the tie between 1 and 1 + 2⁻¹⁰.
+        let tie = 1.0 + 2f64.powi(-11);
+        assert_eq!(ActDtype::F16.from_f64(tie), 0x3C00);
+        assert_eq!(ActDtype::F16.from_f64(above(tie)), 0x3C01);
+        assert_eq!(ActDtype::F16.from_f64(below(65520.0)), 0x7BFF);
+        assert_eq!(ActDtype::F16.from_f64(65520.0), 0x7C00);
+        assert_eq!(ActDtype::F16.from_f64(-65520.0), 0xFC00);
+        // Subnormals: 2⁻²⁵ is the tie between 0 and the smallest subnormal.
+        assert_eq!(ActDtype::F16.from_f64(2f64.powi(-25)), 0x0000);
+        assert_eq!(ActDtype::F16.from_f64(above(2f64.powi(-25))), 0x0001);
+        assert_eq!(ActDtype::F16.from_f64(-3.0 * 2f64.powi(-25)), 0x8002);
+        // bf16: 1 + 2⁻⁸ is the tie between 1 and 1 + 2⁻⁷; just above it only the low 32 bits
+        // of the f64 significand differ.
+        let tie = 1.0 + 2f64.powi(-8);
+        assert_eq!(ActDtype::Bf16.from_f64(tie), 0x3F80);
+        assert_eq!(ActDtype::Bf16.from_f64(above(tie)), 0x3F81);
+        let t = 2f64.powi(128) - 2f64.powi(119);
+        assert_eq!(ActDtype::Bf16.from_f64(below(t)), 0x7F7F);
+        assert_eq!(ActDtype::Bf16.from_f64(t), 0x7F80);
+        assert_eq!(ActDtype::Bf16.from_f64(2f64.powi(-134)), 0x0000);
+        assert_eq!(ActDtype::Bf16.from_f64(above(2f64.powi(-134))), 0x0001);
+        for d in ActDtype::ALL {
+            assert!(d.is_nan_bits(d.from_f64(f64::NAN)));
+            assert_eq!(d.from_f64(-0.0), 0x8000);
+            assert_eq!(d.to_f64(d.from_f64(f64::NEG_INFINITY)), f64::NEG_INFINITY);
+            assert_eq!(d.to_f64(d.from_f64(1e300)), f64::INFINITY);
+            // Exhaustively: every finite value converts back to itself.
+            for b in 0..=u16::MAX {
+                if d.is_finite_bits(b) {
+                    let v = d.to_f64(b);
+                    let back = d.from_f64(v);
+                    assert!(
+                        back == b || (v == 0.0 && back & 0x7FFF == 0),
+                        "{d} {b:#06x}"
+                    );
+                }
+            }
+        }
     }
 }

@@ -56,12 +56,36 @@ fn mismatch(what: &'static str, expected: impl ToString, got: impl ToString) -> 
     }
 }
 
+/// What the reference accepts in X. Codes, scales and bias are always checked; NaN or ±Inf there
+/// is bad input whatever the policy.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum NonFiniteX {
+    /// NaN or ±Inf in X is bad input ([`InputError::NonFinite`] naming the element).
+    #[default]
+    Refuse,
+    /// X may hold NaN and ±Inf (the special-values data class). The reference follows IEEE rules
+    /// (SPEC §6): NaN propagates, Inf·0 is NaN, +Inf + −Inf is NaN; recipes that accumulate
+    /// `Σx·(offset + q)` and subtract `(offset + z)·Σx` give NaN for any Inf in the row (Inf − Inf).
+    /// Every element of a row with a non-finite x is therefore NaN or ±Inf ([`SpecialRows`]).
+    Ieee,
+}
+
 /// Checks that X, the layer and the recipe describe one operation (SPEC §1) and that every code
 /// is a nibble and every value finite, so that later stages can index without checks.
 pub fn validate(
     x: &Activations,
     layer: &QuantizedLayer,
     recipe: &NumericRecipe,
+) -> Result<(), InputError> {
+    validate_with(x, layer, recipe, NonFiniteX::Refuse)
+}
+
+/// [`validate`], with the policy for non-finite X.
+pub fn validate_with(
+    x: &Activations,
+    layer: &QuantizedLayer,
+    recipe: &NumericRecipe,
+    non_finite_x: NonFiniteX,
 ) -> Result<(), InputError> {
     let sh = layer.shape;
     if sh.group == 0 {
@@ -133,6 +157,9 @@ pub fn validate(
     }
     check_codes("layer q", &layer.q)?;
     check_finite("layer scales", &layer.scales, layer.dtype)?;
+    if non_finite_x == NonFiniteX::Ieee {
+        return Ok(());
+    }
     let bad_x = (0..x.m).into_par_iter().find_map_first(|m| {
         let row = &x.data[m * x.row_stride..m * x.row_stride + x.k];
         first_nonfinite(row, x.dtype).map(|k| m * x.row_stride + k)
@@ -190,10 +217,132 @@ fn first_nonfinite(bits: &[u16], dtype: ActDtype) -> Option<usize> {
     }
 }
 
-pub(crate) fn is_finite_bits(dtype: ActDtype, bits: u16) -> bool {
-    match dtype {
-        ActDtype::F16 => bits & 0x7C00 != 0x7C00,
-        ActDtype::Bf16 => bits & 0x7F80 != 0x7F80,
+/// The non-finite entries of one X row (IEEE inputs).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SpecialRow {
+    pub m: usize,
+    pub nan: bool,
+    /// Columns k with x = +Inf.
+    pub pos_inf: Vec<usize>,
+    /// Columns k with x = −Inf.
+    pub neg_inf: Vec<usize>,
+}
+
+/// The rows of X holding NaN or ±Inf, and what IEEE arithmetic makes of them. Every element of
+/// such a row is non-finite: a NaN input propagates; an Inf input gives Inf·w = ±Inf, or NaN where
+/// w = 0; Infs of both signs in one element give NaN. The finite part of the reference (lines,
+/// projections) is computed on X with these rows zeroed ([`SpecialRows::prepare`]) and the
+/// elements of these rows are then set to their IEEE values.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SpecialRows {
+    /// Sorted by `m`.
+    pub rows: Vec<SpecialRow>,
+}
+
+impl SpecialRows {
+    /// Scans X (none under [`NonFiniteX::Refuse`], where validation refused them) and returns X
+    /// with the special rows zeroed (borrowed when there are none).
+    pub fn prepare(
+        x: &Activations,
+        non_finite_x: NonFiniteX,
+    ) -> (std::borrow::Cow<'_, Activations>, SpecialRows) {
+        if non_finite_x == NonFiniteX::Refuse {
+            return (std::borrow::Cow::Borrowed(x), SpecialRows::default());
+        }
+        let rows: Vec<SpecialRow> = (0..x.m)
+            .into_par_iter()
+            .filter_map(|m| {
+                let row = &x.data[m * x.row_stride..m * x.row_stride + x.k];
+                first_nonfinite(row, x.dtype)?;
+                let mut sr = SpecialRow {
+                    m,
+                    nan: false,
+                    pos_inf: Vec::new(),
+                    neg_inf: Vec::new(),
+                };
+                for (k, &b) in row.iter().enumerate() {
+                    if x.dtype.is_nan_bits(b) {
+                        sr.nan = true;
+                    } else if !x.dtype.is_finite_bits(b) {
+                        if b & 0x8000 == 0 {
+                            sr.pos_inf.push(k);
+                        } else {
+                            sr.neg_inf.push(k);
+                        }
+                    }
+                }
+                Some(sr)
+            })
+            .collect();
+        if rows.is_empty() {
+            return (std::borrow::Cow::Borrowed(x), SpecialRows { rows });
+        }
+        let mut zeroed = x.clone();
+        let zero = x.dtype.from_f64(0.0);
+        for r in &rows {
+            zeroed.data[r.m * x.row_stride..r.m * x.row_stride + x.k].fill(zero);
+        }
+        (std::borrow::Cow::Owned(zeroed), SpecialRows { rows })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    pub fn row(&self, m: usize) -> Option<&SpecialRow> {
+        self.rows
+            .binary_search_by_key(&m, |r| r.m)
+            .ok()
+            .map(|i| &self.rows[i])
+    }
+
+    /// The IEEE value of element `(m, n)` when row `m` is special (bias is finite and changes
+    /// nothing). `offset`: the recipe's offset accumulation, where any Inf ends in Inf − Inf.
+    pub fn value(
+        &self,
+        layer: &QuantizedLayer,
+        offset: Option<f64>,
+        m: usize,
+        n: usize,
+    ) -> Option<f64> {
+        let row = self.row(m)?;
+        if row.nan || offset.is_some() {
+            return Some(f64::NAN);
+        }
+        let (mut pos, mut neg) = (false, false);
+        for (ks, sign) in [(&row.pos_inf, 1.0), (&row.neg_inf, -1.0)] {
+            for &k in ks {
+                let w = layer.weight(n, k);
+                if w == 0.0 {
+                    return Some(f64::NAN);
+                }
+                if w * sign > 0.0 {
+                    pos = true;
+                } else {
+                    neg = true;
+                }
+            }
+        }
+        Some(match (pos, neg) {
+            (true, false) => f64::INFINITY,
+            (false, true) => f64::NEG_INFINITY,
+            _ => f64::NAN,
+        })
+    }
+
+    /// Sets the elements of `lines` that lie on special rows to their IEEE values.
+    pub(crate) fn patch(&self, lines: &mut Lines, layer: &QuantizedLayer, offset: Option<f64>) {
+        if self.is_empty() {
+            return;
+        }
+        for i in 0..lines.index.len() {
+            for j in 0..lines.len {
+                let (m, n) = lines.coords(i, j);
+                if let Some(v) = self.value(layer, offset, m, n) {
+                    lines.y[i * lines.len + j] = v;
+                }
+            }
+        }
     }
 }
 
@@ -266,9 +415,22 @@ pub fn reference(
     layer: &QuantizedLayer,
     recipe: &NumericRecipe,
 ) -> Result<Reference, InputError> {
-    validate(x, layer, recipe)?;
+    reference_with(x, layer, recipe, NonFiniteX::Refuse)
+}
+
+/// [`reference`], with the policy for non-finite X. Under [`NonFiniteX::Ieee`] the elements of
+/// rows holding NaN/±Inf are their IEEE values ([`SpecialRows`]) and their magnitudes are 0.
+pub fn reference_with(
+    x: &Activations,
+    layer: &QuantizedLayer,
+    recipe: &NumericRecipe,
+    non_finite_x: NonFiniteX,
+) -> Result<Reference, InputError> {
+    validate_with(x, layer, recipe, non_finite_x)?;
+    let (xz, special) = SpecialRows::prepare(x, non_finite_x);
     let rows: Vec<usize> = (0..x.m).collect();
-    let lines = rows_unchecked(x, layer, recipe.offset_accumulation, &rows);
+    let mut lines = rows_unchecked(&xz, layer, recipe.offset_accumulation, &rows);
+    special.patch(&mut lines, layer, recipe.offset_accumulation);
     Ok(Reference {
         m: x.m,
         n: layer.shape.n,
@@ -1024,6 +1186,72 @@ pub(crate) fn cols_from_pass(
         a_offset: offset.map(|_| lines(abs, first.1 + c)),
         bias,
     }
+}
+
+/// One element of the reference: `(y, a, a_offset)`.
+pub(crate) type ElementRef = (f64, f64, f64);
+
+/// Single elements `(m, n)` of the reference without validation: `(y, a, a_offset)` each, in the
+/// order given (`a_offset` is `a` without an offset). Each W row is decoded once for all its
+/// elements; the cost is about `3·K` flops per element.
+pub(crate) fn elements_unchecked(
+    x: &Activations,
+    layer: &QuantizedLayer,
+    offset: Option<f64>,
+    elements: &[(usize, usize)],
+) -> Vec<ElementRef> {
+    let k = layer.shape.k;
+    let mut order: Vec<usize> = (0..elements.len()).collect();
+    order.sort_by_key(|&i| (elements[i].1, elements[i].0));
+    // Runs of one column.
+    let mut runs: Vec<&[usize]> = Vec::new();
+    let mut rest = &order[..];
+    while let Some(&first) = rest.first() {
+        let n = elements[first].1;
+        let len = rest.iter().take_while(|&&i| elements[i].1 == n).count();
+        let (run, tail) = rest.split_at(len);
+        runs.push(run);
+        rest = tail;
+    }
+    let per_run: Vec<Vec<(usize, ElementRef)>> = runs
+        .into_par_iter()
+        .map(|run| {
+            let n = elements[run[0]].1;
+            let (mut w, mut wa) = (vec![0.0; k], vec![0.0; k]);
+            let mut wo = offset.map(|_| vec![0.0; k]);
+            let off = match (wo.as_mut(), offset) {
+                (Some(b), Some(o)) => Some((b.as_mut_slice(), o)),
+                _ => None,
+            };
+            decode_weight_row(layer, n, &mut w, &mut wa, off);
+            let mut xr = vec![0.0; k];
+            run.iter()
+                .map(|&i| {
+                    let m = elements[i].0;
+                    bits_to_f64(
+                        x.dtype,
+                        &x.data[m * x.row_stride..m * x.row_stride + k],
+                        &mut xr,
+                    );
+                    let (mut y, mut a, mut ao) = (0.0, 0.0, 0.0);
+                    for kk in 0..k {
+                        y += xr[kk] * w[kk];
+                        a += xr[kk].abs() * wa[kk];
+                        if let Some(o) = &wo {
+                            ao += xr[kk].abs() * o[kk];
+                        }
+                    }
+                    let ao = if wo.is_some() { ao } else { a };
+                    (i, (y + layer.bias_value(n), a, ao))
+                })
+                .collect()
+        })
+        .collect();
+    let mut out = vec![(0.0, 0.0, 0.0); elements.len()];
+    for (i, v) in per_run.into_iter().flatten() {
+        out[i] = v;
+    }
+    out
 }
 
 /// Reference columns without validation.

@@ -2,12 +2,15 @@
 //! the comparison classifies poison, NaN/Inf and bit-exact agreement.
 mod oracle;
 
-use oracle::{Data, case, emulate, recipe, rounded};
+use oracle::{Data, case, emulate, naive, recipe, rounded};
 use w4a16_reference::bound::{BoundModel, U32, output_underflow};
 use w4a16_reference::compare::{
-    CompareMode, OutputBits, RATIO_BUCKETS, bucket, compare, compare_bit_exact,
+    CompareMode, OutputBits, RATIO_BUCKETS, acceptable, agree_within, bucket, compare,
+    compare_bit_exact, infinity_ratio,
 };
-use w4a16_reference::gemm::reference;
+use w4a16_reference::data::{DataClass, DataSpec, generate};
+use w4a16_reference::gemm::{NonFiniteX, Reference, reference, reference_with};
+use w4a16_reference::layer::{LayerShape, Symmetry};
 use w4a16_reference::{ActDtype, BiasStage, NumericRecipe};
 
 #[test]
@@ -390,4 +393,295 @@ fn ratio_buckets_have_documented_edges() {
         assert_eq!(bucket(ratio), label, "{ratio}");
     }
     assert_eq!(RATIO_BUCKETS.len(), 7);
+}
+
+/// A reference of one row with chosen exact values, to put elements exactly where the range
+/// edge is (SPEC §6): `a` sets the accumulation part of the bound.
+fn edge_reference(dtype: ActDtype, ys: &[f64], a: f64) -> Reference {
+    let n = ys.len();
+    Reference {
+        m: 1,
+        n,
+        k: 1024,
+        dtype,
+        y: ys.to_vec(),
+        a: vec![a; n],
+        a_offset: None,
+        bias: vec![0.0; n],
+    }
+}
+
+/// The overflow thresholds written from the formats' numbers: fp16 65504 + 32/2, bf16
+/// (2 − 2⁻⁷)·2¹²⁷ + 2¹²⁰/2.
+fn threshold_literal(dtype: ActDtype) -> f64 {
+    match dtype {
+        ActDtype::F16 => 65520.0,
+        ActDtype::Bf16 => 2f64.powi(128) - 2f64.powi(120) + 2f64.powi(119),
+    }
+}
+
+fn inf_bits(dtype: ActDtype, negative: bool) -> u16 {
+    let b = match dtype {
+        ActDtype::F16 => 0x7C00,
+        ActDtype::Bf16 => 0x7F80,
+    };
+    if negative { b | 0x8000 } else { b }
+}
+
+#[test]
+fn overflow_threshold_is_where_round_to_nearest_overflows() {
+    for dtype in ActDtype::ALL {
+        let t = threshold_literal(dtype);
+        assert_eq!(dtype.overflow_threshold(), t, "{dtype}");
+        // The tie at the threshold goes to Inf; the largest real below it does not.
+        let below = f64::from_bits(t.to_bits() - 1);
+        assert_eq!(dtype.from_f64(t), inf_bits(dtype, false), "{dtype}");
+        assert_eq!(dtype.from_f64(-t), inf_bits(dtype, true), "{dtype}");
+        assert_eq!(
+            dtype.to_f64(dtype.from_f64(below)),
+            dtype.max_finite(),
+            "{dtype}"
+        );
+        assert_eq!(
+            dtype.to_f64(dtype.from_f64(-below)),
+            -dtype.max_finite(),
+            "{dtype}"
+        );
+    }
+}
+
+/// Elements just below, at and just beyond the point where `[y − bound, y + bound]` reaches
+/// the overflow threshold, both dtypes, both signs: ±Inf of that sign is correct exactly when the
+/// interval reaches the threshold; the opposite Inf and NaN never are; the finite extreme follows
+/// the ordinary bound. Bit-exact mode expects the correctly rounded value, Inf included.
+#[test]
+fn the_range_edge_admits_inf_exactly_where_the_interval_reaches_the_threshold() {
+    for dtype in ActDtype::ALL {
+        let t = threshold_literal(dtype);
+        let max = dtype.max_finite();
+        let rec = NumericRecipe::fp32_exact_weights(dtype);
+        let model = BoundModel::new(&rec, 1024, 1.0).unwrap();
+        let a = max;
+        let b_t = model.element(t, a, a, 0.0);
+        // Distances of y below the threshold, in bounds: the interval reaches it for f ≤ 1.
+        // Negative f: y beyond the threshold. (The bound shrinks with |y| by u_out, 2⁻⁸ for
+        // bf16, so f = 1 ± 1 % sits on either side for both dtypes.)
+        let fs = [3.0, 1.01, 0.99, 0.5, 1e-6, 0.0, -1e-6, -0.5, -3.0];
+        let mut inside = 0;
+        for negative in [false, true] {
+            let sign = if negative { -1.0 } else { 1.0 };
+            let ys: Vec<f64> = fs.iter().map(|f| sign * (t - f * b_t)).collect();
+            let r = edge_reference(dtype, &ys, a);
+            let inf = vec![inf_bits(dtype, negative); ys.len()];
+            let wrong_inf = vec![inf_bits(dtype, !negative); ys.len()];
+            for (j, &y) in ys.iter().enumerate() {
+                let b = model.element(y, a, a, 0.0);
+                let reaches = y.abs() + b >= t;
+                assert_eq!(reaches, fs[j] <= 1.0, "{dtype} f = {}", fs[j]);
+                inside += usize::from(reaches);
+                let one = |bits: u16| {
+                    let mut y_bits = r.y.iter().map(|&v| dtype.from_f64(v)).collect::<Vec<_>>();
+                    y_bits[j] = bits;
+                    let rep = compare(&r, &model, OutputBits::new(&y_bits, ys.len())).unwrap();
+                    let exact =
+                        compare_bit_exact(&r, &model, OutputBits::new(&y_bits, ys.len())).unwrap();
+                    (rep, exact)
+                };
+                let (rep, exact) = one(inf[j]);
+                assert_eq!(rep.passed(), reaches, "{dtype} y = {y}: {rep:?}");
+                assert_eq!(rep.nonfinite, usize::from(!reaches), "{dtype} y = {y}");
+                // Bit-exact: Inf is right only where y itself rounds to it (|y| ≥ threshold).
+                assert_eq!(exact.passed(), y.abs() >= t, "{dtype} y = {y}: {exact:?}");
+                assert!(acceptable(dtype, inf[j], y, b) == reaches);
+                assert!(
+                    !one(wrong_inf[j]).0.passed(),
+                    "{dtype} y = {y}: the other Inf"
+                );
+                let nan = match dtype {
+                    ActDtype::F16 => 0x7E00,
+                    ActDtype::Bf16 => 0x7FC0,
+                };
+                assert!(!one(nan).0.passed(), "{dtype} y = {y}: NaN");
+                // The largest finite value of that sign: the ordinary bound decides.
+                let (rep, _) = one(dtype.from_f64(sign * max));
+                assert_eq!(rep.passed(), (sign * max - y).abs() <= b, "{dtype} y = {y}");
+            }
+        }
+        assert_eq!(inside, 2 * 7, "{dtype}");
+        // The ratio reported for an accepted Inf: distance to the threshold over the bound.
+        let y = t - 0.5 * b_t;
+        let r = infinity_ratio(dtype, false, y, model.element(y, a, a, 0.0));
+        assert!((r - 0.5).abs() < 1e-3, "{dtype}: {r}");
+        assert_eq!(infinity_ratio(dtype, true, -2.0 * t, 1.0), 0.0);
+    }
+}
+
+/// Two kernels at the range edge: the same Inf agrees, Inf against a finite value agrees only
+/// within the tolerance of the threshold, opposite Infs and NaN against a value never.
+#[test]
+fn two_results_agree_across_the_range_edge() {
+    for dtype in ActDtype::ALL {
+        let (t, max) = (threshold_literal(dtype), dtype.max_finite());
+        let (inf, ninf) = (inf_bits(dtype, false), inf_bits(dtype, true));
+        let top = dtype.from_f64(max);
+        let slack = t - max; // half an ulp at the top
+        assert!(agree_within(dtype, inf, inf, 0.0));
+        assert!(agree_within(dtype, ninf, ninf, 0.0));
+        assert!(!agree_within(dtype, inf, ninf, max));
+        assert!(agree_within(dtype, inf, top, slack) && agree_within(dtype, top, inf, slack));
+        assert!(!agree_within(dtype, inf, top, 0.99 * slack));
+        assert!(!agree_within(dtype, ninf, top, max));
+        let nan = dtype.from_f64(f64::NAN);
+        assert!(agree_within(dtype, nan, nan, 0.0));
+        assert!(!agree_within(dtype, nan, top, f64::INFINITY));
+        assert!(!agree_within(dtype, nan, inf, f64::INFINITY));
+    }
+}
+
+/// Emulated kernels of every recipe on saturating data: no NaN anywhere (no fp32 Inf − Inf),
+/// ±Inf where the true result is beyond the threshold, and the comparison passes them, including
+/// elements inside the range edge.
+#[test]
+fn emulated_kernels_pass_saturating_data() {
+    let mut at_edge = 0;
+    for dtype in ActDtype::ALL {
+        let mut recipes = vec![
+            recipe(dtype, false, BiasStage::BeforeCast, None),
+            recipe(dtype, true, BiasStage::AfterCast, None),
+        ];
+        if dtype == ActDtype::Bf16 {
+            recipes.push(recipe(dtype, false, BiasStage::BeforeCast, Some(128.0)));
+        } else {
+            recipes.push(recipe(dtype, false, BiasStage::BeforeCast, Some(1024.0)));
+        }
+        for (k, group) in [(512, 128), (1024, 1024)] {
+            let spec = DataSpec {
+                class: DataClass::Saturating,
+                m: 8,
+                shape: LayerShape::new(32, k, group),
+                dtype,
+                symmetry: Symmetry::Asym,
+                with_bias: true,
+            };
+            let g = generate(&format!("sat/emulated/{k}"), &spec).unwrap();
+            for rec in &recipes {
+                let r = reference(&g.x, &g.layer, rec).unwrap();
+                let model = BoundModel::new(rec, k, 1.0).unwrap();
+                for trial in 0..2 {
+                    let y = emulate(&g.x, &g.layer, rec, trial);
+                    assert!(
+                        y.iter().all(|&b| !dtype.to_f64(b).is_nan()),
+                        "{dtype} {rec:?}"
+                    );
+                    let infs = y.iter().filter(|&&b| dtype.to_f64(b).is_infinite()).count();
+                    assert!(infs >= 8 * 8, "{dtype} {rec:?}: {infs} Infs");
+                    let rep = compare(&r, &model, OutputBits::new(&y, 32)).unwrap();
+                    assert!(rep.passed(), "{dtype} {rec:?} K={k}: {rep:?}");
+                }
+                let t = threshold_literal(dtype);
+                at_edge += (0..8 * 32)
+                    .filter(|&i| {
+                        let (yv, b) = (r.y[i].abs(), model.element(r.y[i], r.a[i], r.a[i], 0.0));
+                        yv < t && yv + b >= t
+                    })
+                    .count();
+            }
+        }
+    }
+    assert!(at_edge > 0, "no element inside the range edge");
+}
+
+/// IEEE special values in X: an fp32 kernel's NaN and ±Inf positions are the reference's, and a
+/// finite value or the wrong Inf there fails.
+#[test]
+fn special_values_follow_ieee_rules() {
+    for dtype in ActDtype::ALL {
+        for rec in [
+            recipe(dtype, false, BiasStage::BeforeCast, None),
+            recipe(dtype, true, BiasStage::AfterCast, None),
+            recipe(dtype, false, BiasStage::BeforeCast, Some(128.0)),
+        ] {
+            let spec = DataSpec {
+                class: DataClass::SpecialValues,
+                m: 40,
+                shape: LayerShape::new(24, 256, 64),
+                dtype,
+                symmetry: Symmetry::Asym,
+                with_bias: true,
+            };
+            let g = generate("special/emulated", &spec).unwrap();
+            let r = reference_with(&g.x, &g.layer, &rec, NonFiniteX::Ieee).unwrap();
+            let model = BoundModel::new(&rec, 256, 1.0).unwrap();
+            let y = emulate(&g.x, &g.layer, &rec, 3);
+            // The oracle's naive f64 sums (IEEE by construction) classify every element alike.
+            let (naive_y, _) = naive(&g.x, &g.layer);
+            for (i, (&a, &b)) in r.y.iter().zip(&naive_y).enumerate() {
+                if rec.offset_accumulation.is_none() {
+                    let same =
+                        (a.is_nan() && b.is_nan()) || (a.is_finite() && b.is_finite()) || a == b;
+                    assert!(same, "{dtype} {i}: {a} vs {b}");
+                } else {
+                    assert_eq!(a.is_finite(), b.is_finite(), "{dtype} {i}");
+                }
+            }
+            let nan = r.y.iter().filter(|v| v.is_nan()).count();
+            let inf = r.y.iter().filter(|v| v.is_infinite()).count();
+            assert!(nan > 0, "{dtype} {rec:?}");
+            if rec.offset_accumulation.is_none() {
+                assert!(inf > 0, "{dtype} {rec:?}");
+            } else {
+                assert_eq!(inf, 0, "offset forms end every Inf row in Inf − Inf");
+            }
+            let rep = compare(&r, &model, OutputBits::new(&y, 24)).unwrap();
+            assert!(rep.passed(), "{dtype} {rec:?}: {rep:?}");
+            let i_nan = r.y.iter().position(|v| v.is_nan()).unwrap();
+            let mut bad = y.clone();
+            bad[i_nan] = dtype.from_f64(0.0);
+            let rep = compare(&r, &model, OutputBits::new(&bad, 24)).unwrap();
+            assert_eq!((rep.passed(), rep.nonfinite), (false, 1), "{dtype}");
+            if let Some(i_inf) = r.y.iter().position(|v| v.is_infinite()) {
+                let mut bad = y.clone();
+                bad[i_inf] ^= 0x8000;
+                let rep = compare(&r, &model, OutputBits::new(&bad, 24)).unwrap();
+                assert_eq!((rep.passed(), rep.nonfinite), (false, 1), "{dtype}");
+            }
+        }
+    }
+}
+
+/// Bit-exact mode rejects a one-ulp difference in either direction, wherever it is: first, last
+/// and middle elements, the largest and a negative value, both dtypes, two shapes; the bounded
+/// comparison counts the same single mismatch.
+#[test]
+fn bit_exact_mode_rejects_one_ulp_anywhere() {
+    for dtype in ActDtype::ALL {
+        for (m, n, k, g, seed) in [(8, 32, 256, 32, 41u64), (5, 40, 512, 128, 43)] {
+            let rec = NumericRecipe::fp32_exact_weights(dtype);
+            let c = case(m, n, k, g, dtype, true, true, Data::Exact, seed);
+            let r = reference(&c.x, &c.layer, &rec).unwrap();
+            let model = BoundModel::new(&rec, k, 1.0).unwrap();
+            let y = rounded(&r);
+            let largest = (0..m * n)
+                .max_by(|&i, &j| r.y[i].abs().total_cmp(&r.y[j].abs()))
+                .unwrap();
+            let negative = (0..m * n).find(|&i| r.y[i] < -1.0).unwrap();
+            let mut tried = 0;
+            for i in [0, m * n - 1, m * n / 2 + 3, largest, negative] {
+                if y[i] & 0x7FFF == 0 {
+                    continue; // ±0: one "ulp" would change the sign logic, not the magnitude
+                }
+                for step in [1i32, -1] {
+                    let mut off = y.clone();
+                    off[i] = (i32::from(off[i]) + step) as u16;
+                    let exact = compare_bit_exact(&r, &model, OutputBits::new(&off, n)).unwrap();
+                    assert!(!exact.passed(), "{dtype} element {i} step {step}");
+                    assert_eq!(exact.exact_mismatches, 1);
+                    let bounded = compare(&r, &model, OutputBits::new(&off, n)).unwrap();
+                    assert_eq!(bounded.exact_mismatches, 1);
+                    tried += 1;
+                }
+            }
+            assert!(tried >= 8, "{dtype}: {tried}");
+        }
+    }
 }

@@ -2,10 +2,12 @@
 //! documented.
 
 use w4a16_reference::ActDtype;
+use w4a16_reference::NumericRecipe;
 use w4a16_reference::data::{
     DataClass, DataError, DataSpec, EXACT_MAX_K, Generated, case_seed, fnv1a64, generate,
-    generate_seeded, layer_key,
+    generate_seeded, large_activation_shift, layer_key,
 };
+use w4a16_reference::gemm::{InputError, NonFiniteX, reference, reference_with};
 use w4a16_reference::layer::{LayerShape, Symmetry};
 
 fn spec(class: DataClass, m: usize, dtype: ActDtype, symmetry: Symmetry) -> DataSpec {
@@ -259,7 +261,9 @@ fn class_names_parse_back() {
             "large-activation",
             "ones",
             "last-row",
-            "last-col"
+            "last-col",
+            "saturating",
+            "special-values"
         ]
     );
     for c in DataClass::ALL {
@@ -276,4 +280,181 @@ fn class_names_parse_back() {
         );
     }
     assert!(DataClass::deserialize(StrDeserializer::<Error>::new("last_row")).is_err());
+}
+
+/// fp16 65504·(1/4) = 16376 against the worst case K·448·15·0.05 (+ 0.6 of bias): the shifts
+/// below are worked out by hand from those numbers, not from the crate's formula.
+#[test]
+fn large_activation_shift_keeps_the_worst_case_below_a_quarter_of_max() {
+    for (k, p) in [
+        (16, 0),
+        (32, 0),
+        (64, 1),
+        (1024, 5),
+        (4864, 7),
+        (8192, 8),
+        (49152, 10),
+    ] {
+        assert_eq!(large_activation_shift(k, ActDtype::F16), p, "K = {k}");
+        assert_eq!(large_activation_shift(k, ActDtype::Bf16), 0, "K = {k}");
+    }
+    // The issue's shapes: every true |y| is below 65504/4, and x keeps a large positive mean
+    // against its spread (the bf16 cancellation hazard is relative and survives the shift).
+    for (k, n) in [(4864, 24), (8192, 16)] {
+        for symmetry in [Symmetry::Sym, Symmetry::Asym] {
+            let s = DataSpec {
+                shape: LayerShape::new(n, k, k),
+                ..spec(DataClass::LargeActivation, 7, ActDtype::F16, symmetry)
+            };
+            let g = generate("issue9/large", &s).unwrap();
+            let r = reference(
+                &g.x,
+                &g.layer,
+                &NumericRecipe::fp32_exact_weights(ActDtype::F16),
+            )
+            .unwrap();
+            let worst = r.y.iter().fold(0.0f64, |a, v| a.max(v.abs()));
+            assert!(worst < 65504.0 / 4.0, "K = {k}: |y| up to {worst}");
+            let a_max = r.a.iter().fold(0.0f64, |a, v| a.max(*v));
+            assert!(a_max < 65504.0 / 4.0, "K = {k}: Σ|x||w| up to {a_max}");
+            let x: Vec<f64> = (0..7 * k).map(|i| g.x.get(i / k, i % k)).collect();
+            let mean = x.iter().sum::<f64>() / x.len() as f64;
+            let sd = (x.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / x.len() as f64).sqrt();
+            assert!(mean > 0.8 * sd && mean < 1.2 * sd, "mean {mean}, sd {sd}");
+        }
+    }
+}
+
+/// The saturating class: bands by column as documented, both signs, weights finite in the
+/// dtype, and true outputs within a bound of the threshold in the straddling band.
+#[test]
+fn saturating_class_crosses_the_threshold_in_the_documented_share() {
+    // Independent statement of the thresholds: the reals that round to ±Inf.
+    let thresholds = [
+        (ActDtype::F16, 65520.0),
+        (ActDtype::Bf16, 2f64.powi(128) - 2f64.powi(119)),
+    ];
+    for (dtype, t) in thresholds {
+        for symmetry in [Symmetry::Sym, Symmetry::Asym] {
+            for (k, group) in [(16, 16), (256, 64), (4096, 128), (4864, 4864)] {
+                let s = DataSpec {
+                    shape: LayerShape::new(64, k, group),
+                    ..spec(DataClass::Saturating, 24, dtype, symmetry)
+                };
+                let g = generate("sat", &s).unwrap();
+                let r =
+                    reference(&g.x, &g.layer, &NumericRecipe::fp32_exact_weights(dtype)).unwrap();
+                let what = format!("{dtype} {symmetry:?} K={k}");
+                let (mut straddle, mut beyond) = (0usize, 0usize);
+                for m in 0..24 {
+                    for n in 0..64 {
+                        let y = r.y_at(m, n);
+                        let positive = (n / 4) % 2 == 0;
+                        assert_eq!(y > 0.0, positive, "{what} ({m}, {n}) = {y}");
+                        match n % 4 {
+                            0 => assert!(y.abs() >= 1.49 * t, "{what} ({m}, {n}) = {y}"),
+                            1 => {
+                                straddle += 1;
+                                beyond += usize::from(y.abs() >= t);
+                                assert!((0.74 * t..1.26 * t).contains(&y.abs()));
+                            }
+                            _ => assert!(y.abs() <= 0.63 * t, "{what} ({m}, {n}) = {y}"),
+                        }
+                    }
+                }
+                let share = beyond as f64 / straddle as f64;
+                assert!(
+                    (0.2..=0.8).contains(&share),
+                    "{what}: {share} of the straddling band beyond"
+                );
+                // Every dequantized weight is finite in the dtype, at most a quarter of its max.
+                for n in 0..64 {
+                    for kk in 0..k {
+                        let w = g.layer.weight(n, kk);
+                        assert!(w.abs() <= t / 4.0 && w != 0.0, "{what} w({n}, {kk}) = {w}");
+                        assert!(dtype.to_f64(dtype.from_f64(w)).is_finite());
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Special values: ±0 and subnormals in every row, NaN/±Inf in about one row of eight (at least
+/// one), rows otherwise realistic; the default reference refuses them, the IEEE one takes them.
+#[test]
+fn special_values_class_places_ieee_values_in_x() {
+    for dtype in ActDtype::ALL {
+        for m in [1, 6, 64] {
+            let s = spec(DataClass::SpecialValues, m, dtype, Symmetry::Asym);
+            let g = generate(&format!("special/M={m}"), &s).unwrap();
+            let real = generate(
+                &format!("special/M={m}"),
+                &DataSpec {
+                    class: DataClass::Realistic,
+                    ..s
+                },
+            )
+            .unwrap();
+            assert_eq!(g.layer, real.layer);
+            let k = 256;
+            let mut special_rows = Vec::new();
+            for mi in 0..m {
+                let row = &g.x.data[mi * k..(mi + 1) * k];
+                let sub = row.iter().filter(|&&b| {
+                    let v = dtype.to_f64(b);
+                    v != 0.0 && v.abs() < 2f64.powi(if dtype == ActDtype::F16 { -14 } else { -126 })
+                });
+                assert!(sub.count() >= 1, "{dtype} M={m} row {mi}: no subnormal");
+                assert!(row.contains(&0x8000), "{dtype} row {mi}: no −0");
+                if row.iter().any(|&b| !dtype.to_f64(b).is_finite()) {
+                    special_rows.push(mi);
+                }
+                let changed = row
+                    .iter()
+                    .zip(&real.x.data[mi * k..(mi + 1) * k])
+                    .filter(|(a, b)| a != b)
+                    .count();
+                assert!(changed <= 6, "{dtype} row {mi}: {changed} values changed");
+            }
+            assert!(
+                !special_rows.is_empty() && special_rows.len() <= m.div_ceil(8),
+                "{special_rows:?}"
+            );
+            let rec = NumericRecipe::fp32_exact_weights(dtype);
+            assert!(matches!(
+                reference(&g.x, &g.layer, &rec),
+                Err(InputError::NonFinite { what: "X", .. })
+            ));
+            let r = reference_with(
+                &g.x,
+                &g.layer,
+                &rec,
+                DataClass::SpecialValues.non_finite_x(),
+            )
+            .unwrap();
+            assert_eq!(DataClass::SpecialValues.non_finite_x(), NonFiniteX::Ieee);
+            for mi in 0..m {
+                let finite = (0..24).all(|n| r.y_at(mi, n).is_finite());
+                assert_eq!(finite, !special_rows.contains(&mi), "{dtype} row {mi}");
+            }
+        }
+    }
+    // Across many rows every kind shows up: +Inf, −Inf and NaN.
+    let s = DataSpec {
+        shape: LayerShape::new(8, 256, 64),
+        ..spec(DataClass::SpecialValues, 256, ActDtype::F16, Symmetry::Sym)
+    };
+    let g = generate("special/kinds", &s).unwrap();
+    for bits in [0x7C00u16, 0xFC00] {
+        assert!(g.x.data.contains(&bits), "{bits:#x}");
+    }
+    assert!(g.x.data.iter().any(|&b| ActDtype::F16.to_f64(b).is_nan()));
+    assert!(
+        DataClass::ALL
+            .iter()
+            .filter(|c| c.non_finite_x() == NonFiniteX::Ieee)
+            .count()
+            == 1
+    );
 }

@@ -181,7 +181,8 @@ pub fn any_layer_request() -> impl Strategy<Value = LayerRequest> {
 }
 
 /// The data classes worth fuzzing kernels with: realistic values most, the bit-exact class,
-/// and the patterns that expose wrong-row and wrong-tail reads.
+/// the patterns that expose wrong-row and wrong-tail reads, and the range edge (saturating
+/// outputs, IEEE special values in X).
 pub fn kernel_class() -> impl Strategy<Value = DataClass> {
     prop_oneof![
         4 => Just(DataClass::Realistic),
@@ -189,6 +190,8 @@ pub fn kernel_class() -> impl Strategy<Value = DataClass> {
         1 => Just(DataClass::LastRow),
         1 => Just(DataClass::LastCol),
         1 => Just(DataClass::LargeActivation),
+        1 => Just(DataClass::Saturating),
+        1 => Just(DataClass::SpecialValues),
     ]
 }
 

@@ -11,13 +11,22 @@
 //! sides. Because the tolerance sums the bounds of a whole line, the row check sees errors in
 //! whole rows and tiles, the column check whole columns; a single element is seen when its
 //! error exceeds its line's tolerance (sampled verification checks chosen lines exactly).
+//!
+//! Non-finite outputs (SPEC §6 "The range edge") are checked one by one and left out of the
+//! projections: a ±Inf against the exact reference dot product of its element (f64, with the
+//! element's own bound: correct where `[y − bound, y + bound]` reaches the overflow threshold),
+//! its exact value then subtracted on the reference side of its row and column (and its
+//! magnitudes from their tolerances); a NaN fails with its position. Under IEEE inputs
+//! ([`NonFiniteX::Ieee`]) the rows of X holding NaN/±Inf are zeroed for the projections and
+//! every element of those rows is checked against its IEEE value instead. Every failing element
+//! names its row and column.
 
 use crate::bound::{BoundModel, U64, gamma};
-use crate::compare::{OutputBits, check_model_for};
+use crate::compare::{OutputBits, check_model_for, element_ratio};
 use crate::gemm::{
-    ActivationLanes, InputError, Lines, WeightLanes, activation_pass, activation_rows, bias_values,
-    bits_to_f64, cols_from_pass, is_finite_bits, rows_from_pass, validate, weight_pass,
-    weight_rows,
+    ActivationLanes, InputError, Lines, NonFiniteX, SpecialRows, WeightLanes, activation_pass,
+    activation_rows, bias_values, bits_to_f64, cols_from_pass, elements_unchecked, rows_from_pass,
+    validate_with, weight_pass, weight_rows,
 };
 use crate::layer::{Activations, QuantizedLayer};
 use ndarray::{Array2, ArrayView2, Axis, concatenate};
@@ -40,15 +49,26 @@ pub enum Line {
 pub struct FreivaldsReport {
     pub trials: usize,
     pub seed: u64,
-    /// Rows whose check failed in some trial, or that hold NaN/Inf/poison.
+    /// Rows whose check failed in some trial, or that hold poison or a wrong non-finite
+    /// element; sorted.
     pub failed_rows: Vec<usize>,
     pub failed_cols: Vec<usize>,
     /// Largest `|Y·r − X·(Wᵀ·r)| / tolerance` over rows and columns.
     pub worst_ratio: f64,
     pub worst_line: Option<Line>,
+    /// Elements checked one by one (±Inf/NaN outputs, and every element of a row of X holding
+    /// NaN/±Inf), correct or not.
+    pub checked_one_by_one: usize,
+    /// Of those, the wrong ones: a NaN where the reference is not NaN, an Inf beyond the range
+    /// edge, a finite value where the reference is NaN/±Inf.
     pub nonfinite: usize,
+    /// The first [`MAX_POSITIONS`] wrong elements, `(m, n)`.
+    pub nonfinite_at: Vec<(usize, usize)>,
     pub poison_left: usize,
 }
+
+/// Wrong non-finite elements listed by position in a report.
+pub const MAX_POSITIONS: usize = 16;
 
 impl FreivaldsReport {
     pub fn passed(&self) -> bool {
@@ -74,10 +94,23 @@ pub fn freivalds(
     out: OutputBits<'_>,
     seed: u64,
 ) -> Result<FreivaldsReport, InputError> {
-    validate(x, layer, &model.recipe)?;
+    freivalds_with(x, layer, model, out, seed, NonFiniteX::Refuse)
+}
+
+/// [`freivalds`], with the policy for non-finite X.
+pub fn freivalds_with(
+    x: &Activations,
+    layer: &QuantizedLayer,
+    model: &BoundModel,
+    out: OutputBits<'_>,
+    seed: u64,
+    non_finite_x: NonFiniteX,
+) -> Result<FreivaldsReport, InputError> {
+    validate_with(x, layer, &model.recipe, non_finite_x)?;
     check_model_for(model, layer.shape.k, layer.dtype)?;
     out.validate(x.m, layer.shape.n)?;
-    Ok(run(x, layer, model, out, seed, &[], &[]).0)
+    let (xz, special) = SpecialRows::prepare(x, non_finite_x);
+    Ok(run(&xz, &special, layer, model, out, seed, &[], &[]).0)
 }
 
 /// Row and column sums of the kernel output.
@@ -88,7 +121,8 @@ struct OutputSums {
     cols: Array2<f64>,
     row_bad: Vec<bool>,
     col_bad: Vec<bool>,
-    nonfinite: usize,
+    /// Non-finite elements (not poison) outside the skipped rows, `(m, n, bits)`.
+    nonfinite: Vec<(usize, usize, u16)>,
     poison: usize,
 }
 
@@ -125,13 +159,15 @@ fn abs_sum(a: &[f64]) -> f64 {
     acc.iter().sum::<f64>() + tail
 }
 
-/// One pass over Y, converted to f64 a few rows at a time. Non-finite elements are counted, flag
-/// their row and column, and enter the sums as 0.
+/// One pass over Y, converted to f64 a few rows at a time. Non-finite elements enter the sums as
+/// 0: poison flags its row and column, the others are listed for the one-by-one check. Rows
+/// marked in `skip` enter as 0 whole (they are checked element by element).
 fn output_sums(
     out: OutputBits<'_>,
     dtype: crate::ActDtype,
     r: &Array2<f64>,
     s: &Array2<f64>,
+    skip: &[bool],
 ) -> OutputSums {
     let (m, n) = (s.nrows(), r.nrows());
     let poison = dtype.poison_bits();
@@ -144,7 +180,7 @@ fn output_sums(
         row_bad: Vec<bool>,
         cols: Vec<Vec<f64>>,
         col_bad: Vec<bool>,
-        nonfinite: usize,
+        nonfinite: Vec<(usize, usize, u16)>,
         poison: usize,
     }
     let parts: Vec<Part> = (0..m.div_ceil(per_task))
@@ -156,7 +192,7 @@ fn output_sums(
                 row_bad: Vec::with_capacity(rows.len()),
                 cols: vec![vec![0.0; n]; TRIALS + 1],
                 col_bad: vec![false; n],
-                nonfinite: 0,
+                nonfinite: Vec::new(),
                 poison: 0,
             };
             let mut buf: Vec<Vec<f64>> = vec![vec![0.0; n]; Y_GROUP];
@@ -164,18 +200,31 @@ fn output_sums(
                 let cnt = Y_GROUP.min(rows.end - g0);
                 for (i, y) in buf.iter_mut().enumerate().take(cnt) {
                     let src = &out.bits[(g0 + i) * out.row_stride..(g0 + i) * out.row_stride + n];
-                    bits_to_f64(dtype, src, y);
                     let mut bad = false;
-                    if src.iter().filter(|&&b| !is_finite_bits(dtype, b)).count() > 0 {
-                        bad = true;
+                    if skip[g0 + i] {
+                        y.fill(0.0);
+                        for (j, &b) in src.iter().enumerate() {
+                            if b == poison {
+                                part.poison += 1;
+                                part.col_bad[j] = true;
+                                bad = true;
+                            }
+                        }
+                    } else {
+                        bits_to_f64(dtype, src, y);
+                    }
+                    if !skip[g0 + i]
+                        && src.iter().filter(|&&b| !dtype.is_finite_bits(b)).count() > 0
+                    {
                         for (j, (&b, v)) in src.iter().zip(y.iter_mut()).enumerate() {
-                            if !is_finite_bits(dtype, b) {
+                            if !dtype.is_finite_bits(b) {
                                 if b == poison {
                                     part.poison += 1;
+                                    part.col_bad[j] = true;
+                                    bad = true;
                                 } else {
-                                    part.nonfinite += 1;
+                                    part.nonfinite.push((g0 + i, j, b));
                                 }
-                                part.col_bad[j] = true;
                                 *v = 0.0;
                             }
                         }
@@ -218,7 +267,7 @@ fn output_sums(
         cols: Array2::zeros((TRIALS + 1, n)),
         row_bad: Vec::with_capacity(m),
         col_bad: vec![false; n],
-        nonfinite: 0,
+        nonfinite: Vec::new(),
         poison: 0,
     };
     let mut at = 0;
@@ -241,7 +290,7 @@ fn output_sums(
             .zip(p.col_bad)
             .for_each(|(d, b)| *d |= b);
         sums.row_bad.extend(p.row_bad);
-        sums.nonfinite += p.nonfinite;
+        sums.nonfinite.extend(p.nonfinite);
         sums.poison += p.poison;
     }
     sums
@@ -249,8 +298,12 @@ fn output_sums(
 
 /// The check, plus the exact reference lines for `rows` and `cols` computed in the same passes
 /// (sampled verification fused in: the sampled rows ride the W pass, the columns the X pass).
+/// `x` is X with the rows in `special` zeroed ([`SpecialRows::prepare`]); the returned lines hold
+/// the IEEE values on those rows.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn run(
     x: &Activations,
+    special: &SpecialRows,
     layer: &QuantizedLayer,
     model: &BoundModel,
     out: OutputBits<'_>,
@@ -277,7 +330,7 @@ pub(crate) fn run(
         },
     );
     let tx = xp.left.expect("left lanes");
-    let col_lines = cols_from_pass(
+    let mut col_lines = cols_from_pass(
         layer,
         offset,
         cols,
@@ -285,6 +338,7 @@ pub(crate) fn run(
         &xp.abs.expect("abs lanes"),
         (0, 0),
     );
+    special.patch(&mut col_lines, layer, offset);
 
     // W pass: lanes [sᵀX trials; sampled X rows] against W, [Σ|x|; sampled |X| rows] against |W|,
     // and rᵀ·W with Σ_n |w_nk| (and the offset magnitude) from the other side.
@@ -315,7 +369,8 @@ pub(crate) fn run(
     let col_mag = wp.abs.row(0).to_owned();
     let col_off = wp.offset.as_ref().map(|o| o.row(0).to_owned());
     let v = wp.right.clone().expect("right lanes");
-    let row_lines = rows_from_pass(layer, rows, wp, (TRIALS, 1));
+    let mut row_lines = rows_from_pass(layer, rows, wp, (TRIALS, 1));
+    special.patch(&mut row_lines, layer, offset);
 
     // X pass 2: X·(Wᵀr) per trial; |X|·Σ_n|w| and |X|·Σ_n(offset magnitude).
     let vt = v.slice_axis(Axis(0), (0..TRIALS).into());
@@ -328,17 +383,87 @@ pub(crate) fn run(
             abs: Some(mags),
         },
     );
-    let row_rhs = xp2.signed.expect("signed lanes");
-    let row_mag = xp2.abs.expect("abs lanes");
+    let mut row_rhs = xp2.signed.expect("signed lanes");
+    let mut row_mag = xp2.abs.expect("abs lanes");
+    let (mut col_dots, mut col_mag) = (col_dots, col_mag);
+    let mut col_off = col_off;
+    // Slack of the f64 sums: from the magnitudes before anything is taken out of them.
+    let (row_mag_all, col_mag_all) = (row_mag.column(0).to_owned(), col_mag.clone());
 
     // Y pass.
-    let ys = output_sums(out, x.dtype, &r, &s);
+    let mut skip = vec![false; m_rows];
+    for row in &special.rows {
+        skip[row.m] = true;
+    }
+    let ys = output_sums(out, x.dtype, &r, &s, &skip);
+    let dtype = x.dtype;
+    let mut wrong: Vec<(usize, usize)> = Vec::new();
+    let mut checked_one_by_one = 0;
+
+    // Rows of X with NaN/±Inf: every element against its IEEE value, nothing in the sums.
+    for row in &special.rows {
+        for n in 0..n_cols {
+            let bits = out.get(row.m, n);
+            if bits == dtype.poison_bits() {
+                continue; // counted by the Y pass
+            }
+            checked_one_by_one += 1;
+            let y = special
+                .value(layer, offset, row.m, n)
+                .expect("a special row");
+            if element_ratio(dtype, bits, y, || f64::INFINITY).is_none() {
+                wrong.push((row.m, n));
+            }
+        }
+    }
+    // ±Inf and NaN outputs elsewhere: one by one against the exact element, then out of the
+    // projections on the reference side too.
+    let infinite: Vec<(usize, usize)> = ys
+        .nonfinite
+        .iter()
+        .filter(|&&(_, _, b)| !dtype.is_nan_bits(b))
+        .map(|&(m, n, _)| (m, n))
+        .collect();
+    for &(m, n, b) in &ys.nonfinite {
+        if dtype.is_nan_bits(b) {
+            checked_one_by_one += 1;
+            wrong.push((m, n)); // the reference is finite outside the special rows
+        }
+    }
+    let exact = elements_unchecked(x, layer, offset, &infinite);
+    for (&(m, n), &(y, a, acc)) in infinite.iter().zip(&exact) {
+        checked_one_by_one += 1;
+        let b = bias[n];
+        let ok = element_ratio(dtype, out.get(m, n), y, || model.element(y, a, acc, b))
+            .is_some_and(|ratio| ratio <= 1.0);
+        if !ok {
+            wrong.push((m, n));
+        }
+        for t in 0..TRIALS {
+            row_rhs[[m, t]] -= r[[n, t]] * y;
+            col_dots[[t, n]] -= s[[m, t]] * y;
+        }
+        row_mag[[m, 0]] -= a;
+        col_mag[n] -= a;
+        if offset.is_some() {
+            row_mag[[m, 1]] -= acc;
+            if let Some(o) = col_off.as_mut() {
+                o[n] -= acc;
+            }
+        }
+    }
 
     let any_bias = bias.iter().any(|&b| b != 0.0);
     let bias_abs: f64 = bias.iter().map(|b| b.abs()).sum();
     let bias_col = ArrayView2::from_shape((n_cols, 1), &bias).expect("bias");
     let rb = r.t().dot(&bias_col);
-    let s_sum = s.sum_axis(Axis(0));
+    // Rows of X with NaN/±Inf are out of both sides of the projections, their bias included.
+    let mut s_sum = s.sum_axis(Axis(0));
+    for row in &special.rows {
+        for t in 0..TRIALS {
+            s_sum[t] -= s[[row.m, t]];
+        }
+    }
     let row_gamma = gamma(n_cols + k + 4, U64).unwrap_or(f64::INFINITY);
     let col_gamma = gamma(m_rows + k + 4, U64).unwrap_or(f64::INFINITY);
 
@@ -349,23 +474,28 @@ pub(crate) fn run(
         failed_cols: Vec::new(),
         worst_ratio: 0.0,
         worst_line: None,
-        nonfinite: ys.nonfinite,
+        checked_one_by_one,
+        nonfinite: wrong.len(),
+        nonfinite_at: wrong.iter().take(MAX_POSITIONS).copied().collect(),
         poison_left: ys.poison,
     };
     let terms = model.terms(any_bias);
     for m in 0..m_rows {
-        let sum_a = row_mag[[m, 0]];
+        let sum_a = row_mag[[m, 0]].max(0.0);
         let sum_acc = if offset.is_some() {
-            row_mag[[m, 1]]
+            row_mag[[m, 1]].max(0.0)
         } else {
             sum_a
         };
         let tol = terms.eval(sum_acc, sum_a, sum_a + bias_abs, sum_a)
             + n_cols.saturating_sub(1) as f64 * terms.floor;
-        let slack = row_gamma * (ys.rows[[m, TRIALS]] + sum_a + bias_abs);
+        let slack = row_gamma * (ys.rows[[m, TRIALS]] + row_mag_all[m] + bias_abs);
         let limit = tol * (1.0 + 2.0 * row_gamma) + slack;
         let ratio = (0..TRIALS)
-            .map(|t| (ys.rows[[m, t]] - (row_rhs[[m, t]] + rb[[t, 0]])).abs() / limit)
+            .map(|t| {
+                let bias_part = if skip[m] { 0.0 } else { rb[[t, 0]] };
+                (ys.rows[[m, t]] - (row_rhs[[m, t]] + bias_part)).abs() / limit
+            })
             .fold(0.0, f64::max);
         note(&mut report, Line::Row(m), ratio, ys.row_bad[m]);
     }
@@ -373,16 +503,24 @@ pub(crate) fn run(
     for n in 0..n_cols {
         let b = bias[n];
         let terms = model.terms(b != 0.0);
-        let sum_a = col_mag[n];
-        let sum_acc = col_off.as_ref().map_or(sum_a, |o| o[n]);
+        let sum_a = col_mag[n].max(0.0);
+        let sum_acc = col_off.as_ref().map_or(sum_a, |o| o[n].max(0.0));
         let tol = terms.eval(sum_acc, sum_a, sum_a + mf * b.abs(), sum_a)
             + (mf - 1.0).max(0.0) * terms.floor;
-        let slack = col_gamma * (ys.cols[[TRIALS, n]] + sum_a + mf * b.abs());
+        let slack = col_gamma * (ys.cols[[TRIALS, n]] + col_mag_all[n] + mf * b.abs());
         let limit = tol * (1.0 + 2.0 * col_gamma) + slack;
         let ratio = (0..TRIALS)
             .map(|t| (ys.cols[[t, n]] - (col_dots[[t, n]] + s_sum[t] * b)).abs() / limit)
             .fold(0.0, f64::max);
         note(&mut report, Line::Col(n), ratio, ys.col_bad[n]);
+    }
+    for &(m, n) in &wrong {
+        report.failed_rows.push(m);
+        report.failed_cols.push(n);
+    }
+    for v in [&mut report.failed_rows, &mut report.failed_cols] {
+        v.sort_unstable();
+        v.dedup();
     }
     (report, row_lines, col_lines)
 }

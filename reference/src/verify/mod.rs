@@ -6,12 +6,12 @@
 pub mod freivalds;
 pub mod sampled;
 
-pub use freivalds::{FreivaldsReport, Line, freivalds};
-pub use sampled::{SampledReport, sampled, select_lines};
+pub use freivalds::{FreivaldsReport, Line, freivalds, freivalds_with};
+pub use sampled::{SampledReport, sampled, sampled_with, select_lines};
 
 use crate::bound::BoundModel;
 use crate::compare::OutputBits;
-use crate::gemm::{InputError, validate};
+use crate::gemm::{InputError, NonFiniteX, SpecialRows, validate_with};
 use crate::layer::{Activations, QuantizedLayer};
 use crate::recipe::NumericRecipe;
 use serde::{Deserialize, Serialize};
@@ -58,7 +58,20 @@ pub fn verify_large(
     c_target: f64,
     budget: &VerifyBudget,
 ) -> Result<VerifyReport, InputError> {
-    validate(x, layer, recipe)?;
+    verify_large_with(x, layer, recipe, y, c_target, budget, NonFiniteX::Refuse)
+}
+
+/// [`verify_large`], with the policy for non-finite X (the data class says which).
+pub fn verify_large_with(
+    x: &Activations,
+    layer: &QuantizedLayer,
+    recipe: &NumericRecipe,
+    y: OutputBits<'_>,
+    c_target: f64,
+    budget: &VerifyBudget,
+    non_finite_x: NonFiniteX,
+) -> Result<VerifyReport, InputError> {
+    validate_with(x, layer, recipe, non_finite_x)?;
     y.validate(x.m, layer.shape.n)?;
     let model = BoundModel::new(recipe, layer.shape.k, c_target)?;
     // The sampled lines ride the Freivalds passes: the rows on the W pass, the columns on the
@@ -72,8 +85,9 @@ pub fn verify_large(
         budget.sample_flops,
         budget.seed,
     );
+    let (xz, special) = SpecialRows::prepare(x, non_finite_x);
     let (freivalds, row_lines, col_lines) =
-        freivalds::run(x, layer, &model, y, budget.seed, &rows, &cols);
+        freivalds::run(&xz, &special, layer, &model, y, budget.seed, &rows, &cols);
     let sampled = sampled::from_lines(&row_lines, &col_lines, &model, y);
     Ok(VerifyReport { freivalds, sampled })
 }

@@ -9,7 +9,9 @@
 
 use crate::bound::BoundModel;
 use crate::compare::{CompareMode, CompareReport, OutputBits, check_model_for, compare_lines};
-use crate::gemm::{InputError, Lines, cols_unchecked, rows_unchecked, validate};
+use crate::gemm::{
+    InputError, Lines, NonFiniteX, SpecialRows, cols_unchecked, rows_unchecked, validate_with,
+};
 use crate::layer::{Activations, QuantizedLayer};
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
@@ -116,10 +118,24 @@ pub fn sampled(
     flops: f64,
     seed: u64,
 ) -> Result<SampledReport, InputError> {
-    validate(x, layer, &model.recipe)?;
+    sampled_with(x, layer, model, out, flops, seed, NonFiniteX::Refuse)
+}
+
+/// [`sampled`], with the policy for non-finite X.
+pub fn sampled_with(
+    x: &Activations,
+    layer: &QuantizedLayer,
+    model: &BoundModel,
+    out: OutputBits<'_>,
+    flops: f64,
+    seed: u64,
+    non_finite_x: NonFiniteX,
+) -> Result<SampledReport, InputError> {
+    validate_with(x, layer, &model.recipe, non_finite_x)?;
     check_model_for(model, layer.shape.k, layer.dtype)?;
     out.validate(x.m, layer.shape.n)?;
-    Ok(run(x, layer, model, out, flops, seed))
+    let (xz, special) = SpecialRows::prepare(x, non_finite_x);
+    Ok(run(&xz, &special, layer, model, out, flops, seed))
 }
 
 /// The lines a budget buys for this case (rows first, then columns), from the seed.
@@ -138,8 +154,10 @@ pub(crate) fn choose(
     )
 }
 
+/// `x` has the rows in `special` zeroed ([`SpecialRows::prepare`]).
 pub(crate) fn run(
     x: &Activations,
+    special: &SpecialRows,
     layer: &QuantizedLayer,
     model: &BoundModel,
     out: OutputBits<'_>,
@@ -155,8 +173,10 @@ pub(crate) fn run(
         flops,
         seed,
     );
-    let row_lines = rows_unchecked(x, layer, offset, &rows);
-    let col_lines = cols_unchecked(x, layer, offset, &cols);
+    let mut row_lines = rows_unchecked(x, layer, offset, &rows);
+    let mut col_lines = cols_unchecked(x, layer, offset, &cols);
+    special.patch(&mut row_lines, layer, offset);
+    special.patch(&mut col_lines, layer, offset);
     from_lines(&row_lines, &col_lines, model, out)
 }
 
