@@ -468,6 +468,13 @@ pub fn hip_dir() -> PathBuf {
 
 /// The HIP source of each declared kernel that has one (`dense` runs in the vendor BLAS).
 pub fn kernel_sources() -> Vec<KernelSource> {
+    kernel_sources_in(&crate::source::KernelSources::Embedded)
+}
+
+/// As [`kernel_sources`], with the files taken from `sources`' folder (clang reads them there and
+/// finds `compat.h` next to them).
+pub fn kernel_sources_in(sources: &crate::source::KernelSources) -> Vec<KernelSource> {
+    let dir = sources.dir();
     crate::set::all()
         .into_iter()
         .filter_map(|d| {
@@ -475,7 +482,7 @@ pub fn kernel_sources() -> Vec<KernelSource> {
             Some(KernelSource {
                 name: file.strip_suffix(".hip").unwrap_or(file).to_owned(),
                 kernel: Some(d.id),
-                path: hip_dir().join(file),
+                path: dir.join(file),
             })
         })
         .collect()

@@ -7,7 +7,7 @@
 //! into a loud skip (or a failure under `W4A16_REQUIRE=nvrtc`).
 
 use crate::decl::{ArgDecl, ArgKind, KernelDecl, KernelId};
-use crate::source;
+use crate::source::{self, KernelSources};
 use std::path::{Path, PathBuf};
 
 /// Why NVRTC cannot run here.
@@ -29,7 +29,7 @@ pub enum NvrtcError {
     #[error("kernel `{0}` has no HIP source (it runs in the vendor BLAS)")]
     NoSource(KernelId),
     #[error(transparent)]
-    Include(#[from] source::IncludeError),
+    Source(#[from] source::SourceError),
     #[error("NVRTC failed to compile {kernel} for {arch} with {options:?}:\n{log}")]
     Compile {
         kernel: KernelId,
@@ -131,7 +131,19 @@ pub fn compile_ptx_with(
     arch: &str,
     extra: &[&str],
 ) -> Result<String, NvrtcError> {
-    let tu = source::nvrtc_translation_unit(kernel).ok_or(NvrtcError::NoSource(kernel))??;
+    compile_ptx_from(&KernelSources::Embedded, kernel, arch, extra)
+}
+
+/// As [`compile_ptx_with`], from `sources` (the embedded copies or a folder read now).
+pub fn compile_ptx_from(
+    sources: &KernelSources,
+    kernel: KernelId,
+    arch: &str,
+    extra: &[&str],
+) -> Result<String, NvrtcError> {
+    let tu = sources
+        .translation_unit(kernel)
+        .ok_or(NvrtcError::NoSource(kernel))??;
     let include = find_cuda_include().map_err(NvrtcError::Unavailable)?;
     nvrtc_loadable().map_err(NvrtcError::Unavailable)?;
     let mut options = compile_options(arch, &include);

@@ -6,14 +6,14 @@
 //! `VERDICT <json>`, then `TIMING <json>` (the case's [`PhaseTimes`]), then `END <case id>`.
 //! Anything else is passed through to stderr.
 
-use super::session::RunOutput;
+use super::session::{RunOutput, StopFlag};
 use super::timing::PhaseTimes;
 use super::verdict::{Outcome, Verdict};
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Worker side: run `execute` for each case id read from stdin, framing its verdicts.
 pub fn serve(mut execute: impl FnMut(&str) -> (Vec<Verdict>, PhaseTimes)) -> std::io::Result<()> {
@@ -51,6 +51,28 @@ enum Line {
     Closed,
 }
 
+/// How often a waiting parent looks at its [`StopFlag`].
+const STOP_POLL: Duration = Duration::from_millis(100);
+
+/// The next line, or `None` once `stop` is set; a timeout only after `timeout` without a line.
+fn recv_until(
+    rx: &mpsc::Receiver<Line>,
+    timeout: Duration,
+    stop: &StopFlag,
+) -> Option<Result<Line, mpsc::RecvTimeoutError>> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if stop.is_stopped() {
+            return None;
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left.min(STOP_POLL)) {
+            Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() < deadline => continue,
+            r => return Some(r),
+        }
+    }
+}
+
 /// Parent side: feed `case_ids` to `exe args…` workers, restarting after a crash or hang.
 /// `per_case_timeout` bounds the time between a case's BEGIN and END.
 pub fn run_isolated(
@@ -58,12 +80,26 @@ pub fn run_isolated(
     args: &[String],
     case_ids: &[String],
     per_case_timeout: Duration,
+    on_verdict: impl FnMut(&Verdict),
+) -> std::io::Result<RunOutput> {
+    let never = StopFlag::default();
+    run_isolated_until(exe, args, case_ids, per_case_timeout, &never, on_verdict)
+}
+
+/// As [`run_isolated`]; once `stop` is set, the worker is ended and the cases it had not
+/// finished are left out of the output (the case in flight included, uncharged).
+pub fn run_isolated_until(
+    exe: &Path,
+    args: &[String],
+    case_ids: &[String],
+    per_case_timeout: Duration,
+    stop: &StopFlag,
     mut on_verdict: impl FnMut(&Verdict),
 ) -> std::io::Result<RunOutput> {
     let mut verdicts = Vec::new();
     let mut times = PhaseTimes::default();
     let mut next = 0usize;
-    while next < case_ids.len() {
+    while next < case_ids.len() && !stop.is_stopped() {
         let mut child = Command::new(exe)
             .args(args)
             .stdin(Stdio::piped())
@@ -100,13 +136,18 @@ pub fn run_isolated(
         let mut current: Option<String> = None;
         let mut got_for_current: Vec<Verdict> = Vec::new();
         let mut times_for_current = PhaseTimes::default();
+        let mut stopped = false;
         let failure: Option<String> = loop {
             let timeout = if current.is_some() {
                 per_case_timeout
             } else {
                 per_case_timeout * 4
             };
-            match rx.recv_timeout(timeout) {
+            let Some(got) = recv_until(&rx, timeout, stop) else {
+                stopped = true;
+                break None;
+            };
+            match got {
                 Ok(Line::Text(l)) => {
                     if let Some(id) = l.strip_prefix("BEGIN ") {
                         current = Some(id.to_string());
@@ -165,6 +206,9 @@ pub fn run_isolated(
         };
         let _ = child.kill();
         let _ = child.wait();
+        if stopped {
+            break;
+        }
         if let Some(why) = failure {
             // The case in flight (or, if the worker died between cases, the next one) is charged.
             let id = current.unwrap_or_else(|| case_ids[next].clone());
