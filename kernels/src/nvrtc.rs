@@ -148,6 +148,116 @@ pub fn compile_ptx_from(
     nvrtc_loadable().map_err(NvrtcError::Unavailable)?;
     let mut options = compile_options(arch, &include);
     options.extend(extra.iter().map(|s| (*s).to_owned()));
+    let cache = PtxCache::from_env();
+    let key = cache.as_ref().map(|_| cache_key(&tu, &options));
+    if let Some(ptx) = cache
+        .as_ref()
+        .zip(key.as_ref())
+        .and_then(|(c, k)| c.get(kernel, k))
+    {
+        return Ok(ptx);
+    }
+    let ptx = compile_tu(kernel, arch, tu, options)?;
+    if let (Some(c), Some(key)) = (&cache, &key) {
+        c.put(kernel, key, &ptx);
+    }
+    Ok(ptx)
+}
+
+/// Compiles every kernel of `kernels` from `sources` at once, one thread each, so that the PTX
+/// cache is warm before worker processes start (each would otherwise compile the set itself).
+pub fn compile_all(
+    sources: &KernelSources,
+    kernels: &[KernelId],
+    arch: &str,
+) -> Vec<(KernelId, Result<(), NvrtcError>)> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = kernels
+            .iter()
+            .map(|&k| s.spawn(move || (k, compile_ptx_from(sources, k, arch, &[]).map(|_| ()))))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("an NVRTC compile thread panicked"))
+            .collect()
+    })
+}
+
+/// Environment variable naming the PTX cache folder; `off` disables the cache.
+pub const PTX_CACHE_ENV: &str = "W4A16_PTX_CACHE";
+
+/// Compiled PTX on disk, keyed by a hash of the translation unit, the options (the CUDA include
+/// folder among them) and the NVRTC version. Every worker process of a run compiles the kernel
+/// set at first use; with the cache, the first compile of a text serves all of them (and every
+/// later run, and every mutant that leaves that kernel's text unchanged).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PtxCache {
+    pub dir: PathBuf,
+}
+
+impl PtxCache {
+    /// `$W4A16_PTX_CACHE` (`off`: none), else `$CARGO_TARGET_DIR/w4a16-ptx`, else
+    /// `<temp>/w4a16-ptx`.
+    pub fn from_env() -> Option<PtxCache> {
+        let dir = match std::env::var_os(PTX_CACHE_ENV).filter(|d| !d.is_empty()) {
+            Some(d) if d == "off" => return None,
+            Some(d) => PathBuf::from(d),
+            None => match std::env::var_os("CARGO_TARGET_DIR").filter(|d| !d.is_empty()) {
+                Some(t) => PathBuf::from(t).join("w4a16-ptx"),
+                None => std::env::temp_dir().join("w4a16-ptx"),
+            },
+        };
+        Some(PtxCache { dir })
+    }
+
+    fn path(&self, kernel: KernelId, key: &str) -> PathBuf {
+        self.dir.join(format!("{}-{key}.ptx", kernel.name()))
+    }
+
+    /// The cached PTX, if a complete entry is there.
+    pub fn get(&self, kernel: KernelId, key: &str) -> Option<String> {
+        std::fs::read_to_string(self.path(kernel, key))
+            .ok()
+            .filter(|p| p.contains(".entry"))
+    }
+
+    /// Stores `ptx` (written aside and renamed, so a reader never sees half a file). A cache
+    /// that cannot be written only costs a compile next time.
+    pub fn put(&self, kernel: KernelId, key: &str, ptx: &str) {
+        let path = self.path(kernel, key);
+        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        let ok = std::fs::create_dir_all(&self.dir).is_ok() && std::fs::write(&tmp, ptx).is_ok();
+        if !(ok && std::fs::rename(&tmp, &path).is_ok()) {
+            let _ = std::fs::remove_file(&tmp);
+        }
+    }
+}
+
+/// The cache key of one compile: the unit's text, the options and the NVRTC version.
+pub fn cache_key(tu: &str, options: &[String]) -> String {
+    let mut h = crate::amd::Fnv1a::new();
+    h.write_str("w4a16-ptx-v1");
+    h.write_str(&nvrtc_version());
+    h.write_str(tu);
+    for o in options {
+        h.write_str(o);
+    }
+    format!("{:016x}", h.finish())
+}
+
+fn nvrtc_version() -> String {
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: only called after `nvrtc_loadable`; two out-parameters.
+    let rc = unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
+    format!("{rc:?} {major}.{minor}")
+}
+
+fn compile_tu(
+    kernel: KernelId,
+    arch: &str,
+    tu: String,
+    options: Vec<String>,
+) -> Result<String, NvrtcError> {
     let opts = cudarc::nvrtc::CompileOptions {
         options: options.clone(),
         name: Some(format!("{}.cu", kernel.name())),
