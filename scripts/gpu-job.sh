@@ -3,7 +3,10 @@
 # fuzzer, the differential suites and the field matrix (each with its sm_90 verdict snapshot
 # and its time split), and optionally the benchmark.
 #
-# Usage: scripts/gpu-job.sh [smoke] [fuzz] [suites] [field] [bench]   (default: all but bench)
+# Usage: scripts/gpu-job.sh [smoke] [fuzz] [suites] [field] [bench] [mutants]
+#        (default: all but bench and mutants)
+# `mutants` writes the mutation table mutants-sm_90.{md,json} (commit it as bench/) and takes
+# W4A16_MUTANTS_ARGS (e.g. "--only fused-*") and W4A16_MUTANTS_TIMEOUT (seconds, default 570).
 # Logs, reports (report-*.json carry the phase timing) and snapshots land in $OUT.
 set -uo pipefail
 : "${OUT:?}"
@@ -37,6 +40,16 @@ for step in "${steps[@]}"; do
   suites) run_suites suites smoke kernels checkpoints edges regressions ;;
   field) run_suites field field ;;
   bench) stage/bin/w4a16 bench --json "$OUT/bench.json" | tee "$OUT/bench.md" ;;
+  mutants)
+    start=$(date +%s)
+    set -f  # W4A16_MUTANTS_ARGS is split into flags, its globs are for --only
+    # shellcheck disable=SC2086
+    timeout "${W4A16_MUTANTS_TIMEOUT:-570}" stage/bin/w4a16 mutants --jobs "$jobs" \
+      --out "$OUT/mutants-sm_90.md" --work-dir /tmp/w4a16-mutants ${W4A16_MUTANTS_ARGS:-} \
+      >"$OUT/mutants.out" 2>"$OUT/mutants.log"
+    rc=$?; set +f
+    echo "mutants rc=$rc wall=$(( $(date +%s) - start ))s"
+    grep -E "kill rate|^\| (smoke|kernels|edges) " "$OUT/mutants-sm_90.md" 2>/dev/null || tail -5 "$OUT/mutants.log" ;;
   *) echo "unknown step $step" >&2 ;;
   esac
 done

@@ -577,7 +577,9 @@ impl SuiteRunner {
             let passed = matches!(r.outcome, SuiteOutcome::Passed { .. });
             let killed = matches!(r.outcome, SuiteOutcome::Killed { .. });
             runs.push(r);
-            if !passed && !(each_suite && killed) {
+            // Go on after a pass, or after a kill when every suite is wanted.
+            let go_on = passed || (each_suite && killed);
+            if !go_on {
                 break;
             }
         }
@@ -644,6 +646,36 @@ fn compile_check(tree: &KernelSources, file: SourceFile, arch: &str) -> Result<(
     Ok(())
 }
 
+/// The compile check of every mutant that has a tree, on all cores.
+fn compile_checks<'m>(
+    chosen: &[&'m Mutant],
+    trees: &BTreeMap<&str, KernelSources>,
+    arch: &str,
+) -> BTreeMap<&'m str, Result<(), MutantStatus>> {
+    let todo: Vec<&Mutant> = chosen
+        .iter()
+        .copied()
+        .filter(|m| trees.contains_key(m.id.as_str()))
+        .collect();
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let out = std::sync::Mutex::new(BTreeMap::new());
+    std::thread::scope(|s| {
+        for _ in 0..threads.min(todo.len()) {
+            s.spawn(|| {
+                while let Some(m) = todo.get(next.fetch_add(1, std::sync::atomic::Ordering::SeqCst))
+                {
+                    let r = compile_check(&trees[m.id.as_str()], m.file, arch);
+                    out.lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(m.id.as_str(), r);
+                }
+            });
+        }
+    });
+    out.into_inner().unwrap_or_else(|p| p.into_inner())
+}
+
 /// Checks the baseline, then measures `chosen` one after the other; `progress` sees each row.
 pub fn measure(
     plan: &Plan,
@@ -690,20 +722,30 @@ pub fn measure(
     }
     let baseline_wall_s = started.elapsed().as_secs_f64();
 
+    // Every tree is written and compiled up front, in parallel: that finds the stillborn ones
+    // and fills the PTX cache, so that no suite run waits for NVRTC.
+    let run_it = |m: &Mutant| m.equivalent.is_none() || plan.run_equivalent;
+    let mut trees: BTreeMap<&str, KernelSources> = BTreeMap::new();
+    for m in chosen.iter().filter(|m| run_it(m)) {
+        trees.insert(
+            &m.id,
+            m.write_tree(&plan.base, &plan.work.join(&m.id).join("src"))?,
+        );
+    }
+    let checked: BTreeMap<&str, Result<(), MutantStatus>> = match &plan.nvrtc_arch {
+        Some(arch) => compile_checks(chosen, &trees, arch),
+        None => BTreeMap::new(),
+    };
+
     let mut results = Vec::new();
     for m in chosen {
         let t0 = Instant::now();
         let work = plan.work.join(&m.id);
-        let row = if m.equivalent.is_some() && !plan.run_equivalent {
+        let row = if !run_it(m) {
             MutantResult::new(m, MutantStatus::NotRunEquivalent, vec![], 0.0)
         } else {
-            let tree = m.write_tree(&plan.base, &work.join("src"))?;
-            let checked = match &plan.nvrtc_arch {
-                Some(arch) => compile_check(&tree, m.file, arch),
-                None => Ok(()),
-            };
-            match checked {
-                Err(status) => MutantResult::new(m, status, vec![], t0.elapsed().as_secs_f64()),
+            match checked.get(m.id.as_str()).cloned().unwrap_or(Ok(())) {
+                Err(status) => MutantResult::new(m, status, vec![], 0.0),
                 Ok(()) => {
                     let runs = plan.runner.run_suites(
                         &plan.suites,
@@ -904,7 +946,7 @@ mod tests {
         let fail = Verdict::new("smoke/b", "fused", Outcome::Fail).detail("7 over bound");
         let compile = Verdict::new("smoke/c", "fused", Outcome::Fault)
             .detail("compiling fused.hip for sm_90 failed: error: x");
-        write(&[pass.clone()]);
+        write(std::slice::from_ref(&pass));
         assert_eq!(
             suite_outcome(&dir, true, ""),
             SuiteOutcome::Passed {

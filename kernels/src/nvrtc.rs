@@ -246,8 +246,11 @@ pub fn cache_key(tu: &str, options: &[String]) -> String {
 }
 
 fn nvrtc_version() -> String {
+    if nvrtc_loadable().is_err() {
+        return "no NVRTC".into();
+    }
     let (mut major, mut minor) = (0, 0);
-    // SAFETY: only called after `nvrtc_loadable`; two out-parameters.
+    // SAFETY: the library is loadable (checked above); two out-parameters.
     let rc = unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
     format!("{rc:?} {major}.{minor}")
 }
@@ -467,5 +470,35 @@ mod tests {
         let c = include_candidates();
         assert!(c.iter().any(|p| p.ends_with("cu13/include")));
         assert!(c.contains(&PathBuf::from("/usr/local/cuda/include")));
+    }
+
+    #[test]
+    fn the_ptx_cache_returns_what_was_put_under_its_key_only() {
+        let dir = std::env::temp_dir().join(format!("w4a16-ptx-cache-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let cache = PtxCache { dir: dir.clone() };
+        let k = format!("{:016x}", 0x1234u64);
+        assert_eq!(cache.get(KernelId::Fused, &k), None);
+        cache.put(KernelId::Fused, &k, SAMPLE);
+        assert_eq!(cache.get(KernelId::Fused, &k).as_deref(), Some(SAMPLE));
+        assert_eq!(cache.get(KernelId::Skinny, &k), None);
+        assert_eq!(cache.get(KernelId::Fused, "other"), None);
+        // A truncated entry (no .entry) is not served.
+        std::fs::write(cache.path(KernelId::Dequant, &k), ".version 9.0\n").unwrap();
+        assert_eq!(cache.get(KernelId::Dequant, &k), None);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_cache_key_changes_with_the_text_and_the_options() {
+        let o = vec!["--gpu-architecture=sm_90".to_string()];
+        let base = cache_key("int a;", &o);
+        assert_eq!(base, cache_key("int a;", &o));
+        assert_ne!(base, cache_key("int b;", &o));
+        assert_ne!(
+            base,
+            cache_key("int a;", &["-DW4_SKINNY_MMA=0".to_string()])
+        );
+        assert_ne!(base, cache_key("int a;", &[]));
     }
 }
