@@ -3,8 +3,10 @@
 # fuzzer, the differential suites and the field matrix (each with its sm_90 verdict snapshot
 # and its time split), and optionally the benchmark.
 #
-# Usage: scripts/gpu-job.sh [smoke] [fuzz] [suites] [field] [bench] [sanitize | sanitize:TOOL]
-#        (default: all but bench and sanitize)
+# Usage: scripts/gpu-job.sh [smoke] [fuzz] [suites] [field] [bench] [sanitize | sanitize:TOOL] [mutants]
+#        (default: all but bench, sanitize and mutants)
+# `mutants` writes the mutation table mutants-sm_90.{md,json} (commit it as bench/) and takes
+# W4A16_MUTANTS_ARGS (e.g. "--only fused-*") and W4A16_MUTANTS_TIMEOUT (seconds, default 570).
 # Logs, reports (report-*.json carry the phase timing) and snapshots land in $OUT.
 #
 # `sanitize` runs the suites under compute-sanitizer with exact-size allocations (`run
@@ -64,6 +66,16 @@ for step in "${steps[@]}"; do
       W4A16_RUN_TIMEOUT="${W4A16_SANITIZE_TIMEOUT:-540}" \
         run_suites "sanitize-$t" "${suites[@]}" "${sargs[@]}" --sanitize "$t"
     done ;;
+  mutants)
+    start=$(date +%s)
+    set -f  # W4A16_MUTANTS_ARGS is split into flags, its globs are for --only
+    # shellcheck disable=SC2086
+    timeout "${W4A16_MUTANTS_TIMEOUT:-570}" stage/bin/w4a16 mutants --jobs "$jobs" \
+      --out "$OUT/mutants-sm_90.md" --work-dir /tmp/w4a16-mutants ${W4A16_MUTANTS_ARGS:-} \
+      >"$OUT/mutants.out" 2>"$OUT/mutants.log"
+    rc=$?; set +f
+    echo "mutants rc=$rc wall=$(( $(date +%s) - start ))s"
+    grep -E "kill rate|^\| (smoke|kernels|edges) " "$OUT/mutants-sm_90.md" 2>/dev/null || tail -5 "$OUT/mutants.log" ;;
   *) echo "unknown step $step" >&2 ;;
   esac
 done

@@ -45,7 +45,7 @@ fn an_amd_device_loads_every_entry_or_the_skip_says_no_amd_device() {
 fn code_objects_are_selected_by_target() {
     for target in Target::AMD_CODE_OBJECT_TARGETS {
         for decl in set::all().into_iter().filter(|d| d.source_file.is_some()) {
-            let path = match rocm::code_object_for(decl, target) {
+            let path = match rocm::code_object_for(decl, target, &Default::default()) {
                 Ok(p) => p,
                 Err(DeviceFault::Compile { log, .. }) if log.contains("AMD toolchain missing") => {
                     skip_or_fail(&Skip {

@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 use w4a16_harness::runner::isolate::{WorkerCommand, run_isolated, run_worker};
 use w4a16_harness::runner::sanitize::{Sanitizer, SanitizerTool};
+use w4a16_harness::runner::session::StopFlag;
 use w4a16_harness::runner::{Outcome, Verdict};
 use w4a16_kernels::Target;
 
@@ -121,9 +122,13 @@ fn sanitizer_reports_are_charged_to_the_case_that_printed_them() {
     };
     let ids = ids(&["a/ok", "b/oob", "c/crash", "d/ok", "e/oob"]);
     let mut seen = Vec::new();
-    let out = run_worker(&worker, &ids, Duration::from_secs(5), |v| {
-        seen.push(v.case_id.clone())
-    })
+    let out = run_worker(
+        &worker,
+        &ids,
+        Duration::from_secs(5),
+        &StopFlag::default(),
+        |v| seen.push(v.case_id.clone()),
+    )
     .unwrap();
     let mut got = rows(&out.verdicts);
     got.sort();
@@ -181,7 +186,14 @@ fn errors_the_sanitizer_counted_outside_every_case_fail_the_run() {
         args: &args,
         sanitizer: Some((&sanitizer, Target::Sm90)),
     };
-    let out = run_worker(&worker, &ids(&["a/ok"]), Duration::from_secs(5), |_| {}).unwrap();
+    let out = run_worker(
+        &worker,
+        &ids(&["a/ok"]),
+        Duration::from_secs(5),
+        &StopFlag::default(),
+        |_| {},
+    )
+    .unwrap();
     let summary = out
         .verdicts
         .iter()
@@ -189,4 +201,33 @@ fn errors_the_sanitizer_counted_outside_every_case_fail_the_run() {
         .expect("an unattributed error is a verdict");
     assert_eq!(summary.outcome, Outcome::Fail);
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_stop_ends_the_workers_and_leaves_unfinished_cases_out() {
+    use std::time::Instant;
+    use w4a16_harness::runner::isolate::run_isolated_until;
+
+    let exe = Path::new(env!("CARGO_BIN_EXE_w4a16"));
+    let ids: Vec<String> = ["a/ok1", "b/hang", "c/ok2"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let args = vec!["worker".to_string(), "--simulate".to_string()];
+    let stop = StopFlag::default();
+    let started = Instant::now();
+    // The first verdict stops the run (as `run --fail-fast` does on a failure): the hanging
+    // case is not waited for (its watchdog is a minute) and is not charged as a fault.
+    let out = run_isolated_until(exe, &args, &ids, Duration::from_secs(60), &stop, |_| {
+        stop.stop()
+    })
+    .unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+    let ran: Vec<&str> = out.verdicts.iter().map(|v| v.case_id.as_str()).collect();
+    assert_eq!(ran, vec!["a/ok1"]);
+    assert!(stop.is_stopped());
 }

@@ -7,6 +7,7 @@ pub mod codeobject;
 pub mod config;
 pub mod device;
 pub mod launch;
+pub mod mutants;
 pub mod require;
 pub mod runner;
 pub mod select;

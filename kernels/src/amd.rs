@@ -468,6 +468,13 @@ pub fn hip_dir() -> PathBuf {
 
 /// The HIP source of each declared kernel that has one (`dense` runs in the vendor BLAS).
 pub fn kernel_sources() -> Vec<KernelSource> {
+    kernel_sources_in(&crate::source::KernelSources::Embedded)
+}
+
+/// As [`kernel_sources`], with the files taken from `sources`' folder (clang reads them there and
+/// finds `compat.h` next to them).
+pub fn kernel_sources_in(sources: &crate::source::KernelSources) -> Vec<KernelSource> {
+    let dir = sources.dir();
     crate::set::all()
         .into_iter()
         .filter_map(|d| {
@@ -475,7 +482,7 @@ pub fn kernel_sources() -> Vec<KernelSource> {
             Some(KernelSource {
                 name: file.strip_suffix(".hip").unwrap_or(file).to_owned(),
                 kernel: Some(d.id),
-                path: hip_dir().join(file),
+                path: dir.join(file),
             })
         })
         .collect()
@@ -722,13 +729,13 @@ fn unique_tmp(path: &Path) -> PathBuf {
 }
 
 /// FNV-1a, 64 bit: stable across Rust versions and machines, unlike `DefaultHasher`.
-struct Fnv1a(u64);
+pub(crate) struct Fnv1a(u64);
 
 impl Fnv1a {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Fnv1a(0xcbf2_9ce4_8422_2325)
     }
-    fn write(&mut self, bytes: &[u8]) {
+    pub(crate) fn write(&mut self, bytes: &[u8]) {
         for b in bytes {
             self.0 ^= u64::from(*b);
             self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
@@ -737,10 +744,10 @@ impl Fnv1a {
         self.0 ^= bytes.len() as u64;
         self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
     }
-    fn write_str(&mut self, s: &str) {
+    pub(crate) fn write_str(&mut self, s: &str) {
         self.write(s.as_bytes());
     }
-    fn finish(&self) -> u64 {
+    pub(crate) fn finish(&self) -> u64 {
         self.0
     }
 }

@@ -7,7 +7,7 @@
 //! into a loud skip (or a failure under `W4A16_REQUIRE=nvrtc`).
 
 use crate::decl::{ArgDecl, ArgKind, KernelDecl, KernelId};
-use crate::source;
+use crate::source::{self, KernelSources};
 use std::path::{Path, PathBuf};
 
 /// Why NVRTC cannot run here.
@@ -29,7 +29,7 @@ pub enum NvrtcError {
     #[error("kernel `{0}` has no HIP source (it runs in the vendor BLAS)")]
     NoSource(KernelId),
     #[error(transparent)]
-    Include(#[from] source::IncludeError),
+    Source(#[from] source::SourceError),
     #[error("NVRTC failed to compile {kernel} for {arch} with {options:?}:\n{log}")]
     Compile {
         kernel: KernelId,
@@ -131,11 +131,136 @@ pub fn compile_ptx_with(
     arch: &str,
     extra: &[&str],
 ) -> Result<String, NvrtcError> {
-    let tu = source::nvrtc_translation_unit(kernel).ok_or(NvrtcError::NoSource(kernel))??;
+    compile_ptx_from(&KernelSources::Embedded, kernel, arch, extra)
+}
+
+/// As [`compile_ptx_with`], from `sources` (the embedded copies or a folder read now).
+pub fn compile_ptx_from(
+    sources: &KernelSources,
+    kernel: KernelId,
+    arch: &str,
+    extra: &[&str],
+) -> Result<String, NvrtcError> {
+    let tu = sources
+        .translation_unit(kernel)
+        .ok_or(NvrtcError::NoSource(kernel))??;
     let include = find_cuda_include().map_err(NvrtcError::Unavailable)?;
     nvrtc_loadable().map_err(NvrtcError::Unavailable)?;
     let mut options = compile_options(arch, &include);
     options.extend(extra.iter().map(|s| (*s).to_owned()));
+    let cache = PtxCache::from_env();
+    let key = cache.as_ref().map(|_| cache_key(&tu, &options));
+    if let Some(ptx) = cache
+        .as_ref()
+        .zip(key.as_ref())
+        .and_then(|(c, k)| c.get(kernel, k))
+    {
+        return Ok(ptx);
+    }
+    let ptx = compile_tu(kernel, arch, tu, options)?;
+    if let (Some(c), Some(key)) = (&cache, &key) {
+        c.put(kernel, key, &ptx);
+    }
+    Ok(ptx)
+}
+
+/// Compiles every kernel of `kernels` from `sources` at once, one thread each, so that the PTX
+/// cache is warm before worker processes start (each would otherwise compile the set itself).
+pub fn compile_all(
+    sources: &KernelSources,
+    kernels: &[KernelId],
+    arch: &str,
+) -> Vec<(KernelId, Result<(), NvrtcError>)> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = kernels
+            .iter()
+            .map(|&k| s.spawn(move || (k, compile_ptx_from(sources, k, arch, &[]).map(|_| ()))))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("an NVRTC compile thread panicked"))
+            .collect()
+    })
+}
+
+/// Environment variable naming the PTX cache folder; `off` disables the cache.
+pub const PTX_CACHE_ENV: &str = "W4A16_PTX_CACHE";
+
+/// Compiled PTX on disk, keyed by a hash of the translation unit, the options (the CUDA include
+/// folder among them) and the NVRTC version. Every worker process of a run compiles the kernel
+/// set at first use; with the cache, the first compile of a text serves all of them (and every
+/// later run, and every mutant that leaves that kernel's text unchanged).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PtxCache {
+    pub dir: PathBuf,
+}
+
+impl PtxCache {
+    /// `$W4A16_PTX_CACHE` (`off`: none), else `$CARGO_TARGET_DIR/w4a16-ptx`, else
+    /// `<temp>/w4a16-ptx`.
+    pub fn from_env() -> Option<PtxCache> {
+        let dir = match std::env::var_os(PTX_CACHE_ENV).filter(|d| !d.is_empty()) {
+            Some(d) if d == "off" => return None,
+            Some(d) => PathBuf::from(d),
+            None => match std::env::var_os("CARGO_TARGET_DIR").filter(|d| !d.is_empty()) {
+                Some(t) => PathBuf::from(t).join("w4a16-ptx"),
+                None => std::env::temp_dir().join("w4a16-ptx"),
+            },
+        };
+        Some(PtxCache { dir })
+    }
+
+    fn path(&self, kernel: KernelId, key: &str) -> PathBuf {
+        self.dir.join(format!("{}-{key}.ptx", kernel.name()))
+    }
+
+    /// The cached PTX, if a complete entry is there.
+    pub fn get(&self, kernel: KernelId, key: &str) -> Option<String> {
+        std::fs::read_to_string(self.path(kernel, key))
+            .ok()
+            .filter(|p| p.contains(".entry"))
+    }
+
+    /// Stores `ptx` (written aside and renamed, so a reader never sees half a file). A cache
+    /// that cannot be written only costs a compile next time.
+    pub fn put(&self, kernel: KernelId, key: &str, ptx: &str) {
+        let path = self.path(kernel, key);
+        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        let ok = std::fs::create_dir_all(&self.dir).is_ok() && std::fs::write(&tmp, ptx).is_ok();
+        if !(ok && std::fs::rename(&tmp, &path).is_ok()) {
+            let _ = std::fs::remove_file(&tmp);
+        }
+    }
+}
+
+/// The cache key of one compile: the unit's text, the options and the NVRTC version.
+pub fn cache_key(tu: &str, options: &[String]) -> String {
+    let mut h = crate::amd::Fnv1a::new();
+    h.write_str("w4a16-ptx-v1");
+    h.write_str(&nvrtc_version());
+    h.write_str(tu);
+    for o in options {
+        h.write_str(o);
+    }
+    format!("{:016x}", h.finish())
+}
+
+fn nvrtc_version() -> String {
+    if nvrtc_loadable().is_err() {
+        return "no NVRTC".into();
+    }
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: the library is loadable (checked above); two out-parameters.
+    let rc = unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
+    format!("{rc:?} {major}.{minor}")
+}
+
+fn compile_tu(
+    kernel: KernelId,
+    arch: &str,
+    tu: String,
+    options: Vec<String>,
+) -> Result<String, NvrtcError> {
     let opts = cudarc::nvrtc::CompileOptions {
         options: options.clone(),
         name: Some(format!("{}.cu", kernel.name())),
@@ -345,5 +470,35 @@ mod tests {
         let c = include_candidates();
         assert!(c.iter().any(|p| p.ends_with("cu13/include")));
         assert!(c.contains(&PathBuf::from("/usr/local/cuda/include")));
+    }
+
+    #[test]
+    fn the_ptx_cache_returns_what_was_put_under_its_key_only() {
+        let dir = std::env::temp_dir().join(format!("w4a16-ptx-cache-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let cache = PtxCache { dir: dir.clone() };
+        let k = format!("{:016x}", 0x1234u64);
+        assert_eq!(cache.get(KernelId::Fused, &k), None);
+        cache.put(KernelId::Fused, &k, SAMPLE);
+        assert_eq!(cache.get(KernelId::Fused, &k).as_deref(), Some(SAMPLE));
+        assert_eq!(cache.get(KernelId::Skinny, &k), None);
+        assert_eq!(cache.get(KernelId::Fused, "other"), None);
+        // A truncated entry (no .entry) is not served.
+        std::fs::write(cache.path(KernelId::Dequant, &k), ".version 9.0\n").unwrap();
+        assert_eq!(cache.get(KernelId::Dequant, &k), None);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_cache_key_changes_with_the_text_and_the_options() {
+        let o = vec!["--gpu-architecture=sm_90".to_string()];
+        let base = cache_key("int a;", &o);
+        assert_eq!(base, cache_key("int a;", &o));
+        assert_ne!(base, cache_key("int b;", &o));
+        assert_ne!(
+            base,
+            cache_key("int a;", &["-DW4_SKINNY_MMA=0".to_string()])
+        );
+        assert_ne!(base, cache_key("int a;", &[]));
     }
 }

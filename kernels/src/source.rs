@@ -1,12 +1,16 @@
 //! The HIP sources of the kernel set, embedded at build time so that a test binary carries the
-//! exact sources it was built with (the GPU machine compiles them at run time with NVRTC).
+//! exact sources it was built with (the GPU machine compiles them at run time with NVRTC), or
+//! read at run time from a folder ([`KernelSources::Directory`], `w4a16 run --kernel-sources DIR`)
+//! so that edited or deliberately mutated kernels can be checked without rebuilding.
 //!
 //! Every kernel file includes `compat.h` once, with the line `#include "compat.h"`. For AMD the
 //! files compile as they are (clang `-I kernels/hip`); for NVRTC, which has no file system
 //! include for it, [`nvrtc_translation_unit`] splices the header in place of that line.
 
 use crate::decl::KernelId;
-use std::path::PathBuf;
+use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
+use std::path::{Path, PathBuf};
 
 pub const COMPAT_H: &str = include_str!("../hip/compat.h");
 pub const SKINNY_HIP: &str = include_str!("../hip/skinny.hip");
@@ -25,26 +29,192 @@ pub const WITH_SOURCE: [KernelId; 4] = [
     KernelId::Fallback,
 ];
 
+/// One file of the kernel set's sources under `kernels/hip/` (the shared header included).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum SourceFile {
+    #[serde(rename = "compat.h")]
+    Compat,
+    #[serde(rename = "skinny.hip")]
+    Skinny,
+    #[serde(rename = "fused.hip")]
+    Fused,
+    #[serde(rename = "dequant.hip")]
+    Dequant,
+    #[serde(rename = "fallback.hip")]
+    Fallback,
+}
+
+impl SourceFile {
+    pub const ALL: [SourceFile; 5] = [
+        SourceFile::Compat,
+        SourceFile::Skinny,
+        SourceFile::Fused,
+        SourceFile::Dequant,
+        SourceFile::Fallback,
+    ];
+
+    /// The file name under `kernels/hip/`.
+    pub fn name(self) -> &'static str {
+        match self {
+            SourceFile::Compat => "compat.h",
+            SourceFile::Skinny => "skinny.hip",
+            SourceFile::Fused => "fused.hip",
+            SourceFile::Dequant => "dequant.hip",
+            SourceFile::Fallback => "fallback.hip",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<SourceFile> {
+        SourceFile::ALL.into_iter().find(|f| f.name() == name)
+    }
+
+    /// The text compiled into this binary.
+    pub fn embedded(self) -> &'static str {
+        match self {
+            SourceFile::Compat => COMPAT_H,
+            SourceFile::Skinny => SKINNY_HIP,
+            SourceFile::Fused => FUSED_HIP,
+            SourceFile::Dequant => DEQUANT_HIP,
+            SourceFile::Fallback => FALLBACK_HIP,
+        }
+    }
+
+    /// The file holding `kernel`'s entry points; `None` for `dense`.
+    pub fn of_kernel(kernel: KernelId) -> Option<SourceFile> {
+        match kernel {
+            KernelId::Skinny => Some(SourceFile::Skinny),
+            KernelId::Fused => Some(SourceFile::Fused),
+            KernelId::Dequant => Some(SourceFile::Dequant),
+            KernelId::Fallback => Some(SourceFile::Fallback),
+            KernelId::Dense => None,
+        }
+    }
+
+    /// The kernels whose translation unit contains this file (`compat.h`: all of them).
+    pub fn kernels(self) -> Vec<KernelId> {
+        WITH_SOURCE
+            .into_iter()
+            .filter(|k| self == SourceFile::Compat || SourceFile::of_kernel(*k) == Some(self))
+            .collect()
+    }
+}
+
+impl std::fmt::Display for SourceFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Where a run takes the kernel sources from.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum KernelSources {
+    /// The copies compiled into this binary (`include_str!`), identical to `kernels/hip/` of the
+    /// checkout it was built from.
+    #[default]
+    Embedded,
+    /// A folder holding every [`SourceFile`], read when a kernel is compiled.
+    Directory(PathBuf),
+}
+
+/// Sources that cannot be used.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SourceError {
+    #[error(
+        "kernel sources {}: {file} cannot be read ({reason}); the folder must hold {}",
+        dir.display(),
+        SourceFile::ALL.map(SourceFile::name).join(", ")
+    )]
+    Missing {
+        dir: PathBuf,
+        file: SourceFile,
+        reason: String,
+    },
+    #[error("kernel sources {}: not a directory", dir.display())]
+    NotADirectory { dir: PathBuf },
+    #[error(transparent)]
+    Include(#[from] IncludeError),
+}
+
+impl KernelSources {
+    /// Sources read from `dir`; every file of the set must be there and readable (checked now,
+    /// so that a missing file is named before any case runs).
+    pub fn directory(dir: impl Into<PathBuf>) -> Result<KernelSources, SourceError> {
+        let dir = dir.into();
+        if !dir.is_dir() {
+            return Err(SourceError::NotADirectory { dir });
+        }
+        let sources = KernelSources::Directory(dir);
+        for file in SourceFile::ALL {
+            sources.read(file)?;
+        }
+        Ok(sources)
+    }
+
+    /// The text of `file`.
+    pub fn read(&self, file: SourceFile) -> Result<Cow<'static, str>, SourceError> {
+        match self {
+            KernelSources::Embedded => Ok(Cow::Borrowed(file.embedded())),
+            KernelSources::Directory(dir) => std::fs::read_to_string(dir.join(file.name()))
+                .map(Cow::Owned)
+                .map_err(|e| SourceError::Missing {
+                    dir: dir.clone(),
+                    file,
+                    reason: e.to_string(),
+                }),
+        }
+    }
+
+    /// The folder the files are in on disk: `kernels/hip/` of this checkout for the embedded
+    /// copies (for clang's `-I` and tools that want files).
+    pub fn dir(&self) -> PathBuf {
+        match self {
+            KernelSources::Embedded => hip_dir(),
+            KernelSources::Directory(d) => d.clone(),
+        }
+    }
+
+    /// The path of `file` (see [`KernelSources::dir`]).
+    pub fn path(&self, file: SourceFile) -> PathBuf {
+        self.dir().join(file.name())
+    }
+
+    /// The NVRTC-ready translation unit of `kernel`: its source with `compat.h` inlined. `None`
+    /// for `dense`.
+    pub fn translation_unit(&self, kernel: KernelId) -> Option<Result<String, SourceError>> {
+        let file = SourceFile::of_kernel(kernel)?;
+        Some((|| {
+            let src = self.read(file)?;
+            let compat = self.read(SourceFile::Compat)?;
+            Ok(splice_compat(file.name(), &src, &compat)?)
+        })())
+    }
+
+    /// The command-line spelling: `None` for the embedded copies, the folder otherwise.
+    pub fn as_dir_arg(&self) -> Option<&Path> {
+        match self {
+            KernelSources::Embedded => None,
+            KernelSources::Directory(d) => Some(d),
+        }
+    }
+}
+
+impl std::fmt::Display for KernelSources {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            KernelSources::Embedded => f.write_str("embedded kernel sources"),
+            KernelSources::Directory(d) => write!(f, "kernel sources from {}", d.display()),
+        }
+    }
+}
+
 /// File name under `kernels/hip/`.
 pub fn file_name(kernel: KernelId) -> Option<&'static str> {
-    match kernel {
-        KernelId::Skinny => Some("skinny.hip"),
-        KernelId::Fused => Some("fused.hip"),
-        KernelId::Dequant => Some("dequant.hip"),
-        KernelId::Fallback => Some("fallback.hip"),
-        KernelId::Dense => None,
-    }
+    SourceFile::of_kernel(kernel).map(SourceFile::name)
 }
 
 /// The kernel's source text as embedded; `None` for `dense`.
 pub fn source(kernel: KernelId) -> Option<&'static str> {
-    match kernel {
-        KernelId::Skinny => Some(SKINNY_HIP),
-        KernelId::Fused => Some(FUSED_HIP),
-        KernelId::Dequant => Some(DEQUANT_HIP),
-        KernelId::Fallback => Some(FALLBACK_HIP),
-        KernelId::Dense => None,
-    }
+    SourceFile::of_kernel(kernel).map(SourceFile::embedded)
 }
 
 /// The folder holding the sources on this checkout (for clang's `-I` and for tools that want
@@ -84,8 +254,7 @@ pub fn splice_compat(file: &'static str, src: &str, compat: &str) -> Result<Stri
     Ok(out)
 }
 
-/// The NVRTC-ready translation unit of `kernel`: its source with `compat.h` inlined. `None` for
-/// `dense`.
+/// The NVRTC-ready translation unit of `kernel` from the embedded sources. `None` for `dense`.
 pub fn nvrtc_translation_unit(kernel: KernelId) -> Option<Result<String, IncludeError>> {
     let file = file_name(kernel)?;
     let src = source(kernel)?;
@@ -157,5 +326,63 @@ mod tests {
             let on_disk = std::fs::read_to_string(&path).unwrap();
             assert_eq!(on_disk, source(kernel).unwrap(), "{}", path.display());
         }
+    }
+
+    #[test]
+    fn a_directory_reads_its_own_files_and_names_a_missing_one() {
+        let dir = std::env::temp_dir().join(format!("w4a16-sources-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        for file in SourceFile::ALL {
+            std::fs::write(dir.join(file.name()), file.embedded()).unwrap();
+        }
+        let edited = format!("{SKINNY_HIP}// edited\n");
+        std::fs::write(dir.join("skinny.hip"), &edited).unwrap();
+        let sources = KernelSources::directory(&dir).unwrap();
+        assert_eq!(sources.read(SourceFile::Skinny).unwrap(), edited);
+        let tu = sources.translation_unit(KernelId::Skinny).unwrap().unwrap();
+        assert!(tu.ends_with("// edited\n") && tu.contains("namespace w4"));
+        assert_eq!(
+            sources.translation_unit(KernelId::Fused).unwrap().unwrap(),
+            nvrtc_translation_unit(KernelId::Fused).unwrap().unwrap()
+        );
+        assert_eq!(sources.path(SourceFile::Fused), dir.join("fused.hip"));
+
+        std::fs::remove_file(dir.join("dequant.hip")).unwrap();
+        match KernelSources::directory(&dir) {
+            Err(SourceError::Missing { file, dir: d, .. }) => {
+                assert_eq!((file, d), (SourceFile::Dequant, dir.clone()));
+            }
+            other => panic!("expected a missing dequant.hip, got {other:?}"),
+        }
+        // A source that disappears after the check is named when it is read.
+        assert!(matches!(
+            sources.translation_unit(KernelId::Dequant),
+            Some(Err(SourceError::Missing {
+                file: SourceFile::Dequant,
+                ..
+            }))
+        ));
+        let msg = KernelSources::directory(&dir).unwrap_err().to_string();
+        assert!(
+            msg.contains("dequant.hip") && msg.contains(&dir.display().to_string()),
+            "{msg}"
+        );
+        assert!(matches!(
+            KernelSources::directory(dir.join("nope")),
+            Err(SourceError::NotADirectory { .. })
+        ));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn source_files_round_trip_their_names() {
+        for f in SourceFile::ALL {
+            assert_eq!(SourceFile::parse(f.name()), Some(f));
+        }
+        assert_eq!(SourceFile::Compat.kernels(), WITH_SOURCE.to_vec());
+        assert_eq!(SourceFile::Fused.kernels(), vec![KernelId::Fused]);
+        assert_eq!(KernelSources::default(), KernelSources::Embedded);
+        assert_eq!(KernelSources::Embedded.dir(), hip_dir());
     }
 }

@@ -1,4 +1,5 @@
-//! The `w4a16` command line: `run` (the main job), `select`, `cases`, `repro`, `bench`.
+//! The `w4a16` command line: `run` (the main job), `select`, `cases`, `repro`, `bench`,
+//! `mutants` (the harness's own mutation score).
 
 use clap::{Parser, Subcommand};
 use std::path::{Path, PathBuf};
@@ -8,6 +9,7 @@ use std::time::{Duration, Instant};
 use w4a16_harness::cases::{self, CaseSet};
 use w4a16_harness::config::{self, KernelConfig};
 use w4a16_harness::device::{Allocation, Health};
+use w4a16_harness::mutants;
 use w4a16_harness::runner::sanitize::{self, SanitizerTool};
 use w4a16_harness::runner::session::{self, Backend, SessionOptions};
 use w4a16_harness::runner::{
@@ -15,6 +17,10 @@ use w4a16_harness::runner::{
 };
 use w4a16_harness::select::{self, LayerRequest};
 use w4a16_kernels::Target;
+use w4a16_kernels::mutants::{Catalogue, Mutant};
+use w4a16_kernels::nvrtc;
+use w4a16_kernels::source::{self, KernelSources};
+use w4a16_kernels::target::Vendor;
 use w4a16_reference::ActDtype;
 use w4a16_reference::layer::{LayerShape, Symmetry};
 
@@ -62,6 +68,49 @@ enum Command {
         /// allocations; its first report against a kernel fails the case. Elsewhere a loud skip.
         #[arg(long, value_parser = sanitize_tool())]
         sanitize: Option<SanitizerTool>,
+        /// Compile the kernels from the HIP sources in DIR (compat.h, skinny.hip, fused.hip,
+        /// dequant.hip, fallback.hip) instead of the copies built into this binary.
+        #[arg(long, value_name = "DIR")]
+        kernel_sources: Option<PathBuf>,
+        /// Stop at the first failing check: cases not yet started are not run.
+        #[arg(long)]
+        fail_fast: bool,
+    },
+    /// Measure the harness's detection power: run suites against every seeded bug of
+    /// `kernels/mutants/*.toml` and report the kill rate per suite and per bug class.
+    Mutants {
+        /// Suites, in the order they run (repeatable; default: smoke, kernels, edges).
+        #[arg(long = "suite")]
+        suites: Vec<String>,
+        /// Only mutant ids matching this glob (`*` wildcards).
+        #[arg(long)]
+        only: Option<String>,
+        /// The unmutated sources (default: the copies built into this binary).
+        #[arg(long, value_name = "DIR")]
+        kernel_sources_base: Option<PathBuf>,
+        /// The Markdown table (default: bench/mutants-<target>.md); the JSON goes next to it.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// The catalogue folder (default: kernels/mutants next to the cases folder).
+        #[arg(long)]
+        catalogue: Option<PathBuf>,
+        #[arg(long, default_value = "auto")]
+        target: String,
+        /// Worker processes of each suite run.
+        #[arg(long, default_value_t = default_jobs())]
+        jobs: usize,
+        /// Run every suite on every mutant (default: stop at the first suite that kills it).
+        #[arg(long)]
+        each_suite: bool,
+        /// Also run the mutants the catalogue marks equivalent (a kill is then flagged).
+        #[arg(long)]
+        run_equivalent: bool,
+        /// Mutated source trees, run reports and logs.
+        #[arg(long, default_value = "target/w4a16-mutants")]
+        work_dir: PathBuf,
+        /// Per-case watchdog of the suite runs, seconds (a mutant may hang a kernel).
+        #[arg(long, default_value_t = 60)]
+        case_timeout: u64,
     },
     /// Print the path the selection takes for one layer call, with every rejection's reason.
     Select {
@@ -91,6 +140,9 @@ enum Command {
         target: String,
         #[arg(long, default_value = "target/w4a16-report/artifacts")]
         artifacts: PathBuf,
+        /// Compile the kernels from the HIP sources in DIR (see `run --kernel-sources`).
+        #[arg(long, value_name = "DIR")]
+        kernel_sources: Option<PathBuf>,
     },
     /// Issue 3's speed benchmark on the first GPU that opens; the table goes to stdout.
     /// With `--cpu-side`: what the CPU side of a run (data, conversion, reference and
@@ -133,6 +185,8 @@ enum Command {
         /// Allocate every tensor at exactly its view's size, no guard bands (sanitizer runs).
         #[arg(long)]
         exact_allocations: bool,
+        #[arg(long)]
+        kernel_sources: Option<PathBuf>,
     },
 }
 
@@ -203,6 +257,7 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
             artifacts,
             simulate,
             exact_allocations,
+            kernel_sources,
         } => {
             if simulate {
                 let lost = std::cell::Cell::new(false);
@@ -218,6 +273,7 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
                 Some(j) => KernelConfig::from_json(&j).map_err(|e| e.to_string())?,
                 None => config,
             };
+            let sources = kernel_sources_arg(kernel_sources.as_deref())?;
             let allocation = if exact_allocations {
                 Allocation::Exact
             } else {
@@ -225,6 +281,7 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
             };
             let (target, backend) = session::open_backend_with(
                 target.as_deref().map(parse_target).transpose()?.flatten(),
+                &sources,
                 allocation,
             );
             if let Backend::Device(d) = &backend
@@ -308,6 +365,125 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::Mutants {
+            suites,
+            only,
+            kernel_sources_base,
+            out,
+            catalogue,
+            target,
+            jobs,
+            each_suite,
+            run_equivalent,
+            work_dir,
+            case_timeout,
+        } => {
+            let (dir, set) = load_with_dir(cli.cases)?;
+            let suites = if suites.is_empty() {
+                ["smoke", "kernels", "edges"].map(String::from).to_vec()
+            } else {
+                suites
+            };
+            check_suites(&set, &suites)?;
+            let base = kernel_sources_arg(kernel_sources_base.as_deref())?;
+            let catalogue_dir = catalogue.unwrap_or_else(|| {
+                let here = dir.parent().map(|r| r.join("kernels").join("mutants"));
+                here.filter(|d| d.is_dir())
+                    .unwrap_or_else(w4a16_kernels::mutants::catalogue_dir)
+            });
+            let cat = Catalogue::load(&catalogue_dir).map_err(|e| e.to_string())?;
+            cat.check_coverage().map_err(|e| e.to_string())?;
+            cat.check_against(&base).map_err(|e| e.to_string())?;
+            let chosen: Vec<&Mutant> = cat
+                .mutants
+                .iter()
+                .filter(|m| {
+                    only.as_deref()
+                        .is_none_or(|g| cases::glob::glob_match(g, &m.id))
+                })
+                .collect();
+            if chosen.is_empty() {
+                return Err(format!(
+                    "--only {only:?}: no mutant id matches (see {})",
+                    catalogue_dir.display()
+                ));
+            }
+            let (target, backend) = session::open_backend(parse_target(&target)?);
+            if let Backend::None(skip) = &backend {
+                // Without the GPU nothing is measured: a loud skip, and no table.
+                eprintln!(
+                    "W4A16-SKIP [{}] w4a16 mutants: {}; no table written ({} mutants not run)",
+                    skip.requirement,
+                    skip.reason,
+                    chosen.len()
+                );
+                return Ok(if skip.requirement.is_required() {
+                    ExitCode::FAILURE
+                } else {
+                    ExitCode::SUCCESS
+                });
+            }
+            drop(backend);
+            let out = out.unwrap_or_else(|| {
+                PathBuf::from("bench").join(format!("mutants-{}.md", target.name()))
+            });
+            let plan = mutants::Plan {
+                runner: mutants::SuiteRunner {
+                    exe: std::env::current_exe().map_err(|e| e.to_string())?,
+                    cases_dir: Some(dir.clone()),
+                    target: target.name().to_string(),
+                    jobs,
+                    case_timeout: Duration::from_secs(case_timeout),
+                },
+                suites,
+                base,
+                work: work_dir,
+                each_suite,
+                run_equivalent,
+                nvrtc_arch: (target.vendor() == Vendor::Nvidia).then(|| target.name().to_string()),
+            };
+            eprintln!(
+                "w4a16 mutants: {} mutants × {} on {target}; baseline first",
+                chosen.len(),
+                plan.suites.join(" + ")
+            );
+            let n = chosen.len();
+            let mut i = 0usize;
+            let mut report = mutants::measure(&plan, &cat, &chosen, &mut |r| {
+                i += 1;
+                let what = match &r.status {
+                    mutants::MutantStatus::Killed {
+                        suite,
+                        case_id,
+                        check,
+                        ..
+                    } => format!("killed by {suite}: {case_id} [{check}]"),
+                    mutants::MutantStatus::Survived { reason } => format!("SURVIVED ({reason})"),
+                    mutants::MutantStatus::Stillborn { log } => format!("stillborn: {log}"),
+                    mutants::MutantStatus::NotRunEquivalent => "equivalent, not run".into(),
+                    mutants::MutantStatus::Error { reason } => format!("ERROR: {reason}"),
+                };
+                eprintln!("[{i}/{n}] {} ({:.1} s): {what}", r.id, r.wall_s);
+            })
+            .map_err(|e| e.to_string())?;
+            report.command = format!(
+                "w4a16 {}",
+                std::env::args().skip(1).collect::<Vec<_>>().join(" ")
+            );
+            let md = report.markdown();
+            if let Some(parent) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
+                std::fs::create_dir_all(parent)
+                    .map_err(|e| format!("{}: {e}", parent.display()))?;
+            }
+            std::fs::write(&out, &md).map_err(|e| format!("{}: {e}", out.display()))?;
+            let json_path = out.with_extension("json");
+            let json = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
+            std::fs::write(&json_path, json + "\n")
+                .map_err(|e| format!("{}: {e}", json_path.display()))?;
+            print!("{md}");
+            println!("table: {}  json: {}", out.display(), json_path.display());
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Cases => {
             let set = load(cli.cases)?;
             print_counts(&set);
@@ -341,12 +517,18 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
             case,
             target,
             artifacts,
+            kernel_sources,
         } => {
+            let sources = kernel_sources_arg(kernel_sources.as_deref())?;
             let (dir, set) = load_with_dir(cli.cases)?;
             let c = set
                 .case(&case)
                 .ok_or_else(|| format!("no case with id {case:?} (see `w4a16 cases`)"))?;
-            let (target, backend) = session::open_backend(parse_target(&target)?);
+            let (target, backend) =
+                session::open_backend_with(parse_target(&target)?, &sources, Allocation::Guarded);
+            if sources != KernelSources::Embedded {
+                println!("{sources}");
+            }
             println!(
                 "case {}  seed {:#018x}  layer seed {:#018x}  target {target}",
                 c.id,
@@ -378,7 +560,10 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
             in_process,
             case_timeout,
             sanitize: sanitize_tool,
+            kernel_sources,
+            fail_fast,
         } => {
+            let sources = kernel_sources_arg(kernel_sources.as_deref())?;
             let (dir, set) = load_with_dir(cli.cases)?;
             check_suites(&set, &suites)?;
             if !["off", "check", "update"].contains(&snap.as_str()) {
@@ -387,7 +572,8 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
                 ));
             }
             let chosen = choose(&set, &suites, filter.as_deref());
-            let (target, backend) = session::open_backend(parse_target(&target)?);
+            let (target, backend) =
+                session::open_backend_with(parse_target(&target)?, &sources, Allocation::Guarded);
             // Sanitizer mode: workers under compute-sanitizer on a CUDA device, else a loud skip.
             let sanitizer = sanitize_tool.map(|tool| {
                 let device = match &backend {
@@ -408,6 +594,9 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
                 Some(Err(skip)) => eprintln!("w4a16: SANITIZER SKIPPED: {}", skip.reason),
                 None => {}
             }
+            if sources != KernelSources::Embedded {
+                eprintln!("w4a16: {sources}");
+            }
             match &backend {
                 Backend::Device(d) => eprintln!(
                     "w4a16: {} cases on {} ({target}), {jobs} workers",
@@ -423,6 +612,7 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
             let mut opts = SessionOptions::new(dir.clone(), target);
             opts.config = config;
             opts.artifacts = Some(report_dir.join("artifacts"));
+            let stop = opts.stop.clone();
             let bar = indicatif::ProgressBar::new(chosen.len() as u64);
             bar.set_style(
                 indicatif::ProgressStyle::with_template(
@@ -438,6 +628,9 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
                     bar.inc(1);
                 }
                 if v.outcome.is_failure() {
+                    if fail_fast {
+                        stop.stop();
+                    }
                     let mut f = failures.lock().expect("lock");
                     *f += 1;
                     bar.set_message(format!("{} failing", *f));
@@ -458,6 +651,10 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
             };
             let out = if isolated {
                 drop(backend);
+                // One compile of the kernel set here fills the PTX cache for every worker.
+                if target.vendor() == Vendor::Nvidia {
+                    nvrtc::compile_all(&sources, &source::WITH_SOURCE, target.name());
+                }
                 let exe = std::env::current_exe().map_err(|e| e.to_string())?;
                 let mut args = vec![
                     "--cases".into(),
@@ -466,6 +663,9 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
                     "--target".into(),
                     target.name().into(),
                 ];
+                if let Some(d) = sources.as_dir_arg() {
+                    args.extend(["--kernel-sources".into(), d.display().to_string()]);
+                }
                 args.extend([
                     "--kernel-config-json".into(),
                     config.to_string(),
@@ -499,6 +699,7 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
                     cost,
                     jobs,
                     Duration::from_secs(case_timeout),
+                    &stop,
                     &on_verdict,
                 )
                 .map_err(|e| e.to_string())?
@@ -526,6 +727,18 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
             }
             let summary = Summary::of(&verdicts);
             print!("{summary}");
+            if stop.is_stopped() {
+                let ran: std::collections::BTreeSet<&str> =
+                    verdicts.iter().map(|v| v.case_id.as_str()).collect();
+                let ran = chosen
+                    .iter()
+                    .filter(|c| ran.contains(c.id.as_str()))
+                    .count();
+                println!(
+                    "stopped at the first failure (--fail-fast): {ran} of {} cases ran",
+                    chosen.len()
+                );
+            }
             println!("wall time {wall_s:.1} s with {workers} workers");
             print!("{}", out.times);
             println!(
@@ -534,6 +747,14 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
             );
             Ok(exit_for(&summary))
         }
+    }
+}
+
+/// `--kernel-sources DIR`: the folder, checked for every file now (a missing one is named).
+fn kernel_sources_arg(dir: Option<&Path>) -> Result<KernelSources, String> {
+    match dir {
+        None => Ok(KernelSources::Embedded),
+        Some(d) => KernelSources::directory(d).map_err(|e| format!("--kernel-sources: {e}")),
     }
 }
 

@@ -21,6 +21,7 @@ use cudarc::driver::{
 };
 use w4a16_kernels::decl::LaunchGeometry;
 use w4a16_kernels::nvrtc::{self, NvrtcError};
+use w4a16_kernels::source::KernelSources;
 use w4a16_kernels::{KernelDecl, KernelId, Target};
 use w4a16_reference::ActDtype;
 
@@ -154,6 +155,8 @@ pub struct CudaDevice {
     blas: ManuallyDrop<Mutex<Option<CudaBlas>>>,
     lost: Mutex<Option<String>>,
     allocation: Allocation,
+    /// Where NVRTC takes the kernel sources from.
+    sources: KernelSources,
 }
 
 /// Device 0.
@@ -161,8 +164,17 @@ pub fn open() -> Result<CudaDevice, Skip> {
     CudaDevice::open(0)
 }
 
+/// Device 0, compiling its kernels from `sources`.
+pub fn open_with(sources: KernelSources) -> Result<CudaDevice, Skip> {
+    CudaDevice::open_with(0, sources)
+}
+
 impl CudaDevice {
     pub fn open(ordinal: usize) -> Result<CudaDevice, Skip> {
+        CudaDevice::open_with(ordinal, KernelSources::Embedded)
+    }
+
+    pub fn open_with(ordinal: usize, sources: KernelSources) -> Result<CudaDevice, Skip> {
         // SAFETY: probing only tries to dlopen the library; no symbol is called.
         if !unsafe { cudarc::driver::sys::is_culib_present() } {
             return Err(skip(
@@ -224,6 +236,7 @@ impl CudaDevice {
             blas: ManuallyDrop::new(Mutex::new(None)),
             lost: Mutex::new(None),
             allocation: Allocation::Guarded,
+            sources,
         })
     }
 
@@ -297,32 +310,34 @@ impl CudaDevice {
         Ok(f)
     }
 
-    /// One module per source file, compiled by NVRTC for this device's architecture.
+    /// One module per source file, compiled by NVRTC for this device's architecture from the
+    /// device's [`KernelSources`].
     fn module(&self, kernel: &KernelDecl) -> Result<Arc<CudaModule>, DeviceFault> {
         if let Some(m) = lock(&self.modules).get(&kernel.id) {
             return Ok(m.clone());
         }
         let arch = self.nvrtc_arch();
         let file = kernel.source_file.unwrap_or("(no source)").to_string();
-        let ptx = nvrtc::compile_ptx(kernel.id, &arch).map_err(|e| match e {
-            NvrtcError::NoSource(_) => DeviceFault::Unsupported {
-                what: format!(
-                    "a kernel launch of {} (it runs in the vendor BLAS)",
-                    kernel.id
-                ),
-                device: self.name.clone(),
-            },
-            NvrtcError::Compile { log, .. } => DeviceFault::Compile {
-                source_file: file.clone(),
-                arch: arch.clone(),
-                log,
-            },
-            other => DeviceFault::Compile {
-                source_file: file.clone(),
-                arch: arch.clone(),
-                log: other.to_string(),
-            },
-        })?;
+        let ptx =
+            nvrtc::compile_ptx_from(&self.sources, kernel.id, &arch, &[]).map_err(|e| match e {
+                NvrtcError::NoSource(_) => DeviceFault::Unsupported {
+                    what: format!(
+                        "a kernel launch of {} (it runs in the vendor BLAS)",
+                        kernel.id
+                    ),
+                    device: self.name.clone(),
+                },
+                NvrtcError::Compile { log, .. } => DeviceFault::Compile {
+                    source_file: file.clone(),
+                    arch: arch.clone(),
+                    log,
+                },
+                other => DeviceFault::Compile {
+                    source_file: file.clone(),
+                    arch: arch.clone(),
+                    log: other.to_string(),
+                },
+            })?;
         self.bind(&format!("loading {file}"))?;
         let module = self
             .ctx

@@ -23,6 +23,7 @@ pub mod stand_in;
 pub mod rocm;
 
 use w4a16_kernels::decl::{LaunchGeometry, LaunchShape};
+use w4a16_kernels::source::KernelSources;
 use w4a16_kernels::{KernelDecl, ScalarArg, Target, TensorRole};
 use w4a16_reference::ActDtype;
 
@@ -744,19 +745,23 @@ impl<B: Backend> Device for B {
 /// The first device that opens: CUDA, then ROCm (feature `rocm`). Without one, the reasons
 /// each backend gave, as a loud skip.
 pub fn open_default() -> Result<Box<dyn Device>, Skip> {
-    open_default_with(Allocation::Guarded)
+    open_default_with(&KernelSources::Embedded, Allocation::Guarded)
 }
 
-/// As [`open_default`], with buffers sized by `allocation`. Only the CUDA backend offers
-/// [`Allocation::Exact`] (sanitizer runs are NVIDIA's); check [`Device::allocation`].
-pub fn open_default_with(allocation: Allocation) -> Result<Box<dyn Device>, Skip> {
+/// As [`open_default`], with the kernels built from `sources` and buffers sized by
+/// `allocation`. Only the CUDA backend offers [`Allocation::Exact`] (sanitizer runs are
+/// NVIDIA's); check [`Device::allocation`].
+pub fn open_default_with(
+    sources: &KernelSources,
+    allocation: Allocation,
+) -> Result<Box<dyn Device>, Skip> {
     let mut reasons = Vec::new();
-    match cuda::open() {
+    match cuda::open_with(sources.clone()) {
         Ok(d) => return Ok(Box::new(d.with_allocation(allocation))),
         Err(skip) => reasons.push(format!("cuda: {}", skip.reason)),
     }
     #[cfg(feature = "rocm")]
-    match rocm::open() {
+    match rocm::open_with(sources.clone()) {
         Ok(d) => return Ok(Box::new(d)),
         Err(skip) => reasons.push(format!("rocm: {}", skip.reason)),
     }

@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 
 use hip_sys::hiprt::hipDeviceProp_t;
 use w4a16_kernels::amd::{self, AmdBuildError, Builder, KernelSource};
+use w4a16_kernels::source::KernelSources;
 use w4a16_kernels::decl::LaunchGeometry;
 use w4a16_kernels::{KernelDecl, Target};
 
@@ -172,8 +173,14 @@ pub fn target_for_arch(gcn_arch_name: &str) -> Result<Target, String> {
 
 /// The code object holding `kernel` for `target`: built (or found current) in the
 /// `w4a16_kernels::amd` cache when a toolchain is present, else a prebuilt one from the cache
-/// directory (carried to a runner without a compiler).
-pub fn code_object_for(kernel: &KernelDecl, target: Target) -> Result<PathBuf, DeviceFault> {
+/// directory (carried to a runner without a compiler). Sources from a folder
+/// (`--kernel-sources`) are built into a cache of their own and never fall back to a prebuilt
+/// object, which was built from other sources.
+pub fn code_object_for(
+    kernel: &KernelDecl,
+    target: Target,
+    sources: &KernelSources,
+) -> Result<PathBuf, DeviceFault> {
     let file = kernel.source_file.ok_or_else(|| DeviceFault::Unsupported {
         what: format!("a kernel launch of {} (it has no source file)", kernel.id),
         device: format!("{target}"),
@@ -182,18 +189,30 @@ pub fn code_object_for(kernel: &KernelDecl, target: Target) -> Result<PathBuf, D
     let source = KernelSource {
         name: stem.to_string(),
         kernel: Some(kernel.id),
-        path: amd::hip_dir().join(file),
+        path: sources.dir().join(file),
     };
     let fail = |log: String| DeviceFault::Compile {
         source_file: file.to_string(),
         arch: target.name().to_string(),
         log,
     };
-    match Builder::from_env() {
+    let builder = Builder::from_env().map(|b| match sources {
+        KernelSources::Embedded => b,
+        KernelSources::Directory(_) => {
+            let cache = b.cache_dir.join("from-kernel-sources");
+            Builder::new(b.toolchain, cache)
+        }
+    });
+    match builder {
         Ok(b) => b
             .build(&source, target)
             .map(|c| c.path)
             .map_err(|e| fail(e.to_string())),
+        Err(e @ AmdBuildError::ToolchainMissing { .. })
+            if matches!(sources, KernelSources::Directory(_)) =>
+        {
+            Err(fail(format!("{sources} need a compiler: {e}")))
+        }
         Err(e @ AmdBuildError::ToolchainMissing { .. }) => {
             let prebuilt = amd::default_cache_dir()
                 .join(target.name())
@@ -273,6 +292,8 @@ pub struct RocmDevice {
     modules: Mutex<HashMap<&'static str, Module>>,
     functions: Mutex<HashMap<String, usize>>,
     lost: Lost,
+    /// Where the code objects' sources come from.
+    sources: KernelSources,
 }
 
 // SAFETY: HIP runtime handles (stream, modules, functions) may be used from any thread; the
@@ -284,6 +305,11 @@ unsafe impl Sync for RocmDevice {}
 /// Device 0.
 pub fn open() -> Result<RocmDevice, Skip> {
     RocmDevice::open(0)
+}
+
+/// Device 0, building its code objects from `sources`.
+pub fn open_with(sources: KernelSources) -> Result<RocmDevice, Skip> {
+    RocmDevice::open_with(0, sources)
 }
 
 /// Reads `gcnArchName` through an oversized buffer, so a runtime whose `hipDeviceProp_t` grew
@@ -320,6 +346,10 @@ fn device_names(ordinal: c_int) -> Result<(String, String), c_int> {
 
 impl RocmDevice {
     pub fn open(ordinal: usize) -> Result<RocmDevice, Skip> {
+        RocmDevice::open_with(ordinal, KernelSources::Embedded)
+    }
+
+    pub fn open_with(ordinal: usize, sources: KernelSources) -> Result<RocmDevice, Skip> {
         let mut count: c_int = 0;
         // SAFETY: plain out-parameter call.
         let rc = unsafe { ffi::hipGetDeviceCount(&mut count) };
@@ -380,6 +410,7 @@ impl RocmDevice {
             modules: Mutex::new(HashMap::new()),
             functions: Mutex::new(HashMap::new()),
             lost: Arc::new(Mutex::new(None)),
+            sources,
         })
     }
 
@@ -480,7 +511,7 @@ impl RocmDevice {
     }
 
     fn load_module(&self, kernel: &KernelDecl, file: &'static str) -> Result<Module, DeviceFault> {
-        let path = code_object_for(kernel, self.target)?;
+        let path = code_object_for(kernel, self.target, &self.sources)?;
         let compile_fault = |log: String| DeviceFault::Compile {
             source_file: file.to_string(),
             arch: self.target.name().to_string(),

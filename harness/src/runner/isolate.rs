@@ -9,14 +9,14 @@
 //! whose `BEGIN` came last ([`super::sanitize`]). Anything else is passed through to stderr.
 
 use super::sanitize::{self, CaseWindow, ReportLine, Sanitizer};
-use super::session::RunOutput;
+use super::session::{RunOutput, StopFlag};
 use super::timing::PhaseTimes;
 use super::verdict::{Outcome, Verdict};
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use w4a16_kernels::Target;
 
 /// Worker side: run `execute` for each case id read from stdin, framing its verdicts.
@@ -79,6 +79,28 @@ pub struct WorkerCommand<'a> {
     pub sanitizer: Option<(&'a Sanitizer, Target)>,
 }
 
+/// How often a waiting parent looks at its [`StopFlag`].
+const STOP_POLL: Duration = Duration::from_millis(100);
+
+/// The next line, or `None` once `stop` is set; a timeout only after `timeout` without a line.
+fn recv_until(
+    rx: &mpsc::Receiver<Line>,
+    timeout: Duration,
+    stop: &StopFlag,
+) -> Option<Result<Line, mpsc::RecvTimeoutError>> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if stop.is_stopped() {
+            return None;
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left.min(STOP_POLL)) {
+            Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() < deadline => continue,
+            r => return Some(r),
+        }
+    }
+}
+
 /// Parent side: feed `case_ids` to `exe args…` workers, restarting after a crash or hang.
 /// `per_case_timeout` bounds the time between a case's BEGIN and END.
 pub fn run_isolated(
@@ -88,12 +110,26 @@ pub fn run_isolated(
     per_case_timeout: Duration,
     on_verdict: impl FnMut(&Verdict),
 ) -> std::io::Result<RunOutput> {
+    let never = StopFlag::default();
+    run_isolated_until(exe, args, case_ids, per_case_timeout, &never, on_verdict)
+}
+
+/// As [`run_isolated`]; once `stop` is set, the worker is ended and the cases it had not
+/// finished are left out of the output (the case in flight included, uncharged).
+pub fn run_isolated_until(
+    exe: &Path,
+    args: &[String],
+    case_ids: &[String],
+    per_case_timeout: Duration,
+    stop: &StopFlag,
+    on_verdict: impl FnMut(&Verdict),
+) -> std::io::Result<RunOutput> {
     let worker = WorkerCommand {
         exe,
         args,
         sanitizer: None,
     };
-    run_worker(&worker, case_ids, per_case_timeout, on_verdict)
+    run_worker(&worker, case_ids, per_case_timeout, stop, on_verdict)
 }
 
 /// Kills the worker and everything it started (under a sanitizer the worker is the sanitizer's
@@ -116,6 +152,7 @@ pub fn run_worker(
     worker: &WorkerCommand<'_>,
     case_ids: &[String],
     per_case_timeout: Duration,
+    stop: &StopFlag,
     mut on_verdict: impl FnMut(&Verdict),
 ) -> std::io::Result<RunOutput> {
     let mut verdicts = Vec::new();
@@ -125,7 +162,7 @@ pub fn run_worker(
         on_verdict(&v);
         verdicts.push(v);
     };
-    while next < case_ids.len() {
+    while next < case_ids.len() && !stop.is_stopped() {
         let (program, args) = match worker.sanitizer {
             Some((s, _)) => s.command(worker.exe, worker.args),
             None => (worker.exe.to_path_buf(), worker.args.to_vec()),
@@ -183,13 +220,18 @@ pub fn run_worker(
             (Some(w), Some((s, target))) => w.verdicts(s.tool, target),
             _ => Vec::new(),
         };
+        let mut stopped = false;
         let failure: Option<String> = loop {
             let timeout = if current.is_some() {
                 per_case_timeout
             } else {
                 per_case_timeout * 4
             };
-            match rx.recv_timeout(timeout) {
+            let Some(got) = recv_until(&rx, timeout, stop) else {
+                stopped = true;
+                break None;
+            };
+            match got {
                 Ok(Line::Text(l)) => {
                     if worker.sanitizer.is_some()
                         && let Some(r) = sanitize::report_line(&l)
@@ -270,6 +312,9 @@ pub fn run_worker(
             }
         };
         kill(&mut child, worker.sanitizer.is_some());
+        if stopped {
+            break;
+        }
         if let Some(why) = failure {
             // The case in flight (or, if the worker died between cases, the next one) is charged.
             match current.clone().or_else(|| case_ids.get(next).cloned()) {

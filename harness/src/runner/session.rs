@@ -13,8 +13,11 @@ use rayon::prelude::*;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use w4a16_kernels::Target;
+use w4a16_kernels::source::KernelSources;
 
 /// The suites whose cases run as the engine would (the selected path only); every other suite
 /// runs the whole kernel set differentially.
@@ -66,6 +69,21 @@ pub enum Backend {
     None(Skip),
 }
 
+/// Set once to end a run early (`w4a16 run --fail-fast`): cases not yet started are not run,
+/// and isolated workers are ended. Clones share the flag.
+#[derive(Clone, Debug, Default)]
+pub struct StopFlag(Arc<AtomicBool>);
+
+impl StopFlag {
+    pub fn stop(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    pub fn is_stopped(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
 /// What a run gathered: the verdicts, in case order, and where the time went.
 #[derive(Clone, Debug, Default)]
 pub struct RunOutput {
@@ -82,6 +100,8 @@ pub struct SessionOptions {
     pub artifacts: Option<PathBuf>,
     pub full_reference_macs: f64,
     pub sample_flops: f64,
+    /// Cases that have not started when this is set are not run.
+    pub stop: StopFlag,
 }
 
 impl SessionOptions {
@@ -93,6 +113,7 @@ impl SessionOptions {
             artifacts: None,
             full_reference_macs: 2.0e9,
             sample_flops: 2.0e9,
+            stop: StopFlag::default(),
         }
     }
 }
@@ -123,6 +144,9 @@ pub fn run_in_process(
         sample_flops: opts.sample_flops,
     };
     let run = |case: &&Case| {
+        if opts.stop.is_stopped() {
+            return (Vec::new(), PhaseTimes::default());
+        }
         let (vs, t) = run_case_timed(case, mode_for_suite(&case.suite), &ctx);
         vs.iter().for_each(on_verdict);
         (vs, t)
@@ -204,21 +228,48 @@ pub fn run_isolated_jobs(
     per_case: Duration,
     on_verdict: &(dyn Fn(&Verdict) + Sync),
 ) -> std::io::Result<RunOutput> {
+    let never = StopFlag::default();
+    run_isolated_jobs_until(
+        exe,
+        worker_args,
+        case_ids,
+        cost,
+        jobs,
+        per_case,
+        &never,
+        on_verdict,
+    )
+}
+
+/// As [`run_isolated_jobs`]; once `stop` is set every worker is ended and unfinished cases are
+/// left out.
+#[allow(clippy::too_many_arguments)]
+pub fn run_isolated_jobs_until(
+    exe: &Path,
+    worker_args: &[String],
+    case_ids: &[String],
+    cost: impl Fn(&str) -> f64,
+    jobs: usize,
+    per_case: Duration,
+    stop: &StopFlag,
+    on_verdict: &(dyn Fn(&Verdict) + Sync),
+) -> std::io::Result<RunOutput> {
     let worker = isolate::WorkerCommand {
         exe,
         args: worker_args,
         sanitizer: None,
     };
-    run_worker_jobs(&worker, case_ids, cost, jobs, per_case, on_verdict)
+    run_worker_jobs(&worker, case_ids, cost, jobs, per_case, stop, on_verdict)
 }
 
-/// As [`run_isolated_jobs`], for any [`isolate::WorkerCommand`] (e.g. under a sanitizer).
+/// As [`run_isolated_jobs_until`], for any [`isolate::WorkerCommand`] (e.g. under a sanitizer).
 pub fn run_worker_jobs(
     worker: &isolate::WorkerCommand<'_>,
     case_ids: &[String],
     cost: impl Fn(&str) -> f64,
     jobs: usize,
     per_case: Duration,
+    stop: &StopFlag,
     on_verdict: &(dyn Fn(&Verdict) + Sync),
 ) -> std::io::Result<RunOutput> {
     let groups = by_layer(case_ids.iter().map(String::as_str));
@@ -228,7 +279,7 @@ pub fn run_worker_jobs(
         .collect();
     let results: Vec<std::io::Result<RunOutput>> = shards
         .par_iter()
-        .map(|ids| isolate::run_worker(worker, ids, per_case, on_verdict))
+        .map(|ids| isolate::run_worker(worker, ids, per_case, stop, on_verdict))
         .collect();
     let mut all = Vec::new();
     let mut times = PhaseTimes::default();
@@ -251,15 +302,21 @@ pub fn run_worker_jobs(
 
 /// Opens the backend for `target`: the default device if one is there and matches, else a skip.
 pub fn open_backend(target: Option<Target>) -> (Target, Backend) {
-    open_backend_with(target, device::Allocation::Guarded)
+    open_backend_with(
+        target,
+        &KernelSources::Embedded,
+        device::Allocation::Guarded,
+    )
 }
 
-/// As [`open_backend`], the device sizing its buffers by `allocation`.
+/// As [`open_backend`], with the device's kernels built from `sources` and its buffers sized
+/// by `allocation`.
 pub fn open_backend_with(
     target: Option<Target>,
+    sources: &KernelSources,
     allocation: device::Allocation,
 ) -> (Target, Backend) {
-    match device::open_default_with(allocation) {
+    match device::open_default_with(sources, allocation) {
         Ok(d) => {
             let t = d.target();
             match target {
