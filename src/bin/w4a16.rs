@@ -82,9 +82,9 @@ enum Command {
         /// Suites, in the order they run (repeatable; default: smoke, kernels, edges).
         #[arg(long = "suite")]
         suites: Vec<String>,
-        /// Only mutant ids matching this glob (`*` wildcards).
+        /// Only mutant ids matching one of these globs (`*` wildcards; repeatable).
         #[arg(long)]
-        only: Option<String>,
+        only: Vec<String>,
         /// The unmutated sources (default: the copies built into this binary).
         #[arg(long, value_name = "DIR")]
         kernel_sources_base: Option<PathBuf>,
@@ -398,8 +398,7 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
                 .mutants
                 .iter()
                 .filter(|m| {
-                    only.as_deref()
-                        .is_none_or(|g| cases::glob::glob_match(g, &m.id))
+                    only.is_empty() || only.iter().any(|g| cases::glob::glob_match(g, &m.id))
                 })
                 .collect();
             if chosen.is_empty() {
