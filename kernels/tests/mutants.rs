@@ -16,19 +16,8 @@ fn catalogue() -> Catalogue {
     Catalogue::load(&catalogue_dir()).unwrap_or_else(|e| panic!("{e}"))
 }
 
-fn skip_or_fail(reason: &str) {
-    let required = std::env::var("W4A16_REQUIRE")
-        .map(|v| {
-            v.split(',')
-                .map(str::trim)
-                .any(|p| p == "nvrtc" || p == "all")
-        })
-        .unwrap_or(false);
-    if required {
-        panic!("W4A16_REQUIRE names nvrtc, but: {reason}");
-    }
-    eprintln!("W4A16-SKIP [nvrtc] {reason}");
-}
+mod common;
+use common::skip_or_fail;
 
 #[test]
 fn the_catalogue_parses_and_holds_at_least_thirty_mutants() {

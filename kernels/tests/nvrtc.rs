@@ -7,20 +7,8 @@ use w4a16_kernels::{set, source};
 
 const ARCH: &str = "sm_90";
 
-/// Loud skip (the kernels crate cannot depend on the harness, so this mirrors its format).
-fn skip_or_fail(reason: &str) {
-    let required = std::env::var("W4A16_REQUIRE")
-        .map(|v| {
-            v.split(',')
-                .map(str::trim)
-                .any(|p| p == "nvrtc" || p == "all")
-        })
-        .unwrap_or(false);
-    if required {
-        panic!("W4A16_REQUIRE names nvrtc, but: {reason}");
-    }
-    eprintln!("W4A16-SKIP [nvrtc] {reason}");
-}
+mod common;
+use common::skip_or_fail;
 
 #[test]
 fn every_kernel_compiles_for_sm90_and_matches_its_declared_abi() {
