@@ -5,6 +5,7 @@
 
 pub mod amd;
 pub mod decl;
+pub mod emulation;
 pub mod mutants;
 pub mod nvrtc;
 pub mod set;

@@ -1,0 +1,51 @@
+//! Emulated AMD targets: a gfx11/gfx12 target's configuration compiled by NVRTC and run on an
+//! NVIDIA GPU. The kernels take their AMD branches (wave32 ALU skinny engine, the target's WMMA
+//! fragment layout, software bf16, synchronous copies) and the AMD builtins are replaced by
+//! portable emulations (`kernels/hip/amd_emulation.h`). Selection, tiles and padding are the
+//! AMD target's, because the host side reads the target, not the GPU it runs on.
+//!
+//! Emulation checks the AMD algorithms and layouts, not the AMD hardware.
+
+use crate::target::Target;
+
+/// The macro that switches `compat.h` into emulation of one AMD target.
+pub const EMULATE_MACRO: &str = "W4_EMULATE_AMD";
+
+/// A target that has no emulated configuration (only the RDNA code-object targets do).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{target} has no emulated configuration; emulated targets: gfx1100, gfx1151, gfx1201")]
+pub struct NotEmulable {
+    pub target: Target,
+}
+
+/// The gfx number `compat.h` reads from [`EMULATE_MACRO`] (1100, 1151, 1201).
+pub fn gfx_number(target: Target) -> Result<u32, NotEmulable> {
+    match target {
+        Target::Gfx1100 => Ok(1100),
+        Target::Gfx1151 => Ok(1151),
+        Target::Gfx1201 => Ok(1201),
+        Target::Gfx942 | Target::Sm90 => Err(NotEmulable { target }),
+    }
+}
+
+/// The extra NVRTC options that compile the kernel set in `target`'s AMD configuration.
+pub fn nvrtc_options(target: Target) -> Result<Vec<String>, NotEmulable> {
+    Ok(vec![format!("-D{EMULATE_MACRO}={}", gfx_number(target)?)])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_rdna_code_object_targets_are_emulable() {
+        for t in Target::ALL {
+            let emulable = Target::AMD_CODE_OBJECT_TARGETS.contains(&t);
+            assert_eq!(nvrtc_options(t).is_ok(), emulable, "{t}");
+        }
+        assert_eq!(
+            nvrtc_options(Target::Gfx1151).unwrap(),
+            vec!["-DW4_EMULATE_AMD=1151".to_string()]
+        );
+    }
+}
