@@ -3,8 +3,14 @@
 # fuzzer, the differential suites and the field matrix (each with its sm_90 verdict snapshot
 # and its time split), and optionally the benchmark.
 #
-# Usage: scripts/gpu-job.sh [smoke] [fuzz] [suites] [field] [bench] [sanitize | sanitize:TOOL] [mutants]
-#        (default: all but bench, sanitize and mutants)
+# Usage: scripts/gpu-job.sh [smoke] [fuzz] [suites] [field] [emulated | emulated:gfxNNNN] [bench]
+#                          [sanitize | sanitize:TOOL] [mutants]
+#        (default: all but emulated, bench, sanitize and mutants)
+# `emulated` runs every suite (field included) on the emulated AMD targets gfx1100-emu,
+# gfx1151-emu and gfx1201-emu: each target's AMD configuration (selection, tiles, padding, the
+# wave32 ALU skinny engine, its WMMA fragment layout, software bf16, synchronous copies) compiled
+# by NVRTC with the AMD builtins emulated, recording verdicts-<suite>@gfxNNNN-emu.snap.
+# `emulated:gfx1151` runs one target's share, to split the step across device calls.
 # `mutants` writes the mutation table mutants-sm_90.{md,json} (commit it as bench/) and takes
 # W4A16_MUTANTS_ARGS (e.g. "--only fused-*") and W4A16_MUTANTS_TIMEOUT (seconds, default 570).
 # Logs, reports (report-*.json carry the phase timing) and snapshots land in $OUT.
@@ -51,6 +57,12 @@ for step in "${steps[@]}"; do
     [ -d proptest-regressions ] && cp -r proptest-regressions "$OUT/" ;;
   suites) run_suites suites smoke kernels checkpoints edges regressions ;;
   field) run_suites field field ;;
+  emulated|emulated:*)
+    only=${step#emulated}; only=${only#:}
+    for t in gfx1100 gfx1151 gfx1201; do
+      [ -z "$only" ] || [ "$only" = "$t" ] || continue
+      run_suites "emu-$t" smoke kernels checkpoints edges regressions field -- --target "$t-emu"
+    done ;;
   bench) stage/bin/w4a16 bench --json "$OUT/bench.json" | tee "$OUT/bench.md" ;;
   sanitize|sanitize:*)
     tool=${step#sanitize}; tool=${tool#:}
@@ -79,5 +91,6 @@ for step in "${steps[@]}"; do
   *) echo "unknown step $step" >&2 ;;
   esac
 done
-# verdicts-<suite>@sm_90.snap and the sanitizer runs' verdicts-<suite>.sanitize-<tool>@sm_90.snap
-tar cf "$OUT/snapshots.tar" snapshots/verdicts-*@sm_90.snap* 2>/dev/null
+# verdicts-<suite>@sm_90.snap, the sanitizer runs' verdicts-<suite>.sanitize-<tool>@sm_90.snap and
+# the emulated targets' verdicts-<suite>@gfxNNNN-emu.snap
+tar cf "$OUT/snapshots.tar" snapshots/verdicts-*@sm_90.snap* snapshots/verdicts-*-emu.snap* 2>/dev/null

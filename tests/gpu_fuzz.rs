@@ -24,7 +24,7 @@ use w4a16_harness::require::skip_or_fail;
 use w4a16_harness::runner::execute::{Mode, RunContext, run_case};
 use w4a16_harness::runner::session::{self, Backend};
 use w4a16_harness::runner::{Outcome, Verdict};
-use w4a16_kernels::Target;
+use w4a16_kernels::RunTarget;
 
 /// `W4A16_CASES` where the binary runs away from its checkout (the staged GPU run).
 fn cases_dir() -> PathBuf {
@@ -33,11 +33,24 @@ fn cases_dir() -> PathBuf {
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("cases"))
 }
 
+/// The target to fuzz: `W4A16_FUZZ_TARGET` (e.g. `gfx1151-emu`, the AMD configuration emulated
+/// on an NVIDIA GPU), else the GPU found here.
+fn fuzz_target() -> Option<RunTarget> {
+    let name = std::env::var("W4A16_FUZZ_TARGET").ok()?;
+    let t = RunTarget::parse(&name);
+    assert!(
+        t.is_some(),
+        "W4A16_FUZZ_TARGET: expected one of {}, got {name:?}",
+        RunTarget::known_names().join(", ")
+    );
+    t
+}
+
 /// One backend for the whole fuzz run (opening a device and compiling the kernels is slow).
-fn backend() -> &'static (Target, Backend) {
-    static BACKEND: OnceLock<(Target, Backend)> = OnceLock::new();
+fn backend() -> &'static (RunTarget, Backend) {
+    static BACKEND: OnceLock<(RunTarget, Backend)> = OnceLock::new();
     BACKEND.get_or_init(|| {
-        let (target, backend) = session::open_backend(None);
+        let (target, backend) = session::open_backend(fuzz_target());
         if let Backend::None(skip) = &backend {
             skip_or_fail(skip);
         }
@@ -63,11 +76,12 @@ fn run(case: &Case) -> Vec<Verdict> {
         Backend::None(s) => (None, Some(s.clone())),
     };
     let ctx = RunContext {
-        target: *target,
+        target: target.target,
+        execution: target.execution,
         device,
         no_device,
         config: KernelConfig::default(),
-        c_target: session::c_target(&cases_dir(), *target).expect("safety factors load"),
+        c_target: session::c_target(&cases_dir(), target.target).expect("safety factors load"),
         known_bad: &[],
         today: cases::Date::today_utc(),
         artifacts: Some(std::env::temp_dir().join("w4a16-gpu-fuzz-artifacts")),

@@ -31,7 +31,7 @@ fn run_suite(suite: &str) {
         .filter(|v| v.outcome.is_failure())
         .map(|v| format!("{} [{}] {}: {}", v.case_id, v.check, v.outcome, v.detail))
         .collect();
-    snapshot::assert_verdicts(suite, target.name(), &verdicts);
+    snapshot::assert_verdicts(suite, &target.name(), &verdicts);
     assert!(
         failing.is_empty(),
         "{} failing checks:\n{}",
@@ -65,6 +65,34 @@ fn gpu_regressions_suite() {
     run_suite("regressions");
 }
 
+/// The suites every emulated AMD target (`gfx1100-emu`, `gfx1151-emu`, `gfx1201-emu`) records:
+/// all of them, so the AMD code paths meet every case the NVIDIA ones do.
+const EMULATED_SUITES: [&str; 6] = [
+    "smoke",
+    "kernels",
+    "checkpoints",
+    "edges",
+    "regressions",
+    "field",
+];
+
+/// Each emulated target has a committed verdict snapshot per suite (recorded on the H200 with
+/// `scripts/gpu-job.sh emulated`); the test above checks they are current and passing.
+#[test]
+fn every_emulated_target_has_its_verdict_snapshots() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let missing: Vec<String> = w4a16_kernels::RunTarget::all_emulated()
+        .iter()
+        .flat_map(|t| EMULATED_SUITES.map(|s| (s, t.name())))
+        .filter(|(s, t)| !snapshot::committed_path(dir, s, t).is_file())
+        .map(|(s, t)| format!("{}@{t}.snap", snapshot::snapshot_name(s)))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "emulated-target verdict snapshots missing: {missing:?}; record them on an NVIDIA GPU with `scripts/device-run.sh gpu scripts/gpu-job.sh emulated`"
+    );
+}
+
 /// Every committed `verdicts-<suite>@<target>.snap` (and `verdicts-<suite>.sanitize-<tool>@…`,
 /// a sanitizer run's) belongs to a known suite and target, lists
 /// exactly that suite's case ids, and holds no failing verdict (DESIGN rule 6: CI refuses stale
@@ -89,7 +117,7 @@ fn committed_verdict_snapshots_are_current_and_passing() {
         });
         let (suite, target) = (file.suite.as_str(), file.target.as_str());
         assert!(
-            w4a16_kernels::Target::parse(target).is_some(),
+            w4a16_kernels::RunTarget::parse(target).is_some(),
             "{name}: unknown target {target}"
         );
         let suite_cases = set

@@ -118,7 +118,7 @@ fn sanitizer_reports_are_charged_to_the_case_that_printed_them() {
     let worker = WorkerCommand {
         exe,
         args: &args,
-        sanitizer: Some((&sanitizer, Target::Sm90)),
+        sanitizer: Some((&sanitizer, Target::Sm90.into())),
     };
     let ids = ids(&["a/ok", "b/oob", "c/crash", "d/ok", "e/oob"]);
     let mut seen = Vec::new();
@@ -184,7 +184,7 @@ fn errors_the_sanitizer_counted_outside_every_case_fail_the_run() {
     let worker = WorkerCommand {
         exe,
         args: &args,
-        sanitizer: Some((&sanitizer, Target::Sm90)),
+        sanitizer: Some((&sanitizer, Target::Sm90.into())),
     };
     let out = run_worker(
         &worker,

@@ -628,7 +628,7 @@ fn first_line(s: &str) -> String {
 /// The compile check: `Ok` when every kernel `file` reaches compiles, `Err(log)` on a compile
 /// error, and an error status when NVRTC cannot run.
 fn compile_check(tree: &KernelSources, file: SourceFile, arch: &str) -> Result<(), MutantStatus> {
-    for (kernel, r) in nvrtc::compile_all(tree, &file.kernels(), arch) {
+    for (kernel, r) in nvrtc::compile_all(tree, &file.kernels(), arch, &[]) {
         match r {
             Ok(()) => {}
             Err(NvrtcError::Compile { log, .. }) => {
@@ -689,7 +689,8 @@ pub fn measure(
     let base_dir = plan.work.join("base");
     let base_tree = write_base(&plan.base, &base_dir)?;
     if let Some(arch) = &plan.nvrtc_arch {
-        for (kernel, r) in nvrtc::compile_all(&base_tree, &w4a16_kernels::source::WITH_SOURCE, arch)
+        for (kernel, r) in
+            nvrtc::compile_all(&base_tree, &w4a16_kernels::source::WITH_SOURCE, arch, &[])
         {
             if let Err(e) = r {
                 return Err(MutantsError::Baseline {

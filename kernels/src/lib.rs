@@ -14,4 +14,4 @@ pub mod target;
 pub mod tiles;
 
 pub use decl::{ArgDecl, ArgKind, KernelDecl, KernelId, ScalarArg, TensorRole, Tile};
-pub use target::Target;
+pub use target::{Execution, RunTarget, Target};

@@ -170,11 +170,14 @@ pub fn compile_all(
     sources: &KernelSources,
     kernels: &[KernelId],
     arch: &str,
+    extra: &[String],
 ) -> Vec<(KernelId, Result<(), NvrtcError>)> {
+    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+    let extra = extra.as_slice();
     std::thread::scope(|s| {
         let handles: Vec<_> = kernels
             .iter()
-            .map(|&k| s.spawn(move || (k, compile_ptx_from(sources, k, arch, &[]).map(|_| ()))))
+            .map(|&k| s.spawn(move || (k, compile_ptx_from(sources, k, arch, extra).map(|_| ()))))
             .collect();
         handles
             .into_iter()

@@ -90,3 +90,129 @@ impl std::fmt::Display for Target {
         f.write_str(self.name())
     }
 }
+
+/// How the kernels of a target's configuration run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Execution {
+    /// On the target's own GPU.
+    Native,
+    /// The AMD target's configuration compiled for and run on an NVIDIA GPU, its builtins
+    /// emulated (`crate::emulation`): checks the AMD algorithms and layouts, not the hardware.
+    Emulated,
+}
+
+/// A target as a run names it: `gfx1151` (native) or `gfx1151-emu` (emulated). The host side
+/// (selection, tiles, padding, tolerances) reads `target`; snapshots and repro lines use the
+/// whole name, so emulated and native verdicts never share a snapshot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct RunTarget {
+    pub target: Target,
+    pub execution: Execution,
+}
+
+/// The suffix that names an emulated target.
+pub const EMULATED_SUFFIX: &str = "-emu";
+
+impl RunTarget {
+    pub fn native(target: Target) -> RunTarget {
+        RunTarget {
+            target,
+            execution: Execution::Native,
+        }
+    }
+
+    /// `target`'s AMD configuration on an NVIDIA GPU; only the RDNA code-object targets have one.
+    pub fn emulated(target: Target) -> Result<RunTarget, crate::emulation::NotEmulable> {
+        crate::emulation::gfx_number(target)?;
+        Ok(RunTarget {
+            target,
+            execution: Execution::Emulated,
+        })
+    }
+
+    /// Every emulated target, in `Target` order.
+    pub fn all_emulated() -> Vec<RunTarget> {
+        Target::AMD_CODE_OBJECT_TARGETS
+            .into_iter()
+            .filter_map(|t| RunTarget::emulated(t).ok())
+            .collect()
+    }
+
+    /// `gfx1151`, `sm_90`, or `gfx1151-emu`.
+    pub fn parse(s: &str) -> Option<RunTarget> {
+        match s.strip_suffix(EMULATED_SUFFIX) {
+            Some(base) => RunTarget::emulated(Target::parse(base)?).ok(),
+            None => Target::parse(s).map(RunTarget::native),
+        }
+    }
+
+    /// Every name `parse` accepts, for error messages.
+    pub fn known_names() -> Vec<String> {
+        Target::ALL
+            .into_iter()
+            .map(|t| t.name().to_string())
+            .chain(RunTarget::all_emulated().iter().map(RunTarget::name))
+            .collect()
+    }
+
+    pub fn name(&self) -> String {
+        match self.execution {
+            Execution::Native => self.target.name().to_string(),
+            Execution::Emulated => format!("{}{EMULATED_SUFFIX}", self.target.name()),
+        }
+    }
+
+    pub fn is_emulated(&self) -> bool {
+        self.execution == Execution::Emulated
+    }
+
+    /// Who runs the kernels: the target's vendor, or NVIDIA for an emulated target.
+    pub fn executing_vendor(&self) -> Vendor {
+        match self.execution {
+            Execution::Native => self.target.vendor(),
+            Execution::Emulated => Vendor::Nvidia,
+        }
+    }
+}
+
+impl From<Target> for RunTarget {
+    fn from(t: Target) -> RunTarget {
+        RunTarget::native(t)
+    }
+}
+
+impl std::fmt::Display for RunTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_target_names_round_trip() {
+        for name in RunTarget::known_names() {
+            let t = RunTarget::parse(&name).unwrap_or_else(|| panic!("{name} does not parse"));
+            assert_eq!(t.name(), name);
+        }
+        let emu = RunTarget::parse("gfx1151-emu").unwrap();
+        assert_eq!(emu.target, Target::Gfx1151);
+        assert!(emu.is_emulated());
+        assert_eq!(emu.executing_vendor(), Vendor::Nvidia);
+        assert_eq!(
+            RunTarget::parse("gfx1151").unwrap().executing_vendor(),
+            Vendor::Amd
+        );
+    }
+
+    #[test]
+    fn only_rdna_targets_have_an_emulated_name() {
+        assert_eq!(RunTarget::parse("sm_90-emu"), None);
+        assert_eq!(RunTarget::parse("gfx942-emu"), None);
+        assert_eq!(RunTarget::parse("gfx1151-em"), None);
+        assert_eq!(RunTarget::all_emulated().len(), 3);
+    }
+}

@@ -16,11 +16,11 @@ use w4a16_harness::runner::{
     Outcome, PhaseTimes, Summary, Verdict, cpu_side, execute, global, isolate, report, snapshot,
 };
 use w4a16_harness::select::{self, LayerRequest};
-use w4a16_kernels::Target;
 use w4a16_kernels::mutants::{Catalogue, Mutant};
 use w4a16_kernels::nvrtc;
 use w4a16_kernels::source::{self, KernelSources};
 use w4a16_kernels::target::Vendor;
+use w4a16_kernels::{Execution, RunTarget, Target, emulation};
 use w4a16_reference::ActDtype;
 use w4a16_reference::layer::{LayerShape, Symmetry};
 
@@ -237,16 +237,22 @@ fn find_cases_dir(explicit: Option<PathBuf>) -> Result<PathBuf, String> {
     }
 }
 
-fn parse_target(s: &str) -> Result<Option<Target>, String> {
+fn parse_target(s: &str) -> Result<Option<RunTarget>, String> {
     if s == "auto" {
         return Ok(None);
     }
-    Target::parse(s).map(Some).ok_or_else(|| {
+    RunTarget::parse(s).map(Some).ok_or_else(|| {
         format!(
             "--target: expected auto or one of {}, got {s:?}",
-            Target::ALL.map(|t| t.name()).join(", ")
+            RunTarget::known_names().join(", ")
         )
     })
+}
+
+/// A target the host-side commands (select, cpu-side checks) read: emulation only changes
+/// what runs on a GPU, so `gfx1151-emu` means gfx1151's configuration there.
+fn parse_config_target(s: &str) -> Result<Option<Target>, String> {
+    Ok(parse_target(s)?.map(|t| t.target))
 }
 
 fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
@@ -407,7 +413,13 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
                     catalogue_dir.display()
                 ));
             }
-            let (target, backend) = session::open_backend(parse_target(&target)?);
+            let target = parse_target(&target)?;
+            if let Some(t) = target.filter(RunTarget::is_emulated) {
+                return Err(format!(
+                    "--target {t}: mutants run on native targets (the mutated sources are compiled without the emulation options)"
+                ));
+            }
+            let (target, backend) = session::open_backend(target);
             if let Backend::None(skip) = &backend {
                 // Without the GPU nothing is measured: a loud skip, and no table.
                 eprintln!(
@@ -439,7 +451,7 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
                 work: work_dir,
                 each_suite,
                 run_equivalent,
-                nvrtc_arch: (target.vendor() == Vendor::Nvidia).then(|| target.name().to_string()),
+                nvrtc_arch: (target.target.vendor() == Vendor::Nvidia).then(|| target.name()),
             };
             eprintln!(
                 "w4a16 mutants: {} mutants × {} on {target}; baseline first",
@@ -498,7 +510,8 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
             asym,
             bias,
         } => {
-            let target = parse_target(&target)?.ok_or("select needs an explicit --target")?;
+            let target =
+                parse_config_target(&target)?.ok_or("select needs an explicit --target")?;
             let dtype = ActDtype::parse(&dtype)
                 .ok_or_else(|| format!("--dtype: expected f16 or bf16, got {dtype:?}"))?;
             let mut req = LayerRequest::new(
@@ -651,8 +664,14 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
             let out = if isolated {
                 drop(backend);
                 // One compile of the kernel set here fills the PTX cache for every worker.
-                if target.vendor() == Vendor::Nvidia {
-                    nvrtc::compile_all(&sources, &source::WITH_SOURCE, target.name());
+                if target.executing_vendor() == Vendor::Nvidia {
+                    let extra = match target.execution {
+                        Execution::Emulated => {
+                            emulation::nvrtc_options(target.target).map_err(|e| e.to_string())?
+                        }
+                        Execution::Native => Vec::new(),
+                    };
+                    nvrtc::compile_all(&sources, &source::WITH_SOURCE, "sm_90", &extra);
                 }
                 let exe = std::env::current_exe().map_err(|e| e.to_string())?;
                 let mut args = vec![
@@ -835,12 +854,12 @@ fn check_suites(set: &CaseSet, suites: &[String]) -> Result<(), String> {
 
 fn write_reports(
     dir: &Path,
-    target: Target,
+    target: RunTarget,
     verdicts: &[Verdict],
     timing: (f64, usize, &PhaseTimes),
 ) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let t = target.name();
+    let t = &target.name();
     let mut md = report::markdown(t, verdicts, |v| execute::repro_command(&v.case_id, target));
     let (wall_s, workers, times) = timing;
     let share = |x: f64| 100.0 * x / times.total_s().max(f64::MIN_POSITIVE);
@@ -865,7 +884,7 @@ fn write_reports(
 /// records them).
 fn snapshots(
     mode: &str,
-    target: Target,
+    target: RunTarget,
     sanitize: Option<SanitizerTool>,
     chosen: &[&cases::Case],
     verdicts: &[Verdict],
@@ -881,7 +900,7 @@ fn snapshots(
             .cloned()
             .collect();
         let r = std::panic::catch_unwind(|| {
-            snapshot::assert_verdicts_of(s, target.name(), sanitize, &rows)
+            snapshot::assert_verdicts_of(s, &target.name(), sanitize, &rows)
         });
         if r.is_err() {
             eprintln!(

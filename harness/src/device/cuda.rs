@@ -20,9 +20,10 @@ use cudarc::driver::{
     DriverError, LaunchConfig, PushKernelArg,
 };
 use w4a16_kernels::decl::LaunchGeometry;
+use w4a16_kernels::emulation::{self, NotEmulable};
 use w4a16_kernels::nvrtc::{self, NvrtcError};
 use w4a16_kernels::source::KernelSources;
-use w4a16_kernels::{KernelDecl, KernelId, Target};
+use w4a16_kernels::{Execution, KernelDecl, KernelId, Target};
 use w4a16_reference::ActDtype;
 
 use super::{
@@ -157,6 +158,9 @@ pub struct CudaDevice {
     allocation: Allocation,
     /// Where NVRTC takes the kernel sources from.
     sources: KernelSources,
+    /// An AMD target whose configuration the kernels are compiled in (`gfx1151-emu`): the
+    /// NVRTC options of `w4a16_kernels::emulation`, and `target()` answers this target.
+    emulating: Option<Target>,
 }
 
 /// Device 0.
@@ -237,7 +241,25 @@ impl CudaDevice {
             lost: Mutex::new(None),
             allocation: Allocation::Guarded,
             sources,
+            emulating: None,
         })
+    }
+
+    /// Compiles and runs the kernels in `target`'s AMD configuration from now on (before any
+    /// kernel is loaded: modules are cached per kernel).
+    pub fn emulating(mut self, target: Target) -> Result<Self, NotEmulable> {
+        emulation::gfx_number(target)?;
+        lock(&self.modules).clear();
+        lock(&self.functions).clear();
+        self.emulating = Some(target);
+        Ok(self)
+    }
+
+    /// The NVRTC options beyond the architecture: the emulated target's macros, if any.
+    pub fn nvrtc_extra_options(&self) -> Vec<String> {
+        self.emulating
+            .map(|t| emulation::nvrtc_options(t).expect("checked by `emulating`"))
+            .unwrap_or_default()
     }
 
     /// Sizes later launches' buffers by `allocation` ([`Allocation::Exact`] for sanitizer runs).
@@ -318,8 +340,10 @@ impl CudaDevice {
         }
         let arch = self.nvrtc_arch();
         let file = kernel.source_file.unwrap_or("(no source)").to_string();
-        let ptx =
-            nvrtc::compile_ptx_from(&self.sources, kernel.id, &arch, &[]).map_err(|e| match e {
+        let extra = self.nvrtc_extra_options();
+        let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+        let ptx = nvrtc::compile_ptx_from(&self.sources, kernel.id, &arch, &extra).map_err(
+            |e| match e {
                 NvrtcError::NoSource(_) => DeviceFault::Unsupported {
                     what: format!(
                         "a kernel launch of {} (it runs in the vendor BLAS)",
@@ -337,7 +361,8 @@ impl CudaDevice {
                     arch: arch.clone(),
                     log: other.to_string(),
                 },
-            })?;
+            },
+        )?;
         self.bind(&format!("loading {file}"))?;
         let module = self
             .ctx
@@ -428,14 +453,27 @@ impl Backend for CudaDevice {
     type Event = CudaEvent;
 
     fn target(&self) -> Target {
-        self.target
+        self.emulating.unwrap_or(self.target)
+    }
+
+    fn execution(&self) -> Execution {
+        match self.emulating {
+            Some(_) => Execution::Emulated,
+            None => Execution::Native,
+        }
     }
 
     fn name(&self) -> String {
-        format!(
-            "{} (CUDA device {}, {})",
-            self.name, self.ordinal, self.target
-        )
+        match self.emulating {
+            Some(t) => format!(
+                "{} (CUDA device {}, {}) emulating {t}",
+                self.name, self.ordinal, self.target
+            ),
+            None => format!(
+                "{} (CUDA device {}, {})",
+                self.name, self.ordinal, self.target
+            ),
+        }
     }
 
     fn health(&self) -> Health {

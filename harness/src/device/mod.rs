@@ -24,7 +24,7 @@ pub mod rocm;
 
 use w4a16_kernels::decl::{LaunchGeometry, LaunchShape};
 use w4a16_kernels::source::KernelSources;
-use w4a16_kernels::{KernelDecl, ScalarArg, Target, TensorRole};
+use w4a16_kernels::{Execution, KernelDecl, RunTarget, ScalarArg, Target, TensorRole};
 use w4a16_reference::ActDtype;
 
 use crate::launch::{DeviceInputs, PackedArgs, pack_args};
@@ -188,7 +188,12 @@ pub trait Backend: Send + Sync {
     /// A timing event on the backend's stream.
     type Event;
 
+    /// The configuration the kernels are built in (an emulated AMD target on a CUDA device).
     fn target(&self) -> Target;
+    /// Native unless the backend emulates an AMD target's configuration.
+    fn execution(&self) -> Execution {
+        Execution::Native
+    }
     fn name(&self) -> String;
     fn health(&self) -> Health;
     /// By default the vendor's runtime of the target (NVIDIA: CUDA, AMD: ROCm).
@@ -246,6 +251,16 @@ pub trait Backend: Send + Sync {
 /// What the runner and the tests use: one object-safe interface over every backend.
 pub trait Device: Send + Sync {
     fn target(&self) -> Target;
+    fn execution(&self) -> Execution {
+        Execution::Native
+    }
+    /// The target as a run names it (`sm_90`, `gfx1151-emu`).
+    fn run_target(&self) -> RunTarget {
+        RunTarget {
+            target: self.target(),
+            execution: self.execution(),
+        }
+    }
     fn name(&self) -> String;
     fn health(&self) -> Health;
     /// Devices built on a [`Backend`] say what they are; anything else is host code.
@@ -570,6 +585,10 @@ impl<B: Backend> Device for B {
         Backend::target(self)
     }
 
+    fn execution(&self) -> Execution {
+        Backend::execution(self)
+    }
+
     fn name(&self) -> String {
         Backend::name(self)
     }
@@ -768,6 +787,27 @@ pub fn open_default_with(
     #[cfg(not(feature = "rocm"))]
     reasons.push("rocm: not built (cargo feature `rocm`)".to_string());
     Err(none::open_with(&reasons))
+}
+
+/// The CUDA device compiling and running the kernels in `target`'s AMD configuration
+/// (`gfx1151-emu`). Emulation needs an NVIDIA GPU; without one this is the skip saying so.
+pub fn open_emulated_with(
+    target: Target,
+    sources: &KernelSources,
+    allocation: Allocation,
+) -> Result<Box<dyn Device>, Skip> {
+    let d = cuda::open_with(sources.clone()).map_err(|s| Skip {
+        requirement: s.requirement,
+        reason: format!(
+            "{target}{} runs on an NVIDIA GPU (CUDA): {}",
+            w4a16_kernels::target::EMULATED_SUFFIX,
+            s.reason
+        ),
+    })?;
+    let d = d
+        .emulating(target)
+        .map_err(|e| skip(Requirement::Gpu, e.to_string()))?;
+    Ok(Box::new(d.with_allocation(allocation)))
 }
 
 /// Skip for a requirement other than a GPU (e.g. NVRTC missing on a machine with a GPU).

@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::Instant;
 use w4a16_kernels::decl::LaunchShape;
-use w4a16_kernels::{KernelDecl, KernelId, Target, TensorRole, set};
+use w4a16_kernels::{Execution, KernelDecl, KernelId, RunTarget, Target, TensorRole, set};
 use w4a16_reference::NumericRecipe;
 use w4a16_reference::bound::BoundModel;
 use w4a16_reference::compare::{self, OutputBits};
@@ -43,7 +43,11 @@ pub enum Mode {
 
 /// Everything a case needs besides itself.
 pub struct RunContext<'a> {
+    /// The configuration the host side follows (selection, tiles, padding, tolerances).
     pub target: Target,
+    /// Native, or that configuration emulated on an NVIDIA GPU: part of the repro line and of
+    /// which known-bad entries apply.
+    pub execution: Execution,
     pub device: Option<&'a dyn Device>,
     /// Why there is no device (reported on every GPU-bound check).
     pub no_device: Option<Skip>,
@@ -60,8 +64,18 @@ pub struct RunContext<'a> {
     pub sample_flops: f64,
 }
 
+impl RunContext<'_> {
+    /// The target as the run names it (`gfx1151`, `gfx1151-emu`).
+    pub fn run_target(&self) -> RunTarget {
+        RunTarget {
+            target: self.target,
+            execution: self.execution,
+        }
+    }
+}
+
 /// The command that reruns exactly one case (DESIGN rule 9).
-pub fn repro_command(case_id: &str, target: Target) -> String {
+pub fn repro_command(case_id: &str, target: RunTarget) -> String {
     format!("cargo run --release --bin w4a16 -- repro '{case_id}' --target {target}")
 }
 
@@ -82,7 +96,9 @@ pub fn run_case(case: &Case, mode: Mode, ctx: &RunContext<'_>) -> Vec<Verdict> {
 pub fn run_case_timed(case: &Case, mode: Mode, ctx: &RunContext<'_>) -> (Vec<Verdict>, PhaseTimes) {
     let start = Instant::now();
     let (mut out, mut times) = CaseRun::new(case, mode, ctx).run();
-    if let Some(kb) = cases::known_bad::known_bad_for(ctx.known_bad, &case.id, ctx.target.name()) {
+    if let Some(kb) =
+        cases::known_bad::known_bad_for(ctx.known_bad, &case.id, &ctx.run_target().name())
+    {
         apply_known_bad(&mut out, kb, ctx.today);
     }
     times.cases = 1;
@@ -1035,7 +1051,7 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         out: &GemmOutput,
         reference: Option<&Reference>,
     ) -> Verdict {
-        let repro = repro_command(&self.case.id, self.ctx.target);
+        let repro = repro_command(&self.case.id, self.ctx.run_target());
         let mut detail = format!("{detail}; repro: {repro}");
         if let Some(dir) = &self.ctx.artifacts {
             match super::artifact::write(

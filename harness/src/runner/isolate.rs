@@ -17,7 +17,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
-use w4a16_kernels::Target;
+use w4a16_kernels::RunTarget;
 
 /// Worker side: run `execute` for each case id read from stdin, framing its verdicts.
 pub fn serve(execute: impl FnMut(&str) -> (Vec<Verdict>, PhaseTimes)) -> std::io::Result<()> {
@@ -76,7 +76,7 @@ pub struct WorkerCommand<'a> {
     pub args: &'a [String],
     /// Run the worker under compute-sanitizer and charge its reports to cases; `target` names
     /// the target in their repro commands.
-    pub sanitizer: Option<(&'a Sanitizer, Target)>,
+    pub sanitizer: Option<(&'a Sanitizer, RunTarget)>,
 }
 
 /// How often a waiting parent looks at its [`StopFlag`].

@@ -17,7 +17,7 @@ use std::collections::BTreeSet;
 use std::ffi::OsStr;
 use std::fmt;
 use std::path::{Path, PathBuf};
-use w4a16_kernels::{KernelId, Target};
+use w4a16_kernels::{KernelId, RunTarget};
 
 /// One of compute-sanitizer's tools.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -174,7 +174,7 @@ pub fn locate() -> Result<PathBuf, Skip> {
 pub fn availability(
     tool: SanitizerTool,
     device: Result<DeviceKind, &Skip>,
-    target: Target,
+    target: RunTarget,
     find: impl FnOnce() -> Result<PathBuf, Skip>,
 ) -> Result<Sanitizer, Skip> {
     let skip = |reason: String| Skip {
@@ -198,7 +198,7 @@ pub fn availability(
 
 /// The command that reruns one case under the sanitizer (it must run in a worker, so it is a
 /// filtered `run`, not `repro`).
-pub fn repro_command(case_id: &str, target: Target, tool: SanitizerTool) -> String {
+pub fn repro_command(case_id: &str, target: RunTarget, tool: SanitizerTool) -> String {
     format!(
         "cargo run --release --bin w4a16 -- run --sanitize {tool} --filter '{case_id}' --target {target} --jobs 1"
     )
@@ -593,7 +593,7 @@ impl CaseWindow {
     /// The case's sanitizer verdicts: one `sanitize:<tool>:<kernel>` per launched kernel (FAIL
     /// with the first report against it, else pass), and a `sanitize:<tool>` FAIL for reports
     /// that name no launched kernel (a crash, a hardware exception, the tool's own error).
-    pub fn verdicts(&self, tool: SanitizerTool, target: Target) -> Vec<Verdict> {
+    pub fn verdicts(&self, tool: SanitizerTool, target: RunTarget) -> Vec<Verdict> {
         let findings = parse_findings(&self.lines);
         let repro = repro_command(&self.case_id, target, tool);
         let fail = |check: String, f: &Finding, n: usize| {
@@ -658,6 +658,7 @@ pub fn unattributed_errors(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use w4a16_kernels::Target;
 
     /// memcheck, an out-of-bounds read by one of ours, as compute-sanitizer 2025.3 (CUDA 13)
     /// prints it on the H200: kernel+offset, thread and block, `Access to` and the nearest
@@ -919,7 +920,7 @@ mod tests {
             "skipped fused launched nothing; cuBLAS is not watched"
         );
         w.lines = lines(&format!("{MEMCHECK_WRITE}{MEMCHECK_WRITE}"));
-        let vs = w.verdicts(SanitizerTool::Memcheck, Target::Sm90);
+        let vs = w.verdicts(SanitizerTool::Memcheck, RunTarget::native(Target::Sm90));
         let rows: Vec<(String, Outcome)> =
             vs.iter().map(|v| (v.check.clone(), v.outcome)).collect();
         assert_eq!(
@@ -958,7 +959,7 @@ mod tests {
         w.lines = lines(&format!(
             "{SYNCCHECK}========= Error: process didn't terminate successfully\n"
         ));
-        let vs = w.verdicts(SanitizerTool::Synccheck, Target::Sm90);
+        let vs = w.verdicts(SanitizerTool::Synccheck, RunTarget::native(Target::Sm90));
         assert_eq!(vs.len(), 2);
         assert_eq!(
             (vs[0].check.as_str(), vs[0].outcome),
@@ -981,7 +982,7 @@ mod tests {
         // Nothing launched and nothing reported: no rows at all (nothing was watched).
         assert!(
             CaseWindow::new("d")
-                .verdicts(SanitizerTool::Memcheck, Target::Sm90)
+                .verdicts(SanitizerTool::Memcheck, RunTarget::native(Target::Sm90))
                 .is_empty()
         );
     }
@@ -1064,12 +1065,24 @@ mod tests {
         let never = || -> Result<PathBuf, Skip> { panic!("looked for the binary needlessly") };
         let t = SanitizerTool::Memcheck;
 
-        let e = availability(t, Err(&no_gpu), Target::Sm90, never).unwrap_err();
+        let e = availability(t, Err(&no_gpu), RunTarget::native(Target::Sm90), never).unwrap_err();
         assert_eq!(e.requirement, Requirement::Gpu);
         assert!(e.reason.contains("needs an NVIDIA GPU") && e.reason.contains("libcuda.so"));
-        let e = availability(t, Ok(DeviceKind::Rocm), Target::Gfx1151, never).unwrap_err();
+        let e = availability(
+            t,
+            Ok(DeviceKind::Rocm),
+            RunTarget::native(Target::Gfx1151),
+            never,
+        )
+        .unwrap_err();
         assert!(e.reason.contains("ROCm (gfx1151)"), "{}", e.reason);
-        let e = availability(t, Ok(DeviceKind::Simulated), Target::Sm90, never).unwrap_err();
+        let e = availability(
+            t,
+            Ok(DeviceKind::Simulated),
+            RunTarget::native(Target::Sm90),
+            never,
+        )
+        .unwrap_err();
         assert!(e.reason.contains("simulated"), "{}", e.reason);
         let missing = || {
             Err(Skip {
@@ -1079,9 +1092,21 @@ mod tests {
                         .into(),
             })
         };
-        let e = availability(t, Ok(DeviceKind::Cuda), Target::Sm90, missing).unwrap_err();
+        let e = availability(
+            t,
+            Ok(DeviceKind::Cuda),
+            RunTarget::native(Target::Sm90),
+            missing,
+        )
+        .unwrap_err();
         assert!(e.reason.contains("/usr/local/cuda/bin/compute-sanitizer"));
-        let s = availability(t, Ok(DeviceKind::Cuda), Target::Sm90, found).unwrap();
+        let s = availability(
+            t,
+            Ok(DeviceKind::Cuda),
+            RunTarget::native(Target::Sm90),
+            found,
+        )
+        .unwrap();
         assert_eq!(
             s.executable,
             PathBuf::from("/opt/cuda/bin/compute-sanitizer")

@@ -16,8 +16,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-use w4a16_kernels::Target;
 use w4a16_kernels::source::KernelSources;
+use w4a16_kernels::{Execution, RunTarget, Target};
 
 /// The suites whose cases run as the engine would (the selected path only); every other suite
 /// runs the whole kernel set differentially.
@@ -95,7 +95,10 @@ pub struct RunOutput {
 #[derive(Clone, Debug)]
 pub struct SessionOptions {
     pub cases_dir: PathBuf,
+    /// The configuration the host side follows.
     pub target: Target,
+    /// Native, or emulated on an NVIDIA GPU (`gfx1151-emu`).
+    pub execution: Execution,
     pub config: KernelConfig,
     pub artifacts: Option<PathBuf>,
     pub full_reference_macs: f64,
@@ -105,10 +108,12 @@ pub struct SessionOptions {
 }
 
 impl SessionOptions {
-    pub fn new(cases_dir: PathBuf, target: Target) -> Self {
+    pub fn new(cases_dir: PathBuf, target: impl Into<RunTarget>) -> Self {
+        let RunTarget { target, execution } = target.into();
         SessionOptions {
             cases_dir,
             target,
+            execution,
             config: KernelConfig::default(),
             artifacts: None,
             full_reference_macs: 2.0e9,
@@ -133,6 +138,7 @@ pub fn run_in_process(
     };
     let ctx = RunContext {
         target: opts.target,
+        execution: opts.execution,
         device,
         no_device,
         config: opts.config,
@@ -301,7 +307,7 @@ pub fn run_worker_jobs(
 }
 
 /// Opens the backend for `target`: the default device if one is there and matches, else a skip.
-pub fn open_backend(target: Option<Target>) -> (Target, Backend) {
+pub fn open_backend(target: Option<RunTarget>) -> (RunTarget, Backend) {
     open_backend_with(
         target,
         &KernelSources::Embedded,
@@ -310,15 +316,22 @@ pub fn open_backend(target: Option<Target>) -> (Target, Backend) {
 }
 
 /// As [`open_backend`], with the device's kernels built from `sources` and its buffers sized
-/// by `allocation`.
+/// by `allocation`. An emulated target (`gfx1151-emu`) opens the CUDA device in that target's
+/// configuration; without an NVIDIA GPU it is a skip that says so.
 pub fn open_backend_with(
-    target: Option<Target>,
+    target: Option<RunTarget>,
     sources: &KernelSources,
     allocation: device::Allocation,
-) -> (Target, Backend) {
+) -> (RunTarget, Backend) {
+    if let Some(want) = target.filter(RunTarget::is_emulated) {
+        return match device::open_emulated_with(want.target, sources, allocation) {
+            Ok(d) => (want, Backend::Device(d)),
+            Err(skip) => (want, Backend::None(skip)),
+        };
+    }
     match device::open_default_with(sources, allocation) {
         Ok(d) => {
-            let t = d.target();
+            let t = d.run_target();
             match target {
                 Some(want) if want != t => (
                     want,
@@ -330,7 +343,10 @@ pub fn open_backend_with(
                 _ => (t, Backend::Device(d)),
             }
         }
-        Err(skip) => (target.unwrap_or(Target::Gfx1151), Backend::None(skip)),
+        Err(skip) => (
+            target.unwrap_or(RunTarget::native(Target::Gfx1151)),
+            Backend::None(skip),
+        ),
     }
 }
 
