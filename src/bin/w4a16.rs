@@ -740,11 +740,19 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
                 &verdicts,
                 (wall_s, workers, &out.times),
             )?;
-            if snap != "off" {
-                snapshots(&snap, target, sanitize_tool, &chosen, &verdicts);
-            }
+            let differing = if snap != "off" {
+                snapshots(&snap, target, sanitize_tool, &chosen, &verdicts)
+            } else {
+                Vec::new()
+            };
             let summary = Summary::of(&verdicts);
             print!("{summary}");
+            if !differing.is_empty() {
+                println!(
+                    "SNAPSHOTS DIFFER on {target}: {} (review the .snap.new files with `cargo insta review`)",
+                    differing.join(", ")
+                );
+            }
             if stop.is_stopped() {
                 let ran: std::collections::BTreeSet<&str> =
                     verdicts.iter().map(|v| v.case_id.as_str()).collect();
@@ -763,7 +771,11 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
                 "reports: {}/{{report.json,junit.xml,summary.md}}",
                 report_dir.display()
             );
-            Ok(exit_for(&summary))
+            Ok(if differing.is_empty() {
+                exit_for(&summary)
+            } else {
+                ExitCode::FAILURE
+            })
         }
     }
 }
@@ -881,14 +893,15 @@ fn write_reports(
 }
 
 /// Verdict snapshots per suite for this target (and sanitizer tool), through insta (`update`
-/// records them).
+/// records them). Returns the snapshots that differ (under `check`, the run fails on them).
 fn snapshots(
     mode: &str,
     target: RunTarget,
     sanitize: Option<SanitizerTool>,
     chosen: &[&cases::Case],
     verdicts: &[Verdict],
-) {
+) -> Vec<String> {
+    let mut differing = Vec::new();
     set_insta_update(if mode == "update" { "always" } else { "no" });
     let mut suites: Vec<&str> = chosen.iter().map(|c| c.suite.as_str()).collect();
     suites.sort();
@@ -903,13 +916,14 @@ fn snapshots(
             snapshot::assert_verdicts_of(s, &target.name(), sanitize, &rows)
         });
         if r.is_err() {
+            let name = format!("{}@{target}", snapshot::snapshot_name_of(s, sanitize));
             eprintln!(
-                "snapshot {}@{} differs (see the .snap.new file; review with `cargo insta review`)",
-                snapshot::snapshot_name_of(s, sanitize),
-                target
+                "snapshot {name} differs (see the .snap.new file; review with `cargo insta review`)"
             );
+            differing.push(name);
         }
     }
+    differing
 }
 
 /// insta decides between recording and comparing from `INSTA_UPDATE` at assertion time.
