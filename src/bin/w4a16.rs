@@ -586,6 +586,10 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
             let chosen = choose(&set, &suites, filter.as_deref());
             let (target, backend) =
                 session::open_backend_with(parse_target(&target)?, &sources, Allocation::Guarded);
+            let no_gpu = match &backend {
+                Backend::None(skip) => Some(skip.clone()),
+                Backend::Device(_) => None,
+            };
             // Sanitizer mode: workers under compute-sanitizer on a CUDA device, else a loud skip.
             let sanitizer = sanitize_tool.map(|tool| {
                 let device = match &backend {
@@ -740,10 +744,22 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
                 &verdicts,
                 (wall_s, workers, &out.times),
             )?;
-            let differing = if snap != "off" {
-                snapshots(&snap, target, sanitize_tool, &chosen, &verdicts)
-            } else {
-                Vec::new()
+            let differing = match (&no_gpu, snap.as_str()) {
+                (_, "off") => Vec::new(),
+                // Verdict snapshots record GPU runs; CPU-side rows and skips would only differ.
+                (Some(skip), _) => {
+                    eprintln!(
+                        "w4a16: SNAPSHOTS NOT {}: no GPU for {target} here ({})",
+                        if snap == "update" {
+                            "RECORDED"
+                        } else {
+                            "COMPARED"
+                        },
+                        skip.reason
+                    );
+                    Vec::new()
+                }
+                (None, mode) => snapshots(mode, target, sanitize_tool, &chosen, &verdicts),
             };
             let summary = Summary::of(&verdicts);
             print!("{summary}");
