@@ -10,6 +10,7 @@
 //! `open() -> Result<YourDevice, Skip>`; [`open_default`] already calls `rocm::open()` behind
 //! the `rocm` feature.
 
+pub mod blas;
 pub mod cuda;
 pub mod fault;
 pub mod guard;
