@@ -14,6 +14,8 @@ pub mod blas;
 pub mod cuda;
 pub mod fault;
 pub mod guard;
+#[cfg(unix)]
+pub mod hipblas;
 pub mod none;
 #[cfg(test)]
 mod simulated;
