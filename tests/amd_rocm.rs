@@ -1,15 +1,20 @@
 //! The `rocm` backend (cargo feature `rocm`). On a machine with an AMD GPU it opens the device,
 //! maps its gfx target and loads every entry of the kernel set with its ABI check; without one
-//! it reports "no AMD device" as a loud skip (a failure under `W4A16_REQUIRE=gpu`).
+//! it reports "no AMD device" as a loud skip (a failure under `W4A16_REQUIRE=gpu`). The dense
+//! path runs in hipBLAS, loaded at run time: missing, it is a loud skip naming the library.
 #![cfg(feature = "rocm")]
 
 use w4a16_harness::codeobject;
-use w4a16_harness::device::rocm;
 use w4a16_harness::device::{Device, DeviceFault};
+use w4a16_harness::device::{hipblas, rocm};
+use w4a16_harness::launch::DeviceInputs;
 use w4a16_harness::require::{Requirement, Skip, skip_or_fail};
+use w4a16_harness::tensor::{DenseSpec, YSpec};
 use w4a16_kernels::target::Vendor;
-use w4a16_kernels::{Target, set};
-use w4a16_reference::ActDtype;
+use w4a16_kernels::{KernelId, Target, set};
+use w4a16_reference::data::{DataClass, DataSpec, generate};
+use w4a16_reference::layer::Symmetry;
+use w4a16_reference::{ActDtype, LayerShape};
 
 #[test]
 fn an_amd_device_loads_every_entry_or_the_skip_says_no_amd_device() {
@@ -69,5 +74,136 @@ fn code_objects_are_selected_by_target() {
                 }
             }
         }
+    }
+}
+
+/// hipBLAS is searched first beside the HIP runtime the harness is linked to (its hipBLAS runs
+/// on that same runtime), and is either usable or a loud skip naming the library and every path
+/// tried (a failure under `W4A16_REQUIRE=gpu`: an AMD GPU runner must have the dense path).
+#[test]
+fn hipblas_is_searched_beside_the_linked_runtime_and_loads_or_skips_naming_it() {
+    let runtime = hipblas::loaded_hip_runtime().expect("the rocm feature links libamdhip64");
+    let file = runtime.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(file.starts_with("libamdhip64.so"), "{}", runtime.display());
+    let candidates = hipblas::default_candidates();
+    match &candidates[0] {
+        hipblas::Candidate::File(p) => assert_eq!(p.parent(), runtime.parent()),
+        other => panic!("{other:?}"),
+    }
+    match hipblas::HipBlas::get() {
+        Ok(lib) => {
+            let name = lib
+                .path()
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            assert!(
+                name.starts_with("libhipblas.so"),
+                "{}",
+                lib.path().display()
+            );
+            eprintln!(
+                "hipBLAS: {} ({}, {:?})",
+                lib.path().display(),
+                lib.gemm_symbol(),
+                lib.gemm_abi()
+            );
+        }
+        Err(e) => {
+            let skip = e.skip();
+            assert!(skip.reason.contains("hipBLAS"), "{}", skip.reason);
+            if let hipblas::LoadError::NotFound { tried } = &e {
+                assert_eq!(tried.len(), candidates.len(), "{e}");
+                for c in &candidates {
+                    assert!(
+                        skip.reason.contains(&c.to_string()),
+                        "{} lacks {c}",
+                        skip.reason
+                    );
+                }
+            }
+            skip_or_fail(&skip);
+        }
+    }
+}
+
+/// The dense path on the AMD device: hipBLAS with fp32 compute on X and Y with row padding (Y
+/// also offset), the dense copy with padded rows (NaN in the padding: reading it would show),
+/// and the bias added by `beta = 1` onto the prefilled output. Exact-class data, so every
+/// output is one of the recipe's roundings bit for bit, and the launch is run twice and must be
+/// bitwise repeatable (atomics are not allowed on the handle).
+#[test]
+fn the_dense_path_runs_in_hipblas_with_padded_strides_and_bias() {
+    let dev = match rocm::open() {
+        Ok(d) => d,
+        Err(skip) => {
+            skip_or_fail(&skip);
+            return;
+        }
+    };
+    if let Err(e) = hipblas::HipBlas::get() {
+        skip_or_fail(&e.skip());
+        return;
+    }
+    let (m, n, k) = (5usize, 72usize, 512usize);
+    for dtype in ActDtype::ALL {
+        let id = format!("rocm/dense/n{n}-k{k}/M={m}/{dtype}/bias/exact");
+        let spec = DataSpec {
+            class: DataClass::Exact,
+            m,
+            shape: LayerShape::new(n, k, 128),
+            dtype,
+            symmetry: Symmetry::Asym,
+            with_bias: true,
+        };
+        let g = generate(&id, &spec).expect("exact data fit K = 512");
+        let x = g.x.with_row_stride(k + 8);
+        let k_pad = k + 64;
+        let mut dense = vec![dtype.from_f64(f64::NAN); n * k_pad];
+        for r in 0..n {
+            for c in 0..k {
+                dense[r * k_pad + c] = dtype.from_f64(g.layer.weight(r, c));
+            }
+        }
+        let dspec = DenseSpec {
+            n,
+            k,
+            row_stride: k_pad,
+            dtype,
+        };
+        let y = YSpec {
+            m,
+            n,
+            row_stride: n + 5,
+            offset: 3,
+            dtype,
+        };
+        let d = set::decl(KernelId::Dense);
+        let inputs = DeviceInputs::dense(d, &x, dspec, &dense, g.layer.bias.as_deref(), y)
+            .unwrap_or_else(|e| panic!("{id}: {e}"));
+        let first = Device::dense_gemm(&dev, d, &inputs).unwrap_or_else(|e| panic!("{id}: {e}"));
+        assert!(
+            first.guard_violations.is_empty() && first.stray_writes == 0 && first.unwritten == 0,
+            "{id}: {:?} guard violations, {} stray, {} unwritten",
+            first.guard_violations,
+            first.stray_writes,
+            first.unwritten
+        );
+        for mi in 0..m {
+            for ni in 0..n {
+                let dot: f64 = (0..k).map(|c| g.x.get(mi, c) * g.layer.weight(ni, c)).sum();
+                let bias = g.layer.bias_value(ni);
+                let once = dtype.from_f64(dot + bias);
+                let twice = dtype.from_f64(dtype.to_f64(dtype.from_f64(dot)) + bias);
+                let got = first.y_bits[mi * n + ni];
+                assert!(
+                    got == once || got == twice,
+                    "{id}: Y[{mi}, {ni}] = {got:#06x}, expected {once:#06x} or {twice:#06x}"
+                );
+            }
+        }
+        let second = Device::dense_gemm(&dev, d, &inputs).unwrap_or_else(|e| panic!("{id}: {e}"));
+        assert_eq!(first.y_bits, second.y_bits, "{id}: two runs differ");
     }
 }

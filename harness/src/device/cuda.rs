@@ -26,6 +26,7 @@ use w4a16_kernels::source::KernelSources;
 use w4a16_kernels::{Execution, KernelDecl, KernelId, Target};
 use w4a16_reference::ActDtype;
 
+use super::blas::BlasOp;
 use super::{
     Allocation, Backend, BlasGemm, DeviceFault, DeviceKind, FaultClass, Health, skip,
     watchdog_timeout,
@@ -673,46 +674,42 @@ impl Backend for CudaDevice {
             ActDtype::F16 => cudaDataType::CUDA_R_16F,
             ActDtype::Bf16 => cudaDataType::CUDA_R_16BF,
         };
-        let int = |v: usize, what: &str| {
-            i32::try_from(v).map_err(|_| DeviceFault::Call {
-                during: during.clone(),
-                code: format!("{what} = {v} exceeds i32"),
-            })
+        // The column-major call shared with the ROCm backend (`blas.rs`): op(A) = T on the
+        // row-major dense copy [N, K] (ld = its padded row stride), op(B) = N on X.
+        let c = g.column_major().map_err(|e| DeviceFault::Call {
+            during: during.clone(),
+            code: e.to_string(),
+        })?;
+        let op = |o: BlasOp| match o {
+            BlasOp::N => cublasOperation_t::CUBLAS_OP_N,
+            BlasOp::T => cublasOperation_t::CUBLAS_OP_T,
         };
-        let (m, n, k) = (int(g.m, "M")?, int(g.n, "N")?, int(g.k, "K")?);
-        let (x_ld, d_ld, y_ld) = (
-            int(g.x_ld, "x ld")?,
-            int(g.dense_ld, "dense ld")?,
-            int(g.y_ld, "y ld")?,
-        );
         let alpha = 1.0f32;
         let beta = g.beta;
         let x_ptr = (addr(x, &self.stream) + g.x_offset as u64) as *const std::ffi::c_void;
         let d_ptr = (addr(dense, &self.stream) + g.dense_offset as u64) as *const std::ffi::c_void;
         let y_ptr = (addr(y, &self.stream) + g.y_offset as u64) as *mut std::ffi::c_void;
-        // Row-major Y[M,N] = X[M,K]·Dᵀ is column-major Yᵀ[N,M] = D·Xᵀ, where the row-major
-        // dense copy [N, K] (ld = K_pad) is column-major [K, N], hence op(A) = T.
         // SAFETY: the operands were validated (shapes, strides, bytes) against the dense
         // declaration; the pointers are live buffers of this device.
         unsafe {
             cudarc::cublas::result::gemm_ex(
                 *blas.handle(),
-                cublasOperation_t::CUBLAS_OP_T,
-                cublasOperation_t::CUBLAS_OP_N,
-                n,
-                m,
-                k,
+                op(c.op_a),
+                op(c.op_b),
+                c.m,
+                c.n,
+                c.k,
                 (&alpha as *const f32).cast(),
                 d_ptr,
                 dt,
-                d_ld,
+                c.lda,
                 x_ptr,
                 dt,
-                x_ld,
+                c.ldb,
                 (&beta as *const f32).cast(),
                 y_ptr,
                 dt,
-                y_ld,
+                c.ldc,
                 cublasComputeType_t::CUBLAS_COMPUTE_32F,
                 cublasGemmAlgo_t::CUBLAS_GEMM_DFALT,
             )

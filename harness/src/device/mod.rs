@@ -10,9 +10,12 @@
 //! `open() -> Result<YourDevice, Skip>`; [`open_default`] already calls `rocm::open()` behind
 //! the `rocm` feature.
 
+pub mod blas;
 pub mod cuda;
 pub mod fault;
 pub mod guard;
+#[cfg(unix)]
+pub mod hipblas;
 pub mod none;
 #[cfg(test)]
 mod simulated;

@@ -6,7 +6,9 @@
 //! when a toolchain is present), is checked against the Rust declaration with the same
 //! launch-ABI check the CI runs, and is launched with the declaration-packed kernel-argument
 //! buffer (`HIP_LAUNCH_PARAM_BUFFER_POINTER`). Every runtime call is checked and classified like
-//! the CUDA backend's; a sticky fault or a watchdog timeout leaves the device lost.
+//! the CUDA backend's; a sticky fault or a watchdog timeout leaves the device lost. The dense
+//! path runs in hipBLAS, loaded at run time (`hipblas.rs`): without it that path is a loud
+//! `Unsupported` naming the library, and everything else works.
 //!
 //! The runtime functions are declared here with plain `int` status returns: hip-sys returns a
 //! Rust enum generated from HIP 5.4, and a newer runtime's status code outside that list would
@@ -26,6 +28,7 @@ use w4a16_kernels::source::KernelSources;
 use w4a16_kernels::decl::LaunchGeometry;
 use w4a16_kernels::{KernelDecl, Target};
 
+use super::hipblas::{BlasHandle, HipBlas};
 use super::{Backend, BlasGemm, DeviceFault, FaultClass, Health, skip, watchdog_timeout};
 use crate::codeobject::{self, abi};
 use crate::launch::PackedArgs;
@@ -291,6 +294,8 @@ pub struct RocmDevice {
     stream: ffi::hipStream_t,
     modules: Mutex<HashMap<&'static str, Module>>,
     functions: Mutex<HashMap<String, usize>>,
+    /// The hipBLAS handle on `stream`, created on the first dense GEMM.
+    blas: Mutex<Option<BlasHandle>>,
     lost: Lost,
     /// Where the code objects' sources come from.
     sources: KernelSources,
@@ -409,6 +414,7 @@ impl RocmDevice {
             stream,
             modules: Mutex::new(HashMap::new()),
             functions: Mutex::new(HashMap::new()),
+            blas: Mutex::new(None),
             lost: Arc::new(Mutex::new(None)),
             sources,
         })
@@ -566,11 +572,14 @@ impl Drop for RocmDevice {
     fn drop(&mut self) {
         if lock(&self.lost).is_some() {
             // A wedged device: leak (the worker process is about to be replaced).
+            std::mem::forget(lock(&self.blas).take());
             return;
         }
         // SAFETY: handles created by this device, released once, modules before the stream.
         unsafe {
             ffi::hipSetDevice(self.ordinal);
+            // The BLAS handle enqueues on the stream: destroyed first.
+            drop(lock(&self.blas).take());
             for m in lock(&self.modules).values() {
                 ffi::hipModuleUnload(m.handle);
             }
@@ -742,17 +751,58 @@ impl Backend for RocmDevice {
     fn blas_gemm(
         &self,
         g: &BlasGemm,
-        _x: &RocmBuffer,
-        _dense: &RocmBuffer,
-        _y: &mut RocmBuffer,
+        x: &RocmBuffer,
+        dense: &RocmBuffer,
+        y: &mut RocmBuffer,
     ) -> Result<(), DeviceFault> {
-        Err(DeviceFault::Unsupported {
-            what: format!(
-                "the vendor BLAS for the dense path (hipBLASLt/hipBLAS is not bound yet; M={} N={} K={})",
-                g.m, g.n, g.k
-            ),
-            device: Backend::name(self),
-        })
+        let during = format!("hipBLAS GEMM M={} N={} K={}", g.m, g.n, g.k);
+        self.bind(&during)?;
+        // The same column-major call as cuBLAS on CUDA (`blas.rs`): op(A) = T on the dense
+        // copy with its padded row stride, fp32 compute, beta = 1 onto the bias prefill.
+        let call = g.column_major().map_err(|e| DeviceFault::Call {
+            during: during.clone(),
+            code: e.to_string(),
+        })?;
+        for ((operand, needed), buf) in g.operand_extents().into_iter().zip([dense, x, &*y]) {
+            self.sized(buf, needed, &format!("{during}: {operand:?}"))?;
+        }
+        let lib = HipBlas::get().map_err(|e| e.fault(Backend::name(self)))?;
+        let mut blas = lock(&self.blas);
+        let handle = match blas.take() {
+            Some(h) => h,
+            // SAFETY: the device is current (`bind`) and `stream` is its live stream, of the
+            // runtime hipBLAS was checked to share (`HipBlas::get`).
+            None => unsafe { lib.create_handle(self.stream) }.map_err(|(step, status)| {
+                status
+                    .check(
+                        &format!("{step} ({})", lib.path().display()),
+                        &Backend::name(self),
+                    )
+                    .err()
+                    .unwrap_or_else(|| DeviceFault::Call {
+                        during: step.to_string(),
+                        code: status.name(),
+                    })
+            })?,
+        };
+        let at = |buf: &RocmBuffer, offset: usize| buf.ptr.cast::<u8>().wrapping_add(offset);
+        // SAFETY: the operands were validated against the dense declaration and each buffer
+        // holds its operand's extent (checked above); the handle enqueues on this device's
+        // stream, which the following synchronisation waits for.
+        let status = unsafe {
+            handle.gemm(
+                &call,
+                g.dtype,
+                1.0,
+                g.beta,
+                at(dense, g.dense_offset).cast::<c_void>(),
+                at(x, g.x_offset).cast::<c_void>(),
+                at(y, g.y_offset).cast::<c_void>(),
+            )
+        };
+        *blas = Some(handle);
+        let during = format!("{during} ({}, {})", lib.gemm_symbol(), lib.path().display());
+        status.check(&during, &Backend::name(self))
     }
 
     fn record(&self) -> Result<RocmEvent, DeviceFault> {
