@@ -401,8 +401,7 @@ fn selection_of_the_field_matrix_per_target() {
 /// must be chosen. The per-target snapshot lists each rung with the first layer that took it.
 #[test]
 fn every_rung_of_every_tile_table_is_chosen_by_the_selection_sweeps() {
-    let mut reach = TileReach::new();
-    reach.sweep(|t, r| select::select(t, r, &DISABLE));
+    let mut reach = reach::check_shipped().unwrap_or_else(|e| panic!("{e}"));
     let set = load();
     for suite in ["selection", "field"] {
         for case in &set.suite(suite).unwrap().cases {

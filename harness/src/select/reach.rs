@@ -14,6 +14,7 @@ use w4a16_reference::ActDtype;
 use w4a16_reference::layer::{LayerShape, Symmetry};
 
 use super::{LayerRequest, SKINNY_MAX_M, Selection, wave32_capable};
+use crate::config::{KernelConfig, PrefillDequant};
 
 /// Which table serves a (target, dtype): `tiles::table`, or a stand-in in tests.
 pub type TableOf = fn(Target, ActDtype) -> &'static TileTable;
@@ -142,6 +143,18 @@ impl TileReach {
             })
         }
     }
+}
+
+/// Sweeps the shipped tables through `select` with the dense cache off (the engine's default,
+/// under which the fused path takes every M above the decode range) and checks that no rung is
+/// dead. `w4a16 run` calls it before any case.
+pub fn check_shipped() -> Result<TileReach, UnreachedRungs> {
+    let config = KernelConfig {
+        prefill_dequant: PrefillDequant::Disable,
+    };
+    let mut reach = TileReach::new();
+    reach.sweep(|t, r| super::select(t, r, &config));
+    reach.check().map(|()| reach)
 }
 
 /// The tile tables have rungs no selection reaches (or selection read another table).
