@@ -13,7 +13,7 @@ use w4a16_harness::require::{Requirement, Skip, skip_or_fail};
 use w4a16_kernels::amd::{self, AmdBuildError, Builder, CodeObject, KernelSource};
 use w4a16_kernels::decl::{ArgDecl, ArgKind};
 use w4a16_kernels::set::{self, entry_name};
-use w4a16_kernels::{KernelId, Target, TensorRole};
+use w4a16_kernels::{KernelId, Target, TensorRole, tiles};
 use w4a16_reference::ActDtype;
 
 struct Built {
@@ -126,6 +126,45 @@ fn every_kernel_builds_for_every_target_with_its_entries() {
             );
         }
     }
+}
+
+/// Every fused tile variant's code object uses the shared memory `tiles::shared_mem_bytes`
+/// computes for it, within the 48 KiB every target's tiles must fit (the AMD targets also run
+/// emulated on NVIDIA), and the block size of its warps.
+#[test]
+fn fused_variants_use_the_shared_memory_and_block_their_tile_declares() {
+    let b = built_or_skip!();
+    let mut checked = 0;
+    for (c, info, _) in b
+        .objects
+        .iter()
+        .filter(|(c, _, _)| c.source.kernel == Some(KernelId::Fused))
+    {
+        for dtype in ActDtype::ALL {
+            for tile in tiles::FUSED_VARIANTS {
+                let entry = set::FUSED.variant_entry(dtype, tile);
+                let k = info
+                    .kernel(&entry)
+                    .unwrap_or_else(|| panic!("{c}: {entry} is not in the code object"));
+                assert_eq!(
+                    k.lds_bytes as usize,
+                    tiles::shared_mem_bytes(tile),
+                    "{c}: {entry} LDS"
+                );
+                assert!(
+                    k.lds_bytes as usize <= tiles::static_shared_limit(c.target),
+                    "{c}: {entry}"
+                );
+                assert_eq!(
+                    k.max_flat_workgroup_size,
+                    tiles::threads(tile),
+                    "{c}: {entry} block size"
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!(checked, b.targets.len() * 2 * tiles::FUSED_VARIANTS.len());
 }
 
 #[test]

@@ -8,6 +8,7 @@ use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
 use w4a16_harness::cases::{self, CaseSet, RowPadding, strategy};
 use w4a16_harness::config::{KernelConfig, PrefillDequant};
+use w4a16_harness::select::reach::{self, TileReach};
 use w4a16_harness::select::{self, DeclaredContracts, LayerKernel, LayerRequest, Selection};
 use w4a16_kernels::{KernelId, Target, tiles};
 use w4a16_reference::ActDtype;
@@ -340,6 +341,12 @@ fn the_pretty_printer_shows_path_reasons_and_strides() {
         fused.lines().any(|l| l.starts_with("tile      BM=")),
         "{fused}"
     );
+    assert!(
+        fused.contains(
+            "rung      other #1 (other): M ≤ 64, any N, K → 64x64x32w4 (field 64,64,32,4)"
+        ),
+        "{fused}"
+    );
 }
 
 fn table(set: &CaseSet, suite: &str, target: Target) -> String {
@@ -387,6 +394,131 @@ fn selection_of_the_field_matrix_per_target() {
         let t = table(&set, "field", target);
         snapshot_settings(target).bind(|| insta::assert_snapshot!("selection_field", t));
     }
+}
+
+/// No dead rung: the derived boundary sweep of every table, and the selection and field suites,
+/// through `select`; every rung of the table of every (target, dtype) where the hybrid runs
+/// must be chosen. The per-target snapshot lists each rung with the first layer that took it.
+#[test]
+fn every_rung_of_every_tile_table_is_chosen_by_the_selection_sweeps() {
+    let mut reach = reach::check_shipped().unwrap_or_else(|e| panic!("{e}"));
+    let set = load();
+    for suite in ["selection", "field"] {
+        for case in &set.suite(suite).unwrap().cases {
+            let r = LayerRequest::from_case(case);
+            for t in Target::ALL {
+                for cfg in [DISABLE, ENABLE] {
+                    reach.record(&select::select(t, &r, &cfg));
+                }
+            }
+        }
+    }
+    if let Err(e) = reach.check() {
+        panic!("{e}");
+    }
+    for target in reach::targets() {
+        let t = reach::report(&reach, target);
+        snapshot_settings(target).bind(|| insta::assert_snapshot!("selection_tiles", t));
+    }
+}
+
+/// A stand-in table for gfx1201 bf16 with two rungs no selection can reach: one below M = 6
+/// (skinny takes those batches, the dispatch-order bug of the field's gfx12 branch) and one
+/// shadowed by an earlier rung. Both are named; the rest of the table is reached.
+#[test]
+fn a_table_with_unreachable_rungs_is_reported_by_name() {
+    use w4a16_kernels::tiles::{Rung, Segment, ShapeRule, TileTable, field};
+    static RUNGS: Segment = Segment {
+        name: "stand-in",
+        rungs: &[
+            Rung {
+                m_max: Some(4),
+                when: ShapeRule::Any,
+                tile: tiles::TILE_16X64W4,
+                field: field(16, 64, 32, 4),
+            },
+            Rung {
+                m_max: Some(64),
+                when: ShapeRule::Any,
+                tile: tiles::TILE_64X64W4,
+                field: field(64, 64, 32, 4),
+            },
+            Rung {
+                m_max: Some(32),
+                when: ShapeRule::TALL,
+                tile: tiles::TILE_32X64W4,
+                field: field(32, 64, 32, 4),
+            },
+            Rung {
+                m_max: None,
+                when: ShapeRule::Any,
+                tile: tiles::TILE_128X128W8,
+                field: field(128, 128, 32, 8),
+            },
+        ],
+    };
+    static STAND_IN: TileTable = TileTable {
+        name: "stand-in-gfx1201-bf16",
+        segments: &[&RUNGS],
+    };
+    fn tables(t: Target, d: ActDtype) -> &'static TileTable {
+        if (t, d) == (Target::Gfx1201, ActDtype::Bf16) {
+            &STAND_IN
+        } else {
+            tiles::table(t, d)
+        }
+    }
+    let mut reach = TileReach::with_tables(tables);
+    reach.sweep(|t, r| {
+        // Selection as it is, reading the stand-in table where selection picks a tile.
+        let mut sel = select::select(t, r, &DISABLE);
+        if sel.tile.is_some() {
+            let (n, k, g) = (r.shape.n, r.shape.k, r.shape.group);
+            let pick = tables(t, r.dtype).pick(r.m, n, k, g);
+            sel.tile = Some(pick.tile);
+            sel.tile_rung = Some(pick.rung);
+        }
+        sel
+    });
+    let err = reach.check().unwrap_err();
+    assert!(err.foreign.is_empty());
+    let names: Vec<String> = err.dead.iter().map(|d| d.to_string()).collect();
+    assert_eq!(
+        names,
+        [
+            "gfx1201/bf16: dead rung stand-in-gfx1201-bf16 #0 (stand-in): M ≤ 4, any N, K → \
+             16x64x32w4 (field 16,64,32,4), chosen by no case of the selection sweeps",
+            "gfx1201/bf16: dead rung stand-in-gfx1201-bf16 #2 (stand-in): M ≤ 32, K ≥ 2N → \
+             32x64x32w4 (field 32,64,32,4), chosen by no case of the selection sweeps",
+        ]
+    );
+    let text = err.to_string();
+    assert!(
+        text.starts_with(
+            "2 dead tile-table rung(s)\n  gfx1201/bf16: dead rung stand-in-gfx1201-bf16 #0"
+        ),
+        "{text}"
+    );
+    // A selection that reads another table than the one declared for its target is named too.
+    let mut reach = TileReach::new();
+    let mut sel = select::select(
+        Target::Gfx1151,
+        &req(4096, 4096, 128, 64, Symmetry::Sym),
+        &DISABLE,
+    );
+    sel.tile_rung = Some(tiles::RungId {
+        table: "gfx1201",
+        index: 0,
+    });
+    reach.record(&sel);
+    let err = reach.check().unwrap_err();
+    assert_eq!(err.foreign.len(), 1);
+    assert!(
+        err.to_string().contains(
+            "gfx1151/f16: selection took rung gfx1201 #0, not from the table of gfx1151/f16"
+        ),
+        "{err}"
+    );
 }
 
 /// The M-dispatch of SPEC §5, restated for the property tests.

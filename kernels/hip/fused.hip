@@ -249,13 +249,30 @@ W4_DEV void fused(const T* x, const uint32_t* w, const T* scales, const uint32_t
                                          w_row_stride_bytes, scale_row_stride, y_row_stride);                    \
     }
 
-// The compiled tile variants (kernels/src/tiles.rs lists the same set). The plain name is the
-// 64x64x32w4 variant.
+// The compiled tile variants (kernels/src/tiles.rs lists the same set, and its tables say which
+// field rung each stands for; BK is 32 in all). WM x WN is tiles::warp_grid's. The plain name
+// is the 64x64x32w4 variant.
 W4_FUSED_ENTRY(w4a16_fused_f16_16x64x32w4, f16_t, 16, 64, 1, 4, 3)
+W4_FUSED_ENTRY(w4a16_fused_f16_32x32x32w4, f16_t, 32, 32, 2, 2, 3)
+W4_FUSED_ENTRY(w4a16_fused_f16_32x64x32w4, f16_t, 32, 64, 1, 4, 3)
+W4_FUSED_ENTRY(w4a16_fused_f16_32x128x32w4, f16_t, 32, 128, 1, 4, 3)
+W4_FUSED_ENTRY(w4a16_fused_f16_64x16x32w1, f16_t, 64, 16, 1, 1, 3)
+W4_FUSED_ENTRY(w4a16_fused_f16_64x32x32w4, f16_t, 64, 32, 2, 2, 3)
 W4_FUSED_ENTRY(w4a16_fused_f16_64x64x32w4, f16_t, 64, 64, 2, 2, 3)
+W4_FUSED_ENTRY(w4a16_fused_f16_64x128x32w8, f16_t, 64, 128, 2, 4, 3)
+W4_FUSED_ENTRY(w4a16_fused_f16_128x32x32w4, f16_t, 128, 32, 4, 1, 3)
+W4_FUSED_ENTRY(w4a16_fused_f16_128x64x32w8, f16_t, 128, 64, 4, 2, 3)
 W4_FUSED_ENTRY(w4a16_fused_f16_128x128x32w8, f16_t, 128, 128, 2, 4, 3)
 W4_FUSED_ENTRY(w4a16_fused_f16, f16_t, 64, 64, 2, 2, 3)
 W4_FUSED_ENTRY(w4a16_fused_bf16_16x64x32w4, bf16_t, 16, 64, 1, 4, 3)
+W4_FUSED_ENTRY(w4a16_fused_bf16_32x32x32w4, bf16_t, 32, 32, 2, 2, 3)
+W4_FUSED_ENTRY(w4a16_fused_bf16_32x64x32w4, bf16_t, 32, 64, 1, 4, 3)
+W4_FUSED_ENTRY(w4a16_fused_bf16_32x128x32w4, bf16_t, 32, 128, 1, 4, 3)
+W4_FUSED_ENTRY(w4a16_fused_bf16_64x16x32w1, bf16_t, 64, 16, 1, 1, 3)
+W4_FUSED_ENTRY(w4a16_fused_bf16_64x32x32w4, bf16_t, 64, 32, 2, 2, 3)
 W4_FUSED_ENTRY(w4a16_fused_bf16_64x64x32w4, bf16_t, 64, 64, 2, 2, 3)
+W4_FUSED_ENTRY(w4a16_fused_bf16_64x128x32w8, bf16_t, 64, 128, 2, 4, 3)
+W4_FUSED_ENTRY(w4a16_fused_bf16_128x32x32w4, bf16_t, 128, 32, 4, 1, 3)
+W4_FUSED_ENTRY(w4a16_fused_bf16_128x64x32w8, bf16_t, 128, 64, 4, 2, 3)
 W4_FUSED_ENTRY(w4a16_fused_bf16_128x128x32w8, bf16_t, 128, 128, 2, 4, 3)
 W4_FUSED_ENTRY(w4a16_fused_bf16, bf16_t, 64, 64, 2, 2, 3)

@@ -3,8 +3,17 @@
 //! every fast-path group size, BK % 8 == 0, positive sizes, and a shared-memory footprint the
 //! target can give one block.
 
+mod ladder;
+mod tables;
+
+pub use ladder::{
+    BOUNDARY_BASE, BOUNDARY_GROUP, BOUNDARY_STEP, BoundaryLayer, DeadRung, FieldTile, Pick, Rung,
+    RungId, Segment, ShapeRule, TileTable, field, unreached,
+};
+pub use tables::{ALL_TABLES, table, table_named};
+
 use crate::decl::Tile;
-use crate::target::{Target, Vendor};
+use crate::target::Target;
 use w4a16_reference::ActDtype;
 
 /// K step of every variant: one scale and zero point per step needs BK ≤ G, and 32 is the
@@ -14,33 +23,47 @@ pub const BK: u32 = 32;
 /// Depth of the shared-memory ring of every variant (`STAGES` in `fused.hip`).
 pub const STAGES: u32 = 3;
 
-/// Small M (decode-like batches that missed `skinny`).
-pub const TILE_16X64: Tile = Tile {
-    bm: 16,
-    bn: 64,
-    bk: BK,
-    warps: 4,
-};
-/// Medium M, or too few 128x128 tiles to fill the device.
-pub const TILE_64X64: Tile = Tile {
-    bm: 64,
-    bn: 64,
-    bk: BK,
-    warps: 4,
-};
-/// Large M and N.
-pub const TILE_128X128: Tile = Tile {
-    bm: 128,
-    bn: 128,
-    bk: BK,
-    warps: 8,
-};
+const fn tile(bm: u32, bn: u32, warps: u32) -> Tile {
+    Tile {
+        bm,
+        bn,
+        bk: BK,
+        warps,
+    }
+}
+
+// The compiled variants (`fused.hip` instantiates each for both dtypes; the tables in
+// `tiles/tables.rs` say which field rung each stands for).
+pub const TILE_16X64W4: Tile = tile(16, 64, 4);
+pub const TILE_32X32W4: Tile = tile(32, 32, 4);
+pub const TILE_32X64W4: Tile = tile(32, 64, 4);
+pub const TILE_32X128W4: Tile = tile(32, 128, 4);
+pub const TILE_64X16W1: Tile = tile(64, 16, 1);
+pub const TILE_64X32W4: Tile = tile(64, 32, 4);
+pub const TILE_64X64W4: Tile = tile(64, 64, 4);
+pub const TILE_64X128W8: Tile = tile(64, 128, 8);
+pub const TILE_128X32W4: Tile = tile(128, 32, 4);
+pub const TILE_128X64W8: Tile = tile(128, 64, 8);
+pub const TILE_128X128W8: Tile = tile(128, 128, 8);
 
 /// The compiled variants, each an entry point `w4a16_fused_<dtype>_<BM>x<BN>x<BK>w<warps>`.
-pub static FUSED_VARIANTS: [Tile; 3] = [TILE_16X64, TILE_64X64, TILE_128X128];
+/// Every one is a rung of some table (tested), and every rung one of these.
+pub static FUSED_VARIANTS: [Tile; 11] = [
+    TILE_16X64W4,
+    TILE_32X32W4,
+    TILE_32X64W4,
+    TILE_32X128W4,
+    TILE_64X16W1,
+    TILE_64X32W4,
+    TILE_64X64W4,
+    TILE_64X128W8,
+    TILE_128X32W4,
+    TILE_128X64W8,
+    TILE_128X128W8,
+];
 
 /// The tile behind the plain `w4a16_fused_<dtype>` entry point.
-pub const FUSED_DEFAULT: Tile = TILE_64X64;
+pub const FUSED_DEFAULT: Tile = TILE_64X64W4;
 
 /// The group sizes the fused kernel accepts (its contract); the invariants are checked for each.
 pub const FAST_GROUPS: [usize; 3] = [32, 64, 128];
@@ -58,13 +81,15 @@ pub fn compute_units(target: Target) -> u32 {
     }
 }
 
-/// Statically allocated shared memory one block may use: NVIDIA caps `__shared__` arrays at
-/// 48 KiB (more needs dynamic shared memory and an opt-in attribute, which the set avoids).
+/// NVIDIA caps statically allocated `__shared__` arrays at 48 KiB per block (more needs dynamic
+/// shared memory and an opt-in attribute, which the set avoids).
+pub const NVIDIA_STATIC_SHARED_LIMIT: usize = 48 * 1024;
+
+/// Statically allocated shared memory one block may use on `target`: 48 KiB on every target,
+/// the AMD ones included, because the AMD targets' kernels also run emulated on an NVIDIA GPU
+/// (`--target gfxNNNN-emu`), where the NVIDIA cap holds; the real AMD parts have 64 KiB of LDS.
 pub fn static_shared_limit(target: Target) -> usize {
-    match target.vendor() {
-        Vendor::Nvidia => 48 * 1024,
-        Vendor::Amd => target.shared_mem_bytes(),
-    }
+    NVIDIA_STATIC_SHARED_LIMIT.min(target.shared_mem_bytes())
 }
 
 /// Shared memory of one fused block: a `STAGES`-deep ring of X (BM x BK, 2 bytes) and packed
@@ -79,9 +104,19 @@ pub fn threads(tile: Tile) -> u32 {
     tile.warps * 32
 }
 
-/// The tile for one problem on one target. The same ladder serves both dtypes (the variants
-/// dequantize and multiply in either). Above M = 64 the 128x128 tile is used only when it still
-/// gives every compute unit two blocks.
+/// The rung of `table(target, dtype)` that (M, N, K, G) lands on, with its tile.
+pub fn fused_pick(
+    target: Target,
+    dtype: ActDtype,
+    m: usize,
+    n: usize,
+    k: usize,
+    group: usize,
+) -> Pick {
+    table(target, dtype).pick(m, n, k, group)
+}
+
+/// The tile for one problem on one target: the target's table for the activation dtype.
 pub fn fused_tile(
     target: Target,
     dtype: ActDtype,
@@ -90,19 +125,28 @@ pub fn fused_tile(
     k: usize,
     group: usize,
 ) -> Tile {
-    let _ = (dtype, k, group);
-    if m <= 16 {
-        return TILE_16X64;
-    }
-    if m <= 64 {
-        return TILE_64X64;
-    }
-    let big_tiles = m.div_ceil(128) * n.div_ceil(128);
-    if big_tiles >= 2 * compute_units(target) as usize {
-        TILE_128X128
-    } else {
-        TILE_64X64
-    }
+    fused_pick(target, dtype, m, n, k, group).tile
+}
+
+/// The warp grid (WM, WN) `fused.hip` instantiates `tile` with: warp tiles of whole 16x16
+/// fragments, as square as the warps allow (the fewest warp rows on a tie); `None` when no grid
+/// divides the tile.
+pub fn warp_grid(tile: Tile) -> Option<(u32, u32)> {
+    (1..=tile.warps)
+        .filter(|wm| tile.warps.is_multiple_of(*wm))
+        .map(|wm| (wm, tile.warps / wm))
+        .filter(|&(wm, wn)| tile.bm.is_multiple_of(16 * wm) && tile.bn.is_multiple_of(16 * wn))
+        .min_by_key(|&(wm, wn)| (tile.bm / wm).abs_diff(tile.bn / wn))
+}
+
+/// Packed weight words of one K step each thread dequantizes (`WPT` in `fused.hip`): BN rows of
+/// BK / 8 words over 32·warps threads, which must come out as 1, 2 or 4.
+pub fn dequant_words_per_thread(tile: Tile) -> Option<u32> {
+    let words = tile.bn * (tile.bk / 8);
+    let threads = threads(tile);
+    (threads > 0 && words.is_multiple_of(threads))
+        .then(|| words / threads)
+        .filter(|w| [1, 2, 4].contains(w))
 }
 
 /// A tile that breaks an invariant, with the rule it breaks.
@@ -127,9 +171,15 @@ pub enum TileInvariantError {
         "tile {tile:?}: BM and BN must be multiples of 16 split over the warps (16x16 MMA fragments)"
     )]
     Fragments { tile: Tile },
+    #[error(
+        "tile {tile:?}: BN x BK / 8 packed words per step must split 1, 2 or 4 per thread over {} threads",
+        tile.warps * 32
+    )]
+    DequantSplit { tile: Tile },
 }
 
-/// Checks the SPEC §5 invariants of `tile` for `group` on `target`.
+/// Checks the SPEC §5 invariants of `tile` for `group` on `target`, and that `fused.hip` can
+/// instantiate it (a warp grid of whole fragments, the dequant split).
 pub fn check_tile(tile: Tile, target: Target, group: usize) -> Result<(), TileInvariantError> {
     if tile.bm == 0 || tile.bn == 0 || tile.bk == 0 || tile.warps == 0 {
         return Err(TileInvariantError::NonPositive { tile });
@@ -140,14 +190,14 @@ pub fn check_tile(tile: Tile, target: Target, group: usize) -> Result<(), TileIn
     if tile.bk as usize > group {
         return Err(TileInvariantError::BkAboveGroup { tile, group });
     }
-    if !tile.bm.is_multiple_of(16)
-        || !tile.bn.is_multiple_of(16)
-        || (tile.bm / 16) * (tile.bn / 16) < tile.warps
-    {
+    if warp_grid(tile).is_none() {
         return Err(TileInvariantError::Fragments { tile });
     }
+    if dequant_words_per_thread(tile).is_none() {
+        return Err(TileInvariantError::DequantSplit { tile });
+    }
     let bytes = shared_mem_bytes(tile);
-    let limit = static_shared_limit(target).min(target.shared_mem_bytes());
+    let limit = static_shared_limit(target);
     if bytes > limit {
         return Err(TileInvariantError::SharedMemory {
             tile,
@@ -207,16 +257,79 @@ mod tests {
                 for group in FAST_GROUPS {
                     check_tile(tile, target, group).unwrap();
                 }
+                assert!(shared_mem_bytes(tile) <= NVIDIA_STATIC_SHARED_LIMIT);
             }
         }
     }
 
     #[test]
+    fn every_table_ends_in_a_rung_that_takes_every_layer() {
+        for t in ALL_TABLES {
+            let (_, last) = t.rung(t.len() - 1).unwrap();
+            assert_eq!(
+                (last.m_max, last.when),
+                (None, ShapeRule::Any),
+                "{}",
+                t.name
+            );
+        }
+    }
+
+    #[test]
+    fn every_rung_is_a_compiled_variant_and_every_variant_a_rung() {
+        let mut used = std::collections::BTreeSet::new();
+        for t in ALL_TABLES {
+            for (i, (_, r)) in t.rungs().enumerate() {
+                assert!(
+                    FUSED_VARIANTS.contains(&r.tile),
+                    "{} is not compiled",
+                    t.describe(i)
+                );
+                assert_eq!(r.tile.bk, BK, "{}", t.describe(i));
+                used.insert(FUSED_VARIANTS.iter().position(|v| *v == r.tile).unwrap());
+            }
+        }
+        let unused: Vec<_> = (0..FUSED_VARIANTS.len())
+            .filter(|i| !used.contains(i))
+            .map(|i| FUSED_VARIANTS[i])
+            .collect();
+        assert!(unused.is_empty(), "variants no table uses: {unused:?}");
+    }
+
+    #[test]
+    fn every_target_and_dtype_has_a_listed_table() {
+        for target in Target::ALL {
+            for dtype in ActDtype::ALL {
+                let t = table(target, dtype);
+                assert!(std::ptr::eq(table_named(t.name).unwrap(), t));
+            }
+        }
+        let mut names: Vec<_> = ALL_TABLES.iter().map(|t| t.name).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), ALL_TABLES.len(), "table names must be unique");
+    }
+
+    #[test]
     fn footprints_match_what_ptxas_reports() {
         // Static shared memory of the sm_90 builds, as `--ptxas-options=-v` printed it.
-        assert_eq!(shared_mem_bytes(TILE_16X64), 14336);
-        assert_eq!(shared_mem_bytes(TILE_64X64), 23552);
-        assert_eq!(shared_mem_bytes(TILE_128X128), 47104);
+        assert_eq!(shared_mem_bytes(TILE_16X64W4), 14336);
+        assert_eq!(shared_mem_bytes(TILE_64X64W4), 23552);
+        assert_eq!(shared_mem_bytes(TILE_128X128W8), 47104);
+    }
+
+    #[test]
+    fn warp_grids_are_the_squarest_whole_fragment_split() {
+        assert_eq!(warp_grid(TILE_16X64W4), Some((1, 4)));
+        assert_eq!(warp_grid(TILE_64X64W4), Some((2, 2)));
+        assert_eq!(warp_grid(TILE_128X128W8), Some((2, 4)));
+        assert_eq!(warp_grid(TILE_128X64W8), Some((4, 2)));
+        assert_eq!(warp_grid(TILE_128X32W4), Some((4, 1)));
+        assert_eq!(warp_grid(TILE_64X16W1), Some((1, 1)));
+        assert_eq!(warp_grid(tile(16, 16, 4)), None);
+        assert_eq!(dequant_words_per_thread(TILE_64X16W1), Some(2));
+        assert_eq!(dequant_words_per_thread(TILE_32X128W4), Some(4));
+        assert_eq!(dequant_words_per_thread(tile(64, 32, 8)), None);
     }
 
     #[test]
@@ -224,7 +337,7 @@ mod tests {
         let t = Target::Sm90;
         let wide_k = Tile {
             bk: 64,
-            ..TILE_64X64
+            ..TILE_64X64W4
         };
         assert_eq!(
             check_tile(wide_k, t, 32),
@@ -235,7 +348,7 @@ mod tests {
         );
         let odd_k = Tile {
             bk: 12,
-            ..TILE_64X64
+            ..TILE_64X64W4
         };
         assert_eq!(
             check_tile(odd_k, t, 32),
@@ -243,45 +356,139 @@ mod tests {
         );
         let zero = Tile {
             bm: 0,
-            ..TILE_64X64
+            ..TILE_64X64W4
         };
         assert_eq!(
             check_tile(zero, t, 32),
             Err(TileInvariantError::NonPositive { tile: zero })
         );
-        let huge = Tile {
-            bm: 256,
-            bn: 256,
-            bk: 32,
-            warps: 8,
-        };
+        let huge = tile(256, 256, 8);
         assert!(matches!(
             check_tile(huge, t, 32),
             Err(TileInvariantError::SharedMemory { .. })
         ));
+        // 48 KiB on the AMD targets too (they run emulated on NVIDIA): the field's 64x256 is
+        // 57344 bytes, within the 64 KiB of LDS but not within the NVIDIA cap.
+        let wide = tile(64, 256, 8);
+        for amd in [Target::Gfx1100, Target::Gfx1151, Target::Gfx1201] {
+            assert_eq!(
+                check_tile(wide, amd, 32),
+                Err(TileInvariantError::SharedMemory {
+                    tile: wide,
+                    target: amd,
+                    bytes: 57344,
+                    limit: 49152
+                })
+            );
+        }
         let ragged = Tile {
             bm: 24,
-            ..TILE_64X64
+            ..TILE_64X64W4
         };
         assert_eq!(
             check_tile(ragged, t, 32),
             Err(TileInvariantError::Fragments { tile: ragged })
         );
+        let starved = tile(64, 32, 8);
+        assert_eq!(
+            check_tile(starved, t, 32),
+            Err(TileInvariantError::DequantSplit { tile: starved })
+        );
     }
 
     #[test]
-    fn large_problems_take_the_large_tile_and_small_grids_do_not() {
+    fn each_target_and_dtype_reads_its_own_table() {
+        use ActDtype::{Bf16, F16};
+        let pick = |t, d, m, n, k, g| fused_tile(t, d, m, n, k, g);
+        // gfx1151: an override for Qwen3-8B's gate_up in fp16 and bf16 alike, below M = 129.
+        for d in [F16, Bf16] {
+            assert_eq!(pick(Target::Gfx1151, d, 64, 24576, 4096, 128), TILE_64X32W4);
+        }
         assert_eq!(
-            fused_tile(Target::Sm90, ActDtype::F16, 2048, 14336, 4096, 128),
-            TILE_128X128
+            pick(Target::Gfx1151, F16, 64, 24576, 4096, 64),
+            TILE_64X64W4
+        );
+        // gfx1151 above M = 128: fp16 has its own ladder (BN capped for N ≤ 1024), bf16 not.
+        assert_eq!(
+            pick(Target::Gfx1151, F16, 300, 1024, 4096, 128),
+            TILE_128X32W4
         );
         assert_eq!(
-            fused_tile(Target::Sm90, ActDtype::F16, 256, 512, 4096, 128),
-            TILE_64X64
+            pick(Target::Gfx1151, Bf16, 300, 1024, 4096, 128),
+            TILE_64X64W4
         );
+        // gfx1100 fp16: the fork's small-M tiers; bf16: the scalar ladder.
+        assert_eq!(pick(Target::Gfx1100, F16, 8, 4096, 4096, 128), TILE_16X64W4);
         assert_eq!(
-            fused_tile(Target::Gfx1151, ActDtype::Bf16, 8, 4096, 4096, 32),
-            TILE_16X64
+            pick(Target::Gfx1100, Bf16, 8, 4096, 4096, 128),
+            TILE_32X32W4
+        );
+        // gfx1201: tall layers at M ≤ 128 take one warp of 64x16.
+        assert_eq!(
+            pick(Target::Gfx1201, Bf16, 100, 1024, 4096, 32),
+            TILE_64X16W1
+        );
+        // Any other device: 128x128 above M = 64.
+        assert_eq!(pick(Target::Sm90, F16, 65, 512, 4096, 128), TILE_128X128W8);
+        assert_eq!(pick(Target::Sm90, Bf16, 33, 512, 4096, 128), TILE_64X64W4);
+    }
+
+    /// Every rung is reached by some layer of its table's own boundary derivation (the
+    /// selection sweeps check the same through selection, per target and dtype).
+    #[test]
+    fn boundary_layers_reach_every_rung_of_every_table() {
+        for t in ALL_TABLES {
+            let layers = t.boundary_layers(1);
+            let chosen = layers
+                .iter()
+                .map(|l| t.pick(l.m, l.n, l.k, l.group).rung.index)
+                .collect();
+            let dead = unreached(t, t.name, &chosen);
+            assert!(dead.is_empty(), "{dead:#?}");
+            assert!(layers.iter().all(|l| l.k % 128 == 0 && l.n % 8 == 0));
+        }
+    }
+
+    #[test]
+    fn a_shadowed_rung_is_named() {
+        static SHADOWED: Segment = Segment {
+            name: "shadowed",
+            rungs: &[
+                Rung {
+                    m_max: Some(64),
+                    when: ShapeRule::Any,
+                    tile: TILE_64X64W4,
+                    field: field(64, 64, 32, 4),
+                },
+                Rung {
+                    m_max: Some(64),
+                    when: ShapeRule::TALL,
+                    tile: TILE_64X16W1,
+                    field: field(64, 16, 64, 1),
+                },
+                Rung {
+                    m_max: None,
+                    when: ShapeRule::Any,
+                    tile: TILE_128X128W8,
+                    field: field(128, 128, 32, 8),
+                },
+            ],
+        };
+        static TABLE: TileTable = TileTable {
+            name: "test-shadowed",
+            segments: &[&SHADOWED],
+        };
+        let chosen = TABLE
+            .boundary_layers(1)
+            .iter()
+            .map(|l| TABLE.pick(l.m, l.n, l.k, l.group).rung.index)
+            .collect();
+        let dead = unreached(&TABLE, "test", &chosen);
+        assert_eq!(dead.len(), 1);
+        assert_eq!(
+            dead[0].to_string(),
+            "test: dead rung test-shadowed #1 (shadowed): M ≤ 64, K ≥ 2N → 64x16x32w1 \
+             (field 64,16,64,1), chosen by no case of the selection sweeps"
         );
     }
 
@@ -305,6 +512,11 @@ mod tests {
                 warps: num(4) * num(5),
             };
             assert_eq!(num(6), STAGES, "{line}");
+            assert_eq!(
+                Some((num(4), num(5))),
+                warp_grid(tile),
+                "{line}: the warp grid must be warp_grid's"
+            );
             found.push((f[0].to_owned(), tile));
         }
         for dtype in ActDtype::ALL {

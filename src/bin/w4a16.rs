@@ -578,6 +578,8 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
             let sources = kernel_sources_arg(kernel_sources.as_deref())?;
             let (dir, set) = load_with_dir(cli.cases)?;
             check_suites(&set, &suites)?;
+            // No dead tile-table rung: every rung is chosen by the derived selection sweep.
+            select::reach::check_shipped().map_err(|e| e.to_string())?;
             if !["off", "check", "update"].contains(&snap.as_str()) {
                 return Err(format!(
                     "--snapshot: expected off, check or update, got {snap:?}"

@@ -6,6 +6,7 @@
 pub mod check;
 pub mod padding;
 mod print;
+pub mod reach;
 
 use serde::Serialize;
 use w4a16_kernels::decl::Tile;
@@ -146,6 +147,8 @@ pub struct Selection {
     pub dispatch: String,
     /// The fused kernel's tile (fused path only).
     pub tile: Option<Tile>,
+    /// The rung of the target's tile table that gave `tile` (fused path only).
+    pub tile_rung: Option<tiles::RungId>,
     pub strides: Strides,
     /// Every kernel earlier in the list that did not take the layer, with every reason.
     pub rejections: Vec<Rejection>,
@@ -266,16 +269,17 @@ pub fn select(target: Target, req: &LayerRequest, config: &KernelConfig) -> Sele
         dense_row_stride: uses_dense
             .then(|| padding::dense_row_stride(target, k, req.dtype, req.padding)),
     };
-    let tile = path
+    let pick = path
         .contains(&KernelId::Fused)
-        .then(|| tiles::fused_tile(target, req.dtype, req.m, n, k, group));
+        .then(|| tiles::fused_pick(target, req.dtype, req.m, n, k, group));
     Selection {
         target,
         request: *req,
         layer_kernel: chosen,
         path,
         dispatch,
-        tile,
+        tile: pick.map(|p| p.tile),
+        tile_rung: pick.map(|p| p.rung),
         strides,
         rejections,
     }

@@ -3,6 +3,7 @@
 use std::fmt::Write;
 
 use w4a16_kernels::decl::Tile;
+use w4a16_kernels::tiles;
 
 use super::Selection;
 
@@ -77,6 +78,17 @@ pub fn render(sel: &Selection) -> String {
             out,
             "tile      BM={} BN={} BK={} warps={}",
             t.bm, t.bn, t.bk, t.warps
+        );
+    }
+    if let Some(rung) = sel.tile_rung {
+        let table = tiles::table_named(rung.table);
+        let _ = writeln!(
+            out,
+            "rung      {}",
+            table.map_or_else(
+                || format!("{} #{}", rung.table, rung.index),
+                |t| t.describe(rung.index)
+            )
         );
     }
     let _ = write!(
