@@ -30,7 +30,7 @@ use w4a16_reference::ActDtype;
 use crate::launch::{DeviceInputs, PackedArgs, pack_args};
 use crate::require::{Requirement, Skip};
 
-pub use fault::{DeviceFault, FaultClass, Health, watchdog_timeout};
+pub use fault::{Capability, DeviceFault, FaultClass, Health, watchdog_timeout};
 pub use guard::{GUARD_BYTES, GuardSide, GuardViolation, OutputLayout, OutputReport};
 
 /// `Y[M, N]` as a GEMM launch left it.
