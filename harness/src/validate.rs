@@ -158,6 +158,7 @@ pub enum ContractError {
         #[serde(deserialize_with = "interned")]
         tensor: Name,
         formula: String,
+        #[serde(with = "u128_text")]
         needed: u128,
         got: usize,
     },
@@ -177,7 +178,11 @@ pub enum ContractError {
         "{what} = {value} overflows the kernel's 32-bit signed arithmetic (max {})",
         i32::MAX
     )]
-    Int32Overflow { what: String, value: u128 },
+    Int32Overflow {
+        what: String,
+        #[serde(with = "u128_text")]
+        value: u128,
+    },
 
     #[error("{tensor}: the host buffer holds {got} bytes but the view claims {claimed}")]
     HostBufferShort {
@@ -192,6 +197,20 @@ pub enum ContractError {
         kernel: KernelId,
         validated: KernelId,
     },
+}
+
+/// 128-bit sizes as decimal text: serde's buffered formats (and serde_json through them) have
+/// no 128-bit integers.
+mod u128_text {
+    use serde::{Deserialize, Deserializer, Serializer, de::Error};
+
+    pub fn serialize<S: Serializer>(v: &u128, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(v)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u128, D::Error> {
+        String::deserialize(d)?.parse().map_err(D::Error::custom)
+    }
 }
 
 /// A name the validator puts in an error: a tensor role, a shape formula, a unit. (An alias, so
@@ -815,4 +834,40 @@ fn bytes(tensor: &'static str, v: &TensorView, formula: &str) -> Result<(), Cont
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A worker hands its verdicts' contract errors to the parent as JSON: they come back equal,
+    /// the 128-bit sizes and the static names included, and still name their tensor.
+    #[test]
+    fn contract_errors_survive_the_worker_pipe() {
+        let errors = [
+            ContractError::TooFewBytes {
+                tensor: TensorRole::Weights.name(),
+                formula: "N·row_stride_bytes".into(),
+                needed: u128::from(u64::MAX) + 1,
+                got: 7,
+            },
+            ContractError::RowStrideAlign {
+                kernel: KernelId::Fused,
+                tensor: TensorRole::X.name(),
+                align: 16,
+                got: 6,
+            },
+            ContractError::ZeroSized {
+                kernel: KernelId::Skinny,
+                dim: "M",
+            },
+        ];
+        for e in errors {
+            let json = serde_json::to_string(&e).unwrap();
+            let back: ContractError = serde_json::from_str(&json).unwrap();
+            assert_eq!(back, e, "{json}");
+            assert_eq!(back.to_string(), e.to_string());
+            assert_eq!(back.tensor(), e.tensor());
+        }
+    }
 }

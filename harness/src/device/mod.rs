@@ -15,7 +15,7 @@ pub mod fault;
 pub mod guard;
 pub mod none;
 #[cfg(test)]
-mod simulated;
+pub(crate) mod simulated;
 pub mod stand_in;
 // `rustfmt::skip` only until `rocm.rs` exists (rustfmt resolves cfg-ed modules); drop it then.
 #[cfg(feature = "rocm")]
