@@ -1134,7 +1134,9 @@ mod tests {
             "{dense:#?}"
         );
         assert!(
-            dense.detail.contains("the vendor BLAS is not available on simulated"),
+            dense
+                .detail
+                .contains("the vendor BLAS is not available on simulated"),
             "{}",
             dense.detail
         );
@@ -1159,7 +1161,9 @@ mod tests {
         let dense = find(&vs, "dequant+dense");
         assert_eq!(dense.outcome, Outcome::Fail);
         assert!(
-            dense.detail.starts_with("W4A16_REQUIRE=gpu but the check was skipped: the vendor BLAS"),
+            dense
+                .detail
+                .starts_with("W4A16_REQUIRE=gpu but the check was skipped: the vendor BLAS"),
             "{}",
             dense.detail
         );
@@ -1189,7 +1193,10 @@ mod tests {
                 .any(|f| matches!(f, DeviceFault::Sticky { .. })),
             "{vs:#?}"
         );
-        for v in vs.iter().filter(|v| v.cause.as_ref().and_then(Cause::device_fault).is_some()) {
+        for v in vs
+            .iter()
+            .filter(|v| v.cause.as_ref().and_then(Cause::device_fault).is_some())
+        {
             assert_eq!(v.outcome, Outcome::Fault, "{v:#?}");
             assert_eq!(v.skip_requirement(), None);
         }

@@ -390,7 +390,10 @@ mod tests {
             during: "sync".into(),
             code: "CUDA_ERROR_ILLEGAL_ADDRESS".into(),
         });
-        assert_eq!((blas_outcome, sticky_outcome), (Outcome::Skip, Outcome::Fault));
+        assert_eq!(
+            (blas_outcome, sticky_outcome),
+            (Outcome::Skip, Outcome::Fault)
+        );
         let mut vs = vec![
             Verdict::skipped("a", kernel(), no(Requirement::Gpu)),
             Verdict::skipped("b", kernel(), no(Requirement::Nvrtc)),
@@ -429,9 +432,8 @@ mod tests {
 
     #[test]
     fn a_verdict_with_its_cause_survives_the_worker_pipe() {
-        let v = Verdict::new("a", Check::Determinism(KernelId::Fused), Outcome::Fail).because(
-            Cause::Mismatch(Mismatch::Nondeterministic { elements: 3 }),
-        );
+        let v = Verdict::new("a", Check::Determinism(KernelId::Fused), Outcome::Fail)
+            .because(Cause::Mismatch(Mismatch::Nondeterministic { elements: 3 }));
         assert_eq!(v.detail, "3 elements differ between two identical launches");
         let json = serde_json::to_string(&v).unwrap();
         assert!(json.contains("\"check\":\"determinism:fused\""), "{json}");
