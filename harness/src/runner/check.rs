@@ -204,7 +204,7 @@ impl FromStr for Check {
 /// A check equals its name (the snapshot string).
 impl PartialEq<str> for Check {
     fn eq(&self, name: &str) -> bool {
-        self.to_string() == name
+        name.parse::<Check>().is_ok_and(|c| c == *self)
     }
 }
 
