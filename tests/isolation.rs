@@ -12,10 +12,16 @@ fn ids(list: &[&str]) -> Vec<String> {
     list.iter().map(|s| s.to_string()).collect()
 }
 
-fn rows(verdicts: &[Verdict]) -> Vec<(&str, &str, Outcome)> {
+fn rows(verdicts: &[Verdict]) -> Vec<(String, String, Outcome)> {
     verdicts
         .iter()
-        .map(|v| (v.case_id.as_str(), v.check.as_str(), v.outcome))
+        .map(|v| (v.case_id.clone(), v.check.to_string(), v.outcome))
+        .collect()
+}
+
+fn want(rows: &[(&str, &str, Outcome)]) -> Vec<(String, String, Outcome)> {
+    rows.iter()
+        .map(|(id, check, o)| (id.to_string(), check.to_string(), *o))
         .collect()
 }
 
@@ -59,12 +65,12 @@ fn a_worker_whose_device_is_lost_retires_and_a_fresh_one_takes_the_rest() {
     let out = run_isolated(exe, &args, &ids, Duration::from_secs(5), |_| {}).unwrap();
     assert_eq!(
         rows(&out.verdicts),
-        vec![
+        want(&[
             ("a/ok1", "fallback", Outcome::Pass),
             ("b/lose-device", "fallback", Outcome::Pass),
             ("c/ok2", "fallback", Outcome::Pass),
             ("d/ok3", "fallback", Outcome::Pass),
-        ],
+        ]),
         "retiring is no fault of the next case"
     );
     // The simulated verdict's detail is its worker's process id.
@@ -134,7 +140,7 @@ fn sanitizer_reports_are_charged_to_the_case_that_printed_them() {
     got.sort();
     assert_eq!(
         got,
-        vec![
+        want(&[
             ("a/ok", "fallback", Outcome::Pass),
             ("a/ok", "sanitize:memcheck:fallback", Outcome::Pass),
             ("b/oob", "fallback", Outcome::Pass),
@@ -144,7 +150,7 @@ fn sanitizer_reports_are_charged_to_the_case_that_printed_them() {
             ("d/ok", "sanitize:memcheck:fallback", Outcome::Pass),
             ("e/oob", "fallback", Outcome::Pass),
             ("e/oob", "sanitize:memcheck:fallback", Outcome::Fail),
-        ],
+        ]),
         "the report after `BEGIN b/oob` is b's alone; the crash is contained; the last case's \
          report, read before the worker's exit, is e's"
     );

@@ -1,5 +1,6 @@
 //! `w4a16 run --sanitize TOOL` where no NVIDIA GPU is: every case gets a loud `sanitize:<tool>`
-//! skip with the reason (never a pass), and `W4A16_REQUIRE=gpu` makes it a failure of the run.
+//! skip with the reason (never a pass), and `W4A16_REQUIRE=gpu` makes it a failure of the run —
+//! it and every other GPU check the run skipped, in the summary, the reports and the exit code.
 //! (With a GPU this file has nothing to check: the sanitizer run itself is `scripts/gpu-job.sh
 //! sanitize`.)
 
@@ -75,6 +76,33 @@ fn without_a_gpu_the_sanitizer_is_a_loud_skip_and_a_failure_when_required() {
     );
     let rows = sanitize_rows(&dir);
     assert!(rows.iter().all(|r| r["outcome"] == "fail"), "{rows:?}");
+    // So is every other GPU check the run skipped, in every report of the run.
+    let text = std::fs::read_to_string(dir.join("report.json")).unwrap();
+    let report: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let verdicts = report["verdicts"].as_array().unwrap();
+    let skinny: Vec<&serde_json::Value> =
+        verdicts.iter().filter(|v| v["check"] == "skinny").collect();
+    assert!(!skinny.is_empty());
+    for v in &skinny {
+        assert_eq!(v["outcome"], "fail", "{v}");
+        let detail = v["detail"].as_str().unwrap();
+        assert!(
+            detail.starts_with("W4A16_REQUIRE=gpu but the check was skipped: needs a GPU: "),
+            "{detail}"
+        );
+        assert_eq!(v["cause"]["not-here"]["requirement"], "gpu", "{v}");
+    }
+    assert!(verdicts.iter().all(|v| v["outcome"] != "skip"));
+    assert_eq!(report["summary"]["skipped"], 0);
+    let junit = std::fs::read_to_string(dir.join("junit.xml")).unwrap();
+    assert!(junit.contains("<failure") && !junit.contains("<skipped"));
+    let md = std::fs::read_to_string(dir.join("summary.md")).unwrap();
+    assert!(md.contains("❌"), "{md}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("W4A16_REQUIRE=gpu turns"),
+        "said loudly: {stderr}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

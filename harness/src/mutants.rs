@@ -492,7 +492,7 @@ pub fn suite_outcome(report_dir: &Path, exit_ok: bool, log_tail: &str) -> SuiteO
         }
         return SuiteOutcome::Killed {
             case_id: v.case_id.clone(),
-            check: v.check.clone(),
+            check: v.check.to_string(),
             outcome: v.outcome,
             detail: v.detail.clone(),
         };
@@ -943,9 +943,12 @@ mod tests {
             let json = crate::runner::report::json("sm_90", vs, None);
             std::fs::write(dir.join("report.json"), json).unwrap();
         };
-        let pass = Verdict::new("smoke/a", "skinny", Outcome::Pass);
-        let fail = Verdict::new("smoke/b", "fused", Outcome::Fail).detail("7 over bound");
-        let compile = Verdict::new("smoke/c", "fused", Outcome::Fault)
+        use crate::runner::Check;
+        use w4a16_kernels::KernelId;
+        let pass = Verdict::new("smoke/a", Check::kernel(KernelId::Skinny), Outcome::Pass);
+        let fused = || Check::kernel(KernelId::Fused);
+        let fail = Verdict::new("smoke/b", fused(), Outcome::Fail).detail("7 over bound");
+        let compile = Verdict::new("smoke/c", fused(), Outcome::Fault)
             .detail("compiling fused.hip for sm_90 failed: error: x");
         write(std::slice::from_ref(&pass));
         assert_eq!(

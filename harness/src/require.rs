@@ -4,7 +4,10 @@
 use std::fmt;
 
 /// Something a check needs from the machine it runs on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
 pub enum Requirement {
     /// A usable GPU (CUDA or ROCm device).
     Gpu,
@@ -69,7 +72,7 @@ pub fn unknown_required(value: &str) -> Vec<String> {
 }
 
 /// A check that did not run, and why.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Skip {
     pub requirement: Requirement,
     pub reason: String,

@@ -11,7 +11,8 @@ use w4a16_reference::formats::{ResidentLayer, ResidentWeights, ZeroPoints};
 use w4a16_reference::{ActDtype, Activations};
 
 /// Element types a tensor handed to a kernel can have.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum ElemType {
     F16,
     Bf16,

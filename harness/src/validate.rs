@@ -10,10 +10,18 @@ use crate::tensor::{ElemType, LaunchInputs, TensorView, fmt_shape};
 
 /// A launch the kernel's contract refuses. Each message names the tensor (or size), what the
 /// contract expects and what the launch had.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+///
+/// Serializable so that a fault-isolated worker can hand it to its parent inside a verdict; the
+/// names it holds (tensors, formulas, units) come back interned.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "error", rename_all = "kebab-case")]
 pub enum ContractError {
     #[error("{dim} must be positive for {kernel}; got 0")]
-    ZeroSized { kernel: KernelId, dim: &'static str },
+    ZeroSized {
+        kernel: KernelId,
+        #[serde(deserialize_with = "interned")]
+        dim: Name,
+    },
 
     #[error("M = {m} is outside the range {kernel} accepts: {}", fmt_range(*.min, *.max))]
     MOutOfRange {
@@ -48,35 +56,42 @@ pub enum ContractError {
     )]
     NullPointer {
         kernel: KernelId,
-        arg: &'static str,
-        tensor: &'static str,
+        #[serde(deserialize_with = "interned")]
+        arg: Name,
+        #[serde(deserialize_with = "interned")]
+        tensor: Name,
     },
 
     #[error("{kernel} takes no {tensor} argument; got {got}")]
     UnexpectedTensor {
         kernel: KernelId,
-        tensor: &'static str,
+        #[serde(deserialize_with = "interned")]
+        tensor: Name,
         got: String,
     },
 
     #[error("{tensor} must be {expected}; got {got}")]
     Dtype {
-        tensor: &'static str,
+        #[serde(deserialize_with = "interned")]
+        tensor: Name,
         expected: String,
         got: ElemType,
     },
 
     #[error("{tensor} must have rank {expected}; got {got}")]
     Rank {
-        tensor: &'static str,
+        #[serde(deserialize_with = "interned")]
+        tensor: Name,
         expected: usize,
         got: String,
     },
 
     #[error("{tensor} must have shape {formula} = {}; got {}", fmt_shape(.expected), fmt_shape(.got))]
     Shape {
-        tensor: &'static str,
-        formula: &'static str,
+        #[serde(deserialize_with = "interned")]
+        tensor: Name,
+        #[serde(deserialize_with = "interned")]
+        formula: Name,
         expected: Vec<usize>,
         got: Vec<usize>,
     },
@@ -86,14 +101,21 @@ pub enum ContractError {
     ZeroPointLayout { expected: Vec<usize>, got: String },
 
     #[error("{tensor} must have unit inner stride; got {got}")]
-    InnerStride { tensor: &'static str, got: usize },
+    InnerStride {
+        #[serde(deserialize_with = "interned")]
+        tensor: Name,
+        got: usize,
+    },
 
     #[error("{tensor} row stride must be ≥ {formula} = {min} {unit}; got {got}")]
     RowStride {
-        tensor: &'static str,
-        formula: &'static str,
+        #[serde(deserialize_with = "interned")]
+        tensor: Name,
+        #[serde(deserialize_with = "interned")]
+        formula: Name,
         min: usize,
-        unit: &'static str,
+        #[serde(deserialize_with = "interned")]
+        unit: Name,
         got: usize,
     },
 
@@ -102,10 +124,13 @@ pub enum ContractError {
     )]
     StrideNotPassed {
         kernel: KernelId,
-        tensor: &'static str,
-        formula: &'static str,
+        #[serde(deserialize_with = "interned")]
+        tensor: Name,
+        #[serde(deserialize_with = "interned")]
+        formula: Name,
         expected: usize,
-        unit: &'static str,
+        #[serde(deserialize_with = "interned")]
+        unit: Name,
         got: usize,
     },
 
@@ -114,22 +139,26 @@ pub enum ContractError {
     )]
     RowStrideAlign {
         kernel: KernelId,
-        tensor: &'static str,
+        #[serde(deserialize_with = "interned")]
+        tensor: Name,
         align: usize,
         got: usize,
     },
 
     #[error("{tensor} must be contiguous with strides {}; got strides {}", fmt_shape(.expected), fmt_shape(.got))]
     NotContiguous {
-        tensor: &'static str,
+        #[serde(deserialize_with = "interned")]
+        tensor: Name,
         expected: Vec<usize>,
         got: Vec<usize>,
     },
 
     #[error("{tensor} must hold {formula} = {needed} bytes; got {got}")]
     TooFewBytes {
-        tensor: &'static str,
+        #[serde(deserialize_with = "interned")]
+        tensor: Name,
         formula: String,
+        #[serde(with = "u128_text")]
         needed: u128,
         got: usize,
     },
@@ -138,7 +167,8 @@ pub enum ContractError {
         "{tensor} must start at an address aligned to {align} bytes; got alignment {got} (byte offset {offset})"
     )]
     Misaligned {
-        tensor: &'static str,
+        #[serde(deserialize_with = "interned")]
+        tensor: Name,
         align: usize,
         got: usize,
         offset: usize,
@@ -148,11 +178,16 @@ pub enum ContractError {
         "{what} = {value} overflows the kernel's 32-bit signed arithmetic (max {})",
         i32::MAX
     )]
-    Int32Overflow { what: String, value: u128 },
+    Int32Overflow {
+        what: String,
+        #[serde(with = "u128_text")]
+        value: u128,
+    },
 
     #[error("{tensor}: the host buffer holds {got} bytes but the view claims {claimed}")]
     HostBufferShort {
-        tensor: &'static str,
+        #[serde(deserialize_with = "interned")]
+        tensor: Name,
         claimed: usize,
         got: usize,
     },
@@ -162,6 +197,44 @@ pub enum ContractError {
         kernel: KernelId,
         validated: KernelId,
     },
+}
+
+/// 128-bit sizes as decimal text: serde's buffered formats (and serde_json through them) have
+/// no 128-bit integers.
+mod u128_text {
+    use serde::{Deserialize, Deserializer, Serializer, de::Error};
+
+    pub fn serialize<S: Serializer>(v: &u128, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(v)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u128, D::Error> {
+        String::deserialize(d)?.parse().map_err(D::Error::custom)
+    }
+}
+
+/// A name the validator puts in an error: a tensor role, a shape formula, a unit. (An alias, so
+/// that serde does not take the field for a borrow of the input.)
+pub type Name = &'static str;
+
+/// A name read back from a worker's verdict as the `&'static str` the error holds. The names are
+/// the validator's own (tensor roles, shape formulas, units): a small fixed vocabulary, so each
+/// distinct one is leaked once and reused ever after.
+fn interned<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Name, D::Error> {
+    use std::collections::BTreeSet;
+    use std::sync::{Mutex, OnceLock};
+    static NAMES: OnceLock<Mutex<BTreeSet<&'static str>>> = OnceLock::new();
+    let name = <String as serde::Deserialize>::deserialize(d)?;
+    let mut names = NAMES
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    if let Some(known) = names.get(name.as_str()) {
+        return Ok(known);
+    }
+    let leaked: &'static str = Box::leak(name.into_boxed_str());
+    names.insert(leaked);
+    Ok(leaked)
 }
 
 fn fmt_range(min: usize, max: Option<usize>) -> String {
@@ -610,6 +683,34 @@ fn row_layout(
 impl ContractError {
     /// The tensor whose declared row layout (row-stride multiple or base alignment) refused
     /// the launch: X or Y. `None` for every other refusal.
+    /// The tensor the contract refused, when the refusal is about one (`X`, `weights`, ...).
+    pub fn tensor(&self) -> Option<&'static str> {
+        match self {
+            ContractError::NullPointer { tensor, .. }
+            | ContractError::UnexpectedTensor { tensor, .. }
+            | ContractError::Dtype { tensor, .. }
+            | ContractError::Rank { tensor, .. }
+            | ContractError::Shape { tensor, .. }
+            | ContractError::InnerStride { tensor, .. }
+            | ContractError::RowStride { tensor, .. }
+            | ContractError::StrideNotPassed { tensor, .. }
+            | ContractError::RowStrideAlign { tensor, .. }
+            | ContractError::NotContiguous { tensor, .. }
+            | ContractError::TooFewBytes { tensor, .. }
+            | ContractError::Misaligned { tensor, .. }
+            | ContractError::HostBufferShort { tensor, .. } => Some(tensor),
+            ContractError::ZeroPointLayout { .. } => Some(TensorRole::Zeros.name()),
+            ContractError::ZeroSized { .. }
+            | ContractError::MOutOfRange { .. }
+            | ContractError::KNotMultiple { .. }
+            | ContractError::GroupNotAllowed { .. }
+            | ContractError::KNotDivisibleByGroup { .. }
+            | ContractError::NNotMultipleOf8 { .. }
+            | ContractError::Int32Overflow { .. }
+            | ContractError::WrongKernel { .. } => None,
+        }
+    }
+
     pub fn row_layout_tensor(&self) -> Option<TensorRole> {
         let tensor = match self {
             ContractError::RowStrideAlign { tensor, .. }
@@ -733,4 +834,40 @@ fn bytes(tensor: &'static str, v: &TensorView, formula: &str) -> Result<(), Cont
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A worker hands its verdicts' contract errors to the parent as JSON: they come back equal,
+    /// the 128-bit sizes and the static names included, and still name their tensor.
+    #[test]
+    fn contract_errors_survive_the_worker_pipe() {
+        let errors = [
+            ContractError::TooFewBytes {
+                tensor: TensorRole::Weights.name(),
+                formula: "N·row_stride_bytes".into(),
+                needed: u128::from(u64::MAX) + 1,
+                got: 7,
+            },
+            ContractError::RowStrideAlign {
+                kernel: KernelId::Fused,
+                tensor: TensorRole::X.name(),
+                align: 16,
+                got: 6,
+            },
+            ContractError::ZeroSized {
+                kernel: KernelId::Skinny,
+                dim: "M",
+            },
+        ];
+        for e in errors {
+            let json = serde_json::to_string(&e).unwrap();
+            let back: ContractError = serde_json::from_str(&json).unwrap();
+            assert_eq!(back, e, "{json}");
+            assert_eq!(back.to_string(), e.to_string());
+            assert_eq!(back.tensor(), e.tensor());
+        }
+    }
 }

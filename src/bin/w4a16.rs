@@ -10,17 +10,19 @@ use w4a16_harness::cases::{self, CaseSet};
 use w4a16_harness::config::{self, KernelConfig};
 use w4a16_harness::device::{Allocation, Health};
 use w4a16_harness::mutants;
+use w4a16_harness::require;
 use w4a16_harness::runner::sanitize::{self, SanitizerTool};
 use w4a16_harness::runner::session::{self, Backend, SessionOptions};
 use w4a16_harness::runner::{
-    Outcome, PhaseTimes, Summary, Verdict, cpu_side, execute, global, isolate, report, snapshot,
+    Check, Outcome, PhaseTimes, Summary, Verdict, cpu_side, execute, global, isolate, report,
+    snapshot, verdict,
 };
 use w4a16_harness::select::{self, LayerRequest};
 use w4a16_kernels::mutants::{Catalogue, Mutant};
 use w4a16_kernels::nvrtc;
 use w4a16_kernels::source::{self, KernelSources};
 use w4a16_kernels::target::Vendor;
-use w4a16_kernels::{Execution, RunTarget, Target, emulation};
+use w4a16_kernels::{Execution, KernelId, RunTarget, Target, emulation};
 use w4a16_reference::ActDtype;
 use w4a16_reference::layer::{LayerShape, Symmetry};
 
@@ -312,7 +314,7 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
             };
             isolate::serve_until(
                 |id| {
-                    let failed = |check: &str, why: String| {
+                    let failed = |check: Check, why: String| {
                         let v = Verdict::new(id, check, Outcome::Fail).detail(why);
                         (vec![v], PhaseTimes::default())
                     };
@@ -320,10 +322,10 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
                         Some(case) => {
                             match session::run_in_process(&set, &[case], &backend, &opts, &|_| {}) {
                                 Ok(out) => (out.verdicts, out.times),
-                                Err(e) => failed("session", e),
+                                Err(e) => failed(Check::Session, e),
                             }
                         }
-                        None => failed("case", "no such case id".into()),
+                        None => failed(Check::Case, "no such case id".into()),
                     }
                 },
                 retire,
@@ -550,7 +552,9 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
             let mut opts = SessionOptions::new(dir, target);
             opts.config = config;
             opts.artifacts = Some(artifacts);
-            let verdicts = session::run_in_process(&set, &[c], &backend, &opts, &|_| {})?.verdicts;
+            let mut verdicts =
+                session::run_in_process(&set, &[c], &backend, &opts, &|_| {})?.verdicts;
+            require_gpu_checks(&mut verdicts);
             for v in &verdicts {
                 println!(
                     "{:<8} {:<28} {} {}",
@@ -739,6 +743,7 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
                 verdicts.extend(skipped);
             }
             bar.finish_and_clear();
+            require_gpu_checks(&mut verdicts);
             let wall_s = started.elapsed().as_secs_f64();
             write_reports(
                 &report_dir,
@@ -827,7 +832,8 @@ fn simulated(id: &str, lost: &std::cell::Cell<bool>) -> (Vec<Verdict>, PhaseTime
         cases: 1,
         ..PhaseTimes::default()
     };
-    let v = Verdict::new(id, "fallback", Outcome::Pass).detail(std::process::id().to_string());
+    let v = Verdict::new(id, Check::kernel(KernelId::Fallback), Outcome::Pass)
+        .detail(std::process::id().to_string());
     (vec![v], times)
 }
 
@@ -854,6 +860,20 @@ fn print_counts(set: &CaseSet) {
         );
     }
     println!("{:<14} {:>7}", "total", set.total_cases());
+}
+
+/// `W4A16_REQUIRE` over a run's verdicts: a skip of a check whose requirement it names fails
+/// the run, counted as such in the summary, the reports and the exit code; said once, loudly.
+fn require_gpu_checks(verdicts: &mut [Verdict]) {
+    let value = std::env::var("W4A16_REQUIRE").ok();
+    let required = require::required_from(value.as_deref());
+    let turned = verdict::apply_required(verdicts, &required);
+    if turned > 0 {
+        eprintln!(
+            "w4a16: W4A16_REQUIRE={} turns {turned} skipped checks into failures",
+            value.unwrap_or_default()
+        );
+    }
 }
 
 fn exit_for(s: &Summary) -> ExitCode {

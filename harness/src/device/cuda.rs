@@ -28,7 +28,7 @@ use w4a16_reference::ActDtype;
 
 use super::blas::BlasOp;
 use super::{
-    Allocation, Backend, BlasGemm, DeviceFault, DeviceKind, FaultClass, Health, skip,
+    Allocation, Backend, BlasGemm, Capability, DeviceFault, DeviceKind, FaultClass, Health, skip,
     watchdog_timeout,
 };
 use crate::launch::{PackedArgs, RawArg};
@@ -385,9 +385,10 @@ impl CudaDevice {
         if guard.is_none() {
             // SAFETY: a dlopen probe.
             if !unsafe { cudarc::cublas::sys::is_culib_present() } {
-                return Err(DeviceFault::Unsupported {
-                    what: "cuBLAS (libcublas.so not found)".into(),
+                return Err(DeviceFault::MissingCapability {
+                    capability: Capability::VendorBlas,
                     device: self.name.clone(),
+                    why: "cuBLAS (libcublas.so) could not be loaded".into(),
                 });
             }
             let blas = CudaBlas::new(Arc::clone(&self.stream)).map_err(|e| DeviceFault::Call {
@@ -665,9 +666,10 @@ impl Backend for CudaDevice {
         self.bind(&during)?;
         let blas = self.blas_handle()?;
         let Some(blas) = blas.as_ref() else {
-            return Err(DeviceFault::Unsupported {
-                what: "cuBLAS".into(),
+            return Err(DeviceFault::MissingCapability {
+                capability: Capability::VendorBlas,
                 device: self.name.clone(),
+                why: "no cuBLAS handle".into(),
             });
         };
         let dt = match g.dtype {

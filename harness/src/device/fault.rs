@@ -2,8 +2,10 @@
 //! the runner keeps GPU cases in a restartable worker, and the classification says whether the
 //! worker must be restarted (the context is gone) or the next case can go on.
 
+use std::fmt;
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
 use w4a16_kernels::KernelId;
 
 /// What kind of failure a driver status is.
@@ -21,7 +23,33 @@ pub enum FaultClass {
     Call,
 }
 
-#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+/// Something a device may lack although it works: the check that needs it cannot run here (a
+/// SKIP naming it), which says nothing about the device's behaviour.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Capability {
+    /// The vendor BLAS library the dense path calls (cuBLAS, hipBLASLt or hipBLAS).
+    VendorBlas,
+}
+
+impl Capability {
+    pub fn name(self) -> &'static str {
+        match self {
+            Capability::VendorBlas => "the vendor BLAS",
+        }
+    }
+}
+
+impl fmt::Display for Capability {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Why a device call did not give a result. Serializable so that a fault-isolated worker can
+/// hand it to its parent inside a verdict.
+#[derive(Clone, Debug, PartialEq, thiserror::Error, Serialize, Deserialize)]
+#[serde(tag = "fault", rename_all = "kebab-case")]
 pub enum DeviceFault {
     #[error("launch of {kernel} refused: {code}{}; the context is still usable", fmt_detail(.detail))]
     Launch {
@@ -49,8 +77,19 @@ pub enum DeviceFault {
     #[error("device unusable after an earlier fault ({cause}); restart the worker")]
     ContextLost { cause: String },
 
+    /// The harness asked for something no device does (a launch without an output, a benchmark
+    /// of nothing): a harness bug, reported as a fault.
     #[error("{what} is not available on {device}")]
     Unsupported { what: String, device: String },
+
+    /// The device works but lacks `capability` (e.g. the vendor BLAS library is not installed):
+    /// the checks that need it are skipped with this reason, never faulted.
+    #[error("{capability} is not available on {device}: {why}")]
+    MissingCapability {
+        capability: Capability,
+        device: String,
+        why: String,
+    },
 
     #[error("the inputs were validated for {validated}, but the launch is of {kernel}")]
     WrongKernel {
@@ -97,6 +136,15 @@ impl DeviceFault {
         )
     }
 
+    /// The capability the device lacks, when that is all this is (the check is a SKIP, not a
+    /// FAULT: the device did nothing wrong).
+    pub fn missing_capability(&self) -> Option<Capability> {
+        match self {
+            DeviceFault::MissingCapability { capability, .. } => Some(*capability),
+            _ => None,
+        }
+    }
+
     /// A short stable name for verdict rows (no driver strings, no timings).
     pub fn kind(&self) -> &'static str {
         match self {
@@ -107,6 +155,7 @@ impl DeviceFault {
             DeviceFault::Compile { .. } => "compile-error",
             DeviceFault::ContextLost { .. } => "context-lost",
             DeviceFault::Unsupported { .. } => "unsupported",
+            DeviceFault::MissingCapability { .. } => "missing-capability",
             DeviceFault::WrongKernel { .. } => "wrong-kernel",
         }
     }
@@ -187,5 +236,29 @@ mod tests {
         };
         assert!(t.context_unusable());
         assert!(t.to_string().contains("3.0 s watchdog"), "{t}");
+        assert_eq!(t.missing_capability(), None);
+    }
+
+    #[test]
+    fn a_missing_capability_names_it_and_survives_the_worker_pipe() {
+        let f = DeviceFault::MissingCapability {
+            capability: Capability::VendorBlas,
+            device: "AMD Radeon 8060S (gfx1151)".into(),
+            why: "neither libhipblaslt.so nor libhipblas.so could be loaded".into(),
+        };
+        assert_eq!(f.missing_capability(), Some(Capability::VendorBlas));
+        assert!(!f.context_unusable());
+        assert_eq!(
+            f.to_string(),
+            "the vendor BLAS is not available on AMD Radeon 8060S (gfx1151): neither libhipblaslt.so nor libhipblas.so could be loaded"
+        );
+        let json = serde_json::to_string(&f).unwrap();
+        assert_eq!(serde_json::from_str::<DeviceFault>(&json).unwrap(), f);
+        let t = DeviceFault::Timeout {
+            during: "sync".into(),
+            after: Duration::from_millis(1500),
+        };
+        let json = serde_json::to_string(&t).unwrap();
+        assert_eq!(serde_json::from_str::<DeviceFault>(&json).unwrap(), t);
     }
 }

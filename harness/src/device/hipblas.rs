@@ -37,7 +37,7 @@ use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
 use w4a16_reference::ActDtype;
 
 use super::blas::{BlasOp, ColumnMajorGemm};
-use super::{DeviceFault, FaultClass};
+use super::{Capability, DeviceFault, FaultClass};
 use crate::require::{Requirement, Skip};
 
 /// `hipblasHandle_t`.
@@ -106,8 +106,8 @@ pub enum Status {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StatusMeaning {
     Success,
-    /// The device or library lacks the capability: a skip ([`DeviceFault::Unsupported`]),
-    /// never a fault.
+    /// The device or library lacks the capability: a skip
+    /// ([`DeviceFault::MissingCapability`]), never a fault.
     Unsupported,
     /// A failed call of this class (a refusal is [`FaultClass::Launch`]: nothing ran and the
     /// context is usable). hipBLAS never reports a sticky fault itself; the synchronisation
@@ -187,9 +187,10 @@ impl Status {
     pub fn check(self, during: &str, device: &str) -> Result<(), DeviceFault> {
         match self.meaning() {
             StatusMeaning::Success => Ok(()),
-            StatusMeaning::Unsupported => Err(DeviceFault::Unsupported {
-                what: format!("{during} (hipBLAS answered {})", self.name()),
+            StatusMeaning::Unsupported => Err(DeviceFault::MissingCapability {
+                capability: Capability::VendorBlas,
                 device: device.to_string(),
+                why: format!("{during}: hipBLAS answered {}", self.name()),
             }),
             StatusMeaning::Fault(class) => {
                 Err(DeviceFault::from_status(class, during, &self.name()))
@@ -567,9 +568,10 @@ impl LoadError {
 
     /// The fault of a dense launch on `device`: a capability the machine lacks.
     pub fn fault(&self, device: String) -> DeviceFault {
-        DeviceFault::Unsupported {
-            what: format!("the dense path's vendor BLAS: {self}"),
+        DeviceFault::MissingCapability {
+            capability: Capability::VendorBlas,
             device,
+            why: self.to_string(),
         }
     }
 }
@@ -1034,7 +1036,11 @@ mod tests {
         let during = "hipBLAS GEMM M=3 N=8 K=16";
         assert_eq!(Status::Success.check(during, "gfx1151"), Ok(()));
         match Status::ArchMismatch.check(during, "gfx1151") {
-            Err(DeviceFault::Unsupported { what, device }) => {
+            Err(DeviceFault::MissingCapability {
+                capability: Capability::VendorBlas,
+                why: what,
+                device,
+            }) => {
                 assert!(
                     what.contains(during) && what.contains("ARCH_MISMATCH"),
                     "{what}"

@@ -18,7 +18,7 @@ pub mod guard;
 pub mod hipblas;
 pub mod none;
 #[cfg(test)]
-mod simulated;
+pub(crate) mod simulated;
 pub mod stand_in;
 // `rustfmt::skip` only until `rocm.rs` exists (rustfmt resolves cfg-ed modules); drop it then.
 #[cfg(feature = "rocm")]
@@ -33,7 +33,7 @@ use w4a16_reference::ActDtype;
 use crate::launch::{DeviceInputs, PackedArgs, pack_args};
 use crate::require::{Requirement, Skip};
 
-pub use fault::{DeviceFault, FaultClass, Health, watchdog_timeout};
+pub use fault::{Capability, DeviceFault, FaultClass, Health, watchdog_timeout};
 pub use guard::{GUARD_BYTES, GuardSide, GuardViolation, OutputLayout, OutputReport};
 
 /// `Y[M, N]` as a GEMM launch left it.

@@ -8,7 +8,7 @@
 //! buffer (`HIP_LAUNCH_PARAM_BUFFER_POINTER`). Every runtime call is checked and classified like
 //! the CUDA backend's; a sticky fault or a watchdog timeout leaves the device lost. The dense
 //! path runs in hipBLAS, loaded at run time (`hipblas.rs`): without it that path is a loud
-//! `Unsupported` naming the library, and everything else works.
+//! `MissingCapability` (a SKIP) naming the library, and everything else works.
 //!
 //! The runtime functions are declared here with plain `int` status returns: hip-sys returns a
 //! Rust enum generated from HIP 5.4, and a newer runtime's status code outside that list would

@@ -55,6 +55,23 @@ struct Sim {
     weights_read: Mutex<Vec<u64>>,
     /// Every vendor-BLAS call.
     blas_calls: Mutex<Vec<BlasGemm>>,
+    /// Whether the vendor BLAS is installed (a device without it lacks a capability, and
+    /// misbehaves in nothing).
+    blas: bool,
+}
+
+/// A simulated device for the runner's tests: well behaved, or losing its context at the first
+/// launch (`sticky`); `blas: false` is a device without the vendor BLAS library.
+pub(crate) fn device(sticky: bool, blas: bool) -> Box<dyn Device> {
+    let mode = if sticky {
+        Misbehave::Sticky
+    } else {
+        Misbehave::None
+    };
+    Box::new(Sim {
+        blas,
+        ..Sim::new(mode)
+    })
 }
 
 impl Sim {
@@ -73,6 +90,7 @@ impl Sim {
             launches: Mutex::new(0),
             weights_read: Mutex::new(Vec::new()),
             blas_calls: Mutex::new(Vec::new()),
+            blas: true,
         }
     }
 
@@ -150,6 +168,7 @@ impl Backend for Sim {
         }
         let values = args.values(kernel).expect("packed for this declaration");
         let mut y = 0u64;
+        let mut dense = 0u64;
         let mut x = 0u64;
         let mut scalar = HashMap::new();
         for (a, v) in kernel.args.iter().zip(values) {
@@ -161,6 +180,13 @@ impl Backend for Sim {
                     },
                     RawArg::Pointer(p),
                 ) => y = p,
+                (
+                    ArgKind::Pointer {
+                        role: TensorRole::Dense,
+                        ..
+                    },
+                    RawArg::Pointer(p),
+                ) => dense = p,
                 (
                     ArgKind::Pointer {
                         role: TensorRole::X,
@@ -181,12 +207,17 @@ impl Backend for Sim {
                 _ => {}
             }
         }
-        let (m, n, k, stride) = (
-            scalar[&ScalarArg::M],
-            scalar[&ScalarArg::N],
-            scalar[&ScalarArg::K],
-            scalar[&ScalarArg::YRowStride],
-        );
+        // A GEMM writes Y [M, N]; the dequant kernel (no M) writes the dense copy [N, K].
+        let k = scalar[&ScalarArg::K];
+        let (y, m, n, stride) = match scalar.get(&ScalarArg::M) {
+            Some(&m) => (y, m, scalar[&ScalarArg::N], scalar[&ScalarArg::YRowStride]),
+            None => (
+                dense,
+                scalar[&ScalarArg::N],
+                k,
+                scalar[&ScalarArg::DenseRowStride],
+            ),
+        };
         let echo = matches!(self.mode, Misbehave::EchoX | Misbehave::EchoXIgnoringStride);
         let mut values = Vec::with_capacity(m * n);
         for mi in 0..m {
@@ -249,6 +280,13 @@ impl Backend for Sim {
         _dense: &SimBuf,
         _y: &mut SimBuf,
     ) -> Result<(), DeviceFault> {
+        if !self.blas {
+            return Err(DeviceFault::MissingCapability {
+                capability: Capability::VendorBlas,
+                device: Backend::name(self),
+                why: "the simulated BLAS library is not installed".into(),
+            });
+        }
         self.blas_calls.lock().unwrap().push(*g);
         Ok(())
     }

@@ -2,11 +2,12 @@
 //! → resident layout → selection and the static cross-check → launch(es) → reference and bound
 //! → verdicts. Pure data flow; the device is behind the backend-neutral [`Device`] trait.
 
+use super::check::{Check, KernelPath};
 use super::timing::{Phase, PhaseTimes};
-use super::verdict::{Outcome, Verdict};
+use super::verdict::{Cause, Mismatch, Outcome, OutputProblems, Verdict};
 use crate::cases::{self, Case, KnownBad, KnownBadMode, ViewLayout};
 use crate::config::KernelConfig;
-use crate::device::{Device, GemmOutput};
+use crate::device::{Device, DeviceFault, GemmOutput};
 use crate::launch::DeviceInputs;
 use crate::require::Skip;
 use crate::select::{self, LayerRequest};
@@ -148,7 +149,7 @@ struct PreparedLayer {
     key: PreparedKey,
     layer: QuantizedLayer,
     resident: Option<ResidentLayer>,
-    convert_verdicts: Vec<(String, Outcome, String)>,
+    convert_verdicts: Vec<Verdict>,
 }
 
 thread_local! {
@@ -177,9 +178,47 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         }
     }
 
-    fn push(&mut self, check: impl Into<String>, outcome: Outcome, detail: impl Into<String>) {
+    fn push(&mut self, check: Check, outcome: Outcome, detail: impl Into<String>) {
         self.verdicts
             .push(Verdict::new(&self.case.id, check, outcome).detail(detail));
+    }
+
+    /// A verdict whose detail is rendered from its typed cause.
+    fn push_cause(&mut self, check: Check, outcome: Outcome, cause: Cause) {
+        self.verdicts
+            .push(Verdict::new(&self.case.id, check, outcome).because(cause));
+    }
+
+    /// A device error: a SKIP when the device lacks a capability, else a FAULT.
+    fn push_device(&mut self, check: Check, fault: DeviceFault) {
+        let (outcome, cause) = Cause::of_device(fault);
+        self.push_cause(check, outcome, cause);
+    }
+
+    /// A contract refusal, typed, with `frame` saying what it means for this check.
+    fn push_contract(
+        &mut self,
+        check: Check,
+        outcome: Outcome,
+        (kernel, error): (KernelId, ContractError),
+        frame: impl FnOnce(&Cause) -> String,
+    ) {
+        let cause = Cause::Contract { kernel, error };
+        let mut v = Verdict::new(&self.case.id, check, outcome);
+        v.detail = frame(&cause);
+        v.cause = Some(cause);
+        self.verdicts.push(v);
+    }
+
+    /// A GPU-bound check without a device: a loud SKIP naming why there is none.
+    fn push_no_device(&mut self, check: Check) {
+        let skip = self.ctx.no_device.clone().unwrap_or_else(|| Skip {
+            requirement: crate::require::Requirement::Gpu,
+            reason: "no GPU".into(),
+        });
+        let mut v = Verdict::skipped(&self.case.id, check, skip);
+        v.detail = format!("needs a GPU: {}", v.detail);
+        self.verdicts.push(v);
     }
 
     fn run(mut self) -> (Vec<Verdict>, PhaseTimes) {
@@ -212,7 +251,7 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         let x = match x {
             Ok(x) => x,
             Err(e) => {
-                self.push("data", Outcome::Fail, e.to_string());
+                self.push(Check::Data, Outcome::Fail, e.to_string());
                 return (self.verdicts, self.times);
             }
         };
@@ -239,8 +278,11 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         });
         let prepared = match cached {
             Some(p) => {
-                for (check, outcome, detail) in &p.convert_verdicts {
-                    self.push(check.clone(), *outcome, detail.clone());
+                for v in &p.convert_verdicts {
+                    self.verdicts.push(Verdict {
+                        case_id: self.case.id.clone(),
+                        ..v.clone()
+                    });
                 }
                 p
             }
@@ -254,7 +296,7 @@ impl<'c, 'a> CaseRun<'c, 'a> {
                 let layer = match layer {
                     Ok(l) => l,
                     Err(e) => {
-                        self.push("data", Outcome::Fail, e.to_string());
+                        self.push(Check::Data, Outcome::Fail, e.to_string());
                         return None;
                     }
                 };
@@ -262,10 +304,7 @@ impl<'c, 'a> CaseRun<'c, 'a> {
                 let start = Instant::now();
                 let resident = self.convert(&layer);
                 self.times.add(Phase::Convert, start.elapsed());
-                let convert_verdicts = self.verdicts[first..]
-                    .iter()
-                    .map(|v| (v.check.clone(), v.outcome, v.detail.clone()))
-                    .collect();
+                let convert_verdicts = self.verdicts[first..].to_vec();
                 let p = Rc::new(PreparedLayer {
                     key,
                     layer,
@@ -288,11 +327,15 @@ impl<'c, 'a> CaseRun<'c, 'a> {
             &LayerRequest::from_case(case),
             &self.ctx.config,
         );
-        let check = format!("selection:{}", sel.path_name());
-        if sel.path.is_empty() {
-            self.push("selection", Outcome::Refused, "no kernel takes the layer");
+        let Some(path) = KernelPath::new(sel.path.clone()) else {
+            self.push(
+                Check::Selection(None),
+                Outcome::Refused,
+                "no kernel takes the layer",
+            );
             return;
-        }
+        };
+        let check = Check::Selection(Some(path.clone()));
         match select::cross_check(&sel, &select::check::DeclaredContracts) {
             Ok(()) => self.push(check, Outcome::Pass, sel.dispatch.clone()),
             Err(e) => self.push(
@@ -301,28 +344,19 @@ impl<'c, 'a> CaseRun<'c, 'a> {
                 format!("selected path would fail at launch: {e}"),
             ),
         }
-        let reason = self
-            .ctx
-            .no_device
-            .as_ref()
-            .map_or_else(|| "no GPU".to_string(), |s| s.reason.clone());
-        self.push(
-            sel.path_name(),
-            Outcome::Skip,
-            format!("needs a GPU: {reason}"),
-        );
+        self.push_no_device(Check::Path(path));
     }
 
     /// Producer → its own reading and the converter; both must give back the logical layer.
     fn convert(&mut self, logical: &QuantizedLayer) -> Option<ResidentLayer> {
         let case = self.case;
         let producer = producer_of(case);
-        let check = format!("convert:{}", producer.name());
+        let check = || Check::Convert(producer);
         let ckpt = match producer.build(logical) {
             Ok(c) => c,
             Err(e) => {
                 self.push(
-                    check,
+                    check(),
                     Outcome::Fail,
                     format!("producer cannot express the case: {e}"),
                 );
@@ -333,14 +367,14 @@ impl<'c, 'a> CaseRun<'c, 'a> {
             Ok(own) if own == *logical => {}
             Ok(_) => {
                 self.push(
-                    check,
+                    check(),
                     Outcome::Fail,
                     "the checkpoint's own reading differs from the layer it was built from",
                 );
                 return None;
             }
             Err(e) => {
-                self.push(check, Outcome::Fail, format!("own reading refused: {e}"));
+                self.push(check(), Outcome::Fail, format!("own reading refused: {e}"));
                 return None;
             }
         }
@@ -353,7 +387,7 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         let converted = match ckpt.to_resident(&target, padding) {
             Ok(c) => c,
             Err(e) => {
-                self.push(check, Outcome::Fail, format!("converter refused: {e}"));
+                self.push(check(), Outcome::Fail, format!("converter refused: {e}"));
                 return None;
             }
         };
@@ -364,7 +398,7 @@ impl<'c, 'a> CaseRun<'c, 'a> {
                 Ok(back) if back == *logical => {}
                 Ok(_) => {
                     self.push(
-                        check,
+                        check(),
                         Outcome::Fail,
                         "converter output reads back differently from the checkpoint's own reading",
                     );
@@ -372,7 +406,7 @@ impl<'c, 'a> CaseRun<'c, 'a> {
                 }
                 Err(e) => {
                     self.push(
-                        check,
+                        check(),
                         Outcome::Fail,
                         format!("resident layout invalid: {e}"),
                     );
@@ -381,7 +415,7 @@ impl<'c, 'a> CaseRun<'c, 'a> {
             }
         }
         let notes: Vec<String> = converted.notes.iter().map(|n| format!("{n:?}")).collect();
-        self.push(check, Outcome::Pass, notes.join("; "));
+        self.push(check(), Outcome::Pass, notes.join("; "));
         Some(resident)
     }
 
@@ -411,64 +445,53 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         let layout_refusal = refusal
             .as_ref()
             .and_then(|(_, e)| self.declared_layout_refusal(e));
-        match (&refusal, legacy, sel.path.is_empty()) {
-            (_, _, true) => {
-                let why: Vec<String> = sel
-                    .rejections
-                    .iter()
-                    .map(|r| format!("{}: {}", r.kernel.name(), r.reason))
-                    .collect();
-                self.push(
-                    "selection",
-                    Outcome::Refused,
-                    format!("no kernel takes the layer: {}", why.join("; ")),
-                );
-                return;
-            }
-            (Some((k, e)), true, _) => {
-                self.push(
-                    format!("selection:{}", sel.path_name()),
-                    Outcome::Refused,
-                    format!("{k} refused the legacy unpacked zero points before launch: {e}"),
-                );
+        let Some(sel_path) = KernelPath::new(sel.path.clone()) else {
+            let why: Vec<String> = sel
+                .rejections
+                .iter()
+                .map(|r| format!("{}: {}", r.kernel.name(), r.reason))
+                .collect();
+            self.push(
+                Check::Selection(None),
+                Outcome::Refused,
+                format!("no kernel takes the layer: {}", why.join("; ")),
+            );
+            return;
+        };
+        let check = Check::Selection(Some(sel_path));
+        match (refusal, legacy) {
+            (Some(r), true) => {
+                self.push_contract(check, Outcome::Refused, r, |c| {
+                    format!("the legacy unpacked zero points were refused before launch: {c}")
+                });
                 return;
             }
             // The case's X/Y view is one the selected kernel declares it does not take: the
             // engine must hand it another view, which is not the kernel's bug.
-            (Some((k, e)), false, _) if layout_refusal.is_some() => {
-                self.push(
-                    format!("selection:{}", sel.path_name()),
-                    Outcome::Refused,
-                    format!(
-                        "{k} refuses this {} view as declared: {e}",
-                        self.layout_name(layout_refusal)
-                    ),
-                );
+            (Some(r), false) if layout_refusal.is_some() => {
+                let view = self.layout_name(layout_refusal);
+                self.push_contract(check, Outcome::Refused, r, |c| {
+                    format!("refuses this {view} view as declared: {c}")
+                });
                 if self.mode == Mode::Selected {
                     return;
                 }
             }
-            (Some((k, e)), false, _) => {
-                self.push(
-                    format!("selection:{}", sel.path_name()),
-                    Outcome::Fail,
-                    format!("selected path would fail at launch: {k}: {e}"),
-                );
+            (Some(r), false) => {
+                self.push_contract(check, Outcome::Fail, r, |c| {
+                    format!("selected path would fail at launch: {c}")
+                });
                 return;
             }
-            (None, true, _) => {
+            (None, true) => {
                 self.push(
-                    format!("selection:{}", sel.path_name()),
+                    check,
                     Outcome::Fail,
                     "legacy unpacked zero points were accepted by a packed-zp kernel",
                 );
                 return;
             }
-            (None, false, _) => self.push(
-                format!("selection:{}", sel.path_name()),
-                Outcome::Pass,
-                sel.dispatch.clone(),
-            ),
+            (None, false) => self.push(check, Outcome::Pass, sel.dispatch.clone()),
         }
 
         let paths: Vec<Vec<KernelId>> = match self.mode {
@@ -488,17 +511,8 @@ impl<'c, 'a> CaseRun<'c, 'a> {
             }
         };
         let Some(device) = self.ctx.device else {
-            let reason = self
-                .ctx
-                .no_device
-                .as_ref()
-                .map_or_else(|| "no GPU".to_string(), |s| s.reason.clone());
             for p in paths {
-                self.push(
-                    path_name(&p),
-                    Outcome::Skip,
-                    format!("needs a GPU: {reason}"),
-                );
+                self.push_no_device(path_check(&p));
             }
             return;
         };
@@ -567,7 +581,6 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         x: &Activations,
         resident: &ResidentLayer,
     ) -> bool {
-        let name = path_name(path);
         for &k in path {
             let decl = set::decl(k);
             let Err(e) = self.check_case_contract(decl, x, resident) else {
@@ -583,17 +596,13 @@ impl<'c, 'a> CaseRun<'c, 'a> {
             let tensor = self.declared_layout_refusal(&e);
             if tensor.is_some() {
                 let view = self.layout_name(tensor);
-                self.push(
-                    name,
-                    Outcome::Refused,
-                    format!("{k} refuses this {view} view as declared: {e}"),
-                );
+                self.push_contract(path_check(path), Outcome::Refused, (k, e), |c| {
+                    format!("refuses this {view} view as declared: {c}")
+                });
             } else {
-                self.push(
-                    name,
-                    Outcome::Fail,
-                    format!("{k} takes contiguous X and Y but refuses this case's views with a reason its row-layout rules do not give: {e}"),
-                );
+                self.push_contract(path_check(path), Outcome::Fail, (k, e), |c| {
+                    format!("takes contiguous X and Y but refuses this case's views with a reason its row-layout rules do not give: {c}")
+                });
             }
             return false;
         }
@@ -692,7 +701,7 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         resident: &ResidentLayer,
         seed: u64,
     ) -> Option<Vec<u16>> {
-        let name = path_name(path);
+        let check = path_check(path);
         let y = self.y_spec(x.m, self.case.y_layout);
         let last = set::decl(*path.last().expect("non-empty path"));
         let output = if path == [KernelId::Dequant, KernelId::Dense] {
@@ -704,7 +713,9 @@ impl<'c, 'a> CaseRun<'c, 'a> {
             let inputs = match DeviceInputs::gemm_strided(decl, resident, &xb, y) {
                 Ok(i) => i,
                 Err(e) => {
-                    self.push(name, Outcome::Fail, format!("refused at launch: {e}"));
+                    self.push_contract(check, Outcome::Fail, (decl.id, e), |c| {
+                        format!("refused at launch: {c}")
+                    });
                     return None;
                 }
             };
@@ -716,47 +727,45 @@ impl<'c, 'a> CaseRun<'c, 'a> {
                 let second = self
                     .times
                     .time(Phase::Device, || device.run_gemm(decl, &entry, &inputs));
+                let det = Check::Determinism(decl.id);
                 match second {
-                    Ok(b) if b.y_bits == a.y_bits => {
-                        self.push(format!("determinism:{name}"), Outcome::Pass, "")
-                    }
+                    Ok(b) if b.y_bits == a.y_bits => self.push(det, Outcome::Pass, ""),
                     Ok(b) => {
-                        let diff = a
-                            .y_bits
-                            .iter()
-                            .zip(&b.y_bits)
-                            .filter(|(p, q)| p != q)
-                            .count();
-                        self.push(
-                            format!("determinism:{name}"),
+                        let elements = differing(&a.y_bits, &b.y_bits);
+                        self.push_cause(
+                            det,
                             Outcome::Fail,
-                            format!("{diff} elements differ between two identical launches"),
+                            Cause::Mismatch(Mismatch::Nondeterministic { elements }),
                         );
                     }
-                    Err(e) => {
-                        self.push(format!("determinism:{name}"), Outcome::Fault, e.to_string())
-                    }
+                    Err(e) => self.push_device(det, e),
                 }
                 let views = (inputs.launch().x.clone(), y);
                 self.padding_identity(device, decl, &entry, x, logical, resident, views, &a.y_bits);
             }
-            first.map_err(|e| e.to_string())
+            first.map_err(Cause::Device)
         };
         let out = match output {
             Ok(o) => o,
-            Err(e) => {
-                self.push(name, Outcome::Fault, e);
+            Err(Cause::Device(e)) => {
+                self.push_device(check, e);
+                return None;
+            }
+            Err(cause) => {
+                self.push_cause(check, Outcome::Fail, cause);
                 return None;
             }
         };
         let recipe = (last.recipe)(self.case.dtype);
         let start = Instant::now();
-        let v = self.judge(&name, &recipe, x, logical, &out, seed);
+        let v = self.judge(check, &recipe, x, logical, &out, seed);
         self.times.add(Phase::Verify, start.elapsed());
         self.verdicts.push(v);
         Some(out.y_bits)
     }
 
+    /// The dequant kernel (its own bit-exact `dequant` check), then the vendor BLAS on its copy.
+    /// A refusal or a device error of either stage is the path's cause.
     fn run_dequant_dense(
         &mut self,
         device: &dyn Device,
@@ -764,16 +773,17 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         logical: &QuantizedLayer,
         resident: &ResidentLayer,
         y: &YSpec,
-    ) -> Result<GemmOutput, String> {
+    ) -> Result<GemmOutput, Cause> {
         let dq = set::decl(KernelId::Dequant);
         let dense = self.dense_spec(resident);
-        let inputs = DeviceInputs::dequant(dq, resident, dense)
-            .map_err(|e| format!("dequant refused: {e}"))?;
+        let contract = |kernel: KernelId| move |error| Cause::Contract { kernel, error };
+        let inputs =
+            DeviceInputs::dequant(dq, resident, dense).map_err(contract(KernelId::Dequant))?;
         let entry = (dq.entry_point)(self.case.dtype).to_string();
         let d = self
             .times
             .time(Phase::Device, || device.dequant(dq, &entry, &inputs))
-            .map_err(|e| format!("dequant: {e}"))?;
+            .map_err(Cause::Device)?;
         // The dequantized copy is bit-exact: (q − z)·s in fp32, rounded once.
         let (n, k) = (logical.shape.n, logical.shape.k);
         let mismatches = self.times.time(Phase::Verify, || {
@@ -785,19 +795,24 @@ impl<'c, 'a> CaseRun<'c, 'a> {
                 .count()
         });
         let guards = d.guard_violations.len();
+        let dq_check = Check::kernel(KernelId::Dequant);
         if mismatches == 0 && guards == 0 {
-            self.push("dequant", Outcome::Pass, "bit-exact");
+            self.push(dq_check, Outcome::Pass, "bit-exact");
         } else {
-            self.push("dequant", Outcome::Fail, format!("{mismatches} elements differ from (q−z)·s rounded once; {guards} guard violations"));
+            let cause = Cause::Mismatch(Mismatch::Dequant {
+                elements: mismatches,
+                guard_violations: guards,
+            });
+            self.push_cause(dq_check, Outcome::Fail, cause);
         }
         let dn = set::decl(KernelId::Dense);
         let xb = self.x_buffer(KernelId::Dense, x);
         let bias = resident.bias.as_deref();
         let inputs = DeviceInputs::dense_strided(dn, &xb, dense, &d.strided_bits, bias, *y)
-            .map_err(|e| format!("dense refused: {e}"))?;
+            .map_err(contract(KernelId::Dense))?;
         self.times
             .time(Phase::Device, || device.dense_gemm(dn, &inputs))
-            .map_err(|e| format!("dense: {e}"))
+            .map_err(Cause::Device)
     }
 
     /// Padded and unpadded layouts must give bit-identical results (SPEC §5), and so must
@@ -831,12 +846,19 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         };
         let x_plain = x.with_row_stride(x.k);
         let y = YSpec::dense(x.m, self.case.shape.n, self.case.dtype);
-        let check = format!("padding:{}", decl.id);
-        let unpadded = self.times.time(Phase::Device, || {
-            DeviceInputs::gemm(decl, &plain, &x_plain, y)
-                .map_err(|e| e.to_string())
-                .and_then(|i| device.run_gemm(decl, entry, &i).map_err(|e| e.to_string()))
-        });
+        let check = Check::Padding(decl.id);
+        let inputs = match DeviceInputs::gemm(decl, &plain, &x_plain, y) {
+            Ok(i) => i,
+            Err(e) => {
+                self.push_contract(check, Outcome::Fail, (decl.id, e), |c| {
+                    format!("the unpadded contiguous layout was refused: {c}")
+                });
+                return;
+            }
+        };
+        let unpadded = self
+            .times
+            .time(Phase::Device, || device.run_gemm(decl, entry, &inputs));
         match unpadded {
             Ok(o) if o.y_bits == padded_bits => self.push(
                 check,
@@ -844,19 +866,14 @@ impl<'c, 'a> CaseRun<'c, 'a> {
                 "padded/strided/offset == unpadded contiguous",
             ),
             Ok(o) => {
-                let diff = o
-                    .y_bits
-                    .iter()
-                    .zip(padded_bits)
-                    .filter(|(p, q)| p != q)
-                    .count();
-                self.push(
+                let elements = differing(&o.y_bits, padded_bits);
+                self.push_cause(
                     check,
                     Outcome::Fail,
-                    format!("{diff} elements differ between the padded/strided/offset and the unpadded contiguous layouts"),
+                    Cause::Mismatch(Mismatch::LayoutDependent { elements }),
                 );
             }
-            Err(e) => self.push(check, Outcome::Fault, e),
+            Err(e) => self.push_device(check, e),
         }
     }
 
@@ -876,7 +893,7 @@ impl<'c, 'a> CaseRun<'c, 'a> {
                 self.references.last().map(|(_, r)| r)
             }
             Err(e) => {
-                self.push("reference", Outcome::Fail, e.to_string());
+                self.push(Check::Reference, Outcome::Fail, e.to_string());
                 None
             }
         }
@@ -884,7 +901,7 @@ impl<'c, 'a> CaseRun<'c, 'a> {
 
     fn judge(
         &mut self,
-        name: &str,
+        check: Check,
         recipe: &NumericRecipe,
         x: &Activations,
         logical: &QuantizedLayer,
@@ -892,19 +909,15 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         seed: u64,
     ) -> Verdict {
         let id = self.case.id.clone();
-        let mut problems = Vec::new();
-        if !out.guard_violations.is_empty() {
-            problems.push(format!(
-                "{} guard-band bytes overwritten",
-                out.guard_violations.len()
-            ));
-        }
-        if out.stray_writes > 0 {
-            problems.push(format!("{} writes outside [M, N]", out.stray_writes));
-        }
+        let mut problems = OutputProblems {
+            guard_bytes: out.guard_violations.len(),
+            stray_writes: out.stray_writes,
+            ..OutputProblems::default()
+        };
+        let outside_clean = problems.guard_bytes == 0 && problems.stray_writes == 0;
         let model = match BoundModel::new(recipe, logical.shape.k, self.ctx.c_target) {
             Ok(m) => m,
-            Err(e) => return Verdict::new(id, name, Outcome::Fail).detail(format!("bound: {e}")),
+            Err(e) => return Verdict::new(id, check, Outcome::Fail).detail(format!("bound: {e}")),
         };
         let macs = (x.m * logical.shape.n * logical.shape.k) as f64;
         let bits = OutputBits::new(&out.y_bits, logical.shape.n);
@@ -924,7 +937,7 @@ impl<'c, 'a> CaseRun<'c, 'a> {
                 &budget,
                 policy,
             ) {
-                Ok(r) if r.passed() && problems.is_empty() => Verdict::new(id, name, Outcome::Pass)
+                Ok(r) if r.passed() && outside_clean => Verdict::new(id, check, Outcome::Pass)
                     .bucket(format!(
                         "sampled {}",
                         compare::bucket(r.sampled.report.worst_ratio)
@@ -934,20 +947,15 @@ impl<'c, 'a> CaseRun<'c, 'a> {
                         r.sampled.rows.len() + r.sampled.cols.len()
                     )),
                 Ok(r) => {
-                    problems.push(format!(
-                        "Freivalds passed: {}, sampled: {:?}",
-                        r.freivalds.passed(),
-                        r.sampled
-                    ));
-                    self.fail(name, problems.join("; "), x, logical, out, None)
+                    problems.sampled = Some((r.freivalds.passed(), format!("{:?}", r.sampled)));
+                    self.fail(check, problems, x, logical, out, None)
                 }
-                Err(e) => {
-                    Verdict::new(id, name, Outcome::Fail).detail(format!("verification input: {e}"))
-                }
+                Err(e) => Verdict::new(id, check, Outcome::Fail)
+                    .detail(format!("verification input: {e}")),
             };
         }
         let Some(reference) = self.reference(x, logical, recipe).cloned() else {
-            return Verdict::new(id, name, Outcome::Fail).detail("no reference");
+            return Verdict::new(id, check, Outcome::Fail).detail("no reference");
         };
         // Exact-class data: every fp32 partial sum is exact, so only the recipe's cast(s) round;
         // the bit-exact comparison expects exactly those (bias after the cast rounds twice).
@@ -958,21 +966,17 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         };
         let report = match report {
             Ok(r) => r,
-            Err(e) => return Verdict::new(id, name, Outcome::Fail).detail(format!("compare: {e}")),
+            Err(e) => {
+                return Verdict::new(id, check, Outcome::Fail).detail(format!("compare: {e}"));
+            }
         };
-        if out.unwritten > 0 {
-            problems.push(format!(
-                "{} elements never written (still poison)",
-                out.unwritten
-            ));
-        }
         let bucket = if exact {
             "bit-exact".to_string()
         } else {
             report.worst_bucket().to_string()
         };
-        if report.passed() && problems.is_empty() {
-            let mut v = Verdict::new(id, name, Outcome::Pass)
+        if report.passed() && outside_clean && out.unwritten == 0 {
+            let mut v = Verdict::new(id, check, Outcome::Pass)
                 .bucket(bucket)
                 .detail(format!(
                     "worst ratio {:.3e} at {:?}",
@@ -981,11 +985,17 @@ impl<'c, 'a> CaseRun<'c, 'a> {
             v.worst_ratio = Some(report.worst_ratio);
             v
         } else {
-            problems.push(format!(
-                "{} over bound, {} non-finite, {} poison left, {} bit mismatches; worst ratio {:.3e} at {:?}",
-                report.over_bound, report.nonfinite, report.poison_left, report.exact_mismatches, report.worst_ratio, report.worst_at
-            ));
-            self.fail(name, problems.join("; "), x, logical, out, Some(&reference))
+            problems = OutputProblems {
+                unwritten: out.unwritten,
+                over_bound: report.over_bound,
+                nonfinite: report.nonfinite,
+                poison_left: report.poison_left,
+                bit_mismatches: report.exact_mismatches,
+                worst_ratio: report.worst_ratio,
+                worst_at: report.worst_at,
+                ..problems
+            };
+            self.fail(check, problems, x, logical, out, Some(&reference))
         }
     }
 
@@ -998,7 +1008,7 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         x: &Activations,
         logical: &QuantizedLayer,
     ) {
-        let check = format!("second-opinion:{k}");
+        let check = Check::SecondOpinion(k);
         let macs = (x.m * logical.shape.n * logical.shape.k) as f64;
         if macs > self.ctx.full_reference_macs {
             return;
@@ -1034,44 +1044,228 @@ impl<'c, 'a> CaseRun<'c, 'a> {
                 "agrees with fallback within both bounds",
             );
         } else {
-            self.push(
+            self.push_cause(
                 check,
                 Outcome::Fail,
-                format!("{over} elements disagree with fallback beyond both bounds"),
+                Cause::Mismatch(Mismatch::DisagreesWithFallback { elements: over }),
             );
         }
     }
 
+    /// A wrong output: its problems are the cause; the detail adds the repro command and the
+    /// artifact written for it.
     fn fail(
         &self,
-        name: &str,
-        detail: String,
+        check: Check,
+        problems: OutputProblems,
         x: &Activations,
         logical: &QuantizedLayer,
         out: &GemmOutput,
         reference: Option<&Reference>,
     ) -> Verdict {
         let repro = repro_command(&self.case.id, self.ctx.run_target());
-        let mut detail = format!("{detail}; repro: {repro}");
+        let mut v = Verdict::new(&self.case.id, check, Outcome::Fail)
+            .because(Cause::Mismatch(Mismatch::Output(problems)));
+        v.detail = format!("{}; repro: {repro}", v.detail);
         if let Some(dir) = &self.ctx.artifacts {
             match super::artifact::write(
                 dir,
                 &self.case.id,
-                name,
-                &detail,
+                &v.check.to_string(),
+                &v.detail,
                 x,
                 logical,
                 &out.y_bits,
                 reference,
             ) {
-                Ok(p) => detail.push_str(&format!("; artifact: {}", p.display())),
-                Err(e) => detail.push_str(&format!("; artifact not written: {e}")),
+                Ok(p) => v.detail.push_str(&format!("; artifact: {}", p.display())),
+                Err(e) => v.detail.push_str(&format!("; artifact not written: {e}")),
             }
         }
-        Verdict::new(&self.case.id, name, Outcome::Fail).detail(detail)
+        v
     }
 }
 
-fn path_name(path: &[KernelId]) -> String {
-    path.iter().map(|k| k.name()).collect::<Vec<_>>().join("+")
+/// How many elements of two outputs of one shape differ.
+fn differing(a: &[u16], b: &[u16]) -> usize {
+    a.iter().zip(b).filter(|(p, q)| p != q).count()
+}
+
+/// The check of a launched path's output.
+fn path_check(path: &[KernelId]) -> Check {
+    Check::Path(KernelPath::new(path.to_vec()).expect("a launched path has a kernel"))
+}
+
+#[cfg(test)]
+mod tests {
+    //! Typed outcomes end to end on the simulated device: what the device lacks is a SKIP with
+    //! its reason, what it does wrong is a FAULT, and a contract refusal keeps its typed error.
+
+    use super::*;
+    use crate::device::{Capability, simulated};
+    use crate::require::Requirement;
+    use crate::runner::session::{Backend, SessionOptions, run_in_process};
+    use crate::runner::verdict::{Summary, apply_required};
+    use std::path::Path;
+
+    /// A small differential case whose dense path runs (the smoke suite's `dequant+dense`).
+    const DENSE_CASE: &str = "smoke/op.k1024-n128/M=1/f16/asym/g128/exact/bias";
+    /// A legacy checkpoint: every packed-zero-point kernel refuses its zero points.
+    const LEGACY_CASE: &str =
+        "checkpoints/ckpt.k256-n128/M=1/bf16/asym/g128/exact/legacy-unpacked-zp";
+
+    fn run_on(case_id: &str, backend: Backend) -> Vec<Verdict> {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../cases");
+        let set = cases::load_all(&dir).expect("the committed cases load");
+        let case = set.case(case_id).expect("the case exists");
+        let opts = SessionOptions::new(dir.clone(), Target::Sm90);
+        run_in_process(&set, &[case], &backend, &opts, &|_| {})
+            .expect("the session runs")
+            .verdicts
+    }
+
+    fn find<'v>(verdicts: &'v [Verdict], check: &str) -> &'v Verdict {
+        verdicts
+            .iter()
+            .find(|v| v.check == check)
+            .unwrap_or_else(|| panic!("no {check} verdict in {verdicts:#?}"))
+    }
+
+    #[test]
+    fn a_device_without_the_vendor_blas_skips_the_dense_path_with_the_reason() {
+        let mut vs = run_on(DENSE_CASE, Backend::Device(simulated::device(false, false)));
+        // The dequant kernel ran (its own check has a verdict); the BLAS stage could not.
+        assert_ne!(find(&vs, "dequant").outcome, Outcome::Skip);
+        let dense = find(&vs, "dequant+dense");
+        assert_eq!(dense.outcome, Outcome::Skip, "{dense:#?}");
+        let fault = dense.cause.as_ref().and_then(Cause::device_fault);
+        assert!(
+            matches!(
+                fault,
+                Some(DeviceFault::MissingCapability {
+                    capability: Capability::VendorBlas,
+                    ..
+                })
+            ),
+            "{dense:#?}"
+        );
+        assert!(
+            dense
+                .detail
+                .contains("the vendor BLAS is not available on simulated"),
+            "{}",
+            dense.detail
+        );
+        assert_eq!(dense.skip_requirement(), Some(Requirement::Gpu));
+        assert!(
+            vs.iter().all(|v| v.outcome != Outcome::Fault),
+            "a missing library is no device fault: {vs:#?}"
+        );
+
+        // Counted and shown with its reason.
+        let s = Summary::of(&vs);
+        assert_eq!(s.faults, 0);
+        assert_eq!(s.skip_reasons.get(&dense.detail), Some(&1));
+        assert_eq!(s.skips_needing.get(&Requirement::Gpu), Some(&1));
+        assert!(s.to_string().contains(&dense.detail), "{s}");
+
+        // Not demanded: the skip stands. `W4A16_REQUIRE=gpu`: it fails the run.
+        let before = s.failures();
+        assert_eq!(apply_required(&mut vs, &[Requirement::Nvrtc]), 0);
+        assert_eq!(Summary::of(&vs).failures(), before);
+        assert_eq!(apply_required(&mut vs, &[Requirement::Gpu]), 1);
+        let dense = find(&vs, "dequant+dense");
+        assert_eq!(dense.outcome, Outcome::Fail);
+        assert!(
+            dense
+                .detail
+                .starts_with("W4A16_REQUIRE=gpu but the check was skipped: the vendor BLAS"),
+            "{}",
+            dense.detail
+        );
+        assert!(dense.cause.as_ref().and_then(Cause::device_fault).is_some());
+        let s = Summary::of(&vs);
+        assert_eq!((s.failures(), s.skipped), (before + 1, 0));
+    }
+
+    #[test]
+    fn with_the_vendor_blas_the_dense_path_runs_and_is_judged() {
+        let vs = run_on(DENSE_CASE, Backend::Device(simulated::device(false, true)));
+        let dense = find(&vs, "dequant+dense");
+        assert_ne!(dense.outcome, Outcome::Skip, "{dense:#?}");
+        assert!(vs.iter().all(|v| v.outcome != Outcome::Skip), "{vs:#?}");
+    }
+
+    #[test]
+    fn a_sticky_device_fault_stays_a_fault() {
+        let vs = run_on(DENSE_CASE, Backend::Device(simulated::device(true, true)));
+        let faults: Vec<&DeviceFault> = vs
+            .iter()
+            .filter_map(|v| v.cause.as_ref().and_then(Cause::device_fault))
+            .collect();
+        assert!(
+            faults
+                .iter()
+                .any(|f| matches!(f, DeviceFault::Sticky { .. })),
+            "{vs:#?}"
+        );
+        for v in vs
+            .iter()
+            .filter(|v| v.cause.as_ref().and_then(Cause::device_fault).is_some())
+        {
+            assert_eq!(v.outcome, Outcome::Fault, "{v:#?}");
+            assert_eq!(v.skip_requirement(), None);
+        }
+        assert!(Summary::of(&vs).faults > 0);
+    }
+
+    #[test]
+    fn a_contract_refusal_is_typed_into_the_verdict_naming_the_tensor() {
+        let none = Skip {
+            requirement: Requirement::Gpu,
+            reason: "no GPU in this test".into(),
+        };
+        let vs = run_on(LEGACY_CASE, Backend::None(none));
+        let sel = vs
+            .iter()
+            .find(|v| matches!(v.check, Check::Selection(Some(_))))
+            .expect("a selection verdict");
+        assert_eq!(sel.outcome, Outcome::Refused, "{sel:#?}");
+        let (kernel, error) = sel
+            .cause
+            .as_ref()
+            .and_then(Cause::contract)
+            .unwrap_or_else(|| panic!("no contract cause: {sel:#?}"));
+        let Check::Selection(Some(path)) = &sel.check else {
+            unreachable!()
+        };
+        assert_eq!(kernel, path.kernels()[0], "the selected kernel refused");
+        assert!(
+            matches!(error, ContractError::ZeroPointLayout { .. }),
+            "{error:?}"
+        );
+        assert_eq!(error.tensor(), Some("zero points"));
+        assert!(sel.detail.contains(&error.to_string()), "{}", sel.detail);
+
+        // Through the worker pipe (JSON) the cause comes back equal, still typed.
+        let json = serde_json::to_string(sel).unwrap();
+        let back: Verdict = serde_json::from_str(&json).unwrap();
+        assert_eq!(&back, sel);
+    }
+
+    #[test]
+    fn without_a_device_gpu_checks_skip_with_the_reason_and_need_the_gpu() {
+        let none = Skip {
+            requirement: Requirement::Gpu,
+            reason: "no GPU in this test".into(),
+        };
+        let vs = run_on(DENSE_CASE, Backend::None(none.clone()));
+        let skips: Vec<&Verdict> = vs.iter().filter(|v| v.outcome == Outcome::Skip).collect();
+        assert!(!skips.is_empty(), "{vs:#?}");
+        for v in skips {
+            assert_eq!(v.cause, Some(Cause::NotHere(none.clone())), "{v:#?}");
+            assert_eq!(v.detail, "needs a GPU: no GPU in this test");
+            assert_eq!(v.skip_requirement(), Some(Requirement::Gpu));
+        }
+    }
 }

@@ -1,15 +1,17 @@
 //! Checks that belong to no case: the exhaustive dequant-trick emulation (SPEC §4) over all
 //! 16 × 16 (q, z) pairs in every nibble slot, for both dtypes.
 
+use super::check::Check;
 use super::verdict::{Outcome, Verdict};
 use w4a16_reference::tricks;
 
 fn verdict(form: &str, mismatches: Vec<String>) -> Verdict {
     let id = format!("tricks/{form}");
     if mismatches.is_empty() {
-        Verdict::new(id, "exhaustive", Outcome::Pass).detail("all 16×16 (q, z) pairs equal q − z")
+        Verdict::new(id, Check::Exhaustive, Outcome::Pass)
+            .detail("all 16×16 (q, z) pairs equal q − z")
     } else {
-        Verdict::new(id, "exhaustive", Outcome::Fail).detail(format!(
+        Verdict::new(id, Check::Exhaustive, Outcome::Fail).detail(format!(
             "{} mismatches, first: {}",
             mismatches.len(),
             mismatches[0]

@@ -8,6 +8,7 @@
 //! takes the remaining cases. Under a sanitizer, its `=========` lines are charged to the case
 //! whose `BEGIN` came last ([`super::sanitize`]). Anything else is passed through to stderr.
 
+use super::check::Check;
 use super::sanitize::{self, CaseWindow, ReportLine, Sanitizer};
 use super::session::{RunOutput, StopFlag};
 use super::timing::PhaseTimes;
@@ -319,7 +320,7 @@ pub fn run_worker(
             // The case in flight (or, if the worker died between cases, the next one) is charged.
             match current.clone().or_else(|| case_ids.get(next).cloned()) {
                 Some(id) => {
-                    let v = Verdict::new(id, "device", Outcome::Fault).detail(why);
+                    let v = Verdict::new(id, Check::Device, Outcome::Fault).detail(why);
                     emit(v, &mut verdicts);
                     next += 1;
                 }

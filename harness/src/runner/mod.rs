@@ -2,6 +2,7 @@
 //! launch → reference and bound → verdict → snapshot/report. Each arrow is a module boundary.
 
 pub mod artifact;
+pub mod check;
 pub mod cpu_side;
 pub mod execute;
 pub mod global;
@@ -13,5 +14,6 @@ pub mod snapshot;
 pub mod timing;
 pub mod verdict;
 
+pub use check::{Check, KernelPath};
 pub use timing::PhaseTimes;
-pub use verdict::{Outcome, Summary, Verdict};
+pub use verdict::{Cause, Mismatch, Outcome, Summary, Verdict};

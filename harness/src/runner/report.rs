@@ -136,14 +136,19 @@ pub fn markdown(target: &str, verdicts: &[Verdict], repro: impl Fn(&Verdict) -> 
 mod tests {
     use super::*;
 
+    use crate::runner::Check;
+    use w4a16_kernels::KernelId;
+
     fn sample() -> Vec<Verdict> {
+        let skinny = Check::kernel(KernelId::Skinny);
+        let fused = || Check::kernel(KernelId::Fused);
         vec![
-            Verdict::new("edges/a/M=1/f16/sym/g32/exact", "skinny", Outcome::Pass).bucket("0"),
-            Verdict::new("edges/a/M=1/f16/sym/g32/exact", "fused", Outcome::Fail)
+            Verdict::new("edges/a/M=1/f16/sym/g32/exact", skinny, Outcome::Pass).bucket("0"),
+            Verdict::new("edges/a/M=1/f16/sym/g32/exact", fused(), Outcome::Fail)
                 .detail("3 elements over bound"),
             Verdict::new(
                 "edges/b/M=6/bf16/asym/g64/realistic",
-                "fused",
+                fused(),
                 Outcome::Skip,
             )
             .detail("no GPU"),

@@ -10,6 +10,7 @@
 //!
 //! [`Allocation::Exact`]: crate::device::Allocation::Exact
 
+use super::check::{Check, SanitizeScope};
 use super::verdict::{Outcome, Verdict};
 use crate::device::DeviceKind;
 use crate::require::{Requirement, Skip};
@@ -50,9 +51,14 @@ impl SanitizerTool {
         Self::ALL.into_iter().find(|t| t.name() == s)
     }
 
-    /// The check name of this tool's verdicts (`sanitize:memcheck`).
-    pub fn check(self) -> String {
-        format!("sanitize:{}", self.name())
+    /// The check of this tool's verdicts about a case as a whole (`sanitize:memcheck`).
+    pub fn check(self) -> Check {
+        self.check_of(SanitizeScope::Case)
+    }
+
+    /// The check of this tool's verdicts about `scope` (`sanitize:memcheck:skinny`).
+    pub fn check_of(self, scope: SanitizeScope) -> Check {
+        Check::Sanitize { tool: self, scope }
     }
 }
 
@@ -207,13 +213,18 @@ pub fn repro_command(case_id: &str, target: RunTarget, tool: SanitizerTool) -> S
 /// The verdict of a case the sanitizer could not watch: a loud skip, or a failure when
 /// `required` (`W4A16_REQUIRE` names the skip's requirement).
 pub fn skip_verdict(case_id: &str, tool: SanitizerTool, skip: &Skip, required: bool) -> Verdict {
+    let v = Verdict::skipped(case_id, tool.check(), skip.clone());
     if required {
-        Verdict::new(case_id, tool.check(), Outcome::Fail).detail(format!(
-            "W4A16_REQUIRE={} but the sanitizer did not run: {}",
-            skip.requirement, skip.reason
-        ))
+        Verdict {
+            outcome: Outcome::Fail,
+            detail: format!(
+                "W4A16_REQUIRE={} but the sanitizer did not run: {}",
+                skip.requirement, skip.reason
+            ),
+            ..v
+        }
     } else {
-        Verdict::new(case_id, tool.check(), Outcome::Skip).detail(skip.reason.clone())
+        v
     }
 }
 
@@ -578,12 +589,7 @@ impl CaseWindow {
         if matches!(v.outcome, Outcome::Skip | Outcome::Refused) {
             return;
         }
-        let ids: Option<Vec<KernelId>> = v
-            .check
-            .split('+')
-            .map(|p| KernelId::ALL.into_iter().find(|k| k.name() == p))
-            .collect();
-        for k in ids.unwrap_or_default() {
+        for &k in v.check.launched_kernels() {
             if k != KernelId::Dense {
                 self.launched.insert(k);
             }
@@ -596,7 +602,7 @@ impl CaseWindow {
     pub fn verdicts(&self, tool: SanitizerTool, target: RunTarget) -> Vec<Verdict> {
         let findings = parse_findings(&self.lines);
         let repro = repro_command(&self.case_id, target, tool);
-        let fail = |check: String, f: &Finding, n: usize| {
+        let fail = |check: Check, f: &Finding, n: usize| {
             Verdict::new(&self.case_id, check, Outcome::Fail).detail(format!(
                 "{}{}; repro: {repro}",
                 f.summary(),
@@ -609,7 +615,7 @@ impl CaseWindow {
         };
         let mut out = Vec::new();
         for &k in &self.launched {
-            let check = format!("{}:{}", tool.check(), k.name());
+            let check = tool.check_of(SanitizeScope::Kernel(k));
             let against: Vec<&Finding> = findings
                 .iter()
                 .filter(|f| f.kernel_id() == Some(k))
@@ -644,7 +650,7 @@ pub fn unattributed_errors(
     (reported > 0 && attributed == 0).then(|| {
         Verdict::new(
             format!("sanitize/{tool}/worker"),
-            format!("{}:summary", tool.check()),
+            tool.check_of(SanitizeScope::WorkerSummary),
             Outcome::Fail,
         )
         .detail(format!(
@@ -897,6 +903,7 @@ mod tests {
     }
 
     fn verdict(check: &str, outcome: Outcome) -> Verdict {
+        let check = check.parse().expect("a check name");
         Verdict::new("smoke/x/M=1/f16/asym/g128/exact", check, outcome)
     }
 
@@ -921,8 +928,10 @@ mod tests {
         );
         w.lines = lines(&format!("{MEMCHECK_WRITE}{MEMCHECK_WRITE}"));
         let vs = w.verdicts(SanitizerTool::Memcheck, RunTarget::native(Target::Sm90));
-        let rows: Vec<(String, Outcome)> =
-            vs.iter().map(|v| (v.check.clone(), v.outcome)).collect();
+        let rows: Vec<(String, Outcome)> = vs
+            .iter()
+            .map(|v| (v.check.to_string(), v.outcome))
+            .collect();
         assert_eq!(
             rows,
             vec![
@@ -954,7 +963,11 @@ mod tests {
     #[test]
     fn a_report_against_no_launched_kernel_fails_the_case() {
         let mut w = CaseWindow::new("c");
-        w.note(&Verdict::new("c", "skinny", Outcome::Pass));
+        w.note(&Verdict::new(
+            "c",
+            Check::kernel(KernelId::Skinny),
+            Outcome::Pass,
+        ));
         // A crash before any verdict came back, and a report against a kernel never launched.
         w.lines = lines(&format!(
             "{SYNCCHECK}========= Error: process didn't terminate successfully\n"
@@ -962,11 +975,11 @@ mod tests {
         let vs = w.verdicts(SanitizerTool::Synccheck, RunTarget::native(Target::Sm90));
         assert_eq!(vs.len(), 2);
         assert_eq!(
-            (vs[0].check.as_str(), vs[0].outcome),
+            (vs[0].check.to_string().as_str(), vs[0].outcome),
             ("sanitize:synccheck:skinny", Outcome::Pass)
         );
         assert_eq!(
-            (vs[1].check.as_str(), vs[1].outcome),
+            (vs[1].check.to_string().as_str(), vs[1].outcome),
             ("sanitize:synccheck", Outcome::Fail)
         );
         assert!(
@@ -1026,7 +1039,10 @@ mod tests {
             assert_eq!(SanitizerTool::parse(t.name()), Some(t));
         }
         assert_eq!(SanitizerTool::parse("memchek"), None);
-        assert_eq!(SanitizerTool::Initcheck.check(), "sanitize:initcheck");
+        assert_eq!(
+            SanitizerTool::Initcheck.check().to_string(),
+            "sanitize:initcheck"
+        );
     }
 
     #[test]
@@ -1121,7 +1137,7 @@ mod tests {
         };
         let v = skip_verdict("smoke/a", SanitizerTool::Memcheck, &skip, false);
         assert_eq!(
-            (v.check.as_str(), v.outcome),
+            (v.check.to_string().as_str(), v.outcome),
             ("sanitize:memcheck", Outcome::Skip)
         );
         assert_eq!(v.detail, skip.reason);

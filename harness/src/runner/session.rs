@@ -1,6 +1,7 @@
 //! A run over many cases on one target: picks the device, spreads cases over fault-isolated
 //! workers (GPU) or threads (CPU-only), and gathers verdicts. Shared by the CLI and the tests.
 
+use super::check::Check;
 use super::execute::{Mode, RunContext, run_case_timed};
 use super::isolate;
 use super::timing::PhaseTimes;
@@ -376,18 +377,18 @@ pub fn invalid_case_file_checks(cases_dir: &Path) -> Vec<Verdict> {
             });
             let valid = cases::case_files(cases_dir).unwrap_or_default();
             if let Err(e) = cases::load_files(&valid) {
-                return Verdict::new(id, "loader", Outcome::Fail)
+                return Verdict::new(id, Check::Loader, Outcome::Fail)
                     .detail(format!("the valid case files do not load: {e}"));
             }
             let mut with_bad = valid;
             with_bad.push(f.clone());
             match cases::load_files(&with_bad) {
-                Ok(_) => Verdict::new(id, "loader", Outcome::Fail)
+                Ok(_) => Verdict::new(id, Check::Loader, Outcome::Fail)
                     .detail("a deliberately broken file was accepted"),
                 Err(e) if e.file == *f && expected_key.as_deref() == Some(e.key.as_str()) => {
-                    Verdict::new(id, "loader", Outcome::Refused).detail(e.to_string())
+                    Verdict::new(id, Check::Loader, Outcome::Refused).detail(e.to_string())
                 }
-                Err(e) => Verdict::new(id, "loader", Outcome::Fail).detail(format!(
+                Err(e) => Verdict::new(id, Check::Loader, Outcome::Fail).detail(format!(
                     "refused, but not naming {} and key {:?}: {e}",
                     f.display(),
                     expected_key

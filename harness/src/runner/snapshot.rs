@@ -137,7 +137,9 @@ pub fn parse_rows(text: &str) -> Vec<SnapshotRow> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runner::Check;
     use crate::runner::verdict::Outcome;
+    use w4a16_kernels::KernelId;
 
     #[test]
     fn sanitize_runs_have_their_own_file_per_tool() {
@@ -172,8 +174,17 @@ mod tests {
     #[test]
     fn render_is_sorted_and_parse_inverts_it() {
         let v = vec![
-            Verdict::new("s/b/M=1/f16/sym/g32/exact", "skinny", Outcome::Pass).bucket("0"),
-            Verdict::new("s/a/M=1/f16/sym/g32/exact", "selection", Outcome::Pass),
+            Verdict::new(
+                "s/b/M=1/f16/sym/g32/exact",
+                Check::kernel(KernelId::Skinny),
+                Outcome::Pass,
+            )
+            .bucket("0"),
+            Verdict::new(
+                "s/a/M=1/f16/sym/g32/exact",
+                Check::Selection(None),
+                Outcome::Pass,
+            ),
         ];
         let text = render(&v);
         assert!(text.starts_with("s/a/"));
