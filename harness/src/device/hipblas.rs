@@ -1218,7 +1218,8 @@ mod tests {
             skip.reason
         );
         let fault = err.fault("gfx1151 (AMD device 0)".into());
-        assert_eq!(fault.kind(), "unsupported");
+        assert_eq!(fault.kind(), "missing-capability");
+        assert_eq!(fault.missing_capability(), Some(Capability::VendorBlas));
         assert!(fault.to_string().contains("hipBLAS") && fault.to_string().contains("gfx1151"));
         let _ = std::fs::remove_dir_all(&dir);
     }
