@@ -383,7 +383,9 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            tu.lines().filter(|l| !l.starts_with("// ----")).collect::<Vec<_>>(),
+            tu.lines()
+                .filter(|l| !l.starts_with("// ----"))
+                .collect::<Vec<_>>(),
             ["a", "c0", "e", "c1", "b"]
         );
         assert_eq!(
