@@ -2,7 +2,12 @@
 //   (a) for AMD RDNA with clang `-x hip --offload-arch=gfx1100|gfx1151|gfx1201 --cuda-device-only`
 //       against Debian's HIP headers, and
 //   (b) for NVIDIA through NVRTC (`--gpu-architecture=sm_80` or newer), where this file is inlined
-//       in place of its #include by kernels/src/source.rs.
+//       in place of its #include by kernels/src/source.rs, and
+//   (c) in an AMD target's configuration for NVIDIA through NVRTC, `-DW4_EMULATE_AMD=1100|1151|1201`
+//       (kernels/src/emulation.rs): the AMD branches below are compiled as they are, and only the
+//       `w4::gcn` leaves (the AMD builtins, one line each) come from amd_emulation.h instead. The
+//       macro implies the AMD code paths of the kernels (W4_SKINNY_MMA=0, software bf16,
+//       synchronous copies, the target's WMMA layout); nothing else needs to be passed.
 // It maps thread ids, shared memory, barriers, wave32 shuffles, the 16-bit activation types, the
 // fast int4 dequantization tricks and one warp-level 16x16x16 matrix multiply (fp16/bf16 in, fp32
 // accumulate): mma.sync on NVIDIA, v_wmma on gfx11 and gfx12.
@@ -11,7 +16,24 @@
 // goes through the Act<> traits below, so rounding is explicit and identical on both vendors.
 #pragma once
 
-#if defined(__CUDACC_RTC__) || defined(__CUDACC__)
+#if defined(W4_EMULATE_AMD)
+#if !defined(__CUDACC_RTC__) && !defined(__CUDACC__)
+#error "compat.h: W4_EMULATE_AMD is for NVRTC/CUDA compiles of an AMD target's configuration"
+#endif
+#define W4_AMD 1
+#define W4_EMU 1
+#if W4_EMULATE_AMD == 1100 || W4_EMULATE_AMD == 1151
+#define W4_GFX11 1
+#elif W4_EMULATE_AMD == 1201
+#define W4_GFX12 1
+#else
+#error "compat.h: W4_EMULATE_AMD must be 1100, 1151 or 1201"
+#endif
+#if defined(__CUDACC_RTC__)
+typedef unsigned int uint32_t;
+#endif
+#include "amd_emulation.h"
+#elif defined(__CUDACC_RTC__) || defined(__CUDACC__)
 #define W4_NV 1
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
@@ -56,10 +78,68 @@ struct same_type<A, A> {
 typedef __half f16_t;
 typedef __nv_bfloat16 bf16_t;
 #else
+#if W4_EMU
+// NVRTC has no _Float16: a 2-byte type like bf16_t (only pointers to it are passed).
+struct __attribute__((aligned(2))) f16_t {
+    u16 bits;
+};
+#else
 typedef _Float16 f16_t;
+#endif
 struct __attribute__((aligned(2))) bf16_t {
     u16 bits;
 };
+#endif
+
+// ---------------------------------------------------------------------------------------------
+// The leaves of the AMD branch: every AMD builtin (and clang-only type) that the AMD code below
+// uses, one line each. Under W4_EMULATE_AMD they come from amd_emulation.h, with the same names
+// and signatures; everything else of the AMD branch is compiled as it is in both configurations
+// (tests/emulation_coverage.rs checks that from the preprocessed sources).
+#if W4_AMD && !W4_EMU
+// W4-GCN-LEAVES-BEGIN
+namespace gcn {
+typedef _Float16 h2 __attribute__((ext_vector_type(2)));
+typedef u32 v4u __attribute__((ext_vector_type(4)));
+typedef u32 v2u __attribute__((ext_vector_type(2)));
+typedef float v8f __attribute__((ext_vector_type(8)));
+typedef u32 v8u __attribute__((ext_vector_type(8)));
+typedef _Float16 v16h __attribute__((ext_vector_type(16)));
+typedef short v16s __attribute__((ext_vector_type(16)));
+typedef _Float16 v8h __attribute__((ext_vector_type(8)));
+typedef short v8s __attribute__((ext_vector_type(8)));
+W4_DEV u32 workitem_id_x() { return __builtin_amdgcn_workitem_id_x(); }
+W4_DEV u32 workitem_id_y() { return __builtin_amdgcn_workitem_id_y(); }
+W4_DEV u32 workgroup_size_x() { return __builtin_amdgcn_workgroup_size_x(); }
+W4_DEV u32 workgroup_size_y() { return __builtin_amdgcn_workgroup_size_y(); }
+W4_DEV u32 workgroup_id_x() { return __builtin_amdgcn_workgroup_id_x(); }
+W4_DEV u32 workgroup_id_y() { return __builtin_amdgcn_workgroup_id_y(); }
+W4_DEV u32 mbcnt_lo(u32 mask, u32 acc) { return __builtin_amdgcn_mbcnt_lo(mask, acc); }
+W4_DEV int ds_bpermute(int addr, int data) { return __builtin_amdgcn_ds_bpermute(addr, data); }
+W4_DEV void fence_release_workgroup() { __builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup"); }
+W4_DEV void s_barrier() { __builtin_amdgcn_s_barrier(); }
+W4_DEV void fence_acquire_workgroup() { __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup"); }
+W4_DEV void load_nt_b128(const void* p, u32 (&r)[4]) { const v4u v = __builtin_nontemporal_load((const v4u*)p); r[0] = v.x; r[1] = v.y; r[2] = v.z; r[3] = v.w; }
+W4_DEV void load_b128(const void* p, u32 (&r)[4]) { const v4u v = *(const v4u*)p; r[0] = v.x; r[1] = v.y; r[2] = v.z; r[3] = v.w; }
+W4_DEV void load_b64(const void* p, u32 (&r)[2]) { const v2u v = *(const v2u*)p; r[0] = v.x; r[1] = v.y; }
+W4_DEV u32 keep_in_vgpr(u32 v) { asm("" : "+v"(v)); return v; }
+W4_DEV float fma_f32(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
+W4_DEV float cvt_f32_f16(u16 b) { return (float)__builtin_bit_cast(_Float16, b); }
+W4_DEV u16 cvt_f16_f32(float f) { return __builtin_bit_cast(u16, (_Float16)f); }
+W4_DEV void cvt_f32_f16x2(u32 p, float& lo, float& hi) { const h2 v = __builtin_bit_cast(h2, p); lo = (float)v.x; hi = (float)v.y; }
+W4_DEV u32 pk_sub_f16(u32 a, u32 b) { return __builtin_bit_cast(u32, __builtin_bit_cast(h2, a) - __builtin_bit_cast(h2, b)); }
+W4_DEV u32 pk_mul_f16(u32 a, u32 b) { return __builtin_bit_cast(u32, __builtin_bit_cast(h2, a) * __builtin_bit_cast(h2, b)); }
+W4_DEV float fdot2_f32_f16(u32 a, u32 b, float c) { return __builtin_amdgcn_fdot2(__builtin_bit_cast(h2, a), __builtin_bit_cast(h2, b), c, false); }
+W4_DEV v8f v8f_of(const float (&c)[8]) { return v8f{c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]}; }
+W4_DEV void v8f_to(float (&c)[8], v8f v) { c[0] = v[0]; c[1] = v[1]; c[2] = v[2]; c[3] = v[3]; c[4] = v[4]; c[5] = v[5]; c[6] = v[6]; c[7] = v[7]; }
+W4_DEV v8u v8u_of(const u32 (&r)[8]) { return v8u{r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7]}; }
+W4_DEV v4u v4u_of(const u32 (&r)[4]) { return v4u{r[0], r[1], r[2], r[3]}; }
+W4_DEV void wmma_f32_16x16x16_f16_w32(float (&d)[8], const u32 (&a)[8], const u32 (&b)[8]) { v8f_to(d, __builtin_amdgcn_wmma_f32_16x16x16_f16_w32(__builtin_bit_cast(v16h, v8u_of(a)), __builtin_bit_cast(v16h, v8u_of(b)), v8f_of(d))); }
+W4_DEV void wmma_f32_16x16x16_bf16_w32(float (&d)[8], const u32 (&a)[8], const u32 (&b)[8]) { v8f_to(d, __builtin_amdgcn_wmma_f32_16x16x16_bf16_w32(__builtin_bit_cast(v16s, v8u_of(a)), __builtin_bit_cast(v16s, v8u_of(b)), v8f_of(d))); }
+W4_DEV void wmma_f32_16x16x16_f16_w32_gfx12(float (&d)[8], const u32 (&a)[4], const u32 (&b)[4]) { v8f_to(d, __builtin_amdgcn_wmma_f32_16x16x16_f16_w32_gfx12(__builtin_bit_cast(v8h, v4u_of(a)), __builtin_bit_cast(v8h, v4u_of(b)), v8f_of(d))); }
+W4_DEV void wmma_f32_16x16x16_bf16_w32_gfx12(float (&d)[8], const u32 (&a)[4], const u32 (&b)[4]) { v8f_to(d, __builtin_amdgcn_wmma_f32_16x16x16_bf16_w32_gfx12(__builtin_bit_cast(v8s, v4u_of(a)), __builtin_bit_cast(v8s, v4u_of(b)), v8f_of(d))); }
+}  // namespace gcn
+// W4-GCN-LEAVES-END
 #endif
 
 // ---------------------------------------------------------------------------------------------
@@ -77,22 +157,22 @@ W4_DEV void sync_block() { __syncthreads(); }
 W4_DEV u32 shfl_xor(u32 v, int mask) { return __shfl_xor_sync(0xffffffffu, v, mask); }
 W4_DEV float shfl_xor(float v, int mask) { return __shfl_xor_sync(0xffffffffu, v, mask); }
 #else
-W4_DEV int tid_x() { return (int)__builtin_amdgcn_workitem_id_x(); }
-W4_DEV int tid_y() { return (int)__builtin_amdgcn_workitem_id_y(); }
-W4_DEV int block_dim_x() { return (int)__builtin_amdgcn_workgroup_size_x(); }
-W4_DEV int block_dim_y() { return (int)__builtin_amdgcn_workgroup_size_y(); }
-W4_DEV int bid_x() { return (int)__builtin_amdgcn_workgroup_id_x(); }
-W4_DEV int bid_y() { return (int)__builtin_amdgcn_workgroup_id_y(); }
+W4_DEV int tid_x() { return (int)gcn::workitem_id_x(); }
+W4_DEV int tid_y() { return (int)gcn::workitem_id_y(); }
+W4_DEV int block_dim_x() { return (int)gcn::workgroup_size_x(); }
+W4_DEV int block_dim_y() { return (int)gcn::workgroup_size_y(); }
+W4_DEV int bid_x() { return (int)gcn::workgroup_id_x(); }
+W4_DEV int bid_y() { return (int)gcn::workgroup_id_y(); }
 // All kernels of the set are wave32 (gfx11/gfx12 are compiled with wavefrontsize32).
-W4_DEV int lane_id() { return (int)__builtin_amdgcn_mbcnt_lo(~0u, 0u); }
+W4_DEV int lane_id() { return (int)gcn::mbcnt_lo(~0u, 0u); }
 W4_DEV void sync_block() {
-    __builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup");
-    __builtin_amdgcn_s_barrier();
-    __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");
+    gcn::fence_release_workgroup();
+    gcn::s_barrier();
+    gcn::fence_acquire_workgroup();
 }
 W4_DEV u32 shfl_xor(u32 v, int mask) {
     int src = lane_id() ^ mask;
-    return (u32)__builtin_amdgcn_ds_bpermute(src << 2, (int)v);
+    return (u32)gcn::ds_bpermute(src << 2, (int)v);
 }
 W4_DEV float shfl_xor(float v, int mask) { return __builtin_bit_cast(float, shfl_xor(__builtin_bit_cast(u32, v), mask)); }
 #endif
@@ -115,7 +195,7 @@ W4_DEV float fma_f32(float a, float b, float c) {
 #if W4_NV
     return __fmaf_rn(a, b, c);
 #else
-    return __builtin_fmaf(a, b, c);
+    return gcn::fma_f32(a, b, c);
 #endif
 }
 
@@ -126,7 +206,7 @@ W4_DEV u32 opaque(u32 v) {
 #if W4_NV
     asm("" : "+r"(v));
 #else
-    asm("" : "+v"(v));
+    v = gcn::keep_in_vgpr(v);
 #endif
     return v;
 }
@@ -140,11 +220,6 @@ struct alignas(8) u32x2 {
     u32 x, y;
 };
 
-#if W4_AMD
-typedef u32 v4u __attribute__((ext_vector_type(4)));
-typedef u32 v2u __attribute__((ext_vector_type(2)));
-#endif
-
 // Streaming 16-byte load of weights that are read once (non-temporal on AMD, L1 no-allocate on
 // NVIDIA).
 W4_DEV u32x4 ld_stream16(const void* p) {
@@ -154,8 +229,9 @@ W4_DEV u32x4 ld_stream16(const void* p) {
                  : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
                  : "l"(p));
 #else
-    v4u v = __builtin_nontemporal_load((const v4u*)p);
-    r.x = v.x; r.y = v.y; r.z = v.z; r.w = v.w;
+    u32 v[4];
+    gcn::load_nt_b128(p, v);
+    r.x = v[0]; r.y = v[1]; r.z = v[2]; r.w = v[3];
 #endif
     return r;
 }
@@ -165,9 +241,10 @@ W4_DEV u32x4 ld16(const void* p) {
     asm volatile("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
     return r;
 #else
-    v4u v = *(const v4u*)p;
+    u32 v[4];
+    gcn::load_b128(p, v);
     u32x4 r;
-    r.x = v.x; r.y = v.y; r.z = v.z; r.w = v.w;
+    r.x = v[0]; r.y = v[1]; r.z = v[2]; r.w = v[3];
     return r;
 #endif
 }
@@ -177,9 +254,10 @@ W4_DEV u32x2 ld8(const void* p) {
     asm volatile("ld.global.nc.v2.u32 {%0,%1}, [%2];" : "=r"(r.x), "=r"(r.y) : "l"(p));
     return r;
 #else
-    v2u v = *(const v2u*)p;
+    u32 v[2];
+    gcn::load_b64(p, v);
     u32x2 r;
-    r.x = v.x; r.y = v.y;
+    r.x = v[0]; r.y = v[1];
     return r;
 #endif
 }
@@ -231,7 +309,7 @@ struct Act<f16_t> {
         asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(b));
         return f;
 #else
-        return (float)__builtin_bit_cast(_Float16, b);
+        return gcn::cvt_f32_f16(b);
 #endif
     }
     // Round to nearest even.
@@ -241,7 +319,7 @@ struct Act<f16_t> {
         asm("cvt.rn.f16.f32 %0, %1;" : "=h"(b) : "f"(f));
         return b;
 #else
-        return __builtin_bit_cast(u16, (_Float16)f);
+        return gcn::cvt_f16_f32(f);
 #endif
     }
     static W4_DEV void pair_to_f32(u32 p, float& lo, float& hi) {
@@ -250,10 +328,7 @@ struct Act<f16_t> {
             : "=f"(lo), "=f"(hi)
             : "r"(p));
 #else
-        typedef _Float16 h2 __attribute__((ext_vector_type(2)));
-        h2 v = __builtin_bit_cast(h2, p);
-        lo = (float)v.x;
-        hi = (float)v.y;
+        gcn::cvt_f32_f16x2(p, lo, hi);
 #endif
     }
     // a - b per half; exact whenever the true difference is representable (small integers).
@@ -263,8 +338,7 @@ struct Act<f16_t> {
         asm("sub.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
         return r;
 #else
-        typedef _Float16 h2 __attribute__((ext_vector_type(2)));
-        return __builtin_bit_cast(u32, __builtin_bit_cast(h2, a) - __builtin_bit_cast(h2, b));
+        return gcn::pk_sub_f16(a, b);
 #endif
     }
     // a * b per half, rounded once to nearest even.
@@ -274,8 +348,7 @@ struct Act<f16_t> {
         asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
         return r;
 #else
-        typedef _Float16 h2 __attribute__((ext_vector_type(2)));
-        return __builtin_bit_cast(u32, __builtin_bit_cast(h2, a) * __builtin_bit_cast(h2, b));
+        return gcn::pk_mul_f16(a, b);
 #endif
     }
 };
@@ -341,10 +414,7 @@ W4_DEV u32 nibble_pair(u32 w_shifted) {
 template <class T>
 W4_DEV float dot2(u32 w, u32 x, float acc) {
 #if W4_AMD
-    if constexpr (same_type<T, f16_t>::value) {
-        typedef _Float16 h2 __attribute__((ext_vector_type(2)));
-        return __builtin_amdgcn_fdot2(__builtin_bit_cast(h2, w), __builtin_bit_cast(h2, x), acc, false);
-    }
+    if constexpr (same_type<T, f16_t>::value) return gcn::fdot2_f32_f16(w, x, acc);
 #endif
     float wl, wh, xl, xh;
     Act<T>::pair_to_f32(w, wl, wh);
@@ -370,17 +440,14 @@ W4_DEV u32 zero_point(const u32* zeros, int n, int g, int groups) {
 // any swizzle stays in the kernel. Accumulator element e (0..7) of this lane sits at
 // (mma_c_row(e), mma_c_col(e)).
 // Which fragment layout the MMA uses: the native mma.sync one on NVIDIA, the WMMA ones on gfx11
-// and gfx12. For testing the AMD lane mappings on an NVIDIA GPU, -DW4_EMULATE_WMMA=11 or =12
-// selects that layout there and computes the product with shuffles (slow, exact fp32 sums).
-#if W4_NV && defined(W4_EMULATE_WMMA)
-#define W4_WMMA W4_EMULATE_WMMA
-#elif W4_GFX11
+// and gfx12 (also when emulated: amd_emulation.h defines those layouts on its own, from the ISA).
+#if W4_GFX11
 #define W4_WMMA 11
 #elif W4_GFX12
 #define W4_WMMA 12
 #endif
 
-#if (W4_NV && !defined(W4_WMMA)) || defined(W4_WMMA)
+#if W4_NV || defined(W4_WMMA)
 #define W4_HAS_MMA 1
 #endif
 
@@ -459,15 +526,6 @@ W4_DEV void mma_m16n8k16<bf16_t>(float* c, const u32* a, u32 b0, u32 b1) {
 }
 #endif
 
-#if W4_AMD
-typedef float v8f __attribute__((ext_vector_type(8)));
-typedef u32 v8u __attribute__((ext_vector_type(8)));
-typedef _Float16 v16h __attribute__((ext_vector_type(16)));
-typedef short v16s __attribute__((ext_vector_type(16)));
-typedef _Float16 v8h __attribute__((ext_vector_type(8)));
-typedef short v8s __attribute__((ext_vector_type(8)));
-#endif
-
 // Position of accumulator element e of this lane in the 16x16 tile.
 W4_DEV int mma_c_row(int e) {
     const int l = lane_id();
@@ -489,77 +547,21 @@ W4_DEV int mma_c_col(int e) {
 #endif
 }
 
-#if W4_NV && defined(W4_WMMA)
-// k-pair i (elements 2i, 2i+1 of the 16-k row) of the A or B row held for index `row` in the
-// WMMA layout, fetched from the lane that holds it.
-W4_DEV u32 wmma_pair(const MmaFrag& f, int row, int i) {
-#if W4_WMMA == 11
-    u32 v = 0u;
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-        const u32 got = __shfl_sync(0xffffffffu, f.r[j], row);
-        if (j == i) v = got;
-    }
-    return v;
-#else
-    u32 v = 0u;
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-        const u32 lo = __shfl_sync(0xffffffffu, f.r[j], row);
-        const u32 hi = __shfl_sync(0xffffffffu, f.r[j], row + 16);
-        if (j == i) v = lo;
-        if (j + 4 == i) v = hi;
-    }
-    return v;
-#endif
-}
-#endif
-
 template <class T>
 W4_DEV void mma_16x16x16(float (&c)[8], const MmaFrag& a, const MmaFrag& b) {
-#if W4_NV && !defined(W4_WMMA)
+#if W4_NV
     mma_m16n8k16<T>(c, a.r, b.r[0], b.r[1]);
     mma_m16n8k16<T>(c + 4, a.r, b.r[2], b.r[3]);
-#elif W4_NV
-    // Emulation of the AMD layout: D[row][col] += sum_k A[row][k] * B[col][k], fp32.
-#pragma unroll
-    for (int e = 0; e < 8; ++e) {
-        const int row = mma_c_row(e);
-        const int col = mma_c_col(e);
-        float s = c[e];
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-            float al, ah, bl, bh;
-            Act<T>::pair_to_f32(wmma_pair(a, row, i), al, ah);
-            Act<T>::pair_to_f32(wmma_pair(b, col, i), bl, bh);
-            s = fma_f32(al, bl, s);
-            s = fma_f32(ah, bh, s);
-        }
-        c[e] = s;
-    }
+#elif W4_WMMA == 11
+    if constexpr (same_type<T, f16_t>::value)
+        gcn::wmma_f32_16x16x16_f16_w32(c, a.r, b.r);
+    else
+        gcn::wmma_f32_16x16x16_bf16_w32(c, a.r, b.r);
 #else
-    v8f acc;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) acc[i] = c[i];
-#if W4_WMMA == 11
-    v8u av = {a.r[0], a.r[1], a.r[2], a.r[3], a.r[4], a.r[5], a.r[6], a.r[7]};
-    v8u bv = {b.r[0], b.r[1], b.r[2], b.r[3], b.r[4], b.r[5], b.r[6], b.r[7]};
-    if constexpr (same_type<T, f16_t>::value) {
-        acc = __builtin_amdgcn_wmma_f32_16x16x16_f16_w32(__builtin_bit_cast(v16h, av), __builtin_bit_cast(v16h, bv), acc);
-    } else {
-        acc = __builtin_amdgcn_wmma_f32_16x16x16_bf16_w32(__builtin_bit_cast(v16s, av), __builtin_bit_cast(v16s, bv), acc);
-    }
-#else
-    v4u av = {a.r[0], a.r[1], a.r[2], a.r[3]};
-    v4u bv = {b.r[0], b.r[1], b.r[2], b.r[3]};
-    if constexpr (same_type<T, f16_t>::value) {
-        acc = __builtin_amdgcn_wmma_f32_16x16x16_f16_w32_gfx12(__builtin_bit_cast(v8h, av), __builtin_bit_cast(v8h, bv), acc);
-    } else {
-        acc = __builtin_amdgcn_wmma_f32_16x16x16_bf16_w32_gfx12(__builtin_bit_cast(v8s, av), __builtin_bit_cast(v8s, bv), acc);
-    }
-#endif
-#pragma unroll
-    for (int i = 0; i < 8; ++i) c[i] = acc[i];
+    if constexpr (same_type<T, f16_t>::value)
+        gcn::wmma_f32_16x16x16_f16_w32_gfx12(c, a.r, b.r);
+    else
+        gcn::wmma_f32_16x16x16_bf16_w32_gfx12(c, a.r, b.r);
 #endif
 }
 

@@ -3,9 +3,11 @@
 //! read at run time from a folder ([`KernelSources::Directory`], `w4a16 run --kernel-sources DIR`)
 //! so that edited or deliberately mutated kernels can be checked without rebuilding.
 //!
-//! Every kernel file includes `compat.h` once, with the line `#include "compat.h"`. For AMD the
-//! files compile as they are (clang `-I kernels/hip`); for NVRTC, which has no file system
-//! include for it, [`nvrtc_translation_unit`] splices the header in place of that line.
+//! Every kernel file includes `compat.h` once, with the line `#include "compat.h"`, and `compat.h`
+//! includes `amd_emulation.h` once (used only under `-DW4_EMULATE_AMD`, the emulated AMD
+//! targets). For AMD the files compile as they are (clang `-I kernels/hip`); for NVRTC, which has
+//! no file system include for them, [`nvrtc_translation_unit`] splices both headers in place of
+//! their include lines.
 
 use crate::decl::KernelId;
 use serde::{Deserialize, Serialize};
@@ -13,6 +15,7 @@ use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
 pub const COMPAT_H: &str = include_str!("../hip/compat.h");
+pub const AMD_EMULATION_H: &str = include_str!("../hip/amd_emulation.h");
 pub const SKINNY_HIP: &str = include_str!("../hip/skinny.hip");
 pub const FUSED_HIP: &str = include_str!("../hip/fused.hip");
 pub const DEQUANT_HIP: &str = include_str!("../hip/dequant.hip");
@@ -20,6 +23,8 @@ pub const FALLBACK_HIP: &str = include_str!("../hip/fallback.hip");
 
 /// The include line every kernel file carries exactly once.
 pub const COMPAT_INCLUDE: &str = "#include \"compat.h\"";
+/// The include line `compat.h` carries exactly once (inside its `W4_EMULATE_AMD` branch).
+pub const AMD_EMULATION_INCLUDE: &str = "#include \"amd_emulation.h\"";
 
 /// The kernels that have a HIP source (`dense` runs in the vendor BLAS).
 pub const WITH_SOURCE: [KernelId; 4] = [
@@ -34,6 +39,8 @@ pub const WITH_SOURCE: [KernelId; 4] = [
 pub enum SourceFile {
     #[serde(rename = "compat.h")]
     Compat,
+    #[serde(rename = "amd_emulation.h")]
+    AmdEmulation,
     #[serde(rename = "skinny.hip")]
     Skinny,
     #[serde(rename = "fused.hip")]
@@ -45,8 +52,9 @@ pub enum SourceFile {
 }
 
 impl SourceFile {
-    pub const ALL: [SourceFile; 5] = [
+    pub const ALL: [SourceFile; 6] = [
         SourceFile::Compat,
+        SourceFile::AmdEmulation,
         SourceFile::Skinny,
         SourceFile::Fused,
         SourceFile::Dequant,
@@ -57,6 +65,7 @@ impl SourceFile {
     pub fn name(self) -> &'static str {
         match self {
             SourceFile::Compat => "compat.h",
+            SourceFile::AmdEmulation => "amd_emulation.h",
             SourceFile::Skinny => "skinny.hip",
             SourceFile::Fused => "fused.hip",
             SourceFile::Dequant => "dequant.hip",
@@ -72,6 +81,7 @@ impl SourceFile {
     pub fn embedded(self) -> &'static str {
         match self {
             SourceFile::Compat => COMPAT_H,
+            SourceFile::AmdEmulation => AMD_EMULATION_H,
             SourceFile::Skinny => SKINNY_HIP,
             SourceFile::Fused => FUSED_HIP,
             SourceFile::Dequant => DEQUANT_HIP,
@@ -90,11 +100,16 @@ impl SourceFile {
         }
     }
 
-    /// The kernels whose translation unit contains this file (`compat.h`: all of them).
+    /// Whether this is a header every translation unit contains (`compat.h`, `amd_emulation.h`).
+    pub fn is_shared_header(self) -> bool {
+        matches!(self, SourceFile::Compat | SourceFile::AmdEmulation)
+    }
+
+    /// The kernels whose translation unit contains this file (the shared headers: all of them).
     pub fn kernels(self) -> Vec<KernelId> {
         WITH_SOURCE
             .into_iter()
-            .filter(|k| self == SourceFile::Compat || SourceFile::of_kernel(*k) == Some(self))
+            .filter(|k| self.is_shared_header() || SourceFile::of_kernel(*k) == Some(self))
             .collect()
     }
 }
@@ -178,14 +193,15 @@ impl KernelSources {
         self.dir().join(file.name())
     }
 
-    /// The NVRTC-ready translation unit of `kernel`: its source with `compat.h` inlined. `None`
-    /// for `dense`.
+    /// The NVRTC-ready translation unit of `kernel`: its source with `compat.h` (and the
+    /// emulation header inside it) inlined. `None` for `dense`.
     pub fn translation_unit(&self, kernel: KernelId) -> Option<Result<String, SourceError>> {
         let file = SourceFile::of_kernel(kernel)?;
         Some((|| {
             let src = self.read(file)?;
             let compat = self.read(SourceFile::Compat)?;
-            Ok(splice_compat(file.name(), &src, &compat)?)
+            let emulation = self.read(SourceFile::AmdEmulation)?;
+            Ok(splice_headers(file.name(), &src, &compat, &emulation)?)
         })())
     }
 
@@ -223,29 +239,40 @@ pub fn hip_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("hip")
 }
 
-/// A source without its single compat include, or with more than one.
+/// A source without its single include line of a header, or with more than one.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{file}: expected exactly one line `{COMPAT_INCLUDE}`, found {found}")]
+#[error("{file}: expected exactly one line `{include}`, found {found}")]
 pub struct IncludeError {
     pub file: &'static str,
+    pub include: &'static str,
     pub found: usize,
 }
 
-/// Splices `compat` in place of the include line of `src`.
-pub fn splice_compat(file: &'static str, src: &str, compat: &str) -> Result<String, IncludeError> {
-    let found = src.lines().filter(|l| l.trim() == COMPAT_INCLUDE).count();
+/// Splices `header` (named `header_name`) in place of the one line `include` of `src`.
+fn splice_one(
+    file: &'static str,
+    src: &str,
+    include: &'static str,
+    header_name: &str,
+    header: &str,
+) -> Result<String, IncludeError> {
+    let found = src.lines().filter(|l| l.trim() == include).count();
     if found != 1 {
-        return Err(IncludeError { file, found });
+        return Err(IncludeError {
+            file,
+            include,
+            found,
+        });
     }
-    let mut out = String::with_capacity(src.len() + compat.len() + 128);
+    let mut out = String::with_capacity(src.len() + header.len() + 128);
     for line in src.lines() {
-        if line.trim() == COMPAT_INCLUDE {
-            out.push_str("// ---- begin compat.h (inlined) ----\n");
-            out.push_str(compat);
-            if !compat.ends_with('\n') {
+        if line.trim() == include {
+            out.push_str(&format!("// ---- begin {header_name} (inlined) ----\n"));
+            out.push_str(header);
+            if !header.ends_with('\n') {
                 out.push('\n');
             }
-            out.push_str("// ---- end compat.h ----\n");
+            out.push_str(&format!("// ---- end {header_name} ----\n"));
         } else {
             out.push_str(line);
             out.push('\n');
@@ -254,11 +281,33 @@ pub fn splice_compat(file: &'static str, src: &str, compat: &str) -> Result<Stri
     Ok(out)
 }
 
+/// Splices `compat` in place of the include line of `src`.
+pub fn splice_compat(file: &'static str, src: &str, compat: &str) -> Result<String, IncludeError> {
+    splice_one(file, src, COMPAT_INCLUDE, "compat.h", compat)
+}
+
+/// Splices `emulation` into `compat` in place of its include line, then the result into `src`.
+pub fn splice_headers(
+    file: &'static str,
+    src: &str,
+    compat: &str,
+    emulation: &str,
+) -> Result<String, IncludeError> {
+    let compat = splice_one(
+        SourceFile::Compat.name(),
+        compat,
+        AMD_EMULATION_INCLUDE,
+        SourceFile::AmdEmulation.name(),
+        emulation,
+    )?;
+    splice_compat(file, src, &compat)
+}
+
 /// The NVRTC-ready translation unit of `kernel` from the embedded sources. `None` for `dense`.
 pub fn nvrtc_translation_unit(kernel: KernelId) -> Option<Result<String, IncludeError>> {
     let file = file_name(kernel)?;
     let src = source(kernel)?;
-    Some(splice_compat(file, src, COMPAT_H))
+    Some(splice_headers(file, src, COMPAT_H, AMD_EMULATION_H))
 }
 
 #[cfg(test)]
@@ -270,6 +319,8 @@ mod tests {
         for kernel in WITH_SOURCE {
             let tu = nvrtc_translation_unit(kernel).unwrap().unwrap();
             assert!(!tu.contains(COMPAT_INCLUDE), "{kernel}");
+            assert!(!tu.contains(AMD_EMULATION_INCLUDE), "{kernel}");
+            assert!(tu.contains("namespace gcn"), "{kernel}");
             assert_eq!(tu.matches("#pragma once").count(), 1, "{kernel}");
             assert!(tu.contains("namespace w4"), "{kernel}");
             // Only the vendor headers remain as includes.
@@ -282,7 +333,9 @@ mod tests {
                         "<cuda_fp16.h>",
                         "<cuda_bf16.h>",
                         "<hip/hip_runtime.h>",
-                        "<stdint.h>"
+                        "<stdint.h>",
+                        // amd_emulation.h as host C++ (its CPU tests), never under NVRTC
+                        "<cstring>"
                     ]
                     .iter()
                     .any(|h| line.contains(h)),
@@ -299,6 +352,7 @@ mod tests {
             splice_compat("x.hip", "int a;\n", "//c\n"),
             Err(IncludeError {
                 file: "x.hip",
+                include: COMPAT_INCLUDE,
                 found: 0
             })
         );
@@ -307,8 +361,32 @@ mod tests {
             splice_compat("x.hip", &twice, "//c\n"),
             Err(IncludeError {
                 file: "x.hip",
+                include: COMPAT_INCLUDE,
                 found: 2
             })
+        );
+        // compat.h without its emulation include is refused, naming compat.h and the line.
+        let e = splice_headers("x.hip", &format!("{COMPAT_INCLUDE}\n"), "//c\n", "//e\n");
+        assert_eq!(
+            e,
+            Err(IncludeError {
+                file: "compat.h",
+                include: AMD_EMULATION_INCLUDE,
+                found: 0
+            })
+        );
+        let tu = splice_headers(
+            "x.hip",
+            &format!("a\n{COMPAT_INCLUDE}\nb\n"),
+            &format!("c0\n{AMD_EMULATION_INCLUDE}\nc1\n"),
+            "e\n",
+        )
+        .unwrap();
+        assert_eq!(
+            tu.lines()
+                .filter(|l| !l.starts_with("// ----"))
+                .collect::<Vec<_>>(),
+            ["a", "c0", "e", "c1", "b"]
         );
         assert_eq!(
             splice_compat("x.hip", &format!("a\n{COMPAT_INCLUDE}\nb\n"), "//c")
@@ -321,10 +399,10 @@ mod tests {
 
     #[test]
     fn embedded_sources_are_the_files_on_disk() {
-        for kernel in WITH_SOURCE {
-            let path = hip_dir().join(file_name(kernel).unwrap());
+        for file in SourceFile::ALL {
+            let path = hip_dir().join(file.name());
             let on_disk = std::fs::read_to_string(&path).unwrap();
-            assert_eq!(on_disk, source(kernel).unwrap(), "{}", path.display());
+            assert_eq!(on_disk, file.embedded(), "{}", path.display());
         }
     }
 
@@ -381,6 +459,7 @@ mod tests {
             assert_eq!(SourceFile::parse(f.name()), Some(f));
         }
         assert_eq!(SourceFile::Compat.kernels(), WITH_SOURCE.to_vec());
+        assert_eq!(SourceFile::AmdEmulation.kernels(), WITH_SOURCE.to_vec());
         assert_eq!(SourceFile::Fused.kernels(), vec![KernelId::Fused]);
         assert_eq!(KernelSources::default(), KernelSources::Embedded);
         assert_eq!(KernelSources::Embedded.dir(), hip_dir());

@@ -69,3 +69,74 @@ fn the_mma_and_alu_skinny_engines_both_compile() {
         Err(e) => panic!("{e}"),
     }
 }
+
+/// Every kernel compiles for sm_90 in each emulated AMD target's configuration
+/// (`emulation::nvrtc_options`, nothing else), with the declared entry points, and takes the AMD
+/// code paths: no mma.sync (the ALU skinny engine, the emulated WMMA), no cp.async (synchronous
+/// copies), no hardware bf16 conversion (software rounding, as on AMD).
+#[test]
+fn every_kernel_compiles_in_each_emulated_amd_configuration() {
+    use w4a16_kernels::{Target, emulation};
+    for target in Target::AMD_CODE_OBJECT_TARGETS {
+        let options = emulation::nvrtc_options(target).unwrap();
+        let options: Vec<&str> = options.iter().map(String::as_str).collect();
+        for kernel in source::WITH_SOURCE {
+            let decl = set::decl(kernel);
+            let ptx = match nvrtc::compile_ptx_with(kernel, ARCH, &options) {
+                Ok(p) => p,
+                Err(NvrtcError::Unavailable(u)) => return skip_or_fail(&u.reason),
+                Err(e) => panic!("{target} emulated: {e}"),
+            };
+            if let Err(e) = nvrtc::check_decl(&ptx, decl) {
+                panic!("{target} emulated, {kernel}: {e}");
+            }
+            let declared: Vec<String> = w4a16_reference::ActDtype::ALL
+                .into_iter()
+                .flat_map(|d| decl.entries(d))
+                .collect();
+            for e in nvrtc::ptx_entries(&ptx) {
+                assert!(
+                    declared.contains(&e.name),
+                    "{target} emulated, {kernel}: undeclared entry {}",
+                    e.name
+                );
+            }
+            for native in ["mma.sync", "cp.async", "ldmatrix", "cvt.rn.bf16", "bf16x2"] {
+                assert!(
+                    !ptx.contains(native),
+                    "{target} emulated, {kernel}: the NVIDIA path `{native}` is compiled"
+                );
+            }
+            if kernel == w4a16_kernels::KernelId::Fused {
+                // The WMMA emulation gathers its operands with warp shuffles; only gfx11's
+                // replication check votes across the wave.
+                assert!(ptx.contains("shfl.sync"), "{target}: no shuffles in fused");
+                assert_eq!(
+                    ptx.contains("vote.sync.any"),
+                    target.is_gfx11(),
+                    "{target}: the gfx11 replication check"
+                );
+            }
+        }
+    }
+}
+
+/// Without the emulation macro, sm_90 still compiles the NVIDIA branches (mma.sync, fused's
+/// cp.async).
+#[test]
+fn the_plain_sm90_build_keeps_the_nvidia_paths() {
+    for kernel in [
+        w4a16_kernels::KernelId::Fused,
+        w4a16_kernels::KernelId::Skinny,
+    ] {
+        let ptx = match nvrtc::compile_ptx(kernel, ARCH) {
+            Ok(p) => p,
+            Err(NvrtcError::Unavailable(u)) => return skip_or_fail(&u.reason),
+            Err(e) => panic!("{e}"),
+        };
+        assert!(ptx.contains("mma.sync"), "{kernel}: no mma.sync on sm_90");
+        if kernel == w4a16_kernels::KernelId::Fused {
+            assert!(ptx.contains("cp.async"), "fused: no cp.async on sm_90");
+        }
+    }
+}
