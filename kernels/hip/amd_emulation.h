@@ -416,6 +416,10 @@ struct ShflWave {
 namespace gcn {
 typedef unsigned int u32;
 typedef unsigned short u16;
+// The fp16 activation type of the kernels' entry points (_Float16 on AMD, absent from NVRTC).
+struct __attribute__((aligned(2))) f16 {
+    u16 bits;
+};
 W4E_FN u32 workitem_id_x() { return threadIdx.x; }
 W4E_FN u32 workitem_id_y() { return threadIdx.y; }
 W4E_FN u32 workgroup_size_x() { return blockDim.x; }

@@ -73,25 +73,6 @@ struct same_type<A, A> {
 };
 
 // ---------------------------------------------------------------------------------------------
-// Activation types as they appear in the entry points' parameter lists.
-#if W4_NV
-typedef __half f16_t;
-typedef __nv_bfloat16 bf16_t;
-#else
-#if W4_EMU
-// NVRTC has no _Float16: a 2-byte type like bf16_t (only pointers to it are passed).
-struct __attribute__((aligned(2))) f16_t {
-    u16 bits;
-};
-#else
-typedef _Float16 f16_t;
-#endif
-struct __attribute__((aligned(2))) bf16_t {
-    u16 bits;
-};
-#endif
-
-// ---------------------------------------------------------------------------------------------
 // The leaves of the AMD branch: every AMD builtin (and clang-only type) that the AMD code below
 // uses, one line each. Under W4_EMULATE_AMD they come from amd_emulation.h, with the same names
 // and signatures; everything else of the AMD branch is compiled as it is in both configurations
@@ -99,6 +80,7 @@ struct __attribute__((aligned(2))) bf16_t {
 #if W4_AMD && !W4_EMU
 // W4-GCN-LEAVES-BEGIN
 namespace gcn {
+typedef _Float16 f16;
 typedef _Float16 h2 __attribute__((ext_vector_type(2)));
 typedef u32 v4u __attribute__((ext_vector_type(4)));
 typedef u32 v2u __attribute__((ext_vector_type(2)));
@@ -141,6 +123,21 @@ W4_DEV void wmma_f32_16x16x16_bf16_w32_gfx12(float (&d)[8], const u32 (&a)[4], c
 }  // namespace gcn
 // W4-GCN-LEAVES-END
 #endif
+
+// ---------------------------------------------------------------------------------------------
+// Activation types as they appear in the entry points' parameter lists.
+#if W4_NV
+typedef __half f16_t;
+typedef __nv_bfloat16 bf16_t;
+#else
+// _Float16 on AMD (a leaf below); under emulation, where NVRTC has no _Float16, a 2-byte struct
+// like bf16_t (the kernels only pass pointers to it).
+typedef gcn::f16 f16_t;
+struct __attribute__((aligned(2))) bf16_t {
+    u16 bits;
+};
+#endif
+
 
 // ---------------------------------------------------------------------------------------------
 // Thread and block ids. On AMD the clang builtins are used directly so that no device library

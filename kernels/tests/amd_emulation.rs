@@ -363,7 +363,7 @@ fn fdot2_rounds_the_exact_sum_once_and_handles_special_values() {
         let a = u32::from(rng.finite_f16()) | u32::from(rng.finite_f16()) << 16;
         let b = u32::from(rng.finite_f16()) | u32::from(rng.finite_f16()) << 16;
         // C from 2^-40 to 2^40 (and zero), so the exact sum fits the integer reference.
-        let c = if rng.next() % 8 == 0 {
+        let c = if rng.next().is_multiple_of(8) {
             0
         } else {
             let e = (rng.next() % 81) as u32 + 127 - 40;
@@ -475,8 +475,8 @@ fn mbcnt_lo_counts_the_mask_bits_below_each_lane() {
         }
     }
     // lane_id() = mbcnt_lo(~0, 0) is the lane itself.
-    for lane in 0..32 {
-        assert_eq!(words(&out[lane])[0], lane as u32);
+    for (lane, line) in out.iter().take(32).enumerate() {
+        assert_eq!(words(line)[0], lane as u32);
     }
 }
 
@@ -490,14 +490,14 @@ fn ds_bpermute_reads_the_lane_the_address_names_and_zero_from_inactive_lanes() {
     }
     // Random addresses (bits above 6 and below 2 must not matter), random EXEC.
     for _ in 0..40 {
-        let exec = if rng.next() % 2 == 0 {
+        let exec = if rng.next().is_multiple_of(2) {
             u32::MAX
         } else {
             rng.u32()
         };
         cases.push((exec, (0..32).map(|_| rng.u32()).collect()));
     }
-    let data: Vec<u32> = (0..32).map(|l| 0xd000_0000 | l * 3 + 1).collect();
+    let data: Vec<u32> = (0..32).map(|l| 0xd000_0000 | (l * 3 + 1)).collect();
     let cmds: Vec<String> = cases
         .iter()
         .map(|(exec, addr)| {
