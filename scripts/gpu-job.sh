@@ -10,7 +10,8 @@
 # gfx1151-emu and gfx1201-emu: each target's AMD configuration (selection, tiles, padding, the
 # wave32 ALU skinny engine, its WMMA fragment layout, software bf16, synchronous copies) compiled
 # by NVRTC with the AMD builtins emulated, recording verdicts-<suite>@gfxNNNN-emu.snap.
-# `emulated:gfx1151` runs one target's share, to split the step across device calls.
+# `emulated:gfx1151` runs one target's share, W4A16_EMU_SUITES="field" one suite's, to split the
+# step across device calls.
 # `mutants` writes the mutation table mutants-sm_90.{md,json} (commit it as bench/) and takes
 # W4A16_MUTANTS_ARGS (e.g. "--only fused-*") and W4A16_MUTANTS_TIMEOUT (seconds, default 570).
 # Logs, reports (report-*.json carry the phase timing) and snapshots land in $OUT.
@@ -61,7 +62,9 @@ for step in "${steps[@]}"; do
     only=${step#emulated}; only=${only#:}
     for t in gfx1100 gfx1151 gfx1201; do
       [ -z "$only" ] || [ "$only" = "$t" ] || continue
-      run_suites "emu-$t" smoke kernels checkpoints edges regressions field -- --target "$t-emu"
+      # shellcheck disable=SC2086
+      run_suites "emu-$t" ${W4A16_EMU_SUITES:-smoke kernels checkpoints edges regressions field} \
+        -- --target "$t-emu"
     done ;;
   bench) stage/bin/w4a16 bench --json "$OUT/bench.json" | tee "$OUT/bench.md" ;;
   sanitize|sanitize:*)
