@@ -549,6 +549,13 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
                 w4a16_reference::data::case_seed(&c.id),
                 w4a16_reference::data::case_seed(&w4a16_reference::data::layer_key(&c.id))
             );
+            if !session::runs_on(c, target) {
+                eprintln!(
+                    "w4a16: {} is above the emulation budget of {target} (M·N·K > 2^{}); runs there may outlive the hang watchdog",
+                    c.id,
+                    emulation::MAX_CASE_MACS.trailing_zeros()
+                );
+            }
             let mut opts = SessionOptions::new(dir, target);
             opts.config = config;
             opts.artifacts = Some(artifacts);
@@ -592,6 +599,20 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
             let chosen = choose(&set, &suites, filter.as_deref());
             let (target, backend) =
                 session::open_backend_with(parse_target(&target)?, &sources, Allocation::Guarded);
+            let (chosen, over_budget): (Vec<&cases::Case>, Vec<&cases::Case>) = chosen
+                .into_iter()
+                .partition(|c| session::runs_on(c, target));
+            let budget_note = (!over_budget.is_empty()).then(|| {
+                format!(
+                    "{} cases above the emulation budget (M·N·K > 2^{}) are not run on {target} (native targets run them), e.g. {}",
+                    over_budget.len(),
+                    emulation::MAX_CASE_MACS.trailing_zeros(),
+                    over_budget[0].id
+                )
+            });
+            if let Some(note) = &budget_note {
+                eprintln!("w4a16: {note}");
+            }
             let no_gpu = match &backend {
                 Backend::None(skip) => Some(skip.clone()),
                 Backend::Device(_) => None,
@@ -689,7 +710,7 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
                     dir.display().to_string(),
                     "worker".into(),
                     "--target".into(),
-                    target.name().into(),
+                    target.name(),
                 ];
                 if let Some(d) = sources.as_dir_arg() {
                     args.extend(["--kernel-sources".into(), d.display().to_string()]);
@@ -770,6 +791,9 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
             };
             let summary = Summary::of(&verdicts);
             print!("{summary}");
+            if let Some(note) = &budget_note {
+                println!("{note}");
+            }
             if !differing.is_empty() {
                 println!(
                     "SNAPSHOTS DIFFER on {target}: {} (review the .snap.new files with `cargo insta review`)",

@@ -92,6 +92,14 @@ pub struct RunOutput {
     pub times: PhaseTimes,
 }
 
+/// Whether `case` runs on `target`: every case does, except that an emulated target leaves out
+/// cases above the emulation budget ([`w4a16_kernels::emulation::MAX_CASE_MACS`]); callers
+/// report those loudly, and the snapshot of an emulated target lists exactly the rest.
+pub fn runs_on(case: &Case, target: RunTarget) -> bool {
+    !target.is_emulated()
+        || w4a16_kernels::emulation::within_budget(case.m, case.shape.n, case.shape.k)
+}
+
 /// Options shared by every case of a session.
 #[derive(Clone, Debug)]
 pub struct SessionOptions {
