@@ -129,6 +129,7 @@ fn the_measurement_drives_run_through_kernel_sources_and_reads_its_report() {
         each_suite: false,
         run_equivalent: false,
         nvrtc_arch: None,
+        nvrtc_extra: Vec::new(),
     };
     let mut seen = Vec::new();
     let report = mutants::measure(&plan, &cat, &chosen, &mut |r| seen.push(r.id.clone())).unwrap();

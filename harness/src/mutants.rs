@@ -603,6 +603,9 @@ pub struct Plan {
     /// NVRTC architecture for the compile check before any run (`sm_90`); `None` on AMD, where
     /// a compile error shows up as the runs' verdicts instead.
     pub nvrtc_arch: Option<String>,
+    /// Extra NVRTC options of that check: an emulated AMD target's macros (`gfx1100-emu`), so
+    /// that the check compiles what the suites will run.
+    pub nvrtc_extra: Vec<String>,
 }
 
 /// Why nothing (more) can be measured.
@@ -627,8 +630,13 @@ fn first_line(s: &str) -> String {
 
 /// The compile check: `Ok` when every kernel `file` reaches compiles, `Err(log)` on a compile
 /// error, and an error status when NVRTC cannot run.
-fn compile_check(tree: &KernelSources, file: SourceFile, arch: &str) -> Result<(), MutantStatus> {
-    for (kernel, r) in nvrtc::compile_all(tree, &file.kernels(), arch, &[]) {
+fn compile_check(
+    tree: &KernelSources,
+    file: SourceFile,
+    arch: &str,
+    extra: &[String],
+) -> Result<(), MutantStatus> {
+    for (kernel, r) in nvrtc::compile_all(tree, &file.kernels(), arch, extra) {
         match r {
             Ok(()) => {}
             Err(NvrtcError::Compile { log, .. }) => {
@@ -651,6 +659,7 @@ fn compile_checks<'m>(
     chosen: &[&'m Mutant],
     trees: &BTreeMap<&str, KernelSources>,
     arch: &str,
+    extra: &[String],
 ) -> BTreeMap<&'m str, Result<(), MutantStatus>> {
     let todo: Vec<&Mutant> = chosen
         .iter()
@@ -665,7 +674,7 @@ fn compile_checks<'m>(
             s.spawn(|| {
                 while let Some(m) = todo.get(next.fetch_add(1, std::sync::atomic::Ordering::SeqCst))
                 {
-                    let r = compile_check(&trees[m.id.as_str()], m.file, arch);
+                    let r = compile_check(&trees[m.id.as_str()], m.file, arch, extra);
                     out.lock()
                         .unwrap_or_else(|p| p.into_inner())
                         .insert(m.id.as_str(), r);
@@ -689,9 +698,12 @@ pub fn measure(
     let base_dir = plan.work.join("base");
     let base_tree = write_base(&plan.base, &base_dir)?;
     if let Some(arch) = &plan.nvrtc_arch {
-        for (kernel, r) in
-            nvrtc::compile_all(&base_tree, &w4a16_kernels::source::WITH_SOURCE, arch, &[])
-        {
+        for (kernel, r) in nvrtc::compile_all(
+            &base_tree,
+            &w4a16_kernels::source::WITH_SOURCE,
+            arch,
+            &plan.nvrtc_extra,
+        ) {
             if let Err(e) = r {
                 return Err(MutantsError::Baseline {
                     suite: "(compile)".into(),
@@ -734,7 +746,7 @@ pub fn measure(
         );
     }
     let checked: BTreeMap<&str, Result<(), MutantStatus>> = match &plan.nvrtc_arch {
-        Some(arch) => compile_checks(chosen, &trees, arch),
+        Some(arch) => compile_checks(chosen, &trees, arch, &plan.nvrtc_extra),
         None => BTreeMap::new(),
     };
 

@@ -167,6 +167,14 @@ impl RunTarget {
         self.execution == Execution::Emulated
     }
 
+    /// NVRTC options beyond the architecture: an emulated target's macros, none natively.
+    pub fn nvrtc_options(&self) -> Result<Vec<String>, crate::emulation::NotEmulable> {
+        match self.execution {
+            Execution::Native => Ok(Vec::new()),
+            Execution::Emulated => crate::emulation::nvrtc_options(self.target),
+        }
+    }
+
     /// Who runs the kernels: the target's vendor, or NVIDIA for an emulated target.
     pub fn executing_vendor(&self) -> Vendor {
         match self.execution {

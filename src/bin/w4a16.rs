@@ -22,7 +22,7 @@ use w4a16_kernels::mutants::{Catalogue, Mutant};
 use w4a16_kernels::nvrtc;
 use w4a16_kernels::source::{self, KernelSources};
 use w4a16_kernels::target::Vendor;
-use w4a16_kernels::{Execution, KernelId, RunTarget, Target, emulation};
+use w4a16_kernels::{KernelId, RunTarget, Target, emulation};
 use w4a16_reference::ActDtype;
 use w4a16_reference::layer::{LayerShape, Symmetry};
 
@@ -415,13 +415,7 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
                     catalogue_dir.display()
                 ));
             }
-            let target = parse_target(&target)?;
-            if let Some(t) = target.filter(RunTarget::is_emulated) {
-                return Err(format!(
-                    "--target {t}: mutants run on native targets (the mutated sources are compiled without the emulation options)"
-                ));
-            }
-            let (target, backend) = session::open_backend(target);
+            let (target, backend) = session::open_backend(parse_target(&target)?);
             if let Backend::None(skip) = &backend {
                 // Without the GPU nothing is measured: a loud skip, and no table.
                 eprintln!(
@@ -453,7 +447,10 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
                 work: work_dir,
                 each_suite,
                 run_equivalent,
-                nvrtc_arch: (target.target.vendor() == Vendor::Nvidia).then(|| target.name()),
+                // The NVRTC compile check, with an emulated target's macros where it has them.
+                nvrtc_arch: (target.executing_vendor() == Vendor::Nvidia)
+                    .then(|| Target::Sm90.name().to_string()),
+                nvrtc_extra: target.nvrtc_options().map_err(|e| e.to_string())?,
             };
             eprintln!(
                 "w4a16 mutants: {} mutants × {} on {target}; baseline first",
@@ -696,13 +693,8 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
                 drop(backend);
                 // One compile of the kernel set here fills the PTX cache for every worker.
                 if target.executing_vendor() == Vendor::Nvidia {
-                    let extra = match target.execution {
-                        Execution::Emulated => {
-                            emulation::nvrtc_options(target.target).map_err(|e| e.to_string())?
-                        }
-                        Execution::Native => Vec::new(),
-                    };
-                    nvrtc::compile_all(&sources, &source::WITH_SOURCE, "sm_90", &extra);
+                    let extra = target.nvrtc_options().map_err(|e| e.to_string())?;
+                    nvrtc::compile_all(&sources, &source::WITH_SOURCE, Target::Sm90.name(), &extra);
                 }
                 let exe = std::env::current_exe().map_err(|e| e.to_string())?;
                 let mut args = vec![
