@@ -81,13 +81,20 @@ pub struct MutantResult {
 }
 
 impl MutantResult {
-    pub fn new(m: &Mutant, status: MutantStatus, suites: Vec<SuiteRun>, wall_s: f64) -> Self {
+    /// The result of `m` on the run target named `target` (equivalence can depend on it).
+    pub fn new(
+        m: &Mutant,
+        target: &str,
+        status: MutantStatus,
+        suites: Vec<SuiteRun>,
+        wall_s: f64,
+    ) -> Self {
         MutantResult {
             id: m.id.clone(),
             class: m.class,
             file: m.file,
             description: m.description.clone(),
-            equivalent: m.equivalent.clone(),
+            equivalent: m.equivalent_on(target).map(str::to_owned),
             status,
             suites,
             wall_s,
@@ -737,7 +744,8 @@ pub fn measure(
 
     // Every tree is written and compiled up front, in parallel: that finds the stillborn ones
     // and fills the PTX cache, so that no suite run waits for NVRTC.
-    let run_it = |m: &Mutant| m.equivalent.is_none() || plan.run_equivalent;
+    let target = plan.runner.target.as_str();
+    let run_it = |m: &Mutant| m.equivalent_on(target).is_none() || plan.run_equivalent;
     let mut trees: BTreeMap<&str, KernelSources> = BTreeMap::new();
     for m in chosen.iter().filter(|m| run_it(m)) {
         trees.insert(
@@ -755,10 +763,10 @@ pub fn measure(
         let t0 = Instant::now();
         let work = plan.work.join(&m.id);
         let row = if !run_it(m) {
-            MutantResult::new(m, MutantStatus::NotRunEquivalent, vec![], 0.0)
+            MutantResult::new(m, target, MutantStatus::NotRunEquivalent, vec![], 0.0)
         } else {
             match checked.get(m.id.as_str()).cloned().unwrap_or(Ok(())) {
-                Err(status) => MutantResult::new(m, status, vec![], 0.0),
+                Err(status) => MutantResult::new(m, target, status, vec![], 0.0),
                 Ok(()) => {
                     let runs = plan.runner.run_suites(
                         &plan.suites,
@@ -766,7 +774,13 @@ pub fn measure(
                         &work,
                         plan.each_suite,
                     );
-                    MutantResult::new(m, status_of(&runs), runs, t0.elapsed().as_secs_f64())
+                    MutantResult::new(
+                        m,
+                        target,
+                        status_of(&runs),
+                        runs,
+                        t0.elapsed().as_secs_f64(),
+                    )
                 }
             }
         };
@@ -835,7 +849,7 @@ mod tests {
 
     fn result(cat: &Catalogue, id: &str, runs: Vec<SuiteRun>) -> MutantResult {
         let m = cat.mutant(id).unwrap();
-        MutantResult::new(m, status_of(&runs), runs, 1.0)
+        MutantResult::new(m, "sm_90", status_of(&runs), runs, 1.0)
     }
 
     #[test]
@@ -891,6 +905,7 @@ mod tests {
         let eq = cat.mutant("skinny-group-engine-g128-only").unwrap();
         results.push(MutantResult::new(
             eq,
+            "sm_90",
             MutantStatus::NotRunEquivalent,
             vec![],
             0.0,

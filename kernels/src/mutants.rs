@@ -147,6 +147,10 @@ pub struct Mutant {
     /// Why the mutant cannot change any result (it is then left out of the kill rate).
     #[serde(default)]
     pub equivalent: Option<String>,
+    /// Run targets where that equivalence does not hold (`gfx1100-emu`: a mutant of a gfx11-only
+    /// branch is equivalent on sm_90 and live where the branch is compiled).
+    #[serde(default)]
+    pub live_on: Vec<String>,
     /// Why the mutant is expected not to compile (it is then reported as stillborn, never run;
     /// the NVRTC test checks that it indeed does not compile, and that every other one does).
     #[serde(default)]
@@ -328,6 +332,13 @@ impl Mutant {
         }
     }
 
+    /// Why the mutant cannot change a result on `target` (a run target name), if it cannot.
+    pub fn equivalent_on(&self, target: &str) -> Option<&str> {
+        self.equivalent
+            .as_deref()
+            .filter(|_| !self.live_on.iter().any(|t| t == target))
+    }
+
     fn validate(&self) -> Result<(), CatalogueError> {
         let id_ok = !self.id.is_empty()
             && self
@@ -348,6 +359,21 @@ impl Mutant {
         }
         if self.equivalent.is_some() && self.stillborn.is_some() {
             return Err(self.invalid("equivalent and stillborn: expected at most one"));
+        }
+        if !self.live_on.is_empty() && self.equivalent.is_none() {
+            return Err(
+                self.invalid("live_on: only a mutant marked equivalent can be live elsewhere")
+            );
+        }
+        if let Some(bad) = self
+            .live_on
+            .iter()
+            .find(|t| crate::RunTarget::parse(t).is_none())
+        {
+            return Err(self.invalid(format!(
+                "live_on: {bad:?} is not a target; expected one of {}",
+                crate::RunTarget::known_names().join(", ")
+            )));
         }
         if self.occurs == 0 {
             return Err(self.invalid("occurs: expected 1 or more"));
@@ -428,8 +454,29 @@ mod tests {
             class: BugClass::RaggedShapes,
             description: "test".into(),
             equivalent: None,
+            live_on: Vec::new(),
             stillborn: None,
         }
+    }
+
+    #[test]
+    fn equivalence_can_be_lifted_per_target() {
+        let mut m = mutant("b", 1, None);
+        m.equivalent = Some("gfx11 branch only".into());
+        m.live_on = vec!["gfx1100-emu".into()];
+        assert!(m.validate().is_ok());
+        assert_eq!(m.equivalent_on("sm_90"), Some("gfx11 branch only"));
+        assert_eq!(m.equivalent_on("gfx1100-emu"), None);
+        m.live_on = vec!["gfx1100-emulated".into()];
+        let e = m.validate().unwrap_err().to_string();
+        assert!(
+            e.contains("live_on") && e.contains("gfx1100-emulated"),
+            "{e}"
+        );
+        m.equivalent = None;
+        m.live_on = vec!["gfx1100-emu".into()];
+        let e = m.validate().unwrap_err().to_string();
+        assert!(e.contains("only a mutant marked equivalent"), "{e}");
     }
 
     #[test]
