@@ -19,21 +19,26 @@ fn every_kernel_compiles_for_sm90_and_matches_its_declared_abi() {
             Err(NvrtcError::Unavailable(u)) => return skip_or_fail(&u.reason),
             Err(e) => panic!("{e}"),
         };
-        if let Err(e) = nvrtc::check_decl(&ptx, decl) {
-            panic!("{kernel}: {e}");
-        }
-        // Every .entry in the module is a declared entry point (nothing extra, nothing renamed).
-        let declared: Vec<String> = w4a16_reference::ActDtype::ALL
-            .into_iter()
-            .flat_map(|d| decl.entries(d))
-            .collect();
-        for e in nvrtc::ptx_entries(&ptx) {
-            assert!(
-                declared.contains(&e.name),
-                "{kernel}: undeclared entry {}",
-                e.name
-            );
-        }
+        assert_declared_abi(&kernel.to_string(), decl, &ptx);
+    }
+}
+
+/// The module's entry points match `decl` (ABI), and every .entry in it is a declared entry
+/// point (nothing extra, nothing renamed); `what` names the module in failures.
+fn assert_declared_abi(what: &str, decl: &w4a16_kernels::KernelDecl, ptx: &str) {
+    if let Err(e) = nvrtc::check_decl(ptx, decl) {
+        panic!("{what}: {e}");
+    }
+    let declared: Vec<String> = w4a16_reference::ActDtype::ALL
+        .into_iter()
+        .flat_map(|d| decl.entries(d))
+        .collect();
+    for e in nvrtc::ptx_entries(ptx) {
+        assert!(
+            declared.contains(&e.name),
+            "{what}: undeclared entry {}",
+            e.name
+        );
     }
 }
 
@@ -87,20 +92,7 @@ fn every_kernel_compiles_in_each_emulated_amd_configuration() {
                 Err(NvrtcError::Unavailable(u)) => return skip_or_fail(&u.reason),
                 Err(e) => panic!("{target} emulated: {e}"),
             };
-            if let Err(e) = nvrtc::check_decl(&ptx, decl) {
-                panic!("{target} emulated, {kernel}: {e}");
-            }
-            let declared: Vec<String> = w4a16_reference::ActDtype::ALL
-                .into_iter()
-                .flat_map(|d| decl.entries(d))
-                .collect();
-            for e in nvrtc::ptx_entries(&ptx) {
-                assert!(
-                    declared.contains(&e.name),
-                    "{target} emulated, {kernel}: undeclared entry {}",
-                    e.name
-                );
-            }
+            assert_declared_abi(&format!("{target} emulated, {kernel}"), decl, &ptx);
             for native in ["mma.sync", "cp.async", "ldmatrix", "cvt.rn.bf16", "bf16x2"] {
                 assert!(
                     !ptx.contains(native),
