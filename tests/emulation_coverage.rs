@@ -237,3 +237,100 @@ fn a_line_missing_outside_the_leaves_is_named() {
             .any(|l| compat[l - 1].contains("__builtin_amdgcn_wmma_f32_16x16x16_f16_w32("))
     );
 }
+
+/// The 1-based lines a mutant's replaced occurrence spans in its file.
+fn mutant_lines(m: &w4a16_kernels::mutants::Mutant) -> Vec<usize> {
+    let text = m.file.embedded();
+    let at = text
+        .match_indices(&m.pattern)
+        .map(|(i, _)| i)
+        .nth(m.nth.unwrap_or(1) - 1)
+        .unwrap_or_else(|| panic!("{}: pattern not in {}", m.id, m.file));
+    let first = text[..at].matches('\n').count() + 1;
+    (first..=first + m.pattern.matches('\n').count()).collect()
+}
+
+/// The mutation catalogue agrees with what each configuration compiles: a mutant whose lines
+/// the NVRTC build of a run target (sm_90, or an emulated AMD target) does not compile cannot
+/// change a result there, so it must be marked equivalent there (`equivalent`, with `live_on`
+/// naming where it is live); otherwise `w4a16 mutants` on that target would count a mutant no
+/// suite can kill as a survivor, or one marked live would be measured where it does not exist.
+#[test]
+fn every_mutant_is_live_exactly_where_its_lines_are_compiled() {
+    let tc = match Toolchain::discover() {
+        Ok(t) => t,
+        Err(e) => {
+            return skip_or_fail(&Skip {
+                requirement: Requirement::AmdToolchain,
+                reason: e.to_string(),
+            });
+        }
+    };
+    // The plain sm_90 view includes the CUDA headers (the emulated one does not).
+    let cuda_include = match w4a16_kernels::nvrtc::find_cuda_include() {
+        Ok(dir) => dir,
+        Err(u) => {
+            return skip_or_fail(&Skip {
+                requirement: Requirement::Nvrtc,
+                reason: u.reason,
+            });
+        }
+    };
+    let cat =
+        w4a16_kernels::mutants::Catalogue::load(&w4a16_kernels::mutants::catalogue_dir()).unwrap();
+    let preprocess = |target: Option<Target>, file: &Path| {
+        let mut cmd = Command::new(&tc.clang);
+        cmd.args(["-x", "c++", "-std=c++17", "-E"])
+            .args(["-D__CUDACC_RTC__", "-D__CUDACC__", "-D__CUDA_ARCH__=900"])
+            .args(
+                target
+                    .map(|t| emulation::nvrtc_options(t).unwrap())
+                    .unwrap_or_default(),
+            )
+            .arg(format!("-I{}", source::hip_dir().display()))
+            .arg(format!("-I{}", cuda_include.display()));
+        compiled_lines(&run(cmd.arg(file)))
+    };
+    let mut configs: Vec<(String, Lines)> = Vec::new();
+    for target in [None]
+        .into_iter()
+        .chain(Target::AMD_CODE_OBJECT_TARGETS.map(Some))
+    {
+        let mut lines = Lines::new();
+        for kernel in source::WITH_SOURCE {
+            let file = source::hip_dir().join(source::file_name(kernel).unwrap());
+            lines.extend(preprocess(target, &file));
+        }
+        let name = match target {
+            None => Target::Sm90.name().to_string(),
+            Some(t) => w4a16_kernels::RunTarget::emulated(t).unwrap().name(),
+        };
+        configs.push((name, lines));
+    }
+    let mut wrong = Vec::new();
+    for m in &cat.mutants {
+        if m.stillborn.is_some() {
+            continue;
+        }
+        let lines = mutant_lines(m);
+        for (name, compiled) in &configs {
+            let present = lines.iter().any(|l| compiled.contains(&(m.file, *l)));
+            if !present && m.equivalent_on(name).is_none() {
+                wrong.push(format!(
+                    "{}: {}:{:?} is not compiled on {name}, yet the mutant is live there (mark it equivalent, with live_on)",
+                    m.id, m.file, lines
+                ));
+            }
+            if present && m.live_on.iter().any(|t| t == name) {
+                continue;
+            }
+            if !present && m.live_on.iter().any(|t| t == name) {
+                wrong.push(format!(
+                    "{}: live_on names {name}, where {}:{:?} is not compiled",
+                    m.id, m.file, lines
+                ));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}

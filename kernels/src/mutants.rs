@@ -144,7 +144,8 @@ pub struct Mutant {
     pub class: BugClass,
     /// One line: the mistake, as a kernel engineer would make it.
     pub description: String,
-    /// Why the mutant cannot change any result (it is then left out of the kill rate).
+    /// Why the mutant cannot change any result (it is then left out of the kill rate), on
+    /// every run target but those in `live_on`.
     #[serde(default)]
     pub equivalent: Option<String>,
     /// Run targets where that equivalence does not hold (`gfx1100-emu`: a mutant of a gfx11-only
