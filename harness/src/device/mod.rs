@@ -320,6 +320,15 @@ pub trait Device: Send + Sync {
         copies: &[DeviceInputs<'_>],
         plan: BenchPlan,
     ) -> Result<Timing, DeviceFault>;
+    /// Median device time of `launches` issued back to back as one sample (the MoE benchmark's
+    /// baseline: one `fused` launch per expert). Each launch keeps its own staged buffers, so
+    /// distinct weights stay distinct in memory as the engine's experts are.
+    fn bench_sequence(
+        &self,
+        kernel: &KernelDecl,
+        launches: &[DeviceInputs<'_>],
+        plan: BenchPlan,
+    ) -> Result<Timing, DeviceFault>;
     /// Median device time of a device-to-device copy of `bytes` (the bandwidth ceiling).
     fn bench_copy(&self, bytes: usize, plan: BenchPlan) -> Result<Timing, DeviceFault>;
     /// Median device time of the vendor-BLAS GEMM.
@@ -721,6 +730,33 @@ impl<B: Backend> Device for B {
         let geometry = geometry_for(self, kernel, shape);
         bench(self, plan, &format!("benchmark of {entry}"), &mut |i| {
             self.launch(kernel, entry, &geometry, &args[i % args.len()])
+        })
+    }
+
+    fn bench_sequence(
+        &self,
+        kernel: &KernelDecl,
+        launches: &[DeviceInputs<'_>],
+        plan: BenchPlan,
+    ) -> Result<Timing, DeviceFault> {
+        let mut staged = Vec::with_capacity(launches.len());
+        let mut prepared = Vec::with_capacity(launches.len());
+        for l in launches {
+            check_ready(self, kernel, l)?;
+            let s = stage(self, l, None)?;
+            let shape = l.validated().shape;
+            prepared.push((
+                kernel.launch_entry(&shape, Backend::target(self)),
+                geometry_for(self, kernel, &shape),
+                packed_for(self, kernel, l, &s)?,
+            ));
+            staged.push(s);
+        }
+        let during = format!("benchmark of {} launches of {}", launches.len(), kernel.id);
+        bench(self, plan, &during, &mut |_| {
+            prepared
+                .iter()
+                .try_for_each(|(entry, geometry, args)| self.launch(kernel, entry, geometry, args))
         })
     }
 
