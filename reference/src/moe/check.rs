@@ -132,10 +132,10 @@ pub fn check_align(
     }
     let want_ntpp = expected.len();
 
-    if ntpp < 0 || !(ntpp as usize).is_multiple_of(block_m) {
+    if ntpp >= 0 && !(ntpp as usize).is_multiple_of(block_m) {
         return Err(AlignMismatch::TokensPostPaddedNotMultiple { got: ntpp, block_m });
     }
-    if ntpp as usize != want_ntpp {
+    if usize::try_from(ntpp) != Ok(want_ntpp) {
         return Err(AlignMismatch::TokensPostPadded {
             expected: want_ntpp,
             got: ntpp,
