@@ -707,3 +707,28 @@ fn grouped_inputs_are_checked() {
     }
     assert!(compare_grouped(&r, &m, &padded, 72).unwrap().passed());
 }
+
+/// The routed bound adds the fp32 product's rounding to the dense bound, and everything in it
+/// but the output's absolute floor scales with |r|.
+#[test]
+fn routed_bound_adds_the_product_rounding_and_scales_with_the_weight() {
+    for dtype in ActDtype::ALL {
+        let m = BoundModel::new(&recipe(dtype), 4096, 1.5).unwrap();
+        let (y, a, acc) = (3.25, 40.0, 40.0);
+        let dense = m.element(y, a, acc, 0.0);
+        let routed = m.routed_element(y, a, acc, 1.0);
+        assert!(
+            routed - dense >= w4a16_reference::bound::U32 * y.abs(),
+            "{dtype}"
+        );
+        let floor = m.routed_terms().terms.floor;
+        for r in [0.5f64, 0.125, -0.25] {
+            let want = r.abs() * (routed - floor) + floor;
+            let got = m.routed_element(y, a, acc, r);
+            assert!(
+                (got - want).abs() <= 1e-12 * want,
+                "{dtype} r = {r}: {got} vs {want}"
+            );
+        }
+    }
+}
