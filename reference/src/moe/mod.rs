@@ -1,47 +1,25 @@
-//! TEMPORARY stub (lead): replaced by part R's module at merge.
+//! Mixture-of-experts (SPEC §4 item 5): routing, the expert map, the reference `moe_align` and its
+//! exact checker, the MoE layer with its stacked device layout, and the grouped GEMM reference
+//! with its comparison. The grouped reference is the dense reference ([`crate::gemm`]) run per
+//! expert on the rows its slots read, and its bound is the dense bound plus the routed-weight
+//! rounding ([`crate::bound::BoundModel::routed_element`]).
 
-/// How a case's tokens are routed.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
-pub enum RoutingKind {
-    #[serde(rename = "softmax")]
-    Softmax,
-    #[serde(rename = "empty-experts")]
-    EmptyExperts,
-    #[serde(rename = "one-expert")]
-    AllOnOneExpert,
-    #[serde(rename = "same-expert-twice")]
-    SameExpertTwice,
-}
+pub mod align;
+pub mod check;
+pub mod compare;
+pub mod grouped;
+pub mod layer;
+pub mod map;
+pub mod routing;
 
-impl RoutingKind {
-    pub fn name(self) -> &'static str {
-        match self {
-            RoutingKind::Softmax => "softmax",
-            RoutingKind::EmptyExperts => "empty-experts",
-            RoutingKind::AllOnOneExpert => "one-expert",
-            RoutingKind::SameExpertTwice => "same-expert-twice",
-        }
-    }
-}
-
-/// Which experts are local.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
-pub enum MapKind {
-    #[serde(rename = "all")]
-    All,
-    #[serde(rename = "every-other")]
-    EveryOther,
-}
-
-impl MapKind {
-    pub fn name(self) -> &'static str {
-        match self {
-            MapKind::All => "all",
-            MapKind::EveryOther => "every-other",
-        }
-    }
-}
+pub use align::{AlignCapacity, AlignError, Aligned, align_capacity, moe_align};
+pub use check::{AlignBuffer, AlignMismatch, check_align};
+pub use compare::{
+    DIAGNOSED_ROWS, GroupedReport, SlotFailure, WrongExpert, compare_grouped, compare_grouped_mode,
+};
+pub use grouped::{
+    GroupedError, GroupedReference, RowKind, grouped_reference, grouped_reference_with,
+};
+pub use layer::{MoeLayer, MoeLayerError, MoeSpec, StackedExperts};
+pub use map::{ExpertMap, MapError, MapKind};
+pub use routing::{Routing, RoutingError, RoutingKind, route};
