@@ -485,6 +485,20 @@ fn expand_moe_sweep(
                                     for (&rk, &mk, &w, &pad) in
                                         product4(&routing, &map, &weighted, &padding)
                                     {
+                                        // The routing must be makeable (an empty expert needs
+                                        // E ≥ top_k + 2, a repeated expert top_k ≥ 2, …): the
+                                        // rules do not depend on T, so one token decides.
+                                        if let Err(err) =
+                                            w4a16_reference::moe::route(rk, 0, 1, e, k)
+                                        {
+                                            return Err(f.err(
+                                                format!("{here}.routing"),
+                                                format!(
+                                                    "shape \"{}\", E = {e}, top_k = {k}: {err}",
+                                                    s.name
+                                                ),
+                                            ));
+                                        }
                                         if mk == MapKind::EveryOther && e < 2 {
                                             return Err(f.err(
                                                 format!("{here}.map"),
