@@ -13,15 +13,22 @@ pub enum KernelId {
     Dequant,
     Dense,
     Fallback,
+    /// The routing step of `moe`: slots grouped by expert, padded to the block size.
+    #[serde(rename = "moe_align")]
+    MoeAlign,
+    /// The grouped (mixture-of-experts) GEMM on `moe_align`'s blocks.
+    Moe,
 }
 
 impl KernelId {
-    pub const ALL: [KernelId; 5] = [
+    pub const ALL: [KernelId; 7] = [
         KernelId::Skinny,
         KernelId::Fused,
         KernelId::Dequant,
         KernelId::Dense,
         KernelId::Fallback,
+        KernelId::MoeAlign,
+        KernelId::Moe,
     ];
 
     pub fn name(self) -> &'static str {
@@ -31,6 +38,8 @@ impl KernelId {
             KernelId::Dequant => "dequant",
             KernelId::Dense => "dense",
             KernelId::Fallback => "fallback",
+            KernelId::MoeAlign => "moe_align",
+            KernelId::Moe => "moe",
         }
     }
 
@@ -62,6 +71,18 @@ pub enum TensorRole {
     Y,
     /// Dense dequantized copy `[N, K_pad]`, activation dtype.
     Dense,
+    /// The router's choice per token, `[T, top_k]` i32 global expert ids.
+    TopkIds,
+    /// The router's weight per token and choice, `[T, top_k]` f32; null: no routed-weight multiply.
+    TopkWeights,
+    /// Local id of each global expert, `[E]` i32, −1 for experts not held here; null: all local.
+    ExpertMap,
+    /// Slots grouped by expert, each run padded with the sentinel `T·top_k`, `[capacity]` i32.
+    SortedTokenIds,
+    /// Local expert id of each block of `block_m` sorted slots (−1: not local), i32.
+    ExpertIds,
+    /// The padded length of the sorted slots, one i32.
+    TokensPostPadded,
 }
 
 impl TensorRole {
@@ -74,6 +95,12 @@ impl TensorRole {
             TensorRole::Bias => "bias",
             TensorRole::Y => "y",
             TensorRole::Dense => "dense weights",
+            TensorRole::TopkIds => "topk ids",
+            TensorRole::TopkWeights => "topk weights",
+            TensorRole::ExpertMap => "expert map",
+            TensorRole::SortedTokenIds => "sorted token ids",
+            TensorRole::ExpertIds => "expert ids",
+            TensorRole::TokensPostPadded => "num tokens post padded",
         }
     }
 }
@@ -95,6 +122,16 @@ pub enum ScalarArg {
     YRowStride,
     /// Elements between rows of the dense copy.
     DenseRowStride,
+    /// `T·top_k`: the slots of a MoE launch (`num_valid_tokens`); also the padding sentinel.
+    Slots,
+    /// Experts each token is routed to.
+    TopK,
+    /// Global experts (the length of the expert map, the range of the topk ids).
+    Experts,
+    /// Sorted slots per block of `moe` (its tile's BM).
+    BlockM,
+    /// Entries of `sorted_token_ids` the launch may write (`moe_align_capacity`).
+    SortedCapacity,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -214,15 +251,25 @@ pub struct LaunchGeometry {
     pub shared_mem_bytes: u32,
 }
 
+/// The routing of a MoE launch: `m` tokens, each sent to `top_k` of `experts` (global) experts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RoutedDims {
+    pub top_k: usize,
+    pub experts: usize,
+}
+
 /// The problem a launch is for (logical sizes and run-time strides).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LaunchShape {
+    /// Rows of X (tokens `T` for the MoE kernels).
     pub m: usize,
     pub n: usize,
     pub k: usize,
     pub group: usize,
     pub dtype: ActDtype,
     pub asymmetric: bool,
+    /// `Some` for `moe_align` and `moe`; `None` for every dense-layer kernel.
+    pub routing: Option<RoutedDims>,
 }
 
 /// One tile of the fused kernel: (BM, BN, BK) and the number of warps/waves.

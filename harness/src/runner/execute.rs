@@ -687,6 +687,7 @@ impl<'c, 'a> CaseRun<'c, 'a> {
             group: self.case.shape.group,
             dtype: self.case.dtype,
             asymmetric: self.case.symmetry == w4a16_reference::layer::Symmetry::Asym,
+            routing: None,
         };
         decl.launch_entry(&shape, self.ctx.target)
     }

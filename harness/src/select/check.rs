@@ -146,6 +146,13 @@ impl DeclaredContracts {
             bias: view(TensorRole::Bias),
             y: view(TensorRole::Y),
             dense: view(TensorRole::Dense),
+            topk_ids: None,
+            topk_weights: None,
+            expert_map: None,
+            sorted_token_ids: None,
+            expert_ids: None,
+            tokens_post_padded: None,
+            routing: None,
         }
     }
 }
@@ -273,6 +280,9 @@ pub fn plan_launches(sel: &Selection) -> Vec<PlannedLaunch> {
                     Some(y.clone()),
                 ],
             ),
+            // A dense layer's selection never routes to the MoE kernels; planned without
+            // tensors, such a launch is refused by the contract check.
+            KernelId::MoeAlign | KernelId::Moe => launch(kernel, r.m, group, vec![]),
         })
         .collect()
 }
