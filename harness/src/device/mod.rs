@@ -16,6 +16,7 @@ pub mod fault;
 pub mod guard;
 #[cfg(unix)]
 pub mod hipblas;
+pub mod moe;
 pub mod none;
 #[cfg(test)]
 pub(crate) mod simulated;
@@ -35,6 +36,7 @@ use crate::require::{Requirement, Skip};
 
 pub use fault::{Capability, DeviceFault, FaultClass, Health, watchdog_timeout};
 pub use guard::{GUARD_BYTES, GuardSide, GuardViolation, OutputLayout, OutputReport};
+pub use moe::{ALIGN_POISON, MoeLaunch, MoeOutput, MoeRunError, MoeTiming};
 
 /// `Y[M, N]` as a GEMM launch left it.
 #[derive(Clone, Debug, PartialEq)]
@@ -320,6 +322,10 @@ pub trait Device: Send + Sync {
         copies: &[DeviceInputs<'_>],
         plan: BenchPlan,
     ) -> Result<Timing, DeviceFault>;
+    /// `moe_align` then `moe` on the device's own alignment (SPEC §4 item 5), read back.
+    fn run_moe(&self, launch: &MoeLaunch<'_>) -> Result<MoeOutput, MoeRunError>;
+    /// Median device times of `moe_align`, `moe` and the two back to back.
+    fn bench_moe(&self, launch: &MoeLaunch<'_>, plan: BenchPlan) -> Result<MoeTiming, MoeRunError>;
     /// Median device time of `launches` issued back to back as one sample (the MoE benchmark's
     /// baseline: one `fused` launch per expert). Each launch keeps its own staged buffers, so
     /// distinct weights stay distinct in memory as the engine's experts are.
@@ -731,6 +737,14 @@ impl<B: Backend> Device for B {
         bench(self, plan, &format!("benchmark of {entry}"), &mut |i| {
             self.launch(kernel, entry, &geometry, &args[i % args.len()])
         })
+    }
+
+    fn run_moe(&self, launch: &MoeLaunch<'_>) -> Result<MoeOutput, MoeRunError> {
+        moe::run(self, launch)
+    }
+
+    fn bench_moe(&self, launch: &MoeLaunch<'_>, plan: BenchPlan) -> Result<MoeTiming, MoeRunError> {
+        moe::time(self, launch, plan)
     }
 
     fn bench_sequence(
