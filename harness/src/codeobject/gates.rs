@@ -73,20 +73,17 @@ impl fmt::Display for Gate {
 
 /// Splits `w4a16_<kernel>_<dtype>[_<variant>]` (kernel names may hold `_`: `moe_align`).
 pub fn split_entry(entry: &str) -> Option<(KernelId, ActDtype, Option<&str>)> {
-    let rest = entry.strip_prefix("w4a16_")?;
-    KernelId::ALL.into_iter().find_map(|kernel| {
-        let rest = rest.strip_prefix(kernel.name())?.strip_prefix('_')?;
-        let (dtype, variant) = match rest.split_once('_') {
-            Some((d, v)) => (d, Some(v)),
-            None => (rest, None),
-        };
-        let dtype = match dtype {
-            "f16" => ActDtype::F16,
-            "bf16" => ActDtype::Bf16,
-            _ => return None,
-        };
-        Some((kernel, dtype, variant))
-    })
+    let (kernel, rest) = KernelId::of_entry(entry)?;
+    let (dtype, variant) = match rest.split_once('_') {
+        Some((d, v)) => (d, Some(v)),
+        None => (rest, None),
+    };
+    let dtype = match dtype {
+        "f16" => ActDtype::F16,
+        "bf16" => ActDtype::Bf16,
+        _ => return None,
+    };
+    Some((kernel, dtype, variant))
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

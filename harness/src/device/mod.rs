@@ -16,6 +16,7 @@ pub mod fault;
 pub mod guard;
 #[cfg(unix)]
 pub mod hipblas;
+pub mod moe;
 pub mod none;
 #[cfg(test)]
 pub(crate) mod simulated;
@@ -35,6 +36,7 @@ use crate::require::{Requirement, Skip};
 
 pub use fault::{Capability, DeviceFault, FaultClass, Health, watchdog_timeout};
 pub use guard::{GUARD_BYTES, GuardSide, GuardViolation, OutputLayout, OutputReport};
+pub use moe::{ALIGN_POISON, AlignOutput, MoeInputs, MoeLaunch, MoeOutput};
 
 /// `Y[M, N]` as a GEMM launch left it.
 #[derive(Clone, Debug, PartialEq)]
@@ -329,6 +331,29 @@ pub trait Device: Send + Sync {
         inputs: &DeviceInputs<'_>,
         plan: BenchPlan,
     ) -> Result<Timing, DeviceFault>;
+
+    /// A MoE layer: `moe_align`, then `moe` on the align step's device outputs; the align
+    /// outputs and C come back through their guards (`moe.rs`, one implementation for every
+    /// [`Backend`]). Host code standing in for a device has no MoE path: it says so as a missing
+    /// capability (a skip), as without the vendor BLAS.
+    fn run_moe(&self, inputs: &MoeInputs<'_>) -> Result<MoeOutput, DeviceFault> {
+        let _ = inputs;
+        Err(no_moe_path(self.name()))
+    }
+
+    /// The align step alone.
+    fn run_moe_align(&self, inputs: &MoeInputs<'_>) -> Result<AlignOutput, DeviceFault> {
+        let _ = inputs;
+        Err(no_moe_path(self.name()))
+    }
+}
+
+fn no_moe_path(device: String) -> DeviceFault {
+    DeviceFault::MissingCapability {
+        capability: Capability::MoeLaunch,
+        device,
+        why: "it launches no kernels (host code standing in for a device)".into(),
+    }
 }
 
 /// Uploaded inputs of one launch and the guarded output buffer.
@@ -761,6 +786,14 @@ impl<B: Backend> Device for B {
         bench(self, plan, "benchmark of the dense GEMM", &mut |_| {
             self.blas_gemm(&g, x, dense, &mut output)
         })
+    }
+
+    fn run_moe(&self, inputs: &MoeInputs<'_>) -> Result<MoeOutput, DeviceFault> {
+        moe::run_moe(self, inputs)
+    }
+
+    fn run_moe_align(&self, inputs: &MoeInputs<'_>) -> Result<AlignOutput, DeviceFault> {
+        moe::run_moe_align(self, inputs)
     }
 }
 
