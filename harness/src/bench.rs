@@ -798,9 +798,7 @@ mod tests {
     use w4a16_kernels::Target;
 
     use super::*;
-    use crate::device::{
-        DequantOutput, GemmOutput, Health, MoeLaunch, MoeOutput, MoeRunError, MoeTiming,
-    };
+    use crate::device::{DequantOutput, GemmOutput, Health};
 
     fn close(a: f64, b: f64) -> bool {
         (a - b).abs() <= 1e-9 * a.abs().max(b.abs())
@@ -1032,12 +1030,6 @@ mod tests {
                 _ => 2.0 * (m * n * k) as f64 / self.fused_tflops / 1e6,
             };
             Ok(t(us))
-        }
-        fn run_moe(&self, _: &MoeLaunch<'_>) -> Result<MoeOutput, MoeRunError> {
-            unreachable!("the benchmark does not run the MoE pipeline for results")
-        }
-        fn bench_moe(&self, _: &MoeLaunch<'_>, _: BenchPlan) -> Result<MoeTiming, MoeRunError> {
-            unreachable!("this suite has no MoE layer")
         }
         fn bench_sequence(
             &self,

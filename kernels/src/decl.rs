@@ -46,6 +46,17 @@ impl KernelId {
     pub fn parse(s: &str) -> Option<KernelId> {
         KernelId::ALL.into_iter().find(|k| k.name() == s)
     }
+
+    /// The kernel an entry point `w4a16_<kernel>_<dtype>[_<tile>]` belongs to, and the rest of
+    /// the name after `<kernel>_`. Names may hold `_` (`moe_align`): the longest kernel name that
+    /// the entry continues with `_` wins, so `w4a16_moe_align_f16` is `moe_align`, not `moe`.
+    pub fn of_entry(entry: &str) -> Option<(KernelId, &str)> {
+        let rest = entry.strip_prefix("w4a16_")?;
+        KernelId::ALL
+            .into_iter()
+            .filter_map(|k| Some((k, rest.strip_prefix(k.name())?.strip_prefix('_')?)))
+            .max_by_key(|(k, _)| k.name().len())
+    }
 }
 
 impl std::fmt::Display for KernelId {

@@ -587,6 +587,30 @@ mod tests {
         }
     }
 
+    /// Every entry point names its kernel, the underscore of `moe_align` included.
+    #[test]
+    fn entries_name_their_kernel() {
+        for d in all() {
+            for dtype in ActDtype::ALL {
+                for e in d.entries(dtype) {
+                    let (k, rest) = KernelId::of_entry(&e).unwrap();
+                    assert_eq!(k, d.id, "{e}");
+                    assert!(rest.starts_with(dtype.name()), "{e}");
+                }
+            }
+        }
+        assert_eq!(
+            KernelId::of_entry("w4a16_moe_align_f16"),
+            Some((KernelId::MoeAlign, "f16"))
+        );
+        assert_eq!(
+            KernelId::of_entry("w4a16_moe_bf16_16x64x32w4"),
+            Some((KernelId::Moe, "bf16_16x64x32w4"))
+        );
+        assert_eq!(KernelId::of_entry("w4a16_fused"), None);
+        assert_eq!(KernelId::of_entry("w4a16_probe_f16"), None);
+    }
+
     /// One parameter of a HIP entry point, as written in the source.
     #[derive(Debug)]
     struct HipParam {

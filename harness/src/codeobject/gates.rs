@@ -20,7 +20,7 @@ pub enum Gate {
     NoSpill,
     /// fp16 dequant (skinny and dequant f16 entries) uses `v_and_or_b32` on gfx11/gfx12.
     Fp16AndOr,
-    /// `fused` uses WMMA on gfx11/gfx12.
+    /// The tile main loop (`fused`, and `moe` built on it) uses WMMA on gfx11/gfx12.
     FusedWmma,
 }
 
@@ -58,7 +58,9 @@ impl Gate {
                         Some((KernelId::Skinny | KernelId::Dequant, ActDtype::F16, _))
                     )
             }
-            Gate::FusedWmma => fast_path_target && matches!(parsed, Some((KernelId::Fused, _, _))),
+            Gate::FusedWmma => {
+                fast_path_target && matches!(parsed, Some((KernelId::Fused | KernelId::Moe, _, _)))
+            }
         }
     }
 }
@@ -69,11 +71,9 @@ impl fmt::Display for Gate {
     }
 }
 
-/// Splits `w4a16_<kernel>_<dtype>[_<variant>]`.
+/// Splits `w4a16_<kernel>_<dtype>[_<variant>]` (kernel names may hold `_`: `moe_align`).
 pub fn split_entry(entry: &str) -> Option<(KernelId, ActDtype, Option<&str>)> {
-    let rest = entry.strip_prefix("w4a16_")?;
-    let (kernel, rest) = rest.split_once('_')?;
-    let kernel = KernelId::parse(kernel)?;
+    let (kernel, rest) = KernelId::of_entry(entry)?;
     let (dtype, variant) = match rest.split_once('_') {
         Some((d, v)) => (d, Some(v)),
         None => (rest, None),
@@ -600,6 +600,15 @@ mod tests {
             split_entry("w4a16_fused_bf16_64x64x32w4"),
             Some((KernelId::Fused, ActDtype::Bf16, Some("64x64x32w4")))
         );
+        assert_eq!(
+            split_entry("w4a16_moe_align_bf16"),
+            Some((KernelId::MoeAlign, ActDtype::Bf16, None))
+        );
+        assert_eq!(
+            split_entry("w4a16_moe_f16_16x64x32w4"),
+            Some((KernelId::Moe, ActDtype::F16, Some("16x64x32w4")))
+        );
+        assert_eq!(split_entry("w4a16_moe_align"), None);
         assert_eq!(split_entry("w4a16_probe_f16"), None);
         assert_eq!(split_entry("w4a16_skinny_f32"), None);
     }
@@ -613,6 +622,8 @@ mod tests {
         assert!(!Gate::Fp16AndOr.applies(Target::Gfx1100, "w4a16_fallback_f16"));
         assert!(Gate::FusedWmma.applies(Target::Gfx1100, "w4a16_fused_bf16_64x64x32w4"));
         assert!(!Gate::FusedWmma.applies(Target::Gfx942, "w4a16_fused_bf16"));
+        assert!(Gate::FusedWmma.applies(Target::Gfx1201, "w4a16_moe_f16_64x128x32w8"));
+        assert!(!Gate::FusedWmma.applies(Target::Gfx1201, "w4a16_moe_align_f16"));
         assert!(Gate::NoScratch.applies(Target::Gfx942, "anything"));
     }
 

@@ -36,7 +36,7 @@ use crate::require::{Requirement, Skip};
 
 pub use fault::{Capability, DeviceFault, FaultClass, Health, watchdog_timeout};
 pub use guard::{GUARD_BYTES, GuardSide, GuardViolation, OutputLayout, OutputReport};
-pub use moe::{ALIGN_POISON, MoeLaunch, MoeOutput, MoeRunError, MoeTiming};
+pub use moe::{ALIGN_POISON, AlignOutput, MoeInputs, MoeLaunch, MoeOutput, MoeTiming};
 
 /// `Y[M, N]` as a GEMM launch left it.
 #[derive(Clone, Debug, PartialEq)]
@@ -322,10 +322,6 @@ pub trait Device: Send + Sync {
         copies: &[DeviceInputs<'_>],
         plan: BenchPlan,
     ) -> Result<Timing, DeviceFault>;
-    /// `moe_align` then `moe` on the device's own alignment (SPEC §4 item 5), read back.
-    fn run_moe(&self, launch: &MoeLaunch<'_>) -> Result<MoeOutput, MoeRunError>;
-    /// Median device times of `moe_align`, `moe` and the two back to back.
-    fn bench_moe(&self, launch: &MoeLaunch<'_>, plan: BenchPlan) -> Result<MoeTiming, MoeRunError>;
     /// Median device time of `launches` issued back to back as one sample (the MoE benchmark's
     /// baseline: one `fused` launch per expert). Each launch keeps its own staged buffers, so
     /// distinct weights stay distinct in memory as the engine's experts are.
@@ -344,6 +340,35 @@ pub trait Device: Send + Sync {
         inputs: &DeviceInputs<'_>,
         plan: BenchPlan,
     ) -> Result<Timing, DeviceFault>;
+
+    /// A MoE layer: `moe_align`, then `moe` on the align step's device outputs; the align
+    /// outputs and C come back through their guards (`moe.rs`, one implementation for every
+    /// [`Backend`]). Host code standing in for a device has no MoE path: it says so as a missing
+    /// capability (a skip), as without the vendor BLAS.
+    fn run_moe(&self, inputs: &MoeInputs<'_>) -> Result<MoeOutput, DeviceFault> {
+        let _ = inputs;
+        Err(no_moe_path(self.name()))
+    }
+
+    /// The align step alone.
+    fn run_moe_align(&self, inputs: &MoeInputs<'_>) -> Result<AlignOutput, DeviceFault> {
+        let _ = inputs;
+        Err(no_moe_path(self.name()))
+    }
+
+    /// Median device times of `moe_align`, `moe` and the two back to back (the benchmark).
+    fn bench_moe(&self, inputs: &MoeInputs<'_>, plan: BenchPlan) -> Result<MoeTiming, DeviceFault> {
+        let _ = (inputs, plan);
+        Err(no_moe_path(self.name()))
+    }
+}
+
+fn no_moe_path(device: String) -> DeviceFault {
+    DeviceFault::MissingCapability {
+        capability: Capability::MoeLaunch,
+        device,
+        why: "it launches no kernels (host code standing in for a device)".into(),
+    }
 }
 
 /// Uploaded inputs of one launch and the guarded output buffer.
@@ -739,14 +764,6 @@ impl<B: Backend> Device for B {
         })
     }
 
-    fn run_moe(&self, launch: &MoeLaunch<'_>) -> Result<MoeOutput, MoeRunError> {
-        moe::run(self, launch)
-    }
-
-    fn bench_moe(&self, launch: &MoeLaunch<'_>, plan: BenchPlan) -> Result<MoeTiming, MoeRunError> {
-        moe::time(self, launch, plan)
-    }
-
     fn bench_sequence(
         &self,
         kernel: &KernelDecl,
@@ -811,6 +828,18 @@ impl<B: Backend> Device for B {
         bench(self, plan, "benchmark of the dense GEMM", &mut |_| {
             self.blas_gemm(&g, x, dense, &mut output)
         })
+    }
+
+    fn run_moe(&self, inputs: &MoeInputs<'_>) -> Result<MoeOutput, DeviceFault> {
+        moe::run_moe(self, inputs)
+    }
+
+    fn run_moe_align(&self, inputs: &MoeInputs<'_>) -> Result<AlignOutput, DeviceFault> {
+        moe::run_moe_align(self, inputs)
+    }
+
+    fn bench_moe(&self, inputs: &MoeInputs<'_>, plan: BenchPlan) -> Result<MoeTiming, DeviceFault> {
+        moe::time_moe(self, inputs, plan)
     }
 }
 

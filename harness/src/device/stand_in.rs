@@ -125,18 +125,6 @@ impl Device for StandInDevice {
         Err(self.unsupported("kernel timing"))
     }
 
-    fn run_moe(&self, _launch: &MoeLaunch<'_>) -> Result<MoeOutput, MoeRunError> {
-        Err(self.unsupported("the MoE pipeline").into())
-    }
-
-    fn bench_moe(
-        &self,
-        _launch: &MoeLaunch<'_>,
-        _plan: BenchPlan,
-    ) -> Result<MoeTiming, MoeRunError> {
-        Err(self.unsupported("MoE timing").into())
-    }
-
     fn bench_sequence(
         &self,
         _kernel: &KernelDecl,

@@ -13,10 +13,11 @@ use super::execute::RunContext;
 use super::timing::{Phase, PhaseTimes};
 use super::verdict::{Cause, Mismatch, Outcome, OutputProblems, Verdict};
 use crate::cases::{Case, MoeRouting};
-use crate::device::{MoeLaunch, MoeOutput, MoeRunError};
+use crate::device::{DeviceFault, MoeLaunch, MoeOutput};
 use crate::require::{Requirement, Skip};
 use crate::select::moe::{MoeRequest, MoeSelection, select_moe};
 use crate::tensor::XBuffer;
+use crate::validate::ContractError;
 use w4a16_kernels::{KernelId, set};
 use w4a16_reference::bound::BoundModel;
 use w4a16_reference::compare::{self, CompareMode};
@@ -85,17 +86,25 @@ impl MoeRun<'_, '_> {
             .push(Verdict::new(&self.case.id, check, outcome).detail(detail));
     }
 
-    /// A device fault (a SKIP where a capability is missing), or a contract refusal: every
-    /// MoE case is a valid layer, so a refusal is a failure of the declarations.
-    fn push_device(&mut self, check: Check, error: MoeRunError) {
-        let (outcome, cause) = match error {
-            MoeRunError::Device(fault) => Cause::of_device(fault),
-            MoeRunError::Contract { kernel, error } => {
-                (Outcome::Fail, Cause::Contract { kernel, error })
-            }
-        };
+    /// A device fault: a SKIP where a capability is missing, else a FAULT.
+    fn push_device(&mut self, check: Check, fault: DeviceFault) {
+        let (outcome, cause) = Cause::of_device(fault);
         self.verdicts
             .push(Verdict::new(&self.case.id, check, outcome).because(cause));
+    }
+
+    /// A contract refusal of a valid layer: a failure of the declarations (every MoE case is a
+    /// layer the set takes), on every device check. The pipeline is validated as one launch
+    /// pair, named by its GEMM.
+    fn push_refused(&mut self, error: ContractError) {
+        for check in device_checks() {
+            let cause = Cause::Contract {
+                kernel: KernelId::Moe,
+                error: error.clone(),
+            };
+            self.verdicts
+                .push(Verdict::new(&self.case.id, check, Outcome::Fail).because(cause));
+        }
     }
 
     fn run(&mut self) {
@@ -159,21 +168,35 @@ impl MoeRun<'_, '_> {
         let uses_map = self.routing.map != w4a16_reference::moe::MapKind::All;
         let map_ref = uses_map.then_some(&map);
 
+        let st = &experts.stacked;
         let launch = MoeLaunch {
             x: XBuffer::as_laid_out(&x),
-            stacked: &experts.stacked,
+            weights: &st.weights,
+            scales: &st.scales,
+            zeros: st.zeros.as_deref(),
+            w_row_stride_bytes: st.w_row_stride_bytes,
+            scale_row_stride: st.scale_row_stride,
             topk_ids: &routing.ids,
             topk_weights: self.routing.routed_weight.then_some(&routing.weights[..]),
             expert_map: map_ref.map(|m| &m.local_of[..]),
             tokens: case.m,
             top_k: self.routing.top_k,
             experts: self.routing.experts,
+            experts_local: st.experts,
+            n: st.shape.n,
+            k: st.shape.k,
+            group: st.shape.group,
+            dtype: st.dtype,
             tile: sel.tile,
+        };
+        let inputs = match launch.validate() {
+            Ok(i) => i,
+            Err(e) => return self.push_refused(e),
         };
         let [align_check, path_check, det_check] = device_checks();
         let start = Instant::now();
-        let first = device.run_moe(&launch);
-        let second = first.as_ref().ok().map(|_| device.run_moe(&launch));
+        let first = device.run_moe(&inputs);
+        let second = first.as_ref().ok().map(|_| device.run_moe(&inputs));
         self.times.add(Phase::Device, start.elapsed());
         let first = match first {
             Ok(o) => o,
