@@ -3,7 +3,8 @@
 # fuzzer, the differential suites and the field matrix (each with its sm_90 verdict snapshot
 # and its time split), and optionally the benchmark.
 #
-# Usage: scripts/gpu-job.sh [smoke] [fuzz] [suites] [field] [emulated | emulated:gfxNNNN] [bench]
+# Usage: scripts/gpu-job.sh [smoke] [fuzz] [suites] [field] [moe] [emulated | emulated:gfxNNNN] [bench]
+#                          [bench-moe]
 #                          [sanitize | sanitize:TOOL] [mutants]
 #        (default: all but emulated, bench, sanitize and mutants)
 # `emulated` runs every suite (field included) on the emulated AMD targets gfx1100-emu,
@@ -67,6 +68,8 @@ for step in "${steps[@]}"; do
         -- --target "$t-emu"
     done ;;
   bench) stage/bin/w4a16 bench --json "$OUT/bench.json" | tee "$OUT/bench.md" ;;
+  bench-moe) stage/bin/w4a16 bench --moe --json "$OUT/bench-moe.json" | tee "$OUT/bench-moe.md" ;;
+  moe) run_suites moe moe ;;
   sanitize|sanitize:*)
     tool=${step#sanitize}; tool=${tool#:}
     # Instrumented kernels run 10-100x slower: a longer watchdog per case, a longer run.

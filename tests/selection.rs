@@ -378,6 +378,81 @@ fn snapshot_settings(target: Target) -> insta::Settings {
     s
 }
 
+/// The MoE selection of every moe-suite case and of the SPEC §7 MoE layers at the benchmark's T,
+/// per target: path, tile (`block_m`), the table and why.
+fn moe_table(set: &CaseSet, target: Target) -> String {
+    use w4a16_harness::select::moe::{MoeRequest, row, select_moe};
+    let mut rows = std::collections::BTreeSet::new();
+    for c in &set.suite("moe").unwrap().cases {
+        let r = MoeRequest::from_case(c, c.moe.expect("a MoE case"));
+        rows.insert(row(&r, &select_moe(target, &r)));
+    }
+    for s in set.moe_shapes() {
+        for tokens in [1, 16, 256, 2048] {
+            for dtype in ActDtype::ALL {
+                let r = MoeRequest {
+                    shape: s.shape,
+                    tokens,
+                    top_k: s.top_k,
+                    experts: s.experts,
+                    dtype,
+                    symmetry: Symmetry::Asym,
+                    padding: w4a16_harness::cases::RowPadding::default(),
+                    producer: w4a16_reference::formats::Producer::CompressedTensors,
+                };
+                rows.insert(row(&r, &select_moe(target, &r)));
+            }
+        }
+    }
+    rows.into_iter().collect::<Vec<_>>().join("\n")
+}
+
+#[test]
+fn moe_selection_per_target() {
+    let set = load();
+    for target in Target::ALL {
+        let t = moe_table(&set, target);
+        snapshot_settings(target).bind(|| insta::assert_snapshot!("selection_moe", t));
+    }
+}
+
+#[test]
+fn moe_refusals_name_every_broken_rule() {
+    use w4a16_harness::select::moe::{MoeRequest, MoeSelection, select_moe};
+    let r = MoeRequest {
+        shape: LayerShape::new(36, 1000, 40),
+        tokens: 4,
+        top_k: 9,
+        experts: 8,
+        dtype: ActDtype::F16,
+        symmetry: Symmetry::Asym,
+        padding: w4a16_harness::cases::RowPadding::default(),
+        producer: w4a16_reference::formats::Producer::LegacyUnpackedZp,
+    };
+    let MoeSelection::Refused { reasons } = select_moe(Target::Gfx1151, &r) else {
+        panic!("a layer that breaks every rule was taken");
+    };
+    for needle in ["group size 40", "K=1000", "N=36", "unpacked", "top_k = 9"] {
+        assert!(
+            reasons.iter().any(|r| r.contains(needle)),
+            "{needle}: {reasons:?}"
+        );
+    }
+    // The same layer without its faults is taken, on every target, with block_m = the tile's BM.
+    let ok = MoeRequest {
+        shape: LayerShape::new(64, 256, 64),
+        top_k: 2,
+        producer: w4a16_reference::formats::Producer::CompressedTensors,
+        ..r
+    };
+    for target in Target::ALL {
+        match select_moe(target, &ok) {
+            MoeSelection::Chosen(c) => assert_eq!(c.block_m(), c.tile.bm as usize),
+            MoeSelection::Refused { reasons } => panic!("{target}: {reasons:?}"),
+        }
+    }
+}
+
 #[test]
 fn selection_boundaries_per_target() {
     let set = load();

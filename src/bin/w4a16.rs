@@ -156,6 +156,10 @@ enum Command {
         /// Time the CPU side of the chosen suites instead of the kernels (no GPU needed).
         #[arg(long)]
         cpu_side: bool,
+        /// The MoE benchmark instead: moe_align + moe against a loop of fused launches on the
+        /// qwen3.5-35b-a3b experts at T 1, 16, 256, 2048.
+        #[arg(long, conflicts_with = "cpu_side")]
+        moe: bool,
         /// Suites for `--cpu-side` (repeatable; default: field).
         #[arg(long = "suite")]
         suites: Vec<String>,
@@ -336,11 +340,18 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
         Command::Bench {
             json,
             cpu_side: false,
+            moe: true,
+            ..
+        } => Ok(w4a16_harness::bench::moe::cli(json.as_deref())),
+        Command::Bench {
+            json,
+            cpu_side: false,
             ..
         } => Ok(w4a16_harness::bench::cli(json.as_deref())),
         Command::Bench {
             json,
             cpu_side: true,
+            moe: _,
             suites,
             filter,
             every,

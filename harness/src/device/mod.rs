@@ -322,13 +322,14 @@ pub trait Device: Send + Sync {
         copies: &[DeviceInputs<'_>],
         plan: BenchPlan,
     ) -> Result<Timing, DeviceFault>;
-    /// Median device time of `launches` issued back to back as one sample (the MoE benchmark's
-    /// baseline: one `fused` launch per expert). Each launch keeps its own staged buffers, so
-    /// distinct weights stay distinct in memory as the engine's experts are.
+    /// Median device time of one group of launches issued back to back as one sample, sample
+    /// `i` issuing group `i % groups.len()` (the MoE benchmark's baseline: one `fused` launch per
+    /// expert, groups for different routings so the weights they read rotate out of the cache).
+    /// Each launch keeps its own staged buffers, as the engine's experts do.
     fn bench_sequence(
         &self,
         kernel: &KernelDecl,
-        launches: &[DeviceInputs<'_>],
+        groups: &[Vec<DeviceInputs<'_>>],
         plan: BenchPlan,
     ) -> Result<Timing, DeviceFault>;
     /// Median device time of a device-to-device copy of `bytes` (the bandwidth ceiling).
@@ -356,9 +357,14 @@ pub trait Device: Send + Sync {
         Err(no_moe_path(self.name()))
     }
 
-    /// Median device times of `moe_align`, `moe` and the two back to back (the benchmark).
-    fn bench_moe(&self, inputs: &MoeInputs<'_>, plan: BenchPlan) -> Result<MoeTiming, DeviceFault> {
-        let _ = (inputs, plan);
+    /// Median device times of `moe_align`, `moe` and the two back to back (the benchmark),
+    /// sample `i` running copy `i % copies.len()` (each staged in its own buffers).
+    fn bench_moe(
+        &self,
+        copies: &[MoeInputs<'_>],
+        plan: BenchPlan,
+    ) -> Result<MoeTiming, DeviceFault> {
+        let _ = (copies, plan);
         Err(no_moe_path(self.name()))
     }
 }
@@ -767,25 +773,35 @@ impl<B: Backend> Device for B {
     fn bench_sequence(
         &self,
         kernel: &KernelDecl,
-        launches: &[DeviceInputs<'_>],
+        groups: &[Vec<DeviceInputs<'_>>],
         plan: BenchPlan,
     ) -> Result<Timing, DeviceFault> {
-        let mut staged = Vec::with_capacity(launches.len());
-        let mut prepared = Vec::with_capacity(launches.len());
-        for l in launches {
-            check_ready(self, kernel, l)?;
-            let s = stage(self, l, None)?;
-            let shape = l.validated().shape;
-            prepared.push((
-                kernel.launch_entry(&shape, Backend::target(self)),
-                geometry_for(self, kernel, &shape),
-                packed_for(self, kernel, l, &s)?,
-            ));
-            staged.push(s);
+        let mut staged = Vec::new();
+        let mut prepared = Vec::with_capacity(groups.len());
+        for group in groups {
+            let mut launches = Vec::with_capacity(group.len());
+            for l in group {
+                check_ready(self, kernel, l)?;
+                let s = stage(self, l, None)?;
+                let shape = l.validated().shape;
+                launches.push((
+                    kernel.launch_entry(&shape, Backend::target(self)),
+                    geometry_for(self, kernel, &shape),
+                    packed_for(self, kernel, l, &s)?,
+                ));
+                staged.push(s);
+            }
+            prepared.push(launches);
         }
-        let during = format!("benchmark of {} launches of {}", launches.len(), kernel.id);
-        bench(self, plan, &during, &mut |_| {
-            prepared
+        if prepared.is_empty() {
+            return Err(DeviceFault::Unsupported {
+                what: "a benchmark over no launch groups".into(),
+                device: Backend::name(self),
+            });
+        }
+        let during = format!("benchmark of launch groups of {}", kernel.id);
+        bench(self, plan, &during, &mut |i| {
+            prepared[i % prepared.len()]
                 .iter()
                 .try_for_each(|(entry, geometry, args)| self.launch(kernel, entry, geometry, args))
         })
@@ -838,8 +854,12 @@ impl<B: Backend> Device for B {
         moe::run_moe_align(self, inputs)
     }
 
-    fn bench_moe(&self, inputs: &MoeInputs<'_>, plan: BenchPlan) -> Result<MoeTiming, DeviceFault> {
-        moe::time_moe(self, inputs, plan)
+    fn bench_moe(
+        &self,
+        copies: &[MoeInputs<'_>],
+        plan: BenchPlan,
+    ) -> Result<MoeTiming, DeviceFault> {
+        moe::time_moe(self, copies, plan)
     }
 }
 

@@ -563,14 +563,20 @@ pub struct MoeTiming {
     pub pipeline: super::Timing,
 }
 
-/// [`super::Device::bench_moe`] for every backend: inputs staged once; `moe` reads the align
-/// outputs the align step rewrites on every launch (identical each time: it is deterministic).
-pub(super) fn time_moe<B: Backend>(
-    b: &B,
-    inputs: &MoeInputs<'_>,
-    plan: super::BenchPlan,
-) -> Result<MoeTiming, DeviceFault> {
-    check_ready(b)?;
+/// One copy of a MoE launch staged for timing: its buffers (alive while the timing runs), the
+/// packed arguments of both launches and where they go.
+struct TimedCopy<B: Backend> {
+    _staged: Staged<B>,
+    _c: Output<B>,
+    align_args: PackedArgs,
+    moe_args: PackedArgs,
+    align_entry: String,
+    align_geometry: LaunchGeometry,
+    moe_entry: String,
+    moe_geometry: LaunchGeometry,
+}
+
+fn timed_copy<B: Backend>(b: &B, inputs: &MoeInputs<'_>) -> Result<TimedCopy<B>, DeviceFault> {
     let staged = stage(b, inputs)?;
     // One checked run first: a pipeline that faults is not timed.
     align_on_device(b, inputs, &staged)?;
@@ -595,26 +601,64 @@ pub(super) fn time_moe<B: Backend>(
         staged.address(b, role)
     })?;
     let shape = &inputs.align.shape;
-    let align_entry = MOE_ALIGN.launch_entry(shape, b.target());
-    let align_geometry = (MOE_ALIGN.geometry)(shape, b.target());
-    let moe_entry = inputs.moe_entry();
-    let moe_geometry = inputs.moe_geometry();
-    let align = || b.launch(&MOE_ALIGN, &align_entry, &align_geometry, &align_args);
-    let gemm = || b.launch(&MOE, &moe_entry, &moe_geometry, &moe_args);
+    Ok(TimedCopy {
+        align_entry: MOE_ALIGN.launch_entry(shape, b.target()),
+        align_geometry: (MOE_ALIGN.geometry)(shape, b.target()),
+        moe_entry: inputs.moe_entry(),
+        moe_geometry: inputs.moe_geometry(),
+        _staged: staged,
+        _c: c,
+        align_args,
+        moe_args,
+    })
+}
+
+impl<B: Backend> TimedCopy<B> {
+    fn align(&self, b: &B) -> Result<(), DeviceFault> {
+        b.launch(
+            &MOE_ALIGN,
+            &self.align_entry,
+            &self.align_geometry,
+            &self.align_args,
+        )
+    }
+
+    fn gemm(&self, b: &B) -> Result<(), DeviceFault> {
+        b.launch(&MOE, &self.moe_entry, &self.moe_geometry, &self.moe_args)
+    }
+}
+
+/// [`super::Device::bench_moe`] for every backend: every copy staged once; sample `i` runs copy
+/// `i % copies.len()`, whose `moe` reads the align outputs its own align step rewrites (the
+/// same each time: the step is deterministic).
+pub(super) fn time_moe<B: Backend>(
+    b: &B,
+    copies: &[MoeInputs<'_>],
+    plan: super::BenchPlan,
+) -> Result<MoeTiming, DeviceFault> {
+    check_ready(b)?;
+    let timed = copies
+        .iter()
+        .map(|c| timed_copy(b, c))
+        .collect::<Result<Vec<_>, _>>()?;
+    let first = timed.first().ok_or_else(|| DeviceFault::Unsupported {
+        what: "a MoE benchmark over no copies".into(),
+        device: b.name(),
+    })?;
+    let pick = |i: usize| &timed[i % timed.len()];
+    let what = |s: &str| format!("benchmark of {s}");
     Ok(MoeTiming {
-        align: super::bench(b, plan, &format!("benchmark of {align_entry}"), &mut |_| {
-            align()
+        align: super::bench(b, plan, &what(&first.align_entry), &mut |i| {
+            pick(i).align(b)
         })?,
-        gemm: super::bench(b, plan, &format!("benchmark of {moe_entry}"), &mut |_| {
-            gemm()
-        })?,
+        gemm: super::bench(b, plan, &what(&first.moe_entry), &mut |i| pick(i).gemm(b))?,
         pipeline: super::bench(
             b,
             plan,
-            &format!("benchmark of {align_entry} + {moe_entry}"),
-            &mut |_| {
-                align()?;
-                gemm()
+            &what(&format!("{} + {}", first.align_entry, first.moe_entry)),
+            &mut |i| {
+                pick(i).align(b)?;
+                pick(i).gemm(b)
             },
         )?,
     })

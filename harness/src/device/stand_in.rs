@@ -128,7 +128,7 @@ impl Device for StandInDevice {
     fn bench_sequence(
         &self,
         _kernel: &KernelDecl,
-        _launches: &[DeviceInputs<'_>],
+        _groups: &[Vec<DeviceInputs<'_>>],
         _plan: BenchPlan,
     ) -> Result<Timing, DeviceFault> {
         Err(self.unsupported("launch-sequence timing"))

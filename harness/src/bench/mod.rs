@@ -15,6 +15,7 @@
 //!   the cache since (cold reads, as a decode step sees its weights). The dense copy (N·K·2
 //!   bytes, ~117 MB) is larger than L2 on its own and is not rotated.
 
+pub mod moe;
 use std::fmt::Write as _;
 use std::path::Path;
 use std::process::ExitCode;
@@ -264,6 +265,16 @@ pub enum BenchError {
     Layout { case: String, error: LayoutError },
     #[error("the suite has no {what}; the report needs it")]
     EmptySuite { what: &'static str },
+    #[error("the MoE layer of {case}: {error}")]
+    MoeLayer {
+        case: String,
+        error: w4a16_reference::moe::MoeLayerError,
+    },
+    #[error("the routing of {case}: {error}")]
+    Routing {
+        case: String,
+        error: w4a16_reference::moe::RoutingError,
+    },
 }
 
 fn dev(during: impl FnOnce() -> String) -> impl FnOnce(DeviceFault) -> BenchError {
@@ -1034,7 +1045,7 @@ mod tests {
         fn bench_sequence(
             &self,
             _: &KernelDecl,
-            _: &[DeviceInputs<'_>],
+            _: &[Vec<DeviceInputs<'_>>],
             _: BenchPlan,
         ) -> Result<Timing, DeviceFault> {
             unreachable!("this suite has no launch sequence")
