@@ -225,6 +225,7 @@ fn fused_recipe(dtype: ActDtype) -> NumericRecipe {
         bias: BiasStage::AfterCast,
         output: dtype,
         single_rounding: false,
+        pre_rounded_bias: false,
     }
 }
 
@@ -236,6 +237,7 @@ fn dequant_recipe(dtype: ActDtype) -> NumericRecipe {
         bias: BiasStage::BeforeCast,
         output: dtype,
         single_rounding: true,
+        pre_rounded_bias: false,
     }
 }
 
@@ -253,6 +255,7 @@ fn dense_recipe(dtype: ActDtype) -> NumericRecipe {
         bias: BiasStage::Either,
         output: dtype,
         single_rounding: false,
+        pre_rounded_bias: false,
     }
 }
 
