@@ -7,7 +7,8 @@ use std::borrow::Cow;
 use std::fmt;
 
 use w4a16_kernels::TensorRole;
-use w4a16_reference::formats::{ResidentLayer, ResidentWeights, ZeroPoints};
+use w4a16_reference::formats::{Carrier, ResidentLayer, ResidentWeights, ZeroPoints};
+use w4a16_reference::layer::Symmetry;
 use w4a16_reference::{ActDtype, Activations};
 
 /// Element types a tensor handed to a kernel can have.
@@ -416,6 +417,11 @@ pub fn zero_points_view(z: &ZeroPoints) -> TensorView {
     }
 }
 
+/// The asymmetric carrier `u32 [N, K/G]`, rows K/G words apart (it is never padded).
+pub fn carrier_view(c: &Carrier) -> TensorView {
+    TensorView::matrix(ElemType::U32, c.n, c.groups, c.groups, c.words.len() * 4)
+}
+
 /// The views of one launch plus its logical sizes. A `None` tensor is a null pointer.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LaunchInputs {
@@ -431,6 +437,12 @@ pub struct LaunchInputs {
     pub bias: Option<TensorView>,
     pub y: Option<TensorView>,
     pub dense: Option<TensorView>,
+    /// The asymmetric carrier (fused_carrier), in place of scales and zero points.
+    pub carrier: Option<TensorView>,
+    /// The symmetry of the quantized layer the launch reads, as its loader knows it (`None`: no
+    /// quantized layer, the dense GEMM). A carrier launch carries no zero-point tensor to tell
+    /// it by, and a carrier for a symmetric layer is refused.
+    pub layer_symmetry: Option<Symmetry>,
 }
 
 impl LaunchInputs {
@@ -448,7 +460,30 @@ impl LaunchInputs {
             bias: None,
             y: None,
             dense: None,
+            carrier: None,
+            layer_symmetry: None,
         }
+    }
+
+    /// `Y = X·Wᵀ (+ bias)` reading the asymmetric carrier in place of scales and zero points
+    /// (fused_carrier). `carrier` is `None` where the layer has none (a symmetric layer): the
+    /// launch is then refused at validation, naming the layer's symmetry.
+    pub fn gemm_carrier_view(
+        layer: &ResidentLayer,
+        carrier: Option<&Carrier>,
+        x: TensorView,
+        y: &YSpec,
+    ) -> Self {
+        let s = layer.shape;
+        let m = x.shape.first().copied().unwrap_or(0);
+        let mut li = Self::empty(m, s.n, s.k, s.group, layer.dtype);
+        li.x = Some(x);
+        li.y = Some(y.view());
+        li.set_layer(layer);
+        li.scales = None;
+        li.zeros = None;
+        li.carrier = carrier.map(carrier_view);
+        li
     }
 
     /// `Y = X·Wᵀ (+ bias)` on a resident layer (skinny, fused, fallback).
@@ -475,6 +510,7 @@ impl LaunchInputs {
         li.scales = Some(scales_view(layer));
         li.zeros = layer.zeros.as_ref().map(zero_points_view);
         li.dense = Some(dense.view());
+        li.layer_symmetry = Some(layer_symmetry(layer));
         li
     }
 
@@ -502,11 +538,12 @@ impl LaunchInputs {
             .bias
             .as_ref()
             .map(|b| TensorView::vector(layer.dtype.into(), b.len(), b.len() * 2));
+        self.layer_symmetry = Some(layer_symmetry(layer));
     }
 
-    /// Whether the launch carries zero points (an asymmetric layer).
+    /// Whether the launch carries zero points or a carrier (an asymmetric layer).
     pub fn asymmetric(&self) -> bool {
-        self.zeros.is_some()
+        self.zeros.is_some() || self.carrier.is_some()
     }
 
     pub fn view(&self, role: TensorRole) -> Option<&TensorView> {
@@ -531,6 +568,7 @@ impl LaunchInputs {
             TensorRole::Bias => &self.bias,
             TensorRole::Y => &self.y,
             TensorRole::Dense => &self.dense,
+            TensorRole::Carrier => &self.carrier,
         }
     }
 
@@ -543,6 +581,7 @@ impl LaunchInputs {
             TensorRole::Bias => &mut self.bias,
             TensorRole::Y => &mut self.y,
             TensorRole::Dense => &mut self.dense,
+            TensorRole::Carrier => &mut self.carrier,
         }
     }
 
@@ -556,7 +595,7 @@ impl LaunchInputs {
 }
 
 /// Every tensor role, in the order reports list them.
-pub const ALL_ROLES: [TensorRole; 7] = [
+pub const ALL_ROLES: [TensorRole; 8] = [
     TensorRole::X,
     TensorRole::Weights,
     TensorRole::Scales,
@@ -564,7 +603,17 @@ pub const ALL_ROLES: [TensorRole; 7] = [
     TensorRole::Bias,
     TensorRole::Y,
     TensorRole::Dense,
+    TensorRole::Carrier,
 ];
+
+/// A resident layer's symmetry: asymmetric when it carries zero points (packed or legacy).
+fn layer_symmetry(layer: &ResidentLayer) -> Symmetry {
+    if layer.zeros.is_some() {
+        Symmetry::Asym
+    } else {
+        Symmetry::Sym
+    }
+}
 
 fn scales_view(layer: &ResidentLayer) -> TensorView {
     let s = &layer.scales;

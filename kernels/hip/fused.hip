@@ -13,6 +13,14 @@
 // the bias added in the activation dtype (AfterCast, as the field's Triton path does).
 // Contract: G a multiple of 32 dividing K (so K % 32 == 0), weight rows 16-byte aligned. Ragged M
 // and N are masked; X rows that are not 16-byte aligned take a synchronous element-wise path.
+//
+// fused_carrier (this file compiled with -DW4_FUSED_CARRIER=1; kernels/src/source.rs declares the
+// switch): the same tiles, with the scale and zero point of each (n, g) read from one word of the
+// asymmetric carrier [N, K/G] u32 (SPEC §2), rows carrier_row_stride words apart (K/G: the carrier
+// is never padded). Low half: the scale's bits. High half: fp16 layers, bias_eff = fl(-z*s), and
+// the weight is formed as q*s + bias_eff (a rounded multiply and a rounded add; a compiler may
+// contract them into one FMA: the recipe's pre-rounded-bias bound covers both, not bit-exact
+// against round((q - z) * s)); bf16 layers, the raw z, and the weight is fused's.
 #include "compat.h"
 
 using namespace w4;
@@ -47,15 +55,31 @@ struct FuArgs {
     const u32* w;
     const u16* s;
     const u32* z;
+    const u32* c;  // the carrier (fused_carrier); scales and zero points are null then
     const u16* bias;
     u16* y;
     int m, n, k, group, xrs, wrs, srs, yrs, groups;
     bool x_vec;
 };
 
-template <class T, int BM, int BN, int WM, int WN, int STAGES>
-W4_DEV void fused(const T* x, const uint32_t* w, const T* scales, const uint32_t* zeros, const T* bias, T* y, int m, int n,
-                  int k, int group, int x_row_stride, int w_row_stride_bytes, int scale_row_stride, int y_row_stride) {
+// The high half of a carrier word as the pair the dequantization subtracts: fp16, -bias_eff
+// (sign flipped, exact) for q*s - (-bias_eff); bf16, (offset + z) as fused subtracts it.
+template <class T>
+W4_DEV u32 carrier_high_pair(u32 hi) {
+    if constexpr (same_type<T, f16_t>::value) return (hi ^ 0x8000u) * 0x00010001u;
+    return offset_pair<T>(hi);
+}
+// Two fp16 weights q*s + bias_eff from the nibble pair of `w_shifted`: q exactly (1024 + q - 1024),
+// a rounded multiply, then a rounded add (the subtraction of -bias_eff).
+W4_DEV u32 carrier_weight_pair_f16(u32 w_shifted, u32 ss, u32 nb) {
+    const u32 q = Act<f16_t>::sub2(nibble_pair<f16_t>(w_shifted), Act<f16_t>::MAGIC2);
+    return Act<f16_t>::sub2(Act<f16_t>::mul2(q, ss), nb);
+}
+
+template <class T, int BM, int BN, int WM, int WN, int STAGES, bool CARRIER>
+W4_DEV void fused(const T* x, const uint32_t* w, const T* scales, const uint32_t* zeros, const uint32_t* carrier,
+                  const T* bias, T* y, int m, int n, int k, int group, int x_row_stride, int w_row_stride_bytes,
+                  int scale_row_stride, int y_row_stride) {
     typedef FusedTile<T, BM, BN, WM, WN, STAGES> FT;
     __shared__ W4_ALIGN16 u16 As[STAGES * BM * FU_BK];
     __shared__ W4_ALIGN16 u32 Bq[STAGES * BN * (FU_BK / 8)];
@@ -67,6 +91,7 @@ W4_DEV void fused(const T* x, const uint32_t* w, const T* scales, const uint32_t
     a.w = w;
     a.s = (const u16*)scales;
     a.z = zeros;
+    a.c = carrier;
     a.bias = (const u16*)bias;
     a.y = (u16*)y;
     a.m = m;
@@ -131,12 +156,19 @@ W4_DEV void fused(const T* x, const uint32_t* w, const T* scales, const uint32_t
     const int dw = (tid * FT::WPT) & 3;
     const int dn = n0 + dr;
     const bool dvalid = dn < a.n;
-    // Scale pair and (offset + z) pair of row dn for step kt.
+    // Scale pair and (offset + z) pair of row dn for step kt (carrier: the scale pair and the
+    // pair of carrier_high_pair, from one word; rows past N read nothing).
     auto load_meta = [&](int kt, u32& ss, u32& zz) {
         const int gi = (kt * FU_BK) / a.group;
-        const u32 sb = dvalid ? (u32)a.s[(long long)dn * a.srs + gi] : 0u;
-        ss = sb * 0x00010001u;
-        zz = offset_pair<T>(dvalid ? zero_point(a.z, dn, gi, a.groups) : 8u);
+        if constexpr (CARRIER) {
+            const u32 cw = dvalid ? a.c[(long long)dn * a.srs + gi] : 0u;
+            ss = (cw & 0xffffu) * 0x00010001u;
+            zz = carrier_high_pair<T>(cw >> 16);
+        } else {
+            const u32 sb = dvalid ? (u32)a.s[(long long)dn * a.srs + gi] : 0u;
+            ss = sb * 0x00010001u;
+            zz = offset_pair<T>(dvalid ? zero_point(a.z, dn, gi, a.groups) : 8u);
+        }
     };
     auto dequant = [&](int slot, int buf, u32 ss, u32 zz) {
         const u32* q = Bq + slot * BN * 4 + dr * 4 + dw;
@@ -145,10 +177,17 @@ W4_DEV void fused(const T* x, const uint32_t* w, const T* scales, const uint32_t
         for (int j = 0; j < FT::WPT; ++j) {
             const u32 wq = q[j];
             u32x4 o;
-            o.x = Act<T>::mul2(Act<T>::sub2(nibble_pair<T>(wq), zz), ss);
-            o.y = Act<T>::mul2(Act<T>::sub2(nibble_pair<T>(wq >> 4), zz), ss);
-            o.z = Act<T>::mul2(Act<T>::sub2(nibble_pair<T>(wq >> 8), zz), ss);
-            o.w = Act<T>::mul2(Act<T>::sub2(nibble_pair<T>(wq >> 12), zz), ss);
+            if constexpr (CARRIER && same_type<T, f16_t>::value) {
+                o.x = carrier_weight_pair_f16(wq, ss, zz);
+                o.y = carrier_weight_pair_f16(wq >> 4, ss, zz);
+                o.z = carrier_weight_pair_f16(wq >> 8, ss, zz);
+                o.w = carrier_weight_pair_f16(wq >> 12, ss, zz);
+            } else {
+                o.x = Act<T>::mul2(Act<T>::sub2(nibble_pair<T>(wq), zz), ss);
+                o.y = Act<T>::mul2(Act<T>::sub2(nibble_pair<T>(wq >> 4), zz), ss);
+                o.z = Act<T>::mul2(Act<T>::sub2(nibble_pair<T>(wq >> 8), zz), ss);
+                o.w = Act<T>::mul2(Act<T>::sub2(nibble_pair<T>(wq >> 12), zz), ss);
+            }
             *(u32x4*)(bs + swz(dr, dw + j)) = o;
         }
     };
@@ -245,13 +284,22 @@ W4_DEV void fused(const T* x, const uint32_t* w, const T* scales, const uint32_t
     extern "C" __global__ __launch_bounds__(WM * WN * 32) void NAME(                                            \
         const T* x, const uint32_t* w, const T* scales, const uint32_t* zeros, const T* bias, T* y, int m, int n,    \
         int k, int group, int x_row_stride, int w_row_stride_bytes, int scale_row_stride, int y_row_stride) {        \
-        fused<T, BM, BN, WM, WN, STAGES>(x, w, scales, zeros, bias, y, m, n, k, group, x_row_stride,               \
-                                         w_row_stride_bytes, scale_row_stride, y_row_stride);                    \
+        fused<T, BM, BN, WM, WN, STAGES, false>(x, w, scales, zeros, nullptr, bias, y, m, n, k, group,             \
+                                                x_row_stride, w_row_stride_bytes, scale_row_stride, y_row_stride);  \
+    }
+
+#define W4_FUSED_CARRIER_ENTRY(NAME, T, BM, BN, WM, WN, STAGES)                                                  \
+    extern "C" __global__ __launch_bounds__(WM * WN * 32) void NAME(                                            \
+        const T* x, const uint32_t* w, const uint32_t* carrier, const T* bias, T* y, int m, int n, int k,          \
+        int group, int x_row_stride, int w_row_stride_bytes, int carrier_row_stride, int y_row_stride) {           \
+        fused<T, BM, BN, WM, WN, STAGES, true>(x, w, nullptr, nullptr, carrier, bias, y, m, n, k, group,           \
+                                               x_row_stride, w_row_stride_bytes, carrier_row_stride, y_row_stride); \
     }
 
 // The compiled tile variants (kernels/src/tiles.rs lists the same set, and its tables say which
 // field rung each stands for; BK is 32 in all). WM x WN is tiles::warp_grid's. The plain name
-// is the 64x64x32w4 variant.
+// is the 64x64x32w4 variant. fused_carrier has the same set.
+#if !defined(W4_FUSED_CARRIER)
 W4_FUSED_ENTRY(w4a16_fused_f16_16x64x32w4, f16_t, 16, 64, 1, 4, 3)
 W4_FUSED_ENTRY(w4a16_fused_f16_32x32x32w4, f16_t, 32, 32, 2, 2, 3)
 W4_FUSED_ENTRY(w4a16_fused_f16_32x64x32w4, f16_t, 32, 64, 1, 4, 3)
@@ -276,3 +324,29 @@ W4_FUSED_ENTRY(w4a16_fused_bf16_128x32x32w4, bf16_t, 128, 32, 4, 1, 3)
 W4_FUSED_ENTRY(w4a16_fused_bf16_128x64x32w8, bf16_t, 128, 64, 4, 2, 3)
 W4_FUSED_ENTRY(w4a16_fused_bf16_128x128x32w8, bf16_t, 128, 128, 2, 4, 3)
 W4_FUSED_ENTRY(w4a16_fused_bf16, bf16_t, 64, 64, 2, 2, 3)
+#else
+W4_FUSED_CARRIER_ENTRY(w4a16_fused_carrier_f16_16x64x32w4, f16_t, 16, 64, 1, 4, 3)
+W4_FUSED_CARRIER_ENTRY(w4a16_fused_carrier_f16_32x32x32w4, f16_t, 32, 32, 2, 2, 3)
+W4_FUSED_CARRIER_ENTRY(w4a16_fused_carrier_f16_32x64x32w4, f16_t, 32, 64, 1, 4, 3)
+W4_FUSED_CARRIER_ENTRY(w4a16_fused_carrier_f16_32x128x32w4, f16_t, 32, 128, 1, 4, 3)
+W4_FUSED_CARRIER_ENTRY(w4a16_fused_carrier_f16_64x16x32w1, f16_t, 64, 16, 1, 1, 3)
+W4_FUSED_CARRIER_ENTRY(w4a16_fused_carrier_f16_64x32x32w4, f16_t, 64, 32, 2, 2, 3)
+W4_FUSED_CARRIER_ENTRY(w4a16_fused_carrier_f16_64x64x32w4, f16_t, 64, 64, 2, 2, 3)
+W4_FUSED_CARRIER_ENTRY(w4a16_fused_carrier_f16_64x128x32w8, f16_t, 64, 128, 2, 4, 3)
+W4_FUSED_CARRIER_ENTRY(w4a16_fused_carrier_f16_128x32x32w4, f16_t, 128, 32, 4, 1, 3)
+W4_FUSED_CARRIER_ENTRY(w4a16_fused_carrier_f16_128x64x32w8, f16_t, 128, 64, 4, 2, 3)
+W4_FUSED_CARRIER_ENTRY(w4a16_fused_carrier_f16_128x128x32w8, f16_t, 128, 128, 2, 4, 3)
+W4_FUSED_CARRIER_ENTRY(w4a16_fused_carrier_f16, f16_t, 64, 64, 2, 2, 3)
+W4_FUSED_CARRIER_ENTRY(w4a16_fused_carrier_bf16_16x64x32w4, bf16_t, 16, 64, 1, 4, 3)
+W4_FUSED_CARRIER_ENTRY(w4a16_fused_carrier_bf16_32x32x32w4, bf16_t, 32, 32, 2, 2, 3)
+W4_FUSED_CARRIER_ENTRY(w4a16_fused_carrier_bf16_32x64x32w4, bf16_t, 32, 64, 1, 4, 3)
+W4_FUSED_CARRIER_ENTRY(w4a16_fused_carrier_bf16_32x128x32w4, bf16_t, 32, 128, 1, 4, 3)
+W4_FUSED_CARRIER_ENTRY(w4a16_fused_carrier_bf16_64x16x32w1, bf16_t, 64, 16, 1, 1, 3)
+W4_FUSED_CARRIER_ENTRY(w4a16_fused_carrier_bf16_64x32x32w4, bf16_t, 64, 32, 2, 2, 3)
+W4_FUSED_CARRIER_ENTRY(w4a16_fused_carrier_bf16_64x64x32w4, bf16_t, 64, 64, 2, 2, 3)
+W4_FUSED_CARRIER_ENTRY(w4a16_fused_carrier_bf16_64x128x32w8, bf16_t, 64, 128, 2, 4, 3)
+W4_FUSED_CARRIER_ENTRY(w4a16_fused_carrier_bf16_128x32x32w4, bf16_t, 128, 32, 4, 1, 3)
+W4_FUSED_CARRIER_ENTRY(w4a16_fused_carrier_bf16_128x64x32w8, bf16_t, 128, 64, 4, 2, 3)
+W4_FUSED_CARRIER_ENTRY(w4a16_fused_carrier_bf16_128x128x32w8, bf16_t, 128, 128, 2, 4, 3)
+W4_FUSED_CARRIER_ENTRY(w4a16_fused_carrier_bf16, bf16_t, 64, 64, 2, 2, 3)
+#endif

@@ -13,15 +13,18 @@ pub enum KernelId {
     Dequant,
     Dense,
     Fallback,
+    /// `fused` reading the asymmetric carrier in place of scales and zero points.
+    FusedCarrier,
 }
 
 impl KernelId {
-    pub const ALL: [KernelId; 5] = [
+    pub const ALL: [KernelId; 6] = [
         KernelId::Skinny,
         KernelId::Fused,
         KernelId::Dequant,
         KernelId::Dense,
         KernelId::Fallback,
+        KernelId::FusedCarrier,
     ];
 
     pub fn name(self) -> &'static str {
@@ -31,11 +34,32 @@ impl KernelId {
             KernelId::Dequant => "dequant",
             KernelId::Dense => "dense",
             KernelId::Fallback => "fallback",
+            KernelId::FusedCarrier => "fused_carrier",
         }
     }
 
     pub fn parse(s: &str) -> Option<KernelId> {
         KernelId::ALL.into_iter().find(|k| k.name() == s)
+    }
+
+    /// Splits an entry-point name `w4a16_<kernel>_<f16|bf16>[_<variant>]`. Kernel names may hold
+    /// underscores (`fused_carrier`), so every kernel name is tried as the prefix and the one
+    /// followed by a dtype wins.
+    pub fn split_entry(entry: &str) -> Option<(KernelId, ActDtype, Option<&str>)> {
+        let rest = entry.strip_prefix("w4a16_")?;
+        KernelId::ALL.into_iter().find_map(|kernel| {
+            let after = rest.strip_prefix(kernel.name())?.strip_prefix('_')?;
+            let (dtype, variant) = match after.split_once('_') {
+                Some((d, v)) => (d, Some(v)),
+                None => (after, None),
+            };
+            let dtype = match dtype {
+                "f16" => ActDtype::F16,
+                "bf16" => ActDtype::Bf16,
+                _ => return None,
+            };
+            Some((kernel, dtype, variant))
+        })
     }
 }
 
@@ -62,6 +86,9 @@ pub enum TensorRole {
     Y,
     /// Dense dequantized copy `[N, K_pad]`, activation dtype.
     Dense,
+    /// The asymmetric carrier `[N, K/G]` u32 (fused_carrier): scale bits low, fp16 `bias_eff` or
+    /// the raw z high; rows `K/G` words apart, never padded.
+    Carrier,
 }
 
 impl TensorRole {
@@ -74,6 +101,7 @@ impl TensorRole {
             TensorRole::Bias => "bias",
             TensorRole::Y => "y",
             TensorRole::Dense => "dense weights",
+            TensorRole::Carrier => "carrier",
         }
     }
 }
@@ -95,6 +123,8 @@ pub enum ScalarArg {
     YRowStride,
     /// Elements between rows of the dense copy.
     DenseRowStride,
+    /// Words between rows of the carrier (always K/G).
+    CarrierRowStride,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

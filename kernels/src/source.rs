@@ -27,12 +27,28 @@ pub const COMPAT_INCLUDE: &str = "#include \"compat.h\"";
 pub const AMD_EMULATION_INCLUDE: &str = "#include \"amd_emulation.h\"";
 
 /// The kernels that have a HIP source (`dense` runs in the vendor BLAS).
-pub const WITH_SOURCE: [KernelId; 4] = [
+pub const WITH_SOURCE: [KernelId; 5] = [
     KernelId::Skinny,
     KernelId::Fused,
     KernelId::Dequant,
     KernelId::Fallback,
+    KernelId::FusedCarrier,
 ];
+
+/// The preprocessor switches (`NAME=value`) a kernel's source is compiled with, by NVRTC and by
+/// clang alike: `fused_carrier` is fused.hip with the carrier read and its entry points switched
+/// on. Each kernel's translation unit (and code object) thus holds exactly its own entries.
+pub fn defines(kernel: KernelId) -> &'static [&'static str] {
+    match kernel {
+        KernelId::FusedCarrier => &["W4_FUSED_CARRIER=1"],
+        _ => &[],
+    }
+}
+
+/// [`defines`] as compiler options (`-DNAME=value`).
+pub fn define_options(kernel: KernelId) -> Vec<String> {
+    defines(kernel).iter().map(|d| format!("-D{d}")).collect()
+}
 
 /// One file of the kernel set's sources under `kernels/hip/` (the shared header included).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -96,6 +112,7 @@ impl SourceFile {
             KernelId::Fused => Some(SourceFile::Fused),
             KernelId::Dequant => Some(SourceFile::Dequant),
             KernelId::Fallback => Some(SourceFile::Fallback),
+            KernelId::FusedCarrier => Some(SourceFile::Fused),
             KernelId::Dense => None,
         }
     }
@@ -460,7 +477,23 @@ mod tests {
         }
         assert_eq!(SourceFile::Compat.kernels(), WITH_SOURCE.to_vec());
         assert_eq!(SourceFile::AmdEmulation.kernels(), WITH_SOURCE.to_vec());
-        assert_eq!(SourceFile::Fused.kernels(), vec![KernelId::Fused]);
+        assert_eq!(
+            SourceFile::Fused.kernels(),
+            vec![KernelId::Fused, KernelId::FusedCarrier]
+        );
+        assert_eq!(SourceFile::Skinny.kernels(), vec![KernelId::Skinny]);
+        // The carrier's switch is in its source, and only the carrier compiles with it.
+        assert!(FUSED_HIP.contains("#if !defined(W4_FUSED_CARRIER)"));
+        assert_eq!(
+            define_options(KernelId::FusedCarrier),
+            vec!["-DW4_FUSED_CARRIER=1".to_string()]
+        );
+        assert!(
+            WITH_SOURCE
+                .iter()
+                .filter(|k| **k != KernelId::FusedCarrier)
+                .all(|k| defines(*k).is_empty())
+        );
         assert_eq!(KernelSources::default(), KernelSources::Embedded);
         assert_eq!(KernelSources::Embedded.dir(), hip_dir());
     }

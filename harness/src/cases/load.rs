@@ -16,7 +16,8 @@ use super::known_bad::{Date, KnownBad};
 use super::model::ModelDescription;
 use super::schema::{Axes, CaseFile, GroupSpec, MSpec, SuiteRaw};
 use super::{
-    Case, CaseSet, DataClass, NamedShape, Producer, Provider, RowPadding, Suite, ViewLayout,
+    CarrierMode, Case, CaseSet, DataClass, NamedShape, Producer, Provider, RowPadding, Suite,
+    ViewLayout,
 };
 
 /// The group size of model layers that do not name one (SPEC §7: "G = 128 unless noted").
@@ -361,6 +362,7 @@ struct Resolved {
     producer: Vec<Producer>,
     /// Every (X layout, Y layout) pair of the two axes.
     layouts: Vec<(ViewLayout, ViewLayout)>,
+    carrier: Vec<CarrierMode>,
 }
 
 fn resolve(
@@ -492,8 +494,17 @@ fn resolve(
         .iter()
         .flat_map(|&x| y_layout.0.iter().map(move |&y| (x, y)))
         .collect();
+    let carrier = axis(
+        f,
+        &own.carrier,
+        &dflt.carrier,
+        here,
+        "carrier",
+        vec![CarrierMode::default()],
+    )?;
     Ok(Resolved {
         layouts,
+        carrier: carrier.0,
         shapes,
         shapes_key,
         m,
@@ -617,10 +628,13 @@ fn expand_suite(f: &Parsed, suite: &SuiteRaw, set: &CaseSet) -> Result<Suite, Ca
                                                     format!("shape \"{}\": {msg}{hint}", s.name),
                                                 ));
                                             }
-                                            for (&producer, &(x_layout, y_layout)) in r
+                                            for (&producer, &(x_layout, y_layout), &carrier) in r
                                                 .producer
                                                 .iter()
                                                 .flat_map(|p| r.layouts.iter().map(move |l| (p, l)))
+                                                .flat_map(|(p, l)| {
+                                                    r.carrier.iter().map(move |c| (p, l, c))
+                                                })
                                             {
                                                 if !super::producer_applies_to(producer, symmetry) {
                                                     continue;
@@ -642,6 +656,7 @@ fn expand_suite(f: &Parsed, suite: &SuiteRaw, set: &CaseSet) -> Result<Suite, Ca
                                                     producer,
                                                     x_layout,
                                                     y_layout,
+                                                    carrier,
                                                 };
                                                 case.id = case.make_id();
                                                 if !seen.contains_key(&case.id) {
@@ -757,6 +772,7 @@ fn expand_suite(f: &Parsed, suite: &SuiteRaw, set: &CaseSet) -> Result<Suite, Ca
             producer,
             x_layout: c.x_layout.unwrap_or_default(),
             y_layout: c.y_layout.unwrap_or_default(),
+            carrier: c.carrier.unwrap_or_default(),
         };
         case.id = case.make_id();
         if let Some(first) = seen.get(&case.id) {

@@ -22,7 +22,7 @@ use w4a16_reference::ActDtype;
 use w4a16_reference::layer::Symmetry;
 
 use super::known_bad::KnownBadMode;
-use super::{DataClass, Producer, RowPadding, ViewLayout};
+use super::{CarrierMode, DataClass, Producer, RowPadding, ViewLayout};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -99,6 +99,7 @@ pub(crate) struct Axes {
     pub producer: Option<Vec<Producer>>,
     pub x_layout: Option<Vec<ViewLayout>>,
     pub y_layout: Option<Vec<ViewLayout>>,
+    pub carrier: Option<Vec<CarrierMode>>,
 }
 
 // The sweep axes are spelled out in `SuiteRaw` and `SweepRaw` rather than shared through
@@ -125,6 +126,7 @@ pub(crate) struct SuiteRaw {
     pub producer: Option<Vec<Producer>>,
     pub x_layout: Option<Vec<ViewLayout>>,
     pub y_layout: Option<Vec<ViewLayout>>,
+    pub carrier: Option<Vec<CarrierMode>>,
 }
 
 impl SuiteRaw {
@@ -142,6 +144,7 @@ impl SuiteRaw {
             producer: self.producer.clone(),
             x_layout: self.x_layout.clone(),
             y_layout: self.y_layout.clone(),
+            carrier: self.carrier.clone(),
         }
     }
 }
@@ -164,6 +167,7 @@ pub(crate) struct SweepRaw {
     pub producer: Option<Vec<Producer>>,
     pub x_layout: Option<Vec<ViewLayout>>,
     pub y_layout: Option<Vec<ViewLayout>>,
+    pub carrier: Option<Vec<CarrierMode>>,
 }
 
 impl SweepRaw {
@@ -181,6 +185,7 @@ impl SweepRaw {
             producer: self.producer.clone(),
             x_layout: self.x_layout.clone(),
             y_layout: self.y_layout.clone(),
+            carrier: self.carrier.clone(),
         }
     }
 }
@@ -203,6 +208,7 @@ pub(crate) struct ExplicitCaseRaw {
     pub producer: Option<Producer>,
     pub x_layout: Option<ViewLayout>,
     pub y_layout: Option<ViewLayout>,
+    pub carrier: Option<CarrierMode>,
     /// Where the case came from (a proptest seed, an issue); for the file's readers.
     #[serde(default)]
     #[expect(dead_code, reason = "free text for the file's readers")]

@@ -20,7 +20,7 @@ pub enum Gate {
     NoSpill,
     /// fp16 dequant (skinny and dequant f16 entries) uses `v_and_or_b32` on gfx11/gfx12.
     Fp16AndOr,
-    /// `fused` uses WMMA on gfx11/gfx12.
+    /// `fused` (and `fused_carrier`, its tiles on the carrier) uses WMMA on gfx11/gfx12.
     FusedWmma,
 }
 
@@ -58,7 +58,13 @@ impl Gate {
                         Some((KernelId::Skinny | KernelId::Dequant, ActDtype::F16, _))
                     )
             }
-            Gate::FusedWmma => fast_path_target && matches!(parsed, Some((KernelId::Fused, _, _))),
+            Gate::FusedWmma => {
+                fast_path_target
+                    && matches!(
+                        parsed,
+                        Some((KernelId::Fused | KernelId::FusedCarrier, _, _))
+                    )
+            }
         }
     }
 }
@@ -69,21 +75,9 @@ impl fmt::Display for Gate {
     }
 }
 
-/// Splits `w4a16_<kernel>_<dtype>[_<variant>]`.
+/// Splits `w4a16_<kernel>_<dtype>[_<variant>]` ([`KernelId::split_entry`]).
 pub fn split_entry(entry: &str) -> Option<(KernelId, ActDtype, Option<&str>)> {
-    let rest = entry.strip_prefix("w4a16_")?;
-    let (kernel, rest) = rest.split_once('_')?;
-    let kernel = KernelId::parse(kernel)?;
-    let (dtype, variant) = match rest.split_once('_') {
-        Some((d, v)) => (d, Some(v)),
-        None => (rest, None),
-    };
-    let dtype = match dtype {
-        "f16" => ActDtype::F16,
-        "bf16" => ActDtype::Bf16,
-        _ => return None,
-    };
-    Some((kernel, dtype, variant))
+    KernelId::split_entry(entry)
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -376,9 +376,7 @@ pub struct Finding {
 impl Finding {
     /// Which kernel of the set the report is against, from its entry-point name.
     pub fn kernel_id(&self) -> Option<KernelId> {
-        let name = self.kernel.as_deref()?.strip_prefix("w4a16_")?;
-        let family = name.split('_').next()?;
-        KernelId::ALL.into_iter().find(|k| k.name() == family)
+        KernelId::split_entry(self.kernel.as_deref()?).map(|(kernel, _, _)| kernel)
     }
 
     /// One line for a verdict's detail.
