@@ -1435,6 +1435,120 @@ mod tests {
         assert_eq!(&back, sel);
     }
 
+    /// A carrier case with padded scale rows (asymmetric) and a symmetric one.
+    const CARRIER_CASE: &str =
+        "carrier/kern.k128-n72/M=5/f16/asym/g32/realistic/carrier-padded-scales";
+    const CARRIER_SYM_CASE: &str = "carrier/kern.k384-n200/M=1/bf16/sym/g64/realistic/carrier";
+
+    /// Without a device: the carrier is built and reads back (`carrier`), the carrier handed
+    /// over with the scales' padded stride is refused, typed (`carrier-stride-trap`), and the
+    /// fused_carrier launch itself is a loud skip.
+    #[test]
+    fn a_carrier_case_checks_its_carrier_and_the_stride_trap_without_a_device() {
+        let none = Skip {
+            requirement: Requirement::Gpu,
+            reason: "no GPU in this test".into(),
+        };
+        let vs = run_on(CARRIER_CASE, Backend::None(none));
+        let built = find(&vs, "carrier");
+        assert_eq!(built.outcome, Outcome::Pass, "{built:#?}");
+        assert!(
+            built
+                .detail
+                .contains("u32 [72, 4], row stride K/G = 4 (scales row stride 12)"),
+            "{}",
+            built.detail
+        );
+        let trap = find(&vs, "carrier-stride-trap");
+        assert_eq!(trap.outcome, Outcome::Refused, "{trap:#?}");
+        let (kernel, error) = trap.cause.as_ref().and_then(Cause::contract).unwrap();
+        assert_eq!(kernel, KernelId::FusedCarrier);
+        assert_eq!(
+            *error,
+            ContractError::CarrierRowStride {
+                expected: 4,
+                got: 12
+            }
+        );
+        assert_eq!(error.tensor(), Some("carrier"));
+        let run = find(&vs, "fused_carrier");
+        assert_eq!(run.outcome, Outcome::Skip, "{run:#?}");
+        // The other kernels of the differential matrix still run beside it.
+        for k in ["skinny", "fused", "fallback"] {
+            assert_eq!(find(&vs, k).outcome, Outcome::Skip);
+        }
+    }
+
+    /// A symmetric layer has no carrier: its fused_carrier launch ends as the typed refusal,
+    /// before any device work, on a device too.
+    #[test]
+    fn a_symmetric_carrier_case_ends_as_the_typed_refusal() {
+        let backends = [
+            Backend::None(Skip {
+                requirement: Requirement::Gpu,
+                reason: "no GPU in this test".into(),
+            }),
+            Backend::Device(simulated::device(false, true)),
+        ];
+        for backend in backends {
+            let vs = run_on(CARRIER_SYM_CASE, backend);
+            let run = find(&vs, "fused_carrier");
+            assert_eq!(run.outcome, Outcome::Refused, "{run:#?}");
+            let (kernel, error) = run.cause.as_ref().and_then(Cause::contract).unwrap();
+            assert_eq!(kernel, KernelId::FusedCarrier);
+            assert!(
+                matches!(
+                    error,
+                    ContractError::CarrierForSymmetricLayer {
+                        layer: Some(w4a16_reference::layer::Symmetry::Sym),
+                        ..
+                    }
+                ),
+                "{error:?}"
+            );
+            assert!(
+                run.detail
+                    .contains("symmetric layers read their scales directly")
+            );
+            assert!(
+                vs.iter()
+                    .all(|v| v.check != "carrier" && v.check != "carrier-stride-trap"),
+                "{vs:#?}"
+            );
+            assert!(
+                vs.iter().all(|v| v.check != "determinism:fused_carrier"),
+                "a refused launch was launched: {vs:#?}"
+            );
+        }
+    }
+
+    /// On a device, fused_carrier is launched on the carrier (the simulated device computes no
+    /// GEMM, so only the launch flow is checked: determinism, the padded-scales identity, a
+    /// judged path verdict and the second opinion).
+    #[test]
+    fn a_carrier_case_launches_fused_carrier_on_a_device() {
+        let vs = run_on(
+            CARRIER_CASE,
+            Backend::Device(simulated::device(false, true)),
+        );
+        assert_eq!(find(&vs, "carrier").outcome, Outcome::Pass);
+        assert_eq!(find(&vs, "carrier-stride-trap").outcome, Outcome::Refused);
+        assert_eq!(
+            find(&vs, "determinism:fused_carrier").outcome,
+            Outcome::Pass
+        );
+        assert_eq!(find(&vs, "padding:fused_carrier").outcome, Outcome::Pass);
+        let run = find(&vs, "fused_carrier");
+        assert!(
+            !matches!(
+                run.outcome,
+                Outcome::Skip | Outcome::Refused | Outcome::Fault
+            ),
+            "{run:#?}"
+        );
+        find(&vs, "second-opinion:fused_carrier");
+    }
+
     #[test]
     fn without_a_device_gpu_checks_skip_with_the_reason_and_need_the_gpu() {
         let none = Skip {
