@@ -172,6 +172,50 @@ fn fused_variants_use_the_shared_memory_and_block_their_tile_declares() {
     );
 }
 
+/// The same for every moe tile variant: the fused tile's shared memory plus moe's row table
+/// (`tiles::moe_shared_mem_bytes`), and one block of moe_align with its declared threads.
+#[test]
+fn moe_variants_use_the_shared_memory_and_block_their_tile_declares() {
+    let b = built_or_skip!();
+    let mut checked = 0;
+    for (c, info, _) in &b.objects {
+        for dtype in ActDtype::ALL {
+            match c.source.kernel {
+                Some(KernelId::Moe) => {
+                    for tile in tiles::MOE_VARIANTS {
+                        let entry = set::MOE.variant_entry(dtype, tile);
+                        let k = info
+                            .kernel(&entry)
+                            .unwrap_or_else(|| panic!("{c}: {entry} is not in the code object"));
+                        assert_eq!(
+                            k.lds_bytes as usize,
+                            tiles::moe_shared_mem_bytes(tile),
+                            "{c}: {entry} LDS"
+                        );
+                        assert!(
+                            k.lds_bytes as usize <= tiles::static_shared_limit(c.target),
+                            "{c}: {entry}"
+                        );
+                        assert_eq!(
+                            k.max_flat_workgroup_size,
+                            tiles::threads(tile),
+                            "{c}: {entry} block size"
+                        );
+                        checked += 1;
+                    }
+                }
+                Some(KernelId::MoeAlign) => {
+                    let entry = entry_name(KernelId::MoeAlign, dtype);
+                    let k = info.kernel(&entry).expect("moe_align entry");
+                    assert_eq!(k.max_flat_workgroup_size, set::MOE_ALIGN_THREADS, "{c}");
+                }
+                _ => {}
+            }
+        }
+    }
+    assert_eq!(checked, b.targets.len() * 2 * tiles::MOE_VARIANTS.len());
+}
+
 #[test]
 fn snapshots_per_target() {
     let b = built_or_skip!();

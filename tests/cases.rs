@@ -245,14 +245,79 @@ fn ids_are_unique_and_spell_their_fields() {
     for c in set.cases() {
         assert!(seen.insert(c.id.clone()), "duplicate id {}", c.id);
         assert_eq!(c.id, c.make_id());
+        // A MoE case's batch is its token count T.
+        let batch = if c.moe.is_some() { "T" } else { "M" };
         assert!(
-            c.id.starts_with(&format!("{}/{}/M={}/", c.suite, c.shape_name, c.m)),
+            c.id.starts_with(&format!("{}/{}/{batch}={}/", c.suite, c.shape_name, c.m)),
             "{}",
             c.id
         );
+        if let Some(moe) = &c.moe {
+            assert!(moe.top_k <= moe.experts, "{}", c.id);
+            assert!(
+                c.id.contains(&format!(
+                    "/e{}-top{}/{}",
+                    moe.experts,
+                    moe.top_k,
+                    moe.routing.name()
+                )),
+                "{}",
+                c.id
+            );
+        }
         assert_eq!(c.shape.k % c.shape.group, 0, "{}", c.id);
     }
     assert_eq!(seen.len(), set.total_cases());
+}
+
+#[test]
+fn the_moe_suite_names_every_routing_edge_case_of_issue_11() {
+    let set = load();
+    let moe: Vec<_> = set
+        .suite("moe")
+        .expect("cases/sweeps/moe.toml")
+        .cases
+        .iter()
+        .filter_map(|c| c.moe.map(|r| (c, r)))
+        .collect();
+    let has = |what: &str, f: &dyn Fn(&cases::Case, &cases::MoeRouting) -> bool| {
+        assert!(moe.iter().any(|(c, r)| f(c, r)), "no moe case with {what}");
+    };
+    for e in [8, 64, 128, 257] {
+        has(&format!("E = {e}"), &|_, r| r.experts == e);
+    }
+    for k in [1, 2, 6, 8] {
+        has(&format!("top_k = {k}"), &|_, r| r.top_k == k);
+    }
+    for kind in [
+        cases::RoutingKind::Softmax,
+        cases::RoutingKind::EmptyExperts,
+        cases::RoutingKind::AllOnOneExpert,
+        cases::RoutingKind::SameExpertTwice,
+    ] {
+        has(kind.name(), &|_, r| r.routing == kind);
+    }
+    has("experts mapped away", &|_, r| {
+        r.map == cases::MapKind::EveryOther
+    });
+    has("T = 1", &|c, _| c.m == 1);
+    has("no routed weight", &|_, r| !r.routed_weight);
+    // T·top_k not a multiple of any block size the tables use.
+    has("T not a multiple of block_m", &|c, r| {
+        (c.m * r.top_k) % 16 != 0
+    });
+    for shape in [
+        "qwen3.5-35b-a3b.experts_gate_up",
+        "qwen3.5-35b-a3b.experts_down",
+    ] {
+        has(shape, &|c, _| c.shape_name == shape);
+    }
+    assert!(
+        set.moe_shapes()
+            .iter()
+            .any(|s| s.model.as_deref() == Some("qwen3.5-35b-a3b")),
+        "the SPEC §7 MoE model's expert layers"
+    );
 }
 
 #[test]

@@ -65,15 +65,21 @@ fn gpu_regressions_suite() {
     run_suite("regressions");
 }
 
+#[test]
+fn gpu_moe_suite() {
+    run_suite("moe");
+}
+
 /// The suites every emulated AMD target (`gfx1100-emu`, `gfx1151-emu`, `gfx1201-emu`) records:
 /// all of them, so the AMD code paths meet every case the NVIDIA ones do.
-const EMULATED_SUITES: [&str; 6] = [
+const EMULATED_SUITES: [&str; 7] = [
     "smoke",
     "kernels",
     "checkpoints",
     "edges",
     "regressions",
     "field",
+    "moe",
 ];
 
 /// The emulation budget leaves out no case of the differential suites (they are what exercise

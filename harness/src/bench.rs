@@ -1031,6 +1031,14 @@ mod tests {
             };
             Ok(t(us))
         }
+        fn bench_sequence(
+            &self,
+            _: &KernelDecl,
+            _: &[DeviceInputs<'_>],
+            _: BenchPlan,
+        ) -> Result<Timing, DeviceFault> {
+            unreachable!("this suite has no launch sequence")
+        }
         fn bench_copy(&self, bytes: usize, _: BenchPlan) -> Result<Timing, DeviceFault> {
             Ok(t(2.0 * bytes as f64 / self.copy_gbps / 1e3))
         }

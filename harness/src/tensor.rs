@@ -6,7 +6,8 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use w4a16_kernels::TensorRole;
+use w4a16_kernels::set::{MoeAlignCapacity, moe_align_capacity};
+use w4a16_kernels::{RoutedDims, TensorRole};
 use w4a16_reference::formats::{Carrier, ResidentLayer, ResidentWeights, ZeroPoints};
 use w4a16_reference::layer::Symmetry;
 use w4a16_reference::{ActDtype, Activations};
@@ -20,13 +21,15 @@ pub enum ElemType {
     U32,
     I32,
     U8,
+    /// The router's weights (`topk_weights`).
+    F32,
 }
 
 impl ElemType {
     pub fn size_bytes(self) -> usize {
         match self {
             ElemType::F16 | ElemType::Bf16 => 2,
-            ElemType::U32 | ElemType::I32 => 4,
+            ElemType::U32 | ElemType::I32 | ElemType::F32 => 4,
             ElemType::U8 => 1,
         }
     }
@@ -38,6 +41,7 @@ impl ElemType {
             ElemType::U32 => "u32",
             ElemType::I32 => "i32",
             ElemType::U8 => "u8",
+            ElemType::F32 => "f32",
         }
     }
 
@@ -422,9 +426,127 @@ pub fn carrier_view(c: &Carrier) -> TensorView {
     TensorView::matrix(ElemType::U32, c.n, c.groups, c.groups, c.words.len() * 4)
 }
 
+/// The routing sizes of a MoE launch (`moe_align`, `moe`); `LaunchInputs::m` is the tokens `T`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MoeRouting {
+    pub top_k: usize,
+    /// Global experts: the range of the topk ids and the length of the expert map.
+    pub experts: usize,
+    /// Experts the stacked weights hold (all of them without an expert map).
+    pub experts_local: usize,
+    /// Sorted slots per block: `moe_align`'s `block_m`, `moe`'s tile BM.
+    pub block_m: usize,
+}
+
+impl MoeRouting {
+    /// `T·top_k`; `None` on overflow.
+    pub fn slots(&self, tokens: usize) -> Option<usize> {
+        tokens.checked_mul(self.top_k)
+    }
+
+    /// What `moe_align` may write for `tokens` tokens; `None` on overflow or `block_m = 0`.
+    pub fn capacity(&self, tokens: usize) -> Option<MoeAlignCapacity> {
+        moe_align_capacity(self.slots(tokens)?, self.experts, self.block_m)
+    }
+
+    /// The kernels' view of the routing.
+    pub fn dims(&self) -> RoutedDims {
+        RoutedDims {
+            top_k: self.top_k,
+            experts: self.experts,
+        }
+    }
+}
+
+/// The stacked expert tensors of a MoE launch as the device holds them (SPEC §4 item 5):
+/// weights `[E_local, N, K/8]` u32 with rows `w_row_stride_bytes` apart and experts
+/// `N·w_row_stride_bytes` apart, scales `[E_local, N, K/G]` with rows `scale_row_stride` apart and
+/// experts `N·scale_row_stride` apart, packed zero points `[E_local, N/8, K/G]` contiguous.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StackedSpec {
+    pub experts_local: usize,
+    pub n: usize,
+    pub k: usize,
+    pub group: usize,
+    pub dtype: ActDtype,
+    pub w_row_stride_bytes: usize,
+    pub scale_row_stride: usize,
+    /// Bytes behind each base (the host buffers' sizes).
+    pub weight_bytes: usize,
+    pub scale_bytes: usize,
+    /// `None`: symmetric (a null zero-point pointer).
+    pub zero_bytes: Option<usize>,
+}
+
+impl StackedSpec {
+    fn groups(&self) -> usize {
+        self.k / self.group.max(1)
+    }
+
+    /// `u32 [E_local, N, K/8]` when the row stride is whole words, else the same bytes as
+    /// `u8 [E_local, N, K/2]`; the expert stride is always N rows.
+    pub fn weights_view(&self) -> TensorView {
+        let (elem, cols, row) = if self.w_row_stride_bytes.is_multiple_of(4) {
+            (ElemType::U32, self.k / 8, self.w_row_stride_bytes / 4)
+        } else {
+            (ElemType::U8, self.k / 2, self.w_row_stride_bytes)
+        };
+        stacked(
+            elem,
+            [self.experts_local, self.n, cols],
+            row,
+            self.n,
+            self.weight_bytes,
+        )
+    }
+
+    pub fn scales_view(&self) -> TensorView {
+        stacked(
+            self.dtype.into(),
+            [self.experts_local, self.n, self.groups()],
+            self.scale_row_stride,
+            self.n,
+            self.scale_bytes,
+        )
+    }
+
+    pub fn zeros_view(&self) -> Option<TensorView> {
+        let rows = self.n.div_ceil(8);
+        self.zero_bytes.map(|bytes| {
+            stacked(
+                ElemType::U32,
+                [self.experts_local, rows, self.groups()],
+                self.groups(),
+                rows,
+                bytes,
+            )
+        })
+    }
+}
+
+/// A `[E, rows, cols]` view whose rows are `row_stride` elements apart and whose experts are
+/// `expert_rows` rows apart.
+fn stacked(
+    elem: ElemType,
+    shape: [usize; 3],
+    row_stride: usize,
+    expert_rows: usize,
+    bytes_available: usize,
+) -> TensorView {
+    TensorView {
+        elem,
+        shape: shape.to_vec(),
+        strides: vec![expert_rows.saturating_mul(row_stride), row_stride, 1],
+        byte_offset: 0,
+        bytes_available,
+        base_align: ALLOCATION_ALIGN,
+    }
+}
+
 /// The views of one launch plus its logical sizes. A `None` tensor is a null pointer.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LaunchInputs {
+    /// Rows of X (the tokens `T` of a MoE launch).
     pub m: usize,
     pub n: usize,
     pub k: usize,
@@ -443,6 +565,14 @@ pub struct LaunchInputs {
     /// quantized layer, the dense GEMM). A carrier launch carries no zero-point tensor to tell
     /// it by, and a carrier for a symmetric layer is refused.
     pub layer_symmetry: Option<Symmetry>,
+    pub topk_ids: Option<TensorView>,
+    pub topk_weights: Option<TensorView>,
+    pub expert_map: Option<TensorView>,
+    pub sorted_token_ids: Option<TensorView>,
+    pub expert_ids: Option<TensorView>,
+    pub tokens_post_padded: Option<TensorView>,
+    /// `Some` for the MoE kernels: the routing sizes their tensors and scalars follow.
+    pub routing: Option<MoeRouting>,
 }
 
 impl LaunchInputs {
@@ -462,6 +592,13 @@ impl LaunchInputs {
             dense: None,
             carrier: None,
             layer_symmetry: None,
+            topk_ids: None,
+            topk_weights: None,
+            expert_map: None,
+            sorted_token_ids: None,
+            expert_ids: None,
+            tokens_post_padded: None,
+            routing: None,
         }
     }
 
@@ -486,6 +623,55 @@ impl LaunchInputs {
         li
     }
 
+    /// The routing step: `tokens × top_k` topk ids (and an expert map when `expert_map`) to
+    /// the sorted slots, the block experts and the padded length, each sized by
+    /// [`MoeRouting::capacity`] (empty views when that overflows: validation names it).
+    pub fn moe_align(
+        tokens: usize,
+        routing: MoeRouting,
+        expert_map: bool,
+        dtype: ActDtype,
+    ) -> Self {
+        let mut li = Self::empty(tokens, 0, 0, 0, dtype);
+        li.routing = Some(routing);
+        li.topk_ids = Some(routing_matrix(ElemType::I32, tokens, routing.top_k));
+        li.expert_map = expert_map.then(|| int_vector(routing.experts));
+        li.set_aligned(tokens, routing);
+        li
+    }
+
+    /// The grouped GEMM on the align step's outputs: X `[T, K]` (a view: strided, offset), the
+    /// stacked experts, topk weights `[T, top_k]` f32 when `topk_weights`, C `[T·top_k, N]`.
+    pub fn moe(
+        x: TensorView,
+        experts: &StackedSpec,
+        routing: MoeRouting,
+        topk_weights: bool,
+        c: &YSpec,
+    ) -> Self {
+        let tokens = x.shape.first().copied().unwrap_or(0);
+        let mut li = Self::empty(tokens, experts.n, experts.k, experts.group, experts.dtype);
+        li.routing = Some(routing);
+        li.x = Some(x);
+        li.weights = Some(experts.weights_view());
+        li.scales = Some(experts.scales_view());
+        li.zeros = experts.zeros_view();
+        li.topk_weights =
+            topk_weights.then(|| routing_matrix(ElemType::F32, tokens, routing.top_k));
+        li.set_aligned(tokens, routing);
+        li.y = Some(c.view());
+        li
+    }
+
+    fn set_aligned(&mut self, tokens: usize, routing: MoeRouting) {
+        let cap = routing.capacity(tokens).unwrap_or(MoeAlignCapacity {
+            sorted: 0,
+            blocks: 0,
+        });
+        self.sorted_token_ids = Some(int_vector(cap.sorted));
+        self.expert_ids = Some(int_vector(cap.blocks));
+        self.tokens_post_padded = Some(int_vector(1));
+    }
     /// `Y = X·Wᵀ (+ bias)` on a resident layer (skinny, fused, fallback).
     pub fn gemm(layer: &ResidentLayer, x: &Activations, y: &YSpec) -> Self {
         Self::gemm_view(layer, activations_view(x), y)
@@ -569,6 +755,12 @@ impl LaunchInputs {
             TensorRole::Y => &self.y,
             TensorRole::Dense => &self.dense,
             TensorRole::Carrier => &self.carrier,
+            TensorRole::TopkIds => &self.topk_ids,
+            TensorRole::TopkWeights => &self.topk_weights,
+            TensorRole::ExpertMap => &self.expert_map,
+            TensorRole::SortedTokenIds => &self.sorted_token_ids,
+            TensorRole::ExpertIds => &self.expert_ids,
+            TensorRole::TokensPostPadded => &self.tokens_post_padded,
         }
     }
 
@@ -582,6 +774,12 @@ impl LaunchInputs {
             TensorRole::Y => &mut self.y,
             TensorRole::Dense => &mut self.dense,
             TensorRole::Carrier => &mut self.carrier,
+            TensorRole::TopkIds => &mut self.topk_ids,
+            TensorRole::TopkWeights => &mut self.topk_weights,
+            TensorRole::ExpertMap => &mut self.expert_map,
+            TensorRole::SortedTokenIds => &mut self.sorted_token_ids,
+            TensorRole::ExpertIds => &mut self.expert_ids,
+            TensorRole::TokensPostPadded => &mut self.tokens_post_padded,
         }
     }
 
@@ -595,7 +793,7 @@ impl LaunchInputs {
 }
 
 /// Every tensor role, in the order reports list them.
-pub const ALL_ROLES: [TensorRole; 8] = [
+pub const ALL_ROLES: [TensorRole; 14] = [
     TensorRole::X,
     TensorRole::Weights,
     TensorRole::Scales,
@@ -603,6 +801,12 @@ pub const ALL_ROLES: [TensorRole; 8] = [
     TensorRole::Bias,
     TensorRole::Y,
     TensorRole::Dense,
+    TensorRole::TopkIds,
+    TensorRole::TopkWeights,
+    TensorRole::ExpertMap,
+    TensorRole::SortedTokenIds,
+    TensorRole::ExpertIds,
+    TensorRole::TokensPostPadded,
     TensorRole::Carrier,
 ];
 
@@ -613,6 +817,19 @@ fn layer_symmetry(layer: &ResidentLayer) -> Symmetry {
     } else {
         Symmetry::Sym
     }
+}
+
+/// A contiguous `[T, top_k]` routing tensor (the topk ids or weights).
+fn routing_matrix(elem: ElemType, tokens: usize, top_k: usize) -> TensorView {
+    let bytes = tokens
+        .saturating_mul(top_k)
+        .saturating_mul(elem.size_bytes());
+    TensorView::matrix(elem, tokens, top_k, top_k, bytes)
+}
+
+/// A contiguous i32 vector of `len` elements.
+fn int_vector(len: usize) -> TensorView {
+    TensorView::vector(ElemType::I32, len, len.saturating_mul(4))
 }
 
 fn scales_view(layer: &ResidentLayer) -> TensorView {

@@ -4,9 +4,9 @@
 //! [`ValidatedLaunch`], the only thing the devices pack kernel arguments from.
 
 use w4a16_kernels::decl::{ContractDecl, GroupRule, LaunchShape, RowLayoutRule};
-use w4a16_kernels::{ArgKind, KernelDecl, KernelId, ScalarArg, TensorRole};
+use w4a16_kernels::{ArgKind, KernelDecl, KernelId, ScalarArg, TensorRole, Tile};
 
-use crate::tensor::{ElemType, LaunchInputs, TensorView, fmt_shape};
+use crate::tensor::{ElemType, LaunchInputs, MoeRouting, TensorView, fmt_shape};
 use w4a16_reference::layer::Symmetry;
 
 /// A launch the kernel's contract refuses. Each message names the tensor (or size), what the
@@ -97,9 +97,65 @@ pub enum ContractError {
         got: Vec<usize>,
     },
 
-    /// The packed/unpacked zero-point hand-off of SPEC §2.
-    #[error("zero points must be i32/u32 packed 8×u4 along dim 0 with shape [N/8, K/G] = {}; got {got}", fmt_shape(.expected))]
-    ZeroPointLayout { expected: Vec<usize>, got: String },
+    /// The packed/unpacked zero-point hand-off of SPEC §2 (`dim` 1 for the stacked experts of
+    /// `moe`).
+    #[error("zero points must be i32/u32 packed 8×u4 along dim {dim} with shape {formula} = {}; got {got}", fmt_shape(.expected))]
+    ZeroPointLayout {
+        dim: usize,
+        #[serde(deserialize_with = "interned")]
+        formula: Name,
+        expected: Vec<usize>,
+        got: String,
+    },
+
+    /// A stacked expert tensor whose experts are not N rows apart: the kernel derives the
+    /// expert stride from the row stride it is given.
+    #[error(
+        "{tensor} expert stride must be {formula} = {expected} elements ({kernel} derives it from the row stride); got {got}"
+    )]
+    ExpertStride {
+        kernel: KernelId,
+        #[serde(deserialize_with = "interned")]
+        tensor: Name,
+        #[serde(deserialize_with = "interned")]
+        formula: Name,
+        expected: usize,
+        got: usize,
+    },
+
+    #[error("{kernel} needs the routing sizes (top_k, experts, block_m) of a MoE launch; got none")]
+    MissingRouting { kernel: KernelId },
+
+    #[error("the stacked weights hold {local} experts, more than the {experts} global experts")]
+    LocalExperts { local: usize, experts: usize },
+
+    #[error("topk ids [{index}] = {id} is not a global expert id in [0, {experts})")]
+    TopkIdOutOfRange {
+        index: usize,
+        id: i64,
+        experts: usize,
+    },
+
+    #[error(
+        "expert map [{index}] = {value}: entries must be −1 or a local expert id in [0, {local}), each id once"
+    )]
+    ExpertMapEntry {
+        index: usize,
+        value: i64,
+        local: usize,
+    },
+
+    #[error(
+        "the expert map maps {mapped} experts to local ids, but the stacked weights hold {local}"
+    )]
+    ExpertMapCount { mapped: usize, local: usize },
+
+    #[error("{kernel} has no compiled tile {}x{}x{}w{}; compiled: {compiled}", .tile.bm, .tile.bn, .tile.bk, .tile.warps)]
+    TileNotCompiled {
+        kernel: KernelId,
+        tile: Tile,
+        compiled: String,
+    },
 
     /// The carrier hand-off of SPEC §2: one u32 word per (n, g), never the plain scales.
     #[error("carrier must be u32 [N, K/G] = {} (one word per (n, g): the scale's bits low, bias_eff or z high; plain scales are no carrier); got {got}", fmt_shape(.expected))]
@@ -317,15 +373,21 @@ pub fn validate(
     let has = |s: ScalarArg| decl.args.iter().any(|a| a.kind == ArgKind::I32(s));
 
     // Sizes first: every tensor rule below is stated in terms of them.
+    let routed = has(ScalarArg::Slots);
+    let tokens_scalar = routed && !has(ScalarArg::M);
     for (dim, value, applies) in [
         ("M", inputs.m, has(ScalarArg::M)),
-        ("N", inputs.n, true),
-        ("K", inputs.k, true),
+        ("tokens T", inputs.m, tokens_scalar),
+        ("N", inputs.n, has(ScalarArg::N)),
+        ("K", inputs.k, has(ScalarArg::K)),
         ("group size G", inputs.group, has(ScalarArg::Group)),
     ] {
         if applies && value == 0 {
             return Err(ContractError::ZeroSized { kernel, dim });
         }
+    }
+    if routed {
+        check_routing(kernel, inputs)?;
     }
     if has(ScalarArg::M) {
         let m = inputs.m;
@@ -420,7 +482,10 @@ pub fn validate(
                 }),
                 Some(v) => {
                     let stride_passed = stride_scalar(role).is_some_and(has);
-                    check_tensor(kernel, c, role, v, inputs, stride_passed)?;
+                    match inputs.routing.filter(|_| routed) {
+                        Some(r) => check_routed_tensor(kernel, c, role, v, inputs, r)?,
+                        None => check_tensor(kernel, c, role, v, inputs, stride_passed)?,
+                    }
                     args.push(ArgValue::Pointer {
                         role,
                         present: true,
@@ -448,9 +513,48 @@ pub fn validate(
             group: inputs.group,
             dtype: inputs.dtype,
             asymmetric: inputs.asymmetric(),
+            routing: inputs.routing.filter(|_| routed).map(|r| r.dims()),
         },
         args,
     })
+}
+
+/// The routing sizes of a MoE launch: present, positive, the local experts among the global
+/// ones, and a capacity the 32-bit kernels can address.
+fn check_routing(kernel: KernelId, inputs: &LaunchInputs) -> Result<(), ContractError> {
+    let r = inputs
+        .routing
+        .ok_or(ContractError::MissingRouting { kernel })?;
+    for (dim, value) in [
+        ("top_k", r.top_k),
+        ("experts", r.experts),
+        ("local experts", r.experts_local),
+        ("block_m", r.block_m),
+    ] {
+        if value == 0 {
+            return Err(ContractError::ZeroSized { kernel, dim });
+        }
+    }
+    if r.experts_local > r.experts {
+        return Err(ContractError::LocalExperts {
+            local: r.experts_local,
+            experts: r.experts,
+        });
+    }
+    let overflow = |what: &str, value: u128| ContractError::Int32Overflow {
+        what: what.into(),
+        value,
+    };
+    let slots = inputs.m as u128 * r.top_k as u128;
+    let worst = slots + r.experts as u128 * (r.block_m as u128 - 1);
+    let sorted = worst.div_ceil(r.block_m as u128) * r.block_m as u128;
+    if slots > i32::MAX as u128 {
+        return Err(overflow("slots T·top_k", slots));
+    }
+    if sorted > i32::MAX as u128 {
+        return Err(overflow("sorted capacity", sorted));
+    }
+    Ok(())
 }
 
 fn check_group(
@@ -495,7 +599,14 @@ fn stride_scalar(role: TensorRole) -> Option<ScalarArg> {
         TensorRole::Y => Some(ScalarArg::YRowStride),
         TensorRole::Dense => Some(ScalarArg::DenseRowStride),
         TensorRole::Carrier => Some(ScalarArg::CarrierRowStride),
-        TensorRole::Zeros | TensorRole::Bias => None,
+        TensorRole::Zeros
+        | TensorRole::Bias
+        | TensorRole::TopkIds
+        | TensorRole::TopkWeights
+        | TensorRole::ExpertMap
+        | TensorRole::SortedTokenIds
+        | TensorRole::ExpertIds
+        | TensorRole::TokensPostPadded => None,
     }
 }
 
@@ -510,6 +621,11 @@ fn scalar_name(s: ScalarArg) -> &'static str {
         ScalarArg::ScaleRowStride => "scales row stride",
         ScalarArg::YRowStride => "y row stride",
         ScalarArg::DenseRowStride => "dense row stride",
+        ScalarArg::Slots => "slots T·top_k",
+        ScalarArg::TopK => "top_k",
+        ScalarArg::Experts => "experts",
+        ScalarArg::BlockM => "block_m",
+        ScalarArg::SortedCapacity => "sorted capacity",
         ScalarArg::CarrierRowStride => "carrier row stride",
     }
 }
@@ -517,11 +633,15 @@ fn scalar_name(s: ScalarArg) -> &'static str {
 /// The value of a scalar argument. Strides come from the views, which `check_tensor` has
 /// already accepted (rank 2), so the row stride is `strides[0]`.
 fn scalar_value(s: ScalarArg, li: &LaunchInputs) -> usize {
+    // The row stride: the second-to-last stride (stacked expert tensors are `[E, rows, cols]`).
     let row = |role: TensorRole| {
         li.view(role)
-            .and_then(|v| v.strides.first().copied())
+            .and_then(|v| v.strides.len().checked_sub(2).map(|i| v.strides[i]))
             .unwrap_or(0)
     };
+    fn routing(li: &LaunchInputs, f: impl Fn(&MoeRouting) -> usize) -> usize {
+        li.routing.as_ref().map_or(0, f)
+    }
     match s {
         ScalarArg::M => li.m,
         ScalarArg::N => li.n,
@@ -531,11 +651,17 @@ fn scalar_value(s: ScalarArg, li: &LaunchInputs) -> usize {
         ScalarArg::WeightRowStrideBytes => li
             .weights
             .as_ref()
-            .and_then(TensorView::row_stride_bytes)
-            .unwrap_or(0),
+            .map_or(0, |v| row(TensorRole::Weights) * v.elem.size_bytes()),
         ScalarArg::ScaleRowStride => row(TensorRole::Scales),
         ScalarArg::YRowStride => row(TensorRole::Y),
         ScalarArg::DenseRowStride => row(TensorRole::Dense),
+        ScalarArg::Slots => routing(li, |r| r.slots(li.m).unwrap_or(usize::MAX)),
+        ScalarArg::TopK => routing(li, |r| r.top_k),
+        ScalarArg::Experts => routing(li, |r| r.experts),
+        ScalarArg::BlockM => routing(li, |r| r.block_m),
+        ScalarArg::SortedCapacity => {
+            routing(li, |r| r.capacity(li.m).map_or(usize::MAX, |c| c.sorted))
+        }
         ScalarArg::CarrierRowStride => row(TensorRole::Carrier),
     }
 }
@@ -634,6 +760,8 @@ fn check_tensor(
                 let packed_dtype = matches!(v.elem, ElemType::U32 | ElemType::I32);
                 if !packed_dtype || v.shape != expected {
                     return Err(ContractError::ZeroPointLayout {
+                        dim: 0,
+                        formula: "[N/8, K/G]",
                         expected,
                         got: v.describe(),
                     });
@@ -676,6 +804,13 @@ fn check_tensor(
             row_stride(tensor, v, "K", li.k, "elements")?;
             bytes(tensor, v, "((N−1)·stride + K)·2")?;
         }
+        // Only the MoE kernels take these, and they are checked with their routing.
+        TensorRole::TopkIds
+        | TensorRole::TopkWeights
+        | TensorRole::ExpertMap
+        | TensorRole::SortedTokenIds
+        | TensorRole::ExpertIds
+        | TensorRole::TokensPostPadded => return Err(ContractError::MissingRouting { kernel }),
         TensorRole::Carrier => {
             let expected = vec![li.n, groups];
             if v.elem != ElemType::U32 || v.rank() != 2 || v.shape != expected {
@@ -694,6 +829,18 @@ fn check_tensor(
             bytes(tensor, v, "N·(K/G)·4")?;
         }
     }
+    placement(kernel, c, role, v)
+}
+
+/// Where a tensor may start: X and Y by their declared row layout, every other tensor at the
+/// declared pointer alignment (never less than its element's).
+fn placement(
+    kernel: KernelId,
+    c: &ContractDecl,
+    role: TensorRole,
+    v: &TensorView,
+) -> Result<(), ContractError> {
+    let tensor = role.name();
     match c.row_layout(role) {
         Some(rule) => row_layout(kernel, tensor, v, rule),
         None => {
@@ -701,6 +848,215 @@ fn check_tensor(
             aligned(tensor, v, align)
         }
     }
+}
+
+/// The tensors of a MoE launch (`moe_align`, `moe`): X as for the GEMMs (`T` rows), the
+/// stacked experts `[E_local, …]` with N rows per expert, the routing tensors `[T, top_k]` and the
+/// expert map `[E]`, the align step's outputs sized by its capacity, and C `[T·top_k, N]`.
+fn check_routed_tensor(
+    kernel: KernelId,
+    c: &ContractDecl,
+    role: TensorRole,
+    v: &TensorView,
+    li: &LaunchInputs,
+    r: MoeRouting,
+) -> Result<(), ContractError> {
+    let tensor = role.name();
+    let act = ElemType::from(li.dtype);
+    let groups = li.k / li.group.max(1);
+    // `check_routing` proved these fit.
+    let slots = r.slots(li.m).unwrap_or(0);
+    let cap = r.capacity(li.m);
+    let (sorted, blocks) = cap.map_or((0, 0), |c| (c.sorted, c.blocks));
+    let e = r.experts_local;
+    match role {
+        TensorRole::X => return check_tensor(kernel, c, role, v, li, true),
+        TensorRole::Y => {
+            matrix(tensor, v, act, slots, li.n, "[T·top_k, N]")?;
+            row_stride(tensor, v, "N", li.n, "elements")?;
+            bytes(tensor, v, "((T·top_k−1)·stride + N)·2")?;
+        }
+        TensorRole::Weights => {
+            let (cols, formula) = match v.elem {
+                ElemType::U32 => (li.k / 8, "[E, N, K/8]"),
+                ElemType::U8 => (li.k / 2, "[E, N, K/2]"),
+                got => {
+                    return Err(ContractError::Dtype {
+                        tensor,
+                        expected: "u32 (or u8 bytes) int4 codes".into(),
+                        got,
+                    });
+                }
+            };
+            rank(tensor, v, 3)?;
+            shape(tensor, v, &[e, li.n, cols], formula)?;
+            inner(tensor, v)?;
+            let stride_bytes = v.strides[1] * v.elem.size_bytes();
+            if stride_bytes < li.k / 2 {
+                return Err(ContractError::RowStride {
+                    tensor,
+                    formula: "K/2",
+                    min: li.k / 2,
+                    unit: "bytes",
+                    got: stride_bytes,
+                });
+            }
+            if c.weight_row_align_bytes > 1
+                && !stride_bytes.is_multiple_of(c.weight_row_align_bytes)
+            {
+                return Err(ContractError::RowStrideAlign {
+                    kernel,
+                    tensor,
+                    align: c.weight_row_align_bytes,
+                    got: stride_bytes,
+                });
+            }
+            expert_stride(kernel, tensor, v, li.n)?;
+            bytes(tensor, v, "((E·N−1)·stride + K/2)")?;
+        }
+        TensorRole::Scales => {
+            dtype(tensor, v, act)?;
+            rank(tensor, v, 3)?;
+            shape(tensor, v, &[e, li.n, groups], "[E, N, K/G]")?;
+            inner(tensor, v)?;
+            if v.strides[1] < groups {
+                return Err(ContractError::RowStride {
+                    tensor,
+                    formula: "K/G",
+                    min: groups,
+                    unit: "elements",
+                    got: v.strides[1],
+                });
+            }
+            expert_stride(kernel, tensor, v, li.n)?;
+            bytes(tensor, v, "((E·N−1)·stride + K/G)·2")?;
+        }
+        TensorRole::Zeros => {
+            let expected = vec![e, li.n / 8, groups];
+            let packed_dtype = matches!(v.elem, ElemType::U32 | ElemType::I32);
+            if !c.packed_zero_points || !packed_dtype || v.shape != expected {
+                return Err(ContractError::ZeroPointLayout {
+                    dim: 1,
+                    formula: "[E, N/8, K/G]",
+                    expected,
+                    got: v.describe(),
+                });
+            }
+            if !v.is_contiguous() {
+                return Err(ContractError::NotContiguous {
+                    tensor,
+                    expected: vec![(li.n / 8) * groups, groups, 1],
+                    got: v.strides.clone(),
+                });
+            }
+            bytes(tensor, v, "E·(N/8)·(K/G)·4")?;
+        }
+        TensorRole::TopkIds => {
+            routing_matrix(tensor, v, ElemType::I32, li.m, r.top_k)?;
+        }
+        TensorRole::TopkWeights => {
+            routing_matrix(tensor, v, ElemType::F32, li.m, r.top_k)?;
+        }
+        TensorRole::ExpertMap => int_vector(tensor, v, r.experts, "[E]")?,
+        TensorRole::SortedTokenIds => int_vector(tensor, v, sorted, "[capacity]")?,
+        TensorRole::ExpertIds => int_vector(tensor, v, blocks, "[capacity / block_m]")?,
+        TensorRole::TokensPostPadded => int_vector(tensor, v, 1, "[1]")?,
+        TensorRole::Bias | TensorRole::Dense | TensorRole::Carrier => {
+            return Err(ContractError::UnexpectedTensor {
+                kernel,
+                tensor,
+                got: v.describe(),
+            });
+        }
+    }
+    placement(kernel, c, role, v)
+}
+
+/// The experts of a stacked `[E, N, cols]` tensor must be N rows apart (the kernels compute
+/// `expert · N · row stride`); one expert has no stride to speak of.
+fn expert_stride(
+    kernel: KernelId,
+    tensor: &'static str,
+    v: &TensorView,
+    n: usize,
+) -> Result<(), ContractError> {
+    let expected = n.saturating_mul(v.strides[1]);
+    if v.shape[0] > 1 && v.strides[0] != expected {
+        return Err(ContractError::ExpertStride {
+            kernel,
+            tensor,
+            formula: "N·row stride",
+            expected,
+            got: v.strides[0],
+        });
+    }
+    Ok(())
+}
+
+/// A contiguous `[T, top_k]` routing tensor of `elem`.
+fn routing_matrix(
+    tensor: &'static str,
+    v: &TensorView,
+    elem: ElemType,
+    tokens: usize,
+    top_k: usize,
+) -> Result<(), ContractError> {
+    elem_type(tensor, v, elem)?;
+    rank(tensor, v, 2)?;
+    shape(tensor, v, &[tokens, top_k], "[T, top_k]")?;
+    contiguous(tensor, v)?;
+    bytes(tensor, v, "T·top_k·4")
+}
+
+/// A contiguous i32 vector of `len` elements.
+fn int_vector(
+    tensor: &'static str,
+    v: &TensorView,
+    len: usize,
+    formula: &'static str,
+) -> Result<(), ContractError> {
+    elem_type(tensor, v, ElemType::I32)?;
+    rank(tensor, v, 1)?;
+    shape(tensor, v, &[len], formula)?;
+    contiguous(tensor, v)?;
+    bytes(tensor, v, "length·4")
+}
+
+fn elem_type(tensor: &'static str, v: &TensorView, elem: ElemType) -> Result<(), ContractError> {
+    if v.elem != elem {
+        return Err(ContractError::Dtype {
+            tensor,
+            expected: elem.name().into(),
+            got: v.elem,
+        });
+    }
+    Ok(())
+}
+
+fn contiguous(tensor: &'static str, v: &TensorView) -> Result<(), ContractError> {
+    if !v.is_contiguous() {
+        let mut expected = vec![1usize; v.shape.len()];
+        for i in (0..v.shape.len().saturating_sub(1)).rev() {
+            expected[i] = expected[i + 1] * v.shape[i + 1];
+        }
+        return Err(ContractError::NotContiguous {
+            tensor,
+            expected,
+            got: v.strides.clone(),
+        });
+    }
+    Ok(())
+}
+
+fn rank(tensor: &'static str, v: &TensorView, expected: usize) -> Result<(), ContractError> {
+    if v.rank() != expected || v.strides.len() != expected {
+        return Err(ContractError::Rank {
+            tensor,
+            expected,
+            got: v.describe(),
+        });
+    }
+    Ok(())
 }
 
 fn aligned(tensor: &'static str, v: &TensorView, align: usize) -> Result<(), ContractError> {
@@ -755,8 +1111,13 @@ impl ContractError {
             | ContractError::NotContiguous { tensor, .. }
             | ContractError::TooFewBytes { tensor, .. }
             | ContractError::Misaligned { tensor, .. }
-            | ContractError::HostBufferShort { tensor, .. } => Some(tensor),
+            | ContractError::HostBufferShort { tensor, .. }
+            | ContractError::ExpertStride { tensor, .. } => Some(tensor),
             ContractError::ZeroPointLayout { .. } => Some(TensorRole::Zeros.name()),
+            ContractError::TopkIdOutOfRange { .. } => Some(TensorRole::TopkIds.name()),
+            ContractError::ExpertMapEntry { .. } | ContractError::ExpertMapCount { .. } => {
+                Some(TensorRole::ExpertMap.name())
+            }
             ContractError::CarrierLayout { .. }
             | ContractError::CarrierRowStride { .. }
             | ContractError::CarrierForSymmetricLayer { .. } => Some(TensorRole::Carrier.name()),
@@ -767,7 +1128,10 @@ impl ContractError {
             | ContractError::KNotDivisibleByGroup { .. }
             | ContractError::NNotMultipleOf8 { .. }
             | ContractError::Int32Overflow { .. }
-            | ContractError::WrongKernel { .. } => None,
+            | ContractError::WrongKernel { .. }
+            | ContractError::MissingRouting { .. }
+            | ContractError::LocalExperts { .. }
+            | ContractError::TileNotCompiled { .. } => None,
         }
     }
 

@@ -13,17 +13,25 @@ pub enum KernelId {
     Dequant,
     Dense,
     Fallback,
+    /// The routing step of `moe`: slots grouped by expert, padded to the block size.
+    #[serde(rename = "moe_align")]
+    MoeAlign,
+    /// The grouped (mixture-of-experts) GEMM on `moe_align`'s blocks.
+    Moe,
     /// `fused` reading the asymmetric carrier in place of scales and zero points.
+    #[serde(rename = "fused_carrier")]
     FusedCarrier,
 }
 
 impl KernelId {
-    pub const ALL: [KernelId; 6] = [
+    pub const ALL: [KernelId; 8] = [
         KernelId::Skinny,
         KernelId::Fused,
         KernelId::Dequant,
         KernelId::Dense,
         KernelId::Fallback,
+        KernelId::MoeAlign,
+        KernelId::Moe,
         KernelId::FusedCarrier,
     ];
 
@@ -34,6 +42,8 @@ impl KernelId {
             KernelId::Dequant => "dequant",
             KernelId::Dense => "dense",
             KernelId::Fallback => "fallback",
+            KernelId::MoeAlign => "moe_align",
+            KernelId::Moe => "moe",
             KernelId::FusedCarrier => "fused_carrier",
         }
     }
@@ -42,24 +52,28 @@ impl KernelId {
         KernelId::ALL.into_iter().find(|k| k.name() == s)
     }
 
-    /// Splits an entry-point name `w4a16_<kernel>_<f16|bf16>[_<variant>]`. Kernel names may hold
-    /// underscores (`fused_carrier`), so every kernel name is tried as the prefix and the one
-    /// followed by a dtype wins.
+    /// Splits an entry-point name `w4a16_<kernel>_<f16|bf16>[_<variant>]` into its kernel, dtype
+    /// and tile variant. Kernel names may hold underscores (`moe_align`, `fused_carrier`), so
+    /// every kernel name is tried as the prefix; only one followed by a dtype counts, and of
+    /// those the longest name wins (`w4a16_moe_align_f16` is `moe_align`, not `moe`).
     pub fn split_entry(entry: &str) -> Option<(KernelId, ActDtype, Option<&str>)> {
         let rest = entry.strip_prefix("w4a16_")?;
-        KernelId::ALL.into_iter().find_map(|kernel| {
-            let after = rest.strip_prefix(kernel.name())?.strip_prefix('_')?;
-            let (dtype, variant) = match after.split_once('_') {
-                Some((d, v)) => (d, Some(v)),
-                None => (after, None),
-            };
-            let dtype = match dtype {
-                "f16" => ActDtype::F16,
-                "bf16" => ActDtype::Bf16,
-                _ => return None,
-            };
-            Some((kernel, dtype, variant))
-        })
+        KernelId::ALL
+            .into_iter()
+            .filter_map(|kernel| {
+                let after = rest.strip_prefix(kernel.name())?.strip_prefix('_')?;
+                let (dtype, variant) = match after.split_once('_') {
+                    Some((d, v)) => (d, Some(v)),
+                    None => (after, None),
+                };
+                let dtype = match dtype {
+                    "f16" => ActDtype::F16,
+                    "bf16" => ActDtype::Bf16,
+                    _ => return None,
+                };
+                Some((kernel, dtype, variant))
+            })
+            .max_by_key(|(kernel, _, _)| kernel.name().len())
     }
 }
 
@@ -86,6 +100,18 @@ pub enum TensorRole {
     Y,
     /// Dense dequantized copy `[N, K_pad]`, activation dtype.
     Dense,
+    /// The router's choice per token, `[T, top_k]` i32 global expert ids.
+    TopkIds,
+    /// The router's weight per token and choice, `[T, top_k]` f32; null: no routed-weight multiply.
+    TopkWeights,
+    /// Local id of each global expert, `[E]` i32, −1 for experts not held here; null: all local.
+    ExpertMap,
+    /// Slots grouped by expert, each run padded with the sentinel `T·top_k`, `[capacity]` i32.
+    SortedTokenIds,
+    /// Local expert id of each block of `block_m` sorted slots (−1: not local), i32.
+    ExpertIds,
+    /// The padded length of the sorted slots, one i32.
+    TokensPostPadded,
     /// The asymmetric carrier `[N, K/G]` u32 (fused_carrier): scale bits low, fp16 `bias_eff` or
     /// the raw z high; rows `K/G` words apart, never padded.
     Carrier,
@@ -101,6 +127,12 @@ impl TensorRole {
             TensorRole::Bias => "bias",
             TensorRole::Y => "y",
             TensorRole::Dense => "dense weights",
+            TensorRole::TopkIds => "topk ids",
+            TensorRole::TopkWeights => "topk weights",
+            TensorRole::ExpertMap => "expert map",
+            TensorRole::SortedTokenIds => "sorted token ids",
+            TensorRole::ExpertIds => "expert ids",
+            TensorRole::TokensPostPadded => "num tokens post padded",
             TensorRole::Carrier => "carrier",
         }
     }
@@ -123,6 +155,16 @@ pub enum ScalarArg {
     YRowStride,
     /// Elements between rows of the dense copy.
     DenseRowStride,
+    /// `T·top_k`: the slots of a MoE launch (`num_valid_tokens`); also the padding sentinel.
+    Slots,
+    /// Experts each token is routed to.
+    TopK,
+    /// Global experts (the length of the expert map, the range of the topk ids).
+    Experts,
+    /// Sorted slots per block of `moe` (its tile's BM).
+    BlockM,
+    /// Entries of `sorted_token_ids` the launch may write (`moe_align_capacity`).
+    SortedCapacity,
     /// Words between rows of the carrier (always K/G).
     CarrierRowStride,
 }
@@ -244,15 +286,25 @@ pub struct LaunchGeometry {
     pub shared_mem_bytes: u32,
 }
 
+/// The routing of a MoE launch: `m` tokens, each sent to `top_k` of `experts` (global) experts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RoutedDims {
+    pub top_k: usize,
+    pub experts: usize,
+}
+
 /// The problem a launch is for (logical sizes and run-time strides).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LaunchShape {
+    /// Rows of X (tokens `T` for the MoE kernels).
     pub m: usize,
     pub n: usize,
     pub k: usize,
     pub group: usize,
     pub dtype: ActDtype,
     pub asymmetric: bool,
+    /// `Some` for `moe_align` and `moe`; `None` for every dense-layer kernel.
+    pub routing: Option<RoutedDims>,
 }
 
 /// One tile of the fused kernel: (BM, BN, BK) and the number of warps/waves.

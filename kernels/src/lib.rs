@@ -13,5 +13,5 @@ pub mod source;
 pub mod target;
 pub mod tiles;
 
-pub use decl::{ArgDecl, ArgKind, KernelDecl, KernelId, ScalarArg, TensorRole, Tile};
+pub use decl::{ArgDecl, ArgKind, KernelDecl, KernelId, RoutedDims, ScalarArg, TensorRole, Tile};
 pub use target::{Execution, RunTarget, Target};

@@ -56,10 +56,13 @@ pub enum BugClass {
     NibbleUnpack,
     /// A missing barrier or a pipeline wait for too few copies: a race.
     MissingSync,
+    /// Issue 11: MoE routing mistakes: a slot computed with another expert's weights, the routed
+    /// weight skipped, the align step's padding or slot order lost.
+    ExpertRouting,
 }
 
 impl BugClass {
-    pub const ALL: [BugClass; 19] = [
+    pub const ALL: [BugClass; 20] = [
         BugClass::ZeroPointLayout,
         BugClass::SelectionAbi,
         BugClass::ScaleAliasing,
@@ -79,9 +82,10 @@ impl BugClass {
         BugClass::UnusedOobRead,
         BugClass::NibbleUnpack,
         BugClass::MissingSync,
+        BugClass::ExpertRouting,
     ];
 
-    /// Where the class is defined: `FIELD §6.n`, `issue 9`, `SPEC §4` or `kernels`.
+    /// Where the class is defined: `FIELD §6.n`, `issue 9`, `issue 11`, `SPEC §4` or `kernels`.
     pub fn origin(self) -> &'static str {
         match self {
             BugClass::ZeroPointLayout => "FIELD §6.1",
@@ -102,6 +106,7 @@ impl BugClass {
             BugClass::UnalignedVectorX | BugClass::UnusedOobRead => "issue 9",
             BugClass::NibbleUnpack => "SPEC §4",
             BugClass::MissingSync => "kernels",
+            BugClass::ExpertRouting => "issue 11",
         }
     }
 

@@ -3,7 +3,7 @@
 
 use crate::decl::{
     ArgDecl, ArgKind, ContractDecl, GroupRule, KernelDecl, KernelId, LaunchGeometry, LaunchShape,
-    RowLayoutRule, ScalarArg, TensorRole, Tile,
+    RoutedDims, RowLayoutRule, ScalarArg, TensorRole, Tile,
 };
 use crate::target::Target;
 use crate::tiles;
@@ -116,6 +116,73 @@ pub static DENSE_ARGS: [ArgDecl; 10] = [
     int("y_row_stride", ScalarArg::YRowStride),
 ];
 
+/// `moe_align`: `(topk_ids, expert_map?, sorted_token_ids, expert_ids, num_tokens_post_padded,
+/// slots, experts, block_m, sorted_capacity)`. The outputs hold `sorted_capacity` and
+/// `sorted_capacity / block_m` entries and one ([`moe_align_capacity`]).
+pub static MOE_ALIGN_ARGS: [ArgDecl; 9] = [
+    ptr("topk_ids", TensorRole::TopkIds),
+    opt_ptr("expert_map", TensorRole::ExpertMap),
+    out_ptr("sorted_token_ids", TensorRole::SortedTokenIds),
+    out_ptr("expert_ids", TensorRole::ExpertIds),
+    out_ptr("num_tokens_post_padded", TensorRole::TokensPostPadded),
+    int("slots", ScalarArg::Slots),
+    int("experts", ScalarArg::Experts),
+    int("block_m", ScalarArg::BlockM),
+    int("sorted_capacity", ScalarArg::SortedCapacity),
+];
+
+/// `moe`: `(x, w, scales, zeros?, topk_weights?, sorted_token_ids, expert_ids,
+/// num_tokens_post_padded, y, slots, top_k, n, k, group, x_row_stride, w_row_stride_bytes,
+/// scale_row_stride, y_row_stride)`. The weights, scales and zero points are stacked per local
+/// expert, the expert strides derived from the row strides (N rows each; N/8·K/G words of zero
+/// points); `y` is C `[slots, N]`; a null `topk_weights` skips the routed-weight multiply.
+pub static MOE_ARGS: [ArgDecl; 18] = [
+    ptr("x", TensorRole::X),
+    ptr("w", TensorRole::Weights),
+    ptr("scales", TensorRole::Scales),
+    opt_ptr("zeros", TensorRole::Zeros),
+    opt_ptr("topk_weights", TensorRole::TopkWeights),
+    ptr("sorted_token_ids", TensorRole::SortedTokenIds),
+    ptr("expert_ids", TensorRole::ExpertIds),
+    ptr("num_tokens_post_padded", TensorRole::TokensPostPadded),
+    out_ptr("y", TensorRole::Y),
+    int("slots", ScalarArg::Slots),
+    int("top_k", ScalarArg::TopK),
+    int("n", ScalarArg::N),
+    int("k", ScalarArg::K),
+    int("group", ScalarArg::Group),
+    int("x_row_stride", ScalarArg::XRowStride),
+    int("w_row_stride_bytes", ScalarArg::WeightRowStrideBytes),
+    int("scale_row_stride", ScalarArg::ScaleRowStride),
+    int("y_row_stride", ScalarArg::YRowStride),
+];
+
+/// What `moe_align` may write: `blocks = ⌈(slots + experts·(block_m − 1)) / block_m⌉` blocks (every
+/// expert's run padded by at most `block_m − 1`), `sorted = blocks · block_m` slot entries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MoeAlignCapacity {
+    pub sorted: usize,
+    pub blocks: usize,
+}
+
+/// The capacity of `moe_align`'s outputs for `slots` slots over `experts` global experts; `None`
+/// on overflow or a zero block size.
+pub fn moe_align_capacity(
+    slots: usize,
+    experts: usize,
+    block_m: usize,
+) -> Option<MoeAlignCapacity> {
+    if block_m == 0 {
+        return None;
+    }
+    let worst = experts.checked_mul(block_m - 1)?.checked_add(slots)?;
+    let blocks = worst.div_ceil(block_m);
+    Some(MoeAlignCapacity {
+        sorted: blocks.checked_mul(block_m)?,
+        blocks,
+    })
+}
+
 /// Entry-point names: `w4a16_<kernel>_<f16|bf16>`, `extern "C"` in the HIP sources.
 pub fn entry_name(kernel: crate::KernelId, dtype: w4a16_reference::ActDtype) -> String {
     format!("w4a16_{}_{}", kernel.name(), dtype.name())
@@ -138,6 +205,11 @@ pub const SKINNY_X_CAPACITY: usize = 16384;
 pub const DEQUANT_THREADS: u32 = 256;
 /// Threads of a `fallback` block; one thread per output element.
 pub const FALLBACK_THREADS: u32 = 128;
+/// Threads of the one `moe_align` block (`MA_THREADS`); also the slots it ranks per step.
+pub const MOE_ALIGN_THREADS: u32 = 256;
+/// Experts `moe_align` counts per pass over the slots (`MA_WINDOW`): any number of experts is
+/// taken, in ⌈E / window⌉ passes, so E = 257 already takes two.
+pub const MOE_ALIGN_EXPERT_WINDOW: usize = 256;
 
 fn name_of(kernel: KernelId, dtype: ActDtype) -> &'static str {
     use ActDtype::{Bf16, F16};
@@ -152,6 +224,10 @@ fn name_of(kernel: KernelId, dtype: ActDtype) -> &'static str {
         (KernelId::Dense, Bf16) => "w4a16_dense_bf16",
         (KernelId::Fallback, F16) => "w4a16_fallback_f16",
         (KernelId::Fallback, Bf16) => "w4a16_fallback_bf16",
+        (KernelId::MoeAlign, F16) => "w4a16_moe_align_f16",
+        (KernelId::MoeAlign, Bf16) => "w4a16_moe_align_bf16",
+        (KernelId::Moe, F16) => "w4a16_moe_f16",
+        (KernelId::Moe, Bf16) => "w4a16_moe_bf16",
         (KernelId::FusedCarrier, F16) => "w4a16_fused_carrier_f16",
         (KernelId::FusedCarrier, Bf16) => "w4a16_fused_carrier_bf16",
     }
@@ -202,6 +278,46 @@ fn fused_geometry(s: &LaunchShape, t: Target) -> LaunchGeometry {
         block: [tiles::threads(tile), 1, 1],
         shared_mem_bytes: 0,
     }
+}
+
+fn moe_align_geometry(_s: &LaunchShape, _t: Target) -> LaunchGeometry {
+    LaunchGeometry {
+        grid: [1, 1, 1],
+        block: [MOE_ALIGN_THREADS, 1, 1],
+        shared_mem_bytes: 0,
+    }
+}
+
+/// The routing of a MoE launch shape (one token on one expert for a shape without one, which
+/// validation never lets through to a launch).
+fn routing_of(s: &LaunchShape) -> RoutedDims {
+    s.routing.unwrap_or(RoutedDims {
+        top_k: 1,
+        experts: 1,
+    })
+}
+
+fn moe_pick(s: &LaunchShape, t: Target) -> Tile {
+    let r = routing_of(s);
+    tiles::moe_tile(t, s.dtype, s.m, r.top_k, r.experts, s.n, s.k, s.group)
+}
+
+/// The `moe` launch of `shape` with `tile` (the table's, or one a caller chose among
+/// [`MOE`]'s variants): one block per BN columns and per block of sorted slots the align step
+/// may write (`moe_align_capacity`); the blocks past `num_tokens_post_padded / BM` exit at once.
+pub fn moe_geometry_for(s: &LaunchShape, tile: Tile) -> LaunchGeometry {
+    let r = routing_of(s);
+    let blocks = moe_align_capacity(s.m.saturating_mul(r.top_k), r.experts, tile.bm as usize)
+        .map_or(u32::MAX, |c| u32::try_from(c.blocks).unwrap_or(u32::MAX));
+    LaunchGeometry {
+        grid: [s.n.div_ceil(tile.bn as usize) as u32, blocks, 1],
+        block: [tiles::threads(tile), 1, 1],
+        shared_mem_bytes: 0,
+    }
+}
+
+fn moe_geometry(s: &LaunchShape, t: Target) -> LaunchGeometry {
+    moe_geometry_for(s, moe_pick(s, t))
 }
 
 fn dequant_geometry(s: &LaunchShape, _t: Target) -> LaunchGeometry {
@@ -264,6 +380,19 @@ fn fused_carrier_recipe(dtype: ActDtype) -> NumericRecipe {
 fn dequant_recipe(dtype: ActDtype) -> NumericRecipe {
     NumericRecipe {
         rounds_dequantized_weight: true,
+        offset_accumulation: None,
+        bias: BiasStage::BeforeCast,
+        output: dtype,
+        single_rounding: true,
+        pre_rounded_bias: false,
+    }
+}
+
+/// `moe_align` moves integers only: its outputs are exact and are checked entry by entry, never
+/// against a bound (this recipe says so, for uniformity).
+fn moe_align_recipe(dtype: ActDtype) -> NumericRecipe {
+    NumericRecipe {
+        rounds_dequantized_weight: false,
         offset_accumulation: None,
         bias: BiasStage::BeforeCast,
         output: dtype,
@@ -408,6 +537,55 @@ pub static FALLBACK: KernelDecl = KernelDecl {
     tile: None,
 };
 
+pub static MOE_ALIGN: KernelDecl = KernelDecl {
+    id: KernelId::MoeAlign,
+    source_file: Some("moe_align.hip"),
+    entry_point: |d| name_of(KernelId::MoeAlign, d),
+    args: &MOE_ALIGN_ARGS,
+    contract: ContractDecl {
+        // No weights: the group, K and weight-row rules have nothing to apply to.
+        groups: GroupRule::AnyDividingK,
+        m_min: 1,
+        m_max: None,
+        k_multiple: 1,
+        weight_row_align_bytes: 1,
+        packed_zero_points: false,
+        // i32 tensors read and written one element at a time.
+        pointer_align_bytes: 4,
+        x_rows: None,
+        y_rows: None,
+    },
+    recipe: moe_align_recipe,
+    geometry: moe_align_geometry,
+    variants: &[],
+    tile: None,
+};
+
+pub static MOE: KernelDecl = KernelDecl {
+    id: KernelId::Moe,
+    source_file: Some("moe.hip"),
+    entry_point: |d| name_of(KernelId::Moe, d),
+    args: &MOE_ARGS,
+    // Fused's contract: the same tile main loop reads the same layouts (per expert).
+    contract: ContractDecl {
+        groups: GroupRule::OneOf(FAST_GROUPS),
+        m_min: 1,
+        m_max: None,
+        k_multiple: 16,
+        weight_row_align_bytes: 16,
+        packed_zero_points: true,
+        pointer_align_bytes: 16,
+        // X: as fused (`x_vec` at run time, element loads otherwise). Y (C): 2-byte stores.
+        x_rows: Some(RowLayoutRule::ELEMENT),
+        y_rows: Some(RowLayoutRule::ELEMENT),
+    },
+    // Fused's recipe; the routed-weight multiply (fp32, before the one cast) is the reference's.
+    recipe: fused_recipe,
+    geometry: moe_geometry,
+    variants: &tiles::MOE_VARIANTS,
+    tile: Some(moe_pick),
+};
+
 /// `fused` on the asymmetric carrier: fused's tiles, geometry and contract (its entries are
 /// fused.hip compiled with `-DW4_FUSED_CARRIER=1`, `source::defines`). Asymmetric layers only.
 pub static FUSED_CARRIER: KernelDecl = KernelDecl {
@@ -423,8 +601,17 @@ pub static FUSED_CARRIER: KernelDecl = KernelDecl {
 };
 
 /// Every kernel of the set, in `KernelId::ALL` order.
-pub fn all() -> [&'static KernelDecl; 6] {
-    [&SKINNY, &FUSED, &DEQUANT, &DENSE, &FALLBACK, &FUSED_CARRIER]
+pub fn all() -> [&'static KernelDecl; 8] {
+    [
+        &SKINNY,
+        &FUSED,
+        &DEQUANT,
+        &DENSE,
+        &FALLBACK,
+        &MOE_ALIGN,
+        &MOE,
+        &FUSED_CARRIER,
+    ]
 }
 
 pub fn decl(kernel: KernelId) -> &'static KernelDecl {
@@ -434,6 +621,8 @@ pub fn decl(kernel: KernelId) -> &'static KernelDecl {
         KernelId::Dequant => &DEQUANT,
         KernelId::Dense => &DENSE,
         KernelId::Fallback => &FALLBACK,
+        KernelId::MoeAlign => &MOE_ALIGN,
+        KernelId::Moe => &MOE,
         KernelId::FusedCarrier => &FUSED_CARRIER,
     }
 }
@@ -453,6 +642,30 @@ mod tests {
                 assert_eq!((d.entry_point)(dtype), entry_name(id, dtype));
             }
         }
+    }
+
+    /// Every entry point names its kernel and dtype, the underscores of `moe_align` and
+    /// `fused_carrier` included.
+    #[test]
+    fn entries_name_their_kernel() {
+        for d in all() {
+            for dtype in ActDtype::ALL {
+                for e in d.entries(dtype) {
+                    let (k, dt, _) = KernelId::split_entry(&e).unwrap();
+                    assert_eq!((k, dt), (d.id, dtype), "{e}");
+                }
+            }
+        }
+        assert_eq!(
+            KernelId::split_entry("w4a16_moe_align_f16"),
+            Some((KernelId::MoeAlign, ActDtype::F16, None))
+        );
+        assert_eq!(
+            KernelId::split_entry("w4a16_moe_bf16_16x64x32w4"),
+            Some((KernelId::Moe, ActDtype::Bf16, Some("16x64x32w4")))
+        );
+        assert_eq!(KernelId::split_entry("w4a16_fused"), None);
+        assert_eq!(KernelId::split_entry("w4a16_probe_f16"), None);
     }
 
     /// One parameter of a HIP entry point, as written in the source.
@@ -535,6 +748,7 @@ mod tests {
             group,
             dtype: ActDtype::F16,
             asymmetric: true,
+            routing: None,
         }
     }
 
@@ -627,6 +841,72 @@ mod tests {
             define(source::FALLBACK_HIP, "FB_THREADS"),
             FALLBACK_THREADS as usize
         );
+        assert_eq!(
+            define(source::MOE_ALIGN_HIP, "MA_THREADS"),
+            MOE_ALIGN_THREADS as usize
+        );
+        assert_eq!(
+            define(source::MOE_ALIGN_HIP, "MA_WINDOW"),
+            MOE_ALIGN_EXPERT_WINDOW
+        );
+    }
+
+    fn routed(m: usize, n: usize, top_k: usize, experts: usize) -> LaunchShape {
+        LaunchShape {
+            routing: Some(RoutedDims { top_k, experts }),
+            ..shape(m, n, 2048, 128)
+        }
+    }
+
+    #[test]
+    fn moe_launches_the_variant_its_geometry_is_for() {
+        for target in Target::ALL {
+            for (m, n, top_k, experts) in [
+                (1usize, 1024usize, 8usize, 256usize),
+                (16, 2048, 8, 257),
+                (2048, 1024, 8, 256),
+                (8192, 4096, 2, 8),
+                (3, 200, 1, 64),
+            ] {
+                let s = routed(m, n, top_k, experts);
+                let tile = tiles::moe_tile(target, s.dtype, m, top_k, experts, n, s.k, s.group);
+                let g = (MOE.geometry)(&s, target);
+                assert_eq!(g, moe_geometry_for(&s, tile));
+                assert_eq!(g.block, [tile.warps * 32, 1, 1]);
+                let cap = moe_align_capacity(m * top_k, experts, tile.bm as usize).unwrap();
+                assert_eq!(
+                    g.grid,
+                    [n.div_ceil(tile.bn as usize) as u32, cap.blocks as u32, 1]
+                );
+                let entry = MOE.launch_entry(&s, target);
+                assert!(MOE.entries(s.dtype).contains(&entry), "{entry}");
+                assert_eq!(entry, MOE.variant_entry(s.dtype, tile));
+            }
+        }
+        let g = (MOE_ALIGN.geometry)(&routed(5, 64, 2, 8), Target::Gfx1100);
+        assert_eq!((g.grid, g.block), ([1, 1, 1], [MOE_ALIGN_THREADS, 1, 1]));
+        assert_eq!(
+            MOE_ALIGN.launch_entry(&routed(5, 64, 2, 8), Target::Sm90),
+            "w4a16_moe_align_f16"
+        );
+    }
+
+    /// The capacity holds the worst case: every expert's run padded by block_m − 1.
+    #[test]
+    fn moe_align_capacity_holds_every_padded_run() {
+        let c = moe_align_capacity(8, 257, 16).unwrap();
+        assert_eq!(c.blocks, (8 + 257 * 15_usize).div_ceil(16));
+        assert_eq!(c.sorted, c.blocks * 16);
+        // One slot on each of E experts: E blocks, each one slot and block_m − 1 sentinels.
+        for (experts, bm) in [(8usize, 16usize), (64, 32), (257, 64)] {
+            let c = moe_align_capacity(experts, experts, bm).unwrap();
+            assert_eq!(c.blocks, experts);
+        }
+        // 100 slots on one expert take 2 blocks; the bound (the plan's formula) allows 3.
+        let c = moe_align_capacity(100, 1, 64).unwrap();
+        assert_eq!((c.blocks, c.sorted), (3, 192));
+        assert_eq!(moe_align_capacity(1, 1, 0), None);
+        assert_eq!(moe_align_capacity(usize::MAX, 2, 16), None);
     }
 
     #[test]
@@ -728,7 +1008,7 @@ mod tests {
     /// either test must declare the alignment its vectors need instead.
     #[test]
     fn element_aligned_x_rules_rest_on_run_time_checks_in_the_sources() {
-        let checks: [(&str, &[&str]); 2] = [
+        let checks: [(&str, &[&str]); 3] = [
             (
                 source::SKINNY_HIP,
                 &[
@@ -740,9 +1020,14 @@ mod tests {
                 source::FUSED_HIP,
                 &["a.x_vec = (((u64)(const void*)x) & 15u) == 0 && (x_row_stride & 7) == 0;"],
             ),
+            (
+                source::MOE_HIP,
+                &["a.x_vec = (((u64)(const void*)x) & 15u) == 0 && (x_row_stride & 7) == 0;"],
+            ),
         ];
         assert_eq!(SKINNY.contract.x_rows, Some(RowLayoutRule::ELEMENT));
         assert_eq!(FUSED.contract.x_rows, Some(RowLayoutRule::ELEMENT));
+        assert_eq!(MOE.contract.x_rows, Some(RowLayoutRule::ELEMENT));
         for (src, lines) in checks {
             for l in lines {
                 assert!(src.contains(l), "source no longer checks: {l}");
@@ -768,5 +1053,18 @@ mod tests {
             );
         }
         assert!(SKINNY.variants.is_empty() && SKINNY.tile.is_none());
+        // moe reads what fused reads, per expert: the same contract, every tile within every G.
+        assert_eq!(MOE.contract, FUSED.contract);
+        for g in gs {
+            assert!(
+                tiles::MOE_VARIANTS
+                    .iter()
+                    .all(|t| t.bk as usize <= *g && *g % t.bk as usize == 0)
+            );
+        }
+        assert!(MOE_ALIGN.contract.x_rows.is_none() && MOE_ALIGN.contract.y_rows.is_none());
+        for dtype in ActDtype::ALL {
+            assert_eq!((MOE.recipe)(dtype), (FUSED.recipe)(dtype));
+        }
     }
 }

@@ -5,9 +5,10 @@
 //!
 //! Every kernel file includes `compat.h` once, with the line `#include "compat.h"`, and `compat.h`
 //! includes `amd_emulation.h` once (used only under `-DW4_EMULATE_AMD`, the emulated AMD
-//! targets). For AMD the files compile as they are (clang `-I kernels/hip`); for NVRTC, which has
-//! no file system include for them, [`nvrtc_translation_unit`] splices both headers in place of
-//! their include lines.
+//! targets). The GEMMs built on the tile main loop (`fused.hip`, `moe.hip`) also include
+//! `gemm_tile.h` once, after `compat.h` ([`SourceFile::headers`] lists which). For AMD the files
+//! compile as they are (clang `-I kernels/hip`); for NVRTC, which has no file system include for
+//! them, [`nvrtc_translation_unit`] splices the headers in place of their include lines.
 
 use crate::decl::KernelId;
 use serde::{Deserialize, Serialize};
@@ -20,18 +21,25 @@ pub const SKINNY_HIP: &str = include_str!("../hip/skinny.hip");
 pub const FUSED_HIP: &str = include_str!("../hip/fused.hip");
 pub const DEQUANT_HIP: &str = include_str!("../hip/dequant.hip");
 pub const FALLBACK_HIP: &str = include_str!("../hip/fallback.hip");
+pub const GEMM_TILE_H: &str = include_str!("../hip/gemm_tile.h");
+pub const MOE_ALIGN_HIP: &str = include_str!("../hip/moe_align.hip");
+pub const MOE_HIP: &str = include_str!("../hip/moe.hip");
 
 /// The include line every kernel file carries exactly once.
 pub const COMPAT_INCLUDE: &str = "#include \"compat.h\"";
 /// The include line `compat.h` carries exactly once (inside its `W4_EMULATE_AMD` branch).
 pub const AMD_EMULATION_INCLUDE: &str = "#include \"amd_emulation.h\"";
+/// The include line of the tile main loop, once in each file [`SourceFile::headers`] names it for.
+pub const GEMM_TILE_INCLUDE: &str = "#include \"gemm_tile.h\"";
 
 /// The kernels that have a HIP source (`dense` runs in the vendor BLAS).
-pub const WITH_SOURCE: [KernelId; 5] = [
+pub const WITH_SOURCE: [KernelId; 7] = [
     KernelId::Skinny,
     KernelId::Fused,
     KernelId::Dequant,
     KernelId::Fallback,
+    KernelId::MoeAlign,
+    KernelId::Moe,
     KernelId::FusedCarrier,
 ];
 
@@ -57,6 +65,8 @@ pub enum SourceFile {
     Compat,
     #[serde(rename = "amd_emulation.h")]
     AmdEmulation,
+    #[serde(rename = "gemm_tile.h")]
+    GemmTile,
     #[serde(rename = "skinny.hip")]
     Skinny,
     #[serde(rename = "fused.hip")]
@@ -65,16 +75,23 @@ pub enum SourceFile {
     Dequant,
     #[serde(rename = "fallback.hip")]
     Fallback,
+    #[serde(rename = "moe_align.hip")]
+    MoeAlign,
+    #[serde(rename = "moe.hip")]
+    Moe,
 }
 
 impl SourceFile {
-    pub const ALL: [SourceFile; 6] = [
+    pub const ALL: [SourceFile; 9] = [
         SourceFile::Compat,
         SourceFile::AmdEmulation,
+        SourceFile::GemmTile,
         SourceFile::Skinny,
         SourceFile::Fused,
         SourceFile::Dequant,
         SourceFile::Fallback,
+        SourceFile::MoeAlign,
+        SourceFile::Moe,
     ];
 
     /// The file name under `kernels/hip/`.
@@ -82,10 +99,13 @@ impl SourceFile {
         match self {
             SourceFile::Compat => "compat.h",
             SourceFile::AmdEmulation => "amd_emulation.h",
+            SourceFile::GemmTile => "gemm_tile.h",
             SourceFile::Skinny => "skinny.hip",
             SourceFile::Fused => "fused.hip",
             SourceFile::Dequant => "dequant.hip",
             SourceFile::Fallback => "fallback.hip",
+            SourceFile::MoeAlign => "moe_align.hip",
+            SourceFile::Moe => "moe.hip",
         }
     }
 
@@ -98,10 +118,13 @@ impl SourceFile {
         match self {
             SourceFile::Compat => COMPAT_H,
             SourceFile::AmdEmulation => AMD_EMULATION_H,
+            SourceFile::GemmTile => GEMM_TILE_H,
             SourceFile::Skinny => SKINNY_HIP,
             SourceFile::Fused => FUSED_HIP,
             SourceFile::Dequant => DEQUANT_HIP,
             SourceFile::Fallback => FALLBACK_HIP,
+            SourceFile::MoeAlign => MOE_ALIGN_HIP,
+            SourceFile::Moe => MOE_HIP,
         }
     }
 
@@ -112,6 +135,8 @@ impl SourceFile {
             KernelId::Fused => Some(SourceFile::Fused),
             KernelId::Dequant => Some(SourceFile::Dequant),
             KernelId::Fallback => Some(SourceFile::Fallback),
+            KernelId::MoeAlign => Some(SourceFile::MoeAlign),
+            KernelId::Moe => Some(SourceFile::Moe),
             KernelId::FusedCarrier => Some(SourceFile::Fused),
             KernelId::Dense => None,
         }
@@ -122,11 +147,25 @@ impl SourceFile {
         matches!(self, SourceFile::Compat | SourceFile::AmdEmulation)
     }
 
+    /// The headers beyond `compat.h` this kernel file includes, each once, in splice order: the
+    /// tile main loop for the GEMMs built on it.
+    pub fn headers(self) -> &'static [SourceFile] {
+        match self {
+            SourceFile::Fused | SourceFile::Moe => &[SourceFile::GemmTile],
+            _ => &[],
+        }
+    }
+
     /// The kernels whose translation unit contains this file (the shared headers: all of them).
     pub fn kernels(self) -> Vec<KernelId> {
         WITH_SOURCE
             .into_iter()
-            .filter(|k| self.is_shared_header() || SourceFile::of_kernel(*k) == Some(self))
+            .filter(|k| {
+                let file = SourceFile::of_kernel(*k);
+                self.is_shared_header()
+                    || file == Some(self)
+                    || file.is_some_and(|f| f.headers().contains(&self))
+            })
             .collect()
     }
 }
@@ -215,7 +254,11 @@ impl KernelSources {
     pub fn translation_unit(&self, kernel: KernelId) -> Option<Result<String, SourceError>> {
         let file = SourceFile::of_kernel(kernel)?;
         Some((|| {
-            let src = self.read(file)?;
+            let mut src = self.read(file)?.into_owned();
+            for header in file.headers() {
+                let text = self.read(*header)?;
+                src = splice_header(file, &src, *header, &text)?;
+            }
             let compat = self.read(SourceFile::Compat)?;
             let emulation = self.read(SourceFile::AmdEmulation)?;
             Ok(splice_headers(file.name(), &src, &compat, &emulation)?)
@@ -320,11 +363,33 @@ pub fn splice_headers(
     splice_compat(file, src, &compat)
 }
 
+/// Splices `text`, the header `header` (one of `file.headers()`), in place of its one include
+/// line in `src`.
+fn splice_header(
+    file: SourceFile,
+    src: &str,
+    header: SourceFile,
+    text: &str,
+) -> Result<String, IncludeError> {
+    let include = match header {
+        SourceFile::Compat => COMPAT_INCLUDE,
+        SourceFile::AmdEmulation => AMD_EMULATION_INCLUDE,
+        _ => GEMM_TILE_INCLUDE,
+    };
+    splice_one(file.name(), src, include, header.name(), text)
+}
+
 /// The NVRTC-ready translation unit of `kernel` from the embedded sources. `None` for `dense`.
 pub fn nvrtc_translation_unit(kernel: KernelId) -> Option<Result<String, IncludeError>> {
-    let file = file_name(kernel)?;
-    let src = source(kernel)?;
-    Some(splice_headers(file, src, COMPAT_H, AMD_EMULATION_H))
+    let file = SourceFile::of_kernel(kernel)?;
+    let mut src = file.embedded().to_owned();
+    for header in file.headers() {
+        src = match splice_header(file, &src, *header, header.embedded()) {
+            Ok(s) => s,
+            Err(e) => return Some(Err(e)),
+        };
+    }
+    Some(splice_headers(file.name(), &src, COMPAT_H, AMD_EMULATION_H))
 }
 
 #[cfg(test)]
@@ -361,6 +426,24 @@ mod tests {
             }
         }
         assert!(nvrtc_translation_unit(KernelId::Dense).is_none());
+    }
+
+    /// The header list is the include lines: a kernel file includes `gemm_tile.h` exactly when
+    /// `headers` says so (a stray include would fail NVRTC, a missing one the splice).
+    #[test]
+    fn kernel_headers_are_the_files_include_lines() {
+        for file in SourceFile::ALL {
+            let includes = file
+                .embedded()
+                .lines()
+                .filter(|l| l.trim() == GEMM_TILE_INCLUDE)
+                .count();
+            let listed = usize::from(file.headers().contains(&SourceFile::GemmTile));
+            assert_eq!(includes, listed, "{file}");
+        }
+        let tu = nvrtc_translation_unit(KernelId::Moe).unwrap().unwrap();
+        assert_eq!(tu.matches("#define W4_GEMM_TILE_H").count(), 1);
+        assert!(tu.find("namespace w4 {") < tu.find("namespace tile {"));
     }
 
     #[test]
@@ -481,6 +564,11 @@ mod tests {
             SourceFile::Fused.kernels(),
             vec![KernelId::Fused, KernelId::FusedCarrier]
         );
+        assert_eq!(
+            SourceFile::GemmTile.kernels(),
+            vec![KernelId::Fused, KernelId::Moe, KernelId::FusedCarrier]
+        );
+        assert_eq!(SourceFile::MoeAlign.kernels(), vec![KernelId::MoeAlign]);
         assert_eq!(SourceFile::Skinny.kernels(), vec![KernelId::Skinny]);
         // The carrier's switch is in its source, and only the carrier compiles with it.
         assert!(FUSED_HIP.contains("#if !defined(W4_FUSED_CARRIER)"));

@@ -4,11 +4,18 @@
 //! target can give one block.
 
 mod ladder;
+mod moe;
 mod tables;
 
 pub use ladder::{
     BOUNDARY_BASE, BOUNDARY_GROUP, BOUNDARY_STEP, BoundaryLayer, DeadRung, FieldTile, Pick, Rung,
     RungId, Segment, ShapeRule, TileTable, field, unreached,
+};
+pub use moe::{
+    ALL_MOE_TABLES, DECODE_BM, DECODE_SLOTS_PER_EXPERT, MOE_DEFAULT, MOE_TILE_16X64W4,
+    MOE_TILE_16X128W4, MOE_TILE_32X64W4, MOE_TILE_32X128W4, MOE_TILE_64X64W4, MOE_TILE_64X128W8,
+    MOE_VARIANTS, MoeRung, MoeTable, MoeTables, check_moe_tile, moe_shared_mem_bytes, moe_tables,
+    moe_tile, slots_per_expert,
 };
 pub use tables::{ALL_TABLES, table, table_named};
 

@@ -99,10 +99,16 @@ fn every_kernel_compiles_in_each_emulated_amd_configuration() {
                     "{target} emulated, {kernel}: the NVIDIA path `{native}` is compiled"
                 );
             }
-            if kernel == w4a16_kernels::KernelId::Fused {
+            if matches!(
+                kernel,
+                w4a16_kernels::KernelId::Fused | w4a16_kernels::KernelId::Moe
+            ) {
                 // The WMMA emulation gathers its operands with warp shuffles; only gfx11's
                 // replication check votes across the wave.
-                assert!(ptx.contains("shfl.sync"), "{target}: no shuffles in fused");
+                assert!(
+                    ptx.contains("shfl.sync"),
+                    "{target}: no shuffles in {kernel}"
+                );
                 assert_eq!(
                     ptx.contains("vote.sync.any"),
                     target.is_gfx11(),
@@ -113,22 +119,20 @@ fn every_kernel_compiles_in_each_emulated_amd_configuration() {
     }
 }
 
-/// Without the emulation macro, sm_90 still compiles the NVIDIA branches (mma.sync, fused's
-/// cp.async).
+/// Without the emulation macro, sm_90 still compiles the NVIDIA branches (mma.sync, the tile
+/// main loop's cp.async in fused and moe).
 #[test]
 fn the_plain_sm90_build_keeps_the_nvidia_paths() {
-    for kernel in [
-        w4a16_kernels::KernelId::Fused,
-        w4a16_kernels::KernelId::Skinny,
-    ] {
+    use w4a16_kernels::KernelId;
+    for kernel in [KernelId::Fused, KernelId::Skinny, KernelId::Moe] {
         let ptx = match nvrtc::compile_ptx(kernel, ARCH) {
             Ok(p) => p,
             Err(NvrtcError::Unavailable(u)) => return skip_or_fail(&u.reason),
             Err(e) => panic!("{e}"),
         };
         assert!(ptx.contains("mma.sync"), "{kernel}: no mma.sync on sm_90");
-        if kernel == w4a16_kernels::KernelId::Fused {
-            assert!(ptx.contains("cp.async"), "fused: no cp.async on sm_90");
+        if kernel != KernelId::Skinny {
+            assert!(ptx.contains("cp.async"), "{kernel}: no cp.async on sm_90");
         }
     }
 }

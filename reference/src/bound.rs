@@ -32,6 +32,12 @@
 //!   `E_acc = c·[(γ_K·(1+u) + u)·a + u(1+u)(1+γ_K)·a_c + (2K+2)·2⁻¹⁵⁰]`, with `A = a_c`.
 //!   (Overflow of `q·s` or `z·s` is outside the bound, as for every recipe.)
 //!
+//! * Routed weight (MoE, SPEC §4 item 5): `ŷ = fl_out(fl32(acc·r))` against `y·r`, no bias. The
+//!   fp32 product is one more rounding before the cast, like the before-cast bias add, plus the
+//!   fp32 underflow of a product (an addition near zero is exact, a product is not):
+//!   `(1+u_out)(1+u32)·|r|·E_acc + (u_out + u32·(1+u_out))·|y·r| + (1+u_out)·2⁻¹⁵⁰ + η`.
+//!   `E_acc` scales with `|r|` term by term, its fp32 floor included ([`RoutedTerms`]).
+//!
 //! `c_target` multiplies the accumulator term only: it stands for how a target accumulates
 //! (blocked order, matrix units that do not round to nearest), not for the final cast.
 
@@ -100,6 +106,14 @@ impl BoundTerms {
     }
 }
 
+/// The coefficients of the routed-weight bound: `terms` evaluated on the magnitudes scaled by
+/// `|r|`, plus `accumulator_floor·|r|` (the accumulator's fp32 floor also shrinks with `|r|`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RoutedTerms {
+    pub terms: BoundTerms,
+    pub accumulator_floor: f64,
+}
+
 /// The bound of one kernel recipe for one K, ready to evaluate per element.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct BoundModel {
@@ -111,6 +125,7 @@ pub struct BoundModel {
     pub u_out: f64,
     with_bias: BoundTerms,
     without_bias: BoundTerms,
+    routed: RoutedTerms,
 }
 
 impl BoundModel {
@@ -181,6 +196,14 @@ impl BoundModel {
             BiasStage::AfterCast => after_cast,
             BiasStage::Either => before_cast.max(&after_cast),
         };
+        let routed_factor = (1.0 + ud) * (1.0 + u);
+        let routed = RoutedTerms {
+            terms: BoundTerms {
+                floor: eta + (1.0 + ud) * fp32_underflow(),
+                ..plain(routed_factor, ud + u * (1.0 + ud), 0.0, 0.0)
+            },
+            accumulator_floor: routed_factor * acc_f,
+        };
         let rho = gamma(k + 2, U64).unwrap_or(f64::INFINITY);
         let with_slack = |t: BoundTerms| {
             let i = 1.0 + 2.0 * rho;
@@ -201,6 +224,10 @@ impl BoundModel {
             u_out: ud,
             with_bias: with_slack(with_bias),
             without_bias: with_slack(without_bias),
+            routed: RoutedTerms {
+                terms: with_slack(routed.terms),
+                accumulator_floor: routed.accumulator_floor * (1.0 + 2.0 * rho),
+            },
         })
     }
 
@@ -212,6 +239,33 @@ impl BoundModel {
         } else {
             &self.without_bias
         }
+    }
+
+    /// The routed-weight coefficients (see the module doc).
+    pub fn routed_terms(&self) -> &RoutedTerms {
+        &self.routed
+    }
+
+    /// The bound for one element of `cast(fl32(acc·r))` against `y·r`: `y`, `a` and
+    /// `acc_magnitude` are the dense (unrouted) row's values, `routed` the slot's weight `r`.
+    pub fn routed_element(&self, y: f64, a: f64, acc_magnitude: f64, routed: f64) -> f64 {
+        let r = routed.abs();
+        let yr = (y * routed).abs();
+        self.routed.terms.eval(r * acc_magnitude, r * a, yr, yr) + self.routed.accumulator_floor * r
+    }
+
+    /// A bound on `|acc − (y − bias)|` for the fp32 accumulator before any later rounding:
+    /// `c·[γ_K·(1+u_w)·A + u_w·a + (2K+2)·2⁻¹⁵⁰]`, or the pre-rounded-bias recipe's `E_acc` of
+    /// the module doc (no slack: used only to decide whether the accumulator itself may
+    /// overflow fp32).
+    pub fn accumulator_error(&self, a: f64, acc_magnitude: f64) -> f64 {
+        let floor = (2 * self.k + 2) as f64 * fp32_underflow();
+        if self.recipe.pre_rounded_bias {
+            let (g, u) = (self.gamma_k, self.u_out);
+            return self.c_target
+                * ((g * (1.0 + u) + u) * a + u * (1.0 + u) * (1.0 + g) * acc_magnitude + floor);
+        }
+        self.c_target * (self.gamma_k * (1.0 + self.u_w) * acc_magnitude + self.u_w * a + floor)
     }
 
     /// Whether `A` is the reference's extra magnitude lane (`a_offset`): offset-accumulating

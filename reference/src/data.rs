@@ -52,6 +52,10 @@ enum Stream {
     Zeros = 3,
     Scales = 4,
     Bias = 5,
+    /// Router logits of an MoE layer's tokens.
+    Router = 6,
+    /// The choices of the hand-made routings (which experts, which token).
+    RoutingPicks = 7,
 }
 
 fn rng(seed: u64, stream: Stream) -> ChaCha8Rng {
@@ -85,6 +89,41 @@ fn code(r: &mut ChaCha8Rng) -> u8 {
 /// Integer in `0..count` (multiply-shift; the bias of at most count/2³² does not matter here).
 fn below(r: &mut ChaCha8Rng, count: u32) -> u32 {
     ((u64::from(r.next_u32()) * u64::from(count)) >> 32) as u32
+}
+
+/// Router logits `[tokens, experts]` (row-major) in eighths of ln 2: the logit is `j·ln2/8`
+/// for the integer `j = round(16·randn)` (|j| ≤ 96). `exp(logit) = 2^(j/8)` is then a power of
+/// two times one of eight constants, so the softmax needs no libm call (see the module doc) and
+/// ties between experts are common enough that the tie rule is exercised.
+pub fn router_logits(seed: u64, tokens: usize, experts: usize) -> Vec<i32> {
+    let mut r = rng(seed, Stream::Router);
+    (0..tokens * experts)
+        .map(|_| (16.0 * randn(&mut r)).round() as i32)
+        .collect()
+}
+
+/// Seeded integer draws for the hand-made routings, on their own stream so that they do not
+/// move the logits.
+pub struct RoutingPicks(ChaCha8Rng);
+
+impl RoutingPicks {
+    pub fn new(seed: u64) -> Self {
+        RoutingPicks(rng(seed, Stream::RoutingPicks))
+    }
+
+    /// An integer in `0..count` (`count ≥ 1`).
+    pub fn below(&mut self, count: u32) -> u32 {
+        below(&mut self.0, count)
+    }
+}
+
+/// The layer seed of expert `expert` of an MoE layer: FNV-1a over the layer seed and the index
+/// (little-endian bytes), so each expert reads its own streams.
+pub fn expert_seed(layer_seed: u64, expert: usize) -> u64 {
+    let mut bytes = [0u8; 16];
+    bytes[..8].copy_from_slice(&layer_seed.to_le_bytes());
+    bytes[8..].copy_from_slice(&(expert as u64).to_le_bytes());
+    fnv1a64(&bytes)
 }
 
 /// What the tensors of a case look like.

@@ -10,6 +10,7 @@ pub mod dtype;
 pub mod formats;
 pub mod gemm;
 pub mod layer;
+pub mod moe;
 pub mod quantize;
 pub mod recipe;
 pub mod tricks;

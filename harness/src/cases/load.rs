@@ -14,10 +14,12 @@ use super::error::{CaseFileError, SpanIndex, from_toml_error};
 use super::glob::glob_match;
 use super::known_bad::{Date, KnownBad};
 use super::model::ModelDescription;
-use super::schema::{Axes, CaseFile, GroupSpec, MSpec, SuiteRaw};
+use super::schema::{
+    Axes, CaseFile, CountSpec, GroupSpec, MSpec, MoeShapeRaw, MoeSweepRaw, SuiteRaw,
+};
 use super::{
-    CarrierMode, Case, CaseSet, DataClass, NamedShape, Producer, Provider, RowPadding, Suite,
-    ViewLayout,
+    CarrierMode, Case, CaseSet, DataClass, MapKind, MoeRouting, NamedMoeShape, NamedShape,
+    Producer, Provider, RoutingKind, RowPadding, Suite, ViewLayout,
 };
 
 /// The group size of model layers that do not name one (SPEC §7: "G = 128 unless noted").
@@ -206,11 +208,24 @@ fn build(
                     format!("\"{}\" is not a valid name (a-z, 0-9, ., -, _)", m.name),
                 ));
             }
-            if m.layer.is_empty() {
+            if m.layer.is_empty() && m.moe.is_empty() {
                 return Err(f.err(
                     format!("model[{i}].layer"),
-                    "a model needs at least one [[model.layer]]",
+                    "a model needs at least one [[model.layer]] or [[model.moe]]",
                 ));
+            }
+            for (j, l) in m.moe.iter().enumerate() {
+                let here = format!("model[{i}].moe[{j}]");
+                let group = l.group.or(m.group).map_or(DEFAULT_GROUP, |g| g.0);
+                let shape = moe_shape(f, &here, &format!("{}.{}", m.name, l.name), l, group)?;
+                add_moe_shape(
+                    f,
+                    &here,
+                    shape,
+                    Some(m.name.clone()),
+                    &mut shape_from,
+                    &mut set,
+                )?;
             }
             for (j, l) in m.layer.iter().enumerate() {
                 let here = format!("model[{i}].layer[{j}]");
@@ -277,9 +292,24 @@ fn build(
         }
     }
 
+    for f in &parsed {
+        for (i, s) in f.raw.moe_shape.iter().enumerate() {
+            let here = format!("moe_shape[{i}]");
+            let group = s.group.map_or(DEFAULT_GROUP, |g| g.0);
+            let shape = moe_shape(f, &here, &s.name, s, group)?;
+            add_moe_shape(f, &here, shape, None, &mut shape_from, &mut set)?;
+        }
+    }
+
     let mut suite_from: HashMap<String, String> = HashMap::new();
     for f in &parsed {
         let Some(suite) = &f.raw.suite else {
+            if !f.raw.moe_sweep.is_empty() {
+                return Err(f.err(
+                    "moe_sweep[0]",
+                    "sweeps need a [suite] table in the same file",
+                ));
+            }
             if !f.raw.sweep.is_empty() {
                 return Err(f.err("sweep[0]", "sweeps need a [suite] table in the same file"));
             }
@@ -332,6 +362,259 @@ fn build(
     }
     set.models = models;
     Ok(set)
+}
+
+/// One list axis of a MoE sweep: its own value, else the default; never empty.
+fn moe_axis<T: Clone>(
+    f: &Parsed,
+    own: &Option<Vec<T>>,
+    here: &str,
+    name: &str,
+    default: Vec<T>,
+) -> Result<(Vec<T>, String), CaseFileError> {
+    let key = format!("{here}.{name}");
+    let v = own.clone().unwrap_or(default);
+    if v.is_empty() {
+        return Err(f.err(key, "expected at least one value"));
+    }
+    Ok((v, key))
+}
+
+/// The cases of one `[[moe_sweep]]`: shapes × tokens × dtype × symmetry × G × class × E × top_k ×
+/// routing × map × routed weight × padding.
+fn expand_moe_sweep(
+    f: &Parsed,
+    suite: &SuiteRaw,
+    sw: &MoeSweepRaw,
+    here: &str,
+    set: &CaseSet,
+) -> Result<Vec<Case>, CaseFileError> {
+    let shapes_key = format!("{here}.shapes");
+    if sw.shapes.is_empty() {
+        return Err(f.err(
+            shapes_key,
+            "expected at least one MoE shape name or pattern",
+        ));
+    }
+    let mut shapes: Vec<&NamedMoeShape> = Vec::new();
+    for (j, pat) in sw.shapes.iter().enumerate() {
+        let matched: Vec<&NamedMoeShape> = set
+            .moe_shapes
+            .iter()
+            .filter(|s| glob_match(pat, &s.name))
+            .collect();
+        if matched.is_empty() {
+            return Err(f.err(
+                format!("{shapes_key}[{j}]"),
+                format!("\"{pat}\" matches no [[model.moe]] or [[moe_shape]]"),
+            ));
+        }
+        for s in matched {
+            if !shapes.iter().any(|x| x.name == s.name) {
+                shapes.push(s);
+            }
+        }
+    }
+    if sw.tokens.is_empty() {
+        return Err(f.err(
+            format!("{here}.tokens"),
+            "expected at least one token count",
+        ));
+    }
+    let dtype = moe_axis(f, &sw.dtype, here, "dtype", ActDtype::ALL.to_vec())?.0;
+    let symmetry = moe_axis(
+        f,
+        &sw.symmetry,
+        here,
+        "symmetry",
+        vec![Symmetry::Sym, Symmetry::Asym],
+    )?;
+    let group = moe_axis(f, &sw.group, here, "group", vec![GroupSpec::Shape])?;
+    let class = moe_axis(f, &sw.class, here, "class", vec![DataClass::Realistic])?;
+    let experts = moe_axis(f, &sw.experts, here, "experts", vec![CountSpec::Shape])?;
+    let top_k = moe_axis(f, &sw.top_k, here, "top_k", vec![CountSpec::Shape])?;
+    let routing = moe_axis(f, &sw.routing, here, "routing", vec![RoutingKind::Softmax])?.0;
+    let map = moe_axis(f, &sw.map, here, "map", vec![MapKind::All])?.0;
+    let weighted = moe_axis(f, &sw.routed_weight, here, "routed_weight", vec![true])?.0;
+    let padding = moe_axis(f, &sw.padding, here, "padding", vec![RowPadding::default()])?.0;
+    let hint = "; set allow_unsupported = true in [suite] to test the refusal";
+
+    let mut out = Vec::new();
+    for s in shapes {
+        let named = NamedShape {
+            name: s.name.clone(),
+            shape: s.shape,
+            model: s.model.clone(),
+        };
+        let count = |spec: CountSpec, own: usize| match spec {
+            CountSpec::Size(v) => v,
+            CountSpec::Shape => own,
+        };
+        for &t in &sw.tokens {
+            for &dt in &dtype {
+                for &sym in &symmetry.0 {
+                    if !suite.allow_unsupported
+                        && let Some((_, msg)) = unsupported_reason(s.shape.k, s.shape.n, sym, false)
+                    {
+                        return Err(f.err(
+                            symmetry.1.clone(),
+                            format!("shape \"{}\": {msg}{hint}", s.name),
+                        ));
+                    }
+                    for &gspec in &group.0 {
+                        let g = group_for(gspec, &named).map_err(|m| f.err(group.1.clone(), m))?;
+                        for &cl in &class.0 {
+                            if let Some(msg) = exact_too_large(cl, s.shape.k) {
+                                return Err(
+                                    f.err(class.1.clone(), format!("shape \"{}\": {msg}", s.name))
+                                );
+                            }
+                            for &e_spec in &experts.0 {
+                                let e = count(e_spec, s.experts);
+                                for &k_spec in &top_k.0 {
+                                    let k = count(k_spec, s.top_k);
+                                    if k > e {
+                                        return Err(f.err(
+                                            top_k.1.clone(),
+                                            format!(
+                                                "shape \"{}\": top_k = {k} is more than the {e} experts",
+                                                s.name
+                                            ),
+                                        ));
+                                    }
+                                    for (&rk, &mk, &w, &pad) in
+                                        product4(&routing, &map, &weighted, &padding)
+                                    {
+                                        // The routing must be makeable (an empty expert needs
+                                        // E ≥ top_k + 2, a repeated expert top_k ≥ 2, …): the
+                                        // rules do not depend on T, so one token decides.
+                                        if let Err(err) =
+                                            w4a16_reference::moe::route(rk, 0, 1, e, k)
+                                        {
+                                            return Err(f.err(
+                                                format!("{here}.routing"),
+                                                format!(
+                                                    "shape \"{}\", E = {e}, top_k = {k}: {err}",
+                                                    s.name
+                                                ),
+                                            ));
+                                        }
+                                        if mk == MapKind::EveryOther && e < 2 {
+                                            return Err(f.err(
+                                                format!("{here}.map"),
+                                                "an expert map needs at least 2 experts",
+                                            ));
+                                        }
+                                        let mut case = Case {
+                                            id: String::new(),
+                                            suite: suite.name.clone(),
+                                            shape_name: s.name.clone(),
+                                            shape: LayerShape::new(s.shape.n, s.shape.k, g),
+                                            m: t.0,
+                                            dtype: dt,
+                                            symmetry: sym,
+                                            class: cl,
+                                            padding: pad,
+                                            bias: false,
+                                            act_order: false,
+                                            producer: super::DEFAULT_PRODUCER,
+                                            x_layout: ViewLayout::default(),
+                                            y_layout: ViewLayout::default(),
+                                            // MoE cases never carry the carrier (the moe
+                                            // kernel reads scales and zero points).
+                                            carrier: CarrierMode::Off,
+                                            moe: Some(MoeRouting {
+                                                experts: e,
+                                                top_k: k,
+                                                routing: rk,
+                                                map: mk,
+                                                routed_weight: w,
+                                            }),
+                                        };
+                                        case.id = case.make_id();
+                                        out.push(case);
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Every combination of four small axes, in order.
+fn product4<'a, A, B, C, D>(
+    a: &'a [A],
+    b: &'a [B],
+    c: &'a [C],
+    d: &'a [D],
+) -> impl Iterator<Item = (&'a A, &'a B, &'a C, &'a D)> {
+    a.iter().flat_map(move |x| {
+        b.iter().flat_map(move |y| {
+            c.iter()
+                .flat_map(move |z| d.iter().map(move |w| (x, y, z, w)))
+        })
+    })
+}
+
+/// One MoE layer from `[[model.moe]]` or `[[moe_shape]]`, checked: a valid name, a layer the
+/// resident layout can hold, `1 ≤ top_k ≤ experts`.
+fn moe_shape(
+    f: &Parsed,
+    here: &str,
+    name: &str,
+    raw: &MoeShapeRaw,
+    group: usize,
+) -> Result<NamedMoeShape, CaseFileError> {
+    if !valid_name(&raw.name, true) {
+        return Err(f.err(
+            format!("{here}.name"),
+            format!("\"{}\" is not a valid name (a-z, 0-9, ., -, _)", raw.name),
+        ));
+    }
+    if let Err((which, msg)) = check_shape(raw.k.0, group) {
+        return Err(f.err(format!("{here}.{which}"), msg));
+    }
+    if raw.top_k.0 > raw.experts.0 {
+        return Err(f.err(
+            format!("{here}.top_k"),
+            format!(
+                "top_k = {} is more than the {} experts",
+                raw.top_k.0, raw.experts.0
+            ),
+        ));
+    }
+    Ok(NamedMoeShape {
+        name: name.to_owned(),
+        shape: LayerShape::new(raw.n.0, raw.k.0, group),
+        experts: raw.experts.0,
+        top_k: raw.top_k.0,
+        model: None,
+    })
+}
+
+/// Adds a MoE shape, refusing a name any shape (dense or MoE) already has.
+fn add_moe_shape(
+    f: &Parsed,
+    here: &str,
+    mut shape: NamedMoeShape,
+    model: Option<String>,
+    shape_from: &mut HashMap<String, String>,
+    set: &mut CaseSet,
+) -> Result<(), CaseFileError> {
+    if let Some(first) = shape_from.get(&shape.name) {
+        return Err(f.err(
+            format!("{here}.name"),
+            format!("shape \"{}\" already defined in {first}", shape.name),
+        ));
+    }
+    shape_from.insert(shape.name.clone(), origin(f.path, here));
+    shape.model = model;
+    set.moe_shapes.push(shape);
+    Ok(())
 }
 
 /// An axis value and the key it came from (the sweep's own, or the suite's default).
@@ -657,6 +940,7 @@ fn expand_suite(f: &Parsed, suite: &SuiteRaw, set: &CaseSet) -> Result<Suite, Ca
                                                     x_layout,
                                                     y_layout,
                                                     carrier,
+                                                    moe: None,
                                                 };
                                                 case.id = case.make_id();
                                                 if !seen.contains_key(&case.id) {
@@ -773,6 +1057,7 @@ fn expand_suite(f: &Parsed, suite: &SuiteRaw, set: &CaseSet) -> Result<Suite, Ca
             x_layout: c.x_layout.unwrap_or_default(),
             y_layout: c.y_layout.unwrap_or_default(),
             carrier: c.carrier.unwrap_or_default(),
+            moe: None,
         };
         case.id = case.make_id();
         if let Some(first) = seen.get(&case.id) {
@@ -783,6 +1068,16 @@ fn expand_suite(f: &Parsed, suite: &SuiteRaw, set: &CaseSet) -> Result<Suite, Ca
         }
         seen.insert(case.id.clone(), here);
         cases.push(case);
+    }
+
+    for (i, sweep) in f.raw.moe_sweep.iter().enumerate() {
+        let here = format!("moe_sweep[{i}]");
+        for case in expand_moe_sweep(f, suite, sweep, &here, set)? {
+            if !seen.contains_key(&case.id) {
+                seen.insert(case.id.clone(), here.clone());
+                cases.push(case);
+            }
+        }
     }
 
     Ok(Suite {

@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use w4a16_reference::ActDtype;
 use w4a16_reference::layer::{LayerShape, Symmetry};
+pub use w4a16_reference::moe::{MapKind, RoutingKind};
 
 pub use error::CaseFileError;
 pub use known_bad::{Date, KnownBad, KnownBadMode};
@@ -229,6 +230,28 @@ pub struct Case {
     /// Whether fused_carrier runs too, on the carrier (absent from existing case files).
     #[serde(skip_serializing_if = "CarrierMode::is_off")]
     pub carrier: CarrierMode,
+    /// A mixture-of-experts case (`moe_align` + `moe`): `m` is then the token count T, `shape`
+    /// one expert's layer, and this the routing. `None` for every dense case.
+    pub moe: Option<MoeRouting>,
+}
+
+/// The routing half of a MoE case: the experts and how the tokens reach them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct MoeRouting {
+    /// Experts of the router (global ids), before any expert map.
+    pub experts: usize,
+    pub top_k: usize,
+    pub routing: RoutingKind,
+    pub map: MapKind,
+    /// Each row multiplied by its routed weight before the cast (the field's down projection).
+    pub routed_weight: bool,
+}
+
+impl MoeRouting {
+    /// Rows of C: one per (token, choice).
+    pub fn slots(&self, tokens: usize) -> usize {
+        tokens * self.top_k
+    }
 }
 
 impl Case {
@@ -254,6 +277,14 @@ impl Case {
         }
         if !self.y_layout.is_default() {
             parts.push(format!("y-{}", self.y_layout.name()));
+        }
+        if let Some(moe) = &self.moe {
+            if moe.map != MapKind::All {
+                parts.push(format!("map-{}", moe.map.name()));
+            }
+            if !moe.routed_weight {
+                parts.push("unweighted".into());
+            }
         }
         if let Some(c) = self.carrier.variant() {
             parts.push(c.into());
@@ -281,8 +312,29 @@ impl Case {
             && !self.act_order
     }
 
-    /// The id this case's fields spell; `id` always equals it.
+    /// The id this case's fields spell; `id` always equals it. A MoE case spells its token
+    /// count `T=` and adds `e<E>-top<k>/<routing>` after the class.
     pub fn make_id(&self) -> String {
+        if let Some(moe) = &self.moe {
+            let mut id = format!(
+                "{}/{}/T={}/{}/{}/g{}/{}/e{}-top{}/{}",
+                self.suite,
+                self.shape_name,
+                self.m,
+                self.dtype.name(),
+                self.symmetry.name(),
+                self.shape.group,
+                self.class.name(),
+                moe.experts,
+                moe.top_k,
+                moe.routing.name()
+            );
+            if let Some(v) = self.variant() {
+                id.push('/');
+                id.push_str(&v);
+            }
+            return id;
+        }
         let mut id = format!(
             "{}/{}/M={}/{}/{}/g{}/{}",
             self.suite,
@@ -313,6 +365,16 @@ pub struct NamedShape {
     pub name: String,
     pub shape: LayerShape,
     /// The model it belongs to (`None` for edge shapes).
+    pub model: Option<String>,
+}
+
+/// A named mixture-of-experts layer: one expert's shape, the router's expert count and top-k.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct NamedMoeShape {
+    pub name: String,
+    pub shape: LayerShape,
+    pub experts: usize,
+    pub top_k: usize,
     pub model: Option<String>,
 }
 
@@ -352,6 +414,7 @@ pub struct SuiteCount {
 pub struct CaseSet {
     pub(crate) suites: Vec<Suite>,
     pub(crate) shapes: Vec<NamedShape>,
+    pub(crate) moe_shapes: Vec<NamedMoeShape>,
     pub(crate) batch_sizes: Vec<usize>,
     pub(crate) providers: Vec<Provider>,
     pub(crate) known_bad: Vec<KnownBad>,
@@ -414,6 +477,11 @@ impl CaseSet {
     }
 
     /// The shapes of SPEC §7 (every `[[model]]` layer), in file order.
+    /// The mixture-of-experts layers (`[[model.moe]]`, `[[moe_shape]]`).
+    pub fn moe_shapes(&self) -> &[NamedMoeShape] {
+        &self.moe_shapes
+    }
+
     pub fn model_shapes(&self) -> impl Iterator<Item = &NamedShape> {
         self.shapes.iter().filter(|s| s.model.is_some())
     }

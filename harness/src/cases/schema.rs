@@ -11,6 +11,8 @@
 //! | `[[shape]]` | edge shapes with free names |
 //! | `[suite]` | the suite this file's sweeps and cases belong to, plus default axes |
 //! | `[[sweep]]` | a cartesian product of axes over shapes |
+//! | `[[model.moe]]`, `[[moe_shape]]` | mixture-of-experts layers: one expert's (K, N, G), E, top_k |
+//! | `[[moe_sweep]]` | a cartesian product of MoE axes (tokens, routing, experts, …) over MoE shapes |
 //! | `[[case]]` | one explicit case (regressions promoted from fuzzing) |
 //! | `[[known_bad]]` | a strict expected failure |
 
@@ -22,7 +24,7 @@ use w4a16_reference::ActDtype;
 use w4a16_reference::layer::Symmetry;
 
 use super::known_bad::KnownBadMode;
-use super::{CarrierMode, DataClass, Producer, RowPadding, ViewLayout};
+use super::{CarrierMode, DataClass, MapKind, Producer, RoutingKind, RowPadding, ViewLayout};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -34,9 +36,13 @@ pub(crate) struct CaseFile {
     pub model: Vec<ModelRaw>,
     #[serde(default)]
     pub shape: Vec<ShapeRaw>,
+    #[serde(default)]
+    pub moe_shape: Vec<MoeShapeRaw>,
     pub suite: Option<SuiteRaw>,
     #[serde(default)]
     pub sweep: Vec<SweepRaw>,
+    #[serde(default)]
+    pub moe_sweep: Vec<MoeSweepRaw>,
     #[serde(default)]
     pub case: Vec<ExplicitCaseRaw>,
     #[serde(default)]
@@ -60,7 +66,85 @@ pub(crate) struct ModelRaw {
     #[serde(default)]
     #[expect(dead_code, reason = "free text for the file's readers")]
     pub note: Option<String>,
+    #[serde(default)]
     pub layer: Vec<LayerRaw>,
+    /// The model's expert layers (one expert's shape each).
+    #[serde(default)]
+    pub moe: Vec<MoeShapeRaw>,
+}
+
+/// One mixture-of-experts layer: one expert's linear shape, the router's expert count and top-k.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct MoeShapeRaw {
+    pub name: String,
+    pub k: Positive,
+    pub n: Positive,
+    pub group: Option<Positive>,
+    pub experts: Positive,
+    pub top_k: Positive,
+    #[serde(default)]
+    #[expect(dead_code, reason = "free text for the file's readers")]
+    pub note: Option<String>,
+}
+
+/// A number, or `"shape"` (the MoE shape's own value): the `experts` and `top_k` axes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CountSpec {
+    Size(usize),
+    Shape,
+}
+
+impl<'de> Deserialize<'de> for CountSpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = CountSpec;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a positive integer or \"shape\"")
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<CountSpec, E> {
+                if v > 0 && v <= i64::from(i32::MAX) {
+                    Ok(CountSpec::Size(v as usize))
+                } else {
+                    Err(E::invalid_value(de::Unexpected::Signed(v), &self))
+                }
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<CountSpec, E> {
+                self.visit_i64(i64::try_from(v).unwrap_or(-1))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<CountSpec, E> {
+                match v {
+                    "shape" => Ok(CountSpec::Shape),
+                    _ => Err(E::invalid_value(de::Unexpected::Str(v), &self)),
+                }
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// A cartesian product of MoE cases. Required: `shapes` (MoE shape names or globs) and `tokens`;
+/// every other axis has a default (both dtypes and symmetries, the shape's G, E and top_k,
+/// seeded softmax routing, every expert local, routed weights applied, realistic data).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct MoeSweepRaw {
+    #[serde(default)]
+    #[expect(dead_code, reason = "free text for the file's readers")]
+    pub note: Option<String>,
+    pub shapes: Vec<String>,
+    pub tokens: Vec<Positive>,
+    pub dtype: Option<Vec<ActDtype>>,
+    pub symmetry: Option<Vec<Symmetry>>,
+    pub group: Option<Vec<GroupSpec>>,
+    pub class: Option<Vec<DataClass>>,
+    pub experts: Option<Vec<CountSpec>>,
+    pub top_k: Option<Vec<CountSpec>>,
+    pub routing: Option<Vec<RoutingKind>>,
+    pub map: Option<Vec<MapKind>>,
+    pub routed_weight: Option<Vec<bool>>,
+    pub padding: Option<Vec<RowPadding>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -20,7 +20,8 @@ pub enum Gate {
     NoSpill,
     /// fp16 dequant (skinny and dequant f16 entries) uses `v_and_or_b32` on gfx11/gfx12.
     Fp16AndOr,
-    /// `fused` (and `fused_carrier`, its tiles on the carrier) uses WMMA on gfx11/gfx12.
+    /// The tile main loop (`fused`, `moe` built on it, and `fused_carrier`, fused's tiles on the
+    /// carrier) uses WMMA on gfx11/gfx12.
     FusedWmma,
 }
 
@@ -62,7 +63,11 @@ impl Gate {
                 fast_path_target
                     && matches!(
                         parsed,
-                        Some((KernelId::Fused | KernelId::FusedCarrier, _, _))
+                        Some((
+                            KernelId::Fused | KernelId::Moe | KernelId::FusedCarrier,
+                            _,
+                            _
+                        ))
                     )
             }
         }
@@ -75,7 +80,8 @@ impl fmt::Display for Gate {
     }
 }
 
-/// Splits `w4a16_<kernel>_<dtype>[_<variant>]` ([`KernelId::split_entry`]).
+/// Splits `w4a16_<kernel>_<dtype>[_<variant>]` ([`KernelId::split_entry`]; kernel names may hold
+/// `_`: `moe_align`, `fused_carrier`).
 pub fn split_entry(entry: &str) -> Option<(KernelId, ActDtype, Option<&str>)> {
     KernelId::split_entry(entry)
 }
@@ -594,6 +600,19 @@ mod tests {
             split_entry("w4a16_fused_bf16_64x64x32w4"),
             Some((KernelId::Fused, ActDtype::Bf16, Some("64x64x32w4")))
         );
+        assert_eq!(
+            split_entry("w4a16_moe_align_bf16"),
+            Some((KernelId::MoeAlign, ActDtype::Bf16, None))
+        );
+        assert_eq!(
+            split_entry("w4a16_moe_f16_16x64x32w4"),
+            Some((KernelId::Moe, ActDtype::F16, Some("16x64x32w4")))
+        );
+        assert_eq!(
+            split_entry("w4a16_fused_carrier_f16_16x64x32w4"),
+            Some((KernelId::FusedCarrier, ActDtype::F16, Some("16x64x32w4")))
+        );
+        assert_eq!(split_entry("w4a16_moe_align"), None);
         assert_eq!(split_entry("w4a16_probe_f16"), None);
         assert_eq!(split_entry("w4a16_skinny_f32"), None);
     }
@@ -607,6 +626,8 @@ mod tests {
         assert!(!Gate::Fp16AndOr.applies(Target::Gfx1100, "w4a16_fallback_f16"));
         assert!(Gate::FusedWmma.applies(Target::Gfx1100, "w4a16_fused_bf16_64x64x32w4"));
         assert!(!Gate::FusedWmma.applies(Target::Gfx942, "w4a16_fused_bf16"));
+        assert!(Gate::FusedWmma.applies(Target::Gfx1201, "w4a16_moe_f16_64x128x32w8"));
+        assert!(!Gate::FusedWmma.applies(Target::Gfx1201, "w4a16_moe_align_f16"));
         assert!(Gate::NoScratch.applies(Target::Gfx942, "anything"));
     }
 

@@ -30,12 +30,16 @@ pub enum FaultClass {
 pub enum Capability {
     /// The vendor BLAS library the dense path calls (cuBLAS, hipBLASLt or hipBLAS).
     VendorBlas,
+    /// The MoE launch path (`moe_align`, then `moe` on its outputs): devices that are host code
+    /// standing in for a GPU (the CPU-side stand-in) have none.
+    MoeLaunch,
 }
 
 impl Capability {
     pub fn name(self) -> &'static str {
         match self {
             Capability::VendorBlas => "the vendor BLAS",
+            Capability::MoeLaunch => "the MoE launch path",
         }
     }
 }

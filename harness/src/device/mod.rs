@@ -16,6 +16,7 @@ pub mod fault;
 pub mod guard;
 #[cfg(unix)]
 pub mod hipblas;
+pub mod moe;
 pub mod none;
 #[cfg(test)]
 pub(crate) mod simulated;
@@ -35,6 +36,7 @@ use crate::require::{Requirement, Skip};
 
 pub use fault::{Capability, DeviceFault, FaultClass, Health, watchdog_timeout};
 pub use guard::{GUARD_BYTES, GuardSide, GuardViolation, OutputLayout, OutputReport};
+pub use moe::{ALIGN_POISON, AlignOutput, MoeInputs, MoeLaunch, MoeOutput, MoeTiming};
 
 /// `Y[M, N]` as a GEMM launch left it.
 #[derive(Clone, Debug, PartialEq)]
@@ -320,6 +322,15 @@ pub trait Device: Send + Sync {
         copies: &[DeviceInputs<'_>],
         plan: BenchPlan,
     ) -> Result<Timing, DeviceFault>;
+    /// Median device time of `launches` issued back to back as one sample (the MoE benchmark's
+    /// baseline: one `fused` launch per expert). Each launch keeps its own staged buffers, so
+    /// distinct weights stay distinct in memory as the engine's experts are.
+    fn bench_sequence(
+        &self,
+        kernel: &KernelDecl,
+        launches: &[DeviceInputs<'_>],
+        plan: BenchPlan,
+    ) -> Result<Timing, DeviceFault>;
     /// Median device time of a device-to-device copy of `bytes` (the bandwidth ceiling).
     fn bench_copy(&self, bytes: usize, plan: BenchPlan) -> Result<Timing, DeviceFault>;
     /// Median device time of the vendor-BLAS GEMM.
@@ -329,6 +340,35 @@ pub trait Device: Send + Sync {
         inputs: &DeviceInputs<'_>,
         plan: BenchPlan,
     ) -> Result<Timing, DeviceFault>;
+
+    /// A MoE layer: `moe_align`, then `moe` on the align step's device outputs; the align
+    /// outputs and C come back through their guards (`moe.rs`, one implementation for every
+    /// [`Backend`]). Host code standing in for a device has no MoE path: it says so as a missing
+    /// capability (a skip), as without the vendor BLAS.
+    fn run_moe(&self, inputs: &MoeInputs<'_>) -> Result<MoeOutput, DeviceFault> {
+        let _ = inputs;
+        Err(no_moe_path(self.name()))
+    }
+
+    /// The align step alone.
+    fn run_moe_align(&self, inputs: &MoeInputs<'_>) -> Result<AlignOutput, DeviceFault> {
+        let _ = inputs;
+        Err(no_moe_path(self.name()))
+    }
+
+    /// Median device times of `moe_align`, `moe` and the two back to back (the benchmark).
+    fn bench_moe(&self, inputs: &MoeInputs<'_>, plan: BenchPlan) -> Result<MoeTiming, DeviceFault> {
+        let _ = (inputs, plan);
+        Err(no_moe_path(self.name()))
+    }
+}
+
+fn no_moe_path(device: String) -> DeviceFault {
+    DeviceFault::MissingCapability {
+        capability: Capability::MoeLaunch,
+        device,
+        why: "it launches no kernels (host code standing in for a device)".into(),
+    }
 }
 
 /// Uploaded inputs of one launch and the guarded output buffer.
@@ -724,6 +764,33 @@ impl<B: Backend> Device for B {
         })
     }
 
+    fn bench_sequence(
+        &self,
+        kernel: &KernelDecl,
+        launches: &[DeviceInputs<'_>],
+        plan: BenchPlan,
+    ) -> Result<Timing, DeviceFault> {
+        let mut staged = Vec::with_capacity(launches.len());
+        let mut prepared = Vec::with_capacity(launches.len());
+        for l in launches {
+            check_ready(self, kernel, l)?;
+            let s = stage(self, l, None)?;
+            let shape = l.validated().shape;
+            prepared.push((
+                kernel.launch_entry(&shape, Backend::target(self)),
+                geometry_for(self, kernel, &shape),
+                packed_for(self, kernel, l, &s)?,
+            ));
+            staged.push(s);
+        }
+        let during = format!("benchmark of {} launches of {}", launches.len(), kernel.id);
+        bench(self, plan, &during, &mut |_| {
+            prepared
+                .iter()
+                .try_for_each(|(entry, geometry, args)| self.launch(kernel, entry, geometry, args))
+        })
+    }
+
     fn bench_copy(&self, bytes: usize, plan: BenchPlan) -> Result<Timing, DeviceFault> {
         if let Health::Lost { cause } = Backend::health(self) {
             return Err(DeviceFault::ContextLost { cause });
@@ -761,6 +828,18 @@ impl<B: Backend> Device for B {
         bench(self, plan, "benchmark of the dense GEMM", &mut |_| {
             self.blas_gemm(&g, x, dense, &mut output)
         })
+    }
+
+    fn run_moe(&self, inputs: &MoeInputs<'_>) -> Result<MoeOutput, DeviceFault> {
+        moe::run_moe(self, inputs)
+    }
+
+    fn run_moe_align(&self, inputs: &MoeInputs<'_>) -> Result<AlignOutput, DeviceFault> {
+        moe::run_moe_align(self, inputs)
+    }
+
+    fn bench_moe(&self, inputs: &MoeInputs<'_>, plan: BenchPlan) -> Result<MoeTiming, DeviceFault> {
+        moe::time_moe(self, inputs, plan)
     }
 }
 

@@ -1,7 +1,10 @@
 //! A host-memory backend for testing the shared launch flow without a GPU: allocations are
 //! host vectors at fake device addresses, and the "kernel" writes `Y[m, n] = m·N + n` (or, in
 //! the echo modes, `X[m, n mod K]`) through the pointers and strides it finds in the packed
-//! argument buffer, optionally misbehaving.
+//! argument buffer, optionally misbehaving. The MoE kernels are simulated too: `moe_align`
+//! groups the topk ids it reads by expert (as the contract says), and `moe` writes
+//! `C[slot, n] = slot·N + n + 1` for the slots of every block it reads back from the align
+//! step's buffers (+0 for blocks of expert −1), so the MoE launch path is checked end to end.
 //! A write that lands outside every allocation is reported as an illegal address, as
 //! compute-sanitizer's memcheck reports it on a GPU (addresses are 256 bytes apart, so with
 //! [`Allocation::Exact`] the first element past a buffer is outside all of them).
@@ -11,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use w4a16_kernels::decl::LaunchGeometry;
-use w4a16_kernels::{ArgKind, KernelDecl, ScalarArg, Target, TensorRole};
+use w4a16_kernels::{ArgKind, KernelDecl, KernelId, ScalarArg, Target, TensorRole};
 use w4a16_reference::data::{DataClass, DataSpec, generate};
 use w4a16_reference::formats::{ResidentLayer, RowPadding};
 use w4a16_reference::layer::Symmetry;
@@ -104,6 +107,153 @@ impl Sim {
     }
 }
 
+/// The pointer and scalar arguments of one launch, by role and by scalar.
+struct Args {
+    pointers: HashMap<TensorRole, u64>,
+    scalars: HashMap<ScalarArg, i32>,
+}
+
+impl Args {
+    fn of(kernel: &KernelDecl, values: &[RawArg]) -> Args {
+        let mut a = Args {
+            pointers: HashMap::new(),
+            scalars: HashMap::new(),
+        };
+        for (d, v) in kernel.args.iter().zip(values) {
+            match (d.kind, *v) {
+                (ArgKind::Pointer { role, .. }, RawArg::Pointer(p)) => {
+                    a.pointers.insert(role, p);
+                }
+                (ArgKind::I32(s), RawArg::I32(i)) => {
+                    a.scalars.insert(s, i);
+                }
+                _ => {}
+            }
+        }
+        a
+    }
+
+    fn ptr(&self, role: TensorRole) -> u64 {
+        self.pointers.get(&role).copied().unwrap_or(0)
+    }
+
+    fn int(&self, s: ScalarArg) -> usize {
+        self.scalars.get(&s).copied().unwrap_or(0) as usize
+    }
+}
+
+impl Sim {
+    /// Bytes through the address map, as a GPU's stores go: outside every allocation is an
+    /// illegal address that loses the device.
+    fn write(&self, at: u64, bytes: &[u8]) -> Result<(), DeviceFault> {
+        match self.resolve(at) {
+            Some((buf, off)) if off + bytes.len() <= buf.lock().unwrap().len() => {
+                buf.lock().unwrap()[off..off + bytes.len()].copy_from_slice(bytes);
+                Ok(())
+            }
+            _ => {
+                let code = format!(
+                    "CUDA_ERROR_ILLEGAL_ADDRESS (write of {} bytes at {at:#x}, outside every allocation)",
+                    bytes.len()
+                );
+                *self.lost.lock().unwrap() = Some(code.clone());
+                Err(DeviceFault::from_status(
+                    FaultClass::Sticky,
+                    "simulated kernel",
+                    &code,
+                ))
+            }
+        }
+    }
+
+    fn read_i32(&self, at: u64) -> i32 {
+        let (buf, off) = self.resolve(at).expect("a read inside a live buffer");
+        let d = buf.lock().unwrap();
+        i32::from_le_bytes(d[off..off + 4].try_into().unwrap())
+    }
+
+    /// `moe_align` as the contract states it, reading and writing through the arguments.
+    fn moe_align(&self, kernel: &KernelDecl, values: &[RawArg]) -> Result<(), DeviceFault> {
+        let a = Args::of(kernel, values);
+        let (slots, experts, bm) = (
+            a.int(ScalarArg::Slots),
+            a.int(ScalarArg::Experts),
+            a.int(ScalarArg::BlockM),
+        );
+        let ids: Vec<i32> = (0..slots)
+            .map(|s| self.read_i32(a.ptr(TensorRole::TopkIds) + 4 * s as u64))
+            .collect();
+        let map = a.ptr(TensorRole::ExpertMap);
+        let (sorted, blocks) = (
+            a.ptr(TensorRole::SortedTokenIds),
+            a.ptr(TensorRole::ExpertIds),
+        );
+        let mut at = 0usize;
+        for e in 0..experts {
+            let run: Vec<usize> = (0..slots).filter(|&s| ids[s] == e as i32).collect();
+            if run.is_empty() {
+                continue;
+            }
+            let padded = run.len().div_ceil(bm) * bm;
+            for i in 0..padded {
+                let slot = run.get(i).copied().unwrap_or(slots) as i32;
+                self.write(sorted + 4 * (at + i) as u64, &slot.to_le_bytes())?;
+            }
+            let id = if map == 0 {
+                e as i32
+            } else {
+                self.read_i32(map + 4 * e as u64)
+            };
+            for b in at / bm..(at + padded) / bm {
+                self.write(blocks + 4 * b as u64, &id.to_le_bytes())?;
+            }
+            at += padded;
+        }
+        self.write(
+            a.ptr(TensorRole::TokensPostPadded),
+            &(at as i32).to_le_bytes(),
+        )
+    }
+
+    /// `moe`'s rows and blocks from the align step's buffers; the tile's BM from the entry name.
+    fn moe(&self, kernel: &KernelDecl, entry: &str, values: &[RawArg]) -> Result<(), DeviceFault> {
+        let a = Args::of(kernel, values);
+        let bm: usize = entry
+            .rsplit('_')
+            .next()
+            .and_then(|t| t.split('x').next())
+            .and_then(|b| b.parse().ok())
+            .expect("a tile variant entry");
+        let (slots, n, stride) = (
+            a.int(ScalarArg::Slots),
+            a.int(ScalarArg::N),
+            a.int(ScalarArg::YRowStride),
+        );
+        let ntpp = self.read_i32(a.ptr(TensorRole::TokensPostPadded)) as usize;
+        let y = a.ptr(TensorRole::Y);
+        for b in 0..ntpp / bm {
+            let expert = self.read_i32(a.ptr(TensorRole::ExpertIds) + 4 * b as u64);
+            for r in 0..bm {
+                let at = a.ptr(TensorRole::SortedTokenIds) + 4 * (b * bm + r) as u64;
+                let slot = self.read_i32(at);
+                if slot < 0 || slot as usize >= slots {
+                    continue;
+                }
+                let slot = slot as usize;
+                for col in 0..n {
+                    let v = if expert < 0 {
+                        0u16
+                    } else {
+                        (slot * n + col + 1) as u16
+                    };
+                    self.write(y + 2 * (slot * stride + col) as u64, &v.to_le_bytes())?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Backend for Sim {
     type Buffer = SimBuf;
     type Event = u64;
@@ -153,7 +303,7 @@ impl Backend for Sim {
     fn launch(
         &self,
         kernel: &KernelDecl,
-        _entry: &str,
+        entry: &str,
         _g: &LaunchGeometry,
         args: &PackedArgs,
     ) -> Result<(), DeviceFault> {
@@ -167,6 +317,11 @@ impl Backend for Sim {
             ));
         }
         let values = args.values(kernel).expect("packed for this declaration");
+        match kernel.id {
+            KernelId::MoeAlign => return self.moe_align(kernel, &values),
+            KernelId::Moe => return self.moe(kernel, entry, &values),
+            _ => {}
+        }
         let mut y = 0u64;
         let mut dense = 0u64;
         let mut x = 0u64;
@@ -675,4 +830,113 @@ fn a_rotating_benchmark_refuses_copies_of_different_shapes() {
         .bench_kernel_rotating(d, "w4a16_fallback_f16", &[], BenchPlan::default())
         .unwrap_err();
     assert!(err.to_string().contains("no input copies"), "{err}");
+}
+
+// ---- the MoE launch path ---------------------------------------------------------------------
+
+use super::moe::fixture::{Layer, N, T, TOP_K};
+
+/// The slots per expert of the fixture, padded to blocks of 16 with the sentinel 6.
+fn fixture_sorted() -> Vec<i32> {
+    let pad = |run: &[i32]| {
+        let mut v = run.to_vec();
+        v.resize(16, (T * TOP_K) as i32);
+        v
+    };
+    [pad(&[0, 5]), pad(&[2]), pad(&[1, 3]), pad(&[4])].concat()
+}
+
+#[test]
+fn the_moe_path_returns_the_align_outputs_and_c_through_their_guards() {
+    let sim = Sim::new(Misbehave::None);
+    let layer = Layer::new();
+    let l = layer.launch();
+    let inputs = l.validate().unwrap();
+    let out = sim.run_moe(&inputs).unwrap();
+    assert_eq!(out.num_tokens_post_padded, 64);
+    let cap = w4a16_kernels::set::moe_align_capacity(6, 4, 16).unwrap();
+    assert_eq!(out.sorted_token_ids.len(), cap.sorted);
+    assert_eq!(out.sorted_token_ids[..64], fixture_sorted()[..]);
+    assert!(
+        out.sorted_token_ids[64..]
+            .iter()
+            .all(|&v| v == super::ALIGN_POISON),
+        "entries past the padded length keep the poison"
+    );
+    assert_eq!(out.expert_ids, vec![0, 1, 2, 3, super::ALIGN_POISON]);
+    assert!(out.align_guard_violations.is_empty());
+    // C [6, 16]: every slot's row written from the sorted ids the align step left on the device.
+    assert!(out.c.clean(), "{:?}", out.c);
+    let want: Vec<u16> = (0..T * TOP_K * N).map(|i| (i + 1) as u16).collect();
+    assert_eq!(out.c.y_bits, want);
+    assert_eq!(*sim.launches.lock().unwrap(), 2, "moe_align, then moe");
+    // The align step alone gives the same.
+    let a = sim.run_moe_align(&inputs).unwrap();
+    assert_eq!(
+        (a.sorted_token_ids, a.expert_ids, a.num_tokens_post_padded),
+        (out.sorted_token_ids, out.expert_ids, 64)
+    );
+}
+
+#[test]
+fn blocks_of_experts_held_elsewhere_write_zero_rows() {
+    let sim = Sim::new(Misbehave::None);
+    let layer = Layer::new();
+    let l = layer.mapped();
+    let out = sim.run_moe(&l.validate().unwrap()).unwrap();
+    assert_eq!(out.expert_ids[..4], [0, -1, 1, -1]);
+    assert!(out.c.clean(), "{:?}", out.c);
+    for slot in 0..T * TOP_K {
+        let row = &out.c.y_bits[slot * N..(slot + 1) * N];
+        // Slots 2 and 4 went to experts 1 and 3.
+        if slot == 2 || slot == 4 {
+            assert!(row.iter().all(|&v| v == 0), "slot {slot}: {row:?}");
+        } else {
+            assert_eq!(row[0], (slot * N + 1) as u16, "slot {slot}");
+        }
+    }
+}
+
+#[test]
+fn moe_buffers_are_exact_under_the_sanitizer_allocation() {
+    let sim = Sim::with(Misbehave::None, Allocation::Exact);
+    let layer = Layer::new();
+    let l = layer.launch();
+    let out = sim.run_moe(&l.validate().unwrap()).unwrap();
+    assert!(out.c.clean() && out.align_guard_violations.is_empty());
+    let sizes = sim.sizes.lock().unwrap().clone();
+    let cap = w4a16_kernels::set::moe_align_capacity(6, 4, 16).unwrap();
+    // Inputs: topk ids, X, weights, scales, zero points, topk weights; then the three align
+    // outputs and C, each at exactly its extent.
+    assert_eq!(
+        sizes,
+        vec![
+            6 * 4,
+            T * 64 * 2,
+            layer.weights.len() * 4,
+            layer.scales.len() * 2,
+            layer.zeros.len() * 4,
+            6 * 4,
+            cap.sorted * 4,
+            cap.blocks * 4,
+            4,
+            T * TOP_K * N * 2,
+        ]
+    );
+}
+
+#[test]
+fn a_lost_device_refuses_the_moe_path_before_any_allocation() {
+    let sim = Sim::new(Misbehave::Sticky);
+    let layer = Layer::new();
+    let l = layer.launch();
+    let inputs = l.validate().unwrap();
+    let err = sim.run_moe(&inputs).unwrap_err();
+    assert!(err.context_unusable(), "{err}");
+    let before = sim.sizes.lock().unwrap().len();
+    assert!(matches!(
+        sim.run_moe(&inputs),
+        Err(DeviceFault::ContextLost { .. })
+    ));
+    assert_eq!(sim.sizes.lock().unwrap().len(), before);
 }

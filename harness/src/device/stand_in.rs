@@ -125,6 +125,15 @@ impl Device for StandInDevice {
         Err(self.unsupported("kernel timing"))
     }
 
+    fn bench_sequence(
+        &self,
+        _kernel: &KernelDecl,
+        _launches: &[DeviceInputs<'_>],
+        _plan: BenchPlan,
+    ) -> Result<Timing, DeviceFault> {
+        Err(self.unsupported("launch-sequence timing"))
+    }
+
     fn bench_copy(&self, _bytes: usize, _plan: BenchPlan) -> Result<Timing, DeviceFault> {
         Err(self.unsupported("copy timing"))
     }

@@ -98,7 +98,10 @@ pub fn run_case(case: &Case, mode: Mode, ctx: &RunContext<'_>) -> Vec<Verdict> {
 /// As [`run_case`], with the time each phase of the case took.
 pub fn run_case_timed(case: &Case, mode: Mode, ctx: &RunContext<'_>) -> (Vec<Verdict>, PhaseTimes) {
     let start = Instant::now();
-    let (mut out, mut times) = CaseRun::new(case, mode, ctx).run();
+    let (mut out, mut times) = match case.moe {
+        Some(routing) => super::moe::run_moe_case(case, routing, ctx),
+        None => CaseRun::new(case, mode, ctx).run(),
+    };
     if let Some(kb) =
         cases::known_bad::known_bad_for(ctx.known_bad, &case.id, &ctx.run_target().name())
     {
@@ -843,6 +846,7 @@ impl<'c, 'a> CaseRun<'c, 'a> {
             group: self.case.shape.group,
             dtype: self.case.dtype,
             asymmetric: self.case.symmetry == w4a16_reference::layer::Symmetry::Asym,
+            routing: None,
         };
         decl.launch_entry(&shape, self.ctx.target)
     }

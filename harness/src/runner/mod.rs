@@ -7,6 +7,7 @@ pub mod cpu_side;
 pub mod execute;
 pub mod global;
 pub mod isolate;
+pub mod moe;
 pub mod report;
 pub mod sanitize;
 pub mod session;

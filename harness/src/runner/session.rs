@@ -96,8 +96,10 @@ pub struct RunOutput {
 /// cases above the emulation budget ([`w4a16_kernels::emulation::MAX_CASE_MACS`]); callers
 /// report those loudly, and the snapshot of an emulated target lists exactly the rest.
 pub fn runs_on(case: &Case, target: RunTarget) -> bool {
+    // A MoE case's GEMM has one row per routed slot (T·top_k).
+    let rows = case.moe.map_or(case.m, |r| r.slots(case.m));
     !target.is_emulated()
-        || w4a16_kernels::emulation::within_budget(case.m, case.shape.n, case.shape.k)
+        || w4a16_kernels::emulation::within_budget(rows, case.shape.n, case.shape.k)
 }
 
 /// Options shared by every case of a session.

@@ -148,6 +148,9 @@ pub enum Mismatch {
     /// The output against the reference and its bound, and against its buffer.
     #[error("{0}")]
     Output(OutputProblems),
+    /// `moe_align`'s outputs differ from the ordering contract (the first problem, named).
+    #[error("alignment: {detail}")]
+    Alignment { detail: String },
 }
 
 /// What is wrong with a path's output: writes outside it, and (full comparison) elements over

@@ -151,6 +151,13 @@ impl DeclaredContracts {
             dense: view(TensorRole::Dense),
             carrier: view(TensorRole::Carrier),
             layer_symmetry: launch.layer_symmetry,
+            topk_ids: None,
+            topk_weights: None,
+            expert_map: None,
+            sorted_token_ids: None,
+            expert_ids: None,
+            tokens_post_padded: None,
+            routing: None,
         }
     }
 }
@@ -295,6 +302,9 @@ pub fn plan_launches(sel: &Selection) -> Vec<PlannedLaunch> {
                     Some(y.clone()),
                 ],
             ),
+            // A dense layer's selection never routes to the MoE kernels; planned without
+            // tensors, such a launch is refused by the contract check.
+            KernelId::MoeAlign | KernelId::Moe => launch(kernel, r.m, group, vec![]),
         })
         .collect()
 }

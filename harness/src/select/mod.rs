@@ -4,6 +4,7 @@
 //! logic: no device, so every target's tables are checked on any machine.
 
 pub mod check;
+pub mod moe;
 pub mod padding;
 mod print;
 pub mod reach;

@@ -1,0 +1,1141 @@
+//! The MoE launch path, written once for every [`Backend`]: the routing step `moe_align` and the
+//! grouped GEMM `moe` on the align step's own device outputs (they never round-trip through the
+//! host), with the dense path's conventions: inputs uploaded as their host buffers (at their
+//! views' extent under [`Allocation::Exact`]), every output poisoned and inside guard bands, each
+//! launch synchronised under the watchdog, the outputs downloaded and their guards checked.
+//!
+//! A [`MoeLaunch`] is the plain description (host slices, sizes, the tile); only its validation,
+//! [`MoeInputs`], reaches a device: both launches checked against their declarations, plus the
+//! data rules that need the host values (topk ids within the experts, the expert map a
+//! numbering of the local experts).
+
+use std::borrow::Cow;
+
+use w4a16_kernels::decl::LaunchGeometry;
+use w4a16_kernels::set::{self, MOE, MOE_ALIGN};
+use w4a16_kernels::{KernelDecl, KernelId, TensorRole, Tile};
+use w4a16_reference::ActDtype;
+
+use super::{
+    Allocation, Backend, DeviceFault, GemmOutput, GuardViolation, Health, OutputLayout,
+    OutputReport,
+};
+use crate::launch::{PackedArgs, pack_args};
+use crate::tensor::{ElemType, LaunchInputs, MoeRouting, StackedSpec, TensorView, XBuffer, YSpec};
+use crate::validate::{ContractError, ValidatedLaunch, validate};
+
+/// One MoE layer launch as the host holds it: X, the stacked local experts (device layout:
+/// weights `[E_local, N, K/8]` u32 with rows `w_row_stride_bytes` apart and experts N rows apart,
+/// scales `[E_local, N, K/G]` with rows `scale_row_stride` apart, packed zero points
+/// `[E_local, N/8, K/G]` or none), the router's output `[T, top_k]` (ids, and weights when the
+/// routed-weight multiply is wanted), an optional expert map `[E]`, and the tile of `moe` (its BM
+/// is the align step's `block_m`; [`MoeLaunch::default_tile`] gives the table's).
+#[derive(Clone, Debug)]
+pub struct MoeLaunch<'a> {
+    pub x: XBuffer<'a>,
+    pub weights: &'a [u32],
+    pub scales: &'a [u16],
+    pub zeros: Option<&'a [u32]>,
+    pub w_row_stride_bytes: usize,
+    pub scale_row_stride: usize,
+    pub topk_ids: &'a [i32],
+    pub topk_weights: Option<&'a [f32]>,
+    pub expert_map: Option<&'a [i32]>,
+    pub tokens: usize,
+    pub top_k: usize,
+    /// Global experts (the topk ids' range, the expert map's length).
+    pub experts: usize,
+    /// Experts the stacked tensors hold.
+    pub experts_local: usize,
+    pub n: usize,
+    pub k: usize,
+    pub group: usize,
+    pub dtype: ActDtype,
+    pub tile: Tile,
+}
+
+/// What a MoE launch left on the device: the align step's outputs (whole capacity; entries past
+/// the padded length are whatever the kernel left there: poison if it wrote nothing) and C.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MoeOutput {
+    pub sorted_token_ids: Vec<i32>,
+    pub expert_ids: Vec<i32>,
+    pub num_tokens_post_padded: i32,
+    /// C `[T·top_k, N]`, compact; `unwritten` counts the elements of slots in no block.
+    pub c: GemmOutput,
+    /// Writes into the guard bands of the align step's outputs.
+    pub align_guard_violations: Vec<(TensorRole, GuardViolation)>,
+}
+
+/// The align step's outputs alone ([`super::Device::run_moe_align`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct AlignOutput {
+    pub sorted_token_ids: Vec<i32>,
+    pub expert_ids: Vec<i32>,
+    pub num_tokens_post_padded: i32,
+    pub guard_violations: Vec<(TensorRole, GuardViolation)>,
+}
+
+/// The i32 pattern every align output starts as (0xBEEFBEEF: negative, so an expert id the
+/// kernel never wrote reads as "not local" rather than as an expert to index).
+pub const ALIGN_POISON: i32 = 0xBEEF_BEEF_u32 as i32;
+
+impl MoeLaunch<'_> {
+    /// The tile `moe` takes on `target` for this launch's sizes (the tables of
+    /// `w4a16_kernels::tiles::moe_tile`).
+    pub fn default_tile(&self, target: w4a16_kernels::Target) -> Tile {
+        w4a16_kernels::tiles::moe_tile(
+            target,
+            self.dtype,
+            self.tokens,
+            self.top_k,
+            self.experts,
+            self.n,
+            self.k,
+            self.group,
+        )
+    }
+
+    pub fn routing(&self) -> MoeRouting {
+        MoeRouting {
+            top_k: self.top_k,
+            experts: self.experts,
+            experts_local: self.experts_local,
+            block_m: self.tile.bm as usize,
+        }
+    }
+
+    /// The stacked experts as views over the host slices.
+    pub fn stacked(&self) -> StackedSpec {
+        StackedSpec {
+            experts_local: self.experts_local,
+            n: self.n,
+            k: self.k,
+            group: self.group,
+            dtype: self.dtype,
+            w_row_stride_bytes: self.w_row_stride_bytes,
+            scale_row_stride: self.scale_row_stride,
+            weight_bytes: std::mem::size_of_val(self.weights),
+            scale_bytes: std::mem::size_of_val(self.scales),
+            zero_bytes: self.zeros.map(<[u32]>::len).map(|l| l * 4),
+        }
+    }
+
+    /// C `[T·top_k, N]`, rows N apart.
+    pub fn c_spec(&self) -> YSpec {
+        YSpec::dense(self.tokens.saturating_mul(self.top_k), self.n, self.dtype)
+    }
+
+    /// The launch of `moe_align`, its routing tensors sized by the host slices.
+    pub fn align_inputs(&self) -> LaunchInputs {
+        let mut li = LaunchInputs::moe_align(
+            self.tokens,
+            self.routing(),
+            self.expert_map.is_some(),
+            self.dtype,
+        );
+        with_bytes(&mut li.topk_ids, std::mem::size_of_val(self.topk_ids));
+        if let Some(m) = self.expert_map {
+            with_bytes(&mut li.expert_map, std::mem::size_of_val(m));
+        }
+        li
+    }
+
+    /// The launch of `moe` (X as its buffer lays it out).
+    pub fn moe_inputs(&self) -> LaunchInputs {
+        let mut li = LaunchInputs::moe(
+            self.x.view(),
+            &self.stacked(),
+            self.routing(),
+            self.topk_weights.is_some(),
+            &self.c_spec(),
+        );
+        if let Some(w) = self.topk_weights {
+            with_bytes(&mut li.topk_weights, std::mem::size_of_val(w));
+        }
+        li
+    }
+
+    /// Both launches against their declarations, and the data rules: the tile one of `moe`'s
+    /// compiled variants, X of `tokens` rows of K in the launch's dtype, every topk id a global
+    /// expert, and the expert map (or its absence) numbering exactly the local experts.
+    pub fn validate(&self) -> Result<MoeInputs<'_>, ContractError> {
+        if !MOE.variants.contains(&self.tile) {
+            let compiled: Vec<String> = MOE
+                .variants
+                .iter()
+                .map(|t| format!("{}x{}x{}w{}", t.bm, t.bn, t.bk, t.warps))
+                .collect();
+            return Err(ContractError::TileNotCompiled {
+                kernel: KernelId::Moe,
+                tile: self.tile,
+                compiled: compiled.join(", "),
+            });
+        }
+        let x = TensorRole::X.name();
+        if self.x.dtype != self.dtype {
+            return Err(ContractError::Dtype {
+                tensor: x,
+                expected: format!("{} (the launch's dtype)", ElemType::from(self.dtype)),
+                got: self.x.dtype.into(),
+            });
+        }
+        if (self.x.m, self.x.k) != (self.tokens, self.k) {
+            return Err(ContractError::Shape {
+                tensor: x,
+                formula: "[T, K]",
+                expected: vec![self.tokens, self.k],
+                got: vec![self.x.m, self.x.k],
+            });
+        }
+        let align_inputs = self.align_inputs();
+        let align = validate(&MOE_ALIGN, &align_inputs)?;
+        let moe_inputs = self.moe_inputs();
+        let moe = validate(&MOE, &moe_inputs)?;
+        self.check_routing_data()?;
+        Ok(MoeInputs {
+            launch: self,
+            align,
+            align_inputs,
+            moe,
+            moe_inputs,
+        })
+    }
+
+    /// The rules on values: the kernels index with them.
+    fn check_routing_data(&self) -> Result<(), ContractError> {
+        let slots = self.tokens * self.top_k;
+        if let Some((index, &id)) = self.topk_ids[..slots]
+            .iter()
+            .enumerate()
+            .find(|(_, id)| !(0..self.experts as i64).contains(&i64::from(**id)))
+        {
+            return Err(ContractError::TopkIdOutOfRange {
+                index,
+                id: i64::from(id),
+                experts: self.experts,
+            });
+        }
+        let local = self.experts_local;
+        let Some(map) = self.expert_map else {
+            // Without a map every global expert is held here.
+            if local != self.experts {
+                return Err(ContractError::ExpertMapCount {
+                    mapped: self.experts,
+                    local,
+                });
+            }
+            return Ok(());
+        };
+        let mut seen = vec![false; local];
+        for (index, &value) in map[..self.experts].iter().enumerate() {
+            if value == -1 {
+                continue;
+            }
+            let fresh = usize::try_from(value)
+                .ok()
+                .filter(|v| *v < local)
+                .is_some_and(|v| !std::mem::replace(&mut seen[v], true));
+            if !fresh {
+                return Err(ContractError::ExpertMapEntry {
+                    index,
+                    value: i64::from(value),
+                    local,
+                });
+            }
+        }
+        let mapped = seen.iter().filter(|s| **s).count();
+        if mapped != local {
+            return Err(ContractError::ExpertMapCount { mapped, local });
+        }
+        Ok(())
+    }
+}
+
+fn with_bytes(view: &mut Option<TensorView>, bytes: usize) {
+    if let Some(v) = view {
+        v.bytes_available = bytes;
+    }
+}
+
+/// A [`MoeLaunch`] that passed validation: the only thing [`super::Device::run_moe`] takes.
+#[derive(Clone, Debug)]
+pub struct MoeInputs<'a> {
+    launch: &'a MoeLaunch<'a>,
+    align: ValidatedLaunch,
+    align_inputs: LaunchInputs,
+    moe: ValidatedLaunch,
+    moe_inputs: LaunchInputs,
+}
+
+impl<'a> MoeInputs<'a> {
+    pub fn launch(&self) -> &MoeLaunch<'a> {
+        self.launch
+    }
+
+    pub fn align(&self) -> &ValidatedLaunch {
+        &self.align
+    }
+
+    pub fn moe(&self) -> &ValidatedLaunch {
+        &self.moe
+    }
+
+    /// The entry of `moe` this launch runs: its tile's variant.
+    pub fn moe_entry(&self) -> String {
+        MOE.variant_entry(self.launch.dtype, self.launch.tile)
+    }
+
+    /// `moe`'s grid for its tile (blocks past the padded length exit at once).
+    pub fn moe_geometry(&self) -> LaunchGeometry {
+        set::moe_geometry_for(&self.moe.shape, self.launch.tile)
+    }
+
+    /// Host bytes of every input tensor of both launches, little-endian.
+    fn host_inputs(&self) -> Vec<(TensorRole, Cow<'a, [u8]>)> {
+        let l = self.launch;
+        let u32s = |v: &[u32]| v.iter().flat_map(|w| w.to_le_bytes()).collect::<Vec<u8>>();
+        let i32s = |v: &[i32]| v.iter().flat_map(|w| w.to_le_bytes()).collect::<Vec<u8>>();
+        let mut out = vec![
+            (TensorRole::TopkIds, Cow::Owned(i32s(l.topk_ids))),
+            (
+                TensorRole::X,
+                Cow::Owned(l.x.host.iter().flat_map(|h| h.to_le_bytes()).collect()),
+            ),
+            (TensorRole::Weights, Cow::Owned(u32s(l.weights))),
+            (
+                TensorRole::Scales,
+                Cow::Owned(l.scales.iter().flat_map(|h| h.to_le_bytes()).collect()),
+            ),
+        ];
+        if let Some(m) = l.expert_map {
+            out.push((TensorRole::ExpertMap, Cow::Owned(i32s(m))));
+        }
+        if let Some(z) = l.zeros {
+            out.push((TensorRole::Zeros, Cow::Owned(u32s(z))));
+        }
+        if let Some(w) = l.topk_weights {
+            out.push((
+                TensorRole::TopkWeights,
+                Cow::Owned(w.iter().flat_map(|f| f.to_le_bytes()).collect()),
+            ));
+        }
+        out
+    }
+
+    /// The view of `role` in whichever launch has it.
+    fn view(&self, role: TensorRole) -> Option<&TensorView> {
+        self.align_inputs
+            .view(role)
+            .or_else(|| self.moe_inputs.view(role))
+    }
+}
+
+/// The align step's three outputs.
+const ALIGN_OUTPUTS: [TensorRole; 3] = [
+    TensorRole::SortedTokenIds,
+    TensorRole::ExpertIds,
+    TensorRole::TokensPostPadded,
+];
+
+/// One poisoned, guarded output buffer and where its tensor sits in it.
+struct Output<B: Backend> {
+    role: TensorRole,
+    buffer: B::Buffer,
+    layout: OutputLayout,
+}
+
+/// The layout of an i32 vector output: as u16 pairs, every one logical.
+fn int_layout(view: &TensorView, allocation: Allocation) -> OutputLayout {
+    let halves = view.shape.first().copied().unwrap_or(0) * 2;
+    let as_u16 = TensorView::matrix(ElemType::F16, 1, halves, halves, view.bytes_available);
+    let poison = ALIGN_POISON as u32 as u16;
+    match allocation {
+        Allocation::Guarded => OutputLayout::for_view(&as_u16, poison),
+        Allocation::Exact => OutputLayout::exact_for_view(&as_u16, poison),
+    }
+}
+
+/// The i32 values of an int output, read back from its report.
+fn ints(report: &OutputReport) -> Vec<i32> {
+    report
+        .bits
+        .chunks_exact(2)
+        .map(|p| (u32::from(p[0]) | (u32::from(p[1]) << 16)) as i32)
+        .collect()
+}
+
+fn output<B: Backend>(
+    b: &B,
+    role: TensorRole,
+    layout: OutputLayout,
+) -> Result<Output<B>, DeviceFault> {
+    let init = layout.initial_bytes();
+    let mut buffer = b.alloc(init.len().max(1))?;
+    b.upload(&mut buffer, &init)?;
+    Ok(Output {
+        role,
+        buffer,
+        layout,
+    })
+}
+
+/// Everything staged on the device for one MoE launch.
+struct Staged<B: Backend> {
+    inputs: Vec<(TensorRole, B::Buffer)>,
+    align: Vec<Output<B>>,
+}
+
+impl<B: Backend> Staged<B> {
+    /// The device address of `role`'s tensor: an uploaded input, or an align output past its
+    /// guard band.
+    fn address(&self, b: &B, role: TensorRole) -> Option<u64> {
+        self.inputs
+            .iter()
+            .find(|(r, _)| *r == role)
+            .map(|(_, buf)| b.address(buf))
+            .or_else(|| {
+                self.align
+                    .iter()
+                    .find(|o| o.role == role)
+                    .map(|o| b.address(&o.buffer) + o.layout.base_offset() as u64)
+            })
+    }
+}
+
+fn check_ready<B: Backend>(b: &B) -> Result<(), DeviceFault> {
+    if let Health::Lost { cause } = b.health() {
+        return Err(DeviceFault::ContextLost { cause });
+    }
+    Ok(())
+}
+
+/// Uploads the inputs of both launches and the poisoned align outputs.
+fn stage<B: Backend>(b: &B, inputs: &MoeInputs<'_>) -> Result<Staged<B>, DeviceFault> {
+    let allocation = b.allocation();
+    let mut staged = Vec::new();
+    for (role, bytes) in inputs.host_inputs() {
+        let len = match allocation {
+            Allocation::Guarded => bytes.len(),
+            Allocation::Exact => inputs
+                .view(role)
+                .and_then(TensorView::required_bytes)
+                .map_or(bytes.len(), |r| r.min(bytes.len())),
+        };
+        let mut buf = b.alloc(len.max(1))?;
+        b.upload(&mut buf, &bytes[..len])?;
+        staged.push((role, buf));
+    }
+    let mut align = Vec::new();
+    for role in ALIGN_OUTPUTS {
+        let view = inputs
+            .align_inputs
+            .view(role)
+            .ok_or_else(|| DeviceFault::Unsupported {
+                what: format!("a moe_align launch without {}", role.name()),
+                device: b.name(),
+            })?;
+        align.push(output(b, role, int_layout(view, allocation))?);
+    }
+    Ok(Staged {
+        inputs: staged,
+        align,
+    })
+}
+
+fn packed<B: Backend>(
+    b: &B,
+    kernel: &KernelDecl,
+    validated: &ValidatedLaunch,
+    address: &dyn Fn(TensorRole) -> Option<u64>,
+) -> Result<PackedArgs, DeviceFault> {
+    let missing = std::cell::Cell::new(None);
+    let args = pack_args(kernel, validated, &|role| {
+        address(role).unwrap_or_else(|| {
+            missing.set(Some(role));
+            0
+        })
+    })
+    .map_err(|_| DeviceFault::WrongKernel {
+        kernel: kernel.id,
+        validated: validated.kernel,
+    })?;
+    match missing.get() {
+        Some(role) => Err(DeviceFault::Unsupported {
+            what: format!("a {} launch without a staged {}", kernel.id, role.name()),
+            device: b.name(),
+        }),
+        None => Ok(args),
+    }
+}
+
+/// Launches `moe_align` on staged inputs, synchronises and reads its outputs back.
+fn align_on_device<B: Backend>(
+    b: &B,
+    inputs: &MoeInputs<'_>,
+    s: &Staged<B>,
+) -> Result<AlignOutput, DeviceFault> {
+    let args = packed(b, &MOE_ALIGN, &inputs.align, &|role| s.address(b, role))?;
+    let shape = &inputs.align.shape;
+    let entry = MOE_ALIGN.launch_entry(shape, b.target());
+    b.launch(
+        &MOE_ALIGN,
+        &entry,
+        &(MOE_ALIGN.geometry)(shape, b.target()),
+        &args,
+    )?;
+    b.synchronize(&format!("{entry} ({})", KernelId::MoeAlign))?;
+    let mut values = Vec::new();
+    let mut guard_violations = Vec::new();
+    for o in &s.align {
+        let report = o.layout.inspect(&b.download(&o.buffer)?);
+        guard_violations.extend(report.guard_violations.iter().map(|g| (o.role, *g)));
+        values.push(ints(&report));
+    }
+    let ntpp = values[2].first().copied().unwrap_or(ALIGN_POISON);
+    let expert_ids = values.remove(1);
+    Ok(AlignOutput {
+        sorted_token_ids: values.remove(0),
+        expert_ids,
+        num_tokens_post_padded: ntpp,
+        guard_violations,
+    })
+}
+
+/// [`super::Device::run_moe_align`] for every backend.
+pub(super) fn run_moe_align<B: Backend>(
+    b: &B,
+    inputs: &MoeInputs<'_>,
+) -> Result<AlignOutput, DeviceFault> {
+    check_ready(b)?;
+    let staged = stage(b, inputs)?;
+    align_on_device(b, inputs, &staged)
+}
+
+/// [`super::Device::run_moe`] for every backend: align, then `moe` on the align step's device
+/// buffers, then C read back through its guards.
+pub(super) fn run_moe<B: Backend>(b: &B, inputs: &MoeInputs<'_>) -> Result<MoeOutput, DeviceFault> {
+    check_ready(b)?;
+    let staged = stage(b, inputs)?;
+    let aligned = align_on_device(b, inputs, &staged)?;
+
+    let c_view = inputs
+        .moe_inputs
+        .view(TensorRole::Y)
+        .ok_or_else(|| DeviceFault::Unsupported {
+            what: "a moe launch without C".into(),
+            device: b.name(),
+        })?;
+    let poison = inputs.launch.dtype.poison_bits();
+    let layout = match b.allocation() {
+        Allocation::Guarded => OutputLayout::for_view(c_view, poison),
+        Allocation::Exact => OutputLayout::exact_for_view(c_view, poison),
+    };
+    let c = output(b, TensorRole::Y, layout)?;
+    let c_base = b.address(&c.buffer) + c.layout.base_offset() as u64;
+    let args = packed(b, &MOE, &inputs.moe, &|role| {
+        if role == TensorRole::Y {
+            Some(c_base)
+        } else {
+            staged.address(b, role)
+        }
+    })?;
+    let entry = inputs.moe_entry();
+    b.launch(&MOE, &entry, &inputs.moe_geometry(), &args)?;
+    b.synchronize(&format!("{entry} ({})", KernelId::Moe))?;
+    let report = c.layout.inspect(&b.download(&c.buffer)?);
+    let slots = inputs.launch.tokens * inputs.launch.top_k;
+    Ok(MoeOutput {
+        sorted_token_ids: aligned.sorted_token_ids,
+        expert_ids: aligned.expert_ids,
+        num_tokens_post_padded: aligned.num_tokens_post_padded,
+        c: GemmOutput::from_report(slots, inputs.launch.n, report),
+        align_guard_violations: aligned.guard_violations,
+    })
+}
+
+/// Device times of the MoE pipeline, each the median of its own timed launches.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MoeTiming {
+    pub align: super::Timing,
+    pub gemm: super::Timing,
+    /// Both launches back to back, as the engine issues them.
+    pub pipeline: super::Timing,
+}
+
+/// [`super::Device::bench_moe`] for every backend: inputs staged once; `moe` reads the align
+/// outputs the align step rewrites on every launch (identical each time: it is deterministic).
+pub(super) fn time_moe<B: Backend>(
+    b: &B,
+    inputs: &MoeInputs<'_>,
+    plan: super::BenchPlan,
+) -> Result<MoeTiming, DeviceFault> {
+    check_ready(b)?;
+    let staged = stage(b, inputs)?;
+    // One checked run first: a pipeline that faults is not timed.
+    align_on_device(b, inputs, &staged)?;
+    let c_view = inputs
+        .moe_inputs
+        .view(TensorRole::Y)
+        .ok_or_else(|| DeviceFault::Unsupported {
+            what: "a moe launch without C".into(),
+            device: b.name(),
+        })?;
+    let layout = OutputLayout::for_view(c_view, inputs.launch.dtype.poison_bits());
+    let c = output(b, TensorRole::Y, layout)?;
+    let c_base = b.address(&c.buffer) + c.layout.base_offset() as u64;
+    let moe_args = packed(b, &MOE, &inputs.moe, &|role| {
+        if role == TensorRole::Y {
+            Some(c_base)
+        } else {
+            staged.address(b, role)
+        }
+    })?;
+    let align_args = packed(b, &MOE_ALIGN, &inputs.align, &|role| {
+        staged.address(b, role)
+    })?;
+    let shape = &inputs.align.shape;
+    let align_entry = MOE_ALIGN.launch_entry(shape, b.target());
+    let align_geometry = (MOE_ALIGN.geometry)(shape, b.target());
+    let moe_entry = inputs.moe_entry();
+    let moe_geometry = inputs.moe_geometry();
+    let align = || b.launch(&MOE_ALIGN, &align_entry, &align_geometry, &align_args);
+    let gemm = || b.launch(&MOE, &moe_entry, &moe_geometry, &moe_args);
+    Ok(MoeTiming {
+        align: super::bench(b, plan, &format!("benchmark of {align_entry}"), &mut |_| {
+            align()
+        })?,
+        gemm: super::bench(b, plan, &format!("benchmark of {moe_entry}"), &mut |_| {
+            gemm()
+        })?,
+        pipeline: super::bench(
+            b,
+            plan,
+            &format!("benchmark of {align_entry} + {moe_entry}"),
+            &mut |_| {
+                align()?;
+                gemm()
+            },
+        )?,
+    })
+}
+
+/// A small MoE layer for the CPU tests (the validation below, the simulated device's launch
+/// path): T = 3 tokens, top_k = 2 over E = 4 experts, N = 16, K = 64, G = 32, fp16, asymmetric,
+/// tile 16x64x32w4, slots per expert {0, 5}, {2}, {1, 3}, {4}.
+#[cfg(test)]
+pub(crate) mod fixture {
+    use super::*;
+    use w4a16_reference::Activations;
+
+    pub(crate) const T: usize = 3;
+    pub(crate) const TOP_K: usize = 2;
+    pub(crate) const E: usize = 4;
+    pub(crate) const N: usize = 16;
+    pub(crate) const K: usize = 64;
+    pub(crate) const G: usize = 32;
+
+    pub(crate) struct Layer {
+        pub(crate) x: Activations,
+        pub(crate) weights: Vec<u32>,
+        pub(crate) scales: Vec<u16>,
+        pub(crate) zeros: Vec<u32>,
+        pub(crate) ids: Vec<i32>,
+        pub(crate) routed: Vec<f32>,
+        /// Every other expert local (0 → 0, 2 → 1).
+        pub(crate) map: Vec<i32>,
+    }
+
+    impl Layer {
+        pub(crate) fn new() -> Layer {
+            let one = ActDtype::F16.from_f32(1.0);
+            Layer {
+                x: Activations {
+                    m: T,
+                    k: K,
+                    row_stride: K,
+                    dtype: ActDtype::F16,
+                    data: vec![one; T * K],
+                },
+                weights: (0..(E * N * K / 8) as u32).collect(),
+                scales: vec![one; E * N * (K / G)],
+                zeros: vec![0x8888_8888; E * (N / 8) * (K / G)],
+                ids: vec![0, 2, 1, 2, 3, 0],
+                routed: vec![0.5; T * TOP_K],
+                map: vec![0, -1, 1, -1],
+            }
+        }
+
+        /// Every expert local, no map, routed weights applied.
+        pub(crate) fn launch(&self) -> MoeLaunch<'_> {
+            MoeLaunch {
+                x: XBuffer::as_laid_out(&self.x),
+                weights: &self.weights,
+                scales: &self.scales,
+                zeros: Some(&self.zeros),
+                w_row_stride_bytes: K / 2,
+                scale_row_stride: K / G,
+                topk_ids: &self.ids,
+                topk_weights: Some(&self.routed),
+                expert_map: None,
+                tokens: T,
+                top_k: TOP_K,
+                experts: E,
+                experts_local: E,
+                n: N,
+                k: K,
+                group: G,
+                dtype: ActDtype::F16,
+                tile: w4a16_kernels::tiles::MOE_TILE_16X64W4,
+            }
+        }
+
+        /// Experts 1 and 3 held elsewhere: the stacked tensors hold the first two experts only.
+        pub(crate) fn mapped(&self) -> MoeLaunch<'_> {
+            let half = |len: usize| len / 2;
+            MoeLaunch {
+                weights: &self.weights[..half(self.weights.len())],
+                scales: &self.scales[..half(self.scales.len())],
+                zeros: Some(&self.zeros[..half(self.zeros.len())]),
+                expert_map: Some(&self.map),
+                experts_local: 2,
+                ..self.launch()
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixture::{E, K, Layer, N, T, TOP_K};
+    use super::*;
+    use crate::validate::ArgValue;
+    use w4a16_kernels::ScalarArg;
+
+    fn refused(l: &MoeLaunch<'_>) -> ContractError {
+        match l.validate() {
+            Ok(_) => panic!("accepted a launch it must refuse"),
+            Err(e) => e,
+        }
+    }
+
+    #[test]
+    fn a_valid_launch_validates_both_kernels_with_the_routing_scalars() {
+        let layer = Layer::new();
+        let l = layer.launch();
+        let v = l.validate().unwrap();
+        let cap = set::moe_align_capacity(T * TOP_K, E, 16).unwrap();
+        assert_eq!(cap.blocks, 5);
+        let a = v.align();
+        assert_eq!(a.scalar(ScalarArg::Slots), Some(6));
+        assert_eq!(a.scalar(ScalarArg::Experts), Some(4));
+        assert_eq!(a.scalar(ScalarArg::BlockM), Some(16));
+        assert_eq!(a.scalar(ScalarArg::SortedCapacity), Some(cap.sorted as i32));
+        // The map is optional: null here.
+        assert!(a.args.contains(&ArgValue::Pointer {
+            role: TensorRole::ExpertMap,
+            present: false,
+            byte_offset: 0
+        }));
+        let m = v.moe();
+        assert_eq!(m.scalar(ScalarArg::TopK), Some(2));
+        assert_eq!(m.scalar(ScalarArg::Slots), Some(6));
+        assert_eq!(m.scalar(ScalarArg::WeightRowStrideBytes), Some(32));
+        assert_eq!(m.scalar(ScalarArg::ScaleRowStride), Some(2));
+        assert_eq!(m.scalar(ScalarArg::YRowStride), Some(N as i32));
+        assert_eq!(
+            m.shape.routing,
+            Some(w4a16_kernels::RoutedDims {
+                top_k: TOP_K,
+                experts: E
+            })
+        );
+        assert_eq!(v.moe_entry(), "w4a16_moe_f16_16x64x32w4");
+        assert_eq!(v.moe_geometry().grid, [1, cap.blocks as u32, 1]);
+        layer.mapped().validate().unwrap();
+    }
+
+    #[test]
+    fn a_tile_that_is_not_compiled_is_refused() {
+        let layer = Layer::new();
+        let tile = Tile {
+            bm: 16,
+            bn: 16,
+            bk: 32,
+            warps: 1,
+        };
+        let e = refused(&MoeLaunch {
+            tile,
+            ..layer.launch()
+        });
+        assert!(
+            matches!(e, ContractError::TileNotCompiled { kernel: KernelId::Moe, tile: t, .. } if t == tile),
+            "{e}"
+        );
+        assert!(e.to_string().contains("16x64x32w4"), "{e}");
+    }
+
+    #[test]
+    fn topk_ids_outside_the_experts_are_refused() {
+        let mut layer = Layer::new();
+        layer.ids[3] = E as i32;
+        let e = refused(&layer.launch());
+        assert_eq!(
+            e,
+            ContractError::TopkIdOutOfRange {
+                index: 3,
+                id: 4,
+                experts: E
+            }
+        );
+        layer.ids[3] = -1;
+        assert!(matches!(
+            refused(&layer.launch()),
+            ContractError::TopkIdOutOfRange {
+                index: 3,
+                id: -1,
+                ..
+            }
+        ));
+        assert_eq!(e.tensor(), Some("topk ids"));
+    }
+
+    #[test]
+    fn an_expert_map_must_number_exactly_the_local_experts() {
+        let mut layer = Layer::new();
+        layer.map = vec![0, -1, 0, -1];
+        assert_eq!(
+            refused(&layer.mapped()),
+            ContractError::ExpertMapEntry {
+                index: 2,
+                value: 0,
+                local: 2
+            }
+        );
+        layer.map = vec![0, -1, 2, -1];
+        assert!(matches!(
+            refused(&layer.mapped()),
+            ContractError::ExpertMapEntry {
+                index: 2,
+                value: 2,
+                ..
+            }
+        ));
+        layer.map = vec![0, -1, -1, -2];
+        assert!(matches!(
+            refused(&layer.mapped()),
+            ContractError::ExpertMapEntry {
+                index: 3,
+                value: -2,
+                ..
+            }
+        ));
+        layer.map = vec![0, -1, -1, -1];
+        assert_eq!(
+            refused(&layer.mapped()),
+            ContractError::ExpertMapCount {
+                mapped: 1,
+                local: 2
+            }
+        );
+        // Without a map every expert must be held.
+        let layer = Layer::new();
+        let l = MoeLaunch {
+            expert_map: None,
+            ..layer.mapped()
+        };
+        assert_eq!(
+            refused(&l),
+            ContractError::ExpertMapCount {
+                mapped: 4,
+                local: 2
+            }
+        );
+        // A map of the wrong length is a shape error of the align launch.
+        let short = [0, -1, 1];
+        let e = refused(&MoeLaunch {
+            expert_map: Some(&short),
+            ..layer.mapped()
+        });
+        assert!(
+            matches!(
+                e,
+                ContractError::TooFewBytes {
+                    tensor: "expert map",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn x_must_be_the_tokens_rows_of_k_in_the_launch_dtype() {
+        let layer = Layer::new();
+        let e = refused(&MoeLaunch {
+            tokens: T + 1,
+            ..layer.launch()
+        });
+        assert!(matches!(e, ContractError::Shape { tensor: "x", .. }), "{e}");
+        let e = refused(&MoeLaunch {
+            dtype: ActDtype::Bf16,
+            ..layer.launch()
+        });
+        assert!(matches!(e, ContractError::Dtype { tensor: "x", .. }), "{e}");
+    }
+
+    #[test]
+    fn short_host_buffers_are_refused_by_the_views_they_back() {
+        let layer = Layer::new();
+        let e = refused(&MoeLaunch {
+            weights: &layer.weights[..layer.weights.len() - 1],
+            ..layer.launch()
+        });
+        assert!(
+            matches!(
+                e,
+                ContractError::TooFewBytes {
+                    tensor: "weights",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        let e = refused(&MoeLaunch {
+            topk_ids: &layer.ids[..5],
+            ..layer.launch()
+        });
+        assert!(
+            matches!(
+                e,
+                ContractError::TooFewBytes {
+                    tensor: "topk ids",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        let e = refused(&MoeLaunch {
+            topk_weights: Some(&layer.routed[..5]),
+            ..layer.launch()
+        });
+        assert!(
+            matches!(
+                e,
+                ContractError::TooFewBytes {
+                    tensor: "topk weights",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+    }
+
+    /// The launch-boundary rules of the new roles, on the views (`validate` itself).
+    #[test]
+    fn routing_tensors_of_the_wrong_type_or_shape_are_refused() {
+        let layer = Layer::new();
+        let l = layer.launch();
+        let mut li = l.align_inputs();
+        li.topk_ids.as_mut().unwrap().elem = ElemType::F32;
+        let e = validate(&MOE_ALIGN, &li).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                ContractError::Dtype {
+                    tensor: "topk ids",
+                    got: ElemType::F32,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+
+        let mut li = l.moe_inputs();
+        li.topk_weights = Some(TensorView::matrix(ElemType::F32, T, 3, 3, T * 3 * 4));
+        let e = validate(&MOE, &li).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                ContractError::Shape {
+                    tensor: "topk weights",
+                    formula: "[T, top_k]",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        let mut li = l.moe_inputs();
+        li.topk_weights.as_mut().unwrap().elem = ElemType::F16;
+        assert!(matches!(
+            validate(&MOE, &li).unwrap_err(),
+            ContractError::Dtype {
+                tensor: "topk weights",
+                ..
+            }
+        ));
+
+        let mut li = layer.mapped().align_inputs();
+        li.expert_map = Some(TensorView::vector(ElemType::I32, E + 1, (E + 1) * 4));
+        assert!(matches!(
+            validate(&MOE_ALIGN, &li).unwrap_err(),
+            ContractError::Shape {
+                tensor: "expert map",
+                formula: "[E]",
+                ..
+            }
+        ));
+        let mut li = layer.mapped().align_inputs();
+        li.expert_map.as_mut().unwrap().elem = ElemType::U32;
+        assert!(matches!(
+            validate(&MOE_ALIGN, &li).unwrap_err(),
+            ContractError::Dtype {
+                tensor: "expert map",
+                ..
+            }
+        ));
+
+        // The align outputs handed to moe must hold the declared capacity.
+        let mut li = l.moe_inputs();
+        li.sorted_token_ids = Some(TensorView::vector(ElemType::I32, 10, 40));
+        assert!(matches!(
+            validate(&MOE, &li).unwrap_err(),
+            ContractError::Shape {
+                tensor: "sorted token ids",
+                ..
+            }
+        ));
+        let mut li = l.moe_inputs();
+        li.routing = None;
+        assert_eq!(
+            validate(&MOE, &li).unwrap_err(),
+            ContractError::MissingRouting {
+                kernel: KernelId::Moe
+            }
+        );
+        let mut li = l.align_inputs();
+        li.routing.as_mut().unwrap().experts_local = E + 1;
+        assert_eq!(
+            validate(&MOE_ALIGN, &li).unwrap_err(),
+            ContractError::LocalExperts {
+                local: E + 1,
+                experts: E
+            }
+        );
+        let mut li = l.align_inputs();
+        li.routing.as_mut().unwrap().top_k = 0;
+        assert!(matches!(
+            validate(&MOE_ALIGN, &li).unwrap_err(),
+            ContractError::ZeroSized { dim: "top_k", .. }
+        ));
+    }
+
+    /// The kernels derive each expert's base from N and the row stride: a stacked tensor whose
+    /// experts sit elsewhere is refused, naming the tensor and both strides.
+    #[test]
+    fn an_expert_stride_other_than_n_rows_is_refused() {
+        let layer = Layer::new();
+        let l = layer.launch();
+        for role in [TensorRole::Weights, TensorRole::Scales] {
+            let mut li = l.moe_inputs();
+            let v = li.view_mut(role).unwrap();
+            let rows = v.strides[1] * N;
+            v.strides[0] = rows + v.strides[1];
+            v.bytes_available *= 2;
+            let e = validate(&MOE, &li).unwrap_err();
+            assert_eq!(
+                e,
+                ContractError::ExpertStride {
+                    kernel: KernelId::Moe,
+                    tensor: role.name(),
+                    formula: "N·row stride",
+                    expected: rows,
+                    got: rows + li.view(role).unwrap().strides[1],
+                },
+            );
+            assert!(
+                e.to_string().contains("derives it from the row stride"),
+                "{e}"
+            );
+        }
+        // A padded row stride is fine: the expert stride follows it.
+        let mut w = layer.weights.clone();
+        w.resize(E * N * (K / 8 + 4), 0);
+        let padded = MoeLaunch {
+            weights: &w,
+            w_row_stride_bytes: K / 2 + 16,
+            ..l.clone()
+        };
+        let v = padded.validate().unwrap();
+        assert_eq!(v.moe().scalar(ScalarArg::WeightRowStrideBytes), Some(48));
+    }
+
+    /// Unpacked zero points (the legacy `[N, K/G]` per expert in the activation dtype) are
+    /// refused as for the other kernels (FIELD §6.1), with the stacked shape in the message.
+    #[test]
+    fn unpacked_zero_points_are_refused() {
+        let layer = Layer::new();
+        let mut li = layer.launch().moe_inputs();
+        li.zeros = Some(TensorView {
+            elem: ElemType::F16,
+            shape: vec![E, N, K / 32],
+            strides: vec![N * 2, 2, 1],
+            byte_offset: 0,
+            bytes_available: E * N * 2 * 2,
+            base_align: crate::tensor::ALLOCATION_ALIGN,
+        });
+        let e = validate(&MOE, &li).unwrap_err();
+        assert!(
+            matches!(e, ContractError::ZeroPointLayout { dim: 1, .. }),
+            "{e}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "zero points must be i32/u32 packed 8×u4 along dim 1 with shape [E, N/8, K/G] = [4, 2, 2]; got f16 [4, 16, 2]"
+        );
+        assert_eq!(e.tensor(), Some("zero points"));
+    }
+
+    /// The new refusals travel from a worker to its parent like the others.
+    #[test]
+    fn moe_refusals_survive_the_worker_pipe() {
+        let errors = [
+            ContractError::ExpertStride {
+                kernel: KernelId::Moe,
+                tensor: TensorRole::Scales.name(),
+                formula: "N·row stride",
+                expected: 32,
+                got: 34,
+            },
+            ContractError::TileNotCompiled {
+                kernel: KernelId::Moe,
+                tile: w4a16_kernels::tiles::MOE_DEFAULT,
+                compiled: "16x64x32w4".into(),
+            },
+            ContractError::ExpertMapEntry {
+                index: 1,
+                value: 7,
+                local: 2,
+            },
+        ];
+        for e in errors {
+            let json = serde_json::to_string(&e).unwrap();
+            let back: ContractError = serde_json::from_str(&json).unwrap();
+            assert_eq!(back, e, "{json}");
+        }
+    }
+
+    #[test]
+    fn the_stand_in_has_no_moe_path_and_says_so() {
+        let layer = Layer::new();
+        let l = layer.launch();
+        let v = l.validate().unwrap();
+        let d = super::super::stand_in::StandInDevice::new(w4a16_kernels::Target::Sm90);
+        let e = super::super::Device::run_moe(&d, &v).unwrap_err();
+        assert_eq!(
+            e.missing_capability(),
+            Some(super::super::Capability::MoeLaunch)
+        );
+        assert!(super::super::Device::run_moe_align(&d, &v).is_err());
+    }
+}

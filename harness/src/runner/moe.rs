@@ -1,0 +1,451 @@
+//! One MoE case end to end: seeded routing and experts → the MoE selection (tile, `block_m`) →
+//! `moe_align` on the device, checked exactly against the ordering contract → `moe` on the
+//! device's own alignment against the grouped f64 reference and its bound (zero rows for experts
+//! mapped away, every slot's row written, nothing outside C) → the whole pipeline again, bit for
+//! bit (determinism).
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::time::Instant;
+
+use super::check::{Check, KernelPath};
+use super::execute::RunContext;
+use super::timing::{Phase, PhaseTimes};
+use super::verdict::{Cause, Mismatch, Outcome, OutputProblems, Verdict};
+use crate::cases::{Case, MoeRouting};
+use crate::device::{DeviceFault, MoeLaunch, MoeOutput};
+use crate::require::{Requirement, Skip};
+use crate::select::moe::{MoeRequest, MoeSelection, select_moe};
+use crate::tensor::XBuffer;
+use crate::validate::ContractError;
+use w4a16_kernels::{KernelId, set};
+use w4a16_reference::bound::BoundModel;
+use w4a16_reference::compare::{self, CompareMode};
+use w4a16_reference::data::{self, DataClass};
+use w4a16_reference::formats::RowPadding;
+use w4a16_reference::layer::Activations;
+use w4a16_reference::moe::{
+    ExpertMap, GroupedReport, MoeLayer, MoeSpec, Routing, StackedExperts, check_align,
+    compare_grouped_mode, grouped_reference_with, route,
+};
+
+/// The checks a MoE case makes on the device, in order.
+fn device_checks() -> [Check; 3] {
+    [
+        Check::kernel(KernelId::MoeAlign),
+        Check::Path(moe_path()),
+        Check::Determinism(KernelId::Moe),
+    ]
+}
+
+/// `moe_align+moe`: the path C goes through.
+fn moe_path() -> KernelPath {
+    KernelPath::new(vec![KernelId::MoeAlign, KernelId::Moe]).expect("two kernels")
+}
+
+/// The experts of a case, keyed by everything they depend on (not T, the routing or the routed
+/// weight), kept per thread so a layer's cases reuse them.
+struct PreparedExperts {
+    key: String,
+    layer: MoeLayer,
+    stacked: StackedExperts,
+}
+
+thread_local! {
+    static LAST_EXPERTS: RefCell<Option<Rc<PreparedExperts>>> = const { RefCell::new(None) };
+}
+
+struct MoeRun<'c, 'a> {
+    case: &'c Case,
+    routing: MoeRouting,
+    ctx: &'c RunContext<'a>,
+    verdicts: Vec<Verdict>,
+    times: PhaseTimes,
+}
+
+/// Runs one MoE case (`case.moe` is `routing`).
+pub(crate) fn run_moe_case(
+    case: &Case,
+    routing: MoeRouting,
+    ctx: &RunContext<'_>,
+) -> (Vec<Verdict>, PhaseTimes) {
+    let mut run = MoeRun {
+        case,
+        routing,
+        ctx,
+        verdicts: Vec::new(),
+        times: PhaseTimes::default(),
+    };
+    run.run();
+    (run.verdicts, run.times)
+}
+
+impl MoeRun<'_, '_> {
+    fn verdict(&mut self, check: Check, outcome: Outcome, detail: impl Into<String>) {
+        self.verdicts
+            .push(Verdict::new(&self.case.id, check, outcome).detail(detail));
+    }
+
+    /// A device fault: a SKIP where a capability is missing, else a FAULT.
+    fn push_device(&mut self, check: Check, fault: DeviceFault) {
+        let (outcome, cause) = Cause::of_device(fault);
+        self.verdicts
+            .push(Verdict::new(&self.case.id, check, outcome).because(cause));
+    }
+
+    /// A contract refusal of a valid layer: a failure of the declarations (every MoE case is a
+    /// layer the set takes), on every device check. The pipeline is validated as one launch
+    /// pair, named by its GEMM.
+    fn push_refused(&mut self, error: ContractError) {
+        for check in device_checks() {
+            let cause = Cause::Contract {
+                kernel: KernelId::Moe,
+                error: error.clone(),
+            };
+            self.verdicts
+                .push(Verdict::new(&self.case.id, check, Outcome::Fail).because(cause));
+        }
+    }
+
+    fn run(&mut self) {
+        let case = self.case;
+        let request = MoeRequest::from_case(case, self.routing);
+        let selection = select_moe(self.ctx.target, &request);
+        let sel = match selection {
+            MoeSelection::Chosen(s) => s,
+            MoeSelection::Refused { reasons } => {
+                // Every case of a MoE sweep is a layer the set takes: a refusal is a failure.
+                let detail = format!("no kernel takes this MoE layer: {}", reasons.join("; "));
+                self.verdict(Check::Selection(None), Outcome::Fail, detail);
+                return;
+            }
+        };
+        self.verdict(
+            Check::Selection(Some(moe_path())),
+            Outcome::Pass,
+            sel.describe(),
+        );
+        let Some(device) = self.ctx.device else {
+            let skip = self.ctx.no_device.clone().unwrap_or_else(|| Skip {
+                requirement: Requirement::Gpu,
+                reason: "no GPU".into(),
+            });
+            for check in device_checks() {
+                let mut v = Verdict::skipped(&case.id, check, skip.clone());
+                v.detail = format!("needs a GPU: {}", v.detail);
+                self.verdicts.push(v);
+            }
+            return;
+        };
+
+        // Data: routing and X from the case id, the experts from the layer key.
+        let seed = data::case_seed(&case.id);
+        let map = match ExpertMap::new(self.routing.map, self.routing.experts) {
+            Ok(m) => m,
+            Err(e) => return self.verdict(Check::Data, Outcome::Fail, format!("expert map: {e}")),
+        };
+        let start = Instant::now();
+        let routing = route(
+            self.routing.routing,
+            seed ^ ROUTING_SEED_SALT,
+            case.m,
+            self.routing.experts,
+            self.routing.top_k,
+        );
+        let routing = match routing {
+            Ok(r) => r,
+            Err(e) => return self.verdict(Check::Data, Outcome::Fail, format!("routing: {e}")),
+        };
+        let spec = self.spec(map.local_experts());
+        let x = match data::generate_activations(seed, &spec.data_spec(case.m)) {
+            Ok(x) => x,
+            Err(e) => return self.verdict(Check::Data, Outcome::Fail, format!("X: {e}")),
+        };
+        self.times.add(Phase::Data, start.elapsed());
+        let Some(experts) = self.prepared(&spec) else {
+            return;
+        };
+        let uses_map = self.routing.map != w4a16_reference::moe::MapKind::All;
+        let map_ref = uses_map.then_some(&map);
+
+        let st = &experts.stacked;
+        let launch = MoeLaunch {
+            x: XBuffer::as_laid_out(&x),
+            weights: &st.weights,
+            scales: &st.scales,
+            zeros: st.zeros.as_deref(),
+            w_row_stride_bytes: st.w_row_stride_bytes,
+            scale_row_stride: st.scale_row_stride,
+            topk_ids: &routing.ids,
+            topk_weights: self.routing.routed_weight.then_some(&routing.weights[..]),
+            expert_map: map_ref.map(|m| &m.local_of[..]),
+            tokens: case.m,
+            top_k: self.routing.top_k,
+            experts: self.routing.experts,
+            experts_local: st.experts,
+            n: st.shape.n,
+            k: st.shape.k,
+            group: st.shape.group,
+            dtype: st.dtype,
+            tile: sel.tile,
+        };
+        let inputs = match launch.validate() {
+            Ok(i) => i,
+            Err(e) => return self.push_refused(e),
+        };
+        let [align_check, path_check, det_check] = device_checks();
+        let start = Instant::now();
+        let first = device.run_moe(&inputs);
+        let second = first.as_ref().ok().map(|_| device.run_moe(&inputs));
+        self.times.add(Phase::Device, start.elapsed());
+        let first = match first {
+            Ok(o) => o,
+            Err(fault) => {
+                for check in device_checks() {
+                    self.push_device(check, fault.clone());
+                }
+                return;
+            }
+        };
+
+        let start = Instant::now();
+        // The alignment, exactly.
+        match check_align(
+            &routing,
+            sel.tile.bm as usize,
+            map_ref,
+            &first.sorted_token_ids,
+            &first.expert_ids,
+            first.num_tokens_post_padded,
+        ) {
+            Ok(()) => self.verdict(
+                align_check,
+                Outcome::Pass,
+                format!(
+                    "block_m {}: {} slots padded to {}",
+                    sel.tile.bm,
+                    routing.slots(),
+                    first.num_tokens_post_padded
+                ),
+            ),
+            Err(e) => {
+                self.verdicts
+                    .push(Verdict::new(&case.id, align_check, Outcome::Fail).because(
+                        Cause::Mismatch(Mismatch::Alignment {
+                            detail: e.to_string(),
+                        }),
+                    ))
+            }
+        }
+        // C against the grouped reference.
+        let v = self.judge(path_check, &x, &experts.layer, &routing, map_ref, &first);
+        self.verdicts.push(v);
+        // The pipeline again: the same bits.
+        match second {
+            Some(Ok(again)) => {
+                let differ = differing(&first, &again);
+                if differ == 0 {
+                    self.verdict(det_check, Outcome::Pass, "two runs, identical bits");
+                } else {
+                    self.verdicts
+                        .push(Verdict::new(&case.id, det_check, Outcome::Fail).because(
+                            Cause::Mismatch(Mismatch::Nondeterministic { elements: differ }),
+                        ));
+                }
+            }
+            Some(Err(fault)) => self.push_device(det_check, fault),
+            None => {}
+        }
+        self.times.add(Phase::Verify, start.elapsed());
+    }
+
+    fn spec(&self, local_experts: usize) -> MoeSpec {
+        MoeSpec {
+            class: self.case.class,
+            shape: self.case.shape,
+            dtype: self.case.dtype,
+            symmetry: self.case.symmetry,
+            experts: local_experts,
+            // Each expert its own draw: a slot computed with another expert's weights fails.
+            distinguishable: self.case.class != DataClass::Ones,
+        }
+    }
+
+    /// The case's experts, generated and stacked, or reused from the thread's last case.
+    fn prepared(&mut self, spec: &MoeSpec) -> Option<Rc<PreparedExperts>> {
+        let case = self.case;
+        let padding = RowPadding::from_rule(
+            case.shape.k,
+            crate::select::padding::padding_rule(self.ctx.target, case.padding),
+        );
+        let key = format!(
+            "{}/{}/{}/{}/g{}/{}/e{}/{:?}",
+            case.suite,
+            case.shape_name,
+            case.dtype.name(),
+            case.symmetry.name(),
+            case.shape.group,
+            case.class.name(),
+            spec.experts,
+            padding
+        );
+        let cached = LAST_EXPERTS.with(|slot| {
+            slot.borrow()
+                .as_ref()
+                .filter(|p| p.key == key)
+                .map(Rc::clone)
+        });
+        if cached.is_some() {
+            return cached;
+        }
+        LAST_EXPERTS.with(|slot| slot.borrow_mut().take());
+        let start = Instant::now();
+        let built = MoeLayer::generate(data::case_seed(&key), spec)
+            .and_then(|layer| layer.stack(padding).map(|stacked| (layer, stacked)));
+        self.times.add(Phase::Data, start.elapsed());
+        match built {
+            Ok((layer, stacked)) => {
+                let p = Rc::new(PreparedExperts {
+                    key,
+                    layer,
+                    stacked,
+                });
+                LAST_EXPERTS.with(|slot| *slot.borrow_mut() = Some(Rc::clone(&p)));
+                Some(p)
+            }
+            Err(e) => {
+                self.verdict(Check::Data, Outcome::Fail, format!("experts: {e}"));
+                None
+            }
+        }
+    }
+
+    /// C against the grouped reference: computed rows within bound (bit-exact for exact-class
+    /// data), zero rows exactly zero, every element written, nothing written outside C.
+    fn judge(
+        &self,
+        check: Check,
+        x: &Activations,
+        layer: &MoeLayer,
+        routing: &Routing,
+        map: Option<&ExpertMap>,
+        out: &MoeOutput,
+    ) -> Verdict {
+        let id = &self.case.id;
+        let recipe = (set::MOE.recipe)(self.case.dtype);
+        let model = match BoundModel::new(&recipe, self.case.shape.k, self.ctx.c_target) {
+            Ok(m) => m,
+            Err(e) => return Verdict::new(id, check, Outcome::Fail).detail(format!("bound: {e}")),
+        };
+        let reference = grouped_reference_with(
+            x,
+            layer,
+            routing,
+            map,
+            self.routing.routed_weight,
+            &recipe,
+            self.case.class.non_finite_x(),
+        );
+        let reference = match reference {
+            Ok(r) => r,
+            Err(e) => {
+                return Verdict::new(id, Check::Reference, Outcome::Fail).detail(e.to_string());
+            }
+        };
+        let exact = self.case.class == DataClass::Exact;
+        let mode = if exact {
+            CompareMode::BitExact
+        } else {
+            CompareMode::Bound
+        };
+        let c = &out.c;
+        let report = match compare_grouped_mode(&reference, &model, &c.y_bits, c.n, mode) {
+            Ok(r) => r,
+            Err(e) => {
+                return Verdict::new(id, check, Outcome::Fail).detail(format!("compare: {e}"));
+            }
+        };
+        let outside_clean = c.guard_violations.is_empty() && c.stray_writes == 0;
+        if report.passed() && outside_clean && c.unwritten == 0 {
+            let bucket = if exact {
+                "bit-exact".to_string()
+            } else {
+                compare::bucket(report.worst_ratio()).to_string()
+            };
+            let mut v = Verdict::new(id, check, Outcome::Pass)
+                .bucket(bucket)
+                .detail(format!(
+                    "{} rows ({} zero), worst ratio {:.3e} at {:?}",
+                    reference.slots,
+                    report.zero_rows,
+                    report.worst_ratio(),
+                    report.report.worst_at
+                ));
+            v.worst_ratio = Some(report.worst_ratio());
+            return v;
+        }
+        let problems = OutputProblems {
+            guard_bytes: c.guard_violations.len(),
+            stray_writes: c.stray_writes,
+            unwritten: c.unwritten,
+            over_bound: report.report.over_bound,
+            nonfinite: report.report.nonfinite,
+            poison_left: report.report.poison_left,
+            bit_mismatches: report.report.exact_mismatches,
+            worst_ratio: report.worst_ratio(),
+            worst_at: report.report.worst_at,
+            sampled: None,
+        };
+        let mut v = Verdict::new(id, check, Outcome::Fail)
+            .because(Cause::Mismatch(Mismatch::Output(problems)));
+        v.detail = format!("{}; {}", v.detail, failing_rows(&report));
+        v.worst_ratio = Some(report.worst_ratio());
+        v
+    }
+}
+
+/// Salt between the seeds of X and of the routing (both from the case id).
+const ROUTING_SEED_SALT: u64 = 0x6d6f_655f_726f_7574;
+
+/// The failing rows of a report, with the wrong-expert diagnosis: what a kernel engineer reads
+/// first.
+fn failing_rows(report: &GroupedReport) -> String {
+    let shown: Vec<String> = report
+        .failures
+        .iter()
+        .take(4)
+        .map(|f| {
+            let mut s = format!(
+                "slot {} (token {}, {:?}): {} over bound, {} non-zero, worst {:.3e} from n={}",
+                f.slot, f.token, f.kind, f.over_bound, f.nonzero, f.worst_ratio, f.first_bad
+            );
+            if let Some(w) = f.wrong_expert {
+                s.push_str(&format!(
+                    "; matches expert {} (local {}) instead: routed to the wrong expert",
+                    w.global, w.local
+                ));
+            }
+            s
+        })
+        .collect();
+    format!(
+        "{} failing rows ({} of {} diagnosed rows match another expert): {}",
+        report.failures.len(),
+        report.wrong_expert_rows,
+        report.diagnosed,
+        shown.join(" | ")
+    )
+}
+
+/// Elements (align outputs and C) that differ between two runs.
+fn differing(a: &MoeOutput, b: &MoeOutput) -> usize {
+    let ntpp = usize::from(a.num_tokens_post_padded != b.num_tokens_post_padded);
+    let sorted = count_diff(&a.sorted_token_ids, &b.sorted_token_ids);
+    let ids = count_diff(&a.expert_ids, &b.expert_ids);
+    let c = count_diff(&a.c.y_bits, &b.c.y_bits);
+    ntpp + sorted + ids + c
+}
+
+fn count_diff<T: PartialEq>(a: &[T], b: &[T]) -> usize {
+    a.iter().zip(b).filter(|(x, y)| x != y).count() + a.len().abs_diff(b.len())
+}
