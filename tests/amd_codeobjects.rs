@@ -128,21 +128,23 @@ fn every_kernel_builds_for_every_target_with_its_entries() {
     }
 }
 
-/// Every fused tile variant's code object uses the shared memory `tiles::shared_mem_bytes`
-/// computes for it, within the 48 KiB every target's tiles must fit (the AMD targets also run
-/// emulated on NVIDIA), and the block size of its warps.
+/// Every fused (and fused_carrier) tile variant's code object uses the shared memory
+/// `tiles::shared_mem_bytes` computes for it, within the 48 KiB every target's tiles must fit
+/// (the AMD targets also run emulated on NVIDIA), and the block size of its warps.
 #[test]
 fn fused_variants_use_the_shared_memory_and_block_their_tile_declares() {
     let b = built_or_skip!();
     let mut checked = 0;
-    for (c, info, _) in b
-        .objects
-        .iter()
-        .filter(|(c, _, _)| c.source.kernel == Some(KernelId::Fused))
-    {
+    for (c, info, _) in b.objects.iter().filter(|(c, _, _)| {
+        matches!(
+            c.source.kernel,
+            Some(KernelId::Fused | KernelId::FusedCarrier)
+        )
+    }) {
+        let decl = set::decl(c.source.kernel.expect("filtered"));
         for dtype in ActDtype::ALL {
             for tile in tiles::FUSED_VARIANTS {
-                let entry = set::FUSED.variant_entry(dtype, tile);
+                let entry = decl.variant_entry(dtype, tile);
                 let k = info
                     .kernel(&entry)
                     .unwrap_or_else(|| panic!("{c}: {entry} is not in the code object"));
@@ -164,7 +166,10 @@ fn fused_variants_use_the_shared_memory_and_block_their_tile_declares() {
             }
         }
     }
-    assert_eq!(checked, b.targets.len() * 2 * tiles::FUSED_VARIANTS.len());
+    assert_eq!(
+        checked,
+        b.targets.len() * 2 * 2 * tiles::FUSED_VARIANTS.len()
+    );
 }
 
 /// The same for every moe tile variant: the fused tile's shared memory plus moe's row table

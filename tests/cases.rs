@@ -5,7 +5,9 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use w4a16_harness::cases::{self, CaseSet, DataClass, Date, Producer, RowPadding, ViewLayout};
+use w4a16_harness::cases::{
+    self, CarrierMode, CaseSet, DataClass, Date, Producer, RowPadding, ViewLayout,
+};
 use w4a16_reference::ActDtype;
 use w4a16_reference::layer::Symmetry;
 
@@ -39,6 +41,7 @@ fn the_cases_folder_loads_with_every_suite() {
     let set = load();
     let names = set.suite_names();
     for expected in [
+        "carrier",
         "checkpoints",
         "edges",
         "field",
@@ -830,4 +833,115 @@ fn unsupported_layers_live_only_in_suites_that_allow_them() {
             .any(|c| c.symmetry == Symmetry::Asym && c.shape.n % 8 != 0)
     );
     assert!(sel.cases.iter().any(|c| c.act_order));
+}
+
+/// The carrier axis: off by default and then absent from the id (every existing id, and its
+/// seeded data, stays), `carrier` or `carrier-padded-scales` otherwise, in sweeps and in
+/// explicit cases.
+#[test]
+fn the_carrier_axis_adds_an_id_segment_only_when_on() {
+    let set = cases::load_sources(&[
+        src("shapes.toml", SHAPES),
+        src(
+            "s.toml",
+            r#"
+[suite]
+name = "v"
+description = "x"
+[[sweep]]
+shapes = ["a.k256-n64"]
+m = [2]
+dtype = ["f16"]
+symmetry = ["asym"]
+class = ["exact"]
+carrier = ["off", "on", "padded-scales"]
+[[case]]
+shape = "a.k256-n64"
+m = 4
+dtype = "bf16"
+symmetry = "sym"
+class = "exact"
+bias = true
+carrier = "on"
+"#,
+        ),
+    ])
+    .unwrap();
+    let got: Vec<(&str, CarrierMode)> = set.cases().map(|c| (c.id.as_str(), c.carrier)).collect();
+    assert_eq!(
+        got,
+        [
+            ("v/a.k256-n64/M=2/f16/asym/g128/exact", CarrierMode::Off),
+            (
+                "v/a.k256-n64/M=2/f16/asym/g128/exact/carrier",
+                CarrierMode::On
+            ),
+            (
+                "v/a.k256-n64/M=2/f16/asym/g128/exact/carrier-padded-scales",
+                CarrierMode::PaddedScales
+            ),
+            (
+                "v/a.k256-n64/M=4/bf16/sym/g128/exact/bias+carrier",
+                CarrierMode::On
+            ),
+        ]
+    );
+    assert_eq!(CarrierMode::PaddedScales.scale_extra_elems(), 8);
+    assert_eq!(CarrierMode::On.scale_extra_elems(), 0);
+    // No committed suite but `carrier` turns it on.
+    let set = load();
+    for c in set.cases() {
+        assert_eq!(c.carrier.is_on(), c.suite == "carrier", "{}", c.id);
+    }
+}
+
+/// The carrier suite: both dtypes, every fast-path G, decode and prefill M, ragged N, a SPEC §7
+/// shape, padded scale rows for the stride trap, exact-class (bit-exact) cases, and symmetric
+/// layers whose carrier launch must be refused.
+#[test]
+fn the_carrier_suite_covers_what_the_issue_asks() {
+    let set = load();
+    let s = set.suite("carrier").expect("cases/sweeps/carrier.toml");
+    let asym = |c: &&cases::Case| c.symmetry == Symmetry::Asym;
+    for d in ActDtype::ALL {
+        for g in [32, 64, 128] {
+            for mode in [CarrierMode::On, CarrierMode::PaddedScales] {
+                for (lo, hi) in [(1, 5), (64, usize::MAX)] {
+                    assert!(
+                        s.cases.iter().filter(asym).any(|c| c.dtype == d
+                            && c.shape.group == g
+                            && c.carrier == mode
+                            && (lo..=hi).contains(&c.m)),
+                        "no {d} asym G={g} {mode:?} case with M in {lo}..={hi}"
+                    );
+                }
+            }
+        }
+        assert!(
+            s.cases
+                .iter()
+                .any(|c| c.dtype == d && c.symmetry == Symmetry::Sym),
+            "no symmetric refusal case for {d}"
+        );
+        assert!(
+            s.cases
+                .iter()
+                .filter(asym)
+                .any(|c| c.dtype == d && c.class == DataClass::Exact),
+            "no exact-class {d} case"
+        );
+    }
+    assert!(s.cases.iter().all(|c| c.carrier.is_on()));
+    assert!(
+        s.cases.iter().any(|c| !c.shape.n.is_multiple_of(64)),
+        "no ragged N"
+    );
+    let model: HashSet<&str> = set.model_shapes().map(|m| m.name.as_str()).collect();
+    assert!(
+        s.cases
+            .iter()
+            .filter(asym)
+            .any(|c| model.contains(c.shape_name.as_str())),
+        "no SPEC §7 shape"
+    );
 }

@@ -11,7 +11,7 @@ use std::ffi::c_void;
 use w4a16_kernels::decl::arg_offsets;
 use w4a16_kernels::{ArgKind, KernelDecl, KernelId, TensorRole};
 use w4a16_reference::Activations;
-use w4a16_reference::formats::{ResidentLayer, ZeroPoints};
+use w4a16_reference::formats::{Carrier, ResidentLayer, ZeroPoints};
 
 use crate::tensor::{DenseSpec, LaunchInputs, XBuffer, YSpec};
 use crate::validate::{ArgValue, ContractError, ValidatedLaunch, validate};
@@ -122,6 +122,30 @@ impl<'a> DeviceInputs<'a> {
         let launch = LaunchInputs::gemm_view(layer, x.view(), &y);
         let mut host = layer_host(layer);
         host.push((TensorRole::X, HostBytes::U16(&x.host)));
+        Self::new(decl, launch, host)
+    }
+
+    /// `Y = X·Wᵀ (+ bias)` for fused_carrier: the carrier in place of the scales and zero points,
+    /// X strided and offset inside its own buffer. `carrier` is `None` for a layer that has none
+    /// (symmetric): refused at validation, before any upload.
+    pub fn gemm_carrier_strided(
+        decl: &KernelDecl,
+        layer: &'a ResidentLayer,
+        carrier: Option<&'a Carrier>,
+        x: &'a XBuffer<'_>,
+        y: YSpec,
+    ) -> Result<Self, ContractError> {
+        let launch = LaunchInputs::gemm_carrier_view(layer, carrier, x.view(), &y);
+        let mut host = vec![
+            (TensorRole::Weights, HostBytes::U8(&layer.weights.bytes)),
+            (TensorRole::X, HostBytes::U16(&x.host)),
+        ];
+        if let Some(c) = carrier {
+            host.push((TensorRole::Carrier, HostBytes::U32(&c.words)));
+        }
+        if let Some(b) = &layer.bias {
+            host.push((TensorRole::Bias, HostBytes::U16(b)));
+        }
         Self::new(decl, launch, host)
     }
 

@@ -8,7 +8,8 @@ use std::fmt;
 
 use w4a16_kernels::set::{MoeAlignCapacity, moe_align_capacity};
 use w4a16_kernels::{RoutedDims, TensorRole};
-use w4a16_reference::formats::{ResidentLayer, ResidentWeights, ZeroPoints};
+use w4a16_reference::formats::{Carrier, ResidentLayer, ResidentWeights, ZeroPoints};
+use w4a16_reference::layer::Symmetry;
 use w4a16_reference::{ActDtype, Activations};
 
 /// Element types a tensor handed to a kernel can have.
@@ -420,6 +421,11 @@ pub fn zero_points_view(z: &ZeroPoints) -> TensorView {
     }
 }
 
+/// The asymmetric carrier `u32 [N, K/G]`, rows K/G words apart (it is never padded).
+pub fn carrier_view(c: &Carrier) -> TensorView {
+    TensorView::matrix(ElemType::U32, c.n, c.groups, c.groups, c.words.len() * 4)
+}
+
 /// The routing sizes of a MoE launch (`moe_align`, `moe`); `LaunchInputs::m` is the tokens `T`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct MoeRouting {
@@ -553,6 +559,12 @@ pub struct LaunchInputs {
     pub bias: Option<TensorView>,
     pub y: Option<TensorView>,
     pub dense: Option<TensorView>,
+    /// The asymmetric carrier (fused_carrier), in place of scales and zero points.
+    pub carrier: Option<TensorView>,
+    /// The symmetry of the quantized layer the launch reads, as its loader knows it (`None`: no
+    /// quantized layer, the dense GEMM). A carrier launch carries no zero-point tensor to tell
+    /// it by, and a carrier for a symmetric layer is refused.
+    pub layer_symmetry: Option<Symmetry>,
     pub topk_ids: Option<TensorView>,
     pub topk_weights: Option<TensorView>,
     pub expert_map: Option<TensorView>,
@@ -578,6 +590,8 @@ impl LaunchInputs {
             bias: None,
             y: None,
             dense: None,
+            carrier: None,
+            layer_symmetry: None,
             topk_ids: None,
             topk_weights: None,
             expert_map: None,
@@ -586,6 +600,27 @@ impl LaunchInputs {
             tokens_post_padded: None,
             routing: None,
         }
+    }
+
+    /// `Y = X·Wᵀ (+ bias)` reading the asymmetric carrier in place of scales and zero points
+    /// (fused_carrier). `carrier` is `None` where the layer has none (a symmetric layer): the
+    /// launch is then refused at validation, naming the layer's symmetry.
+    pub fn gemm_carrier_view(
+        layer: &ResidentLayer,
+        carrier: Option<&Carrier>,
+        x: TensorView,
+        y: &YSpec,
+    ) -> Self {
+        let s = layer.shape;
+        let m = x.shape.first().copied().unwrap_or(0);
+        let mut li = Self::empty(m, s.n, s.k, s.group, layer.dtype);
+        li.x = Some(x);
+        li.y = Some(y.view());
+        li.set_layer(layer);
+        li.scales = None;
+        li.zeros = None;
+        li.carrier = carrier.map(carrier_view);
+        li
     }
 
     /// The routing step: `tokens × top_k` topk ids (and an expert map when `expert_map`) to
@@ -637,7 +672,6 @@ impl LaunchInputs {
         self.expert_ids = Some(int_vector(cap.blocks));
         self.tokens_post_padded = Some(int_vector(1));
     }
-
     /// `Y = X·Wᵀ (+ bias)` on a resident layer (skinny, fused, fallback).
     pub fn gemm(layer: &ResidentLayer, x: &Activations, y: &YSpec) -> Self {
         Self::gemm_view(layer, activations_view(x), y)
@@ -662,6 +696,7 @@ impl LaunchInputs {
         li.scales = Some(scales_view(layer));
         li.zeros = layer.zeros.as_ref().map(zero_points_view);
         li.dense = Some(dense.view());
+        li.layer_symmetry = Some(layer_symmetry(layer));
         li
     }
 
@@ -689,11 +724,12 @@ impl LaunchInputs {
             .bias
             .as_ref()
             .map(|b| TensorView::vector(layer.dtype.into(), b.len(), b.len() * 2));
+        self.layer_symmetry = Some(layer_symmetry(layer));
     }
 
-    /// Whether the launch carries zero points (an asymmetric layer).
+    /// Whether the launch carries zero points or a carrier (an asymmetric layer).
     pub fn asymmetric(&self) -> bool {
-        self.zeros.is_some()
+        self.zeros.is_some() || self.carrier.is_some()
     }
 
     pub fn view(&self, role: TensorRole) -> Option<&TensorView> {
@@ -718,6 +754,7 @@ impl LaunchInputs {
             TensorRole::Bias => &self.bias,
             TensorRole::Y => &self.y,
             TensorRole::Dense => &self.dense,
+            TensorRole::Carrier => &self.carrier,
             TensorRole::TopkIds => &self.topk_ids,
             TensorRole::TopkWeights => &self.topk_weights,
             TensorRole::ExpertMap => &self.expert_map,
@@ -736,6 +773,7 @@ impl LaunchInputs {
             TensorRole::Bias => &mut self.bias,
             TensorRole::Y => &mut self.y,
             TensorRole::Dense => &mut self.dense,
+            TensorRole::Carrier => &mut self.carrier,
             TensorRole::TopkIds => &mut self.topk_ids,
             TensorRole::TopkWeights => &mut self.topk_weights,
             TensorRole::ExpertMap => &mut self.expert_map,
@@ -755,7 +793,7 @@ impl LaunchInputs {
 }
 
 /// Every tensor role, in the order reports list them.
-pub const ALL_ROLES: [TensorRole; 13] = [
+pub const ALL_ROLES: [TensorRole; 14] = [
     TensorRole::X,
     TensorRole::Weights,
     TensorRole::Scales,
@@ -769,7 +807,17 @@ pub const ALL_ROLES: [TensorRole; 13] = [
     TensorRole::SortedTokenIds,
     TensorRole::ExpertIds,
     TensorRole::TokensPostPadded,
+    TensorRole::Carrier,
 ];
+
+/// A resident layer's symmetry: asymmetric when it carries zero points (packed or legacy).
+fn layer_symmetry(layer: &ResidentLayer) -> Symmetry {
+    if layer.zeros.is_some() {
+        Symmetry::Asym
+    } else {
+        Symmetry::Sym
+    }
+}
 
 /// A contiguous `[T, top_k]` routing tensor (the topk ids or weights).
 fn routing_matrix(elem: ElemType, tokens: usize, top_k: usize) -> TensorView {

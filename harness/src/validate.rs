@@ -7,6 +7,7 @@ use w4a16_kernels::decl::{ContractDecl, GroupRule, LaunchShape, RowLayoutRule};
 use w4a16_kernels::{ArgKind, KernelDecl, KernelId, ScalarArg, TensorRole, Tile};
 
 use crate::tensor::{ElemType, LaunchInputs, MoeRouting, TensorView, fmt_shape};
+use w4a16_reference::layer::Symmetry;
 
 /// A launch the kernel's contract refuses. Each message names the tensor (or size), what the
 /// contract expects and what the launch had.
@@ -154,6 +155,24 @@ pub enum ContractError {
         kernel: KernelId,
         tile: Tile,
         compiled: String,
+    },
+
+    /// The carrier hand-off of SPEC §2: one u32 word per (n, g), never the plain scales.
+    #[error("carrier must be u32 [N, K/G] = {} (one word per (n, g): the scale's bits low, bias_eff or z high; plain scales are no carrier); got {got}", fmt_shape(.expected))]
+    CarrierLayout { expected: Vec<usize>, got: String },
+
+    /// The carrier's own stride (FIELD §6 item 4): reading it with the scales' padded stride
+    /// runs past its rows.
+    #[error(
+        "carrier row stride must be exactly K/G = {expected} words (the carrier is never padded; a padded scales stride reads past it); got {got}"
+    )]
+    CarrierRowStride { expected: usize, got: usize },
+
+    /// Symmetric layers read their scales directly; they have no carrier.
+    #[error("{kernel} reads the asymmetric carrier, but the layer is {}: symmetric layers read their scales directly and have no carrier", .layer.map_or("not stated to be asymmetric", |s| if s == Symmetry::Sym { "symmetric (no zero points)" } else { "asymmetric" }))]
+    CarrierForSymmetricLayer {
+        kernel: KernelId,
+        layer: Option<Symmetry>,
     },
 
     #[error("{tensor} must have unit inner stride; got {got}")]
@@ -408,6 +427,24 @@ pub fn validate(
         return Err(ContractError::NNotMultipleOf8 { n: inputs.n });
     }
 
+    // A carrier kernel reads asymmetric layers only; checked before the tensors, so that a
+    // symmetric layer's missing carrier is named as such rather than as a null pointer.
+    let carrier_declared = decl.args.iter().any(|a| {
+        matches!(
+            a.kind,
+            ArgKind::Pointer {
+                role: TensorRole::Carrier,
+                ..
+            }
+        )
+    });
+    if carrier_declared && inputs.layer_symmetry != Some(Symmetry::Asym) {
+        return Err(ContractError::CarrierForSymmetricLayer {
+            kernel,
+            layer: inputs.layer_symmetry,
+        });
+    }
+
     // Which tensors the launch has must match the argument list exactly.
     for role in inputs.present_roles() {
         let declared = decl
@@ -475,7 +512,7 @@ pub fn validate(
             k: inputs.k,
             group: inputs.group,
             dtype: inputs.dtype,
-            asymmetric: inputs.zeros.is_some(),
+            asymmetric: inputs.asymmetric(),
             routing: inputs.routing.filter(|_| routed).map(|r| r.dims()),
         },
         args,
@@ -561,6 +598,7 @@ fn stride_scalar(role: TensorRole) -> Option<ScalarArg> {
         TensorRole::Scales => Some(ScalarArg::ScaleRowStride),
         TensorRole::Y => Some(ScalarArg::YRowStride),
         TensorRole::Dense => Some(ScalarArg::DenseRowStride),
+        TensorRole::Carrier => Some(ScalarArg::CarrierRowStride),
         TensorRole::Zeros
         | TensorRole::Bias
         | TensorRole::TopkIds
@@ -588,6 +626,7 @@ fn scalar_name(s: ScalarArg) -> &'static str {
         ScalarArg::Experts => "experts",
         ScalarArg::BlockM => "block_m",
         ScalarArg::SortedCapacity => "sorted capacity",
+        ScalarArg::CarrierRowStride => "carrier row stride",
     }
 }
 
@@ -623,6 +662,7 @@ fn scalar_value(s: ScalarArg, li: &LaunchInputs) -> usize {
         ScalarArg::SortedCapacity => {
             routing(li, |r| r.capacity(li.m).map_or(usize::MAX, |c| c.sorted))
         }
+        ScalarArg::CarrierRowStride => row(TensorRole::Carrier),
     }
 }
 
@@ -771,6 +811,23 @@ fn check_tensor(
         | TensorRole::SortedTokenIds
         | TensorRole::ExpertIds
         | TensorRole::TokensPostPadded => return Err(ContractError::MissingRouting { kernel }),
+        TensorRole::Carrier => {
+            let expected = vec![li.n, groups];
+            if v.elem != ElemType::U32 || v.rank() != 2 || v.shape != expected {
+                return Err(ContractError::CarrierLayout {
+                    expected,
+                    got: v.describe(),
+                });
+            }
+            inner(tensor, v)?;
+            if v.strides[0] != groups && li.n > 1 {
+                return Err(ContractError::CarrierRowStride {
+                    expected: groups,
+                    got: v.strides[0],
+                });
+            }
+            bytes(tensor, v, "N·(K/G)·4")?;
+        }
     }
     placement(kernel, c, role, v)
 }
@@ -904,7 +961,7 @@ fn check_routed_tensor(
         TensorRole::SortedTokenIds => int_vector(tensor, v, sorted, "[capacity]")?,
         TensorRole::ExpertIds => int_vector(tensor, v, blocks, "[capacity / block_m]")?,
         TensorRole::TokensPostPadded => int_vector(tensor, v, 1, "[1]")?,
-        TensorRole::Bias | TensorRole::Dense => {
+        TensorRole::Bias | TensorRole::Dense | TensorRole::Carrier => {
             return Err(ContractError::UnexpectedTensor {
                 kernel,
                 tensor,
@@ -1061,6 +1118,9 @@ impl ContractError {
             ContractError::ExpertMapEntry { .. } | ContractError::ExpertMapCount { .. } => {
                 Some(TensorRole::ExpertMap.name())
             }
+            ContractError::CarrierLayout { .. }
+            | ContractError::CarrierRowStride { .. }
+            | ContractError::CarrierForSymmetricLayer { .. } => Some(TensorRole::Carrier.name()),
             ContractError::ZeroSized { .. }
             | ContractError::MOutOfRange { .. }
             | ContractError::KNotMultiple { .. }

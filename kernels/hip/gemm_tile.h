@@ -13,6 +13,13 @@
 // exists: missing rows read as zeros) and what becomes of each fp32 accumulator (`store`, called
 // once per accumulator with its row and column); the weights, scales and zero points are one
 // layer's (or one expert's), already offset to it.
+//
+// CARRIER (fused_carrier only; false for fused and moe, whose code is unchanged by it): the scale
+// and zero point of each (n, g) come from one word of the asymmetric carrier [N, K/G] u32 (SPEC
+// §2), rows `srs` words apart. Low half: the scale's bits. High half: fp16 layers, bias_eff =
+// fl(-z*s), and the weight is formed as q*s + bias_eff (a rounded multiply and a rounded add; a
+// compiler may contract them into one FMA: the recipe's pre-rounded-bias bound covers both, not
+// bit-exact against round((q - z) * s)); bf16 layers, the raw z, and the weight is fused's.
 #ifndef W4_GEMM_TILE_H
 #define W4_GEMM_TILE_H
 
@@ -47,15 +54,30 @@ struct FuArgs {
     const u32* w;
     const u16* s;
     const u32* z;
+    const u32* c;  // the carrier (CARRIER only; s and z are unused then)
     const u16* bias;
     u16* y;
     int m, n, k, group, xrs, wrs, srs, yrs, groups;
     bool x_vec;
 };
 
+// The high half of a carrier word as the pair the dequantization subtracts: fp16, -bias_eff
+// (sign flipped, exact) for q*s - (-bias_eff); bf16, (offset + z) as fused subtracts it.
+template <class T>
+W4_DEV u32 carrier_high_pair(u32 hi) {
+    if constexpr (same_type<T, f16_t>::value) return (hi ^ 0x8000u) * 0x00010001u;
+    return offset_pair<T>(hi);
+}
+// Two fp16 weights q*s + bias_eff from the nibble pair of `w_shifted`: q exactly (1024 + q - 1024),
+// a rounded multiply, then a rounded add (the subtraction of -bias_eff).
+W4_DEV u32 carrier_weight_pair_f16(u32 w_shifted, u32 ss, u32 nb) {
+    const u32 q = Act<f16_t>::sub2(nibble_pair<f16_t>(w_shifted), Act<f16_t>::MAGIC2);
+    return Act<f16_t>::sub2(Act<f16_t>::mul2(q, ss), nb);
+}
+
 // One (BM x BN) tile at (m0, n0): tile row r is X row `x_row(r, valid)` (read as zeros when
 // `valid` comes back false); every fp32 accumulator goes to `store(m0 + r, n0 + c, value)`.
-template <class T, int BM, int BN, int WM, int WN, int STAGES, class XRow, class Store>
+template <class T, int BM, int BN, int WM, int WN, int STAGES, bool CARRIER = false, class XRow, class Store>
 W4_DEV void tile_gemm(const FuArgs& a, int m0, int n0, XRow x_row, Store store) {
     typedef FusedTile<T, BM, BN, WM, WN, STAGES> FT;
     __shared__ W4_ALIGN16 u16 As[STAGES * BM * FU_BK];
@@ -111,12 +133,19 @@ W4_DEV void tile_gemm(const FuArgs& a, int m0, int n0, XRow x_row, Store store) 
     const int dw = (tid * FT::WPT) & 3;
     const int dn = n0 + dr;
     const bool dvalid = dn < a.n;
-    // Scale pair and (offset + z) pair of row dn for step kt.
+    // Scale pair and (offset + z) pair of row dn for step kt (carrier: the scale pair and the
+    // pair of carrier_high_pair, from one word; rows past N read nothing).
     auto load_meta = [&](int kt, u32& ss, u32& zz) {
         const int gi = (kt * FU_BK) / a.group;
-        const u32 sb = dvalid ? (u32)a.s[(long long)dn * a.srs + gi] : 0u;
-        ss = sb * 0x00010001u;
-        zz = offset_pair<T>(dvalid ? zero_point(a.z, dn, gi, a.groups) : 8u);
+        if constexpr (CARRIER) {
+            const u32 cw = dvalid ? a.c[(long long)dn * a.srs + gi] : 0u;
+            ss = (cw & 0xffffu) * 0x00010001u;
+            zz = carrier_high_pair<T>(cw >> 16);
+        } else {
+            const u32 sb = dvalid ? (u32)a.s[(long long)dn * a.srs + gi] : 0u;
+            ss = sb * 0x00010001u;
+            zz = offset_pair<T>(dvalid ? zero_point(a.z, dn, gi, a.groups) : 8u);
+        }
     };
     auto dequant = [&](int slot, int buf, u32 ss, u32 zz) {
         const u32* q = Bq + slot * BN * 4 + dr * 4 + dw;
@@ -125,10 +154,17 @@ W4_DEV void tile_gemm(const FuArgs& a, int m0, int n0, XRow x_row, Store store) 
         for (int j = 0; j < FT::WPT; ++j) {
             const u32 wq = q[j];
             u32x4 o;
-            o.x = Act<T>::mul2(Act<T>::sub2(nibble_pair<T>(wq), zz), ss);
-            o.y = Act<T>::mul2(Act<T>::sub2(nibble_pair<T>(wq >> 4), zz), ss);
-            o.z = Act<T>::mul2(Act<T>::sub2(nibble_pair<T>(wq >> 8), zz), ss);
-            o.w = Act<T>::mul2(Act<T>::sub2(nibble_pair<T>(wq >> 12), zz), ss);
+            if constexpr (CARRIER && same_type<T, f16_t>::value) {
+                o.x = carrier_weight_pair_f16(wq, ss, zz);
+                o.y = carrier_weight_pair_f16(wq >> 4, ss, zz);
+                o.z = carrier_weight_pair_f16(wq >> 8, ss, zz);
+                o.w = carrier_weight_pair_f16(wq >> 12, ss, zz);
+            } else {
+                o.x = Act<T>::mul2(Act<T>::sub2(nibble_pair<T>(wq), zz), ss);
+                o.y = Act<T>::mul2(Act<T>::sub2(nibble_pair<T>(wq >> 4), zz), ss);
+                o.z = Act<T>::mul2(Act<T>::sub2(nibble_pair<T>(wq >> 8), zz), ss);
+                o.w = Act<T>::mul2(Act<T>::sub2(nibble_pair<T>(wq >> 12), zz), ss);
+            }
             *(u32x4*)(bs + swz(dr, dw + j)) = o;
         }
     };

@@ -455,7 +455,8 @@ fn generate_isa_version(clang: &Path, target: Target, out: &Path) -> Result<(), 
 /// One HIP source file of the kernel set (or a test source).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KernelSource {
-    /// The code-object file stem: `skinny` → `<target>/skinny.co`.
+    /// The code-object file stem: `skinny` → `<target>/skinny.co`; the kernel's name for the
+    /// kernel set (`fused_carrier` is fused.hip compiled with its switch).
     pub name: String,
     pub kernel: Option<KernelId>,
     pub path: PathBuf,
@@ -480,7 +481,7 @@ pub fn kernel_sources_in(sources: &crate::source::KernelSources) -> Vec<KernelSo
         .filter_map(|d| {
             let file = d.source_file?;
             Some(KernelSource {
-                name: file.strip_suffix(".hip").unwrap_or(file).to_owned(),
+                name: d.id.name().to_owned(),
                 kernel: Some(d.id),
                 path: dir.join(file),
             })
@@ -553,10 +554,7 @@ impl Builder {
         h.write_str("w4a16-amd-codeobject-v1");
         h.write_str(&self.toolchain.version);
         h.write_str(&self.toolchain.clang.display().to_string());
-        for a in self
-            .toolchain
-            .compile_args(&source.path, target, &self.generated_dir())
-        {
+        for a in self.source_args(source, target) {
             h.write_str(&a.to_string_lossy());
             if let Some(meta) = Path::new(&a)
                 .is_absolute()
@@ -585,6 +583,22 @@ impl Builder {
             h.write(&std::fs::read(&header).map_err(io_err(&header, "reading"))?);
         }
         Ok(format!("{:016x}", h.finish()))
+    }
+
+    /// The compiler arguments for `source`: the toolchain's, plus the kernel's preprocessor
+    /// switches (`source::defines`; none for the kernels that are a file of their own).
+    fn source_args(&self, source: &KernelSource, target: Target) -> Vec<OsString> {
+        let mut args = self
+            .toolchain
+            .compile_args(&source.path, target, &self.generated_dir());
+        if let Some(kernel) = source.kernel {
+            args.extend(
+                crate::source::define_options(kernel)
+                    .into_iter()
+                    .map(OsString::from),
+            );
+        }
+        args
     }
 
     /// Generates the control bitcode the installed device libraries lack for `target`.
@@ -630,10 +644,7 @@ impl Builder {
         std::fs::create_dir_all(dir).map_err(io_err(dir, "creating directory"))?;
         let tmp = unique_tmp(&path);
         let out = Command::new(&self.toolchain.clang)
-            .args(
-                self.toolchain
-                    .compile_args(&source.path, target, &self.generated_dir()),
-            )
+            .args(self.source_args(source, target))
             .arg("-o")
             .arg(&tmp)
             .output()

@@ -18,10 +18,13 @@ pub enum KernelId {
     MoeAlign,
     /// The grouped (mixture-of-experts) GEMM on `moe_align`'s blocks.
     Moe,
+    /// `fused` reading the asymmetric carrier in place of scales and zero points.
+    #[serde(rename = "fused_carrier")]
+    FusedCarrier,
 }
 
 impl KernelId {
-    pub const ALL: [KernelId; 7] = [
+    pub const ALL: [KernelId; 8] = [
         KernelId::Skinny,
         KernelId::Fused,
         KernelId::Dequant,
@@ -29,6 +32,7 @@ impl KernelId {
         KernelId::Fallback,
         KernelId::MoeAlign,
         KernelId::Moe,
+        KernelId::FusedCarrier,
     ];
 
     pub fn name(self) -> &'static str {
@@ -40,6 +44,7 @@ impl KernelId {
             KernelId::Fallback => "fallback",
             KernelId::MoeAlign => "moe_align",
             KernelId::Moe => "moe",
+            KernelId::FusedCarrier => "fused_carrier",
         }
     }
 
@@ -47,15 +52,28 @@ impl KernelId {
         KernelId::ALL.into_iter().find(|k| k.name() == s)
     }
 
-    /// The kernel an entry point `w4a16_<kernel>_<dtype>[_<tile>]` belongs to, and the rest of
-    /// the name after `<kernel>_`. Names may hold `_` (`moe_align`): the longest kernel name that
-    /// the entry continues with `_` wins, so `w4a16_moe_align_f16` is `moe_align`, not `moe`.
-    pub fn of_entry(entry: &str) -> Option<(KernelId, &str)> {
+    /// Splits an entry-point name `w4a16_<kernel>_<f16|bf16>[_<variant>]` into its kernel, dtype
+    /// and tile variant. Kernel names may hold underscores (`moe_align`, `fused_carrier`), so
+    /// every kernel name is tried as the prefix; only one followed by a dtype counts, and of
+    /// those the longest name wins (`w4a16_moe_align_f16` is `moe_align`, not `moe`).
+    pub fn split_entry(entry: &str) -> Option<(KernelId, ActDtype, Option<&str>)> {
         let rest = entry.strip_prefix("w4a16_")?;
         KernelId::ALL
             .into_iter()
-            .filter_map(|k| Some((k, rest.strip_prefix(k.name())?.strip_prefix('_')?)))
-            .max_by_key(|(k, _)| k.name().len())
+            .filter_map(|kernel| {
+                let after = rest.strip_prefix(kernel.name())?.strip_prefix('_')?;
+                let (dtype, variant) = match after.split_once('_') {
+                    Some((d, v)) => (d, Some(v)),
+                    None => (after, None),
+                };
+                let dtype = match dtype {
+                    "f16" => ActDtype::F16,
+                    "bf16" => ActDtype::Bf16,
+                    _ => return None,
+                };
+                Some((kernel, dtype, variant))
+            })
+            .max_by_key(|(kernel, _, _)| kernel.name().len())
     }
 }
 
@@ -94,6 +112,9 @@ pub enum TensorRole {
     ExpertIds,
     /// The padded length of the sorted slots, one i32.
     TokensPostPadded,
+    /// The asymmetric carrier `[N, K/G]` u32 (fused_carrier): scale bits low, fp16 `bias_eff` or
+    /// the raw z high; rows `K/G` words apart, never padded.
+    Carrier,
 }
 
 impl TensorRole {
@@ -112,6 +133,7 @@ impl TensorRole {
             TensorRole::SortedTokenIds => "sorted token ids",
             TensorRole::ExpertIds => "expert ids",
             TensorRole::TokensPostPadded => "num tokens post padded",
+            TensorRole::Carrier => "carrier",
         }
     }
 }
@@ -143,6 +165,8 @@ pub enum ScalarArg {
     BlockM,
     /// Entries of `sorted_token_ids` the launch may write (`moe_align_capacity`).
     SortedCapacity,
+    /// Words between rows of the carrier (always K/G).
+    CarrierRowStride,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -147,6 +147,7 @@ pub fn compile_ptx_from(
     let include = find_cuda_include().map_err(NvrtcError::Unavailable)?;
     nvrtc_loadable().map_err(NvrtcError::Unavailable)?;
     let mut options = compile_options(arch, &include);
+    options.extend(source::define_options(kernel));
     options.extend(extra.iter().map(|s| (*s).to_owned()));
     let cache = PtxCache::from_env();
     let key = cache.as_ref().map(|_| cache_key(&tu, &options));

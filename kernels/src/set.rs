@@ -66,6 +66,25 @@ pub static GEMM_ARGS: [ArgDecl; 14] = [
     int("y_row_stride", ScalarArg::YRowStride),
 ];
 
+/// `fused_carrier`: GEMM_ARGS with the scales and zero points replaced by the carrier and its row
+/// stride: `(x, w, carrier, bias?, y, m, n, k, group, x_row_stride, w_row_stride_bytes,
+/// carrier_row_stride, y_row_stride)`; the carrier is `[N, K/G]` u32, rows exactly K/G apart.
+pub static FUSED_CARRIER_ARGS: [ArgDecl; 13] = [
+    ptr("x", TensorRole::X),
+    ptr("w", TensorRole::Weights),
+    ptr("carrier", TensorRole::Carrier),
+    opt_ptr("bias", TensorRole::Bias),
+    out_ptr("y", TensorRole::Y),
+    int("m", ScalarArg::M),
+    int("n", ScalarArg::N),
+    int("k", ScalarArg::K),
+    int("group", ScalarArg::Group),
+    int("x_row_stride", ScalarArg::XRowStride),
+    int("w_row_stride_bytes", ScalarArg::WeightRowStrideBytes),
+    int("carrier_row_stride", ScalarArg::CarrierRowStride),
+    int("y_row_stride", ScalarArg::YRowStride),
+];
+
 /// `dequant`: `(w, scales, zeros?, out, n, k, group, w_row_stride_bytes, scale_row_stride,
 /// out_row_stride)`.
 pub static DEQUANT_ARGS: [ArgDecl; 10] = [
@@ -209,6 +228,8 @@ fn name_of(kernel: KernelId, dtype: ActDtype) -> &'static str {
         (KernelId::MoeAlign, Bf16) => "w4a16_moe_align_bf16",
         (KernelId::Moe, F16) => "w4a16_moe_f16",
         (KernelId::Moe, Bf16) => "w4a16_moe_bf16",
+        (KernelId::FusedCarrier, F16) => "w4a16_fused_carrier_f16",
+        (KernelId::FusedCarrier, Bf16) => "w4a16_fused_carrier_bf16",
     }
 }
 
@@ -341,6 +362,17 @@ fn fused_recipe(dtype: ActDtype) -> NumericRecipe {
         bias: BiasStage::AfterCast,
         output: dtype,
         single_rounding: false,
+        pre_rounded_bias: false,
+    }
+}
+
+/// fused's recipe; on fp16 layers the weight is `q·s + bias_eff` with the bias pre-rounded in the
+/// carrier (FMA or mul+add: the bound covers both). bf16 carriers hold the raw z, so bf16 is
+/// fused's recipe exactly.
+fn fused_carrier_recipe(dtype: ActDtype) -> NumericRecipe {
+    NumericRecipe {
+        pre_rounded_bias: dtype == ActDtype::F16,
+        ..fused_recipe(dtype)
     }
 }
 
@@ -352,6 +384,7 @@ fn dequant_recipe(dtype: ActDtype) -> NumericRecipe {
         bias: BiasStage::BeforeCast,
         output: dtype,
         single_rounding: true,
+        pre_rounded_bias: false,
     }
 }
 
@@ -364,6 +397,7 @@ fn moe_align_recipe(dtype: ActDtype) -> NumericRecipe {
         bias: BiasStage::BeforeCast,
         output: dtype,
         single_rounding: true,
+        pre_rounded_bias: false,
     }
 }
 
@@ -381,6 +415,7 @@ fn dense_recipe(dtype: ActDtype) -> NumericRecipe {
         bias: BiasStage::Either,
         output: dtype,
         single_rounding: false,
+        pre_rounded_bias: false,
     }
 }
 
@@ -551,10 +586,31 @@ pub static MOE: KernelDecl = KernelDecl {
     tile: Some(moe_pick),
 };
 
+/// `fused` on the asymmetric carrier: fused's tiles, geometry and contract (its entries are
+/// fused.hip compiled with `-DW4_FUSED_CARRIER=1`, `source::defines`). Asymmetric layers only.
+pub static FUSED_CARRIER: KernelDecl = KernelDecl {
+    id: KernelId::FusedCarrier,
+    source_file: Some("fused.hip"),
+    entry_point: |d| name_of(KernelId::FusedCarrier, d),
+    args: &FUSED_CARRIER_ARGS,
+    contract: FUSED.contract,
+    recipe: fused_carrier_recipe,
+    geometry: fused_geometry,
+    variants: &tiles::FUSED_VARIANTS,
+    tile: Some(fused_pick),
+};
+
 /// Every kernel of the set, in `KernelId::ALL` order.
-pub fn all() -> [&'static KernelDecl; 7] {
+pub fn all() -> [&'static KernelDecl; 8] {
     [
-        &SKINNY, &FUSED, &DEQUANT, &DENSE, &FALLBACK, &MOE_ALIGN, &MOE,
+        &SKINNY,
+        &FUSED,
+        &DEQUANT,
+        &DENSE,
+        &FALLBACK,
+        &MOE_ALIGN,
+        &MOE,
+        &FUSED_CARRIER,
     ]
 }
 
@@ -567,6 +623,7 @@ pub fn decl(kernel: KernelId) -> &'static KernelDecl {
         KernelId::Fallback => &FALLBACK,
         KernelId::MoeAlign => &MOE_ALIGN,
         KernelId::Moe => &MOE,
+        KernelId::FusedCarrier => &FUSED_CARRIER,
     }
 }
 
@@ -587,28 +644,28 @@ mod tests {
         }
     }
 
-    /// Every entry point names its kernel, the underscore of `moe_align` included.
+    /// Every entry point names its kernel and dtype, the underscores of `moe_align` and
+    /// `fused_carrier` included.
     #[test]
     fn entries_name_their_kernel() {
         for d in all() {
             for dtype in ActDtype::ALL {
                 for e in d.entries(dtype) {
-                    let (k, rest) = KernelId::of_entry(&e).unwrap();
-                    assert_eq!(k, d.id, "{e}");
-                    assert!(rest.starts_with(dtype.name()), "{e}");
+                    let (k, dt, _) = KernelId::split_entry(&e).unwrap();
+                    assert_eq!((k, dt), (d.id, dtype), "{e}");
                 }
             }
         }
         assert_eq!(
-            KernelId::of_entry("w4a16_moe_align_f16"),
-            Some((KernelId::MoeAlign, "f16"))
+            KernelId::split_entry("w4a16_moe_align_f16"),
+            Some((KernelId::MoeAlign, ActDtype::F16, None))
         );
         assert_eq!(
-            KernelId::of_entry("w4a16_moe_bf16_16x64x32w4"),
-            Some((KernelId::Moe, "bf16_16x64x32w4"))
+            KernelId::split_entry("w4a16_moe_bf16_16x64x32w4"),
+            Some((KernelId::Moe, ActDtype::Bf16, Some("16x64x32w4")))
         );
-        assert_eq!(KernelId::of_entry("w4a16_fused"), None);
-        assert_eq!(KernelId::of_entry("w4a16_probe_f16"), None);
+        assert_eq!(KernelId::split_entry("w4a16_fused"), None);
+        assert_eq!(KernelId::split_entry("w4a16_probe_f16"), None);
     }
 
     /// One parameter of a HIP entry point, as written in the source.
@@ -869,7 +926,64 @@ mod tests {
             );
             assert!((DEQUANT.recipe)(dtype).single_rounding);
             assert!((DENSE.recipe)(dtype).rounds_dequantized_weight);
+            assert!(
+                [&SKINNY, &FUSED, &DEQUANT, &DENSE, &FALLBACK]
+                    .iter()
+                    .all(|d| !(d.recipe)(dtype).pre_rounded_bias)
+            );
+            // The carrier: fused's recipe, plus the pre-rounded bias where the carrier holds one.
+            let c = (FUSED_CARRIER.recipe)(dtype);
+            assert_eq!(c.pre_rounded_bias, dtype == ActDtype::F16);
+            assert_eq!(
+                NumericRecipe {
+                    pre_rounded_bias: false,
+                    ..c
+                },
+                f
+            );
         }
+    }
+
+    /// fused_carrier is fused with the carrier in place of scales and zero points: the same
+    /// tiles, geometry and contract, and its argument list is GEMM_ARGS with `scales`, `zeros`
+    /// and `scale_row_stride` replaced by `carrier` and `carrier_row_stride`.
+    #[test]
+    fn fused_carrier_is_fused_reading_the_carrier() {
+        assert_eq!(FUSED_CARRIER.contract, FUSED.contract);
+        assert_eq!(FUSED_CARRIER.variants, FUSED.variants);
+        let s = shape(33, 200, 1024, 64);
+        for target in Target::ALL {
+            assert_eq!(
+                (FUSED_CARRIER.geometry)(&s, target),
+                (FUSED.geometry)(&s, target)
+            );
+            assert_eq!(
+                FUSED_CARRIER.launch_entry(&s, target),
+                FUSED
+                    .launch_entry(&s, target)
+                    .replace("w4a16_fused_", "w4a16_fused_carrier_")
+            );
+        }
+        let expect: Vec<ArgDecl> = GEMM_ARGS
+            .iter()
+            .filter_map(|a| match a.name {
+                "scales" => Some(ptr("carrier", TensorRole::Carrier)),
+                "zeros" => None,
+                "scale_row_stride" => Some(int("carrier_row_stride", ScalarArg::CarrierRowStride)),
+                _ => Some(*a),
+            })
+            .collect();
+        assert_eq!(FUSED_CARRIER.args, expect.as_slice());
+        assert_eq!(
+            KernelId::split_entry("w4a16_fused_carrier_bf16_64x64x32w4"),
+            Some((KernelId::FusedCarrier, ActDtype::Bf16, Some("64x64x32w4")))
+        );
+        assert_eq!(
+            KernelId::split_entry("w4a16_fused_f16"),
+            Some((KernelId::Fused, ActDtype::F16, None))
+        );
+        assert_eq!(KernelId::split_entry("w4a16_fused_carrier"), None);
+        assert_eq!(KernelId::split_entry("w4a16_nope_f16"), None);
     }
 
     #[test]

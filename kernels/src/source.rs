@@ -33,14 +33,30 @@ pub const AMD_EMULATION_INCLUDE: &str = "#include \"amd_emulation.h\"";
 pub const GEMM_TILE_INCLUDE: &str = "#include \"gemm_tile.h\"";
 
 /// The kernels that have a HIP source (`dense` runs in the vendor BLAS).
-pub const WITH_SOURCE: [KernelId; 6] = [
+pub const WITH_SOURCE: [KernelId; 7] = [
     KernelId::Skinny,
     KernelId::Fused,
     KernelId::Dequant,
     KernelId::Fallback,
     KernelId::MoeAlign,
     KernelId::Moe,
+    KernelId::FusedCarrier,
 ];
+
+/// The preprocessor switches (`NAME=value`) a kernel's source is compiled with, by NVRTC and by
+/// clang alike: `fused_carrier` is fused.hip with the carrier read and its entry points switched
+/// on. Each kernel's translation unit (and code object) thus holds exactly its own entries.
+pub fn defines(kernel: KernelId) -> &'static [&'static str] {
+    match kernel {
+        KernelId::FusedCarrier => &["W4_FUSED_CARRIER=1"],
+        _ => &[],
+    }
+}
+
+/// [`defines`] as compiler options (`-DNAME=value`).
+pub fn define_options(kernel: KernelId) -> Vec<String> {
+    defines(kernel).iter().map(|d| format!("-D{d}")).collect()
+}
 
 /// One file of the kernel set's sources under `kernels/hip/` (the shared header included).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -121,6 +137,7 @@ impl SourceFile {
             KernelId::Fallback => Some(SourceFile::Fallback),
             KernelId::MoeAlign => Some(SourceFile::MoeAlign),
             KernelId::Moe => Some(SourceFile::Moe),
+            KernelId::FusedCarrier => Some(SourceFile::Fused),
             KernelId::Dense => None,
         }
     }
@@ -543,12 +560,28 @@ mod tests {
         }
         assert_eq!(SourceFile::Compat.kernels(), WITH_SOURCE.to_vec());
         assert_eq!(SourceFile::AmdEmulation.kernels(), WITH_SOURCE.to_vec());
-        assert_eq!(SourceFile::Fused.kernels(), vec![KernelId::Fused]);
+        assert_eq!(
+            SourceFile::Fused.kernels(),
+            vec![KernelId::Fused, KernelId::FusedCarrier]
+        );
         assert_eq!(
             SourceFile::GemmTile.kernels(),
-            vec![KernelId::Fused, KernelId::Moe]
+            vec![KernelId::Fused, KernelId::Moe, KernelId::FusedCarrier]
         );
         assert_eq!(SourceFile::MoeAlign.kernels(), vec![KernelId::MoeAlign]);
+        assert_eq!(SourceFile::Skinny.kernels(), vec![KernelId::Skinny]);
+        // The carrier's switch is in its source, and only the carrier compiles with it.
+        assert!(FUSED_HIP.contains("#if !defined(W4_FUSED_CARRIER)"));
+        assert_eq!(
+            define_options(KernelId::FusedCarrier),
+            vec!["-DW4_FUSED_CARRIER=1".to_string()]
+        );
+        assert!(
+            WITH_SOURCE
+                .iter()
+                .filter(|k| **k != KernelId::FusedCarrier)
+                .all(|k| defines(*k).is_empty())
+        );
         assert_eq!(KernelSources::default(), KernelSources::Embedded);
         assert_eq!(KernelSources::Embedded.dir(), hip_dir());
     }

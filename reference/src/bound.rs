@@ -21,6 +21,17 @@
 //! * The reference's own f64 error (`γ64_{K+2}` relative to `a + |b|`) is added and every
 //!   coefficient inflated by `1 + 2γ64_{K+2}`; negligible, but it keeps exact-only reasoning out.
 //!
+//! * Pre-rounded bias (the fp16 carrier): the kernel forms `ŵ = fl(fl(q·s) + b)` or
+//!   `ŵ = fl(q·s + b)` (FMA) with `b = fl(−z·s)`. Every value involved is an integer multiple of
+//!   the dtype's smallest subnormal (an integer times `s`, or a rounding of one), which the dtype
+//!   holds exactly below its smallest normal, so each rounding is relative without an absolute
+//!   floor: `|ŵ − w| ≤ u·|w| + u(1+u)·|s|·(q + z)` for both evaluations (the FMA drops the
+//!   `q·|s|` part). The sign of a nonzero w is kept; mul+add keeps w = 0 exact, the FMA leaves
+//!   the residue `z·s − fl(z·s)` (so IEEE special values in X are refused for this recipe). With `a_c = Σ|x|·|s|·(q + z)` (the offset magnitude at offset 0),
+//!   `Σ|x||ŵ| ≤ (1+u)·a + u(1+u)·a_c` and `Σ|x||ŵ − w| ≤ u·a + u(1+u)·a_c`, so
+//!   `E_acc = c·[(γ_K·(1+u) + u)·a + u(1+u)(1+γ_K)·a_c + (2K+2)·2⁻¹⁵⁰]`, with `A = a_c`.
+//!   (Overflow of `q·s` or `z·s` is outside the bound, as for every recipe.)
+//!
 //! * Routed weight (MoE, SPEC §4 item 5): `ŷ = fl_out(fl32(acc·r))` against `y·r`, no bias. The
 //!   fp32 product is one more rounding before the cast, like the before-cast bias add, plus the
 //!   fp32 underflow of a product (an addition near zero is exact, a product is not):
@@ -126,6 +137,18 @@ impl BoundModel {
                 got: c_target.to_string(),
             });
         }
+        if recipe.pre_rounded_bias
+            && (!recipe.rounds_dequantized_weight || recipe.offset_accumulation.is_some())
+        {
+            return Err(InputError::Mismatch {
+                what: "recipe pre_rounded_bias",
+                expected: "rounded dequantized weights and no offset accumulation".into(),
+                got: format!(
+                    "rounds_dequantized_weight = {}, offset_accumulation = {:?}",
+                    recipe.rounds_dequantized_weight, recipe.offset_accumulation
+                ),
+            });
+        }
         let gamma_k = gamma(k, U32)
             .filter(|g| *g <= 1.0)
             .ok_or_else(|| InputError::Mismatch {
@@ -142,8 +165,15 @@ impl BoundModel {
         } else {
             0.0
         };
-        let acc_m = c_target * gamma_k * (1.0 + u_w);
-        let acc_a = c_target * u_w;
+        let (acc_m, acc_a) = if recipe.pre_rounded_bias {
+            // `A = a_c`; see the module comment.
+            (
+                c_target * ud * (1.0 + ud) * (1.0 + gamma_k),
+                c_target * (gamma_k * (1.0 + ud) + ud),
+            )
+        } else {
+            (c_target * gamma_k * (1.0 + u_w), c_target * u_w)
+        };
         let acc_f = c_target * (2 * k + 2) as f64 * fp32_underflow();
 
         let plain = |f: f64, y: f64, y0: f64, floor: f64| BoundTerms {
@@ -225,20 +255,27 @@ impl BoundModel {
     }
 
     /// A bound on `|acc − (y − bias)|` for the fp32 accumulator before any later rounding:
-    /// `c·[γ_K·(1+u_w)·A + u_w·a + (2K+2)·2⁻¹⁵⁰]` (no slack: used only to decide whether the
-    /// accumulator itself may overflow fp32).
+    /// `c·[γ_K·(1+u_w)·A + u_w·a + (2K+2)·2⁻¹⁵⁰]`, or the pre-rounded-bias recipe's `E_acc` of
+    /// the module doc (no slack: used only to decide whether the accumulator itself may
+    /// overflow fp32).
     pub fn accumulator_error(&self, a: f64, acc_magnitude: f64) -> f64 {
-        self.c_target
-            * (self.gamma_k * (1.0 + self.u_w) * acc_magnitude
-                + self.u_w * a
-                + (2 * self.k + 2) as f64 * fp32_underflow())
+        let floor = (2 * self.k + 2) as f64 * fp32_underflow();
+        if self.recipe.pre_rounded_bias {
+            let (g, u) = (self.gamma_k, self.u_out);
+            return self.c_target
+                * ((g * (1.0 + u) + u) * a + u * (1.0 + u) * (1.0 + g) * acc_magnitude + floor);
+        }
+        self.c_target * (self.gamma_k * (1.0 + self.u_w) * acc_magnitude + self.u_w * a + floor)
     }
 
+    /// Whether `A` is the reference's extra magnitude lane (`a_offset`): offset-accumulating
+    /// and pre-rounded-bias recipes.
     pub fn uses_offset(&self) -> bool {
-        self.recipe.offset_accumulation.is_some()
+        self.recipe.magnitude_offset().is_some()
     }
 
-    /// The bound for one element: `acc_magnitude` is `a_offset` for offset recipes, else `a`.
+    /// The bound for one element: `acc_magnitude` is `a_offset` for offset and pre-rounded-bias
+    /// recipes, else `a`.
     pub fn element(&self, y: f64, a: f64, acc_magnitude: f64, bias: f64) -> f64 {
         self.terms(bias != 0.0)
             .eval(acc_magnitude, a, y.abs(), (y - bias).abs())

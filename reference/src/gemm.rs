@@ -1,5 +1,6 @@
 //! The f64 reference (SPEC §6): per output element the value `y` and the magnitude
-//! `a = Σ_k |x_k|·|w_k|` (and, for offset-accumulating recipes, `a_offset`).
+//! `a = Σ_k |x_k|·|w_k|` (and, for offset-accumulating and pre-rounded-bias recipes,
+//! `a_offset`, see [`NumericRecipe::magnitude_offset`]).
 //!
 //! Every product `x·w` is exact in f64 (an 11-bit significand times a 5-bit integer times an
 //! 11-bit significand), so the only error in `y` is the f64 summation, at most
@@ -126,6 +127,27 @@ pub fn validate_with(
             "recipe offset_accumulation",
             "a finite offset ≥ 0",
             off,
+        ));
+    }
+    if recipe.pre_rounded_bias
+        && (!recipe.rounds_dequantized_weight || recipe.offset_accumulation.is_some())
+    {
+        return Err(mismatch(
+            "recipe pre_rounded_bias",
+            "rounded dequantized weights and no offset accumulation",
+            format!(
+                "rounds_dequantized_weight = {}, offset_accumulation = {:?}",
+                recipe.rounds_dequantized_weight, recipe.offset_accumulation
+            ),
+        ));
+    }
+    if recipe.pre_rounded_bias && non_finite_x == NonFiniteX::Ieee {
+        // Under an FMA, q = z gives the residue z·s − fl(z·s), not 0: Inf·ŵ has no single IEEE
+        // value the reference could name.
+        return Err(mismatch(
+            "X for a pre-rounded-bias recipe",
+            "finite X (an FMA-evaluated carrier turns w = 0 into a rounding residue)",
+            "IEEE special values",
         ));
     }
     let groups = sh.groups();
@@ -429,7 +451,7 @@ pub fn reference_with(
     validate_with(x, layer, recipe, non_finite_x)?;
     let (xz, special) = SpecialRows::prepare(x, non_finite_x);
     let rows: Vec<usize> = (0..x.m).collect();
-    let mut lines = rows_unchecked(&xz, layer, recipe.offset_accumulation, &rows);
+    let mut lines = rows_unchecked(&xz, layer, recipe.magnitude_offset(), &rows);
     special.patch(&mut lines, layer, recipe.offset_accumulation);
     Ok(Reference {
         m: x.m,
@@ -452,7 +474,7 @@ pub fn reference_rows(
 ) -> Result<Lines, InputError> {
     validate(x, layer, recipe)?;
     check_indices("row index", rows, x.m)?;
-    Ok(rows_unchecked(x, layer, recipe.offset_accumulation, rows))
+    Ok(rows_unchecked(x, layer, recipe.magnitude_offset(), rows))
 }
 
 /// Whole columns `cols` of the reference: costs `2·|cols|·M·K` flops per product.
@@ -464,7 +486,7 @@ pub fn reference_cols(
 ) -> Result<Lines, InputError> {
     validate(x, layer, recipe)?;
     check_indices("column index", cols, layer.shape.n)?;
-    Ok(cols_unchecked(x, layer, recipe.offset_accumulation, cols))
+    Ok(cols_unchecked(x, layer, recipe.magnitude_offset(), cols))
 }
 
 fn check_indices(what: &'static str, idx: &[usize], extent: usize) -> Result<(), InputError> {

@@ -32,6 +32,15 @@ pub struct NumericRecipe {
     pub output: ActDtype,
     /// The kernel's result is exact by construction when the data are (the dequant kernel).
     pub single_rounding: bool,
+    /// The dequantized weight is formed as `q·s + bias_eff` with `bias_eff = −z·s` rounded to
+    /// the activation dtype beforehand (the fp16 asymmetric carrier, FIELD §6 item 9), then
+    /// rounded again, by one FMA or by a rounded multiply and a rounded add (the bound covers
+    /// both). Not bit-exact against `(q − z)·s`: the bound then needs the carrier magnitude
+    /// `Σ|x|·|s|·(q + z)` (the offset magnitude at offset 0) in place of `a` for `A`.
+    /// Requires `rounds_dequantized_weight`, excludes `offset_accumulation`, and takes finite X
+    /// only (under an FMA, w = 0 becomes a rounding residue, so `Inf·ŵ` has no single value).
+    #[serde(default)]
+    pub pre_rounded_bias: bool,
 }
 
 impl NumericRecipe {
@@ -44,6 +53,15 @@ impl NumericRecipe {
             bias: BiasStage::BeforeCast,
             output,
             single_rounding: false,
+            pre_rounded_bias: false,
         }
+    }
+
+    /// The offset of the extra magnitude lane the reference computes for this recipe
+    /// (`Σ|x|·|s|·(2·offset + q + z)`): the accumulation offset, or 0 for the pre-rounded bias
+    /// (`Σ|x|·|s|·(q + z)`); `None` when the bound needs only `a`.
+    pub fn magnitude_offset(&self) -> Option<f64> {
+        self.offset_accumulation
+            .or(self.pre_rounded_bias.then_some(0.0))
     }
 }

@@ -28,6 +28,7 @@ fn recipe(dtype: ActDtype) -> NumericRecipe {
         bias: BiasStage::AfterCast,
         output: dtype,
         single_rounding: false,
+        pre_rounded_bias: false,
     }
 }
 

@@ -215,6 +215,7 @@ fn bf16_offset_form_is_exact_for_exact_data_and_covered_only_by_the_offset_bound
         bias: BiasStage::BeforeCast,
         output: ActDtype::Bf16,
         single_rounding: false,
+        pre_rounded_bias: false,
     };
     let with = BoundModel::new(&offset, 128, 1.0)
         .unwrap()

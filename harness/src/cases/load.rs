@@ -18,8 +18,8 @@ use super::schema::{
     Axes, CaseFile, CountSpec, GroupSpec, MSpec, MoeShapeRaw, MoeSweepRaw, SuiteRaw,
 };
 use super::{
-    Case, CaseSet, DataClass, MapKind, MoeRouting, NamedMoeShape, NamedShape, Producer, Provider,
-    RoutingKind, RowPadding, Suite, ViewLayout,
+    CarrierMode, Case, CaseSet, DataClass, MapKind, MoeRouting, NamedMoeShape, NamedShape,
+    Producer, Provider, RoutingKind, RowPadding, Suite, ViewLayout,
 };
 
 /// The group size of model layers that do not name one (SPEC §7: "G = 128 unless noted").
@@ -520,6 +520,9 @@ fn expand_moe_sweep(
                                             producer: super::DEFAULT_PRODUCER,
                                             x_layout: ViewLayout::default(),
                                             y_layout: ViewLayout::default(),
+                                            // MoE cases never carry the carrier (the moe
+                                            // kernel reads scales and zero points).
+                                            carrier: CarrierMode::Off,
                                             moe: Some(MoeRouting {
                                                 experts: e,
                                                 top_k: k,
@@ -642,6 +645,7 @@ struct Resolved {
     producer: Vec<Producer>,
     /// Every (X layout, Y layout) pair of the two axes.
     layouts: Vec<(ViewLayout, ViewLayout)>,
+    carrier: Vec<CarrierMode>,
 }
 
 fn resolve(
@@ -773,8 +777,17 @@ fn resolve(
         .iter()
         .flat_map(|&x| y_layout.0.iter().map(move |&y| (x, y)))
         .collect();
+    let carrier = axis(
+        f,
+        &own.carrier,
+        &dflt.carrier,
+        here,
+        "carrier",
+        vec![CarrierMode::default()],
+    )?;
     Ok(Resolved {
         layouts,
+        carrier: carrier.0,
         shapes,
         shapes_key,
         m,
@@ -898,10 +911,13 @@ fn expand_suite(f: &Parsed, suite: &SuiteRaw, set: &CaseSet) -> Result<Suite, Ca
                                                     format!("shape \"{}\": {msg}{hint}", s.name),
                                                 ));
                                             }
-                                            for (&producer, &(x_layout, y_layout)) in r
+                                            for (&producer, &(x_layout, y_layout), &carrier) in r
                                                 .producer
                                                 .iter()
                                                 .flat_map(|p| r.layouts.iter().map(move |l| (p, l)))
+                                                .flat_map(|(p, l)| {
+                                                    r.carrier.iter().map(move |c| (p, l, c))
+                                                })
                                             {
                                                 if !super::producer_applies_to(producer, symmetry) {
                                                     continue;
@@ -923,6 +939,7 @@ fn expand_suite(f: &Parsed, suite: &SuiteRaw, set: &CaseSet) -> Result<Suite, Ca
                                                     producer,
                                                     x_layout,
                                                     y_layout,
+                                                    carrier,
                                                     moe: None,
                                                 };
                                                 case.id = case.make_id();
@@ -1039,6 +1056,7 @@ fn expand_suite(f: &Parsed, suite: &SuiteRaw, set: &CaseSet) -> Result<Suite, Ca
             producer,
             x_layout: c.x_layout.unwrap_or_default(),
             y_layout: c.y_layout.unwrap_or_default(),
+            carrier: c.carrier.unwrap_or_default(),
             moe: None,
         };
         case.id = case.make_id();

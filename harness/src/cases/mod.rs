@@ -132,6 +132,65 @@ impl ViewLayout {
     }
 }
 
+/// Whether a case also runs `fused_carrier` on the asymmetric carrier (SPEC §2, FIELD §0 item 7),
+/// and how the scales sit beside it. Off by default, leaving no trace in the id.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum CarrierMode {
+    /// No carrier: the case runs as it always did.
+    #[default]
+    Off,
+    /// fused_carrier beside the other kernels, on the carrier built from the resident scales and
+    /// packed zero points. A symmetric layer has none: its carrier launch must end as the typed
+    /// refusal.
+    On,
+    /// As `On`, with every resident scale row padded by [`CARRIER_SCALE_PAD`] elements: the
+    /// carrier keeps its own row stride K/G, and the runner checks that the carrier handed over
+    /// with the scales' padded stride is refused before any launch (FIELD §6 item 4).
+    PaddedScales,
+}
+
+/// Extra elements per scale row of a [`CarrierMode::PaddedScales`] case.
+pub const CARRIER_SCALE_PAD: usize = 8;
+
+impl CarrierMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            CarrierMode::Off => "off",
+            CarrierMode::On => "on",
+            CarrierMode::PaddedScales => "padded-scales",
+        }
+    }
+
+    /// Whether the case runs fused_carrier.
+    pub fn is_on(self) -> bool {
+        self != CarrierMode::Off
+    }
+
+    fn is_off(&self) -> bool {
+        *self == CarrierMode::Off
+    }
+
+    /// Extra elements per resident scale row.
+    pub fn scale_extra_elems(self) -> usize {
+        match self {
+            CarrierMode::PaddedScales => CARRIER_SCALE_PAD,
+            CarrierMode::Off | CarrierMode::On => 0,
+        }
+    }
+
+    /// The id fragment; `Off` leaves no trace.
+    fn variant(self) -> Option<&'static str> {
+        match self {
+            CarrierMode::Off => None,
+            CarrierMode::On => Some("carrier"),
+            CarrierMode::PaddedScales => Some("carrier-padded-scales"),
+        }
+    }
+}
+
 /// The checkpoint format the case's tensors go through before the resident layout (SPEC §3).
 /// A symmetric checkpoint that still carries zero points is `gptq-v1`/`gptq-v2` × `sym`: GPTQ
 /// writes `qzeros` for symmetric layers too.
@@ -168,6 +227,9 @@ pub struct Case {
     pub x_layout: ViewLayout,
     /// How Y sits in its buffer.
     pub y_layout: ViewLayout,
+    /// Whether fused_carrier runs too, on the carrier (absent from existing case files).
+    #[serde(skip_serializing_if = "CarrierMode::is_off")]
+    pub carrier: CarrierMode,
     /// A mixture-of-experts case (`moe_align` + `moe`): `m` is then the token count T, `shape`
     /// one expert's layer, and this the routing. `None` for every dense case.
     pub moe: Option<MoeRouting>,
@@ -193,9 +255,9 @@ impl MoeRouting {
 }
 
 impl Case {
-    /// The variant suffix: the non-default producer, padding, bias, act-order and X/Y layouts
-    /// (`x-<layout>`, `y-<layout>`), joined by `+`. Defaults leave no trace, so adding an axis
-    /// keeps every existing id (and its seeded data).
+    /// The variant suffix: the non-default producer, padding, bias, act-order, X/Y layouts
+    /// (`x-<layout>`, `y-<layout>`) and carrier, joined by `+`. Defaults leave no trace, so
+    /// adding an axis keeps every existing id (and its seeded data).
     pub fn variant(&self) -> Option<String> {
         let mut parts: Vec<String> = Vec::new();
         if self.producer != DEFAULT_PRODUCER {
@@ -223,6 +285,9 @@ impl Case {
             if !moe.routed_weight {
                 parts.push("unweighted".into());
             }
+        }
+        if let Some(c) = self.carrier.variant() {
+            parts.push(c.into());
         }
         (!parts.is_empty()).then(|| parts.join("+"))
     }

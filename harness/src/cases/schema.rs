@@ -24,7 +24,7 @@ use w4a16_reference::ActDtype;
 use w4a16_reference::layer::Symmetry;
 
 use super::known_bad::KnownBadMode;
-use super::{DataClass, MapKind, Producer, RoutingKind, RowPadding, ViewLayout};
+use super::{CarrierMode, DataClass, MapKind, Producer, RoutingKind, RowPadding, ViewLayout};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -183,6 +183,7 @@ pub(crate) struct Axes {
     pub producer: Option<Vec<Producer>>,
     pub x_layout: Option<Vec<ViewLayout>>,
     pub y_layout: Option<Vec<ViewLayout>>,
+    pub carrier: Option<Vec<CarrierMode>>,
 }
 
 // The sweep axes are spelled out in `SuiteRaw` and `SweepRaw` rather than shared through
@@ -209,6 +210,7 @@ pub(crate) struct SuiteRaw {
     pub producer: Option<Vec<Producer>>,
     pub x_layout: Option<Vec<ViewLayout>>,
     pub y_layout: Option<Vec<ViewLayout>>,
+    pub carrier: Option<Vec<CarrierMode>>,
 }
 
 impl SuiteRaw {
@@ -226,6 +228,7 @@ impl SuiteRaw {
             producer: self.producer.clone(),
             x_layout: self.x_layout.clone(),
             y_layout: self.y_layout.clone(),
+            carrier: self.carrier.clone(),
         }
     }
 }
@@ -248,6 +251,7 @@ pub(crate) struct SweepRaw {
     pub producer: Option<Vec<Producer>>,
     pub x_layout: Option<Vec<ViewLayout>>,
     pub y_layout: Option<Vec<ViewLayout>>,
+    pub carrier: Option<Vec<CarrierMode>>,
 }
 
 impl SweepRaw {
@@ -265,6 +269,7 @@ impl SweepRaw {
             producer: self.producer.clone(),
             x_layout: self.x_layout.clone(),
             y_layout: self.y_layout.clone(),
+            carrier: self.carrier.clone(),
         }
     }
 }
@@ -287,6 +292,7 @@ pub(crate) struct ExplicitCaseRaw {
     pub producer: Option<Producer>,
     pub x_layout: Option<ViewLayout>,
     pub y_layout: Option<ViewLayout>,
+    pub carrier: Option<CarrierMode>,
     /// Where the case came from (a proptest seed, an issue); for the file's readers.
     #[serde(default)]
     #[expect(dead_code, reason = "free text for the file's readers")]

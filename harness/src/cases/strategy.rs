@@ -245,6 +245,7 @@ pub fn kernel_case(max_groups: usize, max_n: usize) -> impl Strategy<Value = Cas
                     producer,
                     x_layout,
                     y_layout,
+                    carrier: super::CarrierMode::Off,
                     moe: None,
                 };
                 case.id = case.make_id();

@@ -20,7 +20,8 @@ pub enum Gate {
     NoSpill,
     /// fp16 dequant (skinny and dequant f16 entries) uses `v_and_or_b32` on gfx11/gfx12.
     Fp16AndOr,
-    /// The tile main loop (`fused`, and `moe` built on it) uses WMMA on gfx11/gfx12.
+    /// The tile main loop (`fused`, `moe` built on it, and `fused_carrier`, fused's tiles on the
+    /// carrier) uses WMMA on gfx11/gfx12.
     FusedWmma,
 }
 
@@ -59,7 +60,15 @@ impl Gate {
                     )
             }
             Gate::FusedWmma => {
-                fast_path_target && matches!(parsed, Some((KernelId::Fused | KernelId::Moe, _, _)))
+                fast_path_target
+                    && matches!(
+                        parsed,
+                        Some((
+                            KernelId::Fused | KernelId::Moe | KernelId::FusedCarrier,
+                            _,
+                            _
+                        ))
+                    )
             }
         }
     }
@@ -71,19 +80,10 @@ impl fmt::Display for Gate {
     }
 }
 
-/// Splits `w4a16_<kernel>_<dtype>[_<variant>]` (kernel names may hold `_`: `moe_align`).
+/// Splits `w4a16_<kernel>_<dtype>[_<variant>]` ([`KernelId::split_entry`]; kernel names may hold
+/// `_`: `moe_align`, `fused_carrier`).
 pub fn split_entry(entry: &str) -> Option<(KernelId, ActDtype, Option<&str>)> {
-    let (kernel, rest) = KernelId::of_entry(entry)?;
-    let (dtype, variant) = match rest.split_once('_') {
-        Some((d, v)) => (d, Some(v)),
-        None => (rest, None),
-    };
-    let dtype = match dtype {
-        "f16" => ActDtype::F16,
-        "bf16" => ActDtype::Bf16,
-        _ => return None,
-    };
-    Some((kernel, dtype, variant))
+    KernelId::split_entry(entry)
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -607,6 +607,10 @@ mod tests {
         assert_eq!(
             split_entry("w4a16_moe_f16_16x64x32w4"),
             Some((KernelId::Moe, ActDtype::F16, Some("16x64x32w4")))
+        );
+        assert_eq!(
+            split_entry("w4a16_fused_carrier_f16_16x64x32w4"),
+            Some((KernelId::FusedCarrier, ActDtype::F16, Some("16x64x32w4")))
         );
         assert_eq!(split_entry("w4a16_moe_align"), None);
         assert_eq!(split_entry("w4a16_probe_f16"), None);

@@ -188,9 +188,8 @@ pub fn code_object_for(
         what: format!("a kernel launch of {} (it has no source file)", kernel.id),
         device: format!("{target}"),
     })?;
-    let stem = file.strip_suffix(".hip").unwrap_or(file);
     let source = KernelSource {
-        name: stem.to_string(),
+        name: kernel.id.name().to_string(),
         kernel: Some(kernel.id),
         path: sources.dir().join(file),
     };

@@ -86,6 +86,12 @@ pub enum Check {
         tool: SanitizerTool,
         scope: SanitizeScope,
     },
+    /// The asymmetric carrier built from the resident scales and packed zero points reads back
+    /// as them (`carrier`; a carrier case's producer step).
+    Carrier,
+    /// The carrier handed over with the scales' padded row stride is refused before any launch
+    /// (`carrier-stride-trap`, FIELD §6 item 4).
+    CarrierStrideTrap,
     /// Seeded data generation for the case.
     Data,
     /// The f64 reference for the case.
@@ -116,7 +122,9 @@ impl Check {
         }
     }
 
-    const PLAIN: [(Check, &'static str); 7] = [
+    const PLAIN: [(Check, &'static str); 9] = [
+        (Check::Carrier, "carrier"),
+        (Check::CarrierStrideTrap, "carrier-stride-trap"),
         (Check::Data, "data"),
         (Check::Reference, "reference"),
         (Check::Exhaustive, "exhaustive"),
@@ -157,7 +165,7 @@ impl fmt::Display for Check {
 /// A check name that no [`Check`] displays as.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "no check is named {0:?} (expected a kernel path such as `skinny` or `dequant+dense`, `selection[:<path>]`, `convert:<producer>`, `determinism:<kernel>`, `padding:<kernel>`, `second-opinion:<kernel>`, `sanitize:<tool>[:<kernel>|:summary]`, or one of data, reference, exhaustive, loader, device, session, case)"
+    "no check is named {0:?} (expected a kernel path such as `skinny` or `dequant+dense`, `selection[:<path>]`, `convert:<producer>`, `determinism:<kernel>`, `padding:<kernel>`, `second-opinion:<kernel>`, `sanitize:<tool>[:<kernel>|:summary]`, or one of carrier, carrier-stride-trap, data, reference, exhaustive, loader, device, session, case)"
 )]
 pub struct UnknownCheck(pub String);
 
@@ -320,6 +328,13 @@ mod tests {
                     scope: WorkerSummary,
                 },
                 "sanitize:initcheck:summary",
+            ),
+            (Check::Carrier, "carrier"),
+            (Check::CarrierStrideTrap, "carrier-stride-trap"),
+            (Check::kernel(KernelId::FusedCarrier), "fused_carrier"),
+            (
+                Check::SecondOpinion(KernelId::FusedCarrier),
+                "second-opinion:fused_carrier",
             ),
             (Check::Data, "data"),
             (Check::Reference, "reference"),

@@ -5,7 +5,7 @@
 use super::check::{Check, KernelPath};
 use super::timing::{Phase, PhaseTimes};
 use super::verdict::{Cause, Mismatch, Outcome, OutputProblems, Verdict};
-use crate::cases::{self, Case, KnownBad, KnownBadMode, ViewLayout};
+use crate::cases::{self, CarrierMode, Case, KnownBad, KnownBadMode, ViewLayout};
 use crate::config::KernelConfig;
 use crate::device::{Device, DeviceFault, GemmOutput};
 use crate::launch::DeviceInputs;
@@ -23,7 +23,9 @@ use w4a16_reference::NumericRecipe;
 use w4a16_reference::bound::BoundModel;
 use w4a16_reference::compare::{self, OutputBits};
 use w4a16_reference::data;
-use w4a16_reference::formats::{LoadTarget, PaddingRule, Producer, ResidentLayer, RowPadding};
+use w4a16_reference::formats::{
+    Carrier, CarrierError, LoadTarget, PaddingRule, Producer, ResidentLayer, RowPadding, ZeroPoints,
+};
 use w4a16_reference::gemm::{self, Reference};
 use w4a16_reference::layer::{Activations, QuantizedLayer};
 use w4a16_reference::verify::{self, VerifyBudget};
@@ -160,13 +162,20 @@ thread_local! {
     static LAST_PREPARED: RefCell<Option<Rc<PreparedLayer>>> = const { RefCell::new(None) };
 }
 
+/// Which reference a recipe needs: its magnitude lane's offset (bits) and whether the offset is
+/// accumulated (which changes the IEEE values of special rows).
+type ReferenceKey = (Option<u64>, bool);
+
 struct CaseRun<'c, 'a> {
     case: &'c Case,
     mode: Mode,
     ctx: &'c RunContext<'a>,
     verdicts: Vec<Verdict>,
-    references: Vec<(Option<u64>, Reference)>,
+    references: Vec<(ReferenceKey, Reference)>,
     times: PhaseTimes,
+    /// The asymmetric carrier of a carrier case's layer, once built (`None` for every other
+    /// case, and where the layer has none).
+    carrier: Option<Carrier>,
 }
 
 impl<'c, 'a> CaseRun<'c, 'a> {
@@ -178,6 +187,7 @@ impl<'c, 'a> CaseRun<'c, 'a> {
             verdicts: Vec::new(),
             references: Vec::new(),
             times: PhaseTimes::default(),
+            carrier: None,
         }
     }
 
@@ -386,7 +396,10 @@ impl<'c, 'a> CaseRun<'c, 'a> {
             k: case.shape.k,
             dtype: case.dtype,
         };
-        let padding = RowPadding::from_rule(case.shape.k, padding_rule(case, self.ctx.target));
+        let padding = RowPadding {
+            scale_extra_elems: case.carrier.scale_extra_elems(),
+            ..RowPadding::from_rule(case.shape.k, padding_rule(case, self.ctx.target))
+        };
         let converted = match ckpt.to_resident(&target, padding) {
             Ok(c) => c,
             Err(e) => {
@@ -510,6 +523,9 @@ impl<'c, 'a> CaseRun<'c, 'a> {
                 if self.takes_case_layout(&dense, x, resident) {
                     p.push(dense.to_vec());
                 }
+                if self.case.carrier.is_on() && self.carrier_path(x, resident) {
+                    p.push(vec![KernelId::FusedCarrier]);
+                }
                 p
             }
         };
@@ -537,6 +553,143 @@ impl<'c, 'a> CaseRun<'c, 'a> {
                 self.second_opinion(k, &out, &fb, x, logical);
             }
             self.times.add(Phase::Verify, start.elapsed());
+        }
+    }
+
+    /// A carrier case: builds the layer's carrier (the `carrier` verdict), checks the stride
+    /// trap of a padded-scales case, and decides whether fused_carrier runs. A symmetric layer
+    /// has no carrier: its carrier launch must be refused by validation, typed, before any
+    /// launch (the `fused_carrier` verdict, `Refused`).
+    fn carrier_path(&mut self, x: &Activations, resident: &ResidentLayer) -> bool {
+        let path = [KernelId::FusedCarrier];
+        self.carrier = self.build_carrier(resident);
+        if resident.zeros.is_none() {
+            let decl = set::decl(KernelId::FusedCarrier);
+            match self.check_case_contract(decl, x, resident) {
+                Err(e @ ContractError::CarrierForSymmetricLayer { .. }) => {
+                    self.push_contract(
+                        path_check(&path),
+                        Outcome::Refused,
+                        (decl.id, e),
+                        |c| format!("refused before launch, as a symmetric layer must be: {c}"),
+                    );
+                }
+                Err(e) => self.push_contract(path_check(&path), Outcome::Fail, (decl.id, e), |c| {
+                    format!("a symmetric layer's carrier launch was refused for another reason than its symmetry: {c}")
+                }),
+                Ok(()) => self.push(
+                    path_check(&path),
+                    Outcome::Fail,
+                    "a carrier launch for a symmetric layer passed validation",
+                ),
+            }
+            return false;
+        }
+        if self.carrier.is_none() {
+            return false;
+        }
+        if self.case.carrier == CarrierMode::PaddedScales {
+            self.stride_trap(x, resident);
+        }
+        self.takes_case_layout(&path, x, resident)
+    }
+
+    /// The carrier of the resident layer, checked against the scales and packed zero points it
+    /// was built from (the `carrier` verdict). `None` without one: a symmetric layer (no verdict
+    /// here; its launch is the refusal), legacy zero points (refused), or a failure.
+    fn build_carrier(&mut self, resident: &ResidentLayer) -> Option<Carrier> {
+        let c = match Carrier::from_resident(resident) {
+            Ok(c) => c,
+            Err(CarrierError::SymmetricLayer) => return None,
+            Err(e @ CarrierError::UnpackedZeroPoints { .. }) => {
+                self.push(Check::Carrier, Outcome::Refused, e.to_string());
+                return None;
+            }
+            Err(e) => {
+                self.push(Check::Carrier, Outcome::Fail, e.to_string());
+                return None;
+            }
+        };
+        let Some(ZeroPoints::Packed(zeros)) = &resident.zeros else {
+            unreachable!("a carrier is built from packed zero points only");
+        };
+        let (n, groups) = (resident.shape.n, resident.shape.groups());
+        let f16 = resident.dtype == w4a16_reference::ActDtype::F16;
+        let wrong = (0..n)
+            .flat_map(|r| (0..groups).map(move |g| (r, g)))
+            .find(|&(r, g)| {
+                let s = resident.scales.get(r, g);
+                // An fp16 word of a zero scale holds ±0 whatever z: nothing to read back.
+                let z_lost = f16 && resident.dtype.to_f64(s) == 0.0;
+                c.scale_bits(r, g) != s || (!z_lost && c.zero(r, g) != Some(zeros.get(r, g)))
+            });
+        match wrong {
+            _ if (c.n, c.groups, c.words.len()) != (n, groups, n * groups) => self.push(
+                Check::Carrier,
+                Outcome::Fail,
+                format!(
+                    "carrier is [{}, {}] with {} words, expected [N, K/G] = [{n}, {groups}]",
+                    c.n,
+                    c.groups,
+                    c.words.len()
+                ),
+            ),
+            Some((r, g)) => self.push(
+                Check::Carrier,
+                Outcome::Fail,
+                format!(
+                    "word (n = {r}, g = {g}) = {:#010x} does not read back as scale {:#06x}, z = {}",
+                    c.word(r, g),
+                    resident.scales.get(r, g),
+                    zeros.get(r, g)
+                ),
+            ),
+            None => self.push(
+                Check::Carrier,
+                Outcome::Pass,
+                format!(
+                    "u32 [{n}, {groups}], row stride K/G = {groups} (scales row stride {}); reads back as the scales and zero points",
+                    resident.scales.row_stride
+                ),
+            ),
+        }
+        Some(c)
+    }
+
+    /// FIELD §6 item 4: the unpadded carrier handed over with the scales' padded row stride
+    /// must be refused, typed, before any launch.
+    fn stride_trap(&mut self, x: &Activations, resident: &ResidentLayer) {
+        let Some(c) = &self.carrier else { return };
+        let decl = set::decl(KernelId::FusedCarrier);
+        let stride = resident.scales.row_stride;
+        let xv = self.x_view(decl.id, x, ViewLayout::default());
+        let y = self.y_spec(x.m, ViewLayout::default());
+        let mut inputs = LaunchInputs::gemm_carrier_view(resident, Some(c), xv, &y);
+        inputs.carrier = Some(TensorView::matrix(
+            crate::tensor::ElemType::U32,
+            c.n,
+            c.groups,
+            stride,
+            c.words.len() * 4,
+        ));
+        let check = Check::CarrierStrideTrap;
+        match crate::validate::validate(decl, &inputs) {
+            Err(e @ ContractError::CarrierRowStride { .. }) => {
+                self.push_contract(check, Outcome::Refused, (decl.id, e), |c| {
+                    format!("the carrier with the scales' padded row stride was refused before launch: {c}")
+                });
+            }
+            Err(e) => self.push_contract(check, Outcome::Fail, (decl.id, e), |c| {
+                format!("the mis-strided carrier was refused for another reason than its stride: {c}")
+            }),
+            Ok(_) => self.push(
+                check,
+                Outcome::Fail,
+                format!(
+                    "the carrier with the scales' row stride {stride} (not K/G = {}) passed validation",
+                    c.groups
+                ),
+            ),
         }
     }
 
@@ -569,6 +722,9 @@ impl<'c, 'a> CaseRun<'c, 'a> {
             // The dense kernel reads the dense copy: checked on that copy's shape, since its data
             // does not exist before the dequant runs.
             KernelId::Dense => LaunchInputs::dense_view(xv, &dense, resident.bias.as_deref(), &y),
+            KernelId::FusedCarrier => {
+                LaunchInputs::gemm_carrier_view(resident, self.carrier.as_ref(), xv, &y)
+            }
             _ => LaunchInputs::gemm_view(resident, xv, &y),
         };
         crate::validate::validate(decl, &inputs).map(|_| ())
@@ -714,7 +870,14 @@ impl<'c, 'a> CaseRun<'c, 'a> {
             let decl = set::decl(path[0]);
             let entry = self.entry(decl, x);
             let xb = self.x_buffer(decl.id, x);
-            let inputs = match DeviceInputs::gemm_strided(decl, resident, &xb, y) {
+            let carrier = self.carrier.clone();
+            let inputs = match decl.id {
+                KernelId::FusedCarrier => {
+                    DeviceInputs::gemm_carrier_strided(decl, resident, carrier.as_ref(), &xb, y)
+                }
+                _ => DeviceInputs::gemm_strided(decl, resident, &xb, y),
+            };
+            let inputs = match inputs {
                 Ok(i) => i,
                 Err(e) => {
                     self.push_contract(check, Outcome::Fail, (decl.id, e), |c| {
@@ -851,7 +1014,23 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         let x_plain = x.with_row_stride(x.k);
         let y = YSpec::dense(x.m, self.case.shape.n, self.case.dtype);
         let check = Check::Padding(decl.id);
-        let inputs = match DeviceInputs::gemm(decl, &plain, &x_plain, y) {
+        // The carrier of the unpadded layer (the same words: the carrier is never padded).
+        let plain_carrier = match decl.id {
+            KernelId::FusedCarrier => Carrier::from_resident(&plain).ok(),
+            _ => None,
+        };
+        let xb_plain = XBuffer::as_laid_out(&x_plain);
+        let inputs = match decl.id {
+            KernelId::FusedCarrier => DeviceInputs::gemm_carrier_strided(
+                decl,
+                &plain,
+                plain_carrier.as_ref(),
+                &xb_plain,
+                y,
+            ),
+            _ => DeviceInputs::gemm(decl, &plain, &x_plain, y),
+        };
+        let inputs = match inputs {
             Ok(i) => i,
             Err(e) => {
                 self.push_contract(check, Outcome::Fail, (decl.id, e), |c| {
@@ -887,7 +1066,10 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         logical: &QuantizedLayer,
         recipe: &NumericRecipe,
     ) -> Option<&Reference> {
-        let key = recipe.offset_accumulation.map(f64::to_bits);
+        let key = (
+            recipe.magnitude_offset().map(f64::to_bits),
+            recipe.offset_accumulation.is_some(),
+        );
         if let Some(i) = self.references.iter().position(|(k, _)| *k == key) {
             return Some(&self.references[i].1);
         }
@@ -1255,6 +1437,120 @@ mod tests {
         let json = serde_json::to_string(sel).unwrap();
         let back: Verdict = serde_json::from_str(&json).unwrap();
         assert_eq!(&back, sel);
+    }
+
+    /// A carrier case with padded scale rows (asymmetric) and a symmetric one.
+    const CARRIER_CASE: &str =
+        "carrier/kern.k128-n72/M=5/f16/asym/g32/realistic/carrier-padded-scales";
+    const CARRIER_SYM_CASE: &str = "carrier/kern.k384-n200/M=1/bf16/sym/g64/realistic/carrier";
+
+    /// Without a device: the carrier is built and reads back (`carrier`), the carrier handed
+    /// over with the scales' padded stride is refused, typed (`carrier-stride-trap`), and the
+    /// fused_carrier launch itself is a loud skip.
+    #[test]
+    fn a_carrier_case_checks_its_carrier_and_the_stride_trap_without_a_device() {
+        let none = Skip {
+            requirement: Requirement::Gpu,
+            reason: "no GPU in this test".into(),
+        };
+        let vs = run_on(CARRIER_CASE, Backend::None(none));
+        let built = find(&vs, "carrier");
+        assert_eq!(built.outcome, Outcome::Pass, "{built:#?}");
+        assert!(
+            built
+                .detail
+                .contains("u32 [72, 4], row stride K/G = 4 (scales row stride 12)"),
+            "{}",
+            built.detail
+        );
+        let trap = find(&vs, "carrier-stride-trap");
+        assert_eq!(trap.outcome, Outcome::Refused, "{trap:#?}");
+        let (kernel, error) = trap.cause.as_ref().and_then(Cause::contract).unwrap();
+        assert_eq!(kernel, KernelId::FusedCarrier);
+        assert_eq!(
+            *error,
+            ContractError::CarrierRowStride {
+                expected: 4,
+                got: 12
+            }
+        );
+        assert_eq!(error.tensor(), Some("carrier"));
+        let run = find(&vs, "fused_carrier");
+        assert_eq!(run.outcome, Outcome::Skip, "{run:#?}");
+        // The other kernels of the differential matrix still run beside it.
+        for k in ["skinny", "fused", "fallback"] {
+            assert_eq!(find(&vs, k).outcome, Outcome::Skip);
+        }
+    }
+
+    /// A symmetric layer has no carrier: its fused_carrier launch ends as the typed refusal,
+    /// before any device work, on a device too.
+    #[test]
+    fn a_symmetric_carrier_case_ends_as_the_typed_refusal() {
+        let backends = [
+            Backend::None(Skip {
+                requirement: Requirement::Gpu,
+                reason: "no GPU in this test".into(),
+            }),
+            Backend::Device(simulated::device(false, true)),
+        ];
+        for backend in backends {
+            let vs = run_on(CARRIER_SYM_CASE, backend);
+            let run = find(&vs, "fused_carrier");
+            assert_eq!(run.outcome, Outcome::Refused, "{run:#?}");
+            let (kernel, error) = run.cause.as_ref().and_then(Cause::contract).unwrap();
+            assert_eq!(kernel, KernelId::FusedCarrier);
+            assert!(
+                matches!(
+                    error,
+                    ContractError::CarrierForSymmetricLayer {
+                        layer: Some(w4a16_reference::layer::Symmetry::Sym),
+                        ..
+                    }
+                ),
+                "{error:?}"
+            );
+            assert!(
+                run.detail
+                    .contains("symmetric layers read their scales directly")
+            );
+            assert!(
+                vs.iter()
+                    .all(|v| v.check != "carrier" && v.check != "carrier-stride-trap"),
+                "{vs:#?}"
+            );
+            assert!(
+                vs.iter().all(|v| v.check != "determinism:fused_carrier"),
+                "a refused launch was launched: {vs:#?}"
+            );
+        }
+    }
+
+    /// On a device, fused_carrier is launched on the carrier (the simulated device computes no
+    /// GEMM, so only the launch flow is checked: determinism, the padded-scales identity, a
+    /// judged path verdict and the second opinion).
+    #[test]
+    fn a_carrier_case_launches_fused_carrier_on_a_device() {
+        let vs = run_on(
+            CARRIER_CASE,
+            Backend::Device(simulated::device(false, true)),
+        );
+        assert_eq!(find(&vs, "carrier").outcome, Outcome::Pass);
+        assert_eq!(find(&vs, "carrier-stride-trap").outcome, Outcome::Refused);
+        assert_eq!(
+            find(&vs, "determinism:fused_carrier").outcome,
+            Outcome::Pass
+        );
+        assert_eq!(find(&vs, "padding:fused_carrier").outcome, Outcome::Pass);
+        let run = find(&vs, "fused_carrier");
+        assert!(
+            !matches!(
+                run.outcome,
+                Outcome::Skip | Outcome::Refused | Outcome::Fault
+            ),
+            "{run:#?}"
+        );
+        find(&vs, "second-opinion:fused_carrier");
     }
 
     #[test]

@@ -376,7 +376,7 @@ pub struct Finding {
 impl Finding {
     /// Which kernel of the set the report is against, from its entry-point name.
     pub fn kernel_id(&self) -> Option<KernelId> {
-        KernelId::of_entry(self.kernel.as_deref()?).map(|(k, _)| k)
+        KernelId::split_entry(self.kernel.as_deref()?).map(|(kernel, _, _)| kernel)
     }
 
     /// One line for a verdict's detail.

@@ -12,6 +12,7 @@ use std::fmt;
 use serde::Serialize;
 use w4a16_kernels::{KernelId, Target, TensorRole};
 use w4a16_reference::ActDtype;
+use w4a16_reference::layer::Symmetry;
 
 use super::{Selection, Strides};
 use crate::tensor::{ALLOCATION_ALIGN, ElemType, LaunchInputs, TensorView};
@@ -90,6 +91,8 @@ pub struct PlannedLaunch {
     pub group: usize,
     pub dtype: ActDtype,
     pub tensors: Vec<PlannedTensor>,
+    /// The layer's symmetry (`None` for the dense GEMM, which reads no quantized layer).
+    pub layer_symmetry: Option<Symmetry>,
 }
 
 impl PlannedLaunch {
@@ -146,6 +149,8 @@ impl DeclaredContracts {
             bias: view(TensorRole::Bias),
             y: view(TensorRole::Y),
             dense: view(TensorRole::Dense),
+            carrier: view(TensorRole::Carrier),
+            layer_symmetry: launch.layer_symmetry,
             topk_ids: None,
             topk_weights: None,
             expert_map: None,
@@ -231,6 +236,10 @@ pub fn plan_launches(sel: &Selection) -> Vec<PlannedLaunch> {
     let dense = st
         .dense_row_stride
         .map(|s| PlannedTensor::matrix(TensorRole::Dense, act, n, k, s));
+    // The carrier a loader builds for an asymmetric layer: u32 [N, K/G], rows K/G apart.
+    let carrier = r
+        .asymmetric()
+        .then(|| PlannedTensor::matrix(TensorRole::Carrier, TensorElem::U32, n, groups, groups));
 
     let launch = |kernel, m, group, tensors: Vec<Option<PlannedTensor>>| PlannedLaunch {
         kernel,
@@ -241,6 +250,7 @@ pub fn plan_launches(sel: &Selection) -> Vec<PlannedLaunch> {
         group,
         dtype: r.dtype,
         tensors: tensors.into_iter().flatten().collect(),
+        layer_symmetry: (kernel != KernelId::Dense).then_some(r.symmetry),
     };
     sel.path
         .iter()
@@ -267,6 +277,18 @@ pub fn plan_launches(sel: &Selection) -> Vec<PlannedLaunch> {
                     Some(scales.clone()),
                     zeros.clone(),
                     dense.clone(),
+                ],
+            ),
+            KernelId::FusedCarrier => launch(
+                kernel,
+                r.m,
+                group,
+                vec![
+                    Some(x.clone()),
+                    Some(weights.clone()),
+                    carrier.clone(),
+                    bias.clone(),
+                    Some(y.clone()),
                 ],
             ),
             KernelId::Dense => launch(

@@ -63,9 +63,10 @@ pub fn activation_row_stride(
 }
 
 /// Whether a kernel gets X as the engine's per-call copy (laid out by
-/// [`activation_row_stride`]) rather than as the caller's tensor: the fused kernel.
+/// [`activation_row_stride`]) rather than as the caller's tensor: the fused kernel (and
+/// fused_carrier, the same kernel on the carrier).
 pub fn copies_x(kernel: KernelId) -> bool {
-    kernel == KernelId::Fused
+    matches!(kernel, KernelId::Fused | KernelId::FusedCarrier)
 }
 
 /// X's row stride on a selected path: the activation-row rule where the path copies X, the

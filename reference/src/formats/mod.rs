@@ -1,6 +1,7 @@
 //! Checkpoint formats going in (SPEC §3) and the resident layout every kernel reads (SPEC §2).
 
 pub mod awq;
+pub mod carrier;
 pub mod compressed;
 pub mod convert;
 pub mod exllama;
@@ -14,6 +15,7 @@ pub mod resident;
 pub mod tensor;
 
 pub use awq::{AwqConfig, AwqLayer};
+pub use carrier::{BiasEvaluation, Carrier, CarrierError};
 pub use compressed::{CompressedTensorsConfig, CompressedTensorsLayer};
 pub use convert::{Checkpoint, ConversionNote, ConvertError, Converted, LoadTarget};
 pub use exllama::{pack_exllama_row, pack_zero_points, unpack_exllama_row, unpack_zero_points};

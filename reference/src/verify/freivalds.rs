@@ -312,7 +312,10 @@ pub(crate) fn run(
     cols: &[usize],
 ) -> (FreivaldsReport, Lines, Lines) {
     let (m_rows, n_cols, k) = (x.m, layer.shape.n, layer.shape.k);
-    let offset = model.recipe.offset_accumulation;
+    // The magnitude lane's offset, and the offset that decides IEEE special values (only
+    // offset accumulation turns an Inf into Inf − Inf; the pre-rounded bias keeps w = 0 ⇔ ŵ = 0).
+    let offset = model.recipe.magnitude_offset();
+    let special_offset = model.recipe.offset_accumulation;
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let r = signs(&mut rng, n_cols);
     let s = signs(&mut rng, m_rows);
@@ -338,7 +341,7 @@ pub(crate) fn run(
         &xp.abs.expect("abs lanes"),
         (0, 0),
     );
-    special.patch(&mut col_lines, layer, offset);
+    special.patch(&mut col_lines, layer, special_offset);
 
     // W pass: lanes [sᵀX trials; sampled X rows] against W, [Σ|x|; sampled |X| rows] against |W|,
     // and rᵀ·W with Σ_n |w_nk| (and the offset magnitude) from the other side.
@@ -370,7 +373,7 @@ pub(crate) fn run(
     let col_off = wp.offset.as_ref().map(|o| o.row(0).to_owned());
     let v = wp.right.clone().expect("right lanes");
     let mut row_lines = rows_from_pass(layer, rows, wp, (TRIALS, 1));
-    special.patch(&mut row_lines, layer, offset);
+    special.patch(&mut row_lines, layer, special_offset);
 
     // X pass 2: X·(Wᵀr) per trial; |X|·Σ_n|w| and |X|·Σ_n(offset magnitude).
     let vt = v.slice_axis(Axis(0), (0..TRIALS).into());
@@ -409,7 +412,7 @@ pub(crate) fn run(
             }
             checked_one_by_one += 1;
             let y = special
-                .value(layer, offset, row.m, n)
+                .value(layer, special_offset, row.m, n)
                 .expect("a special row");
             if element_ratio(dtype, bits, y, || f64::INFINITY).is_none() {
                 wrong.push((row.m, n));

@@ -76,7 +76,7 @@ pub fn verify_large_with(
     let model = BoundModel::new(recipe, layer.shape.k, c_target)?;
     // The sampled lines ride the Freivalds passes: the rows on the W pass, the columns on the
     // first X pass, so W and X are each read as few times as possible.
-    let offset = recipe.offset_accumulation.is_some();
+    let offset = recipe.magnitude_offset().is_some();
     let (rows, cols) = sampled::choose(
         x.m,
         layer.shape.n,

@@ -164,7 +164,8 @@ pub(crate) fn run(
     flops: f64,
     seed: u64,
 ) -> SampledReport {
-    let offset = model.recipe.offset_accumulation;
+    let offset = model.recipe.magnitude_offset();
+    let special_offset = model.recipe.offset_accumulation;
     let (rows, cols) = choose(
         x.m,
         layer.shape.n,
@@ -175,8 +176,8 @@ pub(crate) fn run(
     );
     let mut row_lines = rows_unchecked(x, layer, offset, &rows);
     let mut col_lines = cols_unchecked(x, layer, offset, &cols);
-    special.patch(&mut row_lines, layer, offset);
-    special.patch(&mut col_lines, layer, offset);
+    special.patch(&mut row_lines, layer, special_offset);
+    special.patch(&mut col_lines, layer, special_offset);
     from_lines(&row_lines, &col_lines, model, out)
 }
 

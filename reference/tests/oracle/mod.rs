@@ -131,6 +131,7 @@ pub fn recipe(
         bias,
         output: dtype,
         single_rounding: false,
+        pre_rounded_bias: false,
     }
 }
 
