@@ -57,14 +57,14 @@ for step in "${steps[@]}"; do
       stage/tests/gpu_fuzz --nocapture >"$OUT/gpu_fuzz.log" 2>&1
     echo "gpu_fuzz rc=$? wall=$(( $(date +%s) - start ))s"; grep "test result" "$OUT/gpu_fuzz.log"
     [ -d proptest-regressions ] && cp -r proptest-regressions "$OUT/" ;;
-  suites) run_suites suites smoke kernels checkpoints edges regressions moe ;;
+  suites) run_suites suites smoke kernels checkpoints edges regressions moe carrier ;;
   field) run_suites field field ;;
   emulated|emulated:*)
     only=${step#emulated}; only=${only#:}
     for t in gfx1100 gfx1151 gfx1201; do
       [ -z "$only" ] || [ "$only" = "$t" ] || continue
       # shellcheck disable=SC2086
-      run_suites "emu-$t" ${W4A16_EMU_SUITES:-smoke kernels checkpoints edges regressions field moe} \
+      run_suites "emu-$t" ${W4A16_EMU_SUITES:-smoke kernels checkpoints edges regressions field moe carrier} \
         -- --target "$t-emu"
     done ;;
   bench) stage/bin/w4a16 bench --json "$OUT/bench.json" | tee "$OUT/bench.md" ;;

@@ -70,9 +70,14 @@ fn gpu_moe_suite() {
     run_suite("moe");
 }
 
+#[test]
+fn gpu_carrier_suite() {
+    run_suite("carrier");
+}
+
 /// The suites every emulated AMD target (`gfx1100-emu`, `gfx1151-emu`, `gfx1201-emu`) records:
 /// all of them, so the AMD code paths meet every case the NVIDIA ones do.
-const EMULATED_SUITES: [&str; 7] = [
+const EMULATED_SUITES: [&str; 8] = [
     "smoke",
     "kernels",
     "checkpoints",
@@ -80,6 +85,7 @@ const EMULATED_SUITES: [&str; 7] = [
     "regressions",
     "field",
     "moe",
+    "carrier",
 ];
 
 /// The emulation budget leaves out no case of the differential suites (they are what exercise
