@@ -158,30 +158,13 @@ pub static MOE_ARGS: [ArgDecl; 18] = [
 ];
 
 /// What `moe_align` may write: `blocks = ⌈(slots + experts·(block_m − 1)) / block_m⌉` blocks (every
-/// expert's run padded by at most `block_m − 1`), `sorted = blocks · block_m` slot entries.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct MoeAlignCapacity {
-    pub sorted: usize,
-    pub blocks: usize,
-}
+/// expert's run padded by at most `block_m − 1`), `sorted = blocks · block_m` slot entries. The
+/// reference's formula, so the launch sizes and the checker cannot disagree.
+pub use w4a16_reference::moe::AlignCapacity as MoeAlignCapacity;
 
 /// The capacity of `moe_align`'s outputs for `slots` slots over `experts` global experts; `None`
 /// on overflow or a zero block size.
-pub fn moe_align_capacity(
-    slots: usize,
-    experts: usize,
-    block_m: usize,
-) -> Option<MoeAlignCapacity> {
-    if block_m == 0 {
-        return None;
-    }
-    let worst = experts.checked_mul(block_m - 1)?.checked_add(slots)?;
-    let blocks = worst.div_ceil(block_m);
-    Some(MoeAlignCapacity {
-        sorted: blocks.checked_mul(block_m)?,
-        blocks,
-    })
-}
+pub use w4a16_reference::moe::checked_align_capacity as moe_align_capacity;
 
 /// Entry-point names: `w4a16_<kernel>_<f16|bf16>`, `extern "C"` in the HIP sources.
 pub fn entry_name(kernel: crate::KernelId, dtype: w4a16_reference::ActDtype) -> String {

@@ -29,17 +29,28 @@ pub struct AlignCapacity {
 /// The capacity of the align buffers. `block_m = 0` has no blocks and gets zero capacity
 /// ([`moe_align`] and the checker refuse it with [`AlignError::ZeroBlockM`]).
 pub fn align_capacity(slots: usize, experts: usize, block_m: usize) -> AlignCapacity {
+    checked_align_capacity(slots, experts, block_m).unwrap_or(AlignCapacity {
+        sorted: 0,
+        blocks: 0,
+    })
+}
+
+/// The capacity of the align buffers, the one formula the kernels' launch sizes read too;
+/// `None` on overflow or `block_m = 0`.
+pub fn checked_align_capacity(
+    slots: usize,
+    experts: usize,
+    block_m: usize,
+) -> Option<AlignCapacity> {
     if block_m == 0 {
-        return AlignCapacity {
-            sorted: 0,
-            blocks: 0,
-        };
+        return None;
     }
-    let blocks = (slots + experts * (block_m - 1)).div_ceil(block_m);
-    AlignCapacity {
-        sorted: blocks * block_m,
+    let worst = experts.checked_mul(block_m - 1)?.checked_add(slots)?;
+    let blocks = worst.div_ceil(block_m);
+    Some(AlignCapacity {
+        sorted: blocks.checked_mul(block_m)?,
         blocks,
-    }
+    })
 }
 
 /// Input the align step cannot take.

@@ -12,7 +12,9 @@ pub mod layer;
 pub mod map;
 pub mod routing;
 
-pub use align::{AlignCapacity, AlignError, Aligned, align_capacity, moe_align};
+pub use align::{
+    AlignCapacity, AlignError, Aligned, align_capacity, checked_align_capacity, moe_align,
+};
 pub use check::{AlignBuffer, AlignMismatch, check_align};
 pub use compare::{
     DIAGNOSED_ROWS, GroupedReport, SlotFailure, WrongExpert, compare_grouped, compare_grouped_mode,
