@@ -218,7 +218,7 @@ pub fn code_object_for(
         Err(e @ AmdBuildError::ToolchainMissing { .. }) => {
             let prebuilt = amd::default_cache_dir()
                 .join(target.name())
-                .join(format!("{stem}.co"));
+                .join(format!("{}.co", kernel.id.name()));
             if prebuilt.is_file() {
                 Ok(prebuilt)
             } else {
