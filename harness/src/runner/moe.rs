@@ -449,3 +449,67 @@ fn differing(a: &MoeOutput, b: &MoeOutput) -> usize {
 fn count_diff<T: PartialEq>(a: &[T], b: &[T]) -> usize {
     a.iter().zip(b).filter(|(x, y)| x != y).count() + a.len().abs_diff(b.len())
 }
+
+#[cfg(test)]
+mod tests {
+    //! The MoE runner end to end on the simulated device, whose `moe_align` follows the contract
+    //! and whose `moe` writes a pattern instead of the GEMM: the align check must pass, the
+    //! comparison of C must fail naming the rows, the rerun must match bit for bit. Without a
+    //! device every device check is a loud skip.
+
+    use super::*;
+    use crate::cases;
+    use crate::device::simulated;
+    use crate::runner::session::{Backend, SessionOptions, run_in_process};
+    use std::path::Path;
+    use w4a16_kernels::Target;
+
+    const CASE: &str =
+        "moe/moe.k256-n64-e8/T=7/f16/asym/g64/realistic/e8-top2/softmax/map-every-other";
+
+    fn run_on(backend: Backend) -> Vec<Verdict> {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../cases");
+        let set = cases::load_all(&dir).expect("the committed cases load");
+        let case = set.case(CASE).expect("the case exists");
+        let opts = SessionOptions::new(dir.clone(), Target::Sm90);
+        run_in_process(&set, &[case], &backend, &opts, &|_| {})
+            .expect("the session runs")
+            .verdicts
+    }
+
+    fn find<'v>(vs: &'v [Verdict], check: &str) -> &'v Verdict {
+        vs.iter()
+            .find(|v| v.check == check)
+            .unwrap_or_else(|| panic!("no {check} verdict in {vs:#?}"))
+    }
+
+    #[test]
+    fn a_wrong_c_fails_naming_its_rows_while_the_alignment_passes() {
+        let vs = run_on(Backend::Device(simulated::device(false, true)));
+        assert_eq!(find(&vs, "selection:moe_align+moe").outcome, Outcome::Pass);
+        let align = find(&vs, "moe_align");
+        assert_eq!(align.outcome, Outcome::Pass, "{align:#?}");
+        let c = find(&vs, "moe_align+moe");
+        assert_eq!(c.outcome, Outcome::Fail, "{c:#?}");
+        assert!(
+            matches!(c.cause, Some(Cause::Mismatch(Mismatch::Output(ref p))) if p.over_bound > 0),
+            "{c:#?}"
+        );
+        assert!(c.detail.contains("failing rows"), "{}", c.detail);
+        assert_eq!(find(&vs, "determinism:moe").outcome, Outcome::Pass);
+    }
+
+    #[test]
+    fn without_a_device_every_device_check_is_a_loud_skip() {
+        let vs = run_on(Backend::None(Skip {
+            requirement: Requirement::Gpu,
+            reason: "no GPU in this test".into(),
+        }));
+        for check in ["moe_align", "moe_align+moe", "determinism:moe"] {
+            let v = find(&vs, check);
+            assert_eq!(v.outcome, Outcome::Skip, "{v:#?}");
+            assert!(v.detail.contains("no GPU in this test"), "{}", v.detail);
+        }
+        assert_eq!(find(&vs, "selection:moe_align+moe").outcome, Outcome::Pass);
+    }
+}
