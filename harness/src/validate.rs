@@ -728,25 +728,7 @@ fn check_tensor(
                     got: stride_bytes,
                 });
             }
-            if stride_bytes < li.k / 2 {
-                return Err(ContractError::RowStride {
-                    tensor,
-                    formula: "K/2",
-                    min: li.k / 2,
-                    unit: "bytes",
-                    got: stride_bytes,
-                });
-            }
-            if c.weight_row_align_bytes > 1
-                && !stride_bytes.is_multiple_of(c.weight_row_align_bytes)
-            {
-                return Err(ContractError::RowStrideAlign {
-                    kernel,
-                    tensor,
-                    align: c.weight_row_align_bytes,
-                    got: stride_bytes,
-                });
-            }
+            weight_row_stride(kernel, tensor, stride_bytes, li.k, c.weight_row_align_bytes)?;
             bytes(tensor, v, "(N−1)·stride + K/2")?;
         }
         TensorRole::Scales => {
@@ -892,25 +874,7 @@ fn check_routed_tensor(
             shape(tensor, v, &[e, li.n, cols], formula)?;
             inner(tensor, v)?;
             let stride_bytes = v.strides[1] * v.elem.size_bytes();
-            if stride_bytes < li.k / 2 {
-                return Err(ContractError::RowStride {
-                    tensor,
-                    formula: "K/2",
-                    min: li.k / 2,
-                    unit: "bytes",
-                    got: stride_bytes,
-                });
-            }
-            if c.weight_row_align_bytes > 1
-                && !stride_bytes.is_multiple_of(c.weight_row_align_bytes)
-            {
-                return Err(ContractError::RowStrideAlign {
-                    kernel,
-                    tensor,
-                    align: c.weight_row_align_bytes,
-                    got: stride_bytes,
-                });
-            }
+            weight_row_stride(kernel, tensor, stride_bytes, li.k, c.weight_row_align_bytes)?;
             expert_stride(kernel, tensor, v, li.n)?;
             bytes(tensor, v, "((E·N−1)·stride + K/2)")?;
         }
@@ -1153,6 +1117,35 @@ fn dtype(tensor: &'static str, v: &TensorView, act: ElemType) -> Result<(), Cont
             tensor,
             expected: format!("{act} (the activation dtype)"),
             got: v.elem,
+        });
+    }
+    Ok(())
+}
+
+/// The rule for the bytes between int4 weight rows, plain or stacked per expert: at least a
+/// row (K/2) and a multiple of what the kernel's loads need.
+fn weight_row_stride(
+    kernel: KernelId,
+    tensor: &'static str,
+    stride_bytes: usize,
+    k: usize,
+    align: usize,
+) -> Result<(), ContractError> {
+    if stride_bytes < k / 2 {
+        return Err(ContractError::RowStride {
+            tensor,
+            formula: "K/2",
+            min: k / 2,
+            unit: "bytes",
+            got: stride_bytes,
+        });
+    }
+    if align > 1 && !stride_bytes.is_multiple_of(align) {
+        return Err(ContractError::RowStrideAlign {
+            kernel,
+            tensor,
+            align,
+            got: stride_bytes,
         });
     }
     Ok(())

@@ -766,17 +766,24 @@ pub fn render_table(r: &BenchReport) -> String {
 
 /// `w4a16 bench [--json PATH]`: issue 3's suite on the first device that opens, the table on
 /// stdout. Without a GPU, a loud skip (a failure under `W4A16_REQUIRE=gpu`).
-pub fn cli(json: Option<&Path>) -> ExitCode {
-    let device = match open_default() {
-        Ok(d) => d,
-        Err(skip) => {
-            if skip.requirement.is_required() {
-                eprintln!("W4A16_REQUIRE={} but {skip}", skip.requirement);
-                return ExitCode::FAILURE;
-            }
+/// The device a benchmark runs on, or how the command ends without one: a loud skip, a failure
+/// under `W4A16_REQUIRE=gpu`.
+fn device_or_exit() -> Result<Box<dyn Device>, ExitCode> {
+    open_default().map_err(|skip| {
+        if skip.requirement.is_required() {
+            eprintln!("W4A16_REQUIRE={} but {skip}", skip.requirement);
+            ExitCode::FAILURE
+        } else {
             eprintln!("W4A16-SKIP [{}] {}", skip.requirement, skip.reason);
-            return ExitCode::SUCCESS;
+            ExitCode::SUCCESS
         }
+    })
+}
+
+pub fn cli(json: Option<&Path>) -> ExitCode {
+    let device = match device_or_exit() {
+        Ok(d) => d,
+        Err(code) => return code,
     };
     let report = match run_benchmarks(device.as_ref(), CLI_PLAN) {
         Ok(r) => r,

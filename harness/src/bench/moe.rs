@@ -15,7 +15,7 @@ use w4a16_reference::layer::{Activations, LayerShape, Symmetry};
 use w4a16_reference::moe::{MoeLayer, MoeSpec, Routing, RoutingKind, route};
 
 use super::{BenchError, TimeUs, dev, progress};
-use crate::device::{BenchPlan, Device, MoeLaunch, open_default};
+use crate::device::{BenchPlan, Device, MoeLaunch};
 use crate::launch::DeviceInputs;
 use crate::tensor::{XBuffer, YSpec};
 use std::path::Path;
@@ -392,16 +392,9 @@ pub fn render(r: &MoeBenchReport) -> String {
 /// `w4a16 bench --moe [--json FILE]`: the suite on the first device, a table on stdout. Without
 /// a device, a loud skip (a failure under `W4A16_REQUIRE=gpu`).
 pub fn cli(json: Option<&Path>) -> ExitCode {
-    let device = match open_default() {
+    let device = match super::device_or_exit() {
         Ok(d) => d,
-        Err(skip) => {
-            if skip.requirement.is_required() {
-                eprintln!("W4A16_REQUIRE={} but {skip}", skip.requirement);
-                return ExitCode::FAILURE;
-            }
-            eprintln!("W4A16-SKIP [{}] {}", skip.requirement, skip.reason);
-            return ExitCode::SUCCESS;
-        }
+        Err(code) => return code,
     };
     let report = match run(device.as_ref(), &MoeBenchSuite::issue11(), super::CLI_PLAN) {
         Ok(r) => r,

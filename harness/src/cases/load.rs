@@ -389,32 +389,14 @@ fn expand_moe_sweep(
     here: &str,
     set: &CaseSet,
 ) -> Result<Vec<Case>, CaseFileError> {
-    let shapes_key = format!("{here}.shapes");
-    if sw.shapes.is_empty() {
-        return Err(f.err(
-            shapes_key,
-            "expected at least one MoE shape name or pattern",
-        ));
-    }
-    let mut shapes: Vec<&NamedMoeShape> = Vec::new();
-    for (j, pat) in sw.shapes.iter().enumerate() {
-        let matched: Vec<&NamedMoeShape> = set
-            .moe_shapes
-            .iter()
-            .filter(|s| glob_match(pat, &s.name))
-            .collect();
-        if matched.is_empty() {
-            return Err(f.err(
-                format!("{shapes_key}[{j}]"),
-                format!("\"{pat}\" matches no [[model.moe]] or [[moe_shape]]"),
-            ));
-        }
-        for s in matched {
-            if !shapes.iter().any(|x| x.name == s.name) {
-                shapes.push(s);
-            }
-        }
-    }
+    let shapes = match_shapes(
+        f,
+        &sw.shapes,
+        &format!("{here}.shapes"),
+        &set.moe_shapes,
+        |s| &s.name,
+        "[[model.moe]] or [[moe_shape]]",
+    )?;
     if sw.tokens.is_empty() {
         return Err(f.err(
             format!("{here}.tokens"),
@@ -617,6 +599,37 @@ fn add_moe_shape(
     Ok(())
 }
 
+/// The shapes a sweep's name patterns (globs) select, in pattern order, each once; a pattern
+/// that matches nothing is refused naming its key. One rule for dense and MoE sweeps.
+fn match_shapes<'s, T>(
+    f: &Parsed,
+    patterns: &[String],
+    key: &str,
+    shapes: &'s [T],
+    name: impl Fn(&T) -> &str,
+    what: &str,
+) -> Result<Vec<&'s T>, CaseFileError> {
+    if patterns.is_empty() {
+        return Err(f.err(key, "expected at least one shape name or pattern"));
+    }
+    let mut out: Vec<&T> = Vec::new();
+    for (j, pat) in patterns.iter().enumerate() {
+        let matched: Vec<&T> = shapes.iter().filter(|s| glob_match(pat, name(s))).collect();
+        if matched.is_empty() {
+            return Err(f.err(
+                format!("{key}[{j}]"),
+                format!("\"{pat}\" matches no {what}"),
+            ));
+        }
+        for s in matched {
+            if !out.iter().any(|x| name(x) == name(s)) {
+                out.push(s);
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// An axis value and the key it came from (the sweep's own, or the suite's default).
 fn pick<T: Clone>(
     own: &Option<T>,
@@ -661,28 +674,17 @@ fn resolve(
             "required key is missing (set it here or in [suite])",
         ));
     };
-    if patterns.is_empty() {
-        return Err(f.err(shapes_key, "expected at least one shape name or pattern"));
-    }
-    let mut shapes: Vec<NamedShape> = Vec::new();
-    for (j, pat) in patterns.iter().enumerate() {
-        let matched: Vec<&NamedShape> = set
-            .shapes
-            .iter()
-            .filter(|s| glob_match(pat, &s.name))
-            .collect();
-        if matched.is_empty() {
-            return Err(f.err(
-                format!("{shapes_key}[{j}]"),
-                format!("\"{pat}\" matches no shape in models.toml or any [[shape]]"),
-            ));
-        }
-        for s in matched {
-            if !shapes.iter().any(|x| x.name == s.name) {
-                shapes.push(s.clone());
-            }
-        }
-    }
+    let shapes: Vec<NamedShape> = match_shapes(
+        f,
+        &patterns,
+        &shapes_key,
+        &set.shapes,
+        |s| &s.name,
+        "shape in models.toml or any [[shape]]",
+    )?
+    .into_iter()
+    .cloned()
+    .collect();
     let Some((mspec, m_key)) = pick(&own.m, &dflt.m, here, "m") else {
         return Err(f.err(
             format!("{here}.m"),
