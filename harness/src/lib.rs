@@ -8,6 +8,7 @@ pub mod config;
 pub mod device;
 pub mod launch;
 pub mod mutants;
+pub mod perf;
 pub mod require;
 pub mod runner;
 pub mod select;

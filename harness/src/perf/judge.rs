@@ -1,0 +1,1 @@
+//! (issue 12: being written)
