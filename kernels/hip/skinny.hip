@@ -18,10 +18,12 @@
 // in fp32; bias is added in fp32 before the single rounding to the output dtype.
 //
 // Two inner engines with the same numerics contract:
-//  - MMA (default on NVIDIA): the 4x4 words of a lane quad are transposed with shuffles so that
-//    every 16-k step of mma.m16n8k16 lies inside one 32-k chunk (one group); A = exact (q - z),
-//    B = x (columns = m), the group's fp32 result is scaled and accumulated. Cost per weight is
-//    independent of M; weights are prefetched SK_DEPTH spans ahead.
+//  - MMA (default on NVIDIA): A = exact (q - z), B = x (columns = m) of mma.m16n8k16, the group's
+//    fp32 result scaled and accumulated; cost per weight independent of M. Weights arrive through a
+//    cp.async ring of SK_WST shared-memory stages per warp (whole 128-byte lines per row). With
+//    G a multiple of 128 a lane's 32 k are one group and feed the mmas directly; with G = 32 / 64
+//    the 4x4 words of a lane quad are transposed with shuffles so that every 16-k step lies
+//    inside one 32-k chunk (one group).
 //  - ALU (AMD, and NVIDIA with -DW4_SKINNY_MMA=0): per-lane fp32 dot products (v_dot2_f32_f16 on
 //    AMD fp16), reduced across the lane quad with xor shuffles.
 #include "compat.h"
@@ -43,18 +45,11 @@ using namespace w4;
 #endif
 #endif
 
-#ifndef SK_DEPTH
-#define SK_DEPTH 3
-#endif
-// Static-slot weight ring (see mma_warp). Off by default until a GPU run has checked it.
+// ALU engine: two static weight slots, the next span's load in flight during this span's math.
 #ifndef W4_SKINNY_RING_UNROLL
 #define W4_SKINNY_RING_UNROLL 1
 #endif
-#if W4_SKINNY_MMA
-#define SK_RING SK_DEPTH
-#else
 #define SK_RING 1
-#endif
 // Shared-memory capacity for the block's scales (entries) and packed zero-point words; with the
 // X buffer and the reduction buffer the block stays under NVIDIA's 48 KiB of static shared memory.
 #define SK_SCAP 4096
@@ -71,6 +66,7 @@ struct SkArgs {
     u16* y;
     int m, n, k, group, xrs, wrs, srs, yrs;
     int groups;    // K / G
+    int group_shift;  // log2(G) when G is a power of two (group index by shift), else -1
     int ks_cols;   // columns of X held in shared memory (multiple of SK_SPAN)
     int pitch;     // shared row pitch of X (elements)
     bool x_vec16;  // X rows 16-byte aligned
@@ -177,7 +173,7 @@ W4_DEV void mma_meta(MmaMeta<4 / CPG>& d, const SkArgs& a, const SkLane& L, int 
     for (int i = 0; i < 4 / CPG; ++i) {
         const int kc = k0 + 32 * CPG * i;
         const bool ok = kc < a.k;
-        const int gi = ok ? kc / a.group : 0;
+        const int gi = ok ? (a.group_shift >= 0 ? kc >> a.group_shift : kc / a.group) : 0;
         d.sg[i] = ok ? scale_of<T>(a, L.rg, L.vg, gi) : 0.0f;
         d.sh[i] = ok ? scale_of<T>(a, L.rh, L.vh, gi) : 0.0f;
         d.zg[i] = zero_of<T>(a, L.rg, L.vg && ok, gi);
@@ -230,72 +226,125 @@ W4_DEV void mma_span(u32x4 wa, u32x4 wb, const MmaMeta<4 / CPG>& d, const SkArgs
     }
 }
 
-// The first SK_DEPTH spans of this lane's weights (issued before X and the scales are staged).
-W4_DEV void ring_prologue(const SkArgs& a, const SkLane& L, u32x4 (&wa)[SK_RING], u32x4 (&wb)[SK_RING]) {
-    const int nspan = (a.k + SK_SPAN - 1) / SK_SPAN;
-    const int cnt = L.ks < nspan ? (nspan - L.ks + L.nks - 1) / L.nks : 0;
+// G a multiple of 128 (CPG = 4): a lane's 16 bytes (32 k) lie in one group, and the order of k
+// inside one mma is free as long as B follows A. So lane t's A slots {2t, 2t+1} / {2t+8, 2t+9} of
+// mma (i, h) take the nibble pairs 2h / 2h+1 of its own word i (k = kc + 8i + 4h + 0..3, ExLlama
+// order), and B's slots on lane t are X at those same k: 8 contiguous bytes. No shuffles, and one
+// 16-byte X load feeds both mmas of a word.
+template <class T>
+W4_DEV void mma_span_direct(u32x4 wa, u32x4 wb, const MmaMeta<1>& d, const SkArgs& a, const SkLane& L,
+                            const u16* xs, int k0, float (&acc)[4]) {
+    const int kc = k0 + 32 * L.t;
+    if (kc >= a.k) return;
+    const bool in_smem = k0 + SK_SPAN <= a.ks_cols;
+    const bool has_x = L.g < a.m;
+    const u32 A[4] = {wa.x, wa.y, wa.z, wa.w};
+    const u32 B[4] = {wb.x, wb.y, wb.z, wb.w};
+    // One accumulator chain per word: the four chains of two mmas overlap instead of eight mmas
+    // waiting on each other (fp32 sums either way; the order is fixed, so runs stay bit-identical).
+    float D[4][4];
 #pragma unroll
-    for (int d = 0; d < SK_DEPTH; ++d) {
-        const int kc = (L.ks + d * L.nks) * SK_SPAN + 32 * L.t;
-        wa[d] = d < cnt ? load_w16(L.wg, L.vg, kc, a.k) : zero4();
-        wb[d] = d < cnt ? load_w16(L.wh, L.vh, kc, a.k) : zero4();
+    for (int i = 0; i < 4; ++i) {
+        D[i][0] = D[i][1] = D[i][2] = D[i][3] = 0.f;
+        u32x4 xv = zero4();
+        if (has_x) xv = in_smem ? *(const u32x4*)(xs + L.g * a.pitch + kc + 8 * i) : load_x16(a, xs, L.g, kc + 8 * i, false);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            u32 af[4];
+            af[0] = Act<T>::sub2(nibble_pair<T>(A[i] >> (8 * h)), d.zg[0]);
+            af[1] = Act<T>::sub2(nibble_pair<T>(B[i] >> (8 * h)), d.zh[0]);
+            af[2] = Act<T>::sub2(nibble_pair<T>(A[i] >> (8 * h + 4)), d.zg[0]);
+            af[3] = Act<T>::sub2(nibble_pair<T>(B[i] >> (8 * h + 4)), d.zh[0]);
+            mma_m16n8k16<T>(D[i], af, h ? xv.z : xv.x, h ? xv.w : xv.y);
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        const float sum = (D[0][j] + D[1][j]) + (D[2][j] + D[3][j]);
+        acc[j] = fma_f32(sum, j < 2 ? d.sg[0] : d.sh[0], acc[j]);
     }
 }
 
+// One span: the shuffle-free path where a lane's chunk is one group, the transposing one otherwise.
 template <class T, int CPG>
-W4_DEV void mma_warp(const SkArgs& a, const SkLane& L, const u16* xs, float* red, u32x4 (&wa)[SK_RING],
-                     u32x4 (&wb)[SK_RING]) {
-    const int nspan = (a.k + SK_SPAN - 1) / SK_SPAN;
-    const int cnt = L.ks < nspan ? (nspan - L.ks + L.nks - 1) / L.nks : 0;
-    float acc[4] = {0.f, 0.f, 0.f, 0.f};
-#if W4_SKINNY_RING_UNROLL
-    // Ring of SK_DEPTH spans of weights in flight with static slots: span i lives in slot
-    // i % SK_DEPTH, and the load of span i + SK_DEPTH goes straight into that slot once span i is
-    // consumed, so no register copy ever waits on a load in flight.
-    for (int i0 = 0; i0 < cnt; i0 += SK_DEPTH) {
+W4_DEV void mma_any_span(u32x4 wa, u32x4 wb, const MmaMeta<4 / CPG>& d, const SkArgs& a, const SkLane& L,
+                         const u16* xs, int k0, float (&acc)[4]) {
+    if constexpr (CPG == 4)
+        mma_span_direct<T>(wa, wb, d, a, L, xs, k0, acc);
+    else
+        mma_span<T, CPG>(wa, wb, d, a, L, xs, k0, acc);
+}
+
+// Weights reach the MMA engine through a ring of SK_WST shared-memory stages per warp, filled with
+// cp.async: a stage is the warp's 16 rows x 128 bytes (a chunk of 256 k, two spans), copied as 4 rows
+// x 128 contiguous bytes per instruction. Whole 128-byte lines per row are the read pattern that
+// gets near copy bandwidth on the H200 (8 rows x 64 bytes per instruction, the direct fragment
+// loads, measured 30-40 % slower in isolation), and SK_WST - 1 stages stay in flight without holding
+// registers. Two stages measured faster than three or four on the H200 (22.8 / 24.9 us at M = 1).
+// Lanes then read their fragments (rows g and g+8, 32 k at t) from the stage: the same words the
+// direct loads gave. Odd rows keep their line with the halves swapped, so that the two rows of one
+// 8-lane phase of a 16-byte shared read fall in different banks. Warp ks takes chunks ks, ks + KS...
+#ifndef SK_WST
+#define SK_WST 2
+#endif
+#define SK_WROW 128
+#define SK_WSTAGE (16 * SK_WROW)
+
+struct SkStages {
+    unsigned char* base;  // this warp's SK_WST stages
+    int cnt;              // chunks this warp takes
+};
+
+W4_DEV int stage_piece(int r, int p) { return p ^ ((r & 1) << 2); }
+
+// Copies chunk i of this warp into its slot and commits the group (an empty group past the end keeps
+// the wait counts uniform).
+W4_DEV void stage_issue(const SkArgs& a, const SkLane& L, const SkStages& S, int i) {
+    if (i < S.cnt) {
+        const int ch = L.ks + i * L.nks;
+        unsigned char* dst = S.base + (i % SK_WST) * SK_WSTAGE;
+        const int p = L.lane & 7;
+        const int kb = ch * SK_WROW + p * 16;
+        const bool kin = kb < a.k / 2;
 #pragma unroll
-        for (int d = 0; d < SK_DEPTH; ++d) {
-            const int i = i0 + d;
-            if (i < cnt) {
-                const int sp = L.ks + i * L.nks;
+        for (int j = 0; j < 4; ++j) {
+            const int r = 4 * j + (L.lane >> 3);
+            const int row = a.nbase + L.rt * 16 + r;
+            const bool ok = kin && row < a.n;
+            const char* src = (const char*)a.w + (ok ? (long long)row * a.wrs + kb : 0);
+            cp_async16(dst + r * SK_WROW + stage_piece(r, p) * 16, src, ok);
+        }
+    }
+    cp_async_commit();
+}
+
+W4_DEV void stage_prologue(const SkArgs& a, const SkLane& L, const SkStages& S) {
+#pragma unroll
+    for (int i = 0; i < SK_WST - 1; ++i) stage_issue(a, L, S, i);
+}
+
+template <class T, int CPG>
+W4_DEV void staged_warp(const SkArgs& a, const SkLane& L, const SkStages& S, const u16* xs, float* red) {
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+    for (int i = 0; i < S.cnt; ++i) {
+        cp_async_wait<SK_WST - 2>();
+        __syncwarp();
+        stage_issue(a, L, S, i + SK_WST - 1);
+        const unsigned char* st = S.base + (i % SK_WST) * SK_WSTAGE;
+        const int ch = L.ks + i * L.nks;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int k0 = (2 * ch + h) * SK_SPAN;
+            if (k0 < a.k) {
+                const int p = 4 * h + L.t;
+                const u32x4 wa = *(const u32x4*)(st + L.g * SK_WROW + stage_piece(L.g, p) * 16);
+                const u32x4 wb = *(const u32x4*)(st + (L.g + 8) * SK_WROW + stage_piece(L.g + 8, p) * 16);
                 MmaMeta<4 / CPG> m;
-                mma_meta<T, CPG>(m, a, L, sp * SK_SPAN);
-                mma_span<T, CPG>(wa[d], wb[d], m, a, L, xs, sp * SK_SPAN, acc);
-                if (i + SK_DEPTH < cnt) {
-                    const int kc = (sp + SK_DEPTH * L.nks) * SK_SPAN + 32 * L.t;
-                    wa[d] = load_w16(L.wg, L.vg, kc, a.k);
-                    wb[d] = load_w16(L.wh, L.vh, kc, a.k);
-                }
+                mma_meta<T, CPG>(m, a, L, k0);
+                mma_any_span<T, CPG>(wa, wb, m, a, L, xs, k0, acc);
             }
         }
     }
-#else
-    // Ring of SK_DEPTH spans of weights in flight; meta one span ahead. (The rotation at the end
-    // of each iteration copies the newest load, which makes the warp wait for it: in effect one
-    // span of prefetch. Verified on the H200; W4_SKINNY_RING_UNROLL is the fix, not yet run.)
-    MmaMeta<4 / CPG> mc;
-    mma_meta<T, CPG>(mc, a, L, L.ks * SK_SPAN);
-    for (int i = 0; i < cnt; ++i) {
-        const int sp = L.ks + i * L.nks;
-        u32x4 na = zero4(), nb = zero4();
-        if (i + SK_DEPTH < cnt) {
-            const int kc = (sp + SK_DEPTH * L.nks) * SK_SPAN + 32 * L.t;
-            na = load_w16(L.wg, L.vg, kc, a.k);
-            nb = load_w16(L.wh, L.vh, kc, a.k);
-        }
-        MmaMeta<4 / CPG> mn = mc;
-        if (i + 1 < cnt) mma_meta<T, CPG>(mn, a, L, (sp + L.nks) * SK_SPAN);
-        mma_span<T, CPG>(wa[0], wb[0], mc, a, L, xs, sp * SK_SPAN, acc);
-#pragma unroll
-        for (int d = 0; d + 1 < SK_DEPTH; ++d) {
-            wa[d] = wa[d + 1];
-            wb[d] = wb[d + 1];
-        }
-        wa[SK_DEPTH - 1] = na;
-        wb[SK_DEPTH - 1] = nb;
-        mc = mn;
-    }
-#endif
     // acc: (row g, m 2t), (g, 2t+1), (g+8, 2t), (g+8, 2t+1); only m < 8 exist.
     float* r = red + (L.ks * L.nrt * 16 + L.rt * 16) * 8;
     r[L.g * 8 + 2 * L.t] = acc[0];
@@ -305,14 +354,13 @@ W4_DEV void mma_warp(const SkArgs& a, const SkLane& L, const u16* xs, float* red
 }
 
 template <class T>
-W4_DEV void skinny_warp(const SkArgs& a, const SkLane& L, const u16* xs, float* red, u32x4 (&wa)[SK_RING],
-                        u32x4 (&wb)[SK_RING]) {
+W4_DEV void staged_skinny_warp(const SkArgs& a, const SkLane& L, const SkStages& S, const u16* xs, float* red) {
     if (a.group == 64)
-        mma_warp<T, 2>(a, L, xs, red, wa, wb);
+        staged_warp<T, 2>(a, L, S, xs, red);
     else if (a.group % 128 == 0)
-        mma_warp<T, 4>(a, L, xs, red, wa, wb);
+        staged_warp<T, 4>(a, L, S, xs, red);
     else
-        mma_warp<T, 1>(a, L, xs, red, wa, wb);
+        staged_warp<T, 1>(a, L, S, xs, red);
 }
 
 #else  // ALU engine
@@ -465,6 +513,9 @@ W4_DEV void skinny(const T* x, const uint32_t* w, const T* scales, const uint32_
     a.srs = scale_row_stride;
     a.yrs = y_row_stride;
     a.groups = k / group;
+    a.group_shift = -1;
+    for (int sh = 0; sh < 31; ++sh)
+        if ((1 << sh) == group) a.group_shift = sh;
     const int kround = (k + SK_SPAN - 1) / SK_SPAN * SK_SPAN;
     const int cap = (SK_XCAP / m) / SK_SPAN * SK_SPAN;
     a.ks_cols = kround < cap ? kround : cap;
@@ -495,23 +546,60 @@ W4_DEV void skinny(const T* x, const uint32_t* w, const T* scales, const uint32_
     L.wg = (const char*)w + (long long)(L.vg ? L.rg : 0) * w_row_stride_bytes;
     L.wh = (const char*)w + (long long)(L.vh ? L.rh : 0) * w_row_stride_bytes;
 
-    // This lane's first spans of weights are in flight while X and the scales are staged.
+    // MMA: this warp's ring of weight stages (queued right after the staging copies below). ALU:
+    // this lane's first span of weights, in flight while X and the scales are staged.
+#if W4_SKINNY_MMA
+    extern __shared__ W4_ALIGN16 unsigned char sk_wbuf[];
+    SkStages S;
+    S.base = sk_wbuf + (L.rt * nks + L.ks) * (SK_WST * SK_WSTAGE);
+    {
+        const int nch = (k + 2 * SK_SPAN - 1) / (2 * SK_SPAN);
+        S.cnt = L.ks < nch ? (nch - L.ks + nks - 1) / nks : 0;
+    }
+#else
     u32x4 wa[SK_RING], wb[SK_RING];
     ring_prologue(a, L, wa, wb);
+#endif
 
+    // Scales, zero points and X go to shared memory with cp.async where their rows allow 16-byte
+    // copies: every copy of the stage is in flight at once (one DRAM round trip before the first
+    // span, not one per strided 2-byte load), and the weights' first stages are already queued.
     if (a.meta_smem) {
-        for (int idx = tid; idx < rows * a.groups; idx += SK_THREADS) {
-            const int r = idx / a.groups;
-            const int gi = idx - r * a.groups;
-            const int nn = nbase + r;
-            ss[idx] = nn < n ? a.s[(long long)nn * scale_row_stride + gi] : (u16)0;
+        const bool s_vec = a.groups % 8 == 0 && scale_row_stride % 8 == 0 && ((u64)(const void*)scales & 15u) == 0;
+        if (s_vec) {
+            const int per_row = a.groups / 8;
+            for (int idx = tid; idx < rows * per_row; idx += SK_THREADS) {
+                const int r = idx / per_row;
+                const int c = (idx - r * per_row) * 8;
+                const int nn = nbase + r;
+                cp_async16(ss + r * a.groups + c, a.s + (long long)(nn < n ? nn : 0) * scale_row_stride + c, nn < n);
+            }
+        } else {
+            for (int idx = tid; idx < rows * a.groups; idx += SK_THREADS) {
+                const int r = idx / a.groups;
+                const int gi = idx - r * a.groups;
+                const int nn = nbase + r;
+                ss[idx] = nn < n ? a.s[(long long)nn * scale_row_stride + gi] : (u16)0;
+            }
         }
         if (zeros != nullptr) {
-            for (int idx = tid; idx < (rows / 8) * a.groups; idx += SK_THREADS) {
-                const int rw = idx / a.groups;
-                const int gi = idx - rw * a.groups;
-                const int nw = (nbase >> 3) + rw;
-                zs[idx] = nw * 8 < n ? zeros[(long long)nw * a.groups + gi] : 0x88888888u;
+            // Words of rows past N are never read (zero_of answers 8 for them).
+            const bool z_vec = a.groups % 4 == 0 && ((u64)(const void*)zeros & 15u) == 0;
+            if (z_vec) {
+                const int per_row = a.groups / 4;
+                for (int idx = tid; idx < (rows / 8) * per_row; idx += SK_THREADS) {
+                    const int rw = idx / per_row;
+                    const int c = (idx - rw * per_row) * 4;
+                    const int nw = (nbase >> 3) + rw;
+                    cp_async16(zs + rw * a.groups + c, zeros + (long long)(nw * 8 < n ? nw : 0) * a.groups + c, nw * 8 < n);
+                }
+            } else {
+                for (int idx = tid; idx < (rows / 8) * a.groups; idx += SK_THREADS) {
+                    const int rw = idx / a.groups;
+                    const int gi = idx - rw * a.groups;
+                    const int nw = (nbase >> 3) + rw;
+                    zs[idx] = nw * 8 < n ? zeros[(long long)nw * a.groups + gi] : 0x88888888u;
+                }
             }
         }
     }
@@ -519,13 +607,31 @@ W4_DEV void skinny(const T* x, const uint32_t* w, const T* scales, const uint32_
     for (int idx = tid; idx < m * chunks; idx += SK_THREADS) {
         const int mm = idx / chunks;
         const int kk = (idx - mm * chunks) * 8;
-        u32x4 v = zero4();
-        if (kk < k) v = load_x16(a, xs, mm, kk, false);
-        *(u32x4*)(xs + mm * a.pitch + kk) = v;
+        u16* dst = xs + mm * a.pitch + kk;
+        if (a.x_vec16) {
+            cp_async16(dst, a.x + (long long)mm * a.xrs + (kk < k ? kk : 0), kk < k);
+        } else {
+            u32x4 v = zero4();
+            if (kk < k) v = load_x16(a, xs, mm, kk, false);
+            *(u32x4*)dst = v;
+        }
     }
+    cp_async_commit();
+    // That group is the oldest: the weights' first SK_WST - 1 stages queue behind it and may stay
+    // in flight through the barrier.
+#if W4_SKINNY_MMA
+    stage_prologue(a, L, S);
+    cp_async_wait<SK_WST - 1>();
+#else
+    cp_async_wait<0>();
+#endif
     sync_block();
 
+#if W4_SKINNY_MMA
+    staged_skinny_warp<T>(a, L, S, xs, red);
+#else
     skinny_warp<T>(a, L, xs, red, wa, wb);
+#endif
     sync_block();
 
     for (int idx = tid; idx < rows * m; idx += SK_THREADS) {

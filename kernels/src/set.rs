@@ -184,6 +184,23 @@ pub const SKINNY_M_MAX: usize = 5;
 /// Elements of X that `skinny` stages in shared memory (`SK_XCAP`); the rest streams from
 /// global memory, so this is a speed knob, not a limit.
 pub const SKINNY_X_CAPACITY: usize = 16384;
+/// Shared-memory stages of weights per `skinny` warp on NVIDIA (`SK_WST`): the MMA engine reads
+/// its weights through a cp.async ring of 16 rows x `SKINNY_STAGE_ROW_BYTES` per stage (dynamic
+/// shared memory; the AMD ALU engine loads weights directly and asks for none).
+pub const SKINNY_WEIGHT_STAGES: usize = 2;
+/// Bytes of one row in one weight stage (`SK_WROW`): whole 128-byte lines.
+pub const SKINNY_STAGE_ROW_BYTES: usize = 128;
+
+/// Dynamic shared memory of one `skinny` block on `target`.
+pub fn skinny_dynamic_shared_bytes(target: Target) -> u32 {
+    match target.vendor() {
+        crate::target::Vendor::Nvidia => {
+            (SKINNY_THREADS as usize / 32 * SKINNY_WEIGHT_STAGES * 16 * SKINNY_STAGE_ROW_BYTES)
+                as u32
+        }
+        crate::target::Vendor::Amd => 0,
+    }
+}
 /// Threads of a `dequant` block; one thread per packed word.
 pub const DEQUANT_THREADS: u32 = 256;
 /// Threads of a `fallback` block; one thread per output element.
@@ -242,7 +259,7 @@ fn skinny_geometry(s: &LaunchShape, t: Target) -> LaunchGeometry {
     LaunchGeometry {
         grid: [s.n.div_ceil(16 * rt as usize) as u32, 1, 1],
         block: [SKINNY_THREADS / rt, rt, 1],
-        shared_mem_bytes: 0,
+        shared_mem_bytes: skinny_dynamic_shared_bytes(t),
     }
 }
 
@@ -816,6 +833,8 @@ mod tests {
         assert_eq!(define(src, "SK_ZCAP") * 8, SKINNY_SCALE_CAPACITY);
         assert_eq!(define(src, "SK_THREADS"), SKINNY_THREADS as usize);
         assert_eq!(define(src, "SK_MMAX"), SKINNY_M_MAX);
+        assert_eq!(define(src, "SK_WST"), SKINNY_WEIGHT_STAGES);
+        assert_eq!(define(src, "SK_WROW"), SKINNY_STAGE_ROW_BYTES);
         assert_eq!(
             define(source::DEQUANT_HIP, "DQ_THREADS"),
             DEQUANT_THREADS as usize

@@ -175,6 +175,9 @@ enum Command {
         /// Target whose selection and padding the stand-in follows.
         #[arg(long, default_value = "sm_90")]
         target: String,
+        /// Compile the kernels from the HIP sources in DIR (see `run --kernel-sources`).
+        #[arg(long, value_name = "DIR", conflicts_with = "cpu_side")]
+        kernel_sources: Option<PathBuf>,
     },
     /// Internal: the fault-isolated GPU worker (case ids on stdin, framed verdicts on stdout).
     #[command(hide = true)]
@@ -341,13 +344,21 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
             json,
             cpu_side: false,
             moe: true,
+            kernel_sources,
             ..
-        } => Ok(w4a16_harness::bench::moe::cli(json.as_deref())),
+        } => Ok(w4a16_harness::bench::moe::cli(
+            json.as_deref(),
+            &kernel_sources_arg(kernel_sources.as_deref())?,
+        )),
         Command::Bench {
             json,
             cpu_side: false,
+            kernel_sources,
             ..
-        } => Ok(w4a16_harness::bench::cli(json.as_deref())),
+        } => Ok(w4a16_harness::bench::cli(
+            json.as_deref(),
+            &kernel_sources_arg(kernel_sources.as_deref())?,
+        )),
         Command::Bench {
             json,
             cpu_side: true,
@@ -357,6 +368,7 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
             every,
             threads,
             target,
+            kernel_sources: _,
         } => {
             let (dir, set) = load_with_dir(cli.cases)?;
             let suites = if suites.is_empty() {

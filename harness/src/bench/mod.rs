@@ -30,10 +30,11 @@ use w4a16_reference::formats::{
 use w4a16_reference::layer::Symmetry;
 use w4a16_reference::{ActDtype, Activations, LayerShape};
 
-use crate::device::{BenchPlan, Device, DeviceFault, Timing, open_default};
+use crate::device::{Allocation, BenchPlan, Device, DeviceFault, Timing, open_default_with};
 use crate::launch::DeviceInputs;
 use crate::tensor::{DenseSpec, YSpec};
 use crate::validate::ContractError;
+use w4a16_kernels::source::KernelSources;
 
 /// The plan `w4a16 bench` uses. The warm-up launches stay queued ahead of the timed ones, so
 /// they must outlast the host: 200 `skinny` launches (~1.5 ms of device work) keep the queue
@@ -768,8 +769,8 @@ pub fn render_table(r: &BenchReport) -> String {
 /// stdout. Without a GPU, a loud skip (a failure under `W4A16_REQUIRE=gpu`).
 /// The device a benchmark runs on, or how the command ends without one: a loud skip, a failure
 /// under `W4A16_REQUIRE=gpu`.
-fn device_or_exit() -> Result<Box<dyn Device>, ExitCode> {
-    open_default().map_err(|skip| {
+fn device_or_exit(sources: &KernelSources) -> Result<Box<dyn Device>, ExitCode> {
+    open_default_with(sources, Allocation::Guarded).map_err(|skip| {
         if skip.requirement.is_required() {
             eprintln!("W4A16_REQUIRE={} but {skip}", skip.requirement);
             ExitCode::FAILURE
@@ -780,8 +781,8 @@ fn device_or_exit() -> Result<Box<dyn Device>, ExitCode> {
     })
 }
 
-pub fn cli(json: Option<&Path>) -> ExitCode {
-    let device = match device_or_exit() {
+pub fn cli(json: Option<&Path>, sources: &KernelSources) -> ExitCode {
+    let device = match device_or_exit(sources) {
         Ok(d) => d,
         Err(code) => return code,
     };

@@ -19,7 +19,9 @@ use crate::device::{BenchPlan, Device, MoeLaunch};
 use crate::launch::DeviceInputs;
 use crate::tensor::{XBuffer, YSpec};
 use std::path::Path;
+
 use std::process::ExitCode;
+use w4a16_kernels::source::KernelSources;
 
 /// One expert layer of the benchmark.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -391,8 +393,8 @@ pub fn render(r: &MoeBenchReport) -> String {
 
 /// `w4a16 bench --moe [--json FILE]`: the suite on the first device, a table on stdout. Without
 /// a device, a loud skip (a failure under `W4A16_REQUIRE=gpu`).
-pub fn cli(json: Option<&Path>) -> ExitCode {
-    let device = match super::device_or_exit() {
+pub fn cli(json: Option<&Path>, sources: &KernelSources) -> ExitCode {
+    let device = match super::device_or_exit(sources) {
         Ok(d) => d,
         Err(code) => return code,
     };
