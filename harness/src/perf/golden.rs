@@ -68,7 +68,7 @@ pub enum GoldenError {
         expected: u32,
     },
     #[error("{path}: two entries for {key}; a case has one golden")]
-    DuplicateKey { path: PathBuf, key: PerfKey },
+    DuplicateKey { path: PathBuf, key: Box<PerfKey> },
     #[error("{path}: holds goldens of target `{found}`, the file is named for `{expected}`")]
     TargetMismatch {
         path: PathBuf,
@@ -78,7 +78,7 @@ pub enum GoldenError {
     #[error("{path}: {key}: {field} is {value}, expected {expected}")]
     BadValue {
         path: PathBuf,
-        key: PerfKey,
+        key: Box<PerfKey>,
         field: &'static str,
         value: String,
         expected: &'static str,
@@ -172,13 +172,13 @@ impl GoldenFile {
         if let Some(w) = keys.windows(2).find(|w| w[0] == w[1]) {
             return Err(GoldenError::DuplicateKey {
                 path: path.to_path_buf(),
-                key: w[0].clone(),
+                key: Box::new(w[0].clone()),
             });
         }
         for e in &self.entries {
             let bad = |field, value: String, expected| GoldenError::BadValue {
                 path: path.to_path_buf(),
-                key: e.key.clone(),
+                key: Box::new(e.key.clone()),
                 field,
                 value,
                 expected,

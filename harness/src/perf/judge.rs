@@ -44,6 +44,11 @@ impl JudgePolicy {
             ..*self
         }
     }
+
+    /// Whether a spread (IQR/median) is small enough to judge; NaN is not.
+    fn is_quiet(&self, iqr_rel: f64) -> bool {
+        iqr_rel <= self.noise_limit
+    }
 }
 
 /// Which way an out-of-band case moved.
@@ -206,7 +211,7 @@ fn judge_shift(
         };
     };
     let iqr_rel = summary.iqr_rel();
-    if !(iqr_rel <= policy.noise_limit) {
+    if !policy.is_quiet(iqr_rel) {
         return Judgement::TooNoisy { iqr_rel };
     }
     let delta = summary.median / reference_median - 1.0;
@@ -265,7 +270,7 @@ pub fn judge_case(
                 None => Judgement::TooNoisy {
                     iqr_rel: f64::INFINITY,
                 },
-                Some(s) if !(s.iqr_rel() <= policy.noise_limit) => Judgement::TooNoisy {
+                Some(s) if !policy.is_quiet(s.iqr_rel()) => Judgement::TooNoisy {
                     iqr_rel: s.iqr_rel(),
                 },
                 Some(s) => judge_shift(&cand, &ctrl, s.median, &policy),

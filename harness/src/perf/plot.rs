@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 const PANEL_W: u32 = 640;
 const PANEL_H: u32 = 340;
 const TITLE_H: u32 = 40;
+const MIN_W: u32 = 900;
 
 /// The SVG document of the run's plot.
 pub fn render_svg(run: &PerfRun) -> Result<String, ReportError> {
@@ -31,7 +32,11 @@ pub fn render_svg(run: &PerfRun) -> Result<String, ReportError> {
     let rows = shapes.len().div_ceil(cols).max(1);
     let mut svg = String::new();
     {
-        let size = (PANEL_W * cols as u32, TITLE_H + PANEL_H * rows as u32);
+        // Wide enough for the title even with one panel.
+        let size = (
+            (PANEL_W * cols as u32).max(MIN_W),
+            TITLE_H + PANEL_H * rows as u32,
+        );
         let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
         root.fill(&WHITE).map_err(plot_error)?;
         let title = format!(
@@ -95,7 +100,9 @@ where
 {
     let vs_golden = |o: &CaseOutcome| o.candidate_judgement.delta();
     let vs_control = |o: &CaseOutcome| o.cand_over_control;
-    let series: Vec<(usize, &str, Vec<(f64, f64)>, Vec<(f64, f64)>)> = providers
+    /// (colour index, provider, points over the golden, points over the control).
+    type ProviderSeries<'a> = (usize, &'a str, Vec<(f64, f64)>, Vec<(f64, f64)>);
+    let series: Vec<ProviderSeries> = providers
         .iter()
         .enumerate()
         .map(|(i, p)| {
@@ -115,6 +122,8 @@ where
         y0 = y0.min(y - 0.02);
         y1 = y1.max(y + 0.02);
     }
+    // Headroom above the data for the legend, so that it hides no point.
+    y1 += (y1 - y0) * 0.35;
     let (x0, x1) = (-0.3, (max_m as f64).log2() + 0.3);
     let mut chart = ChartBuilder::on(panel)
         .caption(shape, ("sans-serif", 15))
@@ -189,4 +198,78 @@ where
             .map_err(plot_error)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::perf::golden::{GOLDEN_SCHEMA, GoldenFile};
+    use crate::perf::judge::tests::measured;
+    use crate::perf::judge::{JudgePolicy, judge_case};
+    use crate::perf::measure::PerfPlan;
+    use crate::perf::update::golden_entry;
+
+    /// Two shapes × two providers over the field's M, the candidate drifting slower with M.
+    fn run() -> PerfRun {
+        let ms = [1, 2, 3, 4, 5, 8, 16, 32, 64, 128, 256, 512, 1024, 2048];
+        let mut sides = Vec::new();
+        for shape in ["qwen3-8b.mlp_down", "qwen3-8b.qkv"] {
+            for provider in ["hybrid-w4a16-zp-bf16", "vllm-w4a16-f16"] {
+                for (i, &m) in ms.iter().enumerate() {
+                    let side = |t| {
+                        let mut s = measured(m, "skinny:k", t, 0.02, 15);
+                        (s.key.shape, s.key.provider) = (shape.into(), provider.into());
+                        s
+                    };
+                    let (g, c, k) = (side(30.0), side(30.0 + i as f64 * 0.6), side(30.0));
+                    sides.push((golden_entry(&g).unwrap(), c, k));
+                }
+            }
+        }
+        let goldens = GoldenFile {
+            schema: GOLDEN_SCHEMA,
+            target: "sm_90".into(),
+            device: "NVIDIA H200".into(),
+            recorded: "test".into(),
+            band: None,
+            noise_limit: None,
+            entries: sides.iter().map(|s| s.0.clone()).collect(),
+        };
+        let policy = JudgePolicy::default();
+        PerfRun {
+            target: "sm_90".into(),
+            device: "NVIDIA H200".into(),
+            suite: "field".into(),
+            policy,
+            plan: PerfPlan::default(),
+            candidate: "embedded kernels".into(),
+            control: Some("base".into()),
+            outcomes: sides
+                .into_iter()
+                .map(|(_, c, k)| judge_case(c, Some(k), Some(&goldens), &policy))
+                .collect(),
+            not_timed: Vec::new(),
+            peers_note: None,
+        }
+    }
+
+    #[test]
+    fn a_panel_per_shape_a_legend_entry_per_provider_and_side() {
+        let mut run = run();
+        let svg = render_svg(&run).unwrap();
+        assert!(svg.starts_with("<svg"));
+        for (text, count) in [
+            (">\nqwen3-8b.mlp_down\n<", 1),
+            (">\nqwen3-8b.qkv\n<", 1),
+            (">\nhybrid-w4a16-zp-bf16 / golden\n<", 2),
+            (">\nvllm-w4a16-f16 / control\n<", 2),
+            (">\n2048\n<", 2),
+            ("band ±8.0 %", 1),
+        ] {
+            assert_eq!(svg.matches(text).count(), count, "{text:?} in {svg}");
+        }
+        run.outcomes.clear();
+        let empty = render_svg(&run).unwrap();
+        assert!(empty.contains("no case was timed"), "{empty}");
+    }
 }

@@ -177,6 +177,11 @@ fn opt(x: Option<f64>, f: fn(f64) -> String) -> String {
     x.map_or_else(|| "—".into(), f)
 }
 
+/// `1 case`, `2 cases`.
+fn plural(n: usize, noun: &str) -> String {
+    format!("{n} {noun}{}", if n == 1 { "" } else { "s" })
+}
+
 /// Markdown table cells must not contain a bare `|`.
 fn cell(s: &str) -> String {
     s.replace('|', "\\|")
@@ -250,7 +255,11 @@ fn summary_markdown(run: &PerfRun) -> String {
     let verdict = if counts.failing == 0 {
         "pass".to_string()
     } else {
-        format!("FAIL, {} of {} cases", counts.failing, run.outcomes.len())
+        format!(
+            "FAIL, {} of {}",
+            counts.failing,
+            plural(run.outcomes.len(), "case")
+        )
     };
     let _ = writeln!(md, "# Perf `{}`: {verdict}\n", run.target);
     md.push_str("| | |\n|---|---|\n");
@@ -295,9 +304,9 @@ fn summary_markdown(run: &PerfRun) -> String {
     if counts.stale_golden > 0 {
         let _ = writeln!(
             md,
-            "\n{} cases moved alike on both sides and the candidate is within band of the \
+            "\n{} moved alike on both sides and the candidate is within band of the \
              control: goldens stale, run `w4a16 perf --update-goldens`. They do not fail the run.",
-            counts.stale_golden
+            plural(counts.stale_golden, "case")
         );
     }
 
@@ -395,10 +404,10 @@ fn summary_markdown(run: &PerfRun) -> String {
         "\n<details><summary>All {} cases</summary>\n",
         run.outcomes.len()
     );
-    md.push_str("| case | kernel | time µs | throughput | control | control µs | ratio | golden ratio | Δ | p | verdict |");
+    md.push_str("| case | kernel | time µs | throughput | ratio to | its µs | ratio | golden ratio | Δ | p | verdict |");
     let mut rule = String::from("|---|---|---|---|---|---|---|---|---|---|---|");
     if with_control {
-        md.push_str(" control µs (B) | control verdict | cand/control | vs control |");
+        md.push_str(" control build µs | control build verdict | cand/control | vs control |");
         rule.push_str("---|---|---|---|");
     }
     if with_peers {
@@ -452,8 +461,8 @@ fn summary_markdown(run: &PerfRun) -> String {
     if !run.not_timed.is_empty() {
         let _ = writeln!(
             md,
-            "\n<details><summary>{} cases not timed</summary>\n",
-            run.not_timed.len()
+            "\n<details><summary>{} not timed</summary>\n",
+            plural(run.not_timed.len(), "case")
         );
         for (id, why) in &run.not_timed {
             let _ = writeln!(md, "- `{id}`: {why}");
@@ -508,7 +517,6 @@ fn junit(run: &PerfRun) -> Result<String, ReportError> {
             }
             s.set_message(reasons.join("; "));
             s.set_type(o.candidate_judgement.name());
-            s.set_description(story.clone());
             s
         } else {
             TestCaseStatus::success()
@@ -637,7 +645,10 @@ mod tests {
         );
         assert!(md.contains("| 20.3 | 34.2 |"), "peers columns: {md}");
         assert!(md.contains("](plot.svg)"));
-        assert!(md.contains("- `field/moe/x`: MoE: timed by bench --moe"));
+        assert!(
+            md.contains("1 case not timed</summary>\n\n- `field/moe/x`: MoE: timed by bench --moe"),
+            "{md}"
+        );
 
         let json: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&files.json).unwrap()).unwrap();
