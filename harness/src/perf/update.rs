@@ -1,1 +1,231 @@
-//! (issue 12: being written)
+//! `w4a16 perf --update-goldens`: the only writer of goldens. Builds the new file from the
+//! candidate side of a run and says what moved against the old one, for the PR that commits it.
+
+use super::golden::{GOLDEN_SCHEMA, GoldenEntry, GoldenFile};
+use super::judge::ratio_samples;
+use super::key::{KernelLabel, Measured, PerfKey};
+use super::report::{PerfRun, fmt_delta};
+use super::stats::median;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+/// What the new goldens change against the old ones.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct UpdateSummary {
+    /// Keys the old file did not have.
+    pub added: Vec<PerfKey>,
+    /// Keys of the old file this run did not measure (or could not: no finite medians).
+    pub dropped: Vec<PerfKey>,
+    /// (key, old label, new label).
+    pub relabeled: Vec<(PerfKey, KernelLabel, KernelLabel)>,
+    /// Keys whose ratio moved beyond the band: (key, new ratio / old ratio − 1), largest first.
+    pub moved: Vec<(PerfKey, f64)>,
+}
+
+/// One side's measurement as a golden entry; `None` when its medians are not finite.
+pub fn golden_entry(m: &Measured) -> Option<GoldenEntry> {
+    let ratio_samples = ratio_samples(m);
+    Some(GoldenEntry {
+        key: m.key.clone(),
+        kernel: m.kernel.clone(),
+        time_us: median(&m.times_us)?,
+        control: m.control,
+        control_us: median(&m.control_us)?,
+        ratio: median(&ratio_samples)?,
+        ratio_samples,
+    })
+}
+
+/// The new golden file from the run's candidate side (first outcome of a key wins), keeping
+/// the old file's band and noise overrides, and what moved. Moves are judged against the
+/// old file's band where it sets one, else the run's.
+pub fn update_goldens(
+    old: Option<&GoldenFile>,
+    run: &PerfRun,
+    recorded: String,
+) -> (GoldenFile, UpdateSummary) {
+    let mut new: BTreeMap<PerfKey, GoldenEntry> = BTreeMap::new();
+    for o in &run.outcomes {
+        if new.contains_key(&o.key) {
+            continue;
+        }
+        if let Some(e) = golden_entry(&o.candidate) {
+            new.insert(o.key.clone(), e);
+        }
+    }
+    let band = old.and_then(|g| g.band).unwrap_or(run.policy.band);
+    let mut summary = UpdateSummary::default();
+    let old_entries: BTreeMap<&PerfKey, &GoldenEntry> = old
+        .map(|g| g.entries.iter().map(|e| (&e.key, e)).collect())
+        .unwrap_or_default();
+    for (key, e) in &new {
+        let Some(was) = old_entries.get(key) else {
+            summary.added.push(key.clone());
+            continue;
+        };
+        if was.kernel != e.kernel {
+            summary
+                .relabeled
+                .push((key.clone(), was.kernel.clone(), e.kernel.clone()));
+        }
+        let delta = e.ratio / was.ratio - 1.0;
+        if delta.abs() > band {
+            summary.moved.push((key.clone(), delta));
+        }
+    }
+    summary.dropped = old_entries
+        .keys()
+        .filter(|k| !new.contains_key(**k))
+        .map(|k| (*k).clone())
+        .collect();
+    summary
+        .moved
+        .sort_by(|a, b| b.1.abs().total_cmp(&a.1.abs()).then_with(|| a.0.cmp(&b.0)));
+    let file = GoldenFile {
+        schema: GOLDEN_SCHEMA,
+        target: run.target.clone(),
+        device: run.device.clone(),
+        recorded,
+        band: old.and_then(|g| g.band),
+        noise_limit: old.and_then(|g| g.noise_limit),
+        entries: new.into_values().collect(),
+    };
+    (file, summary)
+}
+
+impl UpdateSummary {
+    /// `perf/<target>.moved.md`: the counts, then every added, dropped, relabeled and moved key.
+    pub fn markdown(&self, target: &str) -> String {
+        let mut md = format!("# Perf goldens for `{target}`: what moved\n\n");
+        let _ = writeln!(
+            md,
+            "{} added, {} dropped, {} relabeled, {} moved beyond the band.\n",
+            self.added.len(),
+            self.dropped.len(),
+            self.relabeled.len(),
+            self.moved.len()
+        );
+        let list = |md: &mut String, title: &str, keys: &[PerfKey]| {
+            if !keys.is_empty() {
+                let _ = writeln!(md, "## {title}\n");
+                keys.iter().for_each(|k| {
+                    let _ = writeln!(md, "- `{k}`");
+                });
+                md.push('\n');
+            }
+        };
+        list(&mut md, "Added", &self.added);
+        list(&mut md, "Dropped", &self.dropped);
+        if !self.relabeled.is_empty() {
+            md.push_str("## Relabeled (a different kernel now runs)\n\n| case | was | now |\n|---|---|---|\n");
+            for (k, was, now) in &self.relabeled {
+                let _ = writeln!(md, "| `{k}` | `{was}` | `{now}` |");
+            }
+            md.push('\n');
+        }
+        if !self.moved.is_empty() {
+            md.push_str("## Moved beyond the band (ratio to control, new / old − 1; + is slower)\n\n| case | Δ |\n|---|---|\n");
+            for (k, delta) in &self.moved {
+                let _ = writeln!(md, "| `{k}` | {} |", fmt_delta(*delta));
+            }
+            md.push('\n');
+        }
+        md
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::perf::judge::tests::measured;
+    use crate::perf::judge::{JudgePolicy, judge_case};
+    use crate::perf::measure::PerfPlan;
+
+    fn run_of(sides: Vec<Measured>) -> PerfRun {
+        PerfRun {
+            target: "sm_90".into(),
+            device: "NVIDIA H200".into(),
+            suite: "field".into(),
+            policy: JudgePolicy::default(),
+            plan: PerfPlan::default(),
+            candidate: "embedded kernels".into(),
+            control: None,
+            outcomes: sides
+                .into_iter()
+                .map(|m| judge_case(m, None, None, &JudgePolicy::default()))
+                .collect(),
+            not_timed: Vec::new(),
+            peers_note: None,
+        }
+    }
+
+    #[test]
+    fn golden_entry_takes_medians_and_ratio_samples() {
+        let m = measured(1, "skinny:k", 30.0, 0.02, 15);
+        let e = golden_entry(&m).unwrap();
+        assert!((e.time_us - 30.0).abs() < 1e-9 && (e.control_us - 10.0).abs() < 1e-9);
+        assert!((e.ratio - 3.0).abs() < 1e-9);
+        assert_eq!(e.ratio_samples.len(), 15);
+        let mut empty = m.clone();
+        empty.times_us.clear();
+        assert_eq!(golden_entry(&empty), None);
+    }
+
+    #[test]
+    fn update_reports_added_dropped_relabeled_moved() {
+        let old_run = run_of(vec![
+            measured(1, "skinny:k", 30.0, 0.02, 15),
+            measured(2, "skinny:k", 30.0, 0.02, 15),
+            measured(3, "skinny:k", 30.0, 0.02, 15),
+        ]);
+        let (mut old, first) = update_goldens(None, &old_run, "old".into());
+        assert_eq!(first.added.len(), 3);
+        assert!(first.dropped.is_empty() && first.moved.is_empty());
+        old.band = Some(0.1);
+
+        let new_run = run_of(vec![
+            measured(1, "skinny:k", 31.0, 0.02, 15), // +3.3 %: not moved
+            measured(2, "fused:k", 36.0, 0.02, 15),  // relabeled and +20 %
+            measured(4, "skinny:k", 30.0, 0.02, 15), // new
+            measured(4, "skinny:k", 99.0, 0.02, 15), // same key again: first wins
+        ]);
+        let (file, s) = update_goldens(Some(&old), &new_run, "abc: perf --update-goldens".into());
+        let key = |m| PerfKey {
+            m,
+            ..old_run.outcomes[0].key.clone()
+        };
+        assert_eq!(s.added, vec![key(4)]);
+        assert_eq!(s.dropped, vec![key(3)]);
+        assert_eq!(
+            s.relabeled,
+            vec![(
+                key(2),
+                KernelLabel("skinny:k".into()),
+                KernelLabel("fused:k".into())
+            )]
+        );
+        assert_eq!(s.moved.len(), 1);
+        assert_eq!(s.moved[0].0, key(2));
+        assert!((s.moved[0].1 - 0.2).abs() < 1e-9);
+        assert_eq!(file.band, Some(0.1), "the override is kept");
+        assert_eq!(file.recorded, "abc: perf --update-goldens");
+        assert_eq!(file.entries.len(), 3);
+        assert!((file.entry(&key(4)).unwrap().time_us - 30.0).abs() < 1e-9);
+
+        let md = s.markdown("sm_90");
+        assert!(
+            md.contains("1 added, 1 dropped, 1 relabeled, 1 moved"),
+            "{md}"
+        );
+        assert!(
+            md.contains(
+                "| `hybrid-w4a16-zp-bf16/qwen3-8b.mlp_down/M=2` | `skinny:k` | `fused:k` |"
+            ),
+            "{md}"
+        );
+        assert!(
+            md.contains("| `hybrid-w4a16-zp-bf16/qwen3-8b.mlp_down/M=2` | +20.0 % |"),
+            "{md}"
+        );
+    }
+}
