@@ -253,9 +253,9 @@ pub enum PerfError {
     #[error("--copies 0: expected at least one copy of the inputs to rotate through")]
     NoCopies,
     #[error(
-        "{device} runs {target} emulated: emulation timings are not the target's; perf runs on the target's own GPU"
+        "{target} is emulated: emulation timings are not the target's; perf runs on the target's own GPU"
     )]
-    Emulated { device: String, target: RunTarget },
+    Emulated { target: RunTarget },
     #[error(
         "{case}: selected for {selected_for}, but the {side} device {device} is {device_target}"
     )]
@@ -271,26 +271,26 @@ pub enum PerfError {
         case: PerfKey,
         side: Side,
         during: String,
-        fault: DeviceFault,
+        fault: Box<DeviceFault>,
     },
     #[error("{case} ({side}): {during}: the launch was refused: {error}")]
     Contract {
         case: PerfKey,
         side: Side,
         during: String,
-        error: ContractError,
+        error: Box<ContractError>,
     },
     #[error("{case}: generating the data of {case_id}: {error}")]
     Data {
         case: PerfKey,
         case_id: String,
-        error: DataError,
+        error: Box<DataError>,
     },
     #[error("{case}: laying out the weights of {case_id}: {error}")]
     Layout {
         case: PerfKey,
         case_id: String,
-        error: LayoutError,
+        error: Box<LayoutError>,
     },
     #[error("{case}: the selected path {path} is not one perf knows how to time")]
     Path { case: PerfKey, path: String },
@@ -340,7 +340,6 @@ pub fn measure_suite(
     for &(side, device) in &sides {
         if device.execution() != Execution::Native {
             return Err(PerfError::Emulated {
-                device: device.name(),
                 target: device.run_target(),
             });
         }
@@ -415,13 +414,13 @@ fn prepare(cases: &[PerfCase], case: &PerfCase) -> Result<PreparedLayer, PerfErr
     let g = generate(&owner.case_id, &spec).map_err(|error| PerfError::Data {
         case: owner.key.clone(),
         case_id: owner.case_id.clone(),
-        error,
+        error: Box::new(error),
     })?;
     let rows = formats::RowPadding::from_rule(case.shape.k, case.padding_rule());
     let layer = ResidentLayer::from_logical(&g.layer, rows).map_err(|error| PerfError::Layout {
         case: owner.key.clone(),
         case_id: owner.case_id.clone(),
-        error,
+        error: Box::new(error),
     })?;
     Ok(PreparedLayer {
         shape: case.key.shape.clone(),
@@ -462,7 +461,7 @@ fn measure_case(
             case: key,
             side,
             during,
-            fault,
+            fault: Box::new(fault),
         }
     };
     let kernel = match case.path.as_slice() {
@@ -489,7 +488,7 @@ fn measure_case(
                     case: case.key.clone(),
                     side,
                     during: entry.clone(),
-                    error,
+                    error: Box::new(error),
                 })?;
             device
                 .bench_kernel_rotating(d, &entry, &copies, plan.bench())
@@ -538,7 +537,7 @@ fn time_dense(
             case: key,
             side,
             during,
-            error,
+            error: Box::new(error),
         }
     };
     let dev = |during: String| {
@@ -547,7 +546,7 @@ fn time_dense(
             case: key,
             side,
             during,
-            fault,
+            fault: Box::new(fault),
         }
     };
     let dense = case.dense_spec();
@@ -899,7 +898,7 @@ mod tests {
             PerfError::Device { case, fault, .. } => {
                 assert_eq!(case.m, 8);
                 assert!(
-                    matches!(fault, DeviceFault::MissingCapability { .. }),
+                    matches!(&**fault, DeviceFault::MissingCapability { .. }),
                     "{e}"
                 );
             }
