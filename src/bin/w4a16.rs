@@ -1143,16 +1143,17 @@ fn perf_command(
     let (target, backend) = session::open_backend_with(wanted, &sources, Allocation::Guarded);
     let candidate = match backend {
         Backend::Device(d) => d,
+        // As `bench`: a loud skip, a failure under `W4A16_REQUIRE=gpu`.
+        Backend::None(skip) if skip.requirement.is_required() => {
+            eprintln!("W4A16_REQUIRE={} but {skip}", skip.requirement);
+            return Ok(ExitCode::FAILURE);
+        }
         Backend::None(skip) => {
             eprintln!(
                 "W4A16-SKIP [{}] w4a16 perf: {}; nothing timed, no report written",
                 skip.requirement, skip.reason
             );
-            return Ok(if skip.requirement.is_required() {
-                ExitCode::FAILURE
-            } else {
-                ExitCode::SUCCESS
-            });
+            return Ok(ExitCode::SUCCESS);
         }
     };
     // Its own device object: its own module cache, so the two builds never share a kernel.
