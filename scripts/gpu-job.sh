@@ -4,15 +4,20 @@
 # and its time split), and optionally the benchmark.
 #
 # Usage: scripts/gpu-job.sh [smoke] [fuzz] [suites] [field] [moe] [emulated | emulated:gfxNNNN] [bench]
-#                          [bench-moe]
+#                          [bench-moe] [perf]
 #                          [sanitize | sanitize:TOOL] [mutants]
-#        (default: all but emulated, bench, sanitize and mutants)
+#        (default: all but emulated, bench, perf, sanitize and mutants)
 # `emulated` runs every suite (field included) on the emulated AMD targets gfx1100-emu,
 # gfx1151-emu and gfx1201-emu: each target's AMD configuration (selection, tiles, padding, the
 # wave32 ALU skinny engine, its WMMA fragment layout, software bf16, synchronous copies) compiled
 # by NVRTC with the AMD builtins emulated, recording verdicts-<suite>@gfxNNNN-emu.snap.
 # `emulated:gfx1151` runs one target's share, W4A16_EMU_SUITES="field" one suite's, to split the
 # step across device calls.
+# `perf` times the field suite against perf/sm_90.json (`w4a16 perf`) and copies its reports
+# (summary.md, JSON, JUnit, plot) to $OUT/perf/; W4A16_PERF_ARGS adds flags (e.g. "--control
+# /path/to/base --peers", "--only field/qwen3-8b*/**", "--update-goldens": then the new goldens
+# perf/sm_90.json and perf/sm_90.moved.md are copied to $OUT/perf/ too, to commit), and
+# W4A16_PERF_TIMEOUT bounds it (seconds, default 570).
 # `mutants` writes the mutation table mutants-sm_90.{md,json} (commit it as bench/) and takes
 # W4A16_MUTANTS_ARGS (e.g. "--only fused-*") and W4A16_MUTANTS_TIMEOUT (seconds, default 570).
 # Logs, reports (report-*.json carry the phase timing) and snapshots land in $OUT.
@@ -70,6 +75,20 @@ for step in "${steps[@]}"; do
   bench) stage/bin/w4a16 bench --json "$OUT/bench.json" | tee "$OUT/bench.md" ;;
   bench-moe) stage/bin/w4a16 bench --moe --json "$OUT/bench-moe.json" | tee "$OUT/bench-moe.md" ;;
   moe) run_suites moe moe ;;
+  perf)
+    start=$(date +%s)
+    mkdir -p "$OUT/perf"
+    set -f  # W4A16_PERF_ARGS is split into flags, its globs are for --only
+    # shellcheck disable=SC2086
+    timeout "${W4A16_PERF_TIMEOUT:-570}" stage/bin/w4a16 perf --out /tmp/w4a16-perf \
+      ${W4A16_PERF_ARGS:-} >"$OUT/perf/perf.out" 2>"$OUT/perf/perf.log"
+    rc=$?; set +f
+    echo "perf rc=$rc wall=$(( $(date +%s) - start ))s"
+    cp -r /tmp/w4a16-perf/. "$OUT/perf/" 2>/dev/null
+    case " ${W4A16_PERF_ARGS:-} " in
+      *" --update-goldens "*) cp perf/sm_90.json perf/sm_90.moved.md "$OUT/perf/" 2>/dev/null ;;
+    esac
+    cat "$OUT/perf/perf.out"; tail -3 "$OUT/perf/perf.log" ;;
   sanitize|sanitize:*)
     tool=${step#sanitize}; tool=${tool#:}
     # Instrumented kernels run 10-100x slower: a longer watchdog per case, a longer run.

@@ -1,5 +1,5 @@
 //! The `w4a16` command line: `run` (the main job), `select`, `cases`, `repro`, `bench`,
-//! `mutants` (the harness's own mutation score).
+//! `perf` (speed against per-target goldens), `mutants` (the harness's own mutation score).
 
 use clap::{Parser, Subcommand};
 use std::path::{Path, PathBuf};
@@ -10,6 +10,20 @@ use w4a16_harness::cases::{self, CaseSet};
 use w4a16_harness::config::{self, KernelConfig};
 use w4a16_harness::device::{Allocation, Health};
 use w4a16_harness::mutants;
+use w4a16_harness::perf::PerfError;
+use w4a16_harness::perf::measure::{PerfPlan, measure_suite, perf_cases};
+// STAND-IN (i12-B): until i12-A and i12-C merge, `perf_standin` below mimics their API as
+// /work/perf-plan.md gives it. On merge: delete `mod perf_standin` and use instead
+//   use w4a16_harness::perf::golden::GoldenFile;
+//   use w4a16_harness::perf::judge::{self, CaseOutcome, JudgePolicy, Judgement};
+//   use w4a16_harness::perf::peers::{self, PeerCase};
+//   use w4a16_harness::perf::report::{self as perf_report, PerfRun};
+//   use w4a16_harness::perf::update;
+use perf_standin::golden::GoldenFile;
+use perf_standin::judge::{self, CaseOutcome, JudgePolicy, Judgement};
+use perf_standin::peers::{self, PeerCase};
+use perf_standin::report::{self as perf_report, PerfRun};
+use perf_standin::update;
 use w4a16_harness::require;
 use w4a16_harness::runner::sanitize::{self, SanitizerTool};
 use w4a16_harness::runner::session::{self, Backend, SessionOptions};
@@ -179,6 +193,11 @@ enum Command {
         #[arg(long, value_name = "DIR", conflicts_with = "cpu_side")]
         kernel_sources: Option<PathBuf>,
     },
+    /// Perf mode: time the selected path of every dense case of a suite with cold inputs and
+    /// judge each against the target's goldens (`perf/<target>.json`) through its ratio to a
+    /// control measured beside it (the copy ceiling for M <= 5, the vendor BLAS above), and
+    /// against a control build case by case. Exit 1 when a case fails.
+    Perf(PerfArgs),
     /// Internal: the fault-isolated GPU worker (case ids on stdin, framed verdicts on stdout).
     #[command(hide = true)]
     Worker {
@@ -197,6 +216,60 @@ enum Command {
         #[arg(long)]
         kernel_sources: Option<PathBuf>,
     },
+}
+
+/// `w4a16 perf`'s options.
+#[derive(clap::Args)]
+struct PerfArgs {
+    /// The suite whose dense cases are timed.
+    #[arg(long, default_value = "field")]
+    suite: String,
+    /// Only case ids matching this glob (`*` wildcards).
+    #[arg(long, visible_alias = "only")]
+    filter: Option<String>,
+    /// `auto` (the GPU found here) or a native target; emulated targets are refused.
+    #[arg(long, default_value = "auto")]
+    target: String,
+    /// Folder of the golden files `<target>.json` (default: `perf/` beside the cases folder).
+    #[arg(long, value_name = "DIR")]
+    goldens: Option<PathBuf>,
+    /// Where summary.md, the JSON, the JUnit XML and the plot go (default: target/perf/<target>).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// The candidate's kernels from the HIP sources in DIR (default: the embedded copies).
+    #[arg(long, value_name = "DIR")]
+    kernel_sources: Option<PathBuf>,
+    /// A control build timed beside the candidate, case by case: a kernel-source folder, or a
+    /// repository checkout (its kernels/hip).
+    #[arg(long, value_name = "DIR")]
+    control: Option<PathBuf>,
+    /// Write the candidate's timings as the new goldens (and <target>.moved.md, what moved);
+    /// nothing else writes goldens.
+    #[arg(long)]
+    update_goldens: bool,
+    /// Half-width of the band a ratio may move without failing (default: the golden file's, else
+    /// 0.08).
+    #[arg(long)]
+    band: Option<f64>,
+    /// IQR/median of the ratio samples above which a case is too noisy to judge (default: the
+    /// golden file's, else 0.15).
+    #[arg(long)]
+    noise_limit: Option<f64>,
+    /// Timed launches per side and case (9 to 30).
+    #[arg(long, default_value_t = PerfPlan::default().reps)]
+    reps: usize,
+    /// Launches left queued ahead of the timed ones.
+    #[arg(long, default_value_t = PerfPlan::default().warmup)]
+    warmup: usize,
+    /// Separately allocated copies of the inputs the launches rotate through (cold reads).
+    #[arg(long, default_value_t = PerfPlan::default().copies)]
+    copies: usize,
+    /// Out-of-band improvements do not fail the run (they are still reported).
+    #[arg(long)]
+    allow_improvements: bool,
+    /// Also time torch's int4 kernel and dense fp16 on the same cases (scripts/perf-peers.py).
+    #[arg(long)]
+    peers: bool,
 }
 
 /// `--sanitize`: one of compute-sanitizer's tools, by name.
@@ -517,6 +590,7 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
             println!("table: {}  json: {}", out.display(), json_path.display());
             Ok(ExitCode::SUCCESS)
         }
+        Command::Perf(args) => perf_command(args, cli.cases, config),
         Command::Cases => {
             let set = load(cli.cases)?;
             print_counts(&set);
@@ -1008,4 +1082,503 @@ fn set_insta_update(value: &str) {
     // SAFETY: called from the main thread once every worker thread of the run has joined, so
     // no other thread reads the environment concurrently.
     unsafe { std::env::set_var("INSTA_UPDATE", value) };
+}
+
+/// `--control DIR`: a kernel-source folder, or a repository checkout whose `kernels/hip` is one.
+fn control_sources(dir: &Path) -> Result<KernelSources, String> {
+    let hip = dir.join("kernels").join("hip");
+    let dir = if hip.is_dir() { hip.as_path() } else { dir };
+    KernelSources::directory(dir).map_err(|e| format!("--control: {e}"))
+}
+
+/// The commit this checkout is at, for the goldens' `recorded` line.
+fn git_head(repo: &Path) -> String {
+    std::process::Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "commit unknown".into())
+}
+
+/// A band or noise limit: a finite fraction above zero.
+fn positive_fraction(flag: &str, value: Option<f64>) -> Result<Option<f64>, String> {
+    match value {
+        Some(v) if !(v.is_finite() && v > 0.0) => Err(format!(
+            "{flag} {v}: expected a fraction above 0 (0.08 is ±8 %)"
+        )),
+        v => Ok(v),
+    }
+}
+
+/// `w4a16 perf`: measure (candidate and control interleaved), judge against the goldens, the
+/// peers beside them on request, the reports, and the goldens rewritten only on request.
+fn perf_command(
+    args: PerfArgs,
+    cases_dir: Option<PathBuf>,
+    config: KernelConfig,
+) -> Result<ExitCode, String> {
+    let plan = PerfPlan {
+        reps: args.reps,
+        warmup: args.warmup,
+        copies: args.copies,
+    }
+    .checked()
+    .map_err(|e| e.to_string())?;
+    let band = positive_fraction("--band", args.band)?;
+    let noise_limit = positive_fraction("--noise-limit", args.noise_limit)?;
+    let wanted = parse_target(&args.target)?;
+    if let Some(t) = wanted.filter(RunTarget::is_emulated) {
+        return Err(PerfError::Emulated { target: t }.to_string());
+    }
+    let sources = kernel_sources_arg(args.kernel_sources.as_deref())?;
+    let control_src = args.control.as_deref().map(control_sources).transpose()?;
+    let (dir, set) = load_with_dir(cases_dir)?;
+    check_suites(&set, std::slice::from_ref(&args.suite))?;
+    let repo = dir
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+    let mut suite = set.suite(&args.suite).expect("checked above").clone();
+    if let Some(f) = &args.filter {
+        suite.cases.retain(|c| cases::glob::glob_match(f, &c.id));
+        if suite.cases.is_empty() {
+            return Err(format!("--filter {f:?}: no case of {} matches", args.suite));
+        }
+    }
+
+    let (target, backend) = session::open_backend_with(wanted, &sources, Allocation::Guarded);
+    let candidate = match backend {
+        Backend::Device(d) => d,
+        // As `bench`: a loud skip, a failure under `W4A16_REQUIRE=gpu`.
+        Backend::None(skip) if skip.requirement.is_required() => {
+            eprintln!("W4A16_REQUIRE={} but {skip}", skip.requirement);
+            return Ok(ExitCode::FAILURE);
+        }
+        Backend::None(skip) => {
+            eprintln!(
+                "W4A16-SKIP [{}] w4a16 perf: {}; nothing timed, no report written",
+                skip.requirement, skip.reason
+            );
+            return Ok(ExitCode::SUCCESS);
+        }
+    };
+    // Its own device object: its own module cache, so the two builds never share a kernel.
+    let control = match &control_src {
+        None => None,
+        Some(src) => match session::open_backend_with(Some(target), src, Allocation::Guarded).1 {
+            Backend::Device(d) => Some(d),
+            Backend::None(skip) => {
+                return Err(format!(
+                    "--control: the control device did not open: {}",
+                    skip.reason
+                ));
+            }
+        },
+    };
+    let target_name = target.target.to_string();
+    let device_name = candidate.name();
+    let (cases, not_timed) = perf_cases(&suite, set.providers(), target.target, &config);
+    eprintln!(
+        "w4a16 perf: {} cases of {} on {} ({target_name}), {} not timed; candidate: {sources}{}",
+        cases.len(),
+        args.suite,
+        candidate.name(),
+        not_timed.len(),
+        control_src
+            .as_ref()
+            .map_or(String::new(), |c| format!("; control: {c}"))
+    );
+    let measured = measure_suite(
+        candidate.as_ref(),
+        control.as_deref(),
+        &cases,
+        plan,
+        &mut |s| eprintln!("perf: {s}"),
+    )
+    .map_err(|e| e.to_string())?;
+    // Kernels done: the peers (torch, in its own process) get the GPU to themselves.
+    drop((candidate, control));
+
+    let goldens_dir = args.goldens.unwrap_or_else(|| repo.join("perf"));
+    let golden_path = GoldenFile::path_for(&goldens_dir, &target_name);
+    let goldens = GoldenFile::load(&golden_path).map_err(|e| e.to_string())?;
+    let defaults = JudgePolicy::default();
+    let policy = JudgePolicy {
+        band: band
+            .or(goldens.as_ref().and_then(|g| g.band))
+            .unwrap_or(defaults.band),
+        noise_limit: noise_limit
+            .or(goldens.as_ref().and_then(|g| g.noise_limit))
+            .unwrap_or(defaults.noise_limit),
+        fail_improvements: !args.allow_improvements,
+        ..defaults
+    };
+    let mut outcomes: Vec<CaseOutcome> = measured
+        .into_iter()
+        .map(|(cand, ctrl)| judge::judge_case(cand, ctrl, goldens.as_ref(), &policy))
+        .collect();
+
+    let out_dir = args
+        .out
+        .unwrap_or_else(|| PathBuf::from("target").join("perf").join(&target_name));
+    let peers_note = if args.peers {
+        let peer_cases: Vec<PeerCase> = cases
+            .iter()
+            .map(|c| PeerCase::new(c.key.clone(), &c.shape, c.dtype, c.symmetry))
+            .collect();
+        let script = repo.join("scripts").join("perf-peers.py");
+        match peers::run_peers(&script, &peer_cases, plan, &out_dir.join("peers")) {
+            Ok(table) => {
+                for o in &mut outcomes {
+                    o.peers = table.rows.get(&o.key).cloned();
+                }
+                Some(table.note())
+            }
+            Err(e) if e.is_unavailable() => {
+                eprintln!("W4A16-SKIP [peers] {e}");
+                Some(e.to_string())
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    } else {
+        None
+    };
+
+    let failing = outcomes.iter().filter(|o| o.fails(&policy)).count();
+    let run = PerfRun {
+        target: target_name.clone(),
+        device: device_name,
+        suite: args.suite.clone(),
+        policy,
+        plan,
+        candidate: sources
+            .as_dir_arg()
+            .map_or("embedded kernels".into(), |d| d.display().to_string()),
+        control: control_src
+            .as_ref()
+            .and_then(KernelSources::as_dir_arg)
+            .map(|d| d.display().to_string()),
+        outcomes,
+        not_timed,
+        peers_note,
+    };
+    let files = perf_report::write_reports(&run, &out_dir).map_err(|e| e.to_string())?;
+    print!("{}", perf_counts(&run.outcomes));
+    println!(
+        "{failing} of {} cases fail; reports: {}, {}, {}, {}",
+        run.outcomes.len(),
+        files.summary_md.display(),
+        files.json.display(),
+        files.junit.display(),
+        files.plot.display()
+    );
+    if goldens.is_none() {
+        println!(
+            "no goldens at {}: every case is `no golden` (record them with --update-goldens)",
+            golden_path.display()
+        );
+    }
+    if args.update_goldens {
+        let recorded = format!(
+            "{} w4a16 {}",
+            git_head(&repo),
+            std::env::args().skip(1).collect::<Vec<_>>().join(" ")
+        );
+        let (new, moved) = update::update_goldens(goldens.as_ref(), &run, recorded);
+        std::fs::create_dir_all(&goldens_dir)
+            .map_err(|e| format!("{}: {e}", goldens_dir.display()))?;
+        new.save(&golden_path).map_err(|e| e.to_string())?;
+        let moved_path = goldens_dir.join(format!("{target_name}.moved.md"));
+        std::fs::write(&moved_path, moved.markdown(&target_name))
+            .map_err(|e| format!("{}: {e}", moved_path.display()))?;
+        println!(
+            "goldens written: {} ({} entries); what moved: {}",
+            golden_path.display(),
+            new.entries.len(),
+            moved_path.display()
+        );
+        // The run was judged against the goldens it replaces: the update is what was asked.
+        return Ok(ExitCode::SUCCESS);
+    }
+    Ok(if failing == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// The counts table of the field's PR description: per comparison, cases per judgement.
+fn perf_counts(outcomes: &[CaseOutcome]) -> String {
+    use std::fmt::Write as _;
+    const COLUMNS: [&str; 7] = [
+        "within band",
+        "improvement",
+        "regression",
+        "too noisy",
+        "wrong kernel",
+        "no golden",
+        "stale golden",
+    ];
+    let column = |j: &Judgement| match j {
+        Judgement::WithinBand { .. } => 0,
+        Judgement::Improvement { .. } => 1,
+        Judgement::Regression { .. } => 2,
+        Judgement::TooNoisy { .. } => 3,
+        Judgement::WrongKernel { .. } => 4,
+        Judgement::NoGolden => 5,
+    };
+    let count = |pick: &dyn Fn(&CaseOutcome) -> Option<&Judgement>| {
+        let mut n = [0usize; 7];
+        for j in outcomes.iter().filter_map(pick) {
+            n[column(j)] += 1;
+        }
+        n
+    };
+    let mut cand = count(&|o| Some(&o.candidate_judgement));
+    cand[6] = outcomes.iter().filter(|o| o.stale_golden).count();
+    let mut rows = vec![("candidate vs goldens", cand)];
+    if outcomes.iter().any(|o| o.control.is_some()) {
+        rows.push((
+            "control vs goldens",
+            count(&|o| o.control_judgement.as_ref()),
+        ));
+        rows.push(("candidate vs control", count(&|o| o.vs_control.as_ref())));
+    }
+    let mut s = String::new();
+    let _ = write!(s, "{:<22}", "");
+    for c in COLUMNS {
+        let _ = write!(s, " {c:>12}");
+    }
+    s.push('\n');
+    for (name, n) in rows {
+        let _ = write!(s, "{name:<22}");
+        for (i, v) in n.iter().enumerate() {
+            // Staleness is a property of a case, counted once, on the candidate's row.
+            if i == 6 && name != "candidate vs goldens" {
+                let _ = write!(s, " {:>12}", "-");
+            } else {
+                let _ = write!(s, " {v:>12}");
+            }
+        }
+        s.push('\n');
+    }
+    s
+}
+
+/// STAND-IN (i12-B), to be deleted when i12-A (golden, judge, report, update) and i12-C (peers)
+/// merge: their API exactly as /work/perf-plan.md and i12-C's peers.rs give it, so that
+/// `perf_command` compiles unchanged against the real modules. Every body refuses to run.
+#[allow(dead_code, clippy::all)]
+mod perf_standin {
+    const NOT_MERGED: &str = "perf stand-in: helper A/C modules not merged yet";
+
+    pub mod golden {
+        use std::path::{Path, PathBuf};
+        use w4a16_harness::perf::key::{ControlKind, KernelLabel, PerfKey};
+        pub struct GoldenEntry {
+            pub key: PerfKey,
+            pub kernel: KernelLabel,
+            pub time_us: f64,
+            pub control: ControlKind,
+            pub control_us: f64,
+            pub ratio: f64,
+            pub ratio_samples: Vec<f64>,
+        }
+        pub struct GoldenFile {
+            pub schema: u32,
+            pub target: String,
+            pub device: String,
+            pub recorded: String,
+            pub band: Option<f64>,
+            pub noise_limit: Option<f64>,
+            pub entries: Vec<GoldenEntry>,
+        }
+        #[derive(Debug)]
+        pub struct GoldenError;
+        impl std::fmt::Display for GoldenError {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(super::NOT_MERGED)
+            }
+        }
+        impl GoldenFile {
+            pub fn path_for(dir: &Path, target: &str) -> PathBuf {
+                dir.join(format!("{target}.json"))
+            }
+            pub fn load(_path: &Path) -> Result<Option<GoldenFile>, GoldenError> {
+                Err(GoldenError)
+            }
+            pub fn save(&self, _path: &Path) -> Result<(), GoldenError> {
+                Err(GoldenError)
+            }
+        }
+    }
+
+    pub mod judge {
+        use super::golden::GoldenFile;
+        use w4a16_harness::perf::key::{KernelLabel, Measured, PerfKey};
+        use w4a16_harness::perf::peers::PeerTimes;
+        pub struct JudgePolicy {
+            pub band: f64,
+            pub noise_limit: f64,
+            pub alpha: f64,
+            pub fail_improvements: bool,
+        }
+        impl Default for JudgePolicy {
+            fn default() -> Self {
+                JudgePolicy {
+                    band: 0.08,
+                    noise_limit: 0.15,
+                    alpha: 0.05,
+                    fail_improvements: true,
+                }
+            }
+        }
+        pub enum Judgement {
+            WithinBand {
+                delta: f64,
+                p: Option<f64>,
+            },
+            Improvement {
+                delta: f64,
+                p: f64,
+            },
+            Regression {
+                delta: f64,
+                p: f64,
+            },
+            TooNoisy {
+                iqr_rel: f64,
+            },
+            WrongKernel {
+                golden: KernelLabel,
+                ran: KernelLabel,
+            },
+            NoGolden,
+        }
+        pub struct CaseOutcome {
+            pub key: PerfKey,
+            pub candidate: Measured,
+            pub candidate_judgement: Judgement,
+            pub control: Option<Measured>,
+            pub control_judgement: Option<Judgement>,
+            pub vs_control: Option<Judgement>,
+            pub cand_over_control: Option<f64>,
+            pub stale_golden: bool,
+            pub peers: Option<PeerTimes>,
+        }
+        impl CaseOutcome {
+            pub fn fails(&self, _policy: &JudgePolicy) -> bool {
+                true
+            }
+        }
+        pub fn judge_case(
+            _candidate: Measured,
+            _control: Option<Measured>,
+            _goldens: Option<&GoldenFile>,
+            _policy: &JudgePolicy,
+        ) -> CaseOutcome {
+            unimplemented!("{}", super::NOT_MERGED)
+        }
+    }
+
+    pub mod report {
+        use super::judge::{CaseOutcome, JudgePolicy};
+        use std::path::{Path, PathBuf};
+        use w4a16_harness::perf::measure::PerfPlan;
+        pub struct PerfRun {
+            pub target: String,
+            pub device: String,
+            pub suite: String,
+            pub policy: JudgePolicy,
+            pub plan: PerfPlan,
+            pub candidate: String,
+            pub control: Option<String>,
+            pub outcomes: Vec<CaseOutcome>,
+            pub not_timed: Vec<(String, String)>,
+            pub peers_note: Option<String>,
+        }
+        pub struct ReportFiles {
+            pub summary_md: PathBuf,
+            pub json: PathBuf,
+            pub junit: PathBuf,
+            pub plot: PathBuf,
+        }
+        pub fn write_reports(_run: &PerfRun, _dir: &Path) -> Result<ReportFiles, String> {
+            Err(super::NOT_MERGED.into())
+        }
+    }
+
+    pub mod update {
+        use super::golden::GoldenFile;
+        use super::report::PerfRun;
+        use w4a16_harness::perf::key::{KernelLabel, PerfKey};
+        pub struct UpdateSummary {
+            pub added: Vec<PerfKey>,
+            pub dropped: Vec<PerfKey>,
+            pub relabeled: Vec<(PerfKey, KernelLabel, KernelLabel)>,
+            pub moved: Vec<(PerfKey, f64)>,
+        }
+        impl UpdateSummary {
+            pub fn markdown(&self, _target: &str) -> String {
+                String::new()
+            }
+        }
+        pub fn update_goldens(
+            _old: Option<&GoldenFile>,
+            _run: &PerfRun,
+            _recorded: String,
+        ) -> (GoldenFile, UpdateSummary) {
+            unimplemented!("{}", super::NOT_MERGED)
+        }
+    }
+
+    pub mod peers {
+        use std::collections::HashMap;
+        use std::path::Path;
+        use w4a16_harness::perf::key::PerfKey;
+        use w4a16_harness::perf::measure::PerfPlan;
+        use w4a16_harness::perf::peers::PeerTimes;
+        use w4a16_reference::layer::Symmetry;
+        use w4a16_reference::{ActDtype, LayerShape};
+        pub struct PeerCase;
+        impl PeerCase {
+            pub fn new(_key: PerfKey, _shape: &LayerShape, _dtype: ActDtype, _s: Symmetry) -> Self {
+                PeerCase
+            }
+        }
+        pub struct PeerTable {
+            pub rows: HashMap<PerfKey, PeerTimes>,
+        }
+        impl PeerTable {
+            pub fn note(&self) -> String {
+                String::new()
+            }
+        }
+        #[derive(Debug)]
+        pub struct PeerError;
+        impl PeerError {
+            pub fn is_unavailable(&self) -> bool {
+                false
+            }
+        }
+        impl std::fmt::Display for PeerError {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(super::NOT_MERGED)
+            }
+        }
+        pub fn run_peers(
+            _script: &Path,
+            _cases: &[PeerCase],
+            _plan: PerfPlan,
+            _work_dir: &Path,
+        ) -> Result<PeerTable, PeerError> {
+            Err(PeerError)
+        }
+    }
 }

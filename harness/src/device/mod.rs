@@ -334,6 +334,22 @@ pub trait Device: Send + Sync {
     ) -> Result<Timing, DeviceFault>;
     /// Median device time of a device-to-device copy of `bytes` (the bandwidth ceiling).
     fn bench_copy(&self, bytes: usize, plan: BenchPlan) -> Result<Timing, DeviceFault>;
+    /// As [`Device::bench_copy`], but sample `i` copies between pair `i % copies` of
+    /// separately allocated source and destination buffers: with enough pairs neither side is
+    /// still in the last-level cache (the cold copy ceiling perf mode divides decode times by).
+    /// Host code standing in for a device has no copy engine to time.
+    fn bench_copy_rotating(
+        &self,
+        bytes: usize,
+        copies: usize,
+        plan: BenchPlan,
+    ) -> Result<Timing, DeviceFault> {
+        let _ = (bytes, copies, plan);
+        Err(DeviceFault::Unsupported {
+            what: "rotating copy timing".into(),
+            device: self.name(),
+        })
+    }
     /// Median device time of the vendor-BLAS GEMM.
     fn bench_dense_gemm(
         &self,
@@ -819,6 +835,32 @@ impl<B: Backend> Device for B {
             &format!("benchmark of a {bytes}-byte copy"),
             &mut |_| self.copy(&mut dst, &src, bytes),
         )
+    }
+
+    fn bench_copy_rotating(
+        &self,
+        bytes: usize,
+        copies: usize,
+        plan: BenchPlan,
+    ) -> Result<Timing, DeviceFault> {
+        if let Health::Lost { cause } = Backend::health(self) {
+            return Err(DeviceFault::ContextLost { cause });
+        }
+        if copies == 0 {
+            return Err(DeviceFault::Unsupported {
+                what: "a rotating copy benchmark over no buffer pairs".into(),
+                device: Backend::name(self),
+            });
+        }
+        let mut pairs = Vec::with_capacity(copies);
+        for _ in 0..copies {
+            pairs.push((self.alloc(bytes.max(1))?, self.alloc(bytes.max(1))?));
+        }
+        let during = format!("benchmark of a {bytes}-byte copy over {copies} buffer pairs");
+        bench(self, plan, &during, &mut |i| {
+            let (src, dst) = &mut pairs[i % copies];
+            self.copy(dst, src, bytes)
+        })
     }
 
     fn bench_dense_gemm(

@@ -58,6 +58,8 @@ struct Sim {
     weights_read: Mutex<Vec<u64>>,
     /// Every vendor-BLAS call.
     blas_calls: Mutex<Vec<BlasGemm>>,
+    /// (source, destination) base address of every device-to-device copy, in order.
+    copies: Mutex<Vec<(u64, u64)>>,
     /// Whether the vendor BLAS is installed (a device without it lacks a capability, and
     /// misbehaves in nothing).
     blas: bool,
@@ -93,6 +95,7 @@ impl Sim {
             launches: Mutex::new(0),
             weights_read: Mutex::new(Vec::new()),
             blas_calls: Mutex::new(Vec::new()),
+            copies: Mutex::new(Vec::new()),
             blas: true,
         }
     }
@@ -296,6 +299,7 @@ impl Backend for Sim {
         Ok(src.data.lock().unwrap().clone())
     }
     fn copy(&self, dst: &mut SimBuf, src: &SimBuf, bytes: usize) -> Result<(), DeviceFault> {
+        self.copies.lock().unwrap().push((src.base, dst.base));
         let s = src.data.lock().unwrap()[..bytes].to_vec();
         dst.data.lock().unwrap()[..bytes].copy_from_slice(&s);
         Ok(())
@@ -805,6 +809,32 @@ fn a_rotating_benchmark_reads_each_copy_in_turn() {
         assert_eq!(*p, read[i % 3], "launch {i} reads copy {}", i % 3);
     }
     assert!(read[0] != read[1] && read[1] != read[2] && read[0] != read[2]);
+}
+
+#[test]
+fn a_rotating_copy_benchmark_copies_between_each_pair_in_turn() {
+    let sim = Sim::new(Misbehave::None);
+    let plan = BenchPlan {
+        warmup: 2,
+        iters: 5,
+    };
+    let t = sim.bench_copy_rotating(1000, 3, plan).unwrap();
+    assert_eq!(t.samples.len(), 5);
+    assert_eq!(
+        *sim.sizes.lock().unwrap(),
+        vec![1000; 6],
+        "three source/destination pairs"
+    );
+    let copies = sim.copies.lock().unwrap().clone();
+    assert_eq!(copies.len(), 1 + 2 + 5);
+    let distinct: std::collections::BTreeSet<u64> =
+        copies.iter().flat_map(|&(s, d)| [s, d]).collect();
+    assert_eq!(distinct.len(), 6, "every buffer is its own: {copies:x?}");
+    for (i, c) in copies.iter().enumerate() {
+        assert_eq!(*c, copies[i % 3], "copy {i} uses pair {}", i % 3);
+    }
+    let err = sim.bench_copy_rotating(1000, 0, plan).unwrap_err();
+    assert!(matches!(err, DeviceFault::Unsupported { .. }), "{err}");
 }
 
 #[test]

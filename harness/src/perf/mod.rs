@@ -14,3 +14,5 @@ pub mod plot;
 pub mod report;
 pub mod stats;
 pub mod update;
+
+pub use measure::PerfError;
