@@ -535,7 +535,7 @@ fn bench_dense_path(
     let dn_inputs = DeviceInputs::dense(dn, x, dense, &copy.strided_bits, None, y)
         .map_err(refused("dense GEMM"))?;
     let dense_t = device
-        .bench_dense_gemm(dn, &dn_inputs, plan)
+        .bench_dense_gemm(dn, std::slice::from_ref(&dn_inputs), plan)
         .map_err(dev(|| "benchmark of the dense GEMM".to_string()))?;
     Ok((dequant_t, dense_t))
 }
@@ -1064,9 +1064,10 @@ mod tests {
         fn bench_dense_gemm(
             &self,
             _: &KernelDecl,
-            i: &DeviceInputs<'_>,
+            copies: &[DeviceInputs<'_>],
             _: BenchPlan,
         ) -> Result<Timing, DeviceFault> {
+            let i = &copies[0];
             let (m, n, k) = mnk(i);
             assert!(i.host(w4a16_kernels::TensorRole::Dense).is_some());
             Ok(t(2.0 * (m * n * k) as f64 / self.dense_tflops / 1e6))

@@ -34,9 +34,6 @@ use super::{
 use crate::launch::{PackedArgs, RawArg};
 use crate::require::{Requirement, Skip};
 
-/// Static dynamic shared memory a kernel may use without opting in.
-const DEFAULT_SHARED_LIMIT: u32 = 48 * 1024;
-
 /// What a CUDA driver status means for the case and the context.
 pub fn classify(code: CUresult) -> FaultClass {
     use CUresult::*;
@@ -628,7 +625,9 @@ impl Backend for CudaDevice {
             },
             other => other,
         };
-        if geometry.shared_mem_bytes > DEFAULT_SHARED_LIMIT {
+        // The 48 KiB default caps static plus dynamic shared memory together: a kernel with static
+        // arrays (skinny) needs the opt-in for any dynamic amount, so ask whenever there is one.
+        if geometry.shared_mem_bytes > 0 {
             func.set_attribute(
                 CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                 geometry.shared_mem_bytes as i32,

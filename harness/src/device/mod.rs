@@ -350,11 +350,12 @@ pub trait Device: Send + Sync {
             device: self.name(),
         })
     }
-    /// Median device time of the vendor-BLAS GEMM.
+    /// Median device time of the vendor-BLAS GEMM, launch `i` on `copies[i % len]` (separately
+    /// staged copies, so that a dense copy smaller than the cache is still read cold).
     fn bench_dense_gemm(
         &self,
         kernel: &KernelDecl,
-        inputs: &DeviceInputs<'_>,
+        copies: &[DeviceInputs<'_>],
         plan: BenchPlan,
     ) -> Result<Timing, DeviceFault>;
 
@@ -866,25 +867,30 @@ impl<B: Backend> Device for B {
     fn bench_dense_gemm(
         &self,
         kernel: &KernelDecl,
-        inputs: &DeviceInputs<'_>,
+        copies: &[DeviceInputs<'_>],
         plan: BenchPlan,
     ) -> Result<Timing, DeviceFault> {
-        let (
-            Staged {
-                inputs: staged,
-                mut output,
-                layout,
-            },
-            g,
-        ) = run_blas(self, kernel, inputs)?;
-        // beta = 1 would accumulate across iterations; timing is the same GEMM with beta = 0
-        let g = BlasGemm {
-            beta: 0.0,
-            ..with_guard_offset(&g, &layout)
-        };
-        let (x, dense) = blas_operands(&staged, self)?;
-        bench(self, plan, "benchmark of the dense GEMM", &mut |_| {
-            self.blas_gemm(&g, x, dense, &mut output)
+        if copies.is_empty() {
+            return Err(DeviceFault::Unsupported {
+                what: "a dense benchmark over no input copies".into(),
+                device: Backend::name(self),
+            });
+        }
+        let mut runs = Vec::with_capacity(copies.len());
+        for c in copies {
+            let (staged, g) = run_blas(self, kernel, c)?;
+            // beta = 1 would accumulate across iterations; timing is the same GEMM with beta = 0
+            let g = BlasGemm {
+                beta: 0.0,
+                ..with_guard_offset(&g, &staged.layout)
+            };
+            runs.push((staged, g));
+        }
+        bench(self, plan, "benchmark of the dense GEMM", &mut |i| {
+            let n = runs.len();
+            let (staged, g) = &mut runs[i % n];
+            let (x, dense) = blas_operands(&staged.inputs, self)?;
+            self.blas_gemm(g, x, dense, &mut staged.output)
         })
     }
 

@@ -141,7 +141,7 @@ impl Device for StandInDevice {
     fn bench_dense_gemm(
         &self,
         _kernel: &KernelDecl,
-        _inputs: &DeviceInputs<'_>,
+        _copies: &[DeviceInputs<'_>],
         _plan: BenchPlan,
     ) -> Result<Timing, DeviceFault> {
         Err(self.unsupported("dense timing"))

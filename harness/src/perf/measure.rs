@@ -32,7 +32,8 @@ use crate::tensor::{DenseSpec, XBuffer, YSpec};
 use crate::validate::ContractError;
 
 /// How each case is timed: `reps` per-launch samples per side (9–30), after `warmup` launches
-/// left queued, rotating through `copies` separately allocated copies of the inputs (cold reads).
+/// left queued, rotating through at least `copies` separately allocated copies of the inputs,
+/// more where needed to span [`PerfPlan::COLD_FOOTPRINT_BYTES`] (cold reads); the controls too.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PerfPlan {
     pub reps: usize,
@@ -68,6 +69,26 @@ impl PerfPlan {
             return Err(PerfError::NoCopies);
         }
         Ok(self)
+    }
+
+    /// Bytes that a rotation must cycle through before a buffer is read again: twice the H200's
+    /// 60 MB L2 and above RDNA3's 96 MB Infinity Cache, so no launch finds its inputs cached.
+    pub const COLD_FOOTPRINT_BYTES: u64 = 128 << 20;
+    /// Most copies one rotation allocates (small layers would otherwise need thousands).
+    pub const MAX_COPIES: usize = 64;
+
+    /// Copies of `bytes_per_copy` to rotate through: at least `copies`, and enough to span
+    /// [`Self::COLD_FOOTPRINT_BYTES`] (a self-control run of small layers found 8 copies of an
+    /// 8 MB layer, and one 32 MB dense copy, partly cached: ratios moved by up to 50 %).
+    pub fn copies_for(&self, bytes_per_copy: u64) -> usize {
+        self.copies.max(Self::cold_copies(bytes_per_copy))
+    }
+
+    /// Copies that span the cold footprint, at least one (for inputs that are big on their own,
+    /// like the dense copy of the weights).
+    pub fn cold_copies(bytes_per_copy: u64) -> usize {
+        (Self::COLD_FOOTPRINT_BYTES.div_ceil(bytes_per_copy.max(1)) as usize)
+            .clamp(1, Self::MAX_COPIES)
     }
 
     fn bench(&self) -> BenchPlan {
@@ -481,7 +502,7 @@ fn measure_case(
             let x = leading_rows(&layer.x, case.m, stride);
             let xb = XBuffer::as_laid_out(&x);
             let y = YSpec::dense(case.m, case.shape.n, case.dtype);
-            let copies = (0..plan.copies)
+            let copies = (0..plan.copies_for(case.traffic_bytes()))
                 .map(|_| DeviceInputs::gemm_strided(d, &layer.layer, &xb, y))
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(|error| PerfError::Contract {
@@ -506,7 +527,7 @@ fn measure_case(
         ControlKind::CopyCeiling => {
             let bytes = case.traffic_bytes() as usize;
             device
-                .bench_copy_rotating(bytes, plan.copies, plan.bench())
+                .bench_copy_rotating(bytes, plan.copies_for(2 * bytes as u64), plan.bench())
                 .map_err(dev(format!("the copy ceiling ({bytes} bytes)")))?
         }
         ControlKind::VendorBlas => time_dense(device, side, case, layer, plan)?,
@@ -568,10 +589,14 @@ fn time_dense(
     let xb = XBuffer::as_laid_out(&x);
     let dn = decl(KernelId::Dense);
     let y = YSpec::dense(case.m, case.shape.n, case.dtype);
-    let inputs = DeviceInputs::dense_strided(dn, &xb, dense, bits, None, y)
+    let per_copy =
+        (dense.n * dense.row_stride * 2 + case.m * (case.shape.k + case.shape.n) * 2) as u64;
+    let copies = (0..PerfPlan::cold_copies(per_copy))
+        .map(|_| DeviceInputs::dense_strided(dn, &xb, dense, bits, None, y))
+        .collect::<Result<Vec<_>, _>>()
         .map_err(refused("the dense GEMM"))?;
     device
-        .bench_dense_gemm(dn, &inputs, plan.bench())
+        .bench_dense_gemm(dn, &copies, plan.bench())
         .map_err(dev("timing the vendor BLAS".to_string()))
 }
 
@@ -645,6 +670,24 @@ mod tests {
         let (timed, not_timed) = perf_cases(&suite(cases), &providers(), Target::Sm90, &config);
         assert!(not_timed.is_empty(), "{not_timed:?}");
         timed
+    }
+
+    #[test]
+    fn rotations_span_the_cold_footprint_within_the_copy_limits() {
+        let plan = PerfPlan::default();
+        // qwen3-8b.o_proj: ~8.4 MB of int4 weights per copy needs 16 copies, not 8.
+        let small = 8_650_752u64;
+        let n = plan.copies_for(small);
+        assert_eq!(n, 16);
+        assert!(n as u64 * small >= PerfPlan::COLD_FOOTPRINT_BYTES);
+        assert!((n as u64 - 1) * small < PerfPlan::COLD_FOOTPRINT_BYTES);
+        // Large layers keep the plan's minimum; tiny ones stop at the limit.
+        assert_eq!(plan.copies_for(1 << 30), plan.copies);
+        assert_eq!(plan.copies_for(1024), PerfPlan::MAX_COPIES);
+        // The dense control: one copy once a copy is big enough on its own.
+        assert_eq!(PerfPlan::cold_copies(1 << 30), 1);
+        assert_eq!(PerfPlan::cold_copies(32 << 20), 4);
+        assert_eq!(PerfPlan::cold_copies(0), PerfPlan::MAX_COPIES);
     }
 
     #[test]

@@ -274,8 +274,11 @@ fn summary_markdown(run: &PerfRun) -> String {
     );
     let _ = writeln!(
         md,
-        "| plan | {} launches a side, {} warm-up, inputs rotated over {} cold copies |",
-        run.plan.reps, run.plan.warmup, run.plan.copies
+        "| plan | {} launches a side, {} warm-up, inputs (and the controls') rotated over at least {} copies spanning {} MiB, so every read is cold |",
+        run.plan.reps,
+        run.plan.warmup,
+        run.plan.copies,
+        crate::perf::measure::PerfPlan::COLD_FOOTPRINT_BYTES >> 20
     );
     let _ = writeln!(md, "| policy | {} |", policy_line(&run.policy));
     let _ = writeln!(md, "| candidate | {} |", cell(&run.candidate));
