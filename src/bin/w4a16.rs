@@ -1102,8 +1102,8 @@ fn git_head(repo: &Path) -> String {
 /// A band or noise limit: a finite fraction above zero.
 fn positive_fraction(flag: &str, value: Option<f64>) -> Result<Option<f64>, String> {
     match value {
-        Some(v) if !(v.is_finite() && v > 0.0) => Err(format!(
-            "{flag} {v}: expected a fraction above 0 (0.08 is ±8 %)"
+        Some(v) if !(v.is_finite() && v > 0.0 && v < 1.0) => Err(format!(
+            "{flag} {v}: expected a fraction between 0 and 1 (0.08 is ±8 %)"
         )),
         v => Ok(v),
     }
@@ -1283,7 +1283,12 @@ fn perf_command(
             git_head(&repo),
             std::env::args().skip(1).collect::<Vec<_>>().join(" ")
         );
-        let (new, moved) = update::update_goldens(goldens.as_ref(), &run, recorded);
+        let scope = if args.filter.is_some() {
+            update::UpdateScope::Filtered
+        } else {
+            update::UpdateScope::WholeSuite
+        };
+        let (new, moved) = update::update_goldens(goldens.as_ref(), &run, scope, recorded);
         std::fs::create_dir_all(&goldens_dir)
             .map_err(|e| format!("{}: {e}", goldens_dir.display()))?;
         new.save(&golden_path).map_err(|e| e.to_string())?;

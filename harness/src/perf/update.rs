@@ -14,8 +14,10 @@ use std::fmt::Write as _;
 pub struct UpdateSummary {
     /// Keys the old file did not have.
     pub added: Vec<PerfKey>,
-    /// Keys of the old file this run did not measure (or could not: no finite medians).
+    /// Keys of the old file a whole-suite run did not measure (or could not: no finite medians).
     pub dropped: Vec<PerfKey>,
+    /// Keys of the old file a filtered run did not reach: their entries stay as they were.
+    pub kept: Vec<PerfKey>,
     /// (key, old label, new label).
     pub relabeled: Vec<(PerfKey, KernelLabel, KernelLabel)>,
     /// Keys whose ratio moved beyond the band: (key, new ratio / old ratio − 1), largest first.
@@ -39,9 +41,20 @@ pub fn golden_entry(m: &Measured) -> Option<GoldenEntry> {
 /// The new golden file from the run's candidate side (first outcome of a key wins), keeping
 /// the old file's band and noise overrides, and what moved. Moves are judged against the
 /// old file's band where it sets one, else the run's.
+/// What the run that rewrites the goldens covered: the whole suite, or part of it (`--filter`),
+/// so that goldens can be recorded in batches (one device call cannot time the whole field).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UpdateScope {
+    /// Old entries the run did not measure are dropped: the suite no longer has them.
+    WholeSuite,
+    /// Old entries the run did not measure are kept unchanged.
+    Filtered,
+}
+
 pub fn update_goldens(
     old: Option<&GoldenFile>,
     run: &PerfRun,
+    scope: UpdateScope,
     recorded: String,
 ) -> (GoldenFile, UpdateSummary) {
     let mut new: BTreeMap<PerfKey, GoldenEntry> = BTreeMap::new();
@@ -73,11 +86,20 @@ pub fn update_goldens(
             summary.moved.push((key.clone(), delta));
         }
     }
-    summary.dropped = old_entries
+    let unmeasured: Vec<PerfKey> = old_entries
         .keys()
         .filter(|k| !new.contains_key(**k))
         .map(|k| (*k).clone())
         .collect();
+    match scope {
+        UpdateScope::WholeSuite => summary.dropped = unmeasured,
+        UpdateScope::Filtered => {
+            for k in &unmeasured {
+                new.insert(k.clone(), (*old_entries[k]).clone());
+            }
+            summary.kept = unmeasured;
+        }
+    }
     summary
         .moved
         .sort_by(|a, b| b.1.abs().total_cmp(&a.1.abs()).then_with(|| a.0.cmp(&b.0)));
@@ -99,9 +121,10 @@ impl UpdateSummary {
         let mut md = format!("# Perf goldens for `{target}`: what moved\n\n");
         let _ = writeln!(
             md,
-            "{} added, {} dropped, {} relabeled, {} moved beyond the band.\n",
+            "{} added, {} dropped, {} kept unmeasured, {} relabeled, {} moved beyond the band.\n",
             self.added.len(),
             self.dropped.len(),
+            self.kept.len(),
             self.relabeled.len(),
             self.moved.len()
         );
@@ -116,6 +139,11 @@ impl UpdateSummary {
         };
         list(&mut md, "Added", &self.added);
         list(&mut md, "Dropped", &self.dropped);
+        list(
+            &mut md,
+            "Kept (not measured by this filtered run)",
+            &self.kept,
+        );
         if !self.relabeled.is_empty() {
             md.push_str("## Relabeled (a different kernel now runs)\n\n| case | was | now |\n|---|---|---|\n");
             for (k, was, now) in &self.relabeled {
@@ -178,7 +206,8 @@ mod tests {
             measured(2, "skinny:k", 30.0, 0.02, 15),
             measured(3, "skinny:k", 30.0, 0.02, 15),
         ]);
-        let (mut old, first) = update_goldens(None, &old_run, "old".into());
+        let (mut old, first) =
+            update_goldens(None, &old_run, UpdateScope::WholeSuite, "old".into());
         assert_eq!(first.added.len(), 3);
         assert!(first.dropped.is_empty() && first.moved.is_empty());
         old.band = Some(0.1);
@@ -189,7 +218,12 @@ mod tests {
             measured(4, "skinny:k", 30.0, 0.02, 15), // new
             measured(4, "skinny:k", 99.0, 0.02, 15), // same key again: first wins
         ]);
-        let (file, s) = update_goldens(Some(&old), &new_run, "abc: perf --update-goldens".into());
+        let (file, s) = update_goldens(
+            Some(&old),
+            &new_run,
+            UpdateScope::WholeSuite,
+            "abc: perf --update-goldens".into(),
+        );
         let key = |m| PerfKey {
             m,
             ..old_run.outcomes[0].key.clone()
@@ -214,7 +248,7 @@ mod tests {
 
         let md = s.markdown("sm_90");
         assert!(
-            md.contains("1 added, 1 dropped, 1 relabeled, 1 moved"),
+            md.contains("1 added, 1 dropped, 0 kept unmeasured, 1 relabeled, 1 moved"),
             "{md}"
         );
         assert!(
@@ -227,5 +261,24 @@ mod tests {
             md.contains("| `hybrid-w4a16-zp-bf16/qwen3-8b.mlp_down/M=2` | +20.0 % |"),
             "{md}"
         );
+    }
+
+    #[test]
+    fn a_filtered_update_keeps_what_it_did_not_measure() {
+        let old_run = run_of(vec![
+            measured(1, "skinny:k", 30.0, 0.02, 15),
+            measured(2, "skinny:k", 30.0, 0.02, 15),
+        ]);
+        let (old, _) = update_goldens(None, &old_run, UpdateScope::WholeSuite, "old".into());
+        let batch = run_of(vec![measured(2, "skinny:k", 33.0, 0.02, 15)]);
+        let (file, s) = update_goldens(Some(&old), &batch, UpdateScope::Filtered, "b".into());
+        assert_eq!(file.entries.len(), 2, "key 1 stays");
+        assert!(s.dropped.is_empty());
+        assert_eq!(s.kept, vec![old.entries[0].key.clone()]);
+        assert_eq!(file.entry(&s.kept[0]), Some(&old.entries[0]), "unchanged");
+        assert!((file.entry(&old.entries[1].key).unwrap().time_us - 33.0).abs() < 1e-9);
+        let (whole, s) = update_goldens(Some(&old), &batch, UpdateScope::WholeSuite, "c".into());
+        assert_eq!(whole.entries.len(), 1);
+        assert_eq!(s.dropped.len(), 1);
     }
 }
