@@ -1201,17 +1201,12 @@ fn perf_command(
     let goldens_dir = args.goldens.unwrap_or_else(|| repo.join("perf"));
     let golden_path = GoldenFile::path_for(&goldens_dir, &target_name);
     let goldens = GoldenFile::load(&golden_path).map_err(|e| e.to_string())?;
-    let defaults = JudgePolicy::default();
-    let policy = JudgePolicy {
-        band: band
-            .or(goldens.as_ref().and_then(|g| g.band))
-            .unwrap_or(defaults.band),
-        noise_limit: noise_limit
-            .or(goldens.as_ref().and_then(|g| g.noise_limit))
-            .unwrap_or(defaults.noise_limit),
-        fail_improvements: !args.allow_improvements,
-        ..defaults
-    };
+    let policy = JudgePolicy::resolve(
+        band,
+        noise_limit,
+        !args.allow_improvements,
+        goldens.as_ref(),
+    );
     let mut outcomes: Vec<CaseOutcome> = measured
         .into_iter()
         .map(|(cand, ctrl)| judge::judge_case(cand, ctrl, goldens.as_ref(), &policy))

@@ -34,14 +34,23 @@ impl Default for JudgePolicy {
 }
 
 impl JudgePolicy {
-    /// This policy with the golden file's per-target band and noise limit, where it sets them.
-    pub fn with_overrides(&self, goldens: Option<&GoldenFile>) -> JudgePolicy {
+    /// The policy a run judges with, decided in one place: a band or noise limit given for
+    /// this run (`--band`, `--noise-limit`) wins over the golden file's per-target override,
+    /// which wins over the defaults.
+    pub fn resolve(
+        band: Option<f64>,
+        noise_limit: Option<f64>,
+        fail_improvements: bool,
+        goldens: Option<&GoldenFile>,
+    ) -> JudgePolicy {
+        let d = JudgePolicy::default();
         JudgePolicy {
-            band: goldens.and_then(|g| g.band).unwrap_or(self.band),
-            noise_limit: goldens
-                .and_then(|g| g.noise_limit)
-                .unwrap_or(self.noise_limit),
-            ..*self
+            band: band.or(goldens.and_then(|g| g.band)).unwrap_or(d.band),
+            noise_limit: noise_limit
+                .or(goldens.and_then(|g| g.noise_limit))
+                .unwrap_or(d.noise_limit),
+            fail_improvements,
+            ..d
         }
     }
 
@@ -257,10 +266,9 @@ pub fn judge_case(
     goldens: Option<&GoldenFile>,
     policy: &JudgePolicy,
 ) -> CaseOutcome {
-    let policy = policy.with_overrides(goldens);
     let golden = goldens.and_then(|g| g.entry(&candidate.key));
-    let candidate_judgement = judge(&candidate, golden, &policy);
-    let control_judgement = control.as_ref().map(|c| judge(c, golden, &policy));
+    let candidate_judgement = judge(&candidate, golden, policy);
+    let control_judgement = control.as_ref().map(|c| judge(c, golden, policy));
     let (vs_control, cand_over_control) = match &control {
         Some(c) => {
             let cand = ratio_samples(&candidate);
@@ -273,7 +281,7 @@ pub fn judge_case(
                 Some(s) if !policy.is_quiet(s.iqr_rel()) => Judgement::TooNoisy {
                     iqr_rel: s.iqr_rel(),
                 },
-                Some(s) => judge_shift(&cand, &ctrl, s.median, &policy),
+                Some(s) => judge_shift(&cand, &ctrl, s.median, policy),
             };
             let over = median(&cand)
                 .zip(ctrl_summary)
@@ -501,19 +509,35 @@ pub(crate) mod tests {
         assert!(faster.fails(&strict));
         assert!(!faster.fails(&lenient));
         assert_eq!((faster.vs_control, faster.cand_over_control), (None, None));
-        // The per-target band (±25 %) turns a 20 % regression into within band.
+        // The per-target band (±25 %) turns a 20 % regression into within band...
         let wide = goldens(vec![golden_at(30.0)], Some(0.25));
+        let filed = JudgePolicy::resolve(None, None, true, Some(&wide));
+        assert_eq!(filed.band, 0.25);
         let o = judge_case(
             measured(1, SKINNY, 36.0, 0.02, 15),
             None,
             Some(&wide),
-            &strict,
+            &filed,
         );
         assert!(matches!(
             o.candidate_judgement,
             Judgement::WithinBand { .. }
         ));
-        assert!(!o.fails(&strict));
+        assert!(!o.fails(&filed));
+        // ...unless this run asks for its own band, which wins over the file's.
+        let asked = JudgePolicy::resolve(Some(0.08), None, true, Some(&wide));
+        assert_eq!(asked.band, 0.08);
+        let o = judge_case(
+            measured(1, SKINNY, 36.0, 0.02, 15),
+            None,
+            Some(&wide),
+            &asked,
+        );
+        assert!(matches!(
+            o.candidate_judgement,
+            Judgement::Regression { .. }
+        ));
+        assert_eq!(JudgePolicy::resolve(None, None, true, None), strict);
         let none = judge_case(measured(1, SKINNY, 36.0, 0.02, 15), None, None, &strict);
         assert!(none.candidate_judgement == Judgement::NoGolden && none.fails(&strict));
     }
