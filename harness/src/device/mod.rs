@@ -825,17 +825,7 @@ impl<B: Backend> Device for B {
     }
 
     fn bench_copy(&self, bytes: usize, plan: BenchPlan) -> Result<Timing, DeviceFault> {
-        if let Health::Lost { cause } = Backend::health(self) {
-            return Err(DeviceFault::ContextLost { cause });
-        }
-        let src = self.alloc(bytes.max(1))?;
-        let mut dst = self.alloc(bytes.max(1))?;
-        bench(
-            self,
-            plan,
-            &format!("benchmark of a {bytes}-byte copy"),
-            &mut |_| self.copy(&mut dst, &src, bytes),
-        )
+        self.bench_copy_rotating(bytes, 1, plan)
     }
 
     fn bench_copy_rotating(
