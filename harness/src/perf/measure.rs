@@ -468,6 +468,32 @@ fn leading_rows(x: &Activations, m: usize, row_stride: usize) -> Activations {
     }
 }
 
+/// The error for a device fault while timing `case` on `side`.
+fn device_fault(
+    case: &PerfCase,
+    side: Side,
+    during: String,
+) -> impl FnOnce(DeviceFault) -> PerfError {
+    let key = case.key.clone();
+    move |fault| PerfError::Device {
+        case: key,
+        side,
+        during,
+        fault: Box::new(fault),
+    }
+}
+
+/// The error for inputs the launch contract refused while preparing `case` on `side`.
+fn refused(case: &PerfCase, side: Side, during: &str) -> impl FnOnce(ContractError) -> PerfError {
+    let (key, during) = (case.key.clone(), during.to_string());
+    move |error| PerfError::Contract {
+        case: key,
+        side,
+        during,
+        error: Box::new(error),
+    }
+}
+
 /// One side's timing of one case: the selected path, then its control.
 fn measure_case(
     device: &dyn Device,
@@ -476,15 +502,6 @@ fn measure_case(
     layer: &mut PreparedLayer,
     plan: PerfPlan,
 ) -> Result<Measured, PerfError> {
-    let dev = |during: String| {
-        let key = case.key.clone();
-        move |fault| PerfError::Device {
-            case: key,
-            side,
-            during,
-            fault: Box::new(fault),
-        }
-    };
     let kernel = match case.path.as_slice() {
         [KernelId::Dequant, KernelId::Dense] => time_dense(device, side, case, layer, plan)?,
         [k @ (KernelId::Skinny | KernelId::Fused | KernelId::Fallback)] => {
@@ -505,15 +522,10 @@ fn measure_case(
             let copies = (0..plan.copies_for(case.traffic_bytes()))
                 .map(|_| DeviceInputs::gemm_strided(d, &layer.layer, &xb, y))
                 .collect::<Result<Vec<_>, _>>()
-                .map_err(|error| PerfError::Contract {
-                    case: case.key.clone(),
-                    side,
-                    during: entry.clone(),
-                    error: Box::new(error),
-                })?;
+                .map_err(refused(case, side, &entry))?;
             device
                 .bench_kernel_rotating(d, &entry, &copies, plan.bench())
-                .map_err(dev(format!("timing {entry}")))?
+                .map_err(device_fault(case, side, format!("timing {entry}")))?
         }
         other => {
             return Err(PerfError::Path {
@@ -528,7 +540,11 @@ fn measure_case(
             let bytes = case.traffic_bytes() as usize;
             device
                 .bench_copy_rotating(bytes, plan.copies_for(2 * bytes as u64), plan.bench())
-                .map_err(dev(format!("the copy ceiling ({bytes} bytes)")))?
+                .map_err(device_fault(
+                    case,
+                    side,
+                    format!("the copy ceiling ({bytes} bytes)"),
+                ))?
         }
         ControlKind::VendorBlas => time_dense(device, side, case, layer, plan)?,
     };
@@ -552,24 +568,6 @@ fn time_dense(
     layer: &mut PreparedLayer,
     plan: PerfPlan,
 ) -> Result<Timing, PerfError> {
-    let refused = |during: &str| {
-        let (key, during) = (case.key.clone(), during.to_string());
-        move |error| PerfError::Contract {
-            case: key,
-            side,
-            during,
-            error: Box::new(error),
-        }
-    };
-    let dev = |during: String| {
-        let key = case.key.clone();
-        move |fault| PerfError::Device {
-            case: key,
-            side,
-            during,
-            fault: Box::new(fault),
-        }
-    };
     let dense = case.dense_spec();
     let slot = match side {
         Side::Candidate => 0,
@@ -577,11 +575,14 @@ fn time_dense(
     };
     if layer.dense[slot].is_none() {
         let dq = decl(KernelId::Dequant);
-        let inputs = DeviceInputs::dequant(dq, &layer.layer, dense).map_err(refused("dequant"))?;
+        let inputs = DeviceInputs::dequant(dq, &layer.layer, dense)
+            .map_err(refused(case, side, "dequant"))?;
         let entry = case.entry(dq);
-        let copy = device
-            .dequant(dq, &entry, &inputs)
-            .map_err(dev(format!("the dense copy ({entry})")))?;
+        let copy = device.dequant(dq, &entry, &inputs).map_err(device_fault(
+            case,
+            side,
+            format!("the dense copy ({entry})"),
+        ))?;
         layer.dense[slot] = Some(copy.strided_bits);
     }
     let bits = layer.dense[slot].as_deref().expect("made above");
@@ -594,10 +595,14 @@ fn time_dense(
     let copies = (0..PerfPlan::cold_copies(per_copy))
         .map(|_| DeviceInputs::dense_strided(dn, &xb, dense, bits, None, y))
         .collect::<Result<Vec<_>, _>>()
-        .map_err(refused("the dense GEMM"))?;
+        .map_err(refused(case, side, "the dense GEMM"))?;
     device
         .bench_dense_gemm(dn, &copies, plan.bench())
-        .map_err(dev("timing the vendor BLAS".to_string()))
+        .map_err(device_fault(
+            case,
+            side,
+            "timing the vendor BLAS".to_string(),
+        ))
 }
 
 #[cfg(test)]
