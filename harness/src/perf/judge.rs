@@ -429,7 +429,8 @@ pub(crate) mod tests {
         assert!(matches!(j, Judgement::TooNoisy { .. }), "{j:?}");
     }
 
-    fn goldens(entries: Vec<GoldenEntry>, band: Option<f64>) -> GoldenFile {
+    /// An `sm_90` golden file of `entries` (the fixture the perf stages' tests share).
+    pub(crate) fn goldens(entries: Vec<GoldenEntry>, band: Option<f64>) -> GoldenFile {
         GoldenFile {
             schema: GOLDEN_SCHEMA,
             target: "sm_90".into(),

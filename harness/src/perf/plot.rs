@@ -203,7 +203,6 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::perf::golden::{GOLDEN_SCHEMA, GoldenFile};
     use crate::perf::judge::tests::measured;
     use crate::perf::judge::{JudgePolicy, judge_case};
     use crate::perf::measure::PerfPlan;
@@ -226,15 +225,8 @@ mod tests {
                 }
             }
         }
-        let goldens = GoldenFile {
-            schema: GOLDEN_SCHEMA,
-            target: "sm_90".into(),
-            device: "NVIDIA H200".into(),
-            recorded: "test".into(),
-            band: None,
-            noise_limit: None,
-            entries: sides.iter().map(|s| s.0.clone()).collect(),
-        };
+        let goldens =
+            crate::perf::judge::tests::goldens(sides.iter().map(|s| s.0.clone()).collect(), None);
         let policy = JudgePolicy::default();
         PerfRun {
             target: "sm_90".into(),

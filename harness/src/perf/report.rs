@@ -536,7 +536,6 @@ fn junit(run: &PerfRun) -> Result<String, ReportError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::perf::golden::{GOLDEN_SCHEMA, GoldenFile};
     use crate::perf::judge::judge_case;
     use crate::perf::judge::tests::measured;
     use crate::perf::peers::PeerTimes;
@@ -560,19 +559,14 @@ mod tests {
     /// different kernel, M=4 without a golden; the control runs everything at the golden's speed.
     fn run() -> PerfRun {
         let policy = JudgePolicy::default();
-        let goldens = GoldenFile {
-            schema: GOLDEN_SCHEMA,
-            target: "sm_90".into(),
-            device: "NVIDIA H200".into(),
-            recorded: "test".into(),
-            band: None,
-            noise_limit: None,
-            entries: (1..=3)
+        let goldens = crate::perf::judge::tests::goldens(
+            (1..=3)
                 .map(|m| {
                     golden_entry(&measured(m, "skinny:w4a16_skinny_f16", 30.0, 0.02, 15)).unwrap()
                 })
                 .collect(),
-        };
+            None,
+        );
         let sides = [
             (1, "skinny:w4a16_skinny_f16", 36.0),
             (2, "skinny:w4a16_skinny_f16", 30.5),
