@@ -7,6 +7,8 @@ use std::fmt;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum StoredDtype {
     I32,
+    /// compressed-tensors' `weight_shape` and other int64 metadata.
+    I64,
     U32,
     F16,
     Bf16,
@@ -17,6 +19,7 @@ impl StoredDtype {
     pub fn name(self) -> &'static str {
         match self {
             StoredDtype::I32 => "i32",
+            StoredDtype::I64 => "i64",
             StoredDtype::U32 => "u32",
             StoredDtype::F16 => "f16",
             StoredDtype::Bf16 => "bf16",
@@ -43,6 +46,7 @@ impl fmt::Display for StoredDtype {
 #[derive(Clone, Debug, PartialEq)]
 pub enum TensorData {
     I32(Vec<i32>),
+    I64(Vec<i64>),
     U32(Vec<u32>),
     /// Raw bits.
     F16(Vec<u16>),
@@ -55,6 +59,7 @@ impl TensorData {
     pub fn dtype(&self) -> StoredDtype {
         match self {
             TensorData::I32(_) => StoredDtype::I32,
+            TensorData::I64(_) => StoredDtype::I64,
             TensorData::U32(_) => StoredDtype::U32,
             TensorData::F16(_) => StoredDtype::F16,
             TensorData::Bf16(_) => StoredDtype::Bf16,
@@ -65,6 +70,7 @@ impl TensorData {
     pub fn len(&self) -> usize {
         match self {
             TensorData::I32(v) => v.len(),
+            TensorData::I64(v) => v.len(),
             TensorData::U32(v) => v.len(),
             TensorData::F16(v) | TensorData::Bf16(v) => v.len(),
             TensorData::F32(v) => v.len(),
@@ -119,4 +125,18 @@ impl Tensor {
 pub(crate) fn shape_str(shape: &[usize]) -> String {
     let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
     format!("[{}]", dims.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// compressed-tensors' `weight_shape` is int64; a loader must be able to hand it over as is.
+    #[test]
+    fn i64_tensors_report_their_dtype_and_length() {
+        let t = Tensor::new("weight_shape", vec![2], TensorData::I64(vec![256, 4096]));
+        assert_eq!(t.dtype(), StoredDtype::I64);
+        assert_eq!(t.dtype().to_string(), "i64");
+        assert_eq!(t.data.len(), 2);
+    }
 }
