@@ -1,0 +1,540 @@
+//! One detected linear read into the reference's checkpoint types: every tensor's dtype and
+//! shape checked (naming shard and tensor), N and K cross-checked against the architecture,
+//! g_idx accepted only when trivial, and the GPTQ v1 packer defect reported.
+
+use crate::config::ModelConfig;
+use crate::detect::{LinearEntry, LinearRole, Proj};
+use crate::error::CheckpointError;
+use crate::shards::ShardSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::path::PathBuf;
+use w4a16_reference::formats::{
+    AwqConfig, AwqLayer, Checkpoint, CompressedTensorsConfig, CompressedTensorsLayer, ConvertError,
+    GptqConfig, GptqLayer, GptqVersion, LoadTarget, StoredDtype, Tensor, TensorData,
+};
+
+use crate::config::QuantMethod;
+
+/// A linear ready for the converters.
+#[derive(Debug)]
+pub struct LoadedLinear {
+    pub entry: LinearEntry,
+    pub checkpoint: Box<dyn Checkpoint>,
+    /// (N, K) from the tensors, checked against the architecture; dtype from config.json.
+    pub target: LoadTarget,
+    /// The group size resolved for this layer (channelwise = K).
+    pub group_size: usize,
+    /// The shard holding the module's main tensor (weight_packed / qweight).
+    pub shard: PathBuf,
+    pub defects: Vec<CheckpointDefect>,
+    /// What was accepted but not taken at face value (trivial g_idx, …).
+    pub notes: Vec<String>,
+}
+
+/// Something wrong in a checkpoint that still loads: the values read are not what was
+/// quantized. Reported; the harness decides whether it refuses (`--strict`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum CheckpointDefect {
+    GptqV1ZeroOverflow(GptqV1Overflow),
+}
+
+/// AutoGPTQ ≤ 0.7's v1 packer stores `z − 1` as a sign-extended int and ORs it in: for z = 0
+/// that sets nibbles j..7 of the qzeros word to 15. Rows `8w + j + 1 .. 8w + 7` of that group
+/// then read as z = 0 whatever was quantized.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GptqV1Overflow {
+    pub shard: String,
+    pub module: String,
+    pub tensor: String,
+    /// (row n, group g) whose zero point cannot be recovered, row-major by group.
+    pub cells: Vec<(usize, usize)>,
+    /// qzeros words carrying the signature.
+    pub words: usize,
+    pub rows: usize,
+    pub groups: usize,
+    /// Share of the layer's weights whose zero point cannot be recovered.
+    pub fraction: f64,
+}
+
+impl fmt::Display for CheckpointDefect {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CheckpointDefect::GptqV1ZeroOverflow(d) => {
+                let first: Vec<String> = d
+                    .cells
+                    .iter()
+                    .take(4)
+                    .map(|(n, g)| format!("(n = {n}, g = {g})"))
+                    .collect();
+                write!(
+                    f,
+                    "{}: {}: GPTQ v1 zero-point overflow signature in {} qzeros words (AutoGPTQ's v1 packer ORs a sign-extended z − 1 = −1 into the word for z = 0, setting every higher nibble to 15): {} zero points in {} rows and {} groups cannot be recovered, first {}; {:.2}% of the weights of {} affected; re-export with checkpoint_format gptq_v2",
+                    d.shard,
+                    d.tensor,
+                    d.words,
+                    d.cells.len(),
+                    d.rows,
+                    d.groups,
+                    first.join(", "),
+                    100.0 * d.fraction,
+                    d.module
+                )
+            }
+        }
+    }
+}
+
+/// The overflow signature in v1 qzeros words `[groups, n/8]`: the lowest nibble j < 7 with
+/// nibbles j..=7 all 15. Returns the (row, group) cells `8w + j + 1 ..= 8w + 7` per word hit.
+pub fn gptq_v1_overflow_cells(
+    words: &[u32],
+    groups: usize,
+    n_words: usize,
+) -> (usize, Vec<(usize, usize)>) {
+    let mut hit = 0;
+    let mut cells = Vec::new();
+    for g in 0..groups {
+        for w in 0..n_words {
+            let word = words[g * n_words + w];
+            // Lowest j such that every nibble from j up is 15.
+            let j = (0..8)
+                .find(|&j| (word >> (4 * j)) == (0xFFFF_FFFFu32 >> (4 * j)))
+                .unwrap_or(8);
+            if j < 7 {
+                hit += 1;
+                cells.extend((j + 1..8).map(|i| (8 * w + i, g)));
+            }
+        }
+    }
+    (hit, cells)
+}
+
+/// Reads the module's tensors, checks them and builds the reference checkpoint.
+pub fn load_linear(
+    config: &ModelConfig,
+    shards: &ShardSet,
+    entry: &LinearEntry,
+) -> Result<LoadedLinear, CheckpointError> {
+    let mut r = Reader {
+        config,
+        shards,
+        entry,
+        tensors: BTreeMap::new(),
+    };
+    for (suffix, name) in &entry.tensors {
+        r.tensors.insert(suffix.clone(), shards.tensor(name)?);
+    }
+    let main = match entry.method {
+        QuantMethod::CompressedTensors => "weight_packed",
+        _ => "qweight",
+    };
+    let shard = shards
+        .shard_of(&entry.tensors[main])
+        .map(|s| s.path().to_path_buf())
+        .unwrap_or_default();
+    let (n, k) = r.dims()?;
+    r.architecture(n, k)?;
+    let group = entry.scheme.group_size.resolve(k);
+    if group == 0 || !k.is_multiple_of(group) {
+        return Err(r.convert(main, ConvertError::Group { k, got: group }));
+    }
+    let groups = k / group;
+    if entry.method == QuantMethod::CompressedTensors && !k.is_multiple_of(8) {
+        return Err(r.convert(
+            "weight_packed",
+            ConvertError::PackedDim {
+                tensor: r.name("weight_packed"),
+                dim: "K",
+                got: k,
+            },
+        ));
+    }
+    let dt: StoredDtype = config.dtype.into();
+    let mut notes = Vec::new();
+    let mut defects = Vec::new();
+    // (suffix, dtype, layout, shape)
+    let expect: Vec<(&str, StoredDtype, &'static str, Vec<usize>)> = match entry.method {
+        QuantMethod::CompressedTensors => vec![
+            (
+                "weight_packed",
+                StoredDtype::I32,
+                "[N, K/8]",
+                vec![n, k / 8],
+            ),
+            ("weight_scale", dt, "[N, K/G]", vec![n, groups]),
+            (
+                "weight_zero_point",
+                StoredDtype::I32,
+                "[ceil(N/8), K/G]",
+                vec![n.div_ceil(8), groups],
+            ),
+            ("bias", dt, "[N]", vec![n]),
+        ],
+        QuantMethod::Gptq(_) => vec![
+            ("qweight", StoredDtype::I32, "[K/8, N]", vec![k / 8, n]),
+            ("scales", dt, "[K/G, N]", vec![groups, n]),
+            (
+                "qzeros",
+                StoredDtype::I32,
+                "[K/G, N/8]",
+                vec![groups, n / 8],
+            ),
+            ("bias", dt, "[N]", vec![n]),
+        ],
+        QuantMethod::Awq => vec![
+            ("qweight", StoredDtype::I32, "[K, N/8]", vec![k, n / 8]),
+            ("scales", dt, "[K/G, N]", vec![groups, n]),
+            (
+                "qzeros",
+                StoredDtype::I32,
+                "[K/G, N/8]",
+                vec![groups, n / 8],
+            ),
+            ("bias", dt, "[N]", vec![n]),
+        ],
+    };
+    for (suffix, dtype, layout, shape) in &expect {
+        if let Some(t) = r.tensors.get(*suffix) {
+            if *dtype == dt && t.dtype() != dt {
+                return Err(CheckpointError::Dtype {
+                    shard: r.shard(suffix),
+                    tensor: t.name.clone(),
+                    expected: dt.to_string(),
+                    got: t.dtype().to_string(),
+                    rule: format!(
+                        "{suffix} {layout} is stored in the model's dtype, config.json torch_dtype = {}",
+                        match config.dtype {
+                            w4a16_reference::ActDtype::F16 => "float16",
+                            w4a16_reference::ActDtype::Bf16 => "bfloat16",
+                        }
+                    ),
+                });
+            }
+            if let Err(e) = check(t, *dtype, layout, shape) {
+                return Err(r.convert(suffix, e));
+            }
+        }
+    }
+    let g_idx_suffix = match entry.method {
+        QuantMethod::CompressedTensors => "weight_g_idx",
+        _ => "g_idx",
+    };
+    match r.tensors.get(g_idx_suffix) {
+        Some(t) => {
+            let values: Vec<i64> = match &t.data {
+                TensorData::I32(v) if t.shape == [k] => v.iter().map(|&x| i64::from(x)).collect(),
+                TensorData::I64(v) if t.shape == [k] => v.clone(),
+                _ => {
+                    return Err(r.convert(
+                        g_idx_suffix,
+                        ConvertError::Dtype {
+                            tensor: t.name.clone(),
+                            layout: "[K]",
+                            shape: vec![k],
+                            expected: StoredDtype::I32,
+                            got: t.dtype(),
+                            got_shape: t.shape.clone(),
+                        },
+                    ));
+                }
+            };
+            if let Some(i) = (0..k).find(|&i| values[i] != (i / group) as i64) {
+                return Err(CheckpointError::ActOrder {
+                    shard: r.shard(g_idx_suffix),
+                    tensor: t.name.clone(),
+                    detail: format!(
+                        "g_idx is not trivial: expected g_idx[k] = k / G (G = {group}) for every k, got g_idx[{i}] = {} (a permuted group order; re-quantize without desc_act/actorder)",
+                        values[i]
+                    ),
+                });
+            }
+            notes.push(format!(
+                "{}: trivial g_idx (g_idx[k] = k / {group}); read as contiguous groups",
+                t.name
+            ));
+        }
+        None if entry.scheme.act_order => {
+            return Err(CheckpointError::ActOrder {
+                shard: r.shard(main),
+                tensor: format!("{}.{g_idx_suffix}", entry.module),
+                detail: format!(
+                    "{} enables act-order (desc_act / actorder \"group\") but the module has no {g_idx_suffix} to say the group order",
+                    config.quantization.file
+                ),
+            });
+        }
+        None => {}
+    }
+    let take = |r: &mut Reader<'_>, s: &str| r.tensors.remove(s);
+    let checkpoint: Box<dyn Checkpoint> = match entry.method {
+        QuantMethod::CompressedTensors => Box::new(CompressedTensorsLayer {
+            config: CompressedTensorsConfig {
+                group_size: group,
+                symmetric: entry.scheme.symmetric,
+            },
+            weight_packed: take(&mut r, "weight_packed").expect("required"),
+            weight_scale: take(&mut r, "weight_scale").expect("required"),
+            weight_zero_point: take(&mut r, "weight_zero_point"),
+            bias: take(&mut r, "bias"),
+        }),
+        QuantMethod::Gptq(version) => {
+            let qzeros = take(&mut r, "qzeros");
+            if version == GptqVersion::V1 {
+                if let Some(t) = &qzeros {
+                    let words: Vec<u32> = match &t.data {
+                        TensorData::I32(v) => v.iter().map(|&x| x as u32).collect(),
+                        _ => Vec::new(),
+                    };
+                    let (hit, cells) = gptq_v1_overflow_cells(&words, groups, n / 8);
+                    if hit > 0 {
+                        let rows: BTreeSet<usize> = cells.iter().map(|c| c.0).collect();
+                        let gs: BTreeSet<usize> = cells.iter().map(|c| c.1).collect();
+                        defects.push(CheckpointDefect::GptqV1ZeroOverflow(GptqV1Overflow {
+                            shard: r.shard("qzeros"),
+                            module: entry.module.clone(),
+                            tensor: t.name.clone(),
+                            fraction: (cells.len() * group) as f64 / (n * k) as f64,
+                            words: hit,
+                            rows: rows.len(),
+                            groups: gs.len(),
+                            cells,
+                        }));
+                    }
+                }
+            }
+            Box::new(GptqLayer {
+                config: GptqConfig {
+                    group_size: group,
+                    sym: entry.scheme.symmetric,
+                    // A trivial g_idx was accepted above: contiguous groups.
+                    desc_act: false,
+                    version,
+                },
+                qweight: take(&mut r, "qweight").expect("required"),
+                qzeros,
+                scales: take(&mut r, "scales").expect("required"),
+                bias: take(&mut r, "bias"),
+            })
+        }
+        QuantMethod::Awq => Box::new(AwqLayer {
+            config: AwqConfig {
+                group_size: group,
+                zero_point: !entry.scheme.symmetric,
+            },
+            qweight: take(&mut r, "qweight").expect("required"),
+            qzeros: take(&mut r, "qzeros"),
+            scales: take(&mut r, "scales").expect("required"),
+            bias: take(&mut r, "bias"),
+        }),
+    };
+    Ok(LoadedLinear {
+        entry: entry.clone(),
+        checkpoint,
+        target: LoadTarget {
+            n,
+            k,
+            dtype: config.dtype,
+        },
+        group_size: group,
+        shard,
+        defects,
+        notes,
+    })
+}
+
+/// Dtype, shape and element count, in that order, as the reference converters check them.
+fn check(
+    t: &Tensor,
+    dtype: StoredDtype,
+    layout: &'static str,
+    shape: &[usize],
+) -> Result<(), ConvertError> {
+    if t.dtype() != dtype {
+        return Err(ConvertError::Dtype {
+            tensor: t.name.clone(),
+            layout,
+            shape: shape.to_vec(),
+            expected: dtype,
+            got: t.dtype(),
+            got_shape: t.shape.clone(),
+        });
+    }
+    if t.shape != shape {
+        return Err(ConvertError::Shape {
+            tensor: t.name.clone(),
+            layout,
+            expected: shape.to_vec(),
+            got: t.shape.clone(),
+        });
+    }
+    Ok(())
+}
+
+struct Reader<'a> {
+    config: &'a ModelConfig,
+    shards: &'a ShardSet,
+    entry: &'a LinearEntry,
+    tensors: BTreeMap<String, Tensor>,
+}
+
+impl Reader<'_> {
+    fn name(&self, suffix: &str) -> String {
+        self.entry
+            .tensors
+            .get(suffix)
+            .cloned()
+            .unwrap_or_else(|| format!("{}.{suffix}", self.entry.module))
+    }
+
+    fn shard(&self, suffix: &str) -> String {
+        self.shards.shard_name(&self.name(suffix))
+    }
+
+    fn convert(&self, suffix: &str, source: ConvertError) -> CheckpointError {
+        CheckpointError::Convert {
+            shard: self.shard(suffix),
+            module: self.entry.module.clone(),
+            source,
+        }
+    }
+
+    fn rank2(&self, suffix: &str, layout: &str) -> Result<(usize, usize), CheckpointError> {
+        let t = &self.tensors[suffix];
+        match t.shape[..] {
+            [a, b] => Ok((a, b)),
+            _ => Err(CheckpointError::Rank {
+                shard: self.shard(suffix),
+                tensor: t.name.clone(),
+                expected: format!("a rank-2 tensor {layout}"),
+                got: t.shape.clone(),
+            }),
+        }
+    }
+
+    /// (N, K): compressed-tensors states them in `weight_shape`; GPTQ and AWQ imply them by the
+    /// packed weight's shape.
+    fn dims(&self) -> Result<(usize, usize), CheckpointError> {
+        match self.entry.method {
+            QuantMethod::CompressedTensors => {
+                let t = &self.tensors["weight_shape"];
+                let v: Vec<i64> = match &t.data {
+                    TensorData::I64(v) => v.clone(),
+                    TensorData::I32(v) => v.iter().map(|&x| i64::from(x)).collect(),
+                    _ => Vec::new(),
+                };
+                match v[..] {
+                    [n, k] if t.shape == [2] && n > 0 && k > 0 => Ok((n as usize, k as usize)),
+                    _ => Err(CheckpointError::Rank {
+                        shard: self.shard("weight_shape"),
+                        tensor: t.name.clone(),
+                        expected: format!(
+                            "i64 [2] holding [N, K] > 0 (got dtype {}, values {v:?})",
+                            t.dtype()
+                        ),
+                        got: t.shape.clone(),
+                    }),
+                }
+            }
+            QuantMethod::Gptq(_) => {
+                let (k8, n) = self.rank2("qweight", "[K/8, N]")?;
+                Ok((n, 8 * k8))
+            }
+            QuantMethod::Awq => {
+                let (k, n8) = self.rank2("qweight", "[K, N/8]")?;
+                Ok((8 * n8, k))
+            }
+        }
+    }
+
+    /// N and K against config.json for the roles whose shapes the architecture fixes.
+    fn architecture(&self, n: usize, k: usize) -> Result<(), CheckpointError> {
+        let c = self.config;
+        let hidden = (c.hidden_size, "config.json hidden_size".to_string());
+        let q = (
+            c.num_attention_heads * c.head_dim,
+            format!(
+                "config.json num_attention_heads × head_dim = {} × {}",
+                c.num_attention_heads, c.head_dim
+            ),
+        );
+        let kv = (
+            c.num_key_value_heads * c.head_dim,
+            format!(
+                "config.json num_key_value_heads × head_dim = {} × {}",
+                c.num_key_value_heads, c.head_dim
+            ),
+        );
+        let inter = |field: &str, v: Option<usize>| v.map(|v| (v, format!("config.json {field}")));
+        let mlp = inter("intermediate_size", c.intermediate_size);
+        let moe = inter(
+            "moe_intermediate_size",
+            c.moe_intermediate_size.or(c.intermediate_size),
+        );
+        let shared = inter(
+            "shared_expert_intermediate_size",
+            c.shared_expert_intermediate_size,
+        );
+        let (want_n, want_k) = match self.entry.role {
+            LinearRole::Attention(_) if c.latent_attention => (None, None),
+            LinearRole::Attention(Proj::Q) => (Some(q), Some(hidden)),
+            LinearRole::Attention(Proj::K | Proj::V) => (Some(kv), Some(hidden)),
+            LinearRole::Attention(Proj::O) => (Some(hidden), Some(q)),
+            LinearRole::Mlp(p) => ffn(p, mlp, hidden),
+            LinearRole::SharedExpert(p) => ffn(p, shared, hidden),
+            LinearRole::Expert { proj, .. } => ffn(proj, moe, hidden),
+            _ => (None, None),
+        };
+        let main = match self.entry.method {
+            QuantMethod::CompressedTensors => "weight_shape",
+            _ => "qweight",
+        };
+        for (dim, got, want) in [("N", n, want_n), ("K", k, want_k)] {
+            if let Some((expected, rule)) = want {
+                if expected != got {
+                    return Err(CheckpointError::ShapeMismatch {
+                        shard: self.shard(main),
+                        tensor: self.name(main),
+                        dim: format!("{} {dim}", self.entry.module),
+                        expected,
+                        got,
+                        rule,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+type Want = Option<(usize, String)>;
+
+/// gate/up: N = intermediate, K = hidden; down the other way round.
+fn ffn(p: Proj, inter: Want, hidden: (usize, String)) -> (Want, Want) {
+    match p {
+        Proj::Gate | Proj::Up => (inter, Some(hidden)),
+        Proj::Down => (Some(hidden), inter),
+        _ => (None, None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Words written by hand: nibble j = 15 with all higher nibbles 15 is the signature (j < 7).
+    #[test]
+    fn overflow_signature_by_hand() {
+        // z − 1 = −1 at nibble 3: bits 12..31 all set; nibbles 0..2 carry 1, 2, 3.
+        let hit = 0xFFFF_F321u32;
+        // A 15 at nibble 7 alone (z = 0 in the last row) is a clean v1 word.
+        let clean_top = 0xF123_4567u32;
+        // 15 at nibble 3 but nibble 5 is not 15: clean.
+        let clean_mid = 0xFF2F_F321u32;
+        let (words, cells) = gptq_v1_overflow_cells(&[hit, clean_top, clean_mid], 1, 3);
+        assert_eq!(words, 1);
+        assert_eq!(cells, vec![(4, 0), (5, 0), (6, 0), (7, 0)]);
+        let (words, cells) = gptq_v1_overflow_cells(&[0xFFFF_FFFF], 1, 1);
+        assert_eq!((words, cells.len()), (1, 7));
+    }
+}

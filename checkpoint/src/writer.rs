@@ -1,0 +1,262 @@
+//! Writes Hugging Face style model directories from reference [`Tensor`]s with the safetensors
+//! crate's serializer: the project's producers' output as a model loader would find it. Used by
+//! the invalid-checkpoint generator and the tests; the bytes are deterministic (the serializer
+//! orders tensors by dtype, then name).
+
+use crate::error::CheckpointError;
+use crate::shards::INDEX_JSON;
+use safetensors::tensor::{Dtype, View};
+use serde_json::{Value, json};
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::path::Path;
+use w4a16_reference::formats::{
+    AwqLayer, CompressedTensorsLayer, GptqLayer, GptqVersion, LayerError, Producer, Tensor,
+    TensorData,
+};
+use w4a16_reference::{ActDtype, QuantizedLayer};
+
+struct Bytes {
+    dtype: Dtype,
+    shape: Vec<usize>,
+    data: Vec<u8>,
+}
+
+impl View for &Bytes {
+    fn dtype(&self) -> Dtype {
+        self.dtype
+    }
+    fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+    fn data(&self) -> Cow<'_, [u8]> {
+        Cow::Borrowed(&self.data)
+    }
+    fn data_len(&self) -> usize {
+        self.data.len()
+    }
+}
+
+fn to_bytes(t: &Tensor) -> Bytes {
+    let (dtype, data): (Dtype, Vec<u8>) = match &t.data {
+        TensorData::I32(v) => (Dtype::I32, v.iter().flat_map(|x| x.to_le_bytes()).collect()),
+        TensorData::I64(v) => (Dtype::I64, v.iter().flat_map(|x| x.to_le_bytes()).collect()),
+        TensorData::U32(v) => (Dtype::U32, v.iter().flat_map(|x| x.to_le_bytes()).collect()),
+        TensorData::F16(v) => (Dtype::F16, v.iter().flat_map(|x| x.to_le_bytes()).collect()),
+        TensorData::Bf16(v) => (
+            Dtype::BF16,
+            v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        ),
+        TensorData::F32(v) => (Dtype::F32, v.iter().flat_map(|x| x.to_le_bytes()).collect()),
+    };
+    Bytes {
+        dtype,
+        shape: t.shape.clone(),
+        data,
+    }
+}
+
+/// The safetensors bytes of `tensors` (named by their `name`).
+pub fn serialize(tensors: &[Tensor]) -> Result<Vec<u8>, CheckpointError> {
+    let bytes: Vec<(String, Bytes)> = tensors
+        .iter()
+        .map(|t| (t.name.clone(), to_bytes(t)))
+        .collect();
+    safetensors::tensor::serialize(bytes.iter().map(|(n, b)| (n.as_str(), b)), None).map_err(|e| {
+        CheckpointError::Safetensors {
+            shard: "(writing)".into(),
+            detail: e.to_string(),
+        }
+    })
+}
+
+pub fn write_safetensors(path: &Path, tensors: &[Tensor]) -> Result<(), CheckpointError> {
+    let bytes = serialize(tensors)?;
+    std::fs::write(path, bytes).map_err(|e| CheckpointError::io(path, e))
+}
+
+/// Pretty JSON with a trailing newline.
+pub fn write_json(path: &Path, value: &Value) -> Result<(), CheckpointError> {
+    let mut text = serde_json::to_string_pretty(value).expect("a Value serializes");
+    text.push('\n');
+    std::fs::write(path, text).map_err(|e| CheckpointError::io(path, e))
+}
+
+/// The tensors `producer` writes for `layer`, named `<module>.<tensor>`; compressed-tensors also
+/// gets its int64 `weight_shape` `[N, K]`, as the library writes it.
+pub fn producer_tensors(
+    producer: Producer,
+    layer: &QuantizedLayer,
+    module: &str,
+) -> Result<Vec<Tensor>, LayerError> {
+    let mut out: Vec<Tensor> = match producer {
+        Producer::CompressedTensors => {
+            let c = CompressedTensorsLayer::from_logical(layer)?;
+            let shape = Tensor::new(
+                "weight_shape",
+                vec![2],
+                TensorData::I64(vec![layer.shape.n as i64, layer.shape.k as i64]),
+            );
+            [
+                Some(c.weight_packed),
+                Some(c.weight_scale),
+                c.weight_zero_point,
+                c.bias,
+                Some(shape),
+            ]
+            .into_iter()
+            .flatten()
+            .collect()
+        }
+        Producer::GptqV1 | Producer::GptqV2 => {
+            let v = if producer == Producer::GptqV1 {
+                GptqVersion::V1
+            } else {
+                GptqVersion::V2
+            };
+            let c = GptqLayer::from_logical(layer, v)?;
+            [Some(c.qweight), c.qzeros, Some(c.scales), c.bias]
+                .into_iter()
+                .flatten()
+                .collect()
+        }
+        Producer::Awq => {
+            let c = AwqLayer::from_logical(layer)?;
+            [Some(c.qweight), c.qzeros, Some(c.scales), c.bias]
+                .into_iter()
+                .flatten()
+                .collect()
+        }
+        Producer::LegacyUnpackedZp => {
+            return Err(LayerError::NNotMultipleOf8 {
+                packed: "legacy unpacked zero points (no Hugging Face format writes them)",
+                n: layer.shape.n,
+            });
+        }
+    };
+    for t in &mut out {
+        t.name = format!("{module}.{}", t.name);
+    }
+    Ok(out)
+}
+
+/// The `quantization_config` each producer's library writes for one scheme over every linear.
+/// `group` None is channelwise.
+pub fn quantization_config(producer: Producer, group: Option<usize>, symmetric: bool) -> Value {
+    let g = group.map_or(-1, |g| g as i64);
+    match producer {
+        Producer::CompressedTensors => json!({
+            "quant_method": "compressed-tensors",
+            "format": "pack-quantized",
+            "quantization_status": "compressed",
+            "config_groups": {"group_0": {
+                "targets": ["Linear"],
+                "weights": {
+                    "num_bits": 4, "type": "int",
+                    "strategy": if group.is_some() { "group" } else { "channel" },
+                    "group_size": group, "symmetric": symmetric,
+                    "actorder": null, "dynamic": false
+                },
+                "input_activations": null, "output_activations": null
+            }},
+            "ignore": ["lm_head"]
+        }),
+        Producer::GptqV1 | Producer::GptqV2 => json!({
+            "quant_method": "gptq", "bits": 4, "group_size": g, "desc_act": false, "sym": symmetric,
+            "checkpoint_format": if producer == Producer::GptqV1 { "gptq" } else { "gptq_v2" }
+        }),
+        Producer::Awq | Producer::LegacyUnpackedZp => json!({
+            "quant_method": "awq", "bits": 4, "group_size": g, "zero_point": !symmetric,
+            "version": "gemm"
+        }),
+    }
+}
+
+/// The architecture fields of a config.json.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ModelSpec {
+    pub architecture: String,
+    pub hidden_size: usize,
+    pub intermediate_size: usize,
+    pub num_hidden_layers: usize,
+    pub num_attention_heads: usize,
+    pub num_key_value_heads: usize,
+    pub head_dim: usize,
+    pub dtype: ActDtype,
+    /// (num_experts, num_experts_per_tok, moe_intermediate_size) for MoE models.
+    pub moe: Option<(usize, usize, usize)>,
+}
+
+impl ModelSpec {
+    /// A small llama: hidden 64, 4 heads of 16 (2 KV heads), intermediate 128.
+    pub fn tiny_llama(dtype: ActDtype) -> Self {
+        ModelSpec {
+            architecture: "LlamaForCausalLM".into(),
+            hidden_size: 64,
+            intermediate_size: 128,
+            num_hidden_layers: 1,
+            num_attention_heads: 4,
+            num_key_value_heads: 2,
+            head_dim: 16,
+            dtype,
+            moe: None,
+        }
+    }
+
+    pub fn config_json(&self, quantization: Option<Value>) -> Value {
+        let mut v = json!({
+            "architectures": [self.architecture],
+            "model_type": self.architecture.trim_end_matches("ForCausalLM").to_ascii_lowercase(),
+            "hidden_size": self.hidden_size,
+            "intermediate_size": self.intermediate_size,
+            "num_hidden_layers": self.num_hidden_layers,
+            "num_attention_heads": self.num_attention_heads,
+            "num_key_value_heads": self.num_key_value_heads,
+            "head_dim": self.head_dim,
+            "max_position_embeddings": 2048,
+            "torch_dtype": match self.dtype { ActDtype::F16 => "float16", ActDtype::Bf16 => "bfloat16" },
+        });
+        if let Some((experts, per_tok, inter)) = self.moe {
+            v["num_experts"] = json!(experts);
+            v["num_experts_per_tok"] = json!(per_tok);
+            v["moe_intermediate_size"] = json!(inter);
+        }
+        if let Some(q) = quantization {
+            v["quantization_config"] = q;
+        }
+        v
+    }
+}
+
+/// Writes `config.json` and the shards (file name → tensors); with `index`, also
+/// `model.safetensors.index.json` listing every tensor of every shard.
+pub fn write_model(
+    dir: &Path,
+    config: &Value,
+    shards: &[(String, Vec<Tensor>)],
+    index: bool,
+) -> Result<(), CheckpointError> {
+    std::fs::create_dir_all(dir).map_err(|e| CheckpointError::io(dir, e))?;
+    write_json(&dir.join(crate::config::CONFIG_JSON), config)?;
+    let mut weight_map = BTreeMap::new();
+    for (file, tensors) in shards {
+        write_safetensors(&dir.join(file), tensors)?;
+        for t in tensors {
+            weight_map.insert(t.name.clone(), file.clone());
+        }
+    }
+    if index {
+        write_index(dir, &weight_map)?;
+    }
+    Ok(())
+}
+
+pub fn write_index(
+    dir: &Path,
+    weight_map: &BTreeMap<String, String>,
+) -> Result<(), CheckpointError> {
+    write_json(
+        &dir.join(INDEX_JSON),
+        &json!({"metadata": {}, "weight_map": weight_map}),
+    )
+}
