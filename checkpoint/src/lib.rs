@@ -10,6 +10,7 @@ pub mod activations;
 pub mod config;
 pub mod detect;
 pub mod error;
+pub mod fixtures;
 pub mod load;
 pub mod oracle;
 pub mod shards;

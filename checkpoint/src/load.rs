@@ -495,7 +495,7 @@ impl Reader<'_> {
                     return Err(CheckpointError::ShapeMismatch {
                         shard: self.shard(main),
                         tensor: self.name(main),
-                        dim: format!("{} {dim}", self.entry.module),
+                        dim: dim.to_string(),
                         expected,
                         got,
                         rule,
@@ -529,8 +529,8 @@ mod tests {
         let hit = 0xFFFF_F321u32;
         // A 15 at nibble 7 alone (z = 0 in the last row) is a clean v1 word.
         let clean_top = 0xF123_4567u32;
-        // 15 at nibble 3 but nibble 5 is not 15: clean.
-        let clean_mid = 0xFF2F_F321u32;
+        // 15s at nibbles 3, 4, 5 and 7 but nibble 6 is not 15: clean.
+        let clean_mid = 0xF2FF_F321u32;
         let (words, cells) = gptq_v1_overflow_cells(&[hit, clean_top, clean_mid], 1, 3);
         assert_eq!(words, 1);
         assert_eq!(cells, vec![(4, 0), (5, 0), (6, 0), (7, 0)]);

@@ -260,3 +260,76 @@ pub fn write_index(
         &json!({"metadata": {}, "weight_map": weight_map}),
     )
 }
+
+/// A seeded realistic layer (q, z uniform 0..15, s = 0.05·U(0,1]) from the reference's data
+/// generator: what the fixtures and tests quantize.
+pub fn seeded_layer(
+    seed: u64,
+    n: usize,
+    k: usize,
+    group: usize,
+    dtype: ActDtype,
+    symmetric: bool,
+    with_bias: bool,
+) -> QuantizedLayer {
+    use w4a16_reference::data::{DataClass, DataSpec, generate_layer};
+    use w4a16_reference::layer::{LayerShape, Symmetry};
+    let spec = DataSpec {
+        class: DataClass::Realistic,
+        m: 1,
+        shape: LayerShape::new(n, k, group),
+        dtype,
+        symmetry: if symmetric {
+            Symmetry::Sym
+        } else {
+            Symmetry::Asym
+        },
+        with_bias,
+    };
+    generate_layer(seed, &spec).expect("a positive group and the realistic class always generate")
+}
+
+/// The (module, N, K) of one decoder layer's attention and MLP linears in `spec`, with the
+/// dense MLP when `spec.moe` is None and `experts` routed experts otherwise (Mixtral naming
+/// `block_sparse_moe.experts.<e>.w1/w2/w3` when `mixtral`, else Qwen-MoE
+/// `mlp.experts.<e>.gate_proj/up_proj/down_proj`).
+pub fn decoder_linears(
+    spec: &ModelSpec,
+    layer: usize,
+    mixtral: bool,
+) -> Vec<(String, usize, usize)> {
+    let p = format!("model.layers.{layer}");
+    let h = spec.hidden_size;
+    let q = spec.num_attention_heads * spec.head_dim;
+    let kv = spec.num_key_value_heads * spec.head_dim;
+    let mut out = vec![
+        (format!("{p}.self_attn.q_proj"), q, h),
+        (format!("{p}.self_attn.k_proj"), kv, h),
+        (format!("{p}.self_attn.v_proj"), kv, h),
+        (format!("{p}.self_attn.o_proj"), h, q),
+    ];
+    match spec.moe {
+        None => {
+            let i = spec.intermediate_size;
+            out.push((format!("{p}.mlp.gate_proj"), i, h));
+            out.push((format!("{p}.mlp.up_proj"), i, h));
+            out.push((format!("{p}.mlp.down_proj"), h, i));
+        }
+        Some((experts, _, i)) => {
+            for e in 0..experts {
+                if mixtral {
+                    let m = format!("{p}.block_sparse_moe.experts.{e}");
+                    out.push((format!("{m}.w1"), i, h));
+                    out.push((format!("{m}.w3"), i, h));
+                    out.push((format!("{m}.w2"), h, i));
+                } else {
+                    let m = format!("{p}.mlp.experts.{e}");
+                    out.push((format!("{m}.gate_proj"), i, h));
+                    out.push((format!("{m}.up_proj"), i, h));
+                    out.push((format!("{m}.down_proj"), h, i));
+                }
+            }
+        }
+    }
+    out
+}
