@@ -426,14 +426,14 @@ fn parse_gptq(f: &Fields<'_>) -> Result<QuantizationConfig, CheckpointError> {
 
 fn parse_awq(f: &Fields<'_>) -> Result<QuantizationConfig, CheckpointError> {
     expect_bits(f, &["bits", "w_bit"])?;
-    if let Some(v) = f.get("version") {
-        if !v.as_str().is_some_and(|s| s.eq_ignore_ascii_case("gemm")) {
-            return Err(f.unknown(
-                "version",
-                "\"gemm\" (GEMV, Marlin and ExLlama layouts are not read)",
-                v,
-            ));
-        }
+    if let Some(v) = f.get("version")
+        && !v.as_str().is_some_and(|s| s.eq_ignore_ascii_case("gemm"))
+    {
+        return Err(f.unknown(
+            "version",
+            "\"gemm\" (GEMV, Marlin and ExLlama layouts are not read)",
+            v,
+        ));
     }
     Ok(QuantizationConfig {
         method: QuantMethod::Awq,
@@ -501,10 +501,10 @@ fn parse_compressed_tensors(f: &Fields<'_>) -> Result<QuantizationConfig, Checkp
             }
         };
         expect_bits(&w, &["num_bits"])?;
-        if let Some(t) = w.str_opt("type")? {
-            if t != "int" {
-                return Err(w.unknown("type", "\"int\"", &Value::from(t)));
-            }
+        if let Some(t) = w.str_opt("type")?
+            && t != "int"
+        {
+            return Err(w.unknown("type", "\"int\"", &Value::from(t)));
         }
         let group_size = match w.str_opt("strategy")? {
             Some("group") => group_size(&w, &["group_size"])?,

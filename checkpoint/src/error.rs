@@ -132,8 +132,9 @@ pub enum CheckpointError {
     Convert {
         shard: String,
         module: String,
+        /// Boxed: the converter's error is large, and this enum travels in every `Result`.
         #[source]
-        source: ConvertError,
+        source: Box<ConvertError>,
     },
     #[error("{file}: {tensor}: {detail}")]
     Activations {

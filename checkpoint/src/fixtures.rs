@@ -106,7 +106,7 @@ pub fn invalid_checkpoints() -> Result<Vec<InvalidCheckpoint>, CheckpointError> 
     t.push(Tensor::new(
         format!("{Q}.g_idx"),
         vec![64],
-        TensorData::I32((0..64).map(|k| (k % 2) as i32).collect()),
+        TensorData::I32((0..64).map(|k| k % 2).collect()),
     ));
     out.push(Builder::new(&cfg).shard(SHARD, &t)?.done(
         "gptq-act-order",

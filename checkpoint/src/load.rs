@@ -129,8 +129,21 @@ pub fn load_linear(
         QuantMethod::CompressedTensors => "weight_packed",
         _ => "qweight",
     };
+    // Detection guarantees these; an entry built by hand may not.
+    let required: &[&str] = match entry.method {
+        QuantMethod::CompressedTensors => &["weight_packed", "weight_scale", "weight_shape"],
+        _ => &["qweight", "scales"],
+    };
+    if let Some(missing) = required.iter().find(|s| !r.tensors.contains_key(**s)) {
+        return Err(CheckpointError::MissingTensor {
+            shard: r.shard(main),
+            module: entry.module.clone(),
+            tensor: r.name(missing),
+            rule: format!("a {} linear needs {}", entry.producer, required.join(", ")),
+        });
+    }
     let shard = shards
-        .shard_of(&entry.tensors[main])
+        .shard_of(&r.name(main))
         .map(|s| s.path().to_path_buf())
         .unwrap_or_default();
     let (n, k) = r.dims()?;
@@ -280,27 +293,27 @@ pub fn load_linear(
         }),
         QuantMethod::Gptq(version) => {
             let qzeros = take(&mut r, "qzeros");
-            if version == GptqVersion::V1 {
-                if let Some(t) = &qzeros {
-                    let words: Vec<u32> = match &t.data {
-                        TensorData::I32(v) => v.iter().map(|&x| x as u32).collect(),
-                        _ => Vec::new(),
-                    };
-                    let (hit, cells) = gptq_v1_overflow_cells(&words, groups, n / 8);
-                    if hit > 0 {
-                        let rows: BTreeSet<usize> = cells.iter().map(|c| c.0).collect();
-                        let gs: BTreeSet<usize> = cells.iter().map(|c| c.1).collect();
-                        defects.push(CheckpointDefect::GptqV1ZeroOverflow(GptqV1Overflow {
-                            shard: r.shard("qzeros"),
-                            module: entry.module.clone(),
-                            tensor: t.name.clone(),
-                            fraction: (cells.len() * group) as f64 / (n * k) as f64,
-                            words: hit,
-                            rows: rows.len(),
-                            groups: gs.len(),
-                            cells,
-                        }));
-                    }
+            if version == GptqVersion::V1
+                && let Some(t) = &qzeros
+            {
+                let words: Vec<u32> = match &t.data {
+                    TensorData::I32(v) => v.iter().map(|&x| x as u32).collect(),
+                    _ => Vec::new(),
+                };
+                let (hit, cells) = gptq_v1_overflow_cells(&words, groups, n / 8);
+                if hit > 0 {
+                    let rows: BTreeSet<usize> = cells.iter().map(|c| c.0).collect();
+                    let gs: BTreeSet<usize> = cells.iter().map(|c| c.1).collect();
+                    defects.push(CheckpointDefect::GptqV1ZeroOverflow(GptqV1Overflow {
+                        shard: r.shard("qzeros"),
+                        module: entry.module.clone(),
+                        tensor: t.name.clone(),
+                        fraction: (cells.len() * group) as f64 / (n * k) as f64,
+                        words: hit,
+                        rows: rows.len(),
+                        groups: gs.len(),
+                        cells,
+                    }));
                 }
             }
             Box::new(GptqLayer {
@@ -395,7 +408,7 @@ impl Reader<'_> {
         CheckpointError::Convert {
             shard: self.shard(suffix),
             module: self.entry.module.clone(),
-            source,
+            source: Box::new(source),
         }
     }
 
@@ -490,17 +503,17 @@ impl Reader<'_> {
             _ => "qweight",
         };
         for (dim, got, want) in [("N", n, want_n), ("K", k, want_k)] {
-            if let Some((expected, rule)) = want {
-                if expected != got {
-                    return Err(CheckpointError::ShapeMismatch {
-                        shard: self.shard(main),
-                        tensor: self.name(main),
-                        dim: dim.to_string(),
-                        expected,
-                        got,
-                        rule,
-                    });
-                }
+            if let Some((expected, rule)) = want
+                && expected != got
+            {
+                return Err(CheckpointError::ShapeMismatch {
+                    shard: self.shard(main),
+                    tensor: self.name(main),
+                    dim: dim.to_string(),
+                    expected,
+                    got,
+                    rule,
+                });
             }
         }
         Ok(())
