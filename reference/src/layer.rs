@@ -116,12 +116,13 @@ impl QuantizedLayer {
     /// its matmul, e.g. compressed-tensors' `decompress` in fp16/bf16. A product past the
     /// dtype's range rounds to ±Inf, as it does there.
     pub fn dequantize_rounded(&self) -> Result<Vec<u16>, LayerError> {
-        let exact = self.dequantize_all()?;
-        Ok(exact
-            .values
-            .iter()
-            .map(|&v| self.dtype.from_f64(v))
-            .collect())
+        validate_logical(self)?;
+        let (n, k) = (self.shape.n, self.shape.k);
+        let mut bits = Vec::with_capacity(n * k);
+        for row in 0..n {
+            bits.extend((0..k).map(|c| self.dtype.from_f64(self.weight(row, c))));
+        }
+        Ok(bits)
     }
 }
 
