@@ -465,6 +465,75 @@ pub fn reference_with(
     })
 }
 
+/// Which weights the reference multiplies X by.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum WeightRounding {
+    /// The exact dequantized weights `(q − z)·s`: what the kernels of the set are judged
+    /// against (a recipe that rounds them says so in its bound, `u_w·a`).
+    #[default]
+    Exact,
+    /// Every dequantized weight rounded once (to nearest even) to the activation dtype before
+    /// the matmul: what a dequantize-then-matmul library multiplies (compressed-tensors'
+    /// `decompress` to fp16/bf16, then torch's `F.linear`). `y` and `a` are computed from the
+    /// rounded weights, so a bound on that library's output needs no weight-rounding term.
+    ToActivationDtype,
+}
+
+/// [`reference_with`] on the weights `rounding` names. Under
+/// [`WeightRounding::ToActivationDtype`] a rounded weight past the dtype's range (±Inf) is bad
+/// input, and recipes with an extra magnitude lane (offset accumulation, pre-rounded bias) are
+/// refused: those describe kernels that form their weights differently.
+pub fn reference_with_rounding(
+    x: &Activations,
+    layer: &QuantizedLayer,
+    recipe: &NumericRecipe,
+    non_finite_x: NonFiniteX,
+    rounding: WeightRounding,
+) -> Result<Reference, InputError> {
+    match rounding {
+        WeightRounding::Exact => reference_with(x, layer, recipe, non_finite_x),
+        WeightRounding::ToActivationDtype => {
+            validate_with(x, layer, recipe, non_finite_x)?;
+            if recipe.magnitude_offset().is_some() {
+                return Err(mismatch(
+                    "recipe for weights rounded to the activation dtype",
+                    "no offset accumulation and no pre-rounded bias",
+                    format!(
+                        "offset_accumulation = {:?}, pre_rounded_bias = {}",
+                        recipe.offset_accumulation, recipe.pre_rounded_bias
+                    ),
+                ));
+            }
+            let rounded = rounded_weight_layer(layer)?;
+            reference_with(x, &rounded, recipe, non_finite_x)
+        }
+    }
+}
+
+/// The layer whose exact weights are `layer`'s weights rounded to its dtype: groups of one
+/// column, `q = 9` over the symmetric `z = 8`, the rounded weight as the scale, so
+/// `(q − z)·s` is the rounded weight exactly. (A rounded weight is 0 exactly where the exact
+/// one is: `(q − z)·s` is a multiple of the dtype's smallest subnormal, which rounding keeps.)
+fn rounded_weight_layer(layer: &QuantizedLayer) -> Result<QuantizedLayer, InputError> {
+    let bits = layer
+        .dequantize_rounded()
+        .map_err(|e| mismatch("layer", "codes 0..=15 and tensors of the layer's shape", e))?;
+    let what = "dequantized weight rounded to the activation dtype (row-major [N, K])";
+    check_finite(what, &bits, layer.dtype)?;
+    let (n, k) = (layer.shape.n, layer.shape.k);
+    Ok(QuantizedLayer {
+        shape: crate::layer::LayerShape::new(n, k, 1),
+        dtype: layer.dtype,
+        q: vec![crate::layer::SYMMETRIC_ZERO + 1; n * k],
+        zeros: None,
+        scales: bits,
+        bias: layer.bias.clone(),
+    })
+}
+
 /// Whole rows `rows` of the reference: costs `2·|rows|·N·K` flops per product.
 pub fn reference_rows(
     x: &Activations,

@@ -2,6 +2,7 @@
 //! encode. Producers, converters, the reference and the runner all meet here.
 
 use crate::dtype::ActDtype;
+use crate::formats::layout::{LayerError, validate_logical};
 use serde::{Deserialize, Serialize};
 
 /// Logical shape of one linear layer: `Y[M,N] = X[M,K]·Wᵀ`, groups of `group` along K.
@@ -96,6 +97,47 @@ impl QuantizedLayer {
     pub fn bias_value(&self, n: usize) -> f64 {
         self.bias.as_ref().map_or(0.0, |b| self.dtype.to_f64(b[n]))
     }
+
+    /// The whole `[N, K]` weight matrix `(q − z)·s`, exact in f64: what a checkpoint means,
+    /// to compare against a producer library's own dequantized tensor. Checks the layer first
+    /// (lengths and code ranges), so a malformed layer is a typed error, not a panic.
+    pub fn dequantize_all(&self) -> Result<DequantizedWeights, LayerError> {
+        validate_logical(self)?;
+        let (n, k) = (self.shape.n, self.shape.k);
+        let mut values = Vec::with_capacity(n * k);
+        for row in 0..n {
+            values.extend((0..k).map(|c| self.weight(row, c)));
+        }
+        Ok(DequantizedWeights { n, k, values })
+    }
+
+    /// The `[N, K]` weights as bits of the activation dtype, `(q − z)·s` rounded to nearest
+    /// even once (from the exact f64 value): what a dequantize-then-matmul library holds before
+    /// its matmul, e.g. compressed-tensors' `decompress` in fp16/bf16. A product past the
+    /// dtype's range rounds to ±Inf, as it does there.
+    pub fn dequantize_rounded(&self) -> Result<Vec<u16>, LayerError> {
+        validate_logical(self)?;
+        let (n, k) = (self.shape.n, self.shape.k);
+        let mut bits = Vec::with_capacity(n * k);
+        for row in 0..n {
+            bits.extend((0..k).map(|c| self.dtype.from_f64(self.weight(row, c))));
+        }
+        Ok(bits)
+    }
+}
+
+/// A whole dequantized weight matrix `[N, K]`, row-major, exact in f64.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DequantizedWeights {
+    pub n: usize,
+    pub k: usize,
+    pub values: Vec<f64>,
+}
+
+impl DequantizedWeights {
+    pub fn get(&self, n: usize, k: usize) -> f64 {
+        self.values[n * self.k + k]
+    }
 }
 
 /// `X[M, K]` in the activation dtype, row-major with a row stride in elements (≥ K).
@@ -129,6 +171,117 @@ impl Activations {
             row_stride,
             dtype: self.dtype,
             data,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::{DataClass, DataSpec, generate_layer};
+    use crate::formats::Producer;
+
+    fn layer(dtype: ActDtype, symmetry: Symmetry) -> QuantizedLayer {
+        let spec = DataSpec {
+            class: DataClass::Realistic,
+            m: 1,
+            shape: LayerShape::new(16, 64, 32),
+            dtype,
+            symmetry,
+            with_bias: true,
+        };
+        generate_layer(7, &spec).unwrap()
+    }
+
+    /// Every element is `(q − z)·s` of its own group, computed here from the fields.
+    #[test]
+    fn dequantize_all_is_q_minus_z_times_s_per_element() {
+        for dtype in ActDtype::ALL {
+            for sym in [Symmetry::Sym, Symmetry::Asym] {
+                let l = layer(dtype, sym);
+                let w = l.dequantize_all().unwrap();
+                assert_eq!((w.n, w.k, w.values.len()), (16, 64, 16 * 64));
+                for n in 0..16 {
+                    for k in 0..64 {
+                        let g = k / 32;
+                        let z = l.zeros.as_ref().map_or(8.0, |z| f64::from(z[n * 2 + g]));
+                        let s = dtype.to_f64(l.scales[n * 2 + g]);
+                        assert_eq!(w.get(n, k), (f64::from(l.q[n * 64 + k]) - z) * s);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Rounded once from the exact value: 15·s with a full bf16 significand needs 12 bits, so
+    /// the rounded weight differs from the exact one (and ties go to even).
+    #[test]
+    fn dequantize_rounded_rounds_the_exact_weight_once() {
+        let dtype = ActDtype::Bf16;
+        let s = 1.0 + 3.0 / 128.0; // bf16: 8 significant bits
+        let mut l = QuantizedLayer {
+            shape: LayerShape::new(1, 8, 8),
+            dtype,
+            q: vec![0, 1, 2, 3, 8, 13, 15, 15],
+            zeros: Some(vec![0]),
+            scales: vec![dtype.from_f64(s)],
+            bias: None,
+        };
+        assert_eq!(dtype.to_f64(l.scales[0]), s);
+        let exact = l.dequantize_all().unwrap();
+        let rounded = l.dequantize_rounded().unwrap();
+        for (k, (&b, &v)) in rounded.iter().zip(&exact.values).enumerate() {
+            assert_eq!(b, dtype.from_f64(v), "k = {k}");
+        }
+        // 15·(1 + 3/128) = 15.3515625; bf16 spacing at 8..16 is 1/16: 15.375 is nearest.
+        assert_eq!(exact.values[7], 15.3515625);
+        assert_eq!(dtype.to_f64(rounded[7]), 15.375);
+        // 2·s = 2.046875 is exact in bf16 (spacing 1/64 at 2..4); 3·s = 3.0703125 is 196.5
+        // spacings: the tie goes to the even 196, 3.0625.
+        assert_eq!(dtype.to_f64(rounded[2]), exact.values[2]);
+        assert_eq!(dtype.to_f64(rounded[3]), 3.0625);
+        // A product past the range rounds to Inf, as in the library.
+        l.scales = vec![dtype.from_f64(2f64.powi(126) * 1.5)];
+        l.q = vec![15; 8];
+        let r = l.dequantize_rounded().unwrap();
+        assert!(
+            r.iter()
+                .all(|&b| !dtype.is_finite_bits(b) && !dtype.is_nan_bits(b))
+        );
+    }
+
+    #[test]
+    fn a_malformed_layer_is_a_typed_error() {
+        let mut l = layer(ActDtype::F16, Symmetry::Asym);
+        l.scales.pop();
+        assert!(matches!(
+            l.dequantize_all(),
+            Err(LayerError::Length {
+                tensor: "scales",
+                ..
+            })
+        ));
+        let mut l = layer(ActDtype::F16, Symmetry::Sym);
+        l.q[5] = 16;
+        assert!(matches!(
+            l.dequantize_rounded(),
+            Err(LayerError::CodeRange { index: 5, .. })
+        ));
+    }
+
+    /// Every producer's checkpoint dequantizes, through its own semantics, to the layer it was
+    /// written from.
+    #[test]
+    fn checkpoint_dequantize_all_reads_the_producer_semantics() {
+        for dtype in ActDtype::ALL {
+            for sym in [Symmetry::Sym, Symmetry::Asym] {
+                let l = layer(dtype, sym);
+                let want = l.dequantize_all().unwrap();
+                for p in Producer::ALL {
+                    let ckpt = p.build(&l).unwrap();
+                    assert_eq!(ckpt.dequantize_all().unwrap(), want, "{p}");
+                }
+            }
         }
     }
 }

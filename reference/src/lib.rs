@@ -17,5 +17,6 @@ pub mod tricks;
 pub mod verify;
 
 pub use dtype::ActDtype;
-pub use layer::{Activations, LayerShape, QuantizedLayer};
+pub use gemm::WeightRounding;
+pub use layer::{Activations, DequantizedWeights, LayerShape, QuantizedLayer};
 pub use recipe::{BiasStage, NumericRecipe};

@@ -57,6 +57,22 @@ impl NumericRecipe {
         }
     }
 
+    /// A dequantize-then-matmul library (compressed-tensors `decompress`, then torch's
+    /// `F.linear`): the weights are already rounded to the activation dtype, which the
+    /// reference models ([`crate::gemm::WeightRounding::ToActivationDtype`]), so the bound is
+    /// fp32 accumulation `γ_K·a` plus one output rounding `u_out·|y|`; where the library adds the
+    /// bias (fp32 epilogue or after the cast) is its BLAS's choice, so either.
+    pub fn dequantize_then_matmul(output: ActDtype) -> Self {
+        NumericRecipe {
+            rounds_dequantized_weight: false,
+            offset_accumulation: None,
+            bias: BiasStage::Either,
+            output,
+            single_rounding: false,
+            pre_rounded_bias: false,
+        }
+    }
+
     /// The offset of the extra magnitude lane the reference computes for this recipe
     /// (`Σ|x|·|s|·(2·offset + q + z)`): the accumulation offset, or 0 for the pre-rounded bias
     /// (`Σ|x|·|s|·(q + z)`); `None` when the bound needs only `a`.

@@ -6,7 +6,7 @@ use super::nibble::NibbleOrder;
 use super::resident::ResidentLayer;
 use super::tensor::{StoredDtype, Tensor, TensorData, shape_str};
 use crate::dtype::ActDtype;
-use crate::layer::{LayerShape, QuantizedLayer, SYMMETRIC_ZERO};
+use crate::layer::{DequantizedWeights, LayerShape, QuantizedLayer, SYMMETRIC_ZERO};
 use std::fmt;
 
 /// What the model architecture says the layer is (out_features, in_features, torch dtype); the
@@ -133,6 +133,16 @@ pub trait Checkpoint: fmt::Debug + Send + Sync {
     /// written apart from [`Checkpoint::to_resident`] so that the two readings can disagree.
     /// Shapes come from the tensors alone; see [`super::own`].
     fn decode_own_semantics(&self) -> Result<QuantizedLayer, ConvertError>;
+
+    /// The whole dequantized weight `[N, K]`, exact in f64, as the format's own semantics read
+    /// the tensors ([`Checkpoint::decode_own_semantics`], then
+    /// [`QuantizedLayer::dequantize_all`]): the checkpoint's meaning, independent of the
+    /// converter.
+    fn dequantize_all(&self) -> Result<DequantizedWeights, ConvertError> {
+        self.decode_own_semantics()?
+            .dequantize_all()
+            .map_err(|e| ConvertError::Layout(e.into()))
+    }
 }
 
 /// Checks dtype, shape and element count, in that order.
