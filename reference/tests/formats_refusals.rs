@@ -128,7 +128,8 @@ fn n_not_multiple_of_8_refused_where_packed_along_n() {
     layer.bias = None;
     let t = target(&layer);
 
-    // A compressed-tensors checkpoint claiming asymmetry with packed zero points at N = 12.
+    // compressed-tensors stores [ceil(N/8), K/G] = [2, 2] at N = 12: [N/8] = [1, 2] is refused
+    // by shape, naming the ceil formula.
     let mut ct = CompressedTensorsLayer::from_logical(&layer).unwrap();
     ct.config.symmetric = false;
     ct.weight_zero_point = Some(Tensor::i32_packed(
@@ -138,17 +139,43 @@ fn n_not_multiple_of_8_refused_where_packed_along_n() {
     ));
     let (err, msg) = refuse(&ct, &t);
     assert!(
-        matches!(
-            &err,
-            ConvertError::PackedDim {
-                dim: "N",
-                got: 12,
-                ..
-            }
-        ),
+        matches!(&err, ConvertError::Shape { tensor, expected, got, .. }
+            if tensor == "weight_zero_point" && expected == &[2, 2] && got == &[1, 2]),
         "{err:?}"
     );
-    assert_mentions(&msg, &["weight_zero_point", "multiple of 8", "N = 12"]);
+    assert_mentions(
+        &msg,
+        &[
+            "weight_zero_point",
+            "[ceil(N/8), K/G] = [2, 2]",
+            "got [1, 2]",
+        ],
+    );
+    // The right shape, but codes in the unused nibbles of the partial last word (rows 12..15):
+    // another packing, refused rather than dropped.
+    ct.weight_zero_point = Some(Tensor::i32_packed(
+        "weight_zero_point",
+        vec![2, 2],
+        vec![0x8888_8888, 0x8888_8888, 0x0000_8888, 0x0008_8888],
+    ));
+    let (err, msg) = refuse(&ct, &t);
+    assert_eq!(
+        err,
+        ConvertError::UnusedZeroPointNibbles {
+            tensor: "weight_zero_point".into(),
+            n: 12,
+            used: 4,
+            row: 1,
+            g: 1,
+            word: 0x0008_8888,
+        }
+    );
+    assert_mentions(
+        &msg,
+        &["weight_zero_point", "N = 12", "nibbles 4..=7 must be 0"],
+    );
+    // The library's own reading slices those rows off, as `unpack_from_int32` does.
+    assert!(ct.decode_own_semantics().is_ok());
 
     // AWQ packs the weights themselves along N.
     let mut awq = AwqLayer::from_logical(&fixed_layer(false)).unwrap();
@@ -157,24 +184,85 @@ fn n_not_multiple_of_8_refused_where_packed_along_n() {
     assert!(
         matches!(&err, ConvertError::PackedDim { tensor, dim: "N", got: 12 } if tensor == "qweight")
     );
-
-    // The producers refuse to write such a layer in the first place.
+    // GPTQ's qzeros [K/G, N/8] are whole words along N.
     let mut asym = layer.clone();
     asym.zeros = Some(vec![3; 12 * 2]);
-    assert_eq!(
-        CompressedTensorsLayer::from_logical(&asym).unwrap_err(),
-        LayerError::NNotMultipleOf8 {
-            packed: "zero points",
-            n: 12
-        }
+    let mut gptq = GptqLayer::from_logical(&layer, GptqVersion::V2).unwrap();
+    gptq.config.sym = false;
+    gptq.qzeros = Some(Tensor::i32_packed("qzeros", vec![2, 2], vec![0; 4]));
+    let (err, _) = refuse(&gptq, &t);
+    assert!(
+        matches!(&err, ConvertError::PackedDim { tensor, dim: "N", got: 12 } if tensor == "qzeros"),
+        "{err:?}"
     );
+
+    // The producers that pack whole words along N refuse to write such a layer at all.
+    for v in [GptqVersion::V1, GptqVersion::V2] {
+        assert_eq!(
+            GptqLayer::from_logical(&asym, v).unwrap_err(),
+            LayerError::NNotMultipleOf8 {
+                packed: "zero points",
+                n: 12
+            }
+        );
+    }
     assert!(matches!(
         AwqLayer::from_logical(&layer),
         Err(LayerError::NNotMultipleOf8 { n: 12, .. })
     ));
+    // compressed-tensors writes the partial last word, unused nibbles 0, and reads it back.
+    let ct = CompressedTensorsLayer::from_logical(&asym).unwrap();
+    let zp = ct.weight_zero_point.as_ref().unwrap();
+    assert_eq!(zp.shape, vec![2, 2]);
+    assert_eq!(
+        zp.data,
+        TensorData::I32(vec![0x3333_3333, 0x3333_3333, 0x3333, 0x3333])
+    );
+    assert_eq!(ct.decode_own_semantics().unwrap(), asym);
+    let resident = ct.to_resident(&t, RowPadding::NONE).unwrap().layer;
+    assert_eq!(resident.to_logical().unwrap(), asym);
     // Legacy zero points are not packed: N = 12 is fine there.
     let legacy = LegacyLayer::from_logical(&asym).unwrap();
     assert!(legacy.to_resident(&t, RowPadding::NONE).is_ok());
+}
+
+/// The resident packed zero points of a ragged N: ceil(N/8) rows, the unused nibbles 0; a
+/// nonzero there or a wrong word count is a typed layout error.
+#[test]
+fn resident_zero_points_of_a_ragged_n() {
+    let mut layer = fixed_layer(true);
+    layer.shape = LayerShape::new(12, 64, 32);
+    layer.q.truncate(12 * 64);
+    layer.scales.truncate(12 * 2);
+    layer.zeros.as_mut().unwrap().truncate(12 * 2);
+    layer.bias = None;
+    let mut r = ResidentLayer::from_logical(&layer, RowPadding::NONE).unwrap();
+    let Some(w4a16_reference::formats::ZeroPoints::Packed(z)) = r.zeros.as_mut() else {
+        panic!("packed zero points");
+    };
+    assert_eq!((z.rows(), z.words.len()), (2, 4));
+    assert!(z.words[2..].iter().all(|w| w >> 16 == 0));
+    z.words[3] |= 0x1 << 20;
+    let word = z.words[3];
+    assert_eq!(
+        r.validate().unwrap_err(),
+        LayoutError::UnusedZeroPointNibbles {
+            n: 12,
+            used: 4,
+            row: 1,
+            g: 1,
+            word
+        }
+    );
+    let Some(w4a16_reference::formats::ZeroPoints::Packed(z)) = r.zeros.as_mut() else {
+        panic!("packed zero points");
+    };
+    z.words.truncate(2);
+    let msg = r.validate().unwrap_err().to_string();
+    assert_mentions(
+        &msg,
+        &["4 words for [ceil(N/8), K/G] = [2, 2]", "got 2 words"],
+    );
 }
 
 #[test]

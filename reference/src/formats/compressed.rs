@@ -1,12 +1,16 @@
 //! compressed-tensors `pack-quantized` (SPEC §3): `weight_packed [N, K/8]` i32 with sequential
-//! nibbles along K, `weight_scale [N, K/G]`, `weight_zero_point [N/8, K/G]` i32 packed along N
-//! (asymmetric only).
+//! nibbles along K, `weight_scale [N, K/G]`, `weight_zero_point [ceil(N/8), K/G]` i32 packed
+//! along N (asymmetric only; when N % 8 != 0 the last row of words is partial, its unused high
+//! nibbles 0, as the library's `pack_to_int32` pads it).
 
 use super::convert::{
     Checkpoint, ConvertError, Converted, LoadTarget, StoredZeros, assemble, check_group,
     check_packed_dim, expect, half_bits, words,
 };
-use super::layout::{LayerError, RowPadding, validate_logical};
+use super::layout::{
+    LayerError, RowPadding, packed_zero_point_formula, packed_zero_point_rows,
+    unused_zero_point_nibbles, validate_logical,
+};
 use super::nibble::NibbleOrder;
 use super::tensor::{StoredDtype, Tensor, TensorData};
 use crate::layer::{LayerShape, QuantizedLayer};
@@ -32,28 +36,32 @@ pub(crate) fn pack_along_k_sequential(layer: &QuantizedLayer) -> Vec<u32> {
     NibbleOrder::Sequential.pack_run(&layer.q)
 }
 
-/// `[N/8, K/G]` words, row 8w+i at bits 4i.
+/// `[ceil(N/8), K/G]` words, row 8w+i at bits 4i; rows past N are 0.
 pub(crate) fn pack_zeros_along_n_sequential(zeros: &[u8], n: usize, groups: usize) -> Vec<u32> {
-    let mut out = Vec::with_capacity(n / 8 * groups);
-    for w in 0..n / 8 {
+    let rows = packed_zero_point_rows(n);
+    let mut out = Vec::with_capacity(rows * groups);
+    for w in 0..rows {
         for g in 0..groups {
-            out.push(
-                NibbleOrder::Sequential
-                    .pack(std::array::from_fn(|i| zeros[(8 * w + i) * groups + g])),
-            );
+            out.push(NibbleOrder::Sequential.pack(std::array::from_fn(|i| {
+                let row = 8 * w + i;
+                if row < n { zeros[row * groups + g] } else { 0 }
+            })));
         }
     }
     out
 }
 
+/// The inverse of [`pack_zeros_along_n_sequential`] for rows below N (call after checking the
+/// unused nibbles).
 pub(crate) fn unpack_zeros_along_n_sequential(words: &[u32], n: usize, groups: usize) -> Vec<u8> {
     let mut z = vec![0u8; n * groups];
-    for w in 0..n / 8 {
+    for w in 0..packed_zero_point_rows(n) {
         for g in 0..groups {
             for (i, c) in NibbleOrder::Sequential
                 .unpack(words[w * groups + g])
                 .into_iter()
                 .enumerate()
+                .take_while(|&(i, _)| 8 * w + i < n)
             {
                 z[(8 * w + i) * groups + g] = c;
             }
@@ -71,20 +79,13 @@ impl CompressedTensorsLayer {
             return Err(LayerError::KNotMultipleOf8 { k });
         }
         let groups = layer.shape.groups();
-        let weight_zero_point = match &layer.zeros {
-            None => None,
-            Some(_) if !n.is_multiple_of(8) => {
-                return Err(LayerError::NNotMultipleOf8 {
-                    packed: "zero points",
-                    n,
-                });
-            }
-            Some(z) => Some(Tensor::i32_packed(
+        let weight_zero_point = layer.zeros.as_ref().map(|z| {
+            Tensor::i32_packed(
                 "weight_zero_point",
-                vec![n / 8, groups],
+                vec![packed_zero_point_rows(n), groups],
                 pack_zeros_along_n_sequential(z, n, groups),
-            )),
-        };
+            )
+        });
         Ok(CompressedTensorsLayer {
             config: CompressedTensorsConfig {
                 group_size: group,
@@ -143,9 +144,26 @@ impl Checkpoint for CompressedTensorsLayer {
         let zeros = match &self.weight_zero_point {
             None => None,
             Some(t) => {
-                check_packed_dim(&t.name, "N", n)?;
-                expect(t, StoredDtype::I32, "[N/8, K/G]", &[n / 8, groups])?;
-                Some(unpack_zeros_along_n_sequential(&words(t), n, groups))
+                let rows = packed_zero_point_rows(n);
+                expect(
+                    t,
+                    StoredDtype::I32,
+                    packed_zero_point_formula(n),
+                    &[rows, groups],
+                )?;
+                let w = words(t);
+                // Another packing would put codes there: refuse rather than drop them.
+                if let Some((row, g, word)) = unused_zero_point_nibbles(&w, n, groups) {
+                    return Err(ConvertError::UnusedZeroPointNibbles {
+                        tensor: t.name.clone(),
+                        n,
+                        used: n % 8,
+                        row,
+                        g,
+                        word,
+                    });
+                }
+                Some(unpack_zeros_along_n_sequential(&w, n, groups))
             }
         };
         let zeros = StoredZeros {

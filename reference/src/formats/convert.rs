@@ -88,6 +88,17 @@ pub enum ConvertError {
     },
     #[error("{tensor}: expected the activation dtype (f16 or bf16), got {got}")]
     NotActDtype { tensor: String, got: StoredDtype },
+    #[error(
+        "{tensor}: N = {n} fills {used} of the 8 nibbles of the last word of each group, so nibbles {used}..=7 must be 0; got {word:#010x} at [{row}, {g}]"
+    )]
+    UnusedZeroPointNibbles {
+        tensor: String,
+        n: usize,
+        used: usize,
+        row: usize,
+        g: usize,
+        word: u32,
+    },
     #[error(transparent)]
     Layout(#[from] LayoutError),
 }

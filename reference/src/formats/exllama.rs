@@ -12,12 +12,11 @@ pub fn unpack_exllama_row(words: &[u32]) -> Vec<u8> {
     NibbleOrder::ExLlama.unpack_run(words)
 }
 
-/// Packs `[N, groups]` zero points (N a multiple of 8) into `[N/8, groups]` words: row `n` in
-/// word `n/8` at bits `4·(n%8)`.
+/// Packs `[N, groups]` zero points into `[ceil(N/8), groups]` words: row `n` in word `n/8` at
+/// bits `4·(n%8)`; when N % 8 != 0 the last word's unused high nibbles are 0.
 pub fn pack_zero_points(zeros: &[u8], n: usize, groups: usize) -> Vec<u32> {
-    debug_assert_eq!(n % 8, 0);
     debug_assert_eq!(zeros.len(), n * groups);
-    let mut words = vec![0u32; n / 8 * groups];
+    let mut words = vec![0u32; n.div_ceil(8) * groups];
     for (r, row) in zeros.chunks_exact(groups.max(1)).enumerate().take(n) {
         for (g, &z) in row.iter().enumerate() {
             words[(r / 8) * groups + g] |= u32::from(z & 0xF) << (4 * (r % 8));
@@ -26,7 +25,7 @@ pub fn pack_zero_points(zeros: &[u8], n: usize, groups: usize) -> Vec<u32> {
     words
 }
 
-/// The inverse of [`pack_zero_points`]: `[N, groups]` codes.
+/// The inverse of [`pack_zero_points`]: `[N, groups]` codes (unused nibbles are not read).
 pub fn unpack_zero_points(words: &[u32], n: usize, groups: usize) -> Vec<u8> {
     let mut zeros = vec![0u8; n * groups];
     for r in 0..n {
@@ -63,6 +62,19 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// N % 8 != 0: ceil(N/8) rows, the last word's unused nibbles 0.
+    #[test]
+    fn a_ragged_n_packs_into_a_partial_last_word() {
+        let (n, groups) = (13, 2);
+        let zeros: Vec<u8> = (0..n * groups).map(|i| (i % 15 + 1) as u8).collect();
+        let words = pack_zero_points(&zeros, n, groups);
+        assert_eq!(words.len(), 2 * groups);
+        for g in 0..groups {
+            assert_eq!(words[groups + g] >> 20, 0, "group {g}");
+        }
+        assert_eq!(unpack_zero_points(&words, n, groups), zeros);
     }
 
     #[test]

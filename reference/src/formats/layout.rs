@@ -157,6 +157,52 @@ pub enum LayoutError {
     },
     #[error("zero points (legacy): expected integers 0..=15, got {got} at (n = {n}, g = {g})")]
     LegacyZeroValue { n: usize, g: usize, got: f64 },
+    #[error(
+        "zero points: N = {n} fills {used} of the 8 nibbles of the last word of each group, so nibbles {used}..=7 must be 0; got {word:#010x} at [{row}, {g}]"
+    )]
+    UnusedZeroPointNibbles {
+        n: usize,
+        used: usize,
+        row: usize,
+        g: usize,
+        word: u32,
+    },
+}
+
+/// Rows of packed zero points for N output rows: `ceil(N/8)` (compressed-tensors stores a
+/// partial last word when N % 8 != 0).
+pub fn packed_zero_point_rows(n: usize) -> usize {
+    n.div_ceil(8)
+}
+
+/// The shape formula of packed zero points as messages name it: `[N/8, K/G]` when N is a
+/// multiple of 8 (every existing message), else `[ceil(N/8), K/G]`.
+pub fn packed_zero_point_formula(n: usize) -> &'static str {
+    if n.is_multiple_of(8) {
+        "[N/8, K/G]"
+    } else {
+        "[ceil(N/8), K/G]"
+    }
+}
+
+/// The first word of the last row of `[ceil(N/8), groups]` packed zero points whose unused
+/// high nibbles (rows N..8·ceil(N/8)) are not 0, as `(row, g, word)`; `None` when N % 8 == 0
+/// or all are 0. A nonzero there means the tensor was packed some other way.
+pub(crate) fn unused_zero_point_nibbles(
+    words: &[u32],
+    n: usize,
+    groups: usize,
+) -> Option<(usize, usize, u32)> {
+    let used = n % 8;
+    if used == 0 {
+        return None;
+    }
+    let row = n / 8;
+    let mask = !((1u32 << (4 * used)) - 1);
+    (0..groups)
+        .map(|g| (g, words.get(row * groups + g).copied().unwrap_or(0)))
+        .find(|&(_, w)| w & mask != 0)
+        .map(|(g, w)| (row, g, w))
 }
 
 /// Checks that a logical layer's tensors have the lengths and ranges its shape implies.
@@ -201,17 +247,12 @@ pub fn validate_logical(layer: &QuantizedLayer) -> Result<(), LayerError> {
     Ok(())
 }
 
-/// The packing constraints on top of [`validate_logical`]: K%8, and N%8 when zero points exist.
+/// The packing constraints on top of [`validate_logical`]: K%8 (weights are packed along K).
+/// Zero points take any N: `[ceil(N/8), K/G]`.
 pub(crate) fn validate_packable(layer: &QuantizedLayer) -> Result<(), LayerError> {
     validate_logical(layer)?;
     if !layer.shape.k.is_multiple_of(8) {
         return Err(LayerError::KNotMultipleOf8 { k: layer.shape.k });
-    }
-    if layer.zeros.is_some() && !layer.shape.n.is_multiple_of(8) {
-        return Err(LayerError::NNotMultipleOf8 {
-            packed: "zero points",
-            n: layer.shape.n,
-        });
     }
     Ok(())
 }
@@ -315,24 +356,33 @@ impl ResidentScales {
 }
 
 impl PackedZeroPoints {
+    /// `ceil(N/8)`: the rows of words.
+    pub fn rows(&self) -> usize {
+        packed_zero_point_rows(self.n)
+    }
+
+    /// `ceil(N/8)·groups` words; when N % 8 != 0 the last row's unused high nibbles must be 0.
     pub fn validate(&self) -> Result<(), LayoutError> {
-        if !self.n.is_multiple_of(8) {
-            return Err(LayerError::NNotMultipleOf8 {
-                packed: "zero points",
-                n: self.n,
-            }
-            .into());
-        }
-        let expected = self.n / 8 * self.groups;
+        let rows = self.rows();
+        let expected = rows * self.groups;
         if self.words.len() != expected {
             return Err(LayoutError::Mismatch {
                 tensor: "zero points",
                 expected: format!(
-                    "{expected} words for [N/8, K/G] = [{}, {}]",
-                    self.n / 8,
+                    "{expected} words for {} = [{rows}, {}]",
+                    packed_zero_point_formula(self.n),
                     self.groups
                 ),
                 got: format!("{} words", self.words.len()),
+            });
+        }
+        if let Some((row, g, word)) = unused_zero_point_nibbles(&self.words, self.n, self.groups) {
+            return Err(LayoutError::UnusedZeroPointNibbles {
+                n: self.n,
+                used: self.n % 8,
+                row,
+                g,
+                word,
             });
         }
         Ok(())

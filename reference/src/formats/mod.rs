@@ -21,8 +21,8 @@ pub use convert::{Checkpoint, ConversionNote, ConvertError, Converted, LoadTarge
 pub use exllama::{pack_exllama_row, pack_zero_points, unpack_exllama_row, unpack_zero_points};
 pub use gptq::{GptqConfig, GptqLayer, GptqVersion};
 pub use layout::{
-    LayerError, LayoutError, PaddingRule, RowPadding, dense_row_stride_elems, validate_logical,
-    weight_row_stride_bytes,
+    LayerError, LayoutError, PaddingRule, RowPadding, dense_row_stride_elems,
+    packed_zero_point_formula, packed_zero_point_rows, validate_logical, weight_row_stride_bytes,
 };
 pub use legacy::{LegacyConfig, LegacyLayer};
 pub use nibble::{AWQ_ORDER, EXLLAMA_SHIFTS, NibbleOrder};

@@ -221,7 +221,9 @@ fn ct_codes_and_scales(
     Ok((r, q, half_bits(weight_scale).to_vec()))
 }
 
-/// compressed-tensors `pack-quantized`: zero points `[n/8, k/G]`, row `n` at nibble `n%8`.
+/// compressed-tensors `pack-quantized`: zero points `[ceil(n/8), k/G]`, row `n` at nibble `n%8`.
+/// As the library's `unpack_from_int32` does, the rows past N of a partial last word are
+/// unpacked and dropped, never read (the converter refuses nonzero ones instead).
 pub fn compressed_tensors(c: &CompressedTensorsLayer) -> Result<QuantizedLayer, ConvertError> {
     let (r, q, scales) =
         ct_codes_and_scales(&c.weight_packed, &c.weight_scale, c.config.group_size)?;
@@ -229,7 +231,13 @@ pub fn compressed_tensors(c: &CompressedTensorsLayer) -> Result<QuantizedLayer, 
     let zeros = match &c.weight_zero_point {
         None => None,
         Some(t) => {
-            let zp = packed_zeros(t, r.n, "[N/8, K/G]", &[r.n / 8, groups])?;
+            let layout = if r.n.is_multiple_of(8) {
+                "[N/8, K/G]"
+            } else {
+                "[ceil(N/8), K/G]"
+            };
+            expect(t, StoredDtype::I32, layout, &[r.n.div_ceil(8), groups])?;
+            let zp = words(t);
             Some(r.per_group(|col, g| nibble(zp[col / 8 * groups + g], col % 8)))
         }
     };

@@ -23,7 +23,8 @@ pub struct ResidentScales {
     pub bits: Vec<u16>,
 }
 
-/// `[N/8, K/G]` u32: row `n` in word `n/8` at bits `4·(n%8)`.
+/// `[ceil(N/8), K/G]` u32: row `n` in word `n/8` at bits `4·(n%8)`. When N % 8 != 0 the last
+/// row of words is partial and its unused high nibbles are 0 (as compressed-tensors stores it).
 #[derive(Clone, Debug, PartialEq)]
 pub struct PackedZeroPoints {
     pub n: usize,

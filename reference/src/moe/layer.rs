@@ -287,9 +287,9 @@ impl StackedExperts {
         self.shape.n * self.scale_row_stride
     }
 
-    /// Words between experts' zero points: `(N/8)·(K/G)`.
+    /// Words between experts' zero points: `ceil(N/8)·(K/G)`.
     pub fn expert_zero_stride_words(&self) -> usize {
-        self.shape.n / 8 * self.shape.groups()
+        self.shape.n.div_ceil(8) * self.shape.groups()
     }
 
     /// The weights as little-endian bytes (for an upload that takes bytes).
