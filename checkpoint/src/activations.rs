@@ -21,6 +21,10 @@ impl ActivationsFile {
         })
     }
 
+    pub fn path(&self) -> &Path {
+        self.file.path()
+    }
+
     /// The tensor name holding `module`'s input, if the file has one.
     pub fn tensor_name(&self, module: &str) -> Option<String> {
         [module.to_string(), format!("{module}.input")]

@@ -13,6 +13,7 @@ pub mod error;
 pub mod fixtures;
 pub mod load;
 pub mod oracle;
+pub mod project_models;
 pub mod shards;
 pub mod writer;
 
@@ -87,6 +88,43 @@ impl ModelDir {
     /// Modules refused while detecting (missing or extra tensors, untargeted, …).
     pub fn refusals(&self) -> &[CheckpointError] {
         &self.detection.refusals
+    }
+
+    /// `(N, K)` of a linear from its packed weight's header shape alone (no tensor data read):
+    /// what the startup budget needs for every layer of a model without loading any.
+    pub fn shape_of(&self, entry: &LinearEntry) -> Result<(usize, usize), CheckpointError> {
+        let main = match entry.method {
+            QuantMethod::CompressedTensors => "weight_packed",
+            QuantMethod::Gptq(_) | QuantMethod::Awq => "qweight",
+        };
+        let name = entry
+            .tensors
+            .get(main)
+            .ok_or_else(|| CheckpointError::TensorNotFound {
+                tensor: format!("{}.{main}", entry.module),
+            })?;
+        let meta = self
+            .shards
+            .meta(name)
+            .ok_or_else(|| CheckpointError::TensorNotFound {
+                tensor: name.clone(),
+            })?;
+        let [a, b] = meta.shape[..] else {
+            return Err(CheckpointError::Rank {
+                shard: self.shards.shard_name(name),
+                tensor: name.clone(),
+                expected: "a rank-2 packed weight".into(),
+                got: meta.shape.clone(),
+            });
+        };
+        Ok(match entry.method {
+            // [N, K/8]
+            QuantMethod::CompressedTensors => (a, 8 * b),
+            // [K/8, N]
+            QuantMethod::Gptq(_) => (b, 8 * a),
+            // [K, N/8]
+            QuantMethod::Awq => (8 * b, a),
+        })
     }
 
     /// Copies and checks one linear's tensors.

@@ -25,6 +25,9 @@ pub struct OracleEntry {
     pub x: Option<Activations>,
     /// `[M, N]` bits in the activation dtype (M from `x`).
     pub y: Option<Vec<u16>>,
+    /// `[N, K]` bits: what was quantized, before the producer packed it, where the fixture
+    /// script records it (a producer with a packing defect reads back something else).
+    pub intended: Option<Vec<u16>>,
 }
 
 impl Oracle {
@@ -92,6 +95,12 @@ impl Oracle {
             Some(x) => self.half(&format!("{module}.y"), &[x.m, n], dtype)?,
             None => None,
         };
-        Ok(OracleEntry { dequantized, x, y })
+        let intended = self.half(&format!("{module}.intended_dequantized"), &[n, k], dtype)?;
+        Ok(OracleEntry {
+            dequantized,
+            x,
+            y,
+            intended,
+        })
     }
 }

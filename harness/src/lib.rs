@@ -7,6 +7,7 @@ pub mod codeobject;
 pub mod config;
 pub mod device;
 pub mod launch;
+pub mod model_check;
 pub mod mutants;
 pub mod perf;
 pub mod require;

@@ -1,6 +1,9 @@
 //! The `w4a16` command line: `run` (the main job), `select`, `cases`, `repro`, `bench`,
 //! `perf` (speed against per-target goldens), `mutants` (the harness's own mutation score).
 
+#[path = "w4a16/check_model.rs"]
+mod check_model;
+
 use clap::{Parser, Subcommand};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -191,6 +194,12 @@ enum Command {
     /// control measured beside it (the copy ceiling for M <= 5, the vendor BLAS above), and
     /// against a control build case by case. Exit 1 when a case fails.
     Perf(PerfArgs),
+    /// Check a quantized Hugging Face model directory layer by layer: each quantized linear
+    /// (and each fused q|k|v, gate|up projection) read from its shards, checked against its
+    /// producer's own semantics, selected, validated and run through the selected kernels and
+    /// the fallback at each batch size. Without a GPU the format, selection and contract
+    /// checks still run. Exit 1 on any refusal or failure.
+    CheckModel(check_model::CheckModelArgs),
     /// Internal: the fault-isolated GPU worker (case ids on stdin, framed verdicts on stdout).
     #[command(hide = true)]
     Worker {
@@ -332,6 +341,7 @@ fn parse_config_target(s: &str) -> Result<Option<Target>, String> {
 
 fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
     match cli.command {
+        Command::CheckModel(args) => check_model::check_model(args, cli.cases, config),
         Command::Worker {
             target,
             kernel_config_json,

@@ -41,6 +41,10 @@ pub struct ModelDescription {
     pub file: PathBuf,
     /// Transformer blocks; each holds every linear of `linears` once.
     pub layers: u64,
+    /// Blocks whose attention keeps a KV cache (every block, unless a hybrid model's
+    /// linear-attention blocks keep none, or a checkpoint lists its linears once for the whole
+    /// model with `layers = 1`).
+    pub kv_layers: u64,
     pub dtype: ActDtype,
     pub symmetry: Symmetry,
     pub kv_heads: u64,
@@ -56,6 +60,7 @@ pub struct ModelDescription {
 struct Raw {
     name: String,
     layers: Positive,
+    kv_layers: Option<Positive>,
     dtype: ActDtype,
     symmetry: Symmetry,
     group: Positive,
@@ -126,6 +131,7 @@ impl ModelDescription {
             name: raw.name,
             file: path.to_path_buf(),
             layers: raw.layers.0 as u64,
+            kv_layers: raw.kv_layers.map_or(raw.layers.0, |p| p.0) as u64,
             dtype: raw.dtype,
             symmetry: raw.symmetry,
             kv_heads: raw.kv_heads.0 as u64,
@@ -136,9 +142,9 @@ impl ModelDescription {
         })
     }
 
-    /// KV cache for one request of `max_model_len` tokens: 2 × layers × kv_heads × head_dim ×
-    /// max_model_len × kv bytes.
+    /// KV cache for one request of `max_model_len` tokens: 2 × kv layers × kv_heads × head_dim
+    /// × max_model_len × kv bytes.
     pub fn kv_bytes(&self, max_model_len: u64) -> u64 {
-        2 * self.layers * self.kv_heads * self.head_dim * max_model_len * self.kv_dtype.bytes()
+        2 * self.kv_layers * self.kv_heads * self.head_dim * max_model_len * self.kv_dtype.bytes()
     }
 }

@@ -106,6 +106,15 @@ pub enum Check {
     Session,
     /// The worker was handed a case id that is not in the case set.
     Case,
+    /// A checkpoint's layer as its files hold it (`checkpoint`): detected, read and checked for
+    /// known producer defects before any conversion; a refusal names the shard and tensor.
+    Checkpoint,
+    /// The producer library's own reading of a checkpoint (its dequantized weights and its
+    /// output on the recorded activations) against ours (`oracle`).
+    Oracle,
+    /// An engine's fused projection (q|k|v, gate|up) built from its parts (`fused-projection`):
+    /// the parts must agree in group size, dtype and symmetry to be fused.
+    FusedProjection,
 }
 
 impl Check {
@@ -122,7 +131,7 @@ impl Check {
         }
     }
 
-    const PLAIN: [(Check, &'static str); 9] = [
+    const PLAIN: [(Check, &'static str); 12] = [
         (Check::Carrier, "carrier"),
         (Check::CarrierStrideTrap, "carrier-stride-trap"),
         (Check::Data, "data"),
@@ -132,6 +141,9 @@ impl Check {
         (Check::Device, "device"),
         (Check::Session, "session"),
         (Check::Case, "case"),
+        (Check::Checkpoint, "checkpoint"),
+        (Check::Oracle, "oracle"),
+        (Check::FusedProjection, "fused-projection"),
     ];
 }
 
@@ -165,7 +177,7 @@ impl fmt::Display for Check {
 /// A check name that no [`Check`] displays as.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "no check is named {0:?} (expected a kernel path such as `skinny` or `dequant+dense`, `selection[:<path>]`, `convert:<producer>`, `determinism:<kernel>`, `padding:<kernel>`, `second-opinion:<kernel>`, `sanitize:<tool>[:<kernel>|:summary]`, or one of carrier, carrier-stride-trap, data, reference, exhaustive, loader, device, session, case)"
+    "no check is named {0:?} (expected a kernel path such as `skinny` or `dequant+dense`, `selection[:<path>]`, `convert:<producer>`, `determinism:<kernel>`, `padding:<kernel>`, `second-opinion:<kernel>`, `sanitize:<tool>[:<kernel>|:summary]`, or one of carrier, carrier-stride-trap, data, reference, exhaustive, loader, device, session, case, checkpoint, oracle, fused-projection)"
 )]
 pub struct UnknownCheck(pub String);
 
@@ -343,6 +355,9 @@ mod tests {
             (Check::Device, "device"),
             (Check::Session, "session"),
             (Check::Case, "case"),
+            (Check::Checkpoint, "checkpoint"),
+            (Check::Oracle, "oracle"),
+            (Check::FusedProjection, "fused-projection"),
         ];
         for (check, name) in cases {
             assert_eq!(check.to_string(), name);

@@ -42,6 +42,40 @@ pub enum Mode {
     Differential,
     /// The path the selection picks, as the engine would run it (the field matrix).
     Selected,
+    /// The selected path and the fallback beside it, each against the reference, and the
+    /// selected path against the fallback (`w4a16 check-model`: a real layer gets the engine's
+    /// path and the universal second opinion).
+    SelectedWithFallback,
+}
+
+/// A layer that exists before its case: a real checkpoint's linear (`w4a16 check-model`). The
+/// case then checks the checkpoint's own reading against the converter instead of a generated
+/// layer, and runs on these activations where they are given.
+#[derive(Clone, Debug)]
+pub struct GivenLayer {
+    pub checkpoint: std::sync::Arc<dyn w4a16_reference::formats::Checkpoint>,
+    /// Recorded activations `[R, K]`: a case of batch M takes the first M rows, repeated in
+    /// order when M > R. `None`: seeded activations from the case id.
+    pub activations: Option<Activations>,
+}
+
+impl GivenLayer {
+    /// X for a batch of `m` rows from the recorded activations (`None` when there are none).
+    pub fn activations_for(&self, m: usize) -> Option<Activations> {
+        let a = self.activations.as_ref().filter(|a| a.m > 0)?;
+        let mut data = Vec::with_capacity(m * a.k);
+        for row in 0..m {
+            let r = row % a.m;
+            data.extend_from_slice(&a.data[r * a.row_stride..r * a.row_stride + a.k]);
+        }
+        Some(Activations {
+            m,
+            k: a.k,
+            row_stride: a.k,
+            dtype: a.dtype,
+            data,
+        })
+    }
 }
 
 /// Everything a case needs besides itself.
@@ -75,6 +109,30 @@ impl RunContext<'_> {
             execution: self.execution,
         }
     }
+
+    /// The same context with no device: GPU-bound checks skip with `why`.
+    pub fn without_device(&self, why: Skip) -> RunContext<'_> {
+        RunContext {
+            target: self.target,
+            execution: self.execution,
+            device: None,
+            no_device: Some(why),
+            config: self.config,
+            c_target: self.c_target,
+            known_bad: self.known_bad,
+            today: self.today,
+            artifacts: self.artifacts.clone(),
+            full_reference_macs: self.full_reference_macs,
+            sample_flops: self.sample_flops,
+        }
+    }
+}
+
+/// Drops this thread's prepared layer: a caller that knows no later case reuses it (a model
+/// check moving to its next layer) keeps the resident set at one layer.
+pub fn forget_prepared_layer() {
+    LAST_PREPARED.with(|slot| slot.borrow_mut().take());
+    super::moe::forget_prepared_experts();
 }
 
 /// The command that reruns exactly one case (DESIGN rule 9).
@@ -97,10 +155,52 @@ pub fn run_case(case: &Case, mode: Mode, ctx: &RunContext<'_>) -> Vec<Verdict> {
 
 /// As [`run_case`], with the time each phase of the case took.
 pub fn run_case_timed(case: &Case, mode: Mode, ctx: &RunContext<'_>) -> (Vec<Verdict>, PhaseTimes) {
+    run_timed(case, mode, ctx, None)
+}
+
+/// As [`run_case_timed`] for a MoE case whose experts are `experts` (a checkpoint's MoE layer,
+/// stacked as the moe kernel reads them); `case.moe` must be set.
+pub fn run_given_moe_case_timed(
+    case: &Case,
+    experts: &w4a16_reference::moe::MoeLayer,
+    ctx: &RunContext<'_>,
+) -> (Vec<Verdict>, PhaseTimes) {
+    let Some(routing) = case.moe else {
+        let v = Verdict::new(&case.id, Check::Case, Outcome::Fail)
+            .detail("a case with given experts needs its MoE routing");
+        return (vec![v], PhaseTimes::default());
+    };
     let start = Instant::now();
-    let (mut out, mut times) = match case.moe {
-        Some(routing) => super::moe::run_moe_case(case, routing, ctx),
-        None => CaseRun::new(case, mode, ctx).run(),
+    let (out, mut times) = super::moe::run_moe_case(case, routing, ctx, Some(experts));
+    times.cases = 1;
+    times.slowest_case_s = start.elapsed().as_secs_f64();
+    (out, times)
+}
+
+/// As [`run_case_timed`] for a case whose layer is `given` (a dense linear of a checkpoint).
+pub fn run_given_case_timed(
+    case: &Case,
+    given: &GivenLayer,
+    mode: Mode,
+    ctx: &RunContext<'_>,
+) -> (Vec<Verdict>, PhaseTimes) {
+    run_timed(case, mode, ctx, Some(given))
+}
+
+fn run_timed(
+    case: &Case,
+    mode: Mode,
+    ctx: &RunContext<'_>,
+    given: Option<&GivenLayer>,
+) -> (Vec<Verdict>, PhaseTimes) {
+    let start = Instant::now();
+    let (mut out, mut times) = match (case.moe, given) {
+        (Some(routing), _) => super::moe::run_moe_case(case, routing, ctx, None),
+        (None, given) => {
+            let mut run = CaseRun::new(case, mode, ctx);
+            run.given = given;
+            run.run()
+        }
     };
     if let Some(kb) =
         cases::known_bad::known_bad_for(ctx.known_bad, &case.id, &ctx.run_target().name())
@@ -176,6 +276,8 @@ struct CaseRun<'c, 'a> {
     /// The asymmetric carrier of a carrier case's layer, once built (`None` for every other
     /// case, and where the layer has none).
     carrier: Option<Carrier>,
+    /// The case's layer when it comes from a checkpoint rather than from seeded data.
+    given: Option<&'c GivenLayer>,
 }
 
 impl<'c, 'a> CaseRun<'c, 'a> {
@@ -188,6 +290,7 @@ impl<'c, 'a> CaseRun<'c, 'a> {
             references: Vec::new(),
             times: PhaseTimes::default(),
             carrier: None,
+            given: None,
         }
     }
 
@@ -237,9 +340,11 @@ impl<'c, 'a> CaseRun<'c, 'a> {
     fn run(mut self) -> (Vec<Verdict>, PhaseTimes) {
         let case = self.case;
         // A layer the resident layout cannot hold (selection-boundary cases) has no checkpoint
-        // to build: only the selection's refusal is checked.
-        if !case.is_buildable()
-            || (self.ctx.device.is_none() && case.shape.n * case.shape.k > CPU_ONLY_DATA_LIMIT)
+        // to build: only the selection's refusal is checked. A given checkpoint always exists:
+        // its converter decides, on its real tensors, whatever the size.
+        if self.given.is_none()
+            && (!case.is_buildable()
+                || (self.ctx.device.is_none() && case.shape.n * case.shape.k > CPU_ONLY_DATA_LIMIT))
         {
             self.select_statically();
             return (self.verdicts, self.times);
@@ -249,7 +354,9 @@ impl<'c, 'a> CaseRun<'c, 'a> {
             return (self.verdicts, self.times);
         };
         let seed = data::case_seed(&case.id);
+        let recorded = self.given.and_then(|g| g.activations_for(spec.m));
         let x = self.times.time(Phase::Data, || match self.ctx.device {
+            Some(_) if recorded.is_some() => Ok(recorded.expect("checked")),
             Some(_) => data::generate_activations(seed, &spec),
             // Without a device X only meets the static contract checks, which read its shape:
             // its values would feed nothing.
@@ -302,21 +409,48 @@ impl<'c, 'a> CaseRun<'c, 'a> {
             None => {
                 // Drop the previous layer before building the next: large layers are GB-sized.
                 LAST_PREPARED.with(|slot| slot.borrow_mut().take());
-                let layer_seed = data::case_seed(&key.layer);
-                let layer = self
-                    .times
-                    .time(Phase::Data, || data::generate_layer(layer_seed, spec));
-                let layer = match layer {
-                    Ok(l) => l,
-                    Err(e) => {
-                        self.push(Check::Data, Outcome::Fail, e.to_string());
-                        return None;
+                let first = self.verdicts.len();
+                let (layer, resident) = match self.given {
+                    Some(given) => {
+                        let start = Instant::now();
+                        let own = given.checkpoint.decode_own_semantics();
+                        let out = match own {
+                            Ok(layer) => {
+                                let resident =
+                                    self.check_conversion(given.checkpoint.as_ref(), &layer);
+                                (layer, resident)
+                            }
+                            Err(e) => {
+                                let check = Check::Convert(producer_of(self.case));
+                                self.push(
+                                    check,
+                                    Outcome::Fail,
+                                    format!("own reading refused: {e}"),
+                                );
+                                return None;
+                            }
+                        };
+                        self.times.add(Phase::Convert, start.elapsed());
+                        out
+                    }
+                    None => {
+                        let layer_seed = data::case_seed(&key.layer);
+                        let layer = self
+                            .times
+                            .time(Phase::Data, || data::generate_layer(layer_seed, spec));
+                        let layer = match layer {
+                            Ok(l) => l,
+                            Err(e) => {
+                                self.push(Check::Data, Outcome::Fail, e.to_string());
+                                return None;
+                            }
+                        };
+                        let start = Instant::now();
+                        let resident = self.convert(&layer);
+                        self.times.add(Phase::Convert, start.elapsed());
+                        (layer, resident)
                     }
                 };
-                let first = self.verdicts.len();
-                let start = Instant::now();
-                let resident = self.convert(&layer);
-                self.times.add(Phase::Convert, start.elapsed());
                 let convert_verdicts = self.verdicts[first..].to_vec();
                 let p = Rc::new(PreparedLayer {
                     key,
@@ -377,20 +511,32 @@ impl<'c, 'a> CaseRun<'c, 'a> {
             }
         };
         match ckpt.decode_own_semantics() {
-            Ok(own) if own == *logical => {}
+            Ok(own) if own == *logical => self.check_conversion(ckpt.as_ref(), logical),
             Ok(_) => {
                 self.push(
                     check(),
                     Outcome::Fail,
                     "the checkpoint's own reading differs from the layer it was built from",
                 );
-                return None;
+                None
             }
             Err(e) => {
                 self.push(check(), Outcome::Fail, format!("own reading refused: {e}"));
-                return None;
+                None
             }
         }
+    }
+
+    /// The converter on `ckpt`, whose own reading is `logical`: the resident layout it writes
+    /// must read back as that reading (the `convert:<producer>` verdict).
+    fn check_conversion(
+        &mut self,
+        ckpt: &dyn w4a16_reference::formats::Checkpoint,
+        logical: &QuantizedLayer,
+    ) -> Option<ResidentLayer> {
+        let case = self.case;
+        let producer = producer_of(case);
+        let check = || Check::Convert(producer);
         let target = LoadTarget {
             n: case.shape.n,
             k: case.shape.k,
@@ -489,7 +635,7 @@ impl<'c, 'a> CaseRun<'c, 'a> {
                 self.push_contract(check, Outcome::Refused, r, |c| {
                     format!("refuses this {view} view as declared: {c}")
                 });
-                if self.mode == Mode::Selected {
+                if self.mode != Mode::Differential {
                     return;
                 }
             }
@@ -512,6 +658,15 @@ impl<'c, 'a> CaseRun<'c, 'a> {
 
         let paths: Vec<Vec<KernelId>> = match self.mode {
             Mode::Selected => vec![sel.path.clone()],
+            Mode::SelectedWithFallback => {
+                let mut p = vec![sel.path.clone()];
+                if sel.path != [KernelId::Fallback]
+                    && self.takes_case_layout(&[KernelId::Fallback], x, resident)
+                {
+                    p.push(vec![KernelId::Fallback]);
+                }
+                p
+            }
             Mode::Differential => {
                 let mut p = Vec::new();
                 for k in [KernelId::Skinny, KernelId::Fused, KernelId::Fallback] {
@@ -543,11 +698,15 @@ impl<'c, 'a> CaseRun<'c, 'a> {
             };
             if p == [KernelId::Fallback] {
                 fallback_out = Some(out);
-            } else if p.len() == 1 {
-                fast_outs.push((p[0], out));
+            } else if p.len() == 1 || self.mode == Mode::SelectedWithFallback {
+                // A selected multi-kernel path (dequant+dense) is judged by its last kernel's
+                // recipe, as its own check is.
+                fast_outs.push((*p.last().expect("non-empty path"), out));
             }
         }
-        if let (Mode::Differential, Some(fb)) = (self.mode, fallback_out) {
+        if let (Mode::Differential | Mode::SelectedWithFallback, Some(fb)) =
+            (self.mode, fallback_out)
+        {
             let start = Instant::now();
             for (k, out) in fast_outs {
                 self.second_opinion(k, &out, &fb, x, logical);

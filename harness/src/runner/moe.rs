@@ -55,12 +55,19 @@ thread_local! {
     static LAST_EXPERTS: RefCell<Option<Rc<PreparedExperts>>> = const { RefCell::new(None) };
 }
 
+/// Drops this thread's prepared experts (see [`super::execute::forget_prepared_layer`]).
+pub(crate) fn forget_prepared_experts() {
+    LAST_EXPERTS.with(|slot| slot.borrow_mut().take());
+}
+
 struct MoeRun<'c, 'a> {
     case: &'c Case,
     routing: MoeRouting,
     ctx: &'c RunContext<'a>,
     verdicts: Vec<Verdict>,
     times: PhaseTimes,
+    /// The experts when they come from a checkpoint (`w4a16 check-model`), not from seeds.
+    given: Option<&'c MoeLayer>,
 }
 
 /// Runs one MoE case (`case.moe` is `routing`).
@@ -68,6 +75,7 @@ pub(crate) fn run_moe_case(
     case: &Case,
     routing: MoeRouting,
     ctx: &RunContext<'_>,
+    given: Option<&MoeLayer>,
 ) -> (Vec<Verdict>, PhaseTimes) {
     let mut run = MoeRun {
         case,
@@ -75,6 +83,7 @@ pub(crate) fn run_moe_case(
         ctx,
         verdicts: Vec::new(),
         times: PhaseTimes::default(),
+        given,
     };
     run.run();
     (run.verdicts, run.times)
@@ -300,8 +309,11 @@ impl MoeRun<'_, '_> {
         }
         LAST_EXPERTS.with(|slot| slot.borrow_mut().take());
         let start = Instant::now();
-        let built = MoeLayer::generate(data::case_seed(&key), spec)
-            .and_then(|layer| layer.stack(padding).map(|stacked| (layer, stacked)));
+        let built = match self.given {
+            Some(layer) => layer.stack(padding).map(|stacked| (layer.clone(), stacked)),
+            None => MoeLayer::generate(data::case_seed(&key), spec)
+                .and_then(|layer| layer.stack(padding).map(|stacked| (layer, stacked))),
+        };
         self.times.add(Phase::Data, start.elapsed());
         match built {
             Ok((layer, stacked)) => {
