@@ -302,3 +302,49 @@ fn a_filter_checks_only_the_matching_layers() {
         check.layers.iter().map(|l| &l.module).collect::<Vec<_>>()
     );
 }
+
+#[test]
+fn recorded_activations_feed_every_layer_and_a_wrong_file_is_refused_naming_it() {
+    // The oracle file's recorded inputs (`<module>.x`, [5, K]) serve as activations; the fused
+    // projections take their first part's input.
+    let dir = fixture("ct-sym-g128-f16");
+    let opts = CheckModelOptions {
+        activations: Some(dir.join("w4a16-oracle.safetensors")),
+        ..CheckModelOptions::default()
+    };
+    let check = run(&dir, &opts).unwrap();
+    assert!(!check.failed(), "{}", report(&check));
+    for l in check
+        .layers
+        .iter()
+        .filter(|l| l.kind != LayerKind::FusedPart)
+    {
+        assert!(
+            l.notes.iter().any(|n| n == "recorded activations: 5 rows"),
+            "{}: {:?}",
+            l.module,
+            l.notes
+        );
+    }
+    // A bf16 model's inputs for an fp16 model: refused, naming the file and the tensor.
+    let wrong = fixture("ct-asym-g32-bf16-oddn").join("w4a16-oracle.safetensors");
+    let opts = CheckModelOptions {
+        activations: Some(wrong),
+        ..CheckModelOptions::default()
+    };
+    let check = run(&dir, &opts).unwrap();
+    assert!(check.failed());
+    let refused: Vec<_> = check
+        .verdicts
+        .iter()
+        .filter(|v| v.check == Check::Data && v.outcome == Outcome::Fail)
+        .collect();
+    assert!(!refused.is_empty());
+    for v in refused {
+        assert!(
+            v.detail.contains("w4a16-oracle.safetensors") && v.detail.contains(".x"),
+            "{}",
+            v.detail
+        );
+    }
+}

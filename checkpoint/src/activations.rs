@@ -1,5 +1,6 @@
 //! Real activations for `--activations FILE`: a safetensors file with one tensor per module,
-//! named `<module>` or `<module>.input`, shape `[M, K]` (or `[K]`, M = 1), in the model's dtype.
+//! named `<module>`, `<module>.input` or `<module>.x` (so an oracle file's recorded inputs serve
+//! too), shape `[M, K]` (or `[K]`, M = 1), in the model's dtype.
 //! A fused group takes its first part's input (the parts share it).
 
 use crate::detect::FusedGroup;
@@ -27,9 +28,13 @@ impl ActivationsFile {
 
     /// The tensor name holding `module`'s input, if the file has one.
     pub fn tensor_name(&self, module: &str) -> Option<String> {
-        [module.to_string(), format!("{module}.input")]
-            .into_iter()
-            .find(|n| self.file.contains(n))
+        [
+            module.to_string(),
+            format!("{module}.input"),
+            format!("{module}.x"),
+        ]
+        .into_iter()
+        .find(|n| self.file.contains(n))
     }
 
     /// `module`'s input as `[M, K]` activations, or `None` when the file has none for it.

@@ -505,6 +505,7 @@ impl Run<'_, '_> {
             let shape = record.shape.expect("set by checkpoint_verdict");
             let layer = LaunchLayer {
                 module: entry.module.clone(),
+                input_of: entry.module.clone(),
                 shape,
                 dtype: loaded.target.dtype,
                 symmetry: record.symmetry.expect("set"),
@@ -605,6 +606,7 @@ impl Run<'_, '_> {
         }
         let layer = LaunchLayer {
             module: name.to_string(),
+            input_of: names[0].to_string(),
             shape,
             dtype: target.dtype,
             symmetry,
@@ -854,7 +856,7 @@ impl Run<'_, '_> {
         record: &mut LayerRecord,
     ) -> Option<Activations> {
         let file = self.recorded.as_ref()?;
-        match file.for_module(&layer.module, layer.shape.k, layer.dtype) {
+        match file.for_module(&layer.input_of, layer.shape.k, layer.dtype) {
             Ok(Some(a)) => {
                 record
                     .notes
@@ -864,7 +866,7 @@ impl Run<'_, '_> {
             Ok(None) => {
                 record.notes.push(format!(
                     "no recorded activations for {} in {}: seeded activations",
-                    layer.module,
+                    layer.input_of,
                     file.path().display()
                 ));
                 None
@@ -973,6 +975,8 @@ fn symmetry(loaded: &LoadedLinear) -> Symmetry {
 /// A layer as it is launched: a linear or a fused projection.
 struct LaunchLayer {
     module: String,
+    /// The module whose recorded input this layer takes (a fused projection's first part).
+    input_of: String,
     shape: LayerShape,
     dtype: ActDtype,
     symmetry: Symmetry,

@@ -16,6 +16,15 @@ pub enum StoredDtype {
 }
 
 impl StoredDtype {
+    /// Bytes per element as stored.
+    pub fn size_bytes(self) -> usize {
+        match self {
+            StoredDtype::F16 | StoredDtype::Bf16 => 2,
+            StoredDtype::I32 | StoredDtype::U32 | StoredDtype::F32 => 4,
+            StoredDtype::I64 => 8,
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             StoredDtype::I32 => "i32",
