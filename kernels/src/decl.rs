@@ -92,7 +92,8 @@ pub enum TensorRole {
     Weights,
     /// `[N, K/G]`, activation dtype.
     Scales,
-    /// Packed `[N/8, K/G]` u32; null for symmetric layers.
+    /// Packed `[N/8, K/G]` u32 (`[ceil(N/8), K/G]` for N % 8 != 0, where the contract allows
+    /// it); null for symmetric layers.
     Zeros,
     /// `[N]`, activation dtype; null when absent.
     Bias,

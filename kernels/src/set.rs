@@ -48,7 +48,8 @@ const fn int(name: &'static str, s: ScalarArg) -> ArgDecl {
 
 /// `skinny`, `fused` and `fallback` share one GEMM signature:
 /// `(x, w, scales, zeros?, bias?, y, m, n, k, group, x_row_stride, w_row_stride_bytes,
-///   scale_row_stride, y_row_stride)`; zero points are contiguous `[N/8, K/G]`.
+///   scale_row_stride, y_row_stride)`; zero points are contiguous `[N/8, K/G]` (the fallback
+///   also takes `[ceil(N/8), K/G]`, `ContractDecl::packed_zero_points_any_n`).
 pub static GEMM_ARGS: [ArgDecl; 14] = [
     ptr("x", TensorRole::X),
     ptr("w", TensorRole::Weights),
