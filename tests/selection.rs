@@ -150,22 +150,29 @@ fn k_not_a_multiple_of_16_is_named_by_every_kernel() {
     }
 }
 
+/// The hybrid refuses asymmetric N % 8 != 0 (SPEC §5); the fallback takes it, reading the
+/// partial last zero-point word of `[ceil(N/8), K/G]` row by row.
 #[test]
-fn asymmetric_n_not_a_multiple_of_8_is_refused_by_every_kernel() {
-    let sel = select::select(
-        Target::Gfx1151,
-        &req(204, 1024, 128, 1, Symmetry::Asym),
-        &DISABLE,
-    );
-    assert_eq!(sel.layer_kernel, None);
-    assert!(sel.path.is_empty());
-    for k in LayerKernel::PRIORITY {
-        assert!(
+fn asymmetric_n_not_a_multiple_of_8_goes_to_the_fallback() {
+    for m in [1, 6, 256] {
+        let sel = select::select(
+            Target::Gfx1151,
+            &req(204, 1024, 128, m, Symmetry::Asym),
+            &ENABLE,
+        );
+        assert_eq!(sel.layer_kernel, Some(LayerKernel::Fallback), "M = {m}");
+        assert_eq!(sel.path, vec![KernelId::Fallback]);
+        assert_eq!(
             sel.rejections
                 .iter()
-                .any(|r| r.kernel == k && r.reason.contains("N = 204 must be divisible by 8")),
-            "{k}"
+                .map(|r| (r.kernel, r.reason.as_str()))
+                .collect::<Vec<_>>(),
+            vec![(
+                LayerKernel::Hybrid,
+                "asymmetric zero points are packed 8 per u32 along N: N = 204 must be divisible by 8"
+            )]
         );
+        assert!(select::cross_check(&sel, &DeclaredContracts).is_ok());
     }
     // The same N is fine without zero points.
     let sym = select::select(

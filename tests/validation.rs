@@ -201,9 +201,53 @@ fn packed_zero_points_need_n_a_multiple_of_8() {
         &x(1, 1024, ActDtype::F16),
         &YSpec::dense(1, 100, ActDtype::F16),
     );
+    // The fast kernels read zero points in whole words per tile.
+    for kernel in [KernelId::Skinny, KernelId::Fused] {
+        let e = refuse(kernel, &li);
+        assert_eq!(e, ContractError::NNotMultipleOf8 { n: 100 });
+        assert_msg(&e, &["N = 100", "multiple of 8", "packed"]);
+    }
+}
+
+/// The fallback takes a partial last word (compressed-tensors' `[ceil(N/8), K/G]`), and refuses
+/// `[N/8, K/G]` rounded down, naming the ceil formula.
+#[test]
+fn the_fallback_takes_ceil_n_over_8_zero_point_rows() {
+    let lay = layer(100, 1024, 128, ActDtype::F16, ASYM);
+    let li = LaunchInputs::gemm(
+        &lay,
+        &x(1, 1024, ActDtype::F16),
+        &YSpec::dense(1, 100, ActDtype::F16),
+    );
+    assert_eq!(
+        li.zeros.as_ref().map(|z| z.shape.clone()),
+        Some(vec![13, 8])
+    );
+    validate(decl(KernelId::Fallback), &li).unwrap();
+    let mut short = li.clone();
+    short.zeros = Some(TensorView::matrix(ElemType::U32, 12, 8, 8, 12 * 8 * 4));
+    let e = refuse(KernelId::Fallback, &short);
+    assert!(matches!(e, ContractError::ZeroPointLayout { .. }), "{e:?}");
+    assert_eq!(
+        e.to_string(),
+        "zero points must be i32/u32 packed 8×u4 along dim 0 with shape [ceil(N/8), K/G] = [13, 8]; got u32 [12, 8]"
+    );
+    // The view must be backed by ceil(N/8)·(K/G) words.
+    let mut thin = li.clone();
+    thin.zeros = Some(TensorView::matrix(ElemType::U32, 13, 8, 8, 12 * 8 * 4));
+    let e = refuse(KernelId::Fallback, &thin);
+    assert_msg(&e, &["zero points", "ceil(N/8)·(K/G)·4"]);
+    // The legacy unpacked tensor is still the ABI trap at a ragged N.
+    let mut legacy = layer(100, 1024, 128, ActDtype::F16, ASYM);
+    legacy_zeros(&mut legacy);
+    let li = LaunchInputs::gemm(
+        &legacy,
+        &x(1, 1024, ActDtype::F16),
+        &YSpec::dense(1, 100, ActDtype::F16),
+    );
     let e = refuse(KernelId::Fallback, &li);
-    assert_eq!(e, ContractError::NNotMultipleOf8 { n: 100 });
-    assert_msg(&e, &["N = 100", "multiple of 8", "packed"]);
+    assert!(matches!(e, ContractError::ZeroPointLayout { .. }), "{e:?}");
+    assert_msg(&e, &["[ceil(N/8), K/G] = [13, 8]", "got f16 [100, 8]"]);
 }
 
 // ---- dtypes --------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ use w4a16_kernels::decl::{ContractDecl, GroupRule, LaunchShape, RowLayoutRule};
 use w4a16_kernels::{ArgKind, KernelDecl, KernelId, ScalarArg, TensorRole, Tile};
 
 use crate::tensor::{ElemType, LaunchInputs, MoeRouting, TensorView, fmt_shape};
+use w4a16_reference::formats::{packed_zero_point_formula, packed_zero_point_rows};
 use w4a16_reference::layer::Symmetry;
 
 /// A launch the kernel's contract refuses. Each message names the tensor (or size), what the
@@ -422,6 +423,7 @@ pub fn validate(
     if zeros_declared
         && inputs.zeros.is_some()
         && c.packed_zero_points
+        && !c.packed_zero_points_any_n
         && !inputs.n.is_multiple_of(8)
     {
         return Err(ContractError::NNotMultipleOf8 { n: inputs.n });
@@ -738,12 +740,14 @@ fn check_tensor(
         }
         TensorRole::Zeros => {
             if c.packed_zero_points {
-                let expected = vec![li.n / 8, groups];
+                // `[ceil(N/8), K/G]`: a partial last word when N % 8 != 0 (kernels that cannot
+                // take one were refused above); `[N/8, K/G]`, as always, otherwise.
+                let expected = vec![packed_zero_point_rows(li.n), groups];
                 let packed_dtype = matches!(v.elem, ElemType::U32 | ElemType::I32);
                 if !packed_dtype || v.shape != expected {
                     return Err(ContractError::ZeroPointLayout {
                         dim: 0,
-                        formula: "[N/8, K/G]",
+                        formula: packed_zero_point_formula(li.n),
                         expected,
                         got: v.describe(),
                     });
@@ -756,7 +760,12 @@ fn check_tensor(
                         got: v.strides.clone(),
                     });
                 }
-                bytes(tensor, v, "(N/8)·(K/G)·4")?;
+                let formula = if li.n.is_multiple_of(8) {
+                    "(N/8)·(K/G)·4"
+                } else {
+                    "ceil(N/8)·(K/G)·4"
+                };
+                bytes(tensor, v, formula)?;
             } else {
                 matrix(tensor, v, act, li.n, groups, "[N, K/G]")?;
                 row_stride(tensor, v, "K/G", groups, "elements")?;

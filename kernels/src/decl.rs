@@ -92,7 +92,8 @@ pub enum TensorRole {
     Weights,
     /// `[N, K/G]`, activation dtype.
     Scales,
-    /// Packed `[N/8, K/G]` u32; null for symmetric layers.
+    /// Packed `[N/8, K/G]` u32 (`[ceil(N/8), K/G]` for N % 8 != 0, where the contract allows
+    /// it); null for symmetric layers.
     Zeros,
     /// `[N]`, activation dtype; null when absent.
     Bias,
@@ -259,6 +260,11 @@ pub struct ContractDecl {
     pub weight_row_align_bytes: usize,
     /// Zero points must be packed u32 `[N/8, K/G]` (all kernels of the set).
     pub packed_zero_points: bool,
+    /// Packed zero points may have a partial last word: N % 8 != 0, `[ceil(N/8), K/G]` (how
+    /// compressed-tensors stores them). Only a kernel that reads row n's zero point from word
+    /// `(n/8)·(K/G) + g` for n < N alone, whatever its tiles, declares this; the others refuse
+    /// N % 8 != 0 when zero points are packed.
+    pub packed_zero_points_any_n: bool,
     /// Device pointers of every tensor but X and Y must be aligned to this many bytes.
     pub pointer_align_bytes: usize,
     /// Row layouts of X the kernel accepts (`None`: it takes no X).

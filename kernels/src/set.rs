@@ -48,7 +48,8 @@ const fn int(name: &'static str, s: ScalarArg) -> ArgDecl {
 
 /// `skinny`, `fused` and `fallback` share one GEMM signature:
 /// `(x, w, scales, zeros?, bias?, y, m, n, k, group, x_row_stride, w_row_stride_bytes,
-///   scale_row_stride, y_row_stride)`; zero points are contiguous `[N/8, K/G]`.
+///   scale_row_stride, y_row_stride)`; zero points are contiguous `[N/8, K/G]` (the fallback
+///   also takes `[ceil(N/8), K/G]`, `ContractDecl::packed_zero_points_any_n`).
 pub static GEMM_ARGS: [ArgDecl; 14] = [
     ptr("x", TensorRole::X),
     ptr("w", TensorRole::Weights),
@@ -431,6 +432,7 @@ pub static SKINNY: KernelDecl = KernelDecl {
         k_multiple: 16,
         weight_row_align_bytes: 16,
         packed_zero_points: true,
+        packed_zero_points_any_n: false,
         pointer_align_bytes: 16,
         // X: 16- and 8-byte loads only where `x_vec16` / `x_vec8` found the base and the row
         // stride aligned at run time, element loads otherwise. Y: one 2-byte store per element.
@@ -455,6 +457,7 @@ pub static FUSED: KernelDecl = KernelDecl {
         k_multiple: 16,
         weight_row_align_bytes: 16,
         packed_zero_points: true,
+        packed_zero_points_any_n: false,
         pointer_align_bytes: 16,
         // X: 16-byte async copies only where `x_vec` found the base 16-byte aligned and the row
         // stride a multiple of 8 at run time, element loads otherwise. Y: 2-byte stores.
@@ -479,6 +482,7 @@ pub static DEQUANT: KernelDecl = KernelDecl {
         k_multiple: 16,
         weight_row_align_bytes: 4,
         packed_zero_points: true,
+        packed_zero_points_any_n: false,
         pointer_align_bytes: 4,
         x_rows: None,
         y_rows: None,
@@ -501,6 +505,7 @@ pub static DENSE: KernelDecl = KernelDecl {
         k_multiple: 16,
         weight_row_align_bytes: 16,
         packed_zero_points: false,
+        packed_zero_points_any_n: false,
         pointer_align_bytes: 16,
         // cuBLAS `cublasGemmEx` (and rocBLAS/hipBLAS `gemm_ex`) take any leading dimension
         // ≥ the row length and element-aligned pointers; since cuBLAS 11 alignment only
@@ -526,6 +531,9 @@ pub static FALLBACK: KernelDecl = KernelDecl {
         k_multiple: 16,
         weight_row_align_bytes: 4,
         packed_zero_points: true,
+        // fallback.hip reads `zero_point(zeros, col, g, groups)`: word (col/8)·groups + g for
+        // col < N only, so a partial last word of [ceil(N/8), K/G] is all it touches.
+        packed_zero_points_any_n: true,
         pointer_align_bytes: 4,
         // One 2-byte load of X and one 2-byte store of Y per element.
         x_rows: Some(RowLayoutRule::ELEMENT),
@@ -550,6 +558,7 @@ pub static MOE_ALIGN: KernelDecl = KernelDecl {
         k_multiple: 1,
         weight_row_align_bytes: 1,
         packed_zero_points: false,
+        packed_zero_points_any_n: false,
         // i32 tensors read and written one element at a time.
         pointer_align_bytes: 4,
         x_rows: None,
@@ -574,6 +583,7 @@ pub static MOE: KernelDecl = KernelDecl {
         k_multiple: 16,
         weight_row_align_bytes: 16,
         packed_zero_points: true,
+        packed_zero_points_any_n: false,
         pointer_align_bytes: 16,
         // X: as fused (`x_vec` at run time, element loads otherwise). Y (C): 2-byte stores.
         x_rows: Some(RowLayoutRule::ELEMENT),

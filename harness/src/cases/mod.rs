@@ -304,11 +304,16 @@ impl Case {
         }
     }
 
-    /// Whether the resident layout can hold this layer (SPEC §1–2): cases that cannot exist only
-    /// in suites with `allow_unsupported`, and must end as clean refusals.
+    /// Whether the case's producer can write this layer and the resident layout can hold it
+    /// (SPEC §1–2): cases that cannot exist only in suites with `allow_unsupported`, and must end
+    /// as clean refusals. Asymmetric N % 8 != 0 is buildable for the producers that write it
+    /// (compressed-tensors' partial last zero-point word, the legacy unpacked tensor); GPTQ and
+    /// AWQ pack zero points in whole words along N and cannot.
     pub fn is_buildable(&self) -> bool {
         self.shape.k.is_multiple_of(16)
-            && (self.symmetry == Symmetry::Sym || self.shape.n.is_multiple_of(8))
+            && (self.symmetry == Symmetry::Sym
+                || self.shape.n.is_multiple_of(8)
+                || self.producer.writes_zero_points_for_any_n())
             && !self.act_order
     }
 

@@ -217,9 +217,8 @@ pub fn can_implement(kernel: LayerKernel, target: Target, req: &LayerRequest) ->
                     "G = {group} must be a multiple of 8 that divides K = {k}"
                 ));
             }
-            if req.asymmetric() && n % 8 != 0 {
-                why.push(format!("asymmetric zero points are packed 8 per u32 along N: N = {n} must be divisible by 8"));
-            }
+            // Asymmetric N % 8 != 0 is taken: the zero points' partial last word
+            // ([ceil(N/8), K/G]) is read row by row (the contract's `packed_zero_points_any_n`).
             if req.act_order {
                 why.push("act-order (g_idx) is not supported".to_owned());
             }

@@ -54,6 +54,10 @@ pub enum CarrierError {
         expected: Vec<usize>,
         got: Vec<usize>,
     },
+    #[error(
+        "carrier: N = {n} is not a multiple of 8; the carrier is built for fused_carrier, which takes whole zero-point words [N/8, K/G] (a partial last word runs on the fallback)"
+    )]
+    RaggedN { n: usize },
     #[error("carrier: scales are {got}, the layer is {expected}")]
     DtypeMismatch { expected: ActDtype, got: ActDtype },
     #[error(
@@ -214,8 +218,11 @@ fn check_packed(z: &PackedZeroPoints, n: usize, groups: usize) -> Result<(), Car
         expected: vec![n / 8, groups],
         got,
     };
-    if (z.n, z.groups) != (n, groups) || !n.is_multiple_of(8) {
+    if (z.n, z.groups) != (n, groups) {
         return Err(packed(vec![z.n.div_ceil(8), z.groups]));
+    }
+    if !n.is_multiple_of(8) {
+        return Err(CarrierError::RaggedN { n });
     }
     if z.words.len() != n / 8 * groups {
         return Err(CarrierError::TooFewElements {
@@ -294,6 +301,25 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_ragged_n_has_no_carrier_and_says_why() {
+        let layer = QuantizedLayer {
+            shape: LayerShape::new(12, 32, 32),
+            dtype: ActDtype::F16,
+            q: vec![3; 12 * 32],
+            zeros: Some(vec![5; 12]),
+            scales: vec![ActDtype::F16.from_f64(0.5); 12],
+            bias: None,
+        };
+        let r = ResidentLayer::from_logical(&layer, RowPadding::NONE).unwrap();
+        let e = Carrier::from_resident(&r).unwrap_err();
+        assert_eq!(e, CarrierError::RaggedN { n: 12 });
+        assert!(
+            e.to_string().contains("N = 12 is not a multiple of 8"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -45,6 +45,17 @@ impl Producer {
         Producer::ALL.into_iter().find(|p| p.name() == s)
     }
 
+    /// Whether this producer writes asymmetric layers with N % 8 != 0: compressed-tensors (a
+    /// partial last zero-point word, `[ceil(N/8), K/G]`) and the legacy layout (zero points not
+    /// packed). GPTQ and AWQ pack zero points in whole words along N; their
+    /// [`Producer::build`] refuses such a layer with [`LayerError::NNotMultipleOf8`].
+    pub fn writes_zero_points_for_any_n(self) -> bool {
+        matches!(
+            self,
+            Producer::CompressedTensors | Producer::LegacyUnpackedZp
+        )
+    }
+
     /// Writes `layer` as this producer's checkpoint.
     pub fn build(self, layer: &QuantizedLayer) -> Result<Box<dyn Checkpoint>, LayerError> {
         Ok(match self {
