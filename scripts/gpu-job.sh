@@ -4,9 +4,9 @@
 # and its time split), and optionally the benchmark.
 #
 # Usage: scripts/gpu-job.sh [smoke] [fuzz] [suites] [field] [moe] [emulated | emulated:gfxNNNN] [bench]
-#                          [bench-moe] [perf]
+#                          [bench-moe] [perf] [check-models]
 #                          [sanitize | sanitize:TOOL] [mutants]
-#        (default: all but emulated, bench, perf, sanitize and mutants)
+#        (default: smoke fuzz suites field check-models)
 # `emulated` runs every suite (field included) on the emulated AMD targets gfx1100-emu,
 # gfx1151-emu and gfx1201-emu: each target's AMD configuration (selection, tiles, padding, the
 # wave32 ALU skinny engine, its WMMA fragment layout, software bf16, synchronous copies) compiled
@@ -20,6 +20,8 @@
 # W4A16_PERF_TIMEOUT bounds it (seconds, default 570).
 # `mutants` writes the mutation table mutants-sm_90.{md,json} (commit it as bench/) and takes
 # W4A16_MUTANTS_ARGS (e.g. "--only fused-*") and W4A16_MUTANTS_TIMEOUT (seconds, default 570).
+# `check-models` runs `w4a16 check-model` on every committed checkpoint fixture
+# (scripts/check-models.sh) and returns the reports as check-model.tgz.
 # Logs, reports (report-*.json carry the phase timing) and snapshots land in $OUT.
 #
 # `sanitize` runs the suites under compute-sanitizer with exact-size allocations (`run
@@ -34,7 +36,7 @@
 # `sanitize:memcheck` (etc.) runs one tool's share, to split the step across device calls.
 set -uo pipefail
 : "${OUT:?}"
-steps=("$@"); [ ${#steps[@]} -gt 0 ] || steps=(smoke fuzz suites field)
+steps=("$@"); [ ${#steps[@]} -gt 0 ] || steps=(smoke fuzz suites field check-models)
 jobs=$(( $(nproc) - 2 ))
 export W4A16_CASES="$PWD/cases"
 
@@ -75,6 +77,13 @@ for step in "${steps[@]}"; do
   bench) stage/bin/w4a16 bench --json "$OUT/bench.json" | tee "$OUT/bench.md" ;;
   bench-moe) stage/bin/w4a16 bench --moe --json "$OUT/bench-moe.json" | tee "$OUT/bench-moe.md" ;;
   moe) run_suites moe moe ;;
+  check-models)
+    # `w4a16 check-model` on every committed checkpoint (and --strict on the GPTQ overflow ones);
+    # the reports come back as one tarball.
+    start=$(date +%s)
+    OUT="$OUT" scripts/check-models.sh stage/bin/w4a16 | tee "$OUT/check-models.txt"
+    echo "check-models rc=${PIPESTATUS[0]} wall=$(( $(date +%s) - start ))s"
+    (cd "$OUT" && tar czf check-model.tgz check-model && rm -rf check-model) ;;
   perf)
     start=$(date +%s)
     mkdir -p "$OUT/perf"
