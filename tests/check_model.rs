@@ -43,13 +43,21 @@ fn no_gpu() -> Skip {
 }
 
 fn run(dir: &Path, opts: &CheckModelOptions) -> Result<ModelCheck, String> {
+    run_with(dir, opts, KernelConfig::default())
+}
+
+fn run_with(
+    dir: &Path,
+    opts: &CheckModelOptions,
+    config: KernelConfig,
+) -> Result<ModelCheck, String> {
     let target = Target::Gfx1151;
     let ctx = RunContext {
         target,
         execution: Execution::Native,
         device: None,
         no_device: Some(no_gpu()),
-        config: KernelConfig::default(),
+        config,
         c_target: session::c_target(&cases_dir(), target).expect("safety.toml"),
         known_bad: &[],
         today: Date::today_utc(),
@@ -347,4 +355,72 @@ fn recorded_activations_feed_every_layer_and_a_wrong_file_is_refused_naming_it()
             v.detail
         );
     }
+}
+
+#[test]
+fn with_the_prefill_dequant_cache_enabled_prefill_takes_it_and_the_budget_is_checked() {
+    use w4a16_harness::config::PrefillDequant;
+    use w4a16_harness::model_check::{BudgetInputs, BudgetOutcome};
+    let enable = KernelConfig::with_prefill_dequant(PrefillDequant::Enable);
+    let dir = fixture("ct-asym-g128-f16-sharded");
+    let budget = |gib: u64| CheckModelOptions {
+        budget: Some(BudgetInputs {
+            device_memory_bytes: gib << 30,
+            gpu_memory_utilization: 0.9,
+            max_model_len: None,
+        }),
+        ..CheckModelOptions::default()
+    };
+    let check = run_with(&dir, &budget(64), enable).unwrap();
+    assert!(!check.failed(), "{}", report(&check));
+    for l in check
+        .layers
+        .iter()
+        .filter(|l| l.kind != LayerKind::FusedPart)
+    {
+        let at = |m: usize| {
+            l.selected
+                .iter()
+                .find(|s| s.m == m)
+                .map(|s| s.path.as_str())
+        };
+        assert_eq!(at(256), Some("dequant+dense"), "{}", l.module);
+        assert_eq!(
+            at(6),
+            Some("fused"),
+            "{}: batches 6..255 stay on fused",
+            l.module
+        );
+    }
+    match &check.budget {
+        Some(BudgetOutcome::Fits(r)) => {
+            // Every quantized linear of the model once, the KV cache of its 2 layers.
+            assert!(
+                r.resident_bytes > 0 && r.dense_cache_bytes > 0 && r.kv_bytes > 0,
+                "{r:?}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    // 4 GiB of activation headroom alone does not fit a 4 GiB device: the run fails, naming
+    // the option and what to change.
+    let check = run_with(&dir, &budget(4), enable).unwrap();
+    assert!(check.failed());
+    match &check.budget {
+        Some(BudgetOutcome::DoesNotFit { message }) => {
+            assert!(
+                message.contains("rdna_hybrid_w4a16_prefill_dequant"),
+                "{message}"
+            );
+            assert!(message.contains("gpu_memory_utilization"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // Enabled without a device size: said, not guessed.
+    let check = run_with(&dir, &CheckModelOptions::default(), enable).unwrap();
+    assert!(
+        matches!(check.budget, Some(BudgetOutcome::NotChecked { .. })),
+        "{:?}",
+        check.budget
+    );
 }

@@ -2,7 +2,7 @@
 
 use super::{find_cases_dir, kernel_sources_arg, parse_target, require_gpu_checks};
 use indicatif::{ProgressBar, ProgressStyle};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use w4a16_harness::cases;
 use w4a16_harness::config::KernelConfig;
@@ -12,6 +12,7 @@ use w4a16_harness::model_check::{
 };
 use w4a16_harness::runner::execute::RunContext;
 use w4a16_harness::runner::session::{self, Backend};
+use w4a16_kernels::source::KernelSources;
 
 /// `w4a16 check-model`'s options.
 #[derive(clap::Args)]
@@ -22,9 +23,11 @@ pub struct CheckModelArgs {
     /// Batch sizes every layer runs at, comma-separated.
     #[arg(long = "m", value_delimiter = ',', default_values_t = DEFAULT_BATCHES)]
     batches: Vec<usize>,
-    /// `auto` (the GPU found here) or a target: sm_90, gfx1100, gfx1151, gfx1201, gfx942.
-    #[arg(long, default_value = "auto")]
-    target: String,
+    /// `auto` (the GPU found here) or targets, comma-separated: sm_90, gfx1100, gfx1151,
+    /// gfx1201, gfx942 (or an emulated gfx target, e.g. gfx1151-emu). With several, each gets
+    /// its own run and reports under `<report-dir>/<target>/`.
+    #[arg(long, default_value = "auto", value_delimiter = ',')]
+    target: Vec<String>,
     /// Recorded activations (safetensors): a tensor `[R, K]` named after each module (or
     /// `<module>.input`); a batch of M takes its first M rows. Layers without one get seeded
     /// activations.
@@ -79,14 +82,56 @@ pub fn check_model(
     };
     let sources = kernel_sources_arg(args.kernel_sources.as_deref())?;
     let cases_dir = find_cases_dir(cases_dir)?;
+    let opts = CheckModelOptions {
+        batches: args.batches,
+        strict: args.strict,
+        activations: args.activations,
+        filter: args.filter,
+        budget,
+    };
+    let several = args.target.len() > 1;
+    let mut failed = false;
+    for target in &args.target {
+        let report_dir = if several {
+            args.report_dir.join(target)
+        } else {
+            args.report_dir.clone()
+        };
+        failed |= one_target(
+            target,
+            &args.dir,
+            &report_dir,
+            &sources,
+            &cases_dir,
+            config,
+            &opts,
+        )?;
+    }
+    Ok(if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// One target's run: returns whether it failed.
+fn one_target(
+    target: &str,
+    dir: &Path,
+    report_dir: &Path,
+    sources: &KernelSources,
+    cases_dir: &Path,
+    config: KernelConfig,
+    opts: &CheckModelOptions,
+) -> Result<bool, String> {
     let (target, backend) =
-        session::open_backend_with(parse_target(&args.target)?, &sources, Allocation::Guarded);
-    let c_target = session::c_target(&cases_dir, target.target)?;
+        session::open_backend_with(parse_target(target)?, sources, Allocation::Guarded);
+    let c_target = session::c_target(cases_dir, target.target)?;
     let (device, no_device) = match &backend {
         Backend::Device(d) => (Some(d.as_ref()), None),
         Backend::None(s) => {
             eprintln!(
-                "w4a16: no device ({}): format, selection and contract checks run, GPU checks skip",
+                "w4a16: {target}: no device ({}): format, selection and contract checks run, GPU checks skip",
                 s.reason
             );
             (None, Some(s.clone()))
@@ -101,16 +146,9 @@ pub fn check_model(
         c_target,
         known_bad: &[],
         today: cases::Date::today_utc(),
-        artifacts: Some(args.report_dir.join("artifacts")),
+        artifacts: Some(report_dir.join("artifacts")),
         full_reference_macs: 2.0e9,
         sample_flops: 2.0e9,
-    };
-    let opts = CheckModelOptions {
-        batches: args.batches,
-        strict: args.strict,
-        activations: args.activations,
-        filter: args.filter,
-        budget,
     };
     let bar = ProgressBar::new(0);
     bar.set_style(
@@ -127,20 +165,15 @@ pub fn check_model(
             bar.inc(1);
         }
     };
-    let mut check = model_check::check_model(&args.dir, &opts, &ctx, &progress)
-        .map_err(|e| format!("{}: {e}", args.dir.display()))?;
+    let mut check = model_check::check_model(dir, opts, &ctx, &progress)
+        .map_err(|e| format!("{}: {e}", dir.display()))?;
     bar.finish_and_clear();
     require_gpu_checks(&mut check.verdicts);
-    let md = report::markdown(&check);
-    print!("{md}");
-    let written = report::write_all(&check, &args.report_dir)
-        .map_err(|e| format!("{}: {e}", args.report_dir.display()))?;
+    print!("{}", report::markdown(&check));
+    let written = report::write_all(&check, report_dir)
+        .map_err(|e| format!("{}: {e}", report_dir.display()))?;
     for p in written {
         println!("wrote {}", p.display());
     }
-    Ok(if check.failed() {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(check.failed())
 }
