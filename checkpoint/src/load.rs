@@ -224,7 +224,7 @@ pub fn load_linear(
                     ),
                 });
             }
-            if let Err(e) = check(t, *dtype, layout, shape) {
+            if let Err(e) = w4a16_reference::formats::expect_tensor(t, *dtype, layout, shape) {
                 return Err(r.convert(suffix, e));
             }
         }
@@ -354,34 +354,6 @@ pub fn load_linear(
         defects,
         notes,
     })
-}
-
-/// Dtype, shape and element count, in that order, as the reference converters check them.
-fn check(
-    t: &Tensor,
-    dtype: StoredDtype,
-    layout: &'static str,
-    shape: &[usize],
-) -> Result<(), ConvertError> {
-    if t.dtype() != dtype {
-        return Err(ConvertError::Dtype {
-            tensor: t.name.clone(),
-            layout,
-            shape: shape.to_vec(),
-            expected: dtype,
-            got: t.dtype(),
-            got_shape: t.shape.clone(),
-        });
-    }
-    if t.shape != shape {
-        return Err(ConvertError::Shape {
-            tensor: t.name.clone(),
-            layout,
-            expected: shape.to_vec(),
-            got: t.shape.clone(),
-        });
-    }
-    Ok(())
 }
 
 struct Reader<'a> {

@@ -772,20 +772,7 @@ impl Run<'_, '_> {
             };
             case.id = case.make_id();
             let (vs, times) = execute::run_given_moe_case_timed(&case, &layer, self.ctx);
-            for v in &vs {
-                if let Check::Selection(path) = &v.check {
-                    record.selected.push(SelectedPath {
-                        m: t,
-                        path: path
-                            .as_ref()
-                            .map_or_else(|| "none".to_string(), |p| p.to_string()),
-                        dispatch: v.detail.clone(),
-                    });
-                }
-            }
-            self.verdicts.extend(vs);
-            record.times.merge(&times);
-            self.times.merge(&times);
+            self.absorb(t, vs, &times, &mut record);
         }
         finish(&mut record, &self.verdicts);
         execute::forget_prepared_layer();
@@ -831,21 +818,26 @@ impl Run<'_, '_> {
                     v.detail = format!("the engine cannot serve this layer: {}", v.detail);
                 }
             }
-            for v in &vs {
-                if let Check::Selection(path) = &v.check {
-                    record.selected.push(SelectedPath {
-                        m,
-                        path: path
-                            .as_ref()
-                            .map_or_else(|| "none".to_string(), |p| p.to_string()),
-                        dispatch: v.detail.clone(),
-                    });
-                }
-            }
-            self.verdicts.extend(vs);
-            record.times.merge(&t);
-            self.times.merge(&t);
+            self.absorb(m, vs, &t, record);
         }
+    }
+
+    /// One case's verdicts and time, with the path its selection took at batch `m`.
+    fn absorb(&mut self, m: usize, vs: Vec<Verdict>, t: &PhaseTimes, record: &mut LayerRecord) {
+        for v in &vs {
+            if let Check::Selection(path) = &v.check {
+                record.selected.push(SelectedPath {
+                    m,
+                    path: path
+                        .as_ref()
+                        .map_or_else(|| "none".to_string(), |p| p.to_string()),
+                    dispatch: v.detail.clone(),
+                });
+            }
+        }
+        self.verdicts.extend(vs);
+        record.times.merge(t);
+        self.times.merge(t);
     }
 
     /// The recorded activations for this layer, when a file was given (a note when it lacks

@@ -4,7 +4,7 @@
 
 use super::{BudgetOutcome, LayerRecord, LayerStatus, ModelCheck};
 use crate::runner::verdict::{Outcome, Summary, Verdict};
-use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
+use quick_junit::{Report, TestCase, TestSuite};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -47,26 +47,7 @@ pub fn junit(check: &ModelCheck) -> String {
     let mut push_suite = |name: &str, vs: Vec<&Verdict>| {
         let mut suite = TestSuite::new(name);
         for v in vs {
-            let status = match v.outcome {
-                Outcome::Pass | Outcome::Refused | Outcome::ExpectedFail => {
-                    TestCaseStatus::success()
-                }
-                Outcome::Skip => {
-                    let mut s = TestCaseStatus::skipped();
-                    s.set_message(v.detail.clone());
-                    s
-                }
-                Outcome::Fault => {
-                    let mut s = TestCaseStatus::non_success(NonSuccessKind::Error);
-                    s.set_message(v.detail.clone());
-                    s
-                }
-                Outcome::Fail | Outcome::UnexpectedPass | Outcome::Expired => {
-                    let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
-                    s.set_message(v.detail.clone());
-                    s
-                }
-            };
+            let status = crate::runner::report::junit_status(v);
             let batch = v
                 .case_id
                 .split('/')

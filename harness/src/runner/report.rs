@@ -43,6 +43,29 @@ pub fn json(
     .expect("verdicts serialize")
 }
 
+/// A verdict as a JUnit test case status: refusals and expected failures pass, skips carry their
+/// reason, faults are errors, the rest failures. Shared by every JUnit report.
+pub fn junit_status(v: &Verdict) -> TestCaseStatus {
+    match v.outcome {
+        Outcome::Pass | Outcome::Refused | Outcome::ExpectedFail => TestCaseStatus::success(),
+        Outcome::Skip => {
+            let mut s = TestCaseStatus::skipped();
+            s.set_message(v.detail.clone());
+            s
+        }
+        Outcome::Fault => {
+            let mut s = TestCaseStatus::non_success(NonSuccessKind::Error);
+            s.set_message(v.detail.clone());
+            s
+        }
+        Outcome::Fail | Outcome::UnexpectedPass | Outcome::Expired => {
+            let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
+            s.set_message(format!("{}: {}", v.outcome, v.detail));
+            s
+        }
+    }
+}
+
 /// JUnit XML: one suite per case-id prefix (the suite name), one test case per check.
 pub fn junit(target: &str, verdicts: &[Verdict]) -> String {
     let mut report = Report::new(format!("w4a16@{target}"));
@@ -54,26 +77,7 @@ pub fn junit(target: &str, verdicts: &[Verdict]) -> String {
     for (name, vs) in suites {
         let mut suite = TestSuite::new(name);
         for v in vs {
-            let status = match v.outcome {
-                Outcome::Pass | Outcome::Refused | Outcome::ExpectedFail => {
-                    TestCaseStatus::success()
-                }
-                Outcome::Skip => {
-                    let mut s = TestCaseStatus::skipped();
-                    s.set_message(v.detail.clone());
-                    s
-                }
-                Outcome::Fault => {
-                    let mut s = TestCaseStatus::non_success(NonSuccessKind::Error);
-                    s.set_message(v.detail.clone());
-                    s
-                }
-                Outcome::Fail | Outcome::UnexpectedPass | Outcome::Expired => {
-                    let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
-                    s.set_message(format!("{}: {}", v.outcome, v.detail));
-                    s
-                }
-            };
+            let status = junit_status(v);
             let mut tc = TestCase::new(format!("{} [{}]", v.case_id, v.check), status);
             tc.set_classname(format!("w4a16.{target}.{name}"));
             suite.add_test_case(tc);

@@ -156,8 +156,9 @@ pub trait Checkpoint: fmt::Debug + Send + Sync {
     }
 }
 
-/// Checks dtype, shape and element count, in that order.
-pub(crate) fn expect(
+/// Checks dtype, shape and element count, in that order: the one tensor check every converter
+/// and the model-directory loader make before reading a value.
+pub fn expect(
     t: &Tensor,
     dtype: StoredDtype,
     layout: &'static str,

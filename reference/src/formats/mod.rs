@@ -17,7 +17,9 @@ pub mod tensor;
 pub use awq::{AwqConfig, AwqLayer};
 pub use carrier::{BiasEvaluation, Carrier, CarrierError};
 pub use compressed::{CompressedTensorsConfig, CompressedTensorsLayer};
-pub use convert::{Checkpoint, ConversionNote, ConvertError, Converted, LoadTarget};
+pub use convert::{
+    Checkpoint, ConversionNote, ConvertError, Converted, LoadTarget, expect as expect_tensor,
+};
 pub use exllama::{pack_exllama_row, pack_zero_points, unpack_exllama_row, unpack_zero_points};
 pub use gptq::{GptqConfig, GptqLayer, GptqVersion};
 pub use layout::{
