@@ -212,26 +212,23 @@ pub const MOE_ALIGN_THREADS: u32 = 256;
 /// taken, in ⌈E / window⌉ passes, so E = 257 already takes two.
 pub const MOE_ALIGN_EXPERT_WINDOW: usize = 256;
 
+/// [`entry_name`] as the `&'static str` a declaration hands out: built once from it for every
+/// kernel and dtype, so the names are spelled in one place.
 fn name_of(kernel: KernelId, dtype: ActDtype) -> &'static str {
-    use ActDtype::{Bf16, F16};
-    match (kernel, dtype) {
-        (KernelId::Skinny, F16) => "w4a16_skinny_f16",
-        (KernelId::Skinny, Bf16) => "w4a16_skinny_bf16",
-        (KernelId::Fused, F16) => "w4a16_fused_f16",
-        (KernelId::Fused, Bf16) => "w4a16_fused_bf16",
-        (KernelId::Dequant, F16) => "w4a16_dequant_f16",
-        (KernelId::Dequant, Bf16) => "w4a16_dequant_bf16",
-        (KernelId::Dense, F16) => "w4a16_dense_f16",
-        (KernelId::Dense, Bf16) => "w4a16_dense_bf16",
-        (KernelId::Fallback, F16) => "w4a16_fallback_f16",
-        (KernelId::Fallback, Bf16) => "w4a16_fallback_bf16",
-        (KernelId::MoeAlign, F16) => "w4a16_moe_align_f16",
-        (KernelId::MoeAlign, Bf16) => "w4a16_moe_align_bf16",
-        (KernelId::Moe, F16) => "w4a16_moe_f16",
-        (KernelId::Moe, Bf16) => "w4a16_moe_bf16",
-        (KernelId::FusedCarrier, F16) => "w4a16_fused_carrier_f16",
-        (KernelId::FusedCarrier, Bf16) => "w4a16_fused_carrier_bf16",
-    }
+    static NAMES: std::sync::OnceLock<Vec<(KernelId, ActDtype, &'static str)>> =
+        std::sync::OnceLock::new();
+    let names = NAMES.get_or_init(|| {
+        KernelId::ALL
+            .into_iter()
+            .flat_map(|k| ActDtype::ALL.into_iter().map(move |d| (k, d)))
+            .map(|(k, d)| (k, d, &*Box::leak(entry_name(k, d).into_boxed_str())))
+            .collect()
+    });
+    names
+        .iter()
+        .find(|(k, d, _)| (*k, *d) == (kernel, dtype))
+        .map(|(_, _, name)| *name)
+        .expect("every kernel and dtype has an entry point")
 }
 
 /// Scale entries (and, over 8, packed zero-point words) of its rows that one `skinny` block can

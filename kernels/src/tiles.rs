@@ -72,8 +72,9 @@ pub static FUSED_VARIANTS: [Tile; 11] = [
 /// The tile behind the plain `w4a16_fused_<dtype>` entry point.
 pub const FUSED_DEFAULT: Tile = TILE_64X64W4;
 
-/// The group sizes the fused kernel accepts (its contract); the invariants are checked for each.
-pub const FAST_GROUPS: [usize; 3] = [32, 64, 128];
+/// The group sizes the fused kernel accepts (its contract, declared in `set`); the invariants
+/// are checked for each.
+pub use crate::set::FAST_GROUPS;
 
 /// Compute units (CUs / SMs) of the part each target names, used to size grids: RX 7900 XTX
 /// (gfx1100), Radeon 8060S (gfx1151), RX 9070 XT / R9700 (gfx1201), MI300X (gfx942), H100/H200
@@ -243,7 +244,7 @@ mod tests {
             for dtype in ActDtype::ALL {
                 for m in BATCHES {
                     for (k, n) in SHAPES {
-                        for group in FAST_GROUPS {
+                        for &group in FAST_GROUPS {
                             let tile = fused_tile(target, dtype, m, n, k, group);
                             assert!(
                                 FUSED_VARIANTS.contains(&tile),
@@ -261,7 +262,7 @@ mod tests {
     fn every_variant_fits_every_target_for_every_fast_group() {
         for target in Target::ALL {
             for tile in FUSED_VARIANTS {
-                for group in FAST_GROUPS {
+                for &group in FAST_GROUPS {
                     check_tile(tile, target, group).unwrap();
                 }
                 assert!(shared_mem_bytes(tile) <= NVIDIA_STATIC_SHARED_LIMIT);

@@ -24,12 +24,12 @@ pub use check::{
 };
 pub use print::{render, row};
 
-/// Batches up to this M take the skinny (decode) kernel.
-pub const SKINNY_MAX_M: usize = 5;
+/// Batches up to this M take the skinny (decode) kernel: the largest M skinny declares.
+pub const SKINNY_MAX_M: usize = w4a16_kernels::set::SKINNY_M_MAX;
 /// Batches from this M take the dense cache when it is enabled and built.
 pub const DENSE_MIN_M: usize = 256;
-/// Group sizes of the fast path.
-pub const HYBRID_GROUPS: [usize; 3] = [32, 64, 128];
+/// Group sizes of the fast path, as the kernels declare them.
+pub const HYBRID_GROUPS: &[usize] = w4a16_kernels::set::FAST_GROUPS;
 
 /// The linear kernels of the priority list, in priority order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]

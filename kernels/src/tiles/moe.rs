@@ -205,7 +205,7 @@ mod tests {
     fn every_variant_keeps_the_invariants_on_every_target() {
         for target in Target::ALL {
             for t in MOE_VARIANTS {
-                for g in FAST_GROUPS {
+                for &g in FAST_GROUPS {
                     check_moe_tile(t, target, g).unwrap();
                 }
                 assert_eq!(t.bk, BK);
