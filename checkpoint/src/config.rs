@@ -13,6 +13,9 @@ use w4a16_reference::formats::{GptqVersion, Producer};
 pub const CONFIG_JSON: &str = "config.json";
 pub const QUANTIZE_CONFIG_JSON: &str = "quantize_config.json";
 
+/// Where a multimodal config.json keeps its language model's sizes.
+const TEXT_CONFIGS: [&str; 3] = ["text_config", "llm_config", "language_config"];
+
 /// The architecture as config.json states it; every linear's shape is checked against it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ModelConfig {
@@ -145,6 +148,7 @@ fn read_json(path: &Path, file: &str) -> Result<Value, CheckpointError> {
     })
 }
 
+#[derive(Clone, Copy)]
 struct Fields<'a> {
     file: &'a str,
     obj: &'a Map<String, Value>,
@@ -258,14 +262,32 @@ impl ModelConfig {
     pub fn parse(value: &Value, quantization: QuantizationConfig) -> Result<Self, CheckpointError> {
         let empty = Map::new();
         let obj = value.as_object().unwrap_or(&empty);
-        let f = Fields {
+        let top = Fields {
             file: CONFIG_JSON,
             obj,
             prefix: "",
         };
         if !value.is_object() {
-            return Err(f.err("(top level)", "a JSON object", value));
+            return Err(top.err("(top level)", "a JSON object", value));
         }
+        // A multimodal model keeps its language model's sizes in a sub-config (Gemma 3,
+        // Llama 4, Mistral 3: `text_config`; InternVL: `llm_config`); the quantized decoder
+        // is that language model.
+        let text = TEXT_CONFIGS.iter().find_map(|key| {
+            match (obj.contains_key("hidden_size"), obj.get(*key)) {
+                (false, Some(Value::Object(sub))) => Some((*key, sub)),
+                _ => None,
+            }
+        });
+        let prefix = text.map(|(key, _)| format!("{key}.")).unwrap_or_default();
+        let f = match text {
+            Some((_, sub)) => Fields {
+                file: CONFIG_JSON,
+                obj: sub,
+                prefix: &prefix,
+            },
+            None => top,
+        };
         let architecture = match f.get("architectures") {
             Some(Value::Array(a)) => a.first().and_then(Value::as_str).unwrap_or("").to_string(),
             _ => String::new(),
@@ -279,19 +301,25 @@ impl ModelConfig {
             Some(h) => h,
             None => hidden_size / num_attention_heads,
         };
-        let dtype_field = if f.get("torch_dtype").is_some() {
+        // The dtype is the whole model's (top level), else the language model's.
+        let holder = if top.get("torch_dtype").is_some() || top.get("dtype").is_some() {
+            &top
+        } else {
+            &f
+        };
+        let dtype_field = if holder.get("torch_dtype").is_some() {
             "torch_dtype"
         } else {
             "dtype"
         };
-        let dtype = match f.str_opt(dtype_field)? {
+        let dtype = match holder.str_opt(dtype_field)? {
             Some("float16") => ActDtype::F16,
             Some("bfloat16") => ActDtype::Bf16,
             _ => {
-                return Err(f.err(
+                return Err(holder.err(
                     dtype_field,
                     "\"float16\" or \"bfloat16\" (the kernels take f16/bf16 activations; f32 models are refused)",
-                    f.get(dtype_field).unwrap_or(&Value::Null),
+                    holder.get(dtype_field).unwrap_or(&Value::Null),
                 ));
             }
         };
@@ -306,7 +334,13 @@ impl ModelConfig {
         Ok(ModelConfig {
             architecture,
             hidden_size,
-            intermediate_size: f.usize_opt("intermediate_size")?,
+            // Llama 4 names its dense MLP's size `intermediate_size_mlp` (its `intermediate_size`
+            // is the experts'); a per-layer list (OpenELM) fixes no single size: not checked.
+            intermediate_size: match f.usize_opt("intermediate_size_mlp")? {
+                Some(i) => Some(i),
+                None if matches!(f.get("intermediate_size"), Some(Value::Array(_))) => None,
+                None => f.usize_opt("intermediate_size")?,
+            },
             num_hidden_layers: f.usize_req("num_hidden_layers")?,
             num_attention_heads,
             num_key_value_heads,

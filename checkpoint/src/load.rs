@@ -461,6 +461,8 @@ impl Reader<'_> {
             c.shared_expert_intermediate_size,
         );
         let (want_n, want_k) = match self.entry.role {
+            // A vision or audio tower's q_proj or mlp follows its own config, not the text one.
+            _ if !in_language_model(&self.entry.module) => (None, None),
             LinearRole::Attention(_) if c.latent_attention => (None, None),
             LinearRole::Attention(Proj::Q) => (Some(q), Some(hidden)),
             LinearRole::Attention(Proj::K | Proj::V) => (Some(kv), Some(hidden)),
@@ -490,6 +492,17 @@ impl Reader<'_> {
         }
         Ok(())
     }
+}
+
+/// Whether `module` belongs to the language model, whose sizes config.json (or its text config)
+/// gives: not under a vision, image or audio tower, a multimodal projector or an encoder.
+fn in_language_model(module: &str) -> bool {
+    !module.split('.').any(|seg| {
+        ["vision", "visual", "image", "audio", "projector"]
+            .iter()
+            .any(|w| seg.contains(w))
+            || seg == "encoder"
+    })
 }
 
 type Want = Option<(usize, String)>;
