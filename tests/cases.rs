@@ -1,6 +1,7 @@
 //! Case files: the real `cases/` folder loads, expands as documented and deterministically, and
 //! every deliberately broken file in `cases/invalid/` is refused with an error naming the file
-//! and the key.
+//! and the key. Known-bad entries and static-gate exceptions are one suppression schema: the
+//! same mistake in either file is refused with the same message.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -8,6 +9,7 @@ use std::path::{Path, PathBuf};
 use w4a16_harness::cases::{
     self, CarrierMode, CaseSet, DataClass, Date, Producer, RowPadding, ViewLayout,
 };
+use w4a16_harness::codeobject::gates::{self, ExceptionSet};
 use w4a16_reference::ActDtype;
 use w4a16_reference::layer::Symmetry;
 
@@ -756,6 +758,140 @@ fn every_invalid_case_file_is_refused_naming_the_file_and_the_key() {
             shown.len() > path.display().to_string().len() + expected_key.len() + 12,
             "an explanation follows: {shown}"
         );
+    }
+}
+
+/// The `# expect-key:` line of a deliberately broken file, and its `# expect-message:` line
+/// when it has one.
+fn expectations(path: &Path, text: &str) -> (String, Option<String>) {
+    let line = |prefix: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(prefix))
+            .map(|v| v.trim().to_owned())
+    };
+    let key = line("# expect-key: ")
+        .unwrap_or_else(|| panic!("{} must start with `# expect-key: <key>`", path.display()));
+    (key, line("# expect-message: "))
+}
+
+#[test]
+fn every_invalid_gate_exceptions_file_is_refused_naming_the_file_and_the_key() {
+    let mut invalid: Vec<PathBuf> = std::fs::read_dir(cases_dir().join("invalid/static-gates"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    invalid.sort();
+    assert!(
+        invalid.len() >= 6,
+        "cases/invalid/static-gates/ must hold at least 6 files, has {}",
+        invalid.len()
+    );
+    for path in invalid {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let (expected_key, expected_message) = expectations(&path, &text);
+        let err = match ExceptionSet::load(&path) {
+            Ok(_) => panic!("{} was accepted", path.display()),
+            Err(e) => e,
+        };
+        assert_eq!(err.file, path, "error names the wrong file: {err}");
+        assert_eq!(err.key, expected_key, "error names the wrong key: {err}");
+        let shown = err.to_string();
+        eprintln!("{shown}");
+        assert!(
+            shown.starts_with(&format!("{}: key \"{expected_key}\": ", path.display())),
+            "{shown}"
+        );
+        assert!(err.line.is_some(), "no line for {shown}");
+        if let Some(m) = expected_message {
+            assert!(err.message.contains(&m), "expected {m:?} in: {shown}");
+        }
+    }
+}
+
+/// The committed suppression files load through the one schema, each entry naming where it
+/// was written.
+#[test]
+fn both_suppression_files_load() {
+    let set = load();
+    for kb in set.known_bad() {
+        assert!(kb.key.starts_with("known_bad["), "{kb:?}");
+        assert!(set.cases().any(|c| kb.scope.id.matches(&c.id)), "{kb:?}");
+    }
+    let path = gates::default_exceptions_path();
+    let exc = ExceptionSet::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    for e in &exc.exceptions {
+        assert_eq!(e.file, path);
+        assert!(e.key.starts_with("exception["), "{e:?}");
+    }
+}
+
+/// One schema for the shared keys: the same mistake in a `[[known_bad]]` table and in an
+/// `[[exception]]` table is refused at the same key with the same message.
+#[test]
+fn known_bad_and_gate_exceptions_share_one_schema() {
+    let suite = r#"
+[suite]
+name = "t"
+description = "x"
+class = ["exact"]
+[[sweep]]
+shapes = ["a.k256-n64"]
+m = [1]
+"#;
+    let shared = "target = \"gfx11*\"\nreason = \"r\"\ntracking = \"issue #0\"\nexpires = 2099-01-01\nmode = \"xfail-strict\"\n";
+    let known_bad = format!("[[known_bad]]\nid = \"t/**\"\n{shared}");
+    let exception = format!("[[exception]]\nkernel = \"fused\"\ngate = \"fused-wmma\"\n{shared}");
+    let load_kb = |text: &str| {
+        cases::load_sources(&[
+            src("shapes.toml", SHAPES),
+            src("s.toml", suite),
+            src("known_bad.toml", text),
+        ])
+    };
+    let load_exc = |text: &str| ExceptionSet::parse(text, Path::new("static-gates.toml"));
+    let kb = load_kb(&known_bad).unwrap_or_else(|e| panic!("{e}"));
+    let exc = load_exc(&exception).unwrap_or_else(|e| panic!("{e}"));
+    let (a, b) = (&kb.known_bad()[0], &exc.exceptions[0]);
+    assert_eq!(
+        (&a.target, &a.reason, &a.tracking, a.expires, a.mode),
+        (&b.target, &b.reason, &b.tracking, b.expires, b.mode)
+    );
+    for (from, to, key) in [
+        (
+            "expires = 2099-01-01",
+            "expires = \"2099-01-01\"",
+            "expires",
+        ),
+        (
+            "expires = 2099-01-01",
+            "expires = 2099-01-01T00:00:00",
+            "expires",
+        ),
+        ("tracking = \"issue #0\"", "tracking = \"\"", "tracking"),
+        ("tracking = \"issue #0\"\n", "", "tracking"),
+        ("reason = \"r\"", "reason = 3", "reason"),
+        ("mode = \"xfail-strict\"", "mode = \"skip\"", "mode"),
+        ("target = \"gfx11*\"", "target = \"gfx 11\"", "target"),
+        ("target = \"gfx11*\"", "target = \"gfx10*\"", "target"),
+    ] {
+        let e1 = load_kb(&known_bad.replace(from, to)).unwrap_err();
+        let e2 = load_exc(&exception.replace(from, to)).unwrap_err();
+        assert_eq!(e1.key, format!("known_bad[0].{key}"), "{e1}");
+        assert_eq!(e2.key, format!("exception[0].{key}"), "{e2}");
+        if key == "target" && to.contains("gfx10") {
+            // The target lists differ (every target for cases, the AMD code-object targets for
+            // gates); the refusal is the same.
+            for e in [&e1, &e2] {
+                assert!(
+                    e.message.starts_with("\"gfx10*\" matches no target ("),
+                    "{e}"
+                );
+            }
+        } else {
+            assert_eq!(e1.message, e2.message, "{to}");
+        }
+        assert!(e1.line.is_some() && e2.line.is_some(), "{e1} / {e2}");
     }
 }
 

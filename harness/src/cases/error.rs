@@ -52,6 +52,31 @@ impl fmt::Display for CaseFileError {
 
 impl std::error::Error for CaseFileError {}
 
+/// One TOML data file beside the case files (the gate exceptions), read with serde and refused
+/// in the case-file style. `at` names a key for checks serde cannot make, with its line.
+pub struct DataFile<'a> {
+    pub file: &'a Path,
+    index: Option<SpanIndex>,
+}
+
+impl<'a> DataFile<'a> {
+    pub fn parse<T: serde::de::DeserializeOwned>(
+        file: &'a Path,
+        text: &'a str,
+    ) -> Result<(T, DataFile<'a>), CaseFileError> {
+        let value = toml::from_str(text).map_err(|e| from_toml_error(file, text, &e))?;
+        let index = SpanIndex::new(text);
+        Ok((value, DataFile { file, index }))
+    }
+
+    /// An error at `key`, on the line where the key (or its nearest written parent) stands.
+    pub fn at(&self, key: impl Into<String>, message: impl Into<String>) -> CaseFileError {
+        let key = key.into();
+        let line = self.index.as_ref().and_then(|ix| ix.line_of_key(&key));
+        CaseFileError::new(self.file, key, message).with_line(line)
+    }
+}
+
 /// One segment of a key path.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Seg {

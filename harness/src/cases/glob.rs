@@ -2,6 +2,49 @@
 //! matches across segments, `?` matches one character other than `/`. Case ids, shape names
 //! and target names all use it.
 
+use std::fmt;
+
+use serde::Deserialize;
+use serde::de::{self, Deserializer};
+
+/// A pattern as written in a data file: not empty, no whitespace (a space in an id or a target
+/// name is always a typo, and such a pattern would quietly match nothing).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Glob(String);
+
+impl Glob {
+    /// A pattern from code (tests, CLI filters); files go through `Deserialize`.
+    pub fn new(pattern: impl Into<String>) -> Glob {
+        Glob(pattern.into())
+    }
+
+    pub fn matches(&self, text: &str) -> bool {
+        glob_match(&self.0, text)
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Glob {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for Glob {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Glob, D::Error> {
+        let s = String::deserialize(d)?;
+        if s.is_empty() || s.contains(char::is_whitespace) {
+            return Err(de::Error::custom(format!(
+                "expected a glob pattern without spaces, got \"{s}\""
+            )));
+        }
+        Ok(Glob(s))
+    }
+}
+
 /// Whether `text` matches `pattern`.
 pub fn glob_match(pattern: &str, text: &str) -> bool {
     let p: Vec<char> = pattern.chars().collect();
@@ -45,7 +88,7 @@ fn matches(p: &[char], t: &[char]) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::glob_match;
+    use super::{Glob, glob_match};
 
     #[test]
     fn star_stays_in_a_segment_and_double_star_crosses() {
@@ -63,5 +106,28 @@ mod tests {
         assert!(glob_match("a**b", "a/x/b"));
         assert!(glob_match("", ""));
         assert!(!glob_match("", "x"));
+        // Entry and target names have no `/`: there `*` spans any run, as gate exceptions need.
+        assert!(glob_match("w4a16_*_f16*", "w4a16_fused_f16_64x64x32w4"));
+        assert!(glob_match("*", "gfx1100"));
+        assert!(!glob_match("gfx1100", "gfx11000"));
+    }
+
+    #[test]
+    fn globs_from_files_refuse_blanks() {
+        #[derive(Debug, serde::Deserialize)]
+        struct T {
+            g: Glob,
+        }
+        let read = |v: &str| toml::from_str::<T>(&format!("g = {v}")).map(|t| t.g);
+        assert_eq!(read("\"gfx11*\"").unwrap(), Glob::new("gfx11*"));
+        assert!(read("\"gfx11*\"").unwrap().matches("gfx1151"));
+        for bad in ["\"\"", "\"gfx 11\""] {
+            let e = read(bad).unwrap_err();
+            assert!(
+                e.message()
+                    .starts_with("expected a glob pattern without spaces"),
+                "{e}"
+            );
+        }
     }
 }

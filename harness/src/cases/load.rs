@@ -12,7 +12,7 @@ use w4a16_reference::layer::{LayerShape, Symmetry};
 
 use super::error::{CaseFileError, SpanIndex, from_toml_error};
 use super::glob::glob_match;
-use super::known_bad::{Date, KnownBad};
+use super::known_bad::{CaseIds, KnownBad};
 use super::model::ModelDescription;
 use super::schema::{
     Axes, CaseFile, CountSpec, GroupSpec, MSpec, MoeShapeRaw, MoeSweepRaw, SuiteRaw,
@@ -1094,17 +1094,11 @@ fn expand_suite(f: &Parsed, suite: &SuiteRaw, set: &CaseSet) -> Result<Suite, Ca
 fn check_known_bad(
     f: &Parsed,
     i: usize,
-    kb: &super::schema::KnownBadRaw,
+    kb: &super::known_bad::KnownBadRaw,
     set: &CaseSet,
 ) -> Result<KnownBad, CaseFileError> {
     let here = format!("known_bad[{i}]");
-    if kb.id.trim().is_empty() || kb.id.contains(char::is_whitespace) {
-        return Err(f.err(
-            format!("{here}.id"),
-            "expected a case id pattern without spaces",
-        ));
-    }
-    if !set.cases().any(|c| glob_match(&kb.id, &c.id)) {
+    if !set.cases().any(|c| kb.id.matches(&c.id)) {
         return Err(f.err(
             format!("{here}.id"),
             format!(
@@ -1113,37 +1107,13 @@ fn check_known_bad(
             ),
         ));
     }
-    if !Target::ALL.iter().any(|t| glob_match(&kb.target, t.name())) {
-        let names: Vec<&str> = Target::ALL.iter().map(|t| t.name()).collect();
-        return Err(f.err(
-            format!("{here}.target"),
-            format!("\"{}\" matches no target ({})", kb.target, names.join(", ")),
-        ));
-    }
-    for (field, value) in [("reason", &kb.reason), ("tracking", &kb.tracking)] {
-        if value.trim().is_empty() {
-            return Err(f.err(format!("{here}.{field}"), "must not be empty"));
-        }
-    }
-    let expires = match (&kb.expires.date, &kb.expires.time) {
-        (Some(d), None) => Date::new(d.year, d.month, d.day),
-        _ => None,
-    };
-    let Some(expires) = expires else {
-        return Err(f.err(
-            format!("{here}.expires"),
-            format!("expected a date like 2026-06-30, got {}", kb.expires),
-        ));
-    };
+    let shared = kb.shared(f.path, here.clone());
+    shared
+        .check_target(&Target::ALL)
+        .map_err(|m| f.err(format!("{here}.target"), m))?;
     Ok(KnownBad {
-        id: kb.id.clone(),
-        target: kb.target.clone(),
-        reason: kb.reason.clone(),
-        tracking: kb.tracking.clone(),
-        expires,
-        mode: kb.mode,
-        file: f.path.to_path_buf(),
-        key: here,
+        scope: CaseIds { id: kb.id.clone() },
+        shared,
     })
 }
 

@@ -9,6 +9,7 @@ mod load;
 pub mod model;
 pub mod schema;
 pub mod strategy;
+pub mod suppress;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -18,10 +19,11 @@ use w4a16_reference::ActDtype;
 use w4a16_reference::layer::{LayerShape, Symmetry};
 pub use w4a16_reference::moe::{MapKind, RoutingKind};
 
-pub use error::CaseFileError;
-pub use known_bad::{Date, KnownBad, KnownBadMode};
+pub use error::{CaseFileError, DataFile};
+pub use known_bad::KnownBad;
 pub use load::{case_files, load_all, load_files, load_sources};
 pub use model::ModelDescription;
+pub use suppress::{Date, Mode, Suppression, Xfail, strict_xfail};
 
 /// How the case's data are drawn: the reference crate's classes, so a case file names exactly
 /// what the data generator builds.

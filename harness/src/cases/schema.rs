@@ -23,7 +23,7 @@ use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use w4a16_reference::ActDtype;
 use w4a16_reference::layer::Symmetry;
 
-use super::known_bad::KnownBadMode;
+use super::known_bad::KnownBadRaw;
 use super::{CarrierMode, DataClass, MapKind, Producer, RoutingKind, RowPadding, ViewLayout};
 
 #[derive(Debug, Default, Deserialize)]
@@ -297,17 +297,6 @@ pub(crate) struct ExplicitCaseRaw {
     #[serde(default)]
     #[expect(dead_code, reason = "free text for the file's readers")]
     pub note: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct KnownBadRaw {
-    pub id: String,
-    pub target: String,
-    pub reason: String,
-    pub tracking: String,
-    pub expires: toml::value::Datetime,
-    pub mode: KnownBadMode,
 }
 
 /// A positive integer (sizes, batch sizes).

@@ -4,8 +4,14 @@
 //! instruction families the field relies on. An exception (in
 //! `cases/exceptions/static-gates.toml`) turns one failing gate into an expected failure that
 //! is still evaluated: if it starts passing, or the exception's date passes, the suite fails.
+//! Exceptions are the same [`Suppression`] as known-bad cases (one date type, one glob, one
+//! schema for the shared keys, one strict-xfail rule); only their scope (gate, entries) is theirs.
 
 use super::KernelInfo;
+use crate::cases::glob::Glob;
+use crate::cases::suppress::{Suppression, Xfail, by_name, suppression_table};
+use crate::cases::{CaseFileError, DataFile, Date};
+use serde::{Deserialize, Deserializer};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -166,106 +172,74 @@ pub fn evaluate(
         .collect()
 }
 
-/// A calendar date (the exception expiry).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Date {
-    pub year: u16,
-    pub month: u8,
-    pub day: u8,
-}
-
-impl Date {
-    /// Today in UTC.
-    pub fn today() -> Date {
-        let secs = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
-        Date::from_days_since_epoch((secs / 86_400) as i64)
-    }
-
-    /// Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
-    pub fn from_days_since_epoch(days: i64) -> Date {
-        let z = days + 719_468;
-        let era = z.div_euclid(146_097);
-        let doe = z.rem_euclid(146_097);
-        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-        let mp = (5 * doy + 2) / 153;
-        let day = (doy - (153 * mp + 2) / 5 + 1) as u8;
-        let month = if mp < 10 { mp + 3 } else { mp - 9 } as u8;
-        let year = (yoe + era * 400 + i64::from(month <= 2)) as u16;
-        Date { year, month, day }
-    }
-}
-
-impl fmt::Display for Date {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:04}-{:02}-{:02}", self.year, self.month, self.day)
-    }
-}
-
-/// `*` matches any run of characters, `?` one character; everything else literally.
-pub fn glob_match(pattern: &str, text: &str) -> bool {
-    let (p, t): (Vec<char>, Vec<char>) = (pattern.chars().collect(), text.chars().collect());
-    let (mut pi, mut ti) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while ti < t.len() {
-        if pi < p.len() && (p[pi] == '?' || p[pi] == t[ti]) {
-            pi += 1;
-            ti += 1;
-        } else if pi < p.len() && p[pi] == '*' {
-            star = Some((pi, ti));
-            pi += 1;
-        } else if let Some((sp, st)) = star {
-            pi = sp + 1;
-            ti = st + 1;
-            star = Some((sp, st + 1));
-        } else {
-            return false;
-        }
-    }
-    p[pi..].iter().all(|c| *c == '*')
-}
-
 /// Which entries an exception covers.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum EntryMatch {
     /// A glob on the entry name (`w4a16_fused_bf16*`).
-    Entry(String),
+    Entry(Glob),
     /// Every entry of one kernel.
     Kernel(KernelId),
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Exception {
-    /// `exception[<index>]`, for messages.
-    pub key: String,
-    /// Glob on the target name (`gfx12*`).
-    pub target: String,
-    pub entries: EntryMatch,
-    pub gate: Gate,
-    pub reason: String,
-    pub tracking: String,
-    pub expires: Date,
-}
-
-impl Exception {
-    pub fn covers(&self, r: &GateResult) -> bool {
-        self.gate == r.gate
-            && glob_match(&self.target, r.target.name())
-            && match &self.entries {
-                EntryMatch::Entry(g) => glob_match(g, &r.entry),
-                EntryMatch::Kernel(k) => split_entry(&r.entry).is_some_and(|(kk, _, _)| kk == *k),
-            }
+impl fmt::Display for EntryMatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EntryMatch::Entry(g) => write!(f, "entry {g}"),
+            EntryMatch::Kernel(k) => write!(f, "kernel {}", k.name()),
+        }
     }
 }
 
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("{}: {key}: {message}", file.display())]
-pub struct ExceptionError {
-    pub file: PathBuf,
-    pub key: String,
-    pub message: String,
+impl<'de> Deserialize<'de> for Gate {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Gate, D::Error> {
+        by_name(d, &Gate::ALL, Gate::name)
+    }
+}
+
+fn kernel_name<'de, D: Deserializer<'de>>(d: D) -> Result<Option<KernelId>, D::Error> {
+    by_name(d, &KernelId::ALL, KernelId::name).map(Some)
+}
+
+suppression_table! {
+    /// One `[[exception]]` table as written: the shared suppression keys plus the gate and the
+    /// entries it covers.
+    struct ExceptionRaw {
+        /// Glob on the entry name; exclusive with `kernel`.
+        #[serde(default)]
+        entry: Option<Glob>,
+        /// Every entry of one kernel; exclusive with `entry`.
+        #[serde(default, deserialize_with = "kernel_name")]
+        kernel: Option<KernelId>,
+        gate: Gate,
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExceptionFile {
+    #[serde(default)]
+    exception: Vec<ExceptionRaw>,
+}
+
+/// What a gate exception covers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GateScope {
+    pub entries: EntryMatch,
+    pub gate: Gate,
+}
+
+/// One `[[exception]]`, checked: a [`Suppression`] over gate results.
+pub type Exception = Suppression<GateScope>;
+
+impl Exception {
+    pub fn covers(&self, r: &GateResult) -> bool {
+        self.scope.gate == r.gate
+            && self.target.matches(r.target.name())
+            && match &self.scope.entries {
+                EntryMatch::Entry(g) => g.matches(&r.entry),
+                EntryMatch::Kernel(k) => split_entry(&r.entry).is_some_and(|(kk, _, _)| kk == *k),
+            }
+    }
 }
 
 /// The parsed exceptions file.
@@ -281,140 +255,36 @@ pub fn default_exceptions_path() -> PathBuf {
 }
 
 impl ExceptionSet {
-    pub fn load(path: &Path) -> Result<ExceptionSet, ExceptionError> {
-        let text = std::fs::read_to_string(path).map_err(|e| ExceptionError {
-            file: path.to_path_buf(),
-            key: "(file)".into(),
-            message: e.to_string(),
-        })?;
+    pub fn load(path: &Path) -> Result<ExceptionSet, CaseFileError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| CaseFileError::new(path, "", format!("cannot read: {e}")))?;
         ExceptionSet::parse(&text, path)
     }
 
-    pub fn parse(text: &str, file: &Path) -> Result<ExceptionSet, ExceptionError> {
-        let err = |key: String, message: String| ExceptionError {
-            file: file.to_path_buf(),
-            key,
-            message,
-        };
-        let root: toml::Table = text
-            .parse()
-            .map_err(|e: toml::de::Error| err("(syntax)".into(), e.to_string()))?;
-        for k in root.keys() {
-            if k != "exception" {
-                return Err(err(
-                    k.clone(),
-                    "unknown top-level key; expected [[exception]] tables".into(),
-                ));
-            }
-        }
-        let list = match root.get("exception") {
-            None => {
-                return Ok(ExceptionSet {
-                    file: file.to_path_buf(),
-                    exceptions: Vec::new(),
-                });
-            }
-            Some(toml::Value::Array(a)) => a,
-            Some(_) => {
-                return Err(err(
-                    "exception".into(),
-                    "expected an array of tables ([[exception]])".into(),
-                ));
-            }
-        };
+    /// Reads the file through the shared suppression schema; beyond serde, an entry needs
+    /// exactly one of `entry` and `kernel`, and its target must name an AMD code-object target.
+    pub fn parse(text: &str, file: &Path) -> Result<ExceptionSet, CaseFileError> {
+        let (raw, data): (ExceptionFile, _) = DataFile::parse(file, text)?;
         let mut exceptions = Vec::new();
-        for (i, v) in list.iter().enumerate() {
+        for (i, e) in raw.exception.into_iter().enumerate() {
             let key = format!("exception[{i}]");
-            let toml::Value::Table(t) = v else {
-                return Err(err(key, "expected a table".into()));
-            };
-            const KEYS: [&str; 7] = [
-                "target", "entry", "kernel", "gate", "reason", "tracking", "expires",
-            ];
-            if let Some(k) = t.keys().find(|k| !KEYS.contains(&k.as_str())) {
-                return Err(err(
-                    format!("{key}.{k}"),
-                    format!("unknown key; expected one of {}", KEYS.join(", ")),
-                ));
-            }
-            let string = |name: &str| -> Result<String, ExceptionError> {
-                match t.get(name) {
-                    Some(toml::Value::String(s)) if !s.trim().is_empty() => Ok(s.clone()),
-                    Some(toml::Value::String(_)) => {
-                        Err(err(format!("{key}.{name}"), "must not be empty".into()))
-                    }
-                    Some(other) => Err(err(
-                        format!("{key}.{name}"),
-                        format!("expected a string, got {}", other.type_str()),
-                    )),
-                    None => Err(err(format!("{key}.{name}"), "missing".into())),
-                }
-            };
-            let target = string("target")?;
-            let entries = match (t.contains_key("entry"), t.contains_key("kernel")) {
-                (true, false) => EntryMatch::Entry(string("entry")?),
-                (false, true) => {
-                    let k = string("kernel")?;
-                    EntryMatch::Kernel(KernelId::parse(&k).ok_or_else(|| {
-                        err(
-                            format!("{key}.kernel"),
-                            format!(
-                                "unknown kernel {k:?}; expected one of {}",
-                                KernelId::ALL.map(|k| k.name()).join(", ")
-                            ),
-                        )
-                    })?)
-                }
+            let entries = match (&e.entry, e.kernel) {
+                (Some(g), None) => EntryMatch::Entry(g.clone()),
+                (None, Some(k)) => EntryMatch::Kernel(k),
                 _ => {
-                    return Err(err(
-                        key,
-                        "needs exactly one of `entry` (a glob) or `kernel`".into(),
-                    ));
+                    return Err(data.at(key, "needs exactly one of `entry` (a glob) or `kernel`"));
                 }
             };
-            let gate_name = string("gate")?;
-            let gate = Gate::parse(&gate_name).ok_or_else(|| {
-                err(
-                    format!("{key}.gate"),
-                    format!(
-                        "unknown gate {gate_name:?}; expected one of {}",
-                        Gate::ALL.map(|g| g.name()).join(", ")
-                    ),
-                )
-            })?;
-            let expires = match t.get("expires") {
-                Some(toml::Value::Datetime(dt)) => match (dt.date, dt.time) {
-                    (Some(d), None) => Date {
-                        year: d.year,
-                        month: d.month,
-                        day: d.day,
-                    },
-                    _ => {
-                        return Err(err(
-                            format!("{key}.expires"),
-                            format!("expected a date (YYYY-MM-DD), got {dt}"),
-                        ));
-                    }
-                },
-                Some(other) => {
-                    return Err(err(
-                        format!("{key}.expires"),
-                        format!(
-                            "expected a date (YYYY-MM-DD, unquoted), got {}",
-                            other.type_str()
-                        ),
-                    ));
-                }
-                None => return Err(err(format!("{key}.expires"), "missing".into())),
-            };
+            let shared = e.shared(file, key.clone());
+            shared
+                .check_target(&Target::AMD_CODE_OBJECT_TARGETS)
+                .map_err(|m| data.at(format!("{key}.target"), m))?;
             exceptions.push(Exception {
-                target,
-                entries,
-                gate,
-                reason: string("reason")?,
-                tracking: string("tracking")?,
-                expires,
-                key,
+                scope: GateScope {
+                    entries,
+                    gate: e.gate,
+                },
+                shared,
             });
         }
         Ok(ExceptionSet {
@@ -434,6 +304,10 @@ pub enum Verdict {
     },
     /// Passed although an exception says it fails: the exception is stale.
     UnexpectedPass {
+        exception: usize,
+    },
+    /// Covered by an exception whose date has passed: fails whatever the gate did.
+    Expired {
         exception: usize,
     },
 }
@@ -461,8 +335,10 @@ impl GateReport {
     }
 }
 
-/// Applies exceptions to gate results. `evaluated` lists the targets that were built, so an
-/// exception for a target not built this run is not reported as matching nothing.
+/// Applies exceptions to gate results by the one strict-xfail rule
+/// ([`crate::cases::strict_xfail`]) that known-bad cases follow too. `evaluated` lists the
+/// targets that were built, so an exception for a target not built this run is not reported as
+/// matching nothing.
 pub fn judge(
     results: Vec<GateResult>,
     set: &ExceptionSet,
@@ -473,10 +349,10 @@ pub fn judge(
     let mut problems = Vec::new();
     let mut used = vec![false; set.exceptions.len()];
     for (i, e) in set.exceptions.iter().enumerate() {
-        if e.expires < today {
+        if e.is_expired(today) {
             problems.push(format!(
-                "{file}: {} ({} on {} for {:?}) expired on {}: fix the kernel or renew the exception ({})",
-                e.key, e.gate, e.target, e.entries, e.expires, e.tracking
+                "{file}: {} ({} on {} for {}) expired on {}: fix the kernel or renew the exception ({})",
+                e.key, e.scope.gate, e.target, e.scope.entries, e.expires, e.tracking
             ));
             used[i] = true;
         }
@@ -494,21 +370,28 @@ pub fn judge(
                 (Some(i), outcome) => {
                     used[i] = true;
                     let e = &set.exceptions[i];
-                    match outcome {
-                        Outcome::Fail(why) if e.expires < today => {
-                            problems.push(format!(
-                                "gate {} failed for {} on {}: {why} (its exception {} expired on {})",
-                                r.gate, r.entry, r.target, e.key, e.expires
-                            ));
-                            Verdict::Fail
-                        }
-                        Outcome::Fail(_) => Verdict::ExpectedFail { exception: i },
-                        Outcome::Pass => {
+                    match (e.judge(matches!(outcome, Outcome::Fail(_)), today), outcome) {
+                        (Xfail::Caught, _) => Verdict::ExpectedFail { exception: i },
+                        (Xfail::UnexpectedPass, _) => {
                             problems.push(format!(
                                 "gate {} now passes for {} on {}, but {file}: {} expects it to fail: remove the stale exception",
                                 r.gate, r.entry, r.target, e.key
                             ));
                             Verdict::UnexpectedPass { exception: i }
+                        }
+                        (Xfail::Expired, Outcome::Fail(why)) => {
+                            problems.push(format!(
+                                "gate {} failed for {} on {}: {why} (its exception {} expired on {})",
+                                r.gate, r.entry, r.target, e.key, e.expires
+                            ));
+                            Verdict::Expired { exception: i }
+                        }
+                        (Xfail::Expired, Outcome::Pass) => {
+                            problems.push(format!(
+                                "gate {} now passes for {} on {}, and {file}: {} expired on {}: remove the stale exception",
+                                r.gate, r.entry, r.target, e.key, e.expires
+                            ));
+                            Verdict::Expired { exception: i }
                         }
                     }
                 }
@@ -517,10 +400,10 @@ pub fn judge(
         })
         .collect();
     for (i, e) in set.exceptions.iter().enumerate() {
-        if !used[i] && evaluated.iter().any(|t| glob_match(&e.target, t.name())) {
+        if !used[i] && evaluated.iter().any(|t| e.target.matches(t.name())) {
             problems.push(format!(
-                "{file}: {} (gate {}, target {}, {:?}) matches no gate result: remove or fix it",
-                e.key, e.gate, e.target, e.entries
+                "{file}: {} (gate {}, target {}, {}) matches no gate result: remove or fix it",
+                e.key, e.scope.gate, e.target, e.scope.entries
             ));
         }
     }
@@ -535,6 +418,7 @@ impl fmt::Display for GateReport {
                 Verdict::Fail => "FAIL",
                 Verdict::ExpectedFail { .. } => "XFAIL",
                 Verdict::UnexpectedPass { .. } => "XPASS",
+                Verdict::Expired { .. } => "EXPIRED",
             };
             let why = match &r.result.outcome {
                 Outcome::Pass => String::new(),
@@ -582,12 +466,7 @@ mod tests {
     }
 
     fn date(s: &str) -> Date {
-        let p: Vec<u16> = s.split('-').map(|x| x.parse().unwrap()).collect();
-        Date {
-            year: p[0],
-            month: p[1] as u8,
-            day: p[2] as u8,
-        }
+        Date::parse(s).unwrap()
     }
 
     #[test]
@@ -653,27 +532,6 @@ mod tests {
         assert_eq!(ok.len(), 3);
     }
 
-    #[test]
-    fn globs() {
-        assert!(glob_match("gfx11*", "gfx1151"));
-        assert!(glob_match("gfx1?01", "gfx1201"));
-        assert!(glob_match("*", "gfx1100"));
-        assert!(glob_match("w4a16_*_f16*", "w4a16_fused_f16_64x64x32w4"));
-        assert!(!glob_match("gfx11*", "gfx1201"));
-        assert!(!glob_match("gfx1100", "gfx11000"));
-    }
-
-    #[test]
-    fn civil_dates() {
-        assert_eq!(Date::from_days_since_epoch(0), date("1970-01-01"));
-        assert_eq!(Date::from_days_since_epoch(19_782), date("2024-02-29"));
-        assert_eq!(
-            Date::from_days_since_epoch(20_000).to_string(),
-            "2024-10-04"
-        );
-        assert!(date("2025-01-31") < date("2025-02-01"));
-    }
-
     const FILE: &str = r#"
 [[exception]]
 target = "gfx12*"
@@ -682,6 +540,7 @@ gate = "fused-wmma"
 reason = "gfx12 WMMA layout not done"
 tracking = "issue 4"
 expires = 2030-01-01
+mode = "xfail-strict"
 "#;
 
     fn set(text: &str) -> ExceptionSet {
@@ -689,7 +548,7 @@ expires = 2030-01-01
     }
 
     #[test]
-    fn exception_file_errors_name_file_and_key() {
+    fn exception_file_errors_name_file_key_and_line() {
         let parse = |t: &str| {
             ExceptionSet::parse(t, Path::new("x.toml"))
                 .unwrap_err()
@@ -697,29 +556,60 @@ expires = 2030-01-01
         };
         assert_eq!(
             parse(&FILE.replace("fused-wmma", "fused-mma")),
-            "x.toml: exception[0].gate: unknown gate \"fused-mma\"; expected one of no-scratch, no-spill, fp16-v_and_or_b32, fused-wmma"
+            "x.toml: key \"exception[0].gate\": unknown value `fused-mma`; expected one of `no-scratch`, `no-spill`, `fp16-v_and_or_b32`, `fused-wmma` (line 5)"
+        );
+        assert!(
+            parse(&FILE.replace("\"fused\"", "\"fuse\"")).starts_with(
+                "x.toml: key \"exception[0].kernel\": unknown value `fuse`; expected one of `skinny`, `fused`,"
+            )
         );
         assert_eq!(
             parse(&FILE.replace("2030-01-01", "\"2030-01-01\"")),
-            "x.toml: exception[0].expires: expected a date (YYYY-MM-DD, unquoted), got string"
+            "x.toml: key \"exception[0].expires\": expected an unquoted date such as 2026-06-30, got \"2030-01-01\" (line 8)"
         );
         assert_eq!(
             parse(&FILE.replace("reason = \"gfx12 WMMA layout not done\"\n", "")),
-            "x.toml: exception[0].reason: missing"
+            "x.toml: key \"exception[0].reason\": required key is missing (line 2)"
+        );
+        assert_eq!(
+            parse(&FILE.replace("tracking = \"issue 4\"", "tracking = \" \"")),
+            "x.toml: key \"exception[0].tracking\": must not be empty (line 7)"
         );
         assert_eq!(
             parse(&FILE.replace(
                 "kernel = \"fused\"",
                 "kernel = \"fused\"\nentry = \"w4a16_fused_*\""
             )),
-            "x.toml: exception[0]: needs exactly one of `entry` (a glob) or `kernel`"
+            "x.toml: key \"exception[0]\": needs exactly one of `entry` (a glob) or `kernel` (line 2)"
+        );
+        assert_eq!(
+            parse(&FILE.replace("gfx12*", "sm_90")),
+            "x.toml: key \"exception[0].target\": \"sm_90\" matches no target (gfx1100, gfx1151, gfx1201) (line 3)"
         );
         assert!(
             parse(&FILE.replace("tracking", "trackin"))
-                .starts_with("x.toml: exception[0].trackin: unknown key")
+                .starts_with("x.toml: key \"exception[0].trackin\": unknown key; expected one of")
         );
-        assert!(parse("[[exception]\n").starts_with("x.toml: (syntax): "));
+        let m = parse(&FILE.replace("mode = \"xfail-strict\"", "mode = \"skip\""));
+        assert!(
+            m.starts_with(
+                "x.toml: key \"exception[0].mode\": unknown value `skip`; expected `xfail-strict`"
+            ),
+            "{m}"
+        );
+        assert!(parse("[[exception]\n").starts_with("x.toml: "));
         assert_eq!(set("").exceptions.len(), 0);
+    }
+
+    #[test]
+    fn exceptions_read_the_shared_keys_like_known_bad_entries() {
+        let e = &set(FILE).exceptions[0];
+        assert_eq!(e.key, "exception[0]");
+        assert_eq!(e.target.as_str(), "gfx12*");
+        assert_eq!(e.expires, date("2030-01-01"));
+        assert_eq!(e.tracking, "issue 4");
+        assert_eq!(e.scope.entries, EntryMatch::Kernel(KernelId::Fused));
+        assert_eq!(e.scope.gate, Gate::FusedWmma);
     }
 
     fn fail(t: Target, entry: &str, gate: Gate) -> GateResult {
@@ -792,9 +682,23 @@ expires = 2030-01-01
             date("2030-01-02"),
             &targets,
         );
-        assert_eq!(r.rows[0].verdict, Verdict::Fail);
+        assert_eq!(r.rows[0].verdict, Verdict::Expired { exception: 0 });
         assert_eq!(r.problems.len(), 2, "{r}");
         assert!(r.problems[0].contains("expired on 2030-01-01"));
+        assert!(
+            r.to_string()
+                .contains("EXPIRED gfx1201 w4a16_fused_bf16 fused-wmma")
+        );
+        // Expired and passing: still a failure, naming both.
+        let r = judge(
+            vec![pass(Target::Gfx1201, "w4a16_fused_bf16", Gate::FusedWmma)],
+            &s,
+            date("2030-01-02"),
+            &targets,
+        );
+        assert_eq!(r.rows[0].verdict, Verdict::Expired { exception: 0 });
+        assert_eq!(r.problems.len(), 2, "{r}");
+        assert!(r.problems[1].contains("now passes"), "{r}");
         // Unmatched on a target that was built: a typo must not linger.
         let r = judge(
             vec![pass(Target::Gfx1201, "w4a16_skinny_f16", Gate::NoSpill)],

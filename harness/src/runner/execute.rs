@@ -5,7 +5,7 @@
 use super::check::{Check, KernelPath};
 use super::timing::{Phase, PhaseTimes};
 use super::verdict::{Cause, Mismatch, Outcome, OutputProblems, Verdict};
-use crate::cases::{self, CarrierMode, Case, KnownBad, KnownBadMode, ViewLayout};
+use crate::cases::{self, CarrierMode, Case, KnownBad, ViewLayout, Xfail};
 use crate::config::KernelConfig;
 use crate::device::{Device, DeviceFault, GemmOutput};
 use crate::launch::DeviceInputs;
@@ -212,29 +212,37 @@ fn run_timed(
     (out, times)
 }
 
+/// The case's verdicts under its known-bad entry, by the one strict-xfail rule
+/// ([`cases::strict_xfail`]) that the code-object gates use too.
 fn apply_known_bad(verdicts: &mut [Verdict], kb: &KnownBad, today: cases::Date) {
-    let expired = kb.is_expired(today);
-    let mut any_failed = false;
-    for v in verdicts.iter_mut() {
-        if expired {
-            v.detail = format!(
-                "known-bad entry expired ({}): {}; {}",
-                kb.tracking, kb.reason, v.detail
-            );
-            v.outcome = Outcome::Expired;
-            continue;
+    let failed = verdicts
+        .iter()
+        .any(|v| matches!(v.outcome, Outcome::Fail | Outcome::Fault));
+    match kb.judge(failed, today) {
+        Xfail::Expired => {
+            for v in verdicts.iter_mut() {
+                v.detail = format!(
+                    "known-bad entry expired ({}): {}; {}",
+                    kb.tracking, kb.reason, v.detail
+                );
+                v.outcome = Outcome::Expired;
+            }
         }
-        if matches!(v.outcome, Outcome::Fail | Outcome::Fault) {
-            any_failed = true;
-            v.detail = format!("known bad ({}): {}; {}", kb.tracking, kb.reason, v.detail);
-            v.outcome = Outcome::ExpectedFail;
+        Xfail::Caught => {
+            for v in verdicts
+                .iter_mut()
+                .filter(|v| matches!(v.outcome, Outcome::Fail | Outcome::Fault))
+            {
+                v.detail = format!("known bad ({}): {}; {}", kb.tracking, kb.reason, v.detail);
+                v.outcome = Outcome::ExpectedFail;
+            }
         }
-    }
-    // Strict: a suppression that no longer catches a failure must be removed.
-    if !expired && !any_failed && kb.mode == KnownBadMode::XfailStrict {
-        for v in verdicts.iter_mut().filter(|v| v.outcome == Outcome::Pass) {
-            v.outcome = Outcome::UnexpectedPass;
-            v.detail = format!("known-bad entry ({}) now passes: remove it", kb.tracking);
+        // Strict: a suppression that no longer catches a failure must be removed.
+        Xfail::UnexpectedPass => {
+            for v in verdicts.iter_mut().filter(|v| v.outcome == Outcome::Pass) {
+                v.outcome = Outcome::UnexpectedPass;
+                v.detail = format!("known-bad entry ({}) now passes: remove it", kb.tracking);
+            }
         }
     }
 }
@@ -1726,5 +1734,52 @@ mod tests {
             assert_eq!(v.detail, "needs a GPU: no GPU in this test");
             assert_eq!(v.skip_requirement(), Some(Requirement::Gpu));
         }
+    }
+
+    /// The runner applies the shared strict-xfail rule: a failure is caught (the pass beside it
+    /// stays a pass), nothing failing is XPASS, and past the date every verdict is EXPIRED.
+    #[test]
+    fn known_bad_entries_apply_the_shared_strict_xfail_rule() {
+        use crate::cases::glob::Glob;
+        use crate::cases::known_bad::CaseIds;
+        use crate::cases::suppress::{Mode, Shared};
+        let kb = KnownBad {
+            scope: CaseIds {
+                id: Glob::new("**"),
+            },
+            shared: Shared {
+                target: Glob::new("*"),
+                reason: "bf16 tail".into(),
+                tracking: "issue #0".into(),
+                expires: cases::Date::new(2026, 6, 30).unwrap(),
+                mode: Mode::XfailStrict,
+                file: "known_bad.toml".into(),
+                key: "known_bad[0]".into(),
+            },
+        };
+        let v = |o| Verdict::new("c", "skinny".parse().unwrap(), o);
+        let (on, after) = (
+            cases::Date::new(2026, 6, 30).unwrap(),
+            cases::Date::new(2026, 7, 1).unwrap(),
+        );
+        let outcomes = |mut vs: Vec<Verdict>, today| {
+            apply_known_bad(&mut vs, &kb, today);
+            vs.into_iter().map(|v| v.outcome).collect::<Vec<_>>()
+        };
+        assert_eq!(
+            outcomes(
+                vec![v(Outcome::Fail), v(Outcome::Pass), v(Outcome::Fault)],
+                on
+            ),
+            [Outcome::ExpectedFail, Outcome::Pass, Outcome::ExpectedFail]
+        );
+        assert_eq!(
+            outcomes(vec![v(Outcome::Pass), v(Outcome::Skip)], on),
+            [Outcome::UnexpectedPass, Outcome::Skip]
+        );
+        assert_eq!(
+            outcomes(vec![v(Outcome::Fail), v(Outcome::Pass)], after),
+            [Outcome::Expired, Outcome::Expired]
+        );
     }
 }
