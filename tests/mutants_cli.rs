@@ -54,7 +54,10 @@ fn kernel_sources_with_a_missing_file_is_refused_naming_it() {
 #[test]
 fn mutants_without_a_gpu_skip_loudly_and_write_no_table() {
     if w4a16_harness::device::open_default().is_ok() {
-        eprintln!("W4A16-SKIP [gpu] a GPU is present: `w4a16 mutants` would measure for real");
+        w4a16_harness::require::announce_skip(
+            "no-gpu",
+            "a GPU is present: `w4a16 mutants` would measure for real",
+        );
         return;
     }
     let dir = temp("mutants-skip");
@@ -109,7 +112,10 @@ fn the_measurement_drives_run_through_kernel_sources_and_reads_its_report() {
     use w4a16_kernels::mutants::Catalogue;
     use w4a16_kernels::source::KernelSources;
     if w4a16_harness::device::open_default().is_ok() {
-        eprintln!("W4A16-SKIP [gpu] a GPU is present: the plumbing test would measure for real");
+        w4a16_harness::require::announce_skip(
+            "no-gpu",
+            "a GPU is present: the plumbing test would measure for real",
+        );
         return;
     }
     let work = temp("mutants-plumbing");

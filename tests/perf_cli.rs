@@ -61,7 +61,10 @@ fn a_band_that_is_not_a_positive_fraction_is_refused() {
 #[test]
 fn without_a_gpu_the_run_is_a_loud_skip_that_writes_no_report() {
     if has_gpu() {
-        eprintln!("SKIPPED: this machine has a GPU; the skip path is for machines without one");
+        w4a16_harness::require::announce_skip(
+            "no-gpu",
+            "this machine has a GPU; the skip path is for machines without one",
+        );
         return;
     }
     let out = std::env::temp_dir().join(format!("w4a16-perf-skip-{}", std::process::id()));
@@ -80,7 +83,10 @@ fn without_a_gpu_the_run_is_a_loud_skip_that_writes_no_report() {
 #[test]
 fn the_slowed_kernel_script_still_patches_skinny() {
     if has_gpu() {
-        eprintln!("SKIPPED: on a GPU the script would time the slowed kernel; run it by hand");
+        w4a16_harness::require::announce_skip(
+            "no-gpu",
+            "on a GPU the script would time the slowed kernel; run it by hand",
+        );
         return;
     }
     // Without a GPU the script patches a copy of the sources (failing with status 2 when its

@@ -40,9 +40,12 @@ fn sanitize_rows(report_dir: &Path) -> Vec<serde_json::Value> {
 #[test]
 fn without_a_gpu_the_sanitizer_is_a_loud_skip_and_a_failure_when_required() {
     if let (_, Backend::Device(d)) = session::open_backend(None) {
-        eprintln!(
-            "W4A16-SKIP [gpu] {} is here: the no-GPU path of --sanitize is not what runs",
-            d.name()
+        w4a16_harness::require::announce_skip(
+            "no-gpu",
+            &format!(
+                "{} is here: the no-GPU path of --sanitize is not what runs",
+                d.name()
+            ),
         );
         return;
     }

@@ -15,18 +15,12 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
+/// Loud skip, or a failure when `W4A16_REQUIRE` names `amd-toolchain`.
 fn skip_or_fail(reason: &str) {
-    let required = std::env::var("W4A16_REQUIRE")
-        .map(|v| {
-            v.split(',')
-                .map(str::trim)
-                .any(|p| p == "amd-toolchain" || p == "all")
-        })
-        .unwrap_or(false);
-    if required {
-        panic!("W4A16_REQUIRE names amd-toolchain, but: {reason}");
-    }
-    eprintln!("W4A16-SKIP [amd-toolchain] {reason}");
+    w4a16_require::skip_or_fail(&w4a16_require::Skip {
+        requirement: w4a16_require::Requirement::AmdToolchain,
+        reason: reason.to_owned(),
+    });
 }
 
 /// The compiled driver, once per test binary; `Err` is the reason to skip.

@@ -19,18 +19,12 @@ use w4a16_kernels::source::{self, SourceFile};
 
 const POISON: i32 = 0xDEAD_BEEF_u32 as i32;
 
+/// Loud skip, or a failure when `W4A16_REQUIRE` names `amd-toolchain`.
 fn skip_or_fail(reason: &str) {
-    let required = std::env::var("W4A16_REQUIRE")
-        .map(|v| {
-            v.split(',')
-                .map(str::trim)
-                .any(|p| p == "amd-toolchain" || p == "all")
-        })
-        .unwrap_or(false);
-    if required {
-        panic!("W4A16_REQUIRE names amd-toolchain, but: {reason}");
-    }
-    eprintln!("W4A16-SKIP [amd-toolchain] {reason}");
+    w4a16_require::skip_or_fail(&w4a16_require::Skip {
+        requirement: w4a16_require::Requirement::AmdToolchain,
+        reason: reason.to_owned(),
+    });
 }
 
 /// moe_align.hip with the host block in place of compat.h, then the driver.

@@ -156,7 +156,9 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         kernel_sources: Option<PathBuf>,
     },
-    /// Issue 3's speed benchmark on the first GPU that opens; the table goes to stdout.
+    /// Speed on the first GPU that opens: `skinny` (M 1..5) against the device's copy
+    /// bandwidth and `fused` (M 2048) against the vendor BLAS, K 4096, N 14336; the table
+    /// goes to stdout.
     /// With `--cpu-side`: what the CPU side of a run (data, conversion, reference and
     /// verification) costs on this machine, with a stand-in device that computes nothing.
     Bench {

@@ -6,9 +6,9 @@
 //! poison, guard bands, argument packing from the declaration, synchronise, download, guard
 //! check) is written once, here, in the blanket `impl<B: Backend> Device for B`.
 //!
-//! To add a backend (e.g. `rocm.rs` on hip-sys): implement [`Backend`] and an
-//! `open() -> Result<YourDevice, Skip>`; [`open_default`] already calls `rocm::open()` behind
-//! the `rocm` feature.
+//! To add a backend: implement [`Backend`] and an `open() -> Result<YourDevice, Skip>`, as
+//! `cuda.rs` (cudarc) and `rocm.rs` (hip-sys, behind the `rocm` feature) do, and try it in
+//! [`open_default`].
 
 pub mod blas;
 pub mod cuda;
@@ -18,13 +18,11 @@ pub mod guard;
 pub mod hipblas;
 pub mod moe;
 pub mod none;
+#[cfg(feature = "rocm")]
+pub mod rocm;
 #[cfg(test)]
 pub(crate) mod simulated;
 pub mod stand_in;
-// `rustfmt::skip` only until `rocm.rs` exists (rustfmt resolves cfg-ed modules); drop it then.
-#[cfg(feature = "rocm")]
-#[rustfmt::skip]
-pub mod rocm;
 
 use w4a16_kernels::decl::{LaunchGeometry, LaunchShape};
 use w4a16_kernels::source::KernelSources;
@@ -559,8 +557,9 @@ fn blas_for(inputs: &DeviceInputs<'_>) -> Result<BlasGemm, DeviceFault> {
     })
 }
 
-/// Y prefilled with the broadcast bias, so that `beta = 1` adds it inside the BLAS epilogue
-/// before the single cast (the dense path's recipe is `BiasStage::BeforeCast`).
+/// Y prefilled with the broadcast bias, so that `beta = 1` adds it inside the BLAS epilogue.
+/// Where that epilogue rounds is the vendor's choice (before or after adding C), so the dense
+/// path declares `BiasStage::Either` (`dense_recipe` in kernels/src/set.rs says why).
 fn bias_prefill<'a>(
     inputs: &'a DeviceInputs<'_>,
 ) -> Option<impl Fn(usize, usize) -> Option<u16> + 'a> {

@@ -24,8 +24,8 @@ use std::time::{Duration, Instant};
 
 use hip_sys::hiprt::hipDeviceProp_t;
 use w4a16_kernels::amd::{self, AmdBuildError, Builder, KernelSource};
-use w4a16_kernels::source::KernelSources;
 use w4a16_kernels::decl::LaunchGeometry;
+use w4a16_kernels::source::KernelSources;
 use w4a16_kernels::{KernelDecl, Target};
 
 use super::hipblas::{BlasHandle, HipBlas};

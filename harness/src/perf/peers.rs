@@ -466,13 +466,16 @@ mod tests {
     }
 
     /// `python3` here, or a loud skip (`None`): the script's tests cannot run without it.
-    fn python3(test: &str) -> Option<ScriptRunner> {
+    fn python3() -> Option<ScriptRunner> {
         let found = Command::new(DEFAULT_PYTHON)
             .arg("--version")
             .output()
             .is_ok_and(|o| o.status.success());
         if !found {
-            eprintln!("SKIPPED {test}: no `{DEFAULT_PYTHON}` on this machine");
+            crate::require::announce_skip(
+                DEFAULT_PYTHON,
+                &format!("no `{DEFAULT_PYTHON}` on this machine"),
+            );
             return None;
         }
         Some(ScriptRunner {
@@ -618,7 +621,7 @@ mod tests {
 
     #[test]
     fn script_without_torch_says_so_and_exits_non_zero() {
-        let Some(mut runner) = python3("script_without_torch") else {
+        let Some(mut runner) = python3() else {
             return;
         };
         let dir = work_dir("no-torch");
@@ -647,7 +650,7 @@ mod tests {
 
     #[test]
     fn script_self_test_passes() {
-        let Some(runner) = python3("script_self_test") else {
+        let Some(runner) = python3() else {
             return;
         };
         let out = Command::new(&runner.python)
@@ -666,7 +669,7 @@ mod tests {
     /// spawn → wait → read path, and the stderr tail a failure quotes.
     #[test]
     fn run_reads_a_scripts_answer_and_quotes_a_failures_stderr() {
-        let Some(runner) = python3("run_reads_a_scripts_answer") else {
+        let Some(runner) = python3() else {
             return;
         };
         let dir = work_dir("stand-in");
@@ -714,7 +717,7 @@ mod tests {
 
     #[test]
     fn a_hung_script_is_stopped() {
-        let Some(mut runner) = python3("a_hung_script") else {
+        let Some(mut runner) = python3() else {
             return;
         };
         let dir = work_dir("hung");
