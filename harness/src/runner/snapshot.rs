@@ -873,3 +873,42 @@ mod cli_tests {
         assert_eq!(yaml_scalar("-x"), "\"-x\"");
     }
 }
+
+#[cfg(test)]
+mod insta_tests {
+    use super::*;
+    use crate::runner::Check;
+    use crate::runner::verdict::Outcome;
+
+    /// insta itself reads a file this module wrote as the same snapshot (its assertion passes
+    /// against it without writing anything), so `cargo insta review` and the test-time path
+    /// agree with the CLI's.
+    #[test]
+    fn insta_reads_what_the_cli_writes() {
+        let dir = std::env::temp_dir().join(format!("w4a16-snapshot-insta-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let key = SnapshotFile::new("probe", "sm_90", None);
+        let verdicts = vec![
+            Verdict::new("probe/a", Check::Selection(None), Outcome::Pass),
+            Verdict::new("probe/b", Check::Selection(None), Outcome::Fail).bucket(">1"),
+        ];
+        std::fs::write(
+            dir.join(key.file_name()),
+            render_file(&key, &render(&verdicts)),
+        )
+        .unwrap();
+        let mut settings = insta::Settings::clone_current();
+        settings.set_snapshot_path(&dir);
+        settings.set_prepend_module_to_snapshot(false);
+        settings.set_snapshot_suffix("sm_90");
+        settings.set_omit_expression(true);
+        let text = render(&verdicts);
+        settings.bind(|| insta::assert_snapshot!(snapshot_name("probe"), text));
+        let left: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(left, vec![std::ffi::OsString::from(key.file_name())]);
+    }
+}
