@@ -23,6 +23,7 @@ use w4a16_harness::perf::update;
 use w4a16_harness::require;
 use w4a16_harness::runner::sanitize::{self, SanitizerTool};
 use w4a16_harness::runner::session::{self, Backend, SessionOptions};
+use w4a16_harness::runner::snapshot::{SnapshotFile, SnapshotMode};
 use w4a16_harness::runner::{
     Check, Outcome, PhaseTimes, Summary, Verdict, cpu_side, execute, global, isolate, report,
     snapshot, verdict,
@@ -67,9 +68,13 @@ enum Command {
         /// Where the JSON, JUnit XML and Markdown reports and failure artifacts go.
         #[arg(long, default_value = "target/w4a16-report")]
         report_dir: PathBuf,
-        /// Record (`update`) or compare (`check`) the verdict snapshots per suite for the target.
-        #[arg(long, default_value = "off")]
-        snapshot: String,
+        /// Record (`update`) or compare (`check`) the verdict snapshots per suite for the target:
+        /// a difference prints a compact diff, writes `<name>.snap.new` and fails the run.
+        #[arg(long, value_enum, default_value_t = SnapshotArg::Off)]
+        snapshot: SnapshotArg,
+        /// Folder of the verdict snapshots (default: `snapshots/` beside the cases folder).
+        #[arg(long, value_name = "DIR")]
+        snapshots: Option<PathBuf>,
         /// Run GPU cases in this process (no fault isolation; for debugging).
         #[arg(long)]
         in_process: bool,
@@ -202,6 +207,22 @@ enum Command {
     /// the fallback at each batch size. Without a GPU the format, selection and contract
     /// checks still run. Exit 1 on any refusal or failure.
     CheckModel(check_model::CheckModelArgs),
+    /// Compare (or record) the verdict snapshots of a finished run from its report.json, e.g.
+    /// one a GPU machine sent back. Exit 1 when a snapshot differs under `check`.
+    Snapshots {
+        /// The run's report (its target and verdicts).
+        #[arg(long, default_value = "target/w4a16-report/report.json")]
+        report: PathBuf,
+        /// Record the snapshots that differ instead of comparing (writes `.snap` files).
+        #[arg(long)]
+        update: bool,
+        /// Folder of the verdict snapshots (default: `snapshots/` beside the cases folder).
+        #[arg(long, value_name = "DIR")]
+        snapshots: Option<PathBuf>,
+        /// The run was under compute-sanitizer with this tool (its snapshots are its own).
+        #[arg(long, value_parser = sanitize_tool())]
+        sanitize: Option<SanitizerTool>,
+    },
     /// Internal: the fault-isolated GPU worker (case ids on stdin, framed verdicts on stdout).
     #[command(hide = true)]
     Worker {
@@ -276,6 +297,24 @@ struct PerfArgs {
     peers: bool,
 }
 
+/// `run --snapshot`: no snapshots, or as [`SnapshotMode`].
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum SnapshotArg {
+    Off,
+    Check,
+    Update,
+}
+
+impl SnapshotArg {
+    fn mode(self) -> Option<SnapshotMode> {
+        match self {
+            SnapshotArg::Off => None,
+            SnapshotArg::Check => Some(SnapshotMode::Check),
+            SnapshotArg::Update => Some(SnapshotMode::Update),
+        }
+    }
+}
+
 /// `--sanitize`: one of compute-sanitizer's tools, by name.
 fn sanitize_tool() -> impl clap::builder::TypedValueParser<Value = SanitizerTool> {
     use clap::builder::TypedValueParser;
@@ -344,6 +383,22 @@ fn parse_config_target(s: &str) -> Result<Option<Target>, String> {
 fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
     match cli.command {
         Command::CheckModel(args) => check_model::check_model(args, cli.cases, config),
+        Command::Snapshots {
+            report,
+            update,
+            snapshots: explicit,
+            sanitize,
+        } => {
+            let dir = match explicit {
+                Some(dir) => dir,
+                None => snapshot::snapshot_dir(None, &find_cases_dir(cli.cases)?),
+            };
+            let mode = match update {
+                true => SnapshotMode::Update,
+                false => SnapshotMode::Check,
+            };
+            snapshots_of_report(&report, mode, &dir, sanitize)
+        }
         Command::Worker {
             target,
             kernel_config_json,
@@ -679,6 +734,7 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
             jobs,
             report_dir,
             snapshot: snap,
+            snapshots: snapshot_dir,
             in_process,
             case_timeout,
             sanitize: sanitize_tool,
@@ -690,11 +746,7 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
             check_suites(&set, &suites)?;
             // No dead tile-table rung: every rung is chosen by the derived selection sweep.
             select::reach::check_shipped().map_err(|e| e.to_string())?;
-            if !["off", "check", "update"].contains(&snap.as_str()) {
-                return Err(format!(
-                    "--snapshot: expected off, check or update, got {snap:?}"
-                ));
-            }
+            let snapshot_dir = snapshot::snapshot_dir(snapshot_dir.as_deref(), &dir);
             let chosen = choose(&set, &suites, filter.as_deref());
             let (target, backend) =
                 session::open_backend_with(parse_target(&target)?, &sources, Allocation::Guarded);
@@ -866,22 +918,25 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
                 &verdicts,
                 (wall_s, workers, &out.times),
             )?;
-            let differing = match (&no_gpu, snap.as_str()) {
-                (_, "off") => Vec::new(),
+            let differing = match (&no_gpu, snap.mode()) {
+                (_, None) => Vec::new(),
                 // Verdict snapshots record GPU runs; CPU-side rows and skips would only differ.
-                (Some(skip), _) => {
+                (Some(skip), Some(mode)) => {
                     eprintln!(
                         "w4a16: SNAPSHOTS NOT {}: no GPU for {target} here ({})",
-                        if snap == "update" {
-                            "RECORDED"
-                        } else {
-                            "COMPARED"
+                        match mode {
+                            SnapshotMode::Update => "RECORDED",
+                            SnapshotMode::Check => "COMPARED",
                         },
                         skip.reason
                     );
                     Vec::new()
                 }
-                (None, mode) => snapshots(mode, target, sanitize_tool, &chosen, &verdicts),
+                (None, Some(mode)) => {
+                    let suites = chosen.iter().map(|c| c.suite.as_str());
+                    let file = |s: &str| SnapshotFile::new(s, &target.name(), sanitize_tool);
+                    snapshots(&snapshot_dir, mode, suites.map(file), &verdicts)?
+                }
             };
             let summary = Summary::of(&verdicts);
             print!("{summary}");
@@ -890,7 +945,7 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
             }
             if !differing.is_empty() {
                 println!(
-                    "SNAPSHOTS DIFFER on {target}: {} (review the .snap.new files with `cargo insta review`)",
+                    "SNAPSHOTS DIFFER on {target}: {} (review the .snap.new files with `cargo insta review`, or record with --snapshot update)",
                     differing.join(", ")
                 );
             }
@@ -1048,45 +1103,96 @@ fn write_reports(
     Ok(())
 }
 
-/// Verdict snapshots per suite for this target (and sanitizer tool), through insta (`update`
-/// records them). Returns the snapshots that differ (under `check`, the run fails on them).
+/// Compares (or records) one verdict snapshot per file key, each holding the verdicts of its
+/// suite, and prints each outcome with its compact diff. Returns the names of the snapshots
+/// that differ under `check` (the run fails on them); `update` has recorded them.
 fn snapshots(
-    mode: &str,
-    target: RunTarget,
-    sanitize: Option<SanitizerTool>,
-    chosen: &[&cases::Case],
+    dir: &Path,
+    mode: SnapshotMode,
+    files: impl IntoIterator<Item = SnapshotFile>,
     verdicts: &[Verdict],
-) -> Vec<String> {
+) -> Result<Vec<String>, String> {
+    let mut files: Vec<SnapshotFile> = files.into_iter().collect();
+    files.sort_by(|a, b| a.suite.cmp(&b.suite));
+    files.dedup();
     let mut differing = Vec::new();
-    set_insta_update(if mode == "update" { "always" } else { "no" });
-    let mut suites: Vec<&str> = chosen.iter().map(|c| c.suite.as_str()).collect();
-    suites.sort();
-    suites.dedup();
-    for s in suites {
+    for file in files {
+        let prefix = format!("{}/", file.suite);
         let rows: Vec<Verdict> = verdicts
             .iter()
-            .filter(|v| v.case_id.starts_with(&format!("{s}/")))
+            .filter(|v| v.case_id.starts_with(&prefix))
             .cloned()
             .collect();
-        let r = std::panic::catch_unwind(|| {
-            snapshot::assert_verdicts_of(s, &target.name(), sanitize, &rows)
-        });
-        if r.is_err() {
-            let name = format!("{}@{target}", snapshot::snapshot_name_of(s, sanitize));
-            eprintln!(
-                "snapshot {name} differs (see the .snap.new file; review with `cargo insta review`)"
-            );
-            differing.push(name);
+        let report =
+            snapshot::compare_and_write(dir, file, &rows, mode).map_err(|e| e.to_string())?;
+        if report.differs() {
+            print!("{report}");
+            if mode == SnapshotMode::Check {
+                differing.push(report.file.name());
+            }
         }
     }
-    differing
+    Ok(differing)
 }
 
-/// insta decides between recording and comparing from `INSTA_UPDATE` at assertion time.
-fn set_insta_update(value: &str) {
-    // SAFETY: called from the main thread once every worker thread of the run has joined, so
-    // no other thread reads the environment concurrently.
-    unsafe { std::env::set_var("INSTA_UPDATE", value) };
+/// `w4a16 snapshots`: a finished run's report.json against the verdict snapshots. Its verdicts
+/// must come from a GPU run: a skipped check would be recorded as one.
+fn snapshots_of_report(
+    report: &Path,
+    mode: SnapshotMode,
+    dir: &Path,
+    sanitize: Option<SanitizerTool>,
+) -> Result<ExitCode, String> {
+    let text = std::fs::read_to_string(report).map_err(|e| format!("{}: {e}", report.display()))?;
+    let expected = "a run's report.json (`target` and `verdicts`)";
+    let json: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| format!("{}: expected {expected}: {e}", report.display()))?;
+    let target = json["target"]
+        .as_str()
+        .ok_or_else(|| format!("{}: expected {expected}: no `target`", report.display()))?;
+    if RunTarget::parse(target).is_none() {
+        return Err(format!(
+            "{}: target {target:?} is none of {}",
+            report.display(),
+            RunTarget::known_names().join(", ")
+        ));
+    }
+    let verdicts: Vec<Verdict> = serde_json::from_value(json["verdicts"].clone())
+        .map_err(|e| format!("{}: expected {expected}: `verdicts`: {e}", report.display()))?;
+    if let Some(skip) = verdicts.iter().find(|v| v.outcome == Outcome::Skip) {
+        return Err(format!(
+            "{}: {} skipped checks (e.g. {} [{}]: {}): snapshots record runs on the target's GPU",
+            report.display(),
+            verdicts
+                .iter()
+                .filter(|v| v.outcome == Outcome::Skip)
+                .count(),
+            skip.case_id,
+            skip.check,
+            skip.detail
+        ));
+    }
+    let suites = verdicts
+        .iter()
+        .map(|v| v.case_id.split('/').next().unwrap_or_default());
+    let files = suites.map(|s| SnapshotFile::new(s, target, sanitize));
+    let differing = snapshots(dir, mode, files, &verdicts)?;
+    if differing.is_empty() {
+        println!(
+            "verdict snapshots of {target}: {}",
+            match mode {
+                SnapshotMode::Check => "all unchanged",
+                SnapshotMode::Update => "recorded",
+            }
+        );
+        Ok(ExitCode::SUCCESS)
+    } else {
+        println!(
+            "SNAPSHOTS DIFFER on {target}: {} (review the .snap.new files with `cargo insta review`, or record with --update)",
+            differing.join(", ")
+        );
+        Ok(ExitCode::FAILURE)
+    }
 }
 
 /// `--control DIR`: a kernel-source folder, or a repository checkout whose `kernels/hip` is one.

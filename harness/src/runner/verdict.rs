@@ -273,13 +273,7 @@ impl Verdict {
 
     /// The stable snapshot line.
     pub fn snapshot_row(&self) -> String {
-        match &self.bucket {
-            Some(b) => format!(
-                "{} | {} | {} | {}",
-                self.case_id, self.check, self.outcome, b
-            ),
-            None => format!("{} | {} | {}", self.case_id, self.check, self.outcome),
-        }
+        super::snapshot::SnapshotRow::from(self).line()
     }
 }
 
