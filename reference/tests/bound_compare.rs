@@ -511,7 +511,7 @@ fn the_range_edge_admits_inf_exactly_where_the_interval_reaches_the_threshold() 
         // The ratio reported for an accepted Inf: distance to the threshold over the bound.
         let y = t - 0.5 * b_t;
         let r = infinity_ratio(dtype, false, y, model.element(y, a, a, 0.0));
-        assert!((r - 0.5).abs() < 1e-3, "{dtype}: {r}");
+        approx::assert_abs_diff_eq!(r, 0.5, epsilon = 1e-3);
         assert_eq!(infinity_ratio(dtype, true, -2.0 * t, 1.0), 0.0);
     }
 }

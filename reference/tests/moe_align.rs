@@ -178,11 +178,11 @@ fn softmax_routing_is_the_top_k_of_the_logits() {
             .collect();
         let sum: f64 = p.iter().sum();
         for (wi, pi) in w.iter().zip(&p) {
-            assert!((f64::from(*wi) - pi / sum).abs() <= 1e-7 * (pi / sum));
+            approx::assert_abs_diff_eq!(f64::from(*wi), pi / sum, epsilon = 1e-7 * (pi / sum));
         }
         assert!(w.windows(2).all(|p| p[0] >= p[1]));
         let total: f32 = w.iter().sum();
-        assert!((total - 1.0).abs() <= 1e-6);
+        approx::assert_abs_diff_eq!(total, 1.0, epsilon = 1e-6);
     }
     assert!(ties > 0, "the seed exercises the tie rule");
 }

@@ -182,7 +182,8 @@ fn grouped_reference_is_each_slots_dense_row() {
                         a += (c.x.get(t, kk) * w.weight(j, kk)).abs();
                     }
                     let i = slot * n + j;
-                    assert!((r.y[i] - y).abs() <= 1e-12 * a && (r.a[i] - a).abs() <= 1e-12 * a);
+                    approx::assert_abs_diff_eq!(r.y[i], y, epsilon = 1e-12 * a);
+                    approx::assert_abs_diff_eq!(r.a[i], a, epsilon = 1e-12 * a);
                     let routed = f64::from(c.routing.weights[slot]);
                     assert_eq!(r.value(slot, j), r.y[i] * routed);
                 }

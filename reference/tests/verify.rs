@@ -542,7 +542,7 @@ fn freivalds_catches_an_error_that_keeps_every_line_sum() {
             // The line sums move by rounding only, far inside any line tolerance.
             let sum =
                 |v: &[u16], mi: usize| (0..n).map(|j| dtype.to_f64(v[mi * n + j])).sum::<f64>();
-            assert!((sum(&bad, m1) - sum(y, m1)).abs() < 0.1);
+            approx::assert_abs_diff_eq!(sum(&bad, m1), sum(y, m1), epsilon = 0.1);
             let fr =
                 freivalds::freivalds(x, layer, &model, OutputBits::new(&bad, n), seed).unwrap();
             assert!(!fr.passed(), "{dtype} {m}×{n} at ({m1},{m2})×({n1},{n2})");

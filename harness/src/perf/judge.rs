@@ -464,7 +464,11 @@ pub(crate) mod tests {
         );
         assert!(o.stale_golden);
         assert!(!o.fails(&policy));
-        assert!((o.cand_over_control.unwrap() - (24.0 / 24.2 - 1.0)).abs() < 1e-9);
+        approx::assert_abs_diff_eq!(
+            o.cand_over_control.unwrap(),
+            24.0 / 24.2 - 1.0,
+            epsilon = 1e-9
+        );
     }
 
     #[test]

@@ -191,8 +191,9 @@ mod tests {
     fn golden_entry_takes_medians_and_ratio_samples() {
         let m = measured(1, "skinny:k", 30.0, 0.02, 15);
         let e = golden_entry(&m).unwrap();
-        assert!((e.time_us - 30.0).abs() < 1e-9 && (e.control_us - 10.0).abs() < 1e-9);
-        assert!((e.ratio - 3.0).abs() < 1e-9);
+        approx::assert_abs_diff_eq!(e.time_us, 30.0, epsilon = 1e-9);
+        approx::assert_abs_diff_eq!(e.control_us, 10.0, epsilon = 1e-9);
+        approx::assert_abs_diff_eq!(e.ratio, 3.0, epsilon = 1e-9);
         assert_eq!(e.ratio_samples.len(), 15);
         let mut empty = m.clone();
         empty.times_us.clear();
@@ -240,7 +241,7 @@ mod tests {
         );
         assert_eq!(s.moved.len(), 1);
         assert_eq!(s.moved[0].0, key(2));
-        assert!((s.moved[0].1 - 0.2).abs() < 1e-9);
+        approx::assert_abs_diff_eq!(s.moved[0].1, 0.2, epsilon = 1e-9);
         assert_eq!(file.band, Some(0.1), "the override is kept");
         assert_eq!(file.recorded, "abc: perf --update-goldens");
         assert_eq!(file.entries.len(), 3);

@@ -117,8 +117,8 @@ mod tests {
         a.merge(&b);
         assert_eq!(a.cases, 3);
         assert_eq!(a.slowest_case_s, 5.0);
-        assert!((a.total_s() - 3.875).abs() < 1e-9);
-        assert!((a.cpu_side_s() - 3.625).abs() < 1e-9);
+        approx::assert_abs_diff_eq!(a.total_s(), 3.875, epsilon = 1e-9);
+        approx::assert_abs_diff_eq!(a.cpu_side_s(), 3.625, epsilon = 1e-9);
         let text = a.to_string();
         assert!(text.contains("3 cases"), "{text}");
         assert!(text.contains("reference + verification"), "{text}");

@@ -336,12 +336,12 @@ mod tests {
     fn eighth_powers_are_the_correctly_rounded_values() {
         for (f, &v) in EIGHTH_POWERS_OF_TWO.iter().enumerate() {
             let want = 2f64.powf(f as f64 / 8.0);
-            assert!((v - want).abs() <= f64::EPSILON * want, "2^({f}/8)");
+            approx::assert_abs_diff_eq!(v, want, epsilon = f64::EPSILON * want);
         }
         for d in 0..40 {
             let want = 2f64.powf(-(d as f64) / 8.0);
             let got = exp_eighths_down(d);
-            assert!((got - want).abs() <= 2.0 * f64::EPSILON * want, "d = {d}");
+            approx::assert_abs_diff_eq!(got, want, epsilon = 2.0 * f64::EPSILON * want);
         }
     }
 
