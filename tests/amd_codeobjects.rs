@@ -250,8 +250,10 @@ fn snapshots_per_target() {
 #[test]
 fn static_gates_hold_on_every_target() {
     let b = built_or_skip!();
-    let exceptions =
-        ExceptionSet::load(&gates::default_exceptions_path()).unwrap_or_else(|e| panic!("{e}"));
+    let exceptions = ExceptionSet::load(&gates::exceptions_path(
+        &w4a16_harness::cases::locate(None).unwrap(),
+    ))
+    .unwrap_or_else(|e| panic!("{e}"));
     let mut results = Vec::new();
     for (c, info, dis) in &b.objects {
         for k in &info.kernels {
@@ -534,6 +536,6 @@ fn compile_errors_name_source_and_target() {
 /// it is a typo).
 #[test]
 fn exceptions_file_parses() {
-    let path = gates::default_exceptions_path();
+    let path = gates::exceptions_path(&w4a16_harness::cases::locate(None).unwrap());
     ExceptionSet::load(&path).unwrap_or_else(|e| panic!("{e}"));
 }

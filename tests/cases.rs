@@ -14,7 +14,7 @@ use w4a16_reference::ActDtype;
 use w4a16_reference::layer::Symmetry;
 
 fn cases_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("cases")
+    w4a16_harness::cases::locate(None).expect("the cases folder")
 }
 
 fn load() -> CaseSet {
@@ -347,13 +347,11 @@ fn suite_counts_match_their_expansion() {
         counts.iter().map(|s| s.cases).sum::<usize>()
     );
     // Every promoted regression is exactly one case.
-    let entries = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("cases/regressions.toml"),
-    )
-    .unwrap()
-    .lines()
-    .filter(|l| l.trim() == "[[case]]")
-    .count();
+    let entries = std::fs::read_to_string(cases_dir().join("regressions.toml"))
+        .unwrap()
+        .lines()
+        .filter(|l| l.trim() == "[[case]]")
+        .count();
     assert!(entries >= 2, "the two H200 fuzz finds are promoted");
     assert_eq!(
         counts
@@ -818,7 +816,7 @@ fn both_suppression_files_load() {
         assert!(kb.key.starts_with("known_bad["), "{kb:?}");
         assert!(set.cases().any(|c| kb.scope.id.matches(&c.id)), "{kb:?}");
     }
-    let path = gates::default_exceptions_path();
+    let path = gates::exceptions_path(&w4a16_harness::cases::locate(None).unwrap());
     let exc = ExceptionSet::load(&path).unwrap_or_else(|e| panic!("{e}"));
     for e in &exc.exceptions {
         assert_eq!(e.file, path);

@@ -22,7 +22,7 @@ use w4a16_harness::runner::{Check, Outcome};
 use w4a16_kernels::{Execution, Target};
 
 fn cases_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("cases")
+    w4a16_harness::cases::locate(None).expect("the cases folder")
 }
 
 fn folders(root: &Path) -> Vec<PathBuf> {

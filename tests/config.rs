@@ -1,8 +1,6 @@
 //! The prefill dequant option (SPEC §5): both command-line forms, refusals of unknown keys and
 //! values, the retired flag's messages, and the startup budget check.
 
-use std::path::Path;
-
 use w4a16_harness::cases::ModelDescription;
 use w4a16_harness::config::{
     BudgetError, ConfigError, KernelConfig, PREFILL_DEQUANT_KEY, PrefillDequant, StartupRequest,
@@ -250,7 +248,9 @@ fn the_retired_flag_is_refused_without_or_with_a_strange_value() {
 
 fn qwen3_8b() -> ModelDescription {
     ModelDescription::load(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("cases/models/qwen3-8b.toml"),
+        &w4a16_harness::cases::locate(None)
+            .expect("the cases folder")
+            .join("models/qwen3-8b.toml"),
     )
     .unwrap()
 }

@@ -13,7 +13,7 @@
 //! hence the seeded data, and runs in every `w4a16 run` from then on.
 //! `W4A16_FUZZ_CASES` sets the number of cases (default 24 without a GPU, 256 with one).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use proptest::prelude::*;
@@ -28,9 +28,7 @@ use w4a16_kernels::RunTarget;
 
 /// `W4A16_CASES` where the binary runs away from its checkout (the staged GPU run).
 fn cases_dir() -> PathBuf {
-    std::env::var_os("W4A16_CASES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("cases"))
+    w4a16_harness::cases::locate(None).expect("the cases folder")
 }
 
 /// The target to fuzz: `W4A16_FUZZ_TARGET` (e.g. `gfx1151-emu`, the AMD configuration emulated

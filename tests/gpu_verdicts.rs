@@ -11,7 +11,7 @@ use w4a16_harness::runner::session::{self, Backend, SessionOptions};
 use w4a16_harness::runner::{Outcome, snapshot};
 
 fn cases_dir() -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("cases")
+    w4a16_harness::cases::locate(None).expect("the cases folder")
 }
 
 fn run_suite(suite: &str) {

@@ -10,7 +10,7 @@ fn exe() -> &'static Path {
 }
 
 fn cases_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("cases")
+    w4a16_harness::cases::locate(None).expect("the cases folder")
 }
 
 fn temp(name: &str) -> PathBuf {

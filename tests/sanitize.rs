@@ -11,10 +11,9 @@ use w4a16_harness::runner::session::{self, Backend};
 const FILTER: &str = "smoke/*/M=1/f16/**";
 
 fn run(report_dir: &Path, require: Option<&str>) -> std::process::Output {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_w4a16"));
     cmd.arg("--cases")
-        .arg(root.join("cases"))
+        .arg(w4a16_harness::cases::locate(None).expect("the cases folder"))
         .args(["run", "--suite", "smoke", "--filter", FILTER])
         .args(["--sanitize", "memcheck", "--report-dir"])
         .arg(report_dir)

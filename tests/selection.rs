@@ -2,7 +2,6 @@
 //! per-target tables snapshotted from the case files, tile invariants and shape fuzzing.
 
 use std::fmt::Write;
-use std::path::Path;
 
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
@@ -15,7 +14,7 @@ use w4a16_reference::ActDtype;
 use w4a16_reference::layer::{LayerShape, Symmetry};
 
 fn load() -> CaseSet {
-    cases::load_all(&Path::new(env!("CARGO_MANIFEST_DIR")).join("cases")).unwrap()
+    cases::load_all(&cases::locate(None).expect("the cases folder")).unwrap()
 }
 
 const DISABLE: KernelConfig = KernelConfig {

@@ -8,29 +8,17 @@ use crate::shards::ShardSet;
 use std::collections::{BTreeMap, BTreeSet};
 use w4a16_reference::formats::Producer;
 
-/// A projection as Hugging Face model code names it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Proj {
-    Q,
-    K,
-    V,
-    O,
-    Gate,
-    Up,
-    Down,
-}
-
-impl Proj {
-    pub fn name(self) -> &'static str {
-        match self {
-            Proj::Q => "q_proj",
-            Proj::K => "k_proj",
-            Proj::V => "v_proj",
-            Proj::O => "o_proj",
-            Proj::Gate => "gate_proj",
-            Proj::Up => "up_proj",
-            Proj::Down => "down_proj",
-        }
+w4a16_reference::named_enum! {
+    /// A projection as Hugging Face model code names it.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum Proj {
+        Q = "q_proj",
+        K = "k_proj",
+        V = "v_proj",
+        O = "o_proj",
+        Gate = "gate_proj",
+        Up = "up_proj",
+        Down = "down_proj",
     }
 }
 
@@ -60,18 +48,12 @@ impl LinearRole {
             [.., "experts", e] => e.parse::<usize>().ok(),
             _ => None,
         };
-        let proj = match last {
-            "q_proj" => Proj::Q,
-            "k_proj" => Proj::K,
-            "v_proj" => Proj::V,
-            "o_proj" => Proj::O,
-            "gate_proj" => Proj::Gate,
-            "up_proj" => Proj::Up,
-            "down_proj" => Proj::Down,
+        let proj = match (Proj::parse(last), last) {
+            (Some(proj), _) => proj,
             // Mixtral's expert naming.
-            "w1" if expert.is_some() => Proj::Gate,
-            "w3" if expert.is_some() => Proj::Up,
-            "w2" if expert.is_some() => Proj::Down,
+            (None, "w1") if expert.is_some() => Proj::Gate,
+            (None, "w3") if expert.is_some() => Proj::Up,
+            (None, "w2") if expert.is_some() => Proj::Down,
             _ => return LinearRole::Other,
         };
         match proj {
@@ -369,6 +351,8 @@ fn expert_groups(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    w4a16_reference::named_enum_tests! { proj: Proj }
 
     #[test]
     fn roles_from_standard_names() {

@@ -24,29 +24,13 @@ pub const RETIRED_FLAG: &str = "--w4a16-prefill-dequant";
 /// Activation headroom the startup budget keeps free.
 pub const ACTIVATION_HEADROOM_BYTES: u64 = 4 << 30;
 
-/// Whether the hybrid keeps a dense dequantized copy of each weight for prefill (M ≥ 256).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum PrefillDequant {
-    Enable,
-    #[default]
-    Disable,
-}
-
-impl PrefillDequant {
-    pub fn name(self) -> &'static str {
-        match self {
-            PrefillDequant::Enable => "enable",
-            PrefillDequant::Disable => "disable",
-        }
-    }
-
-    fn parse(value: &str) -> Option<PrefillDequant> {
-        match value {
-            "enable" => Some(PrefillDequant::Enable),
-            "disable" => Some(PrefillDequant::Disable),
-            _ => None,
-        }
+w4a16_reference::named_enum! {
+    /// Whether the hybrid keeps a dense dequantized copy of each weight for prefill (M ≥ 256).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+    pub enum PrefillDequant {
+        Enable = "enable",
+        #[default]
+        Disable = "disable",
     }
 }
 

@@ -4,7 +4,6 @@
 //! bytes a view claims.
 
 use std::borrow::Cow;
-use std::fmt;
 
 use w4a16_kernels::set::{MoeAlignCapacity, moe_align_capacity};
 use w4a16_kernels::{RoutedDims, TensorRole};
@@ -12,17 +11,18 @@ use w4a16_reference::formats::{Carrier, ResidentLayer, ResidentWeights, ZeroPoin
 use w4a16_reference::layer::Symmetry;
 use w4a16_reference::{ActDtype, Activations};
 
-/// Element types a tensor handed to a kernel can have.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ElemType {
-    F16,
-    Bf16,
-    U32,
-    I32,
-    U8,
-    /// The router's weights (`topk_weights`).
-    F32,
+w4a16_reference::named_enum! {
+    /// Element types a tensor handed to a kernel can have.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub enum ElemType {
+        F16 = "f16",
+        Bf16 = "bf16",
+        U32 = "u32",
+        I32 = "i32",
+        U8 = "u8",
+        /// The router's weights (`topk_weights`).
+        F32 = "f32",
+    }
 }
 
 impl ElemType {
@@ -31,17 +31,6 @@ impl ElemType {
             ElemType::F16 | ElemType::Bf16 => 2,
             ElemType::U32 | ElemType::I32 | ElemType::F32 => 4,
             ElemType::U8 => 1,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            ElemType::F16 => "f16",
-            ElemType::Bf16 => "bf16",
-            ElemType::U32 => "u32",
-            ElemType::I32 => "i32",
-            ElemType::U8 => "u8",
-            ElemType::F32 => "f32",
         }
     }
 
@@ -61,12 +50,6 @@ impl From<ActDtype> for ElemType {
             ActDtype::F16 => ElemType::F16,
             ActDtype::Bf16 => ElemType::Bf16,
         }
-    }
-}
-
-impl fmt::Display for ElemType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
     }
 }
 

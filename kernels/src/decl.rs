@@ -3,55 +3,24 @@
 use crate::target::Target;
 use w4a16_reference::{ActDtype, NumericRecipe};
 
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum KernelId {
-    Skinny,
-    Fused,
-    Dequant,
-    Dense,
-    Fallback,
-    /// The routing step of `moe`: slots grouped by expert, padded to the block size.
-    #[serde(rename = "moe_align")]
-    MoeAlign,
-    /// The grouped (mixture-of-experts) GEMM on `moe_align`'s blocks.
-    Moe,
-    /// `fused` reading the asymmetric carrier in place of scales and zero points.
-    #[serde(rename = "fused_carrier")]
-    FusedCarrier,
+w4a16_reference::named_enum! {
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum KernelId {
+        Skinny = "skinny",
+        Fused = "fused",
+        Dequant = "dequant",
+        Dense = "dense",
+        Fallback = "fallback",
+        /// The routing step of `moe`: slots grouped by expert, padded to the block size.
+        MoeAlign = "moe_align",
+        /// The grouped (mixture-of-experts) GEMM on `moe_align`'s blocks.
+        Moe = "moe",
+        /// `fused` reading the asymmetric carrier in place of scales and zero points.
+        FusedCarrier = "fused_carrier",
+    }
 }
 
 impl KernelId {
-    pub const ALL: [KernelId; 8] = [
-        KernelId::Skinny,
-        KernelId::Fused,
-        KernelId::Dequant,
-        KernelId::Dense,
-        KernelId::Fallback,
-        KernelId::MoeAlign,
-        KernelId::Moe,
-        KernelId::FusedCarrier,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            KernelId::Skinny => "skinny",
-            KernelId::Fused => "fused",
-            KernelId::Dequant => "dequant",
-            KernelId::Dense => "dense",
-            KernelId::Fallback => "fallback",
-            KernelId::MoeAlign => "moe_align",
-            KernelId::Moe => "moe",
-            KernelId::FusedCarrier => "fused_carrier",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<KernelId> {
-        KernelId::ALL.into_iter().find(|k| k.name() == s)
-    }
-
     /// Splits an entry-point name `w4a16_<kernel>_<f16|bf16>[_<variant>]` into its kernel, dtype
     /// and tile variant. Kernel names may hold underscores (`moe_align`, `fused_carrier`), so
     /// every kernel name is tried as the prefix; only one followed by a dtype counts, and of
@@ -66,20 +35,11 @@ impl KernelId {
                     Some((d, v)) => (d, Some(v)),
                     None => (after, None),
                 };
-                let dtype = match dtype {
-                    "f16" => ActDtype::F16,
-                    "bf16" => ActDtype::Bf16,
-                    _ => return None,
-                };
+                // The entry's spelling is the name, never an alias.
+                let dtype = ActDtype::ALL.into_iter().find(|d| d.name() == dtype)?;
                 Some((kernel, dtype, variant))
             })
             .max_by_key(|(kernel, _, _)| kernel.name().len())
-    }
-}
-
-impl std::fmt::Display for KernelId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
     }
 }
 

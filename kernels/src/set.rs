@@ -5,6 +5,7 @@ use crate::decl::{
     ArgDecl, ArgKind, ContractDecl, GroupRule, KernelDecl, KernelId, LaunchGeometry, LaunchShape,
     RoutedDims, RowLayoutRule, ScalarArg, TensorRole, Tile,
 };
+use crate::source;
 use crate::target::Target;
 use crate::tiles;
 use w4a16_reference::{ActDtype, BiasStage, NumericRecipe};
@@ -419,7 +420,7 @@ fn dense_recipe(dtype: ActDtype) -> NumericRecipe {
 
 pub static SKINNY: KernelDecl = KernelDecl {
     id: KernelId::Skinny,
-    source_file: Some("skinny.hip"),
+    source_file: source::file_name(KernelId::Skinny),
     entry_point: |d| name_of(KernelId::Skinny, d),
     args: &GEMM_ARGS,
     contract: ContractDecl {
@@ -444,7 +445,7 @@ pub static SKINNY: KernelDecl = KernelDecl {
 
 pub static FUSED: KernelDecl = KernelDecl {
     id: KernelId::Fused,
-    source_file: Some("fused.hip"),
+    source_file: source::file_name(KernelId::Fused),
     entry_point: |d| name_of(KernelId::Fused, d),
     args: &GEMM_ARGS,
     contract: ContractDecl {
@@ -469,7 +470,7 @@ pub static FUSED: KernelDecl = KernelDecl {
 
 pub static DEQUANT: KernelDecl = KernelDecl {
     id: KernelId::Dequant,
-    source_file: Some("dequant.hip"),
+    source_file: source::file_name(KernelId::Dequant),
     entry_point: |d| name_of(KernelId::Dequant, d),
     args: &DEQUANT_ARGS,
     contract: ContractDecl {
@@ -492,7 +493,7 @@ pub static DEQUANT: KernelDecl = KernelDecl {
 
 pub static DENSE: KernelDecl = KernelDecl {
     id: KernelId::Dense,
-    source_file: None,
+    source_file: source::file_name(KernelId::Dense),
     entry_point: |d| name_of(KernelId::Dense, d),
     args: &DENSE_ARGS,
     contract: ContractDecl {
@@ -518,7 +519,7 @@ pub static DENSE: KernelDecl = KernelDecl {
 
 pub static FALLBACK: KernelDecl = KernelDecl {
     id: KernelId::Fallback,
-    source_file: Some("fallback.hip"),
+    source_file: source::file_name(KernelId::Fallback),
     entry_point: |d| name_of(KernelId::Fallback, d),
     args: &GEMM_ARGS,
     contract: ContractDecl {
@@ -544,7 +545,7 @@ pub static FALLBACK: KernelDecl = KernelDecl {
 
 pub static MOE_ALIGN: KernelDecl = KernelDecl {
     id: KernelId::MoeAlign,
-    source_file: Some("moe_align.hip"),
+    source_file: source::file_name(KernelId::MoeAlign),
     entry_point: |d| name_of(KernelId::MoeAlign, d),
     args: &MOE_ALIGN_ARGS,
     contract: ContractDecl {
@@ -569,7 +570,7 @@ pub static MOE_ALIGN: KernelDecl = KernelDecl {
 
 pub static MOE: KernelDecl = KernelDecl {
     id: KernelId::Moe,
-    source_file: Some("moe.hip"),
+    source_file: source::file_name(KernelId::Moe),
     entry_point: |d| name_of(KernelId::Moe, d),
     args: &MOE_ARGS,
     // Fused's contract: the same tile main loop reads the same layouts (per expert).
@@ -597,7 +598,7 @@ pub static MOE: KernelDecl = KernelDecl {
 /// fused.hip compiled with `-DW4_FUSED_CARRIER=1`, `source::defines`). Asymmetric layers only.
 pub static FUSED_CARRIER: KernelDecl = KernelDecl {
     id: KernelId::FusedCarrier,
-    source_file: Some("fused.hip"),
+    source_file: source::file_name(KernelId::FusedCarrier),
     entry_point: |d| name_of(KernelId::FusedCarrier, d),
     args: &FUSED_CARRIER_ARGS,
     contract: FUSED.contract,
@@ -637,14 +638,13 @@ pub fn decl(kernel: KernelId) -> &'static KernelDecl {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::source;
 
     #[test]
     fn the_table_is_complete_and_named_by_entry_name() {
         for (id, d) in KernelId::ALL.into_iter().zip(all()) {
             assert_eq!(d.id, id);
             assert_eq!(decl(id).id, id);
-            assert_eq!(d.source_file, source::file_name(id));
+            assert_eq!(d.source_file.is_some(), source::WITH_SOURCE.contains(&id));
             for dtype in ActDtype::ALL {
                 assert_eq!((d.entry_point)(dtype), entry_name(id, dtype));
             }

@@ -11,7 +11,6 @@
 //! them, [`nvrtc_translation_unit`] splices the headers in place of their include lines.
 
 use crate::decl::KernelId;
-use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
@@ -32,16 +31,29 @@ pub const AMD_EMULATION_INCLUDE: &str = "#include \"amd_emulation.h\"";
 /// The include line of the tile main loop, once in each file [`SourceFile::headers`] names it for.
 pub const GEMM_TILE_INCLUDE: &str = "#include \"gemm_tile.h\"";
 
-/// The kernels that have a HIP source (`dense` runs in the vendor BLAS).
-pub const WITH_SOURCE: [KernelId; 7] = [
-    KernelId::Skinny,
-    KernelId::Fused,
-    KernelId::Dequant,
-    KernelId::Fallback,
-    KernelId::MoeAlign,
-    KernelId::Moe,
-    KernelId::FusedCarrier,
+/// Which file holds each kernel's entry points (`dense` runs in the vendor BLAS, so it has none):
+/// the one table [`WITH_SOURCE`], [`SourceFile::of_kernel`], [`file_name`], [`source`] and each
+/// declaration's `source_file` are read from.
+const KERNEL_FILES: [(KernelId, SourceFile); 7] = [
+    (KernelId::Skinny, SourceFile::Skinny),
+    (KernelId::Fused, SourceFile::Fused),
+    (KernelId::Dequant, SourceFile::Dequant),
+    (KernelId::Fallback, SourceFile::Fallback),
+    (KernelId::MoeAlign, SourceFile::MoeAlign),
+    (KernelId::Moe, SourceFile::Moe),
+    (KernelId::FusedCarrier, SourceFile::Fused),
 ];
+
+/// The kernels that have a HIP source, in [`KERNEL_FILES`] order.
+pub const WITH_SOURCE: [KernelId; KERNEL_FILES.len()] = {
+    let mut out = [KernelId::Dense; KERNEL_FILES.len()];
+    let mut i = 0;
+    while i < out.len() {
+        out[i] = KERNEL_FILES[i].0;
+        i += 1;
+    }
+    out
+};
 
 /// The preprocessor switches (`NAME=value`) a kernel's source is compiled with, by NVRTC and by
 /// clang alike: `fused_carrier` is fused.hip with the carrier read and its entry points switched
@@ -58,61 +70,23 @@ pub fn define_options(kernel: KernelId) -> Vec<String> {
     defines(kernel).iter().map(|d| format!("-D{d}")).collect()
 }
 
-/// One file of the kernel set's sources under `kernels/hip/` (the shared header included).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub enum SourceFile {
-    #[serde(rename = "compat.h")]
-    Compat,
-    #[serde(rename = "amd_emulation.h")]
-    AmdEmulation,
-    #[serde(rename = "gemm_tile.h")]
-    GemmTile,
-    #[serde(rename = "skinny.hip")]
-    Skinny,
-    #[serde(rename = "fused.hip")]
-    Fused,
-    #[serde(rename = "dequant.hip")]
-    Dequant,
-    #[serde(rename = "fallback.hip")]
-    Fallback,
-    #[serde(rename = "moe_align.hip")]
-    MoeAlign,
-    #[serde(rename = "moe.hip")]
-    Moe,
+w4a16_reference::named_enum! {
+    /// One file of the kernel set's sources under `kernels/hip/` (the shared header included).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum SourceFile {
+        Compat = "compat.h",
+        AmdEmulation = "amd_emulation.h",
+        GemmTile = "gemm_tile.h",
+        Skinny = "skinny.hip",
+        Fused = "fused.hip",
+        Dequant = "dequant.hip",
+        Fallback = "fallback.hip",
+        MoeAlign = "moe_align.hip",
+        Moe = "moe.hip",
+    }
 }
 
 impl SourceFile {
-    pub const ALL: [SourceFile; 9] = [
-        SourceFile::Compat,
-        SourceFile::AmdEmulation,
-        SourceFile::GemmTile,
-        SourceFile::Skinny,
-        SourceFile::Fused,
-        SourceFile::Dequant,
-        SourceFile::Fallback,
-        SourceFile::MoeAlign,
-        SourceFile::Moe,
-    ];
-
-    /// The file name under `kernels/hip/`.
-    pub fn name(self) -> &'static str {
-        match self {
-            SourceFile::Compat => "compat.h",
-            SourceFile::AmdEmulation => "amd_emulation.h",
-            SourceFile::GemmTile => "gemm_tile.h",
-            SourceFile::Skinny => "skinny.hip",
-            SourceFile::Fused => "fused.hip",
-            SourceFile::Dequant => "dequant.hip",
-            SourceFile::Fallback => "fallback.hip",
-            SourceFile::MoeAlign => "moe_align.hip",
-            SourceFile::Moe => "moe.hip",
-        }
-    }
-
-    pub fn parse(name: &str) -> Option<SourceFile> {
-        SourceFile::ALL.into_iter().find(|f| f.name() == name)
-    }
-
     /// The text compiled into this binary.
     pub fn embedded(self) -> &'static str {
         match self {
@@ -129,17 +103,15 @@ impl SourceFile {
     }
 
     /// The file holding `kernel`'s entry points; `None` for `dense`.
-    pub fn of_kernel(kernel: KernelId) -> Option<SourceFile> {
-        match kernel {
-            KernelId::Skinny => Some(SourceFile::Skinny),
-            KernelId::Fused => Some(SourceFile::Fused),
-            KernelId::Dequant => Some(SourceFile::Dequant),
-            KernelId::Fallback => Some(SourceFile::Fallback),
-            KernelId::MoeAlign => Some(SourceFile::MoeAlign),
-            KernelId::Moe => Some(SourceFile::Moe),
-            KernelId::FusedCarrier => Some(SourceFile::Fused),
-            KernelId::Dense => None,
+    pub const fn of_kernel(kernel: KernelId) -> Option<SourceFile> {
+        let mut i = 0;
+        while i < KERNEL_FILES.len() {
+            if KERNEL_FILES[i].0 as u8 == kernel as u8 {
+                return Some(KERNEL_FILES[i].1);
+            }
+            i += 1;
         }
+        None
     }
 
     /// Whether this is a header every translation unit contains (`compat.h`, `amd_emulation.h`).
@@ -167,12 +139,6 @@ impl SourceFile {
                     || file.is_some_and(|f| f.headers().contains(&self))
             })
             .collect()
-    }
-}
-
-impl std::fmt::Display for SourceFile {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
     }
 }
 
@@ -283,9 +249,13 @@ impl std::fmt::Display for KernelSources {
     }
 }
 
-/// File name under `kernels/hip/`.
-pub fn file_name(kernel: KernelId) -> Option<&'static str> {
-    SourceFile::of_kernel(kernel).map(SourceFile::name)
+/// File name under `kernels/hip/` of `kernel`'s source; `None` for `dense`. A `const fn`, so
+/// that each declaration's `source_file` is this, not a second spelling.
+pub const fn file_name(kernel: KernelId) -> Option<&'static str> {
+    match SourceFile::of_kernel(kernel) {
+        Some(file) => Some(file.name()),
+        None => None,
+    }
 }
 
 /// The kernel's source text as embedded; `None` for `dense`.

@@ -3,14 +3,15 @@
 
 use serde::{Deserialize, Serialize};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Target {
-    Gfx1100,
-    Gfx1151,
-    Gfx1201,
-    Gfx942,
-    Sm90,
+w4a16_reference::named_enum! {
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum Target {
+        Gfx1100 = "gfx1100",
+        Gfx1151 = "gfx1151",
+        Gfx1201 = "gfx1201",
+        Gfx942 = "gfx942",
+        Sm90 = "sm_90" | "sm90",
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -20,32 +21,9 @@ pub enum Vendor {
 }
 
 impl Target {
-    pub const ALL: [Target; 5] = [
-        Target::Gfx1100,
-        Target::Gfx1151,
-        Target::Gfx1201,
-        Target::Gfx942,
-        Target::Sm90,
-    ];
     /// The AMD targets we build code objects for by default.
     pub const AMD_CODE_OBJECT_TARGETS: [Target; 3] =
         [Target::Gfx1100, Target::Gfx1151, Target::Gfx1201];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Target::Gfx1100 => "gfx1100",
-            Target::Gfx1151 => "gfx1151",
-            Target::Gfx1201 => "gfx1201",
-            Target::Gfx942 => "gfx942",
-            Target::Sm90 => "sm_90",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Target> {
-        Target::ALL
-            .into_iter()
-            .find(|t| t.name() == s || (s == "sm90" && *t == Target::Sm90))
-    }
 
     pub fn vendor(self) -> Vendor {
         match self {
@@ -82,12 +60,6 @@ impl Target {
     /// The gfx11 cache-cliff row padding of SPEC §5 applies by default.
     pub fn pads_cache_cliff(self) -> bool {
         self.is_gfx11()
-    }
-}
-
-impl std::fmt::Display for Target {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
     }
 }
 
@@ -147,13 +119,26 @@ impl RunTarget {
         }
     }
 
-    /// Every name `parse` accepts, for error messages.
-    pub fn known_names() -> Vec<String> {
+    /// Every run target: each target natively, then each emulated one.
+    pub fn all() -> Vec<RunTarget> {
         Target::ALL
             .into_iter()
-            .map(|t| t.name().to_string())
-            .chain(RunTarget::all_emulated().iter().map(RunTarget::name))
+            .map(RunTarget::native)
+            .chain(RunTarget::all_emulated())
             .collect()
+    }
+
+    /// Every name `parse` accepts (aliases aside), for error messages.
+    pub fn known_names() -> Vec<String> {
+        RunTarget::all().iter().map(RunTarget::name).collect()
+    }
+
+    /// Further spellings `parse` accepts for this target (`sm90`).
+    pub fn aliases(&self) -> &'static [&'static str] {
+        match self.execution {
+            Execution::Native => self.target.aliases(),
+            Execution::Emulated => &[],
+        }
     }
 
     pub fn name(&self) -> String {

@@ -18,7 +18,6 @@ use crate::layer::{Activations, LayerShape, QuantizedLayer, SYMMETRIC_ZERO, Symm
 use rand_chacha::ChaCha8Rng;
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 use serde::{Deserialize, Serialize};
-use std::fmt;
 
 const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
 const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
@@ -126,51 +125,52 @@ pub fn expert_seed(layer_seed: u64, expert: usize) -> u64 {
     fnv1a64(&bytes)
 }
 
-/// What the tensors of a case look like.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum DataClass {
-    /// x ∈ {−2..2}, scales 2^-e with e ∈ {7..10}, bias i·2⁻⁷ with |i| ≤ 64: every fp32 partial
-    /// sum, in any order and any split, is exact (see [`EXACT_MAX_K`]).
-    Exact,
-    /// x = 0.25·randn, q and z uniform 0..15, s = 0.05·U(0,1], bias = 0.1·randn.
-    Realistic,
-    /// As realistic but x = (64 + 64·randn)·2^−p (−320·2^−p ≤ x ≤ 448·2^−p): the positive mean
-    /// makes each group's Σx about 64·G·2^−p, so the bf16 form that subtracts (128 + z)·Σx after
-    /// the dot cancels two large terms (a relative hazard, unchanged by the power of two). The
-    /// shift `p` ([`large_activation_shift`]) is chosen per layer from K and the dtype so that
-    /// the true |y| provably stays below a quarter of the dtype's largest value: magnitude
-    /// stress without overflow (bf16 never needs a shift; saturation is its own class).
-    LargeActivation,
-    /// x = 1 and every dequantized weight = 1 (s = 1, q = z + 1); bias = 1.
-    Ones,
-    /// Realistic values, but X is zero except its last row (m = M−1) and W is zero (q = z)
-    /// except its last row (n = N−1): only Y[M−1, N−1] (plus bias) is non-zero, so M and N
-    /// tails that read or write the wrong row show.
-    LastRow,
-    /// Realistic values, but X is zero except its last column (k = K−1): the reduction tail,
-    /// the last group and the last nibble of the last word decide the whole result.
-    LastCol,
-    /// True outputs that cross the dtype's overflow threshold in a known share of elements (SPEC
-    /// §6 "The range edge"; ±Inf is the correct result there). x = μ·(1 + randn/24) ∈
-    /// [0.75μ, 1.25μ] and every weight of column n has the same sign (q − z = ±d, d ∈ 1..8; the
-    /// sign flips every 4 columns), so no sum anywhere (fp32 accumulators, split-K partials,
-    /// the offset forms) mixes signs, and an fp32 intermediate overflows only where the true
-    /// result already lies beyond the threshold: never Inf − Inf. Scales are set per column so
-    /// that `Σ_k |w_nk| = ρ_n·threshold/μ` (up to the scales' rounding), with ρ by column
-    /// n mod 4 = 2, 1, 1/2, 1/4 ([`SATURATING_RATIOS`]):
-    /// - n ≡ 0: every |y| ≥ 1.5·(1 − 2⁻⁸)·threshold: ±Inf expected in a quarter of the elements;
-    /// - n ≡ 1: |y| straddles the threshold (about half beyond it, many within a bound of it);
-    /// - n ≡ 2, 3: every |y| ≤ 0.63·threshold: finite.
-    ///
-    /// μ = max(1, 128/K) (a power of two) keeps every |(q − z)·s| ≤ threshold/4, finite in the
-    /// activation dtype for the recipes that round dequantized weights.
-    Saturating,
-    /// Realistic values, then IEEE special values in X at seeded positions: +0, −0 and two
-    /// subnormals in every row, and NaN or ±Inf in about one row of eight (at least one): +Inf,
-    /// NaN, −Inf, or +Inf and −Inf together, by row. The reference follows IEEE rules
-    /// ([`crate::gemm::NonFiniteX::Ieee`]); NaN and Inf positions must match exactly.
-    SpecialValues,
+crate::named_enum! {
+    /// What the tensors of a case look like.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum DataClass {
+        /// x ∈ {−2..2}, scales 2^-e with e ∈ {7..10}, bias i·2⁻⁷ with |i| ≤ 64: every fp32 partial
+        /// sum, in any order and any split, is exact (see [`EXACT_MAX_K`]).
+        Exact = "exact",
+        /// x = 0.25·randn, q and z uniform 0..15, s = 0.05·U(0,1], bias = 0.1·randn.
+        Realistic = "realistic",
+        /// As realistic but x = (64 + 64·randn)·2^−p (−320·2^−p ≤ x ≤ 448·2^−p): the positive mean
+        /// makes each group's Σx about 64·G·2^−p, so the bf16 form that subtracts (128 + z)·Σx after
+        /// the dot cancels two large terms (a relative hazard, unchanged by the power of two). The
+        /// shift `p` ([`large_activation_shift`]) is chosen per layer from K and the dtype so that
+        /// the true |y| provably stays below a quarter of the dtype's largest value: magnitude
+        /// stress without overflow (bf16 never needs a shift; saturation is its own class).
+        LargeActivation = "large-activation",
+        /// x = 1 and every dequantized weight = 1 (s = 1, q = z + 1); bias = 1.
+        Ones = "ones",
+        /// Realistic values, but X is zero except its last row (m = M−1) and W is zero (q = z)
+        /// except its last row (n = N−1): only Y[M−1, N−1] (plus bias) is non-zero, so M and N
+        /// tails that read or write the wrong row show.
+        LastRow = "last-row",
+        /// Realistic values, but X is zero except its last column (k = K−1): the reduction tail,
+        /// the last group and the last nibble of the last word decide the whole result.
+        LastCol = "last-col",
+        /// True outputs that cross the dtype's overflow threshold in a known share of elements (SPEC
+        /// §6 "The range edge"; ±Inf is the correct result there). x = μ·(1 + randn/24) ∈
+        /// [0.75μ, 1.25μ] and every weight of column n has the same sign (q − z = ±d, d ∈ 1..8; the
+        /// sign flips every 4 columns), so no sum anywhere (fp32 accumulators, split-K partials,
+        /// the offset forms) mixes signs, and an fp32 intermediate overflows only where the true
+        /// result already lies beyond the threshold: never Inf − Inf. Scales are set per column so
+        /// that `Σ_k |w_nk| = ρ_n·threshold/μ` (up to the scales' rounding), with ρ by column
+        /// n mod 4 = 2, 1, 1/2, 1/4 ([`SATURATING_RATIOS`]):
+        /// - n ≡ 0: every |y| ≥ 1.5·(1 − 2⁻⁸)·threshold: ±Inf expected in a quarter of the elements;
+        /// - n ≡ 1: |y| straddles the threshold (about half beyond it, many within a bound of it);
+        /// - n ≡ 2, 3: every |y| ≤ 0.63·threshold: finite.
+        ///
+        /// μ = max(1, 128/K) (a power of two) keeps every |(q − z)·s| ≤ threshold/4, finite in the
+        /// activation dtype for the recipes that round dequantized weights.
+        Saturating = "saturating",
+        /// Realistic values, then IEEE special values in X at seeded positions: +0, −0 and two
+        /// subnormals in every row, and NaN or ±Inf in about one row of eight (at least one): +Inf,
+        /// NaN, −Inf, or +Inf and −Inf together, by row. The reference follows IEEE rules
+        /// ([`crate::gemm::NonFiniteX::Ieee`]); NaN and Inf positions must match exactly.
+        SpecialValues = "special-values",
+    }
 }
 
 /// Σ|w| of column n over the threshold, by n mod 4, for [`DataClass::Saturating`].
@@ -180,46 +180,12 @@ pub const SATURATING_RATIOS: [f64; 4] = [2.0, 1.0, 0.5, 0.25];
 pub const SPECIAL_ROW_PERIOD: usize = 8;
 
 impl DataClass {
-    pub const ALL: [DataClass; 8] = [
-        DataClass::Exact,
-        DataClass::Realistic,
-        DataClass::LargeActivation,
-        DataClass::Ones,
-        DataClass::LastRow,
-        DataClass::LastCol,
-        DataClass::Saturating,
-        DataClass::SpecialValues,
-    ];
-
     /// Whether X of this class may hold NaN/±Inf, and so how the reference must treat it.
     pub fn non_finite_x(self) -> NonFiniteX {
         match self {
             DataClass::SpecialValues => NonFiniteX::Ieee,
             _ => NonFiniteX::Refuse,
         }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            DataClass::Exact => "exact",
-            DataClass::Realistic => "realistic",
-            DataClass::LargeActivation => "large-activation",
-            DataClass::Ones => "ones",
-            DataClass::LastRow => "last-row",
-            DataClass::LastCol => "last-col",
-            DataClass::Saturating => "saturating",
-            DataClass::SpecialValues => "special-values",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        DataClass::ALL.into_iter().find(|c| c.name() == s)
-    }
-}
-
-impl fmt::Display for DataClass {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
     }
 }
 

@@ -1,18 +1,18 @@
 //! The activation dtype shared by X, scales, bias and Y.
 
 use half::{bf16, f16};
-use serde::{Deserialize, Serialize};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ActDtype {
-    F16,
-    Bf16,
+crate::named_enum! {
+    /// Case files and reports spell it `f16`/`bf16`; the command line also takes torch's and
+    /// Hugging Face's spellings.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum ActDtype {
+        F16 = "f16" | "fp16" | "float16" | "half",
+        Bf16 = "bf16" | "bfloat16",
+    }
 }
 
 impl ActDtype {
-    pub const ALL: [ActDtype; 2] = [ActDtype::F16, ActDtype::Bf16];
-
     /// Unit roundoff of round-to-nearest in this format (half an ulp at 1.0).
     pub fn unit_roundoff(self) -> f64 {
         match self {
@@ -37,21 +37,6 @@ impl ActDtype {
         match self {
             ActDtype::F16 => 65520.0,
             ActDtype::Bf16 => 2f64.powi(128) * (1.0 - 2f64.powi(-9)),
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            ActDtype::F16 => "f16",
-            ActDtype::Bf16 => "bf16",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "f16" | "fp16" | "float16" | "half" => Some(ActDtype::F16),
-            "bf16" | "bfloat16" => Some(ActDtype::Bf16),
-            _ => None,
         }
     }
 
@@ -145,12 +130,6 @@ impl ActDtype {
 
     pub fn size_bytes(self) -> usize {
         2
-    }
-}
-
-impl std::fmt::Display for ActDtype {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
     }
 }
 

@@ -28,21 +28,13 @@ impl LayerShape {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Symmetry {
-    /// `uint4b8`: z = 8 everywhere, no zero-point tensor.
-    Sym,
-    /// `uint4`: explicit z per (n, g).
-    Asym,
-}
-
-impl Symmetry {
-    pub fn name(self) -> &'static str {
-        match self {
-            Symmetry::Sym => "sym",
-            Symmetry::Asym => "asym",
-        }
+crate::named_enum! {
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum Symmetry {
+        /// `uint4b8`: z = 8 everywhere, no zero-point tensor.
+        Sym = "sym",
+        /// `uint4`: explicit z per (n, g).
+        Asym = "asym",
     }
 }
 

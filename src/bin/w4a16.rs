@@ -1,9 +1,12 @@
 //! The `w4a16` command line: `run` (the main job), `select`, `cases`, `repro`, `bench`,
 //! `perf` (speed against per-target goldens), `mutants` (the harness's own mutation score).
 
+#[path = "w4a16/args.rs"]
+mod args;
 #[path = "w4a16/check_model.rs"]
 mod check_model;
 
+use args::TargetArg;
 use clap::{Parser, Subcommand};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -59,9 +62,10 @@ enum Command {
         /// Only case ids matching this glob (`*` wildcards).
         #[arg(long)]
         filter: Option<String>,
-        /// `auto` (the GPU found here) or a target: sm_90, gfx1100, gfx1151, gfx1201, gfx942.
-        #[arg(long, default_value = "auto")]
-        target: String,
+        /// `auto` (the GPU found here) or a target; `gfxNNNN-emu` runs that AMD target's
+        /// configuration emulated on an NVIDIA GPU.
+        #[arg(long, default_value = "auto", value_parser = args::target_or_auto())]
+        target: TargetArg,
         /// Worker processes sharing the GPU (each isolates faults; the CPU verification overlaps).
         #[arg(long, default_value_t = default_jobs())]
         jobs: usize,
@@ -83,7 +87,7 @@ enum Command {
         case_timeout: u64,
         /// Run the GPU workers under NVIDIA's compute-sanitizer with this tool and exact-size
         /// allocations; its first report against a kernel fails the case. Elsewhere a loud skip.
-        #[arg(long, value_parser = sanitize_tool())]
+        #[arg(long, value_parser = args::named::<SanitizerTool>())]
         sanitize: Option<SanitizerTool>,
         /// Compile the kernels from the HIP sources in DIR (compat.h, skinny.hip, fused.hip,
         /// dequant.hip, fallback.hip) instead of the copies built into this binary.
@@ -111,8 +115,9 @@ enum Command {
         /// The catalogue folder (default: kernels/mutants next to the cases folder).
         #[arg(long)]
         catalogue: Option<PathBuf>,
-        #[arg(long, default_value = "auto")]
-        target: String,
+        /// `auto` (the GPU found here) or a target.
+        #[arg(long, default_value = "auto", value_parser = args::target_or_auto())]
+        target: TargetArg,
         /// Worker processes of each suite run.
         #[arg(long, default_value_t = default_jobs())]
         jobs: usize,
@@ -131,8 +136,9 @@ enum Command {
     },
     /// Print the path the selection takes for one layer call, with every rejection's reason.
     Select {
-        #[arg(long, default_value = "gfx1151")]
-        target: String,
+        /// The target whose selection rules apply (an emulated target's are its AMD target's).
+        #[arg(long, default_value = "gfx1151", value_parser = args::run_target())]
+        target: RunTarget,
         #[arg(long)]
         m: usize,
         #[arg(long)]
@@ -141,8 +147,8 @@ enum Command {
         n: usize,
         #[arg(long, default_value_t = 128)]
         group: usize,
-        #[arg(long, default_value = "f16")]
-        dtype: String,
+        #[arg(long, default_value = "f16", value_parser = args::named::<ActDtype>())]
+        dtype: ActDtype,
         #[arg(long)]
         asym: bool,
         #[arg(long)]
@@ -153,8 +159,9 @@ enum Command {
     /// Rerun exactly one case (in this process), print its verdicts and seed, write artifacts.
     Repro {
         case: String,
-        #[arg(long, default_value = "auto")]
-        target: String,
+        /// `auto` (the GPU found here) or a target.
+        #[arg(long, default_value = "auto", value_parser = args::target_or_auto())]
+        target: TargetArg,
         #[arg(long, default_value = "target/w4a16-report/artifacts")]
         artifacts: PathBuf,
         /// Compile the kernels from the HIP sources in DIR (see `run --kernel-sources`).
@@ -190,8 +197,8 @@ enum Command {
         #[arg(long)]
         threads: Option<usize>,
         /// Target whose selection and padding the stand-in follows.
-        #[arg(long, default_value = "sm_90")]
-        target: String,
+        #[arg(long, default_value = "sm_90", value_parser = args::run_target())]
+        target: RunTarget,
         /// Compile the kernels from the HIP sources in DIR (see `run --kernel-sources`).
         #[arg(long, value_name = "DIR", conflicts_with = "cpu_side")]
         kernel_sources: Option<PathBuf>,
@@ -220,14 +227,14 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         snapshots: Option<PathBuf>,
         /// The run was under compute-sanitizer with this tool (its snapshots are its own).
-        #[arg(long, value_parser = sanitize_tool())]
+        #[arg(long, value_parser = args::named::<SanitizerTool>())]
         sanitize: Option<SanitizerTool>,
     },
     /// Internal: the fault-isolated GPU worker (case ids on stdin, framed verdicts on stdout).
     #[command(hide = true)]
     Worker {
-        #[arg(long)]
-        target: Option<String>,
+        #[arg(long, value_parser = args::target_or_auto())]
+        target: Option<TargetArg>,
         #[arg(long)]
         kernel_config_json: Option<String>,
         #[arg(long)]
@@ -253,8 +260,8 @@ struct PerfArgs {
     #[arg(long, visible_alias = "only")]
     filter: Option<String>,
     /// `auto` (the GPU found here) or a native target; emulated targets are refused.
-    #[arg(long, default_value = "auto")]
-    target: String,
+    #[arg(long, default_value = "auto", value_parser = args::target_or_auto())]
+    target: TargetArg,
     /// Folder of the golden files `<target>.json` (default: `perf/` beside the cases folder).
     #[arg(long, value_name = "DIR")]
     goldens: Option<PathBuf>,
@@ -315,14 +322,6 @@ impl SnapshotArg {
     }
 }
 
-/// `--sanitize`: one of compute-sanitizer's tools, by name.
-fn sanitize_tool() -> impl clap::builder::TypedValueParser<Value = SanitizerTool> {
-    use clap::builder::TypedValueParser;
-    clap::builder::PossibleValuesParser::new(SanitizerTool::NAMES).try_map(|name: String| {
-        SanitizerTool::parse(&name).ok_or_else(|| format!("no sanitizer tool {name:?}"))
-    })
-}
-
 fn default_jobs() -> usize {
     std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).clamp(1, 8))
 }
@@ -347,39 +346,6 @@ fn main() -> ExitCode {
     }
 }
 
-fn find_cases_dir(explicit: Option<PathBuf>) -> Result<PathBuf, String> {
-    if let Some(p) = explicit.or_else(|| std::env::var_os("W4A16_CASES").map(PathBuf::from)) {
-        return Ok(p);
-    }
-    let mut dir = std::env::current_dir().map_err(|e| e.to_string())?;
-    loop {
-        if dir.join("cases").join("models.toml").is_file() {
-            return Ok(dir.join("cases"));
-        }
-        if !dir.pop() {
-            return Err("no cases/ folder found here or above; pass --cases DIR".into());
-        }
-    }
-}
-
-fn parse_target(s: &str) -> Result<Option<RunTarget>, String> {
-    if s == "auto" {
-        return Ok(None);
-    }
-    RunTarget::parse(s).map(Some).ok_or_else(|| {
-        format!(
-            "--target: expected auto or one of {}, got {s:?}",
-            RunTarget::known_names().join(", ")
-        )
-    })
-}
-
-/// A target the host-side commands (select, cpu-side checks) read: emulation only changes
-/// what runs on a GPU, so `gfx1151-emu` means gfx1151's configuration there.
-fn parse_config_target(s: &str) -> Result<Option<Target>, String> {
-    Ok(parse_target(s)?.map(|t| t.target))
-}
-
 fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
     match cli.command {
         Command::CheckModel(args) => check_model::check_model(args, cli.cases, config),
@@ -391,7 +357,10 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
         } => {
             let dir = match explicit {
                 Some(dir) => dir,
-                None => snapshot::snapshot_dir(None, &find_cases_dir(cli.cases)?),
+                None => snapshot::snapshot_dir(
+                    None,
+                    &cases::locate(cli.cases).map_err(|e| e.to_string())?,
+                ),
             };
             let mode = match update {
                 true => SnapshotMode::Update,
@@ -428,7 +397,7 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
                 Allocation::Guarded
             };
             let (target, backend) = session::open_backend_with(
-                target.as_deref().map(parse_target).transpose()?.flatten(),
+                target.and_then(TargetArg::run_target),
                 &sources,
                 allocation,
             );
@@ -513,7 +482,6 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
             if every == 0 {
                 return Err("--every: expected 1 or more".into());
             }
-            let target = parse_target(&target)?.ok_or("--cpu-side needs an explicit --target")?;
             let chosen = choose(&set, &suites, filter.as_deref());
             let threads = threads.unwrap_or_else(|| {
                 std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
@@ -571,7 +539,7 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
                     catalogue_dir.display()
                 ));
             }
-            let (target, backend) = session::open_backend(parse_target(&target)?);
+            let (target, backend) = session::open_backend(target.run_target());
             if let Backend::None(skip) = &backend {
                 // Without the GPU nothing is measured: a loud skip, and no table.
                 eprintln!(
@@ -666,10 +634,8 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
             asym,
             bias,
         } => {
-            let target =
-                parse_config_target(&target)?.ok_or("select needs an explicit --target")?;
-            let dtype = ActDtype::parse(&dtype)
-                .ok_or_else(|| format!("--dtype: expected f16 or bf16, got {dtype:?}"))?;
+            // Emulation only changes what runs on a GPU: the host side reads the AMD target.
+            let target = target.target;
             let mut req = LayerRequest::new(
                 LayerShape::new(n, k, group),
                 m,
@@ -693,7 +659,7 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
                 .case(&case)
                 .ok_or_else(|| format!("no case with id {case:?} (see `w4a16 cases`)"))?;
             let (target, backend) =
-                session::open_backend_with(parse_target(&target)?, &sources, Allocation::Guarded);
+                session::open_backend_with(target.run_target(), &sources, Allocation::Guarded);
             if sources != KernelSources::Embedded {
                 println!("{sources}");
             }
@@ -749,7 +715,7 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
             let snapshot_dir = snapshot::snapshot_dir(snapshot_dir.as_deref(), &dir);
             let chosen = choose(&set, &suites, filter.as_deref());
             let (target, backend) =
-                session::open_backend_with(parse_target(&target)?, &sources, Allocation::Guarded);
+                session::open_backend_with(target.run_target(), &sources, Allocation::Guarded);
             let (chosen, over_budget): (Vec<&cases::Case>, Vec<&cases::Case>) = chosen
                 .into_iter()
                 .partition(|c| session::runs_on(c, target));
@@ -1016,7 +982,7 @@ fn load(explicit: Option<PathBuf>) -> Result<CaseSet, String> {
 
 /// The case folder (`--cases`, `W4A16_CASES` or the nearest `cases/`) and everything in it.
 fn load_with_dir(explicit: Option<PathBuf>) -> Result<(PathBuf, CaseSet), String> {
-    let dir = find_cases_dir(explicit)?;
+    let dir = cases::locate(explicit).map_err(|e| e.to_string())?;
     let set = cases::load_all(&dir).map_err(|e| e.to_string())?;
     Ok((dir, set))
 }
@@ -1243,7 +1209,7 @@ fn perf_command(
     .map_err(|e| e.to_string())?;
     let band = positive_fraction("--band", args.band)?;
     let noise_limit = positive_fraction("--noise-limit", args.noise_limit)?;
-    let wanted = parse_target(&args.target)?;
+    let wanted = args.target.run_target();
     if let Some(t) = wanted.filter(RunTarget::is_emulated) {
         return Err(PerfError::Emulated { target: t }.to_string());
     }

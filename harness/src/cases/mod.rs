@@ -12,9 +12,9 @@ pub mod strategy;
 pub mod suppress;
 
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use w4a16_reference::ActDtype;
 use w4a16_reference::layer::{LayerShape, Symmetry};
 pub use w4a16_reference::moe::{MapKind, RoutingKind};
@@ -29,30 +29,21 @@ pub use suppress::{Date, Mode, Suppression, Xfail, strict_xfail};
 /// what the data generator builds.
 pub use w4a16_reference::data::DataClass;
 
-/// Row padding of the resident weights (and the dense cache).
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default,
-)]
-#[serde(rename_all = "kebab-case")]
-pub enum RowPadding {
-    /// Unpadded strides on every target.
-    None,
-    /// The target's default rule: the gfx11 cache cliff (SPEC §5); other targets pad nothing.
-    #[default]
-    CacheCliff,
-    /// +128 B on every row on every target: kernels take strides at run time everywhere.
-    Forced,
+w4a16_reference::named_enum! {
+    /// Row padding of the resident weights (and the dense cache).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+    pub enum RowPadding {
+        /// Unpadded strides on every target.
+        None = "none",
+        /// The target's default rule: the gfx11 cache cliff (SPEC §5); other targets pad nothing.
+        #[default]
+        CacheCliff = "cache-cliff",
+        /// +128 B on every row on every target: kernels take strides at run time everywhere.
+        Forced = "forced",
+    }
 }
 
 impl RowPadding {
-    pub fn name(self) -> &'static str {
-        match self {
-            RowPadding::None => "none",
-            RowPadding::CacheCliff => "cache-cliff",
-            RowPadding::Forced => "forced",
-        }
-    }
-
     /// The id fragment; the default leaves no trace in the id.
     fn variant(self) -> Option<&'static str> {
         match self {
@@ -63,53 +54,30 @@ impl RowPadding {
     }
 }
 
-/// How X or Y sits in its buffer (SPEC §2: unit inner stride, row stride ≥ the row, may be a
-/// slice of a larger tensor at any offset the dtype allows). Each layout moves the row starts
-/// to a different alignment, so that a kernel whose vector accesses assume more than its
-/// declaration says reads or writes the wrong elements.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default,
-)]
-pub enum ViewLayout {
-    /// Row stride = the row length, at the start of the buffer.
-    #[default]
-    #[serde(rename = "contiguous")]
-    Contiguous,
-    /// `+8` elements per row: rows stay 16-byte aligned, but the stride is not the row length.
-    #[serde(rename = "padded")]
-    Padded,
-    /// `+3` elements per row: consecutive rows change alignment (2, 8, 4, … bytes), so every
-    /// run-time-chosen vector path must fall back.
-    #[serde(rename = "odd-stride")]
-    OddStride,
-    /// A slice one element into its buffer: the base is only 2-byte aligned.
-    #[serde(rename = "offset-2b")]
-    Offset2b,
-    /// A slice four elements in with `+4` elements per row: every row 8-byte aligned, none
-    /// 16-byte aligned (skinny's 8-byte path).
-    #[serde(rename = "offset-8b")]
-    Offset8b,
+w4a16_reference::named_enum! {
+    /// How X or Y sits in its buffer (SPEC §2: unit inner stride, row stride ≥ the row, may be a
+    /// slice of a larger tensor at any offset the dtype allows). Each layout moves the row starts
+    /// to a different alignment, so that a kernel whose vector accesses assume more than its
+    /// declaration says reads or writes the wrong elements.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+    pub enum ViewLayout {
+        /// Row stride = the row length, at the start of the buffer.
+        #[default]
+        Contiguous = "contiguous",
+        /// `+8` elements per row: rows stay 16-byte aligned, but the stride is not the row length.
+        Padded = "padded",
+        /// `+3` elements per row: consecutive rows change alignment (2, 8, 4, … bytes), so every
+        /// run-time-chosen vector path must fall back.
+        OddStride = "odd-stride",
+        /// A slice one element into its buffer: the base is only 2-byte aligned.
+        Offset2b = "offset-2b",
+        /// A slice four elements in with `+4` elements per row: every row 8-byte aligned, none
+        /// 16-byte aligned (skinny's 8-byte path).
+        Offset8b = "offset-8b",
+    }
 }
 
 impl ViewLayout {
-    pub const ALL: [ViewLayout; 5] = [
-        ViewLayout::Contiguous,
-        ViewLayout::Padded,
-        ViewLayout::OddStride,
-        ViewLayout::Offset2b,
-        ViewLayout::Offset8b,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            ViewLayout::Contiguous => "contiguous",
-            ViewLayout::Padded => "padded",
-            ViewLayout::OddStride => "odd-stride",
-            ViewLayout::Offset2b => "offset-2b",
-            ViewLayout::Offset8b => "offset-8b",
-        }
-    }
-
     /// Elements between rows of a matrix whose rows hold `cols` elements.
     pub fn row_stride(self, cols: usize) -> usize {
         cols + match self {
@@ -134,38 +102,29 @@ impl ViewLayout {
     }
 }
 
-/// Whether a case also runs `fused_carrier` on the asymmetric carrier (SPEC §2, FIELD §0 item 7),
-/// and how the scales sit beside it. Off by default, leaving no trace in the id.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default,
-)]
-#[serde(rename_all = "kebab-case")]
-pub enum CarrierMode {
-    /// No carrier: the case runs as it always did.
-    #[default]
-    Off,
-    /// fused_carrier beside the other kernels, on the carrier built from the resident scales and
-    /// packed zero points. A symmetric layer has none: its carrier launch must end as the typed
-    /// refusal.
-    On,
-    /// As `On`, with every resident scale row padded by [`CARRIER_SCALE_PAD`] elements: the
-    /// carrier keeps its own row stride K/G, and the runner checks that the carrier handed over
-    /// with the scales' padded stride is refused before any launch (FIELD §6 item 4).
-    PaddedScales,
+w4a16_reference::named_enum! {
+    /// Whether a case also runs `fused_carrier` on the asymmetric carrier (SPEC §2, FIELD §0 item 7),
+    /// and how the scales sit beside it. Off by default, leaving no trace in the id.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+    pub enum CarrierMode {
+        /// No carrier: the case runs as it always did.
+        #[default]
+        Off = "off",
+        /// fused_carrier beside the other kernels, on the carrier built from the resident scales and
+        /// packed zero points. A symmetric layer has none: its carrier launch must end as the typed
+        /// refusal.
+        On = "on",
+        /// As `On`, with every resident scale row padded by [`CARRIER_SCALE_PAD`] elements: the
+        /// carrier keeps its own row stride K/G, and the runner checks that the carrier handed over
+        /// with the scales' padded stride is refused before any launch (FIELD §6 item 4).
+        PaddedScales = "padded-scales",
+    }
 }
 
 /// Extra elements per scale row of a [`CarrierMode::PaddedScales`] case.
 pub const CARRIER_SCALE_PAD: usize = 8;
 
 impl CarrierMode {
-    pub fn name(self) -> &'static str {
-        match self {
-            CarrierMode::Off => "off",
-            CarrierMode::On => "on",
-            CarrierMode::PaddedScales => "padded-scales",
-        }
-    }
-
     /// Whether the case runs fused_carrier.
     pub fn is_on(self) -> bool {
         self != CarrierMode::Off
@@ -547,14 +506,36 @@ pub fn render_counts(set: &CaseSet) -> String {
     out
 }
 
-/// The default `cases/` folder: `./cases` when the working directory has one (test binaries
-/// carried to a GPU machine run from the repository root there), else the workspace root's.
-pub fn default_dir() -> PathBuf {
-    let here = Path::new("cases");
-    if here.join("models.toml").is_file() {
-        return here.to_path_buf();
+/// The variable naming the case folder where a binary runs away from its checkout (the staged
+/// GPU run: `scripts/gpu-job.sh` sets it).
+pub const CASES_ENV: &str = "W4A16_CASES";
+
+/// No case folder to be found.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LocateError {
+    #[error(
+        "no cases/ folder (one holding models.toml) in {} or above; pass --cases DIR or set {CASES_ENV}",
+        start.display()
+    )]
+    NotFound { start: PathBuf },
+    #[error("the working directory cannot be read ({reason}); pass --cases DIR or set {CASES_ENV}")]
+    NoWorkingDir { reason: String },
+}
+
+/// The case folder, found the one way the command line and the tests share: `explicit`
+/// (`--cases DIR`), else [`CASES_ENV`], else the nearest `cases/` holding `models.toml` in the
+/// working directory or above it. Never through the source tree, so a binary finds the cases of
+/// the checkout it runs in (tests run in their package's folder, whose workspace holds them).
+pub fn locate(explicit: Option<PathBuf>) -> Result<PathBuf, LocateError> {
+    if let Some(dir) = explicit.or_else(|| std::env::var_os(CASES_ENV).map(PathBuf::from)) {
+        return Ok(dir);
     }
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .join("cases")
+    let start = std::env::current_dir().map_err(|e| LocateError::NoWorkingDir {
+        reason: e.to_string(),
+    })?;
+    start
+        .ancestors()
+        .map(|dir| dir.join("cases"))
+        .find(|cases| cases.join("models.toml").is_file())
+        .ok_or(LocateError::NotFound { start })
 }

@@ -288,7 +288,7 @@ mod tests {
     /// A promoted entry loads back as the very case that failed: same fields, same id.
     #[test]
     fn a_promoted_fuzz_case_loads_with_the_same_id() {
-        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../cases");
+        let dir = crate::cases::locate(None).expect("the cases folder");
         let files = crate::cases::case_files(&dir).unwrap();
         let mut runner = TestRunner::deterministic();
         let strategy = kernel_case(16, 512);

@@ -114,38 +114,13 @@ impl fmt::Display for Text {
     }
 }
 
-/// How a suppression is treated. Only strict expected failure exists: a suppression that
-/// cannot notice its own fix rots (ANCHORS §3).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
-pub enum Mode {
-    #[serde(rename = "xfail-strict")]
-    XfailStrict,
-}
-
-impl Mode {
-    pub fn name(self) -> &'static str {
-        match self {
-            Mode::XfailStrict => "xfail-strict",
-        }
+w4a16_reference::named_enum! {
+    /// How a suppression is treated. Only strict expected failure exists: a suppression that
+    /// cannot notice its own fix rots (ANCHORS §3).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Mode {
+        XfailStrict = "xfail-strict",
     }
-}
-
-/// Reads a value by its `name()` from a closed list (gate and kernel names), so the names are
-/// declared once, by the type, and an unknown one is refused listing the known ones, in serde's
-/// words for an unknown enum variant (the case-file error style rewrites them like any other).
-pub fn by_name<'de, D: Deserializer<'de>, T: Copy>(
-    d: D,
-    all: &[T],
-    name: impl Fn(T) -> &'static str,
-) -> Result<T, D::Error> {
-    let s = String::deserialize(d)?;
-    all.iter().copied().find(|&t| name(t) == s).ok_or_else(|| {
-        let names: Vec<String> = all.iter().map(|&t| format!("`{}`", name(t))).collect();
-        de::Error::custom(format!(
-            "unknown variant `{s}`, expected one of {}",
-            names.join(", ")
-        ))
-    })
 }
 
 /// Declares the serde table of one kind of suppression: its scope keys, then the shared keys,
@@ -366,15 +341,7 @@ mod tests {
     fn names_are_read_from_a_closed_list() {
         #[derive(Debug, Deserialize)]
         struct K {
-            #[serde(deserialize_with = "kernel")]
             kernel: w4a16_kernels::KernelId,
-        }
-        fn kernel<'de, D: Deserializer<'de>>(d: D) -> Result<w4a16_kernels::KernelId, D::Error> {
-            by_name(
-                d,
-                &w4a16_kernels::KernelId::ALL,
-                w4a16_kernels::KernelId::name,
-            )
         }
         let k: K = toml::from_str("kernel = \"fused\"").unwrap();
         assert_eq!(k.kernel, w4a16_kernels::KernelId::Fused);

@@ -9,7 +9,7 @@
 
 use super::KernelInfo;
 use crate::cases::glob::Glob;
-use crate::cases::suppress::{Suppression, Xfail, by_name, suppression_table};
+use crate::cases::suppress::{Suppression, Xfail, suppression_table};
 use crate::cases::{CaseFileError, DataFile, Date};
 use serde::{Deserialize, Deserializer};
 use std::collections::BTreeMap;
@@ -18,40 +18,22 @@ use std::path::{Path, PathBuf};
 use w4a16_kernels::{KernelId, Target};
 use w4a16_reference::ActDtype;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Gate {
-    /// No private segment, no dynamic stack, no scratch/buffer instructions.
-    NoScratch,
-    /// No VGPR or SGPR spills.
-    NoSpill,
-    /// fp16 dequant (skinny and dequant f16 entries) uses `v_and_or_b32` on gfx11/gfx12.
-    Fp16AndOr,
-    /// The tile main loop (`fused`, `moe` built on it, and `fused_carrier`, fused's tiles on the
-    /// carrier) uses WMMA on gfx11/gfx12.
-    FusedWmma,
+w4a16_reference::named_enum! {
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum Gate {
+        /// No private segment, no dynamic stack, no scratch/buffer instructions.
+        NoScratch = "no-scratch",
+        /// No VGPR or SGPR spills.
+        NoSpill = "no-spill",
+        /// fp16 dequant (skinny and dequant f16 entries) uses `v_and_or_b32` on gfx11/gfx12.
+        Fp16AndOr = "fp16-v_and_or_b32",
+        /// The tile main loop (`fused`, `moe` built on it, and `fused_carrier`, fused's tiles on the
+        /// carrier) uses WMMA on gfx11/gfx12.
+        FusedWmma = "fused-wmma",
+    }
 }
 
 impl Gate {
-    pub const ALL: [Gate; 4] = [
-        Gate::NoScratch,
-        Gate::NoSpill,
-        Gate::Fp16AndOr,
-        Gate::FusedWmma,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Gate::NoScratch => "no-scratch",
-            Gate::NoSpill => "no-spill",
-            Gate::Fp16AndOr => "fp16-v_and_or_b32",
-            Gate::FusedWmma => "fused-wmma",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Gate> {
-        Gate::ALL.into_iter().find(|g| g.name() == s)
-    }
-
     /// Whether this gate applies to `entry` on `target`.
     pub fn applies(self, target: Target, entry: &str) -> bool {
         let parsed = split_entry(entry);
@@ -77,12 +59,6 @@ impl Gate {
                     )
             }
         }
-    }
-}
-
-impl fmt::Display for Gate {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
     }
 }
 
@@ -190,14 +166,8 @@ impl fmt::Display for EntryMatch {
     }
 }
 
-impl<'de> Deserialize<'de> for Gate {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Gate, D::Error> {
-        by_name(d, &Gate::ALL, Gate::name)
-    }
-}
-
 fn kernel_name<'de, D: Deserializer<'de>>(d: D) -> Result<Option<KernelId>, D::Error> {
-    by_name(d, &KernelId::ALL, KernelId::name).map(Some)
+    KernelId::deserialize(d).map(Some)
 }
 
 suppression_table! {
@@ -249,9 +219,9 @@ pub struct ExceptionSet {
     pub exceptions: Vec<Exception>,
 }
 
-/// The repository's static-gate exceptions file.
-pub fn default_exceptions_path() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../cases/exceptions/static-gates.toml")
+/// The static-gate exceptions file of the case folder `cases_dir` (see [`crate::cases::locate`]).
+pub fn exceptions_path(cases_dir: &Path) -> PathBuf {
+    cases_dir.join("exceptions").join("static-gates.toml")
 }
 
 impl ExceptionSet {

@@ -728,7 +728,7 @@ mod tests {
 
     #[test]
     fn the_field_suite_is_every_shape_at_every_m_for_every_provider() {
-        let set = cases::load_all(&cases::default_dir()).unwrap();
+        let set = cases::load_all(&cases::locate(None).unwrap()).unwrap();
         let field = set.suite("field").unwrap();
         let (timed, not_timed) = perf_cases(
             field,
@@ -769,7 +769,7 @@ mod tests {
 
     #[test]
     fn moe_cases_are_listed_as_not_timed_with_the_reason() {
-        let set = cases::load_all(&cases::default_dir()).unwrap();
+        let set = cases::load_all(&cases::locate(None).unwrap()).unwrap();
         let moe = set.suite("moe").unwrap();
         let (timed, not_timed) =
             perf_cases(moe, set.providers(), Target::Sm90, &KernelConfig::default());

@@ -473,14 +473,13 @@ mod tests {
     use crate::cases;
     use crate::device::simulated;
     use crate::runner::session::{Backend, SessionOptions, run_in_process};
-    use std::path::Path;
     use w4a16_kernels::Target;
 
     const CASE: &str =
         "moe/moe.k256-n64-e8/T=7/f16/asym/g64/realistic/e8-top2/softmax/map-every-other";
 
     fn run_on(backend: Backend) -> Vec<Verdict> {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../cases");
+        let dir = cases::locate(None).expect("the cases folder");
         let set = cases::load_all(&dir).expect("the committed cases load");
         let case = set.case(CASE).expect("the case exists");
         let opts = SessionOptions::new(dir.clone(), Target::Sm90);

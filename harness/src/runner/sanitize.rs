@@ -16,41 +16,25 @@ use crate::device::DeviceKind;
 use crate::require::{Requirement, Skip};
 use std::collections::BTreeSet;
 use std::ffi::OsStr;
-use std::fmt;
 use std::path::{Path, PathBuf};
 use w4a16_kernels::{KernelId, RunTarget};
 
-/// One of compute-sanitizer's tools.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum SanitizerTool {
-    /// Out-of-bounds and misaligned accesses, hardware exceptions.
-    Memcheck,
-    /// Shared-memory data races.
-    Racecheck,
-    /// Misused barriers (`__syncthreads` in divergent code, bad `__syncwarp` masks).
-    Synccheck,
-    /// Reads of global memory nothing has written.
-    Initcheck,
+w4a16_reference::named_enum! {
+    /// One of compute-sanitizer's tools, by the name `--tool` takes (and `--sanitize` offers).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum SanitizerTool {
+        /// Out-of-bounds and misaligned accesses, hardware exceptions.
+        Memcheck = "memcheck",
+        /// Shared-memory data races.
+        Racecheck = "racecheck",
+        /// Misused barriers (`__syncthreads` in divergent code, bad `__syncwarp` masks).
+        Synccheck = "synccheck",
+        /// Reads of global memory nothing has written.
+        Initcheck = "initcheck",
+    }
 }
 
 impl SanitizerTool {
-    pub const ALL: [SanitizerTool; 4] = [
-        SanitizerTool::Memcheck,
-        SanitizerTool::Racecheck,
-        SanitizerTool::Synccheck,
-        SanitizerTool::Initcheck,
-    ];
-    /// The names `--tool` takes (and `--sanitize` offers).
-    pub const NAMES: [&'static str; 4] = ["memcheck", "racecheck", "synccheck", "initcheck"];
-
-    pub fn name(self) -> &'static str {
-        Self::NAMES[self as usize]
-    }
-
-    pub fn parse(s: &str) -> Option<SanitizerTool> {
-        Self::ALL.into_iter().find(|t| t.name() == s)
-    }
-
     /// The check of this tool's verdicts about a case as a whole (`sanitize:memcheck`).
     pub fn check(self) -> Check {
         self.check_of(SanitizeScope::Case)
@@ -59,12 +43,6 @@ impl SanitizerTool {
     /// The check of this tool's verdicts about `scope` (`sanitize:memcheck:skinny`).
     pub fn check_of(self, scope: SanitizeScope) -> Check {
         Check::Sanitize { tool: self, scope }
-    }
-}
-
-impl fmt::Display for SanitizerTool {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
     }
 }
 

@@ -21,7 +21,9 @@ use w4a16_kernels::source::KernelSources;
 use w4a16_kernels::{Execution, RunTarget, Target};
 
 /// The suites whose cases run as the engine would (the selected path only); every other suite
-/// runs the whole kernel set differentially.
+/// runs differentially: each of [`crate::select::LINEAR_PATHS`] that takes the case. A test
+/// checks each name is a suite of the case folder, so a renamed suite cannot quietly turn
+/// differential.
 pub const SELECTED_PATH_SUITES: [&str; 2] = ["field", "checkpoints"];
 
 pub fn mode_for_suite(suite: &str) -> Mode {
@@ -411,6 +413,16 @@ pub fn invalid_case_file_checks(cases_dir: &Path) -> Vec<Verdict> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_selected_path_suites_are_suites_of_the_case_folder() {
+        let set = cases::load_all(&cases::locate(None).unwrap()).unwrap();
+        for suite in SELECTED_PATH_SUITES {
+            assert!(set.suite(suite).is_some(), "no suite {suite}");
+            assert_eq!(mode_for_suite(suite), Mode::Selected);
+        }
+        assert_eq!(mode_for_suite("kernels"), Mode::Differential);
+    }
 
     #[test]
     fn cases_of_one_layer_group_together_in_first_seen_order() {

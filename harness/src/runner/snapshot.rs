@@ -854,7 +854,7 @@ mod cli_tests {
     /// the committed snapshots are found from the repository's `cases/`.
     #[test]
     fn the_snapshot_folder_is_found_beside_the_cases_folder() {
-        let cases = Path::new(env!("CARGO_MANIFEST_DIR")).join("../cases");
+        let cases = crate::cases::locate(None).expect("the cases folder");
         let dir = snapshot_dir(None, &cases);
         assert_eq!(dir, std::fs::canonicalize(committed_dir()).unwrap());
         assert!(dir.join("verdicts-smoke@sm_90.snap").is_file());

@@ -10,53 +10,37 @@ use std::collections::BTreeMap;
 use std::fmt;
 use w4a16_kernels::KernelId;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Outcome {
-    /// Within the bound (or bit-exact where exactness is required).
-    Pass,
-    /// The case was meant to be refused and was, with a typed error before any launch.
-    Refused,
-    /// A known-bad case (data, DESIGN rule 5) that still fails, as recorded.
-    ExpectedFail,
-    /// Wrong answer, unexpected refusal, guard/poison violation, nondeterminism.
-    Fail,
-    /// The device faulted or hung on this case.
-    Fault,
-    /// A known-bad case that now passes: the suppression must be removed.
-    UnexpectedPass,
-    /// A known-bad entry past its expiry date.
-    Expired,
-    /// Could not run here; `detail` says why.
-    Skip,
+w4a16_reference::named_enum! {
+    #[names_only]
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+    #[serde(rename_all = "kebab-case")]
+    pub enum Outcome {
+        /// Within the bound (or bit-exact where exactness is required).
+        Pass = "pass",
+        /// The case was meant to be refused and was, with a typed error before any launch.
+        Refused = "refused",
+        /// A known-bad case (data, DESIGN rule 5) that still fails, as recorded.
+        ExpectedFail = "xfail",
+        /// Wrong answer, unexpected refusal, guard/poison violation, nondeterminism.
+        Fail = "FAIL",
+        /// The device faulted or hung on this case.
+        Fault = "FAULT",
+        /// A known-bad case that now passes: the suppression must be removed.
+        UnexpectedPass = "XPASS",
+        /// A known-bad entry past its expiry date.
+        Expired = "EXPIRED",
+        /// Could not run here; `detail` says why.
+        Skip = "skip",
+    }
 }
 
 impl Outcome {
-    pub fn name(self) -> &'static str {
-        match self {
-            Outcome::Pass => "pass",
-            Outcome::Refused => "refused",
-            Outcome::ExpectedFail => "xfail",
-            Outcome::Fail => "FAIL",
-            Outcome::Fault => "FAULT",
-            Outcome::UnexpectedPass => "XPASS",
-            Outcome::Expired => "EXPIRED",
-            Outcome::Skip => "skip",
-        }
-    }
-
     /// Whether this outcome makes the run fail.
     pub fn is_failure(self) -> bool {
         matches!(
             self,
             Outcome::Fail | Outcome::Fault | Outcome::UnexpectedPass | Outcome::Expired
         )
-    }
-}
-
-impl fmt::Display for Outcome {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
     }
 }
 

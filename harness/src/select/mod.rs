@@ -30,32 +30,29 @@ pub const SKINNY_MAX_M: usize = w4a16_kernels::set::SKINNY_M_MAX;
 pub const DENSE_MIN_M: usize = 256;
 /// Group sizes of the fast path, as the kernels declare them.
 pub const HYBRID_GROUPS: &[usize] = w4a16_kernels::set::FAST_GROUPS;
+/// Every path a linear layer's selection can take: the hybrid's decode, mid-M and prefill paths
+/// and the fallback. A differential case runs each of them that takes it; a test below checks
+/// that [`select`] reaches exactly these.
+pub const LINEAR_PATHS: [&[KernelId]; 4] = [
+    &[KernelId::Skinny],
+    &[KernelId::Fused],
+    &[KernelId::Fallback],
+    &[KernelId::Dequant, KernelId::Dense],
+];
 
-/// The linear kernels of the priority list, in priority order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum LayerKernel {
-    /// Skinny / fused / dequant+dense, dispatched on M.
-    Hybrid,
-    /// The plain dequant GEMM that takes every shape the formats allow.
-    Fallback,
+w4a16_reference::named_enum! {
+    /// The linear kernels of the priority list, in priority order.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum LayerKernel {
+        /// Skinny / fused / dequant+dense, dispatched on M.
+        Hybrid = "hybrid",
+        /// The plain dequant GEMM that takes every shape the formats allow.
+        Fallback = "fallback",
+    }
 }
 
 impl LayerKernel {
     pub const PRIORITY: [LayerKernel; 2] = [LayerKernel::Hybrid, LayerKernel::Fallback];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            LayerKernel::Hybrid => "hybrid",
-            LayerKernel::Fallback => "fallback",
-        }
-    }
-}
-
-impl std::fmt::Display for LayerKernel {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
 }
 
 /// One linear layer call as the engine sees it.
@@ -320,4 +317,42 @@ fn hybrid_dispatch(req: &LayerRequest, config: &KernelConfig) -> (Vec<KernelId>,
         vec![KernelId::Fused],
         format!("{} < M = {m} < {DENSE_MIN_M}: fused", SKINNY_MAX_M),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    /// [`LINEAR_PATHS`] is what the selection reaches: every path of it is chosen for some
+    /// request, and no request gets another.
+    #[test]
+    fn the_linear_paths_are_the_ones_the_selection_reaches() {
+        let mut reached = BTreeSet::new();
+        for target in Target::ALL {
+            for prefill in [PrefillDequant::Enable, PrefillDequant::Disable] {
+                let config = KernelConfig::with_prefill_dequant(prefill);
+                // A group the hybrid takes and one only the fallback does (channelwise).
+                for group in [128, 4096] {
+                    for m in [1, SKINNY_MAX_M, SKINNY_MAX_M + 1, DENSE_MIN_M, 2048] {
+                        for built in [true, false] {
+                            let mut req = LayerRequest::new(
+                                LayerShape::new(4096, 4096, group),
+                                m,
+                                ActDtype::F16,
+                                Symmetry::Asym,
+                            );
+                            req.dense_cache_built = built;
+                            let sel = select(target, &req, &config);
+                            if !sel.path.is_empty() {
+                                reached.insert(sel.path);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let declared: BTreeSet<Vec<KernelId>> = LINEAR_PATHS.iter().map(|p| p.to_vec()).collect();
+        assert_eq!(reached, declared);
+    }
 }

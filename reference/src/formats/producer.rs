@@ -7,44 +7,21 @@ use super::gptq::{GptqLayer, GptqVersion};
 use super::layout::LayerError;
 use super::legacy::LegacyLayer;
 use crate::layer::QuantizedLayer;
-use serde::{Deserialize, Serialize};
 
-/// Every producer expresses both symmetries; what a producer cannot take is a shape (AWQ packs
-/// weights along N, so N % 8 == 0), which [`Producer::build`] reports as a [`LayerError`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Producer {
-    CompressedTensors,
-    GptqV1,
-    GptqV2,
-    Awq,
-    LegacyUnpackedZp,
+crate::named_enum! {
+    /// Every producer expresses both symmetries; what a producer cannot take is a shape (AWQ packs
+    /// weights along N, so N % 8 == 0), which [`Producer::build`] reports as a [`LayerError`].
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum Producer {
+        CompressedTensors = "compressed-tensors",
+        GptqV1 = "gptq-v1",
+        GptqV2 = "gptq-v2",
+        Awq = "awq",
+        LegacyUnpackedZp = "legacy-unpacked-zp",
+    }
 }
 
 impl Producer {
-    pub const ALL: [Producer; 5] = [
-        Producer::CompressedTensors,
-        Producer::GptqV1,
-        Producer::GptqV2,
-        Producer::Awq,
-        Producer::LegacyUnpackedZp,
-    ];
-
-    /// Same as the serde name and the built checkpoint's `format_name()`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Producer::CompressedTensors => "compressed-tensors",
-            Producer::GptqV1 => "gptq-v1",
-            Producer::GptqV2 => "gptq-v2",
-            Producer::Awq => "awq",
-            Producer::LegacyUnpackedZp => "legacy-unpacked-zp",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Producer> {
-        Producer::ALL.into_iter().find(|p| p.name() == s)
-    }
-
     /// Whether this producer writes asymmetric layers with N % 8 != 0: compressed-tensors (a
     /// partial last zero-point word, `[ceil(N/8), K/G]`) and the legacy layout (zero points not
     /// packed). GPTQ and AWQ pack zero points in whole words along N; their
@@ -65,11 +42,5 @@ impl Producer {
             Producer::Awq => Box::new(AwqLayer::from_logical(layer)?),
             Producer::LegacyUnpackedZp => Box::new(LegacyLayer::from_logical(layer)?),
         })
-    }
-}
-
-impl std::fmt::Display for Producer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
     }
 }

@@ -2,17 +2,18 @@
 //! all three against what the format promises before reading a single value.
 
 use crate::dtype::ActDtype;
-use std::fmt;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum StoredDtype {
-    I32,
-    /// compressed-tensors' `weight_shape` and other int64 metadata.
-    I64,
-    U32,
-    F16,
-    Bf16,
-    F32,
+crate::named_enum! {
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub enum StoredDtype {
+        I32 = "i32",
+        /// compressed-tensors' `weight_shape` and other int64 metadata.
+        I64 = "i64",
+        U32 = "u32",
+        F16 = "f16",
+        Bf16 = "bf16",
+        F32 = "f32",
+    }
 }
 
 impl StoredDtype {
@@ -24,17 +25,6 @@ impl StoredDtype {
             StoredDtype::I64 => 8,
         }
     }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            StoredDtype::I32 => "i32",
-            StoredDtype::I64 => "i64",
-            StoredDtype::U32 => "u32",
-            StoredDtype::F16 => "f16",
-            StoredDtype::Bf16 => "bf16",
-            StoredDtype::F32 => "f32",
-        }
-    }
 }
 
 impl From<ActDtype> for StoredDtype {
@@ -43,12 +33,6 @@ impl From<ActDtype> for StoredDtype {
             ActDtype::F16 => StoredDtype::F16,
             ActDtype::Bf16 => StoredDtype::Bf16,
         }
-    }
-}
-
-impl fmt::Display for StoredDtype {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
     }
 }
 

@@ -2,42 +2,19 @@
 //! which local id. Weights, scales and zero points hold the local experts only; a slot routed to
 //! an expert that is not local gets a block of expert −1, whose rows the GEMM writes as zeros.
 
-use std::fmt;
-
-/// How a case maps global experts to local ones.
-/// Case files spell it as [`MapKind::name`].
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
-pub enum MapKind {
-    /// Every expert is local, under its own index (the same as no map, but through the map path).
-    #[serde(rename = "all")]
-    All,
-    /// Even experts are local (`local = e/2`), odd experts are mapped away (−1).
-    #[serde(rename = "every-other")]
-    EveryOther,
-}
-
-impl MapKind {
-    pub const ALL: [MapKind; 2] = [MapKind::All, MapKind::EveryOther];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            MapKind::All => "all",
-            MapKind::EveryOther => "every-other",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        MapKind::ALL.into_iter().find(|k| k.name() == s)
+crate::named_enum! {
+    /// How a case maps global experts to local ones.
+    /// Case files spell it as [`MapKind::name`].
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum MapKind {
+        /// Every expert is local, under its own index (the same as no map, but through the map path).
+        All = "all",
+        /// Even experts are local (`local = e/2`), odd experts are mapped away (−1).
+        EveryOther = "every-other",
     }
 }
 
-impl fmt::Display for MapKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+impl MapKind {}
 
 /// `local_of[e]` = local id of global expert `e`, or −1 when it is not local. Local ids are
 /// `0..E_local`, each used once.

@@ -7,7 +7,6 @@
 //! output).
 
 use crate::data::{RoutingPicks, router_logits};
-use std::fmt;
 
 /// `[T, top_k]` expert ids (global, i32) and routed weights (f32), row-major.
 #[derive(Clone, Debug, PartialEq)]
@@ -74,60 +73,30 @@ impl Routing {
     }
 }
 
-/// How the routing of a case is made.
-/// Case files spell it as [`RoutingKind::name`].
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
-pub enum RoutingKind {
-    /// Softmax over seeded logits, then the top-k (ties to the lower expert index); the weights
-    /// are the top-k probabilities renormalised to sum to 1, as f32.
-    #[serde(rename = "softmax")]
-    Softmax,
-    /// Only `top_k + 1` seeded experts receive tokens (each token picks its top-k among them by
-    /// the softmax rule); every other expert gets none, so the align step must give them no
-    /// block. Needs `E ≥ top_k + 2` so that at least one expert is empty.
-    #[serde(rename = "empty-experts")]
-    EmptyExperts,
-    /// Every slot on one seeded expert. With `top_k > 1` each token therefore names that expert
-    /// `top_k` times (the same expert in every one of its slots), which a router never does but
-    /// the kernels must survive: the expert's run holds all `T·top_k` slots. The weights are
-    /// the softmax weights of the same seed's logits (over `max(E, top_k)` columns).
-    #[serde(rename = "one-expert")]
-    AllOnOneExpert,
-    /// The softmax routing with one seeded token's second choice replaced by its first: that
-    /// token sends two slots to the same expert, every other token is normal. Needs `top_k ≥ 2`.
-    #[serde(rename = "same-expert-twice")]
-    SameExpertTwice,
-}
-
-impl RoutingKind {
-    pub const ALL: [RoutingKind; 4] = [
-        RoutingKind::Softmax,
-        RoutingKind::EmptyExperts,
-        RoutingKind::AllOnOneExpert,
-        RoutingKind::SameExpertTwice,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            RoutingKind::Softmax => "softmax",
-            RoutingKind::EmptyExperts => "empty-experts",
-            RoutingKind::AllOnOneExpert => "one-expert",
-            RoutingKind::SameExpertTwice => "same-expert-twice",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        RoutingKind::ALL.into_iter().find(|k| k.name() == s)
+crate::named_enum! {
+    /// How the routing of a case is made.
+    /// Case files spell it as [`RoutingKind::name`].
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum RoutingKind {
+        /// Softmax over seeded logits, then the top-k (ties to the lower expert index); the weights
+        /// are the top-k probabilities renormalised to sum to 1, as f32.
+        Softmax = "softmax",
+        /// Only `top_k + 1` seeded experts receive tokens (each token picks its top-k among them by
+        /// the softmax rule); every other expert gets none, so the align step must give them no
+        /// block. Needs `E ≥ top_k + 2` so that at least one expert is empty.
+        EmptyExperts = "empty-experts",
+        /// Every slot on one seeded expert. With `top_k > 1` each token therefore names that expert
+        /// `top_k` times (the same expert in every one of its slots), which a router never does but
+        /// the kernels must survive: the expert's run holds all `T·top_k` slots. The weights are
+        /// the softmax weights of the same seed's logits (over `max(E, top_k)` columns).
+        AllOnOneExpert = "one-expert",
+        /// The softmax routing with one seeded token's second choice replaced by its first: that
+        /// token sends two slots to the same expert, every other token is normal. Needs `top_k ≥ 2`.
+        SameExpertTwice = "same-expert-twice",
     }
 }
 
-impl fmt::Display for RoutingKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+impl RoutingKind {}
 
 /// A routing that cannot be made or cannot be what it claims.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]

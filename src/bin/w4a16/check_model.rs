@@ -1,6 +1,7 @@
 //! `w4a16 check-model DIR`: the command-line face of [`w4a16_harness::model_check`].
 
-use super::{find_cases_dir, kernel_sources_arg, parse_target, require_gpu_checks};
+use super::args::{self, TargetArg};
+use super::{kernel_sources_arg, require_gpu_checks};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -23,11 +24,11 @@ pub struct CheckModelArgs {
     /// Batch sizes every layer runs at, comma-separated.
     #[arg(long = "m", value_delimiter = ',', default_values_t = DEFAULT_BATCHES)]
     batches: Vec<usize>,
-    /// `auto` (the GPU found here) or targets, comma-separated: sm_90, gfx1100, gfx1151,
-    /// gfx1201, gfx942 (or an emulated gfx target, e.g. gfx1151-emu). With several, each gets
-    /// its own run and reports under `<report-dir>/<target>/`.
-    #[arg(long, default_value = "auto", value_delimiter = ',')]
-    target: Vec<String>,
+    /// `auto` (the GPU found here) or targets, comma-separated (an emulated gfx target, e.g.
+    /// gfx1151-emu, runs on an NVIDIA GPU). With several, each gets its own run and reports
+    /// under `<report-dir>/<target>/`.
+    #[arg(long, default_value = "auto", value_delimiter = ',', value_parser = args::target_or_auto())]
+    target: Vec<TargetArg>,
     /// Recorded activations (safetensors): a tensor `[R, K]` named after each module (or
     /// `<module>.input`); a batch of M takes its first M rows. Layers without one get seeded
     /// activations.
@@ -81,7 +82,7 @@ pub fn check_model(
         None => None,
     };
     let sources = kernel_sources_arg(args.kernel_sources.as_deref())?;
-    let cases_dir = find_cases_dir(cases_dir)?;
+    let cases_dir = cases::locate(cases_dir).map_err(|e| e.to_string())?;
     let opts = CheckModelOptions {
         batches: args.batches,
         strict: args.strict,
@@ -91,9 +92,9 @@ pub fn check_model(
     };
     let several = args.target.len() > 1;
     let mut failed = false;
-    for target in &args.target {
+    for &target in &args.target {
         let report_dir = if several {
-            args.report_dir.join(target)
+            args.report_dir.join(target.name())
         } else {
             args.report_dir.clone()
         };
@@ -116,7 +117,7 @@ pub fn check_model(
 
 /// One target's run: returns whether it failed.
 fn one_target(
-    target: &str,
+    target: TargetArg,
     dir: &Path,
     report_dir: &Path,
     sources: &KernelSources,
@@ -125,7 +126,7 @@ fn one_target(
     opts: &CheckModelOptions,
 ) -> Result<bool, String> {
     let (target, backend) =
-        session::open_backend_with(parse_target(target)?, sources, Allocation::Guarded);
+        session::open_backend_with(target.run_target(), sources, Allocation::Guarded);
     let c_target = session::c_target(cases_dir, target.target)?;
     let (device, no_device) = match &backend {
         Backend::Device(d) => (Some(d.as_ref()), None),
