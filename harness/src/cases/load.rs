@@ -871,6 +871,64 @@ fn unsupported_reason(
     None
 }
 
+/// Every index tuple of axes of lengths `lens`, the last axis fastest: the order of nested
+/// `for` loops over the axes, without the nesting. Empty when any axis is.
+fn product<const N: usize>(lens: [usize; N]) -> impl Iterator<Item = [usize; N]> {
+    let total: usize = lens.iter().product();
+    (0..total).map(move |mut i| {
+        let mut at = [0; N];
+        for d in (0..N).rev() {
+            at[d] = i % lens[d];
+            i /= lens[d];
+        }
+        at
+    })
+}
+
+/// One case's value on every axis but its shape: a point of a sweep, a `[[case]]` entry or a
+/// point of a MoE sweep.
+#[derive(Clone, Copy, Debug)]
+struct Point {
+    m: usize,
+    dtype: ActDtype,
+    symmetry: Symmetry,
+    class: DataClass,
+    padding: RowPadding,
+    bias: bool,
+    act_order: bool,
+    producer: Producer,
+    x_layout: ViewLayout,
+    y_layout: ViewLayout,
+    carrier: CarrierMode,
+    moe: Option<MoeRouting>,
+}
+
+/// The case at `p` of suite `suite` on shape `shape_name` (N, K, G = `shape`), with its id:
+/// the one constructor every kind of entry goes through, so an id never depends on how the
+/// case was declared.
+fn build_case(suite: &str, shape_name: &str, shape: LayerShape, p: Point) -> Case {
+    let mut case = Case {
+        id: String::new(),
+        suite: suite.to_owned(),
+        shape_name: shape_name.to_owned(),
+        shape,
+        m: p.m,
+        dtype: p.dtype,
+        symmetry: p.symmetry,
+        class: p.class,
+        padding: p.padding,
+        bias: p.bias,
+        act_order: p.act_order,
+        producer: p.producer,
+        x_layout: p.x_layout,
+        y_layout: p.y_layout,
+        carrier: p.carrier,
+        moe: p.moe,
+    };
+    case.id = case.make_id();
+    case
+}
+
 fn expand_suite(f: &Parsed, suite: &SuiteRaw, set: &CaseSet) -> Result<Suite, CaseFileError> {
     let defaults = suite.axes();
     let mut cases: Vec<Case> = Vec::new();
@@ -880,83 +938,83 @@ fn expand_suite(f: &Parsed, suite: &SuiteRaw, set: &CaseSet) -> Result<Suite, Ca
 
     for (i, sweep) in f.raw.sweep.iter().enumerate() {
         let here = format!("sweep[{i}]");
-        let r = resolve(f, &sweep.axes(), &defaults, &here, set)?;
-        for s in &r.shapes {
-            for &m in &r.m {
-                for &dtype in &r.dtype {
-                    for &symmetry in &r.symmetry.0 {
-                        for &gspec in &r.group.0 {
-                            let group =
-                                group_for(gspec, s).map_err(|msg| f.err(r.group.1.clone(), msg))?;
-                            for &class in &r.class.0 {
-                                if let Some(msg) = exact_too_large(class, s.shape.k) {
-                                    return Err(f.err(
-                                        r.class.1.clone(),
-                                        format!("shape \"{}\": {msg}", s.name),
-                                    ));
-                                }
-                                for &padding in &r.padding {
-                                    for &bias in &r.bias {
-                                        for &act_order in &r.act_order.0 {
-                                            if !allow
-                                                && let Some((axis, msg)) = unsupported_reason(
-                                                    s.shape.k, s.shape.n, symmetry, act_order,
-                                                )
-                                            {
-                                                let key = match axis {
-                                                    "symmetry" => &r.symmetry.1,
-                                                    "shapes" => &r.shapes_key,
-                                                    _ => &r.act_order.1,
-                                                };
-                                                return Err(f.err(
-                                                    key.clone(),
-                                                    format!("shape \"{}\": {msg}{hint}", s.name),
-                                                ));
-                                            }
-                                            for (&producer, &(x_layout, y_layout), &carrier) in r
-                                                .producer
-                                                .iter()
-                                                .flat_map(|p| r.layouts.iter().map(move |l| (p, l)))
-                                                .flat_map(|(p, l)| {
-                                                    r.carrier.iter().map(move |c| (p, l, c))
-                                                })
-                                            {
-                                                if !super::producer_applies_to(producer, symmetry) {
-                                                    continue;
-                                                }
-                                                let mut case = Case {
-                                                    id: String::new(),
-                                                    suite: suite.name.clone(),
-                                                    shape_name: s.name.clone(),
-                                                    shape: LayerShape::new(
-                                                        s.shape.n, s.shape.k, group,
-                                                    ),
-                                                    m,
-                                                    dtype,
-                                                    symmetry,
-                                                    class,
-                                                    padding,
-                                                    bias,
-                                                    act_order,
-                                                    producer,
-                                                    x_layout,
-                                                    y_layout,
-                                                    carrier,
-                                                    moe: None,
-                                                };
-                                                case.id = case.make_id();
-                                                if !seen.contains_key(&case.id) {
-                                                    seen.insert(case.id.clone(), here.clone());
-                                                    cases.push(case);
-                                                }
-                                            }
-                                        }
-                                    }
-                                }
-                            }
-                        }
-                    }
-                }
+        let r = &resolve(f, &sweep.axes(), &defaults, &here, set)?;
+        let lens = [
+            r.shapes.len(),
+            r.m.len(),
+            r.dtype.len(),
+            r.symmetry.0.len(),
+            r.group.0.len(),
+            r.class.0.len(),
+            r.padding.len(),
+            r.bias.len(),
+            r.act_order.0.len(),
+            r.producer.len(),
+            r.layouts.len(),
+            r.carrier.len(),
+        ];
+        for [
+            s,
+            m,
+            dtype,
+            symmetry,
+            gspec,
+            class,
+            padding,
+            bias,
+            act_order,
+            producer,
+            layouts,
+            carrier,
+        ] in product(lens)
+        {
+            let s = &r.shapes[s];
+            let (symmetry, gspec, class) =
+                (r.symmetry.0[symmetry], r.group.0[gspec], r.class.0[class]);
+            let (act_order, producer) = (r.act_order.0[act_order], r.producer[producer]);
+            let (x_layout, y_layout) = r.layouts[layouts];
+            // Each check reads only the axes before it, so the first point that fails one is
+            // where the nested loops this replaced failed: the same error for the same file.
+            let group = group_for(gspec, s).map_err(|msg| f.err(r.group.1.clone(), msg))?;
+            if let Some(msg) = exact_too_large(class, s.shape.k) {
+                return Err(f.err(r.class.1.clone(), format!("shape \"{}\": {msg}", s.name)));
+            }
+            if !allow
+                && let Some((axis, msg)) =
+                    unsupported_reason(s.shape.k, s.shape.n, symmetry, act_order)
+            {
+                let key = match axis {
+                    "symmetry" => &r.symmetry.1,
+                    "shapes" => &r.shapes_key,
+                    _ => &r.act_order.1,
+                };
+                return Err(f.err(key.clone(), format!("shape \"{}\": {msg}{hint}", s.name)));
+            }
+            if !super::producer_applies_to(producer, symmetry) {
+                continue;
+            }
+            let case = build_case(
+                &suite.name,
+                &s.name,
+                LayerShape::new(s.shape.n, s.shape.k, group),
+                Point {
+                    m: r.m[m],
+                    dtype: r.dtype[dtype],
+                    symmetry,
+                    class,
+                    padding: r.padding[padding],
+                    bias: r.bias[bias],
+                    act_order,
+                    producer,
+                    x_layout,
+                    y_layout,
+                    carrier: r.carrier[carrier],
+                    moe: None,
+                },
+            );
+            if !seen.contains_key(&case.id) {
+                seen.insert(case.id.clone(), here.clone());
+                cases.push(case);
             }
         }
     }
@@ -1043,25 +1101,25 @@ fn expand_suite(f: &Parsed, suite: &SuiteRaw, set: &CaseSet) -> Result<Suite, Ca
                 ),
             ));
         }
-        let mut case = Case {
-            id: String::new(),
-            suite: suite.name.clone(),
-            shape_name: name,
-            shape: LayerShape::new(base.n, base.k, group),
-            m: c.m.0,
-            dtype: c.dtype,
-            symmetry: c.symmetry,
-            class: c.class,
-            padding: c.padding.unwrap_or_default(),
-            bias: c.bias.unwrap_or(false),
-            act_order,
-            producer,
-            x_layout: c.x_layout.unwrap_or_default(),
-            y_layout: c.y_layout.unwrap_or_default(),
-            carrier: c.carrier.unwrap_or_default(),
-            moe: None,
-        };
-        case.id = case.make_id();
+        let case = build_case(
+            &suite.name,
+            &name,
+            LayerShape::new(base.n, base.k, group),
+            Point {
+                m: c.m.0,
+                dtype: c.dtype,
+                symmetry: c.symmetry,
+                class: c.class,
+                padding: c.padding.unwrap_or_default(),
+                bias: c.bias.unwrap_or(false),
+                act_order,
+                producer,
+                x_layout: c.x_layout.unwrap_or_default(),
+                y_layout: c.y_layout.unwrap_or_default(),
+                carrier: c.carrier.unwrap_or_default(),
+                moe: None,
+            },
+        );
         if let Some(first) = seen.get(&case.id) {
             return Err(f.err(
                 here,
