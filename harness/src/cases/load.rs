@@ -422,7 +422,24 @@ fn expand_moe_sweep(
     let hint = "; set allow_unsupported = true in [suite] to test the refusal";
 
     let mut out = Vec::new();
-    for s in shapes {
+    let lens = [
+        shapes.len(),
+        sw.tokens.len(),
+        dtype.len(),
+        symmetry.0.len(),
+        group.0.len(),
+        class.0.len(),
+        experts.0.len(),
+        top_k.0.len(),
+        routing.len(),
+        map.len(),
+        weighted.len(),
+        padding.len(),
+    ];
+    for [s, t, dt, sym, gspec, cl, e_spec, k_spec, rk, mk, w, pad] in product(lens) {
+        let s = shapes[s];
+        let (sym, gspec, cl) = (symmetry.0[sym], group.0[gspec], class.0[cl]);
+        let (rk, mk) = (routing[rk], map[mk]);
         let named = NamedShape {
             name: s.name.clone(),
             shape: s.shape,
@@ -432,114 +449,74 @@ fn expand_moe_sweep(
             CountSpec::Size(v) => v,
             CountSpec::Shape => own,
         };
-        for &t in &sw.tokens {
-            for &dt in &dtype {
-                for &sym in &symmetry.0 {
-                    if !suite.allow_unsupported
-                        && let Some((_, msg)) = unsupported_reason(s.shape.k, s.shape.n, sym, false)
-                    {
-                        return Err(f.err(
-                            symmetry.1.clone(),
-                            format!("shape \"{}\": {msg}{hint}", s.name),
-                        ));
-                    }
-                    for &gspec in &group.0 {
-                        let g = group_for(gspec, &named).map_err(|m| f.err(group.1.clone(), m))?;
-                        for &cl in &class.0 {
-                            if let Some(msg) = exact_too_large(cl, s.shape.k) {
-                                return Err(
-                                    f.err(class.1.clone(), format!("shape \"{}\": {msg}", s.name))
-                                );
-                            }
-                            for &e_spec in &experts.0 {
-                                let e = count(e_spec, s.experts);
-                                for &k_spec in &top_k.0 {
-                                    let k = count(k_spec, s.top_k);
-                                    if k > e {
-                                        return Err(f.err(
-                                            top_k.1.clone(),
-                                            format!(
-                                                "shape \"{}\": top_k = {k} is more than the {e} experts",
-                                                s.name
-                                            ),
-                                        ));
-                                    }
-                                    for (&rk, &mk, &w, &pad) in
-                                        product4(&routing, &map, &weighted, &padding)
-                                    {
-                                        // The routing must be makeable (an empty expert needs
-                                        // E ≥ top_k + 2, a repeated expert top_k ≥ 2, …): the
-                                        // rules do not depend on T, so one token decides.
-                                        if let Err(err) =
-                                            w4a16_reference::moe::route(rk, 0, 1, e, k)
-                                        {
-                                            return Err(f.err(
-                                                format!("{here}.routing"),
-                                                format!(
-                                                    "shape \"{}\", E = {e}, top_k = {k}: {err}",
-                                                    s.name
-                                                ),
-                                            ));
-                                        }
-                                        if mk == MapKind::EveryOther && e < 2 {
-                                            return Err(f.err(
-                                                format!("{here}.map"),
-                                                "an expert map needs at least 2 experts",
-                                            ));
-                                        }
-                                        let mut case = Case {
-                                            id: String::new(),
-                                            suite: suite.name.clone(),
-                                            shape_name: s.name.clone(),
-                                            shape: LayerShape::new(s.shape.n, s.shape.k, g),
-                                            m: t.0,
-                                            dtype: dt,
-                                            symmetry: sym,
-                                            class: cl,
-                                            padding: pad,
-                                            bias: false,
-                                            act_order: false,
-                                            producer: super::DEFAULT_PRODUCER,
-                                            x_layout: ViewLayout::default(),
-                                            y_layout: ViewLayout::default(),
-                                            // MoE cases never carry the carrier (the moe
-                                            // kernel reads scales and zero points).
-                                            carrier: CarrierMode::Off,
-                                            moe: Some(MoeRouting {
-                                                experts: e,
-                                                top_k: k,
-                                                routing: rk,
-                                                map: mk,
-                                                routed_weight: w,
-                                            }),
-                                        };
-                                        case.id = case.make_id();
-                                        out.push(case);
-                                    }
-                                }
-                            }
-                        }
-                    }
-                }
-            }
+        // Each check reads only the axes before it, so the first point that fails one is where
+        // the nested loops this replaced failed: the same error for the same file.
+        if !suite.allow_unsupported
+            && let Some((_, msg)) = unsupported_reason(s.shape.k, s.shape.n, sym, false)
+        {
+            return Err(f.err(
+                symmetry.1.clone(),
+                format!("shape \"{}\": {msg}{hint}", s.name),
+            ));
         }
+        let g = group_for(gspec, &named).map_err(|m| f.err(group.1.clone(), m))?;
+        if let Some(msg) = exact_too_large(cl, s.shape.k) {
+            return Err(f.err(class.1.clone(), format!("shape \"{}\": {msg}", s.name)));
+        }
+        let e = count(experts.0[e_spec], s.experts);
+        let k = count(top_k.0[k_spec], s.top_k);
+        if k > e {
+            return Err(f.err(
+                top_k.1.clone(),
+                format!(
+                    "shape \"{}\": top_k = {k} is more than the {e} experts",
+                    s.name
+                ),
+            ));
+        }
+        // The routing must be makeable (an empty expert needs E ≥ top_k + 2, a repeated
+        // expert top_k ≥ 2, …): the rules do not depend on T, so one token decides.
+        if let Err(err) = w4a16_reference::moe::route(rk, 0, 1, e, k) {
+            return Err(f.err(
+                format!("{here}.routing"),
+                format!("shape \"{}\", E = {e}, top_k = {k}: {err}", s.name),
+            ));
+        }
+        if mk == MapKind::EveryOther && e < 2 {
+            return Err(f.err(
+                format!("{here}.map"),
+                "an expert map needs at least 2 experts",
+            ));
+        }
+        out.push(build_case(
+            &suite.name,
+            &s.name,
+            LayerShape::new(s.shape.n, s.shape.k, g),
+            Point {
+                m: sw.tokens[t].0,
+                dtype: dtype[dt],
+                symmetry: sym,
+                class: cl,
+                padding: padding[pad],
+                bias: false,
+                act_order: false,
+                producer: super::DEFAULT_PRODUCER,
+                x_layout: ViewLayout::default(),
+                y_layout: ViewLayout::default(),
+                // MoE cases never carry the carrier (the moe kernel reads scales and zero
+                // points).
+                carrier: CarrierMode::Off,
+                moe: Some(MoeRouting {
+                    experts: e,
+                    top_k: k,
+                    routing: rk,
+                    map: mk,
+                    routed_weight: weighted[w],
+                }),
+            },
+        ));
     }
     Ok(out)
-}
-
-/// Every combination of four small axes, in order.
-fn product4<'a, A, B, C, D>(
-    a: &'a [A],
-    b: &'a [B],
-    c: &'a [C],
-    d: &'a [D],
-) -> impl Iterator<Item = (&'a A, &'a B, &'a C, &'a D)> {
-    a.iter().flat_map(move |x| {
-        b.iter().flat_map(move |y| {
-            c.iter()
-                .flat_map(move |z| d.iter().map(move |w| (x, y, z, w)))
-        })
-    })
 }
 
 /// One MoE layer from `[[model.moe]]` or `[[moe_shape]]`, checked: a valid name, a layer the
