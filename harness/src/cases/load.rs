@@ -422,7 +422,24 @@ fn expand_moe_sweep(
     let hint = "; set allow_unsupported = true in [suite] to test the refusal";
 
     let mut out = Vec::new();
-    for s in shapes {
+    let lens = [
+        shapes.len(),
+        sw.tokens.len(),
+        dtype.len(),
+        symmetry.0.len(),
+        group.0.len(),
+        class.0.len(),
+        experts.0.len(),
+        top_k.0.len(),
+        routing.len(),
+        map.len(),
+        weighted.len(),
+        padding.len(),
+    ];
+    for [s, t, dt, sym, gspec, cl, e_spec, k_spec, rk, mk, w, pad] in product(lens) {
+        let s = shapes[s];
+        let (sym, gspec, cl) = (symmetry.0[sym], group.0[gspec], class.0[cl]);
+        let (rk, mk) = (routing[rk], map[mk]);
         let named = NamedShape {
             name: s.name.clone(),
             shape: s.shape,
@@ -432,114 +449,74 @@ fn expand_moe_sweep(
             CountSpec::Size(v) => v,
             CountSpec::Shape => own,
         };
-        for &t in &sw.tokens {
-            for &dt in &dtype {
-                for &sym in &symmetry.0 {
-                    if !suite.allow_unsupported
-                        && let Some((_, msg)) = unsupported_reason(s.shape.k, s.shape.n, sym, false)
-                    {
-                        return Err(f.err(
-                            symmetry.1.clone(),
-                            format!("shape \"{}\": {msg}{hint}", s.name),
-                        ));
-                    }
-                    for &gspec in &group.0 {
-                        let g = group_for(gspec, &named).map_err(|m| f.err(group.1.clone(), m))?;
-                        for &cl in &class.0 {
-                            if let Some(msg) = exact_too_large(cl, s.shape.k) {
-                                return Err(
-                                    f.err(class.1.clone(), format!("shape \"{}\": {msg}", s.name))
-                                );
-                            }
-                            for &e_spec in &experts.0 {
-                                let e = count(e_spec, s.experts);
-                                for &k_spec in &top_k.0 {
-                                    let k = count(k_spec, s.top_k);
-                                    if k > e {
-                                        return Err(f.err(
-                                            top_k.1.clone(),
-                                            format!(
-                                                "shape \"{}\": top_k = {k} is more than the {e} experts",
-                                                s.name
-                                            ),
-                                        ));
-                                    }
-                                    for (&rk, &mk, &w, &pad) in
-                                        product4(&routing, &map, &weighted, &padding)
-                                    {
-                                        // The routing must be makeable (an empty expert needs
-                                        // E ≥ top_k + 2, a repeated expert top_k ≥ 2, …): the
-                                        // rules do not depend on T, so one token decides.
-                                        if let Err(err) =
-                                            w4a16_reference::moe::route(rk, 0, 1, e, k)
-                                        {
-                                            return Err(f.err(
-                                                format!("{here}.routing"),
-                                                format!(
-                                                    "shape \"{}\", E = {e}, top_k = {k}: {err}",
-                                                    s.name
-                                                ),
-                                            ));
-                                        }
-                                        if mk == MapKind::EveryOther && e < 2 {
-                                            return Err(f.err(
-                                                format!("{here}.map"),
-                                                "an expert map needs at least 2 experts",
-                                            ));
-                                        }
-                                        let mut case = Case {
-                                            id: String::new(),
-                                            suite: suite.name.clone(),
-                                            shape_name: s.name.clone(),
-                                            shape: LayerShape::new(s.shape.n, s.shape.k, g),
-                                            m: t.0,
-                                            dtype: dt,
-                                            symmetry: sym,
-                                            class: cl,
-                                            padding: pad,
-                                            bias: false,
-                                            act_order: false,
-                                            producer: super::DEFAULT_PRODUCER,
-                                            x_layout: ViewLayout::default(),
-                                            y_layout: ViewLayout::default(),
-                                            // MoE cases never carry the carrier (the moe
-                                            // kernel reads scales and zero points).
-                                            carrier: CarrierMode::Off,
-                                            moe: Some(MoeRouting {
-                                                experts: e,
-                                                top_k: k,
-                                                routing: rk,
-                                                map: mk,
-                                                routed_weight: w,
-                                            }),
-                                        };
-                                        case.id = case.make_id();
-                                        out.push(case);
-                                    }
-                                }
-                            }
-                        }
-                    }
-                }
-            }
+        // Each check reads only the axes before it, so the first point that fails one is where
+        // the nested loops this replaced failed: the same error for the same file.
+        if !suite.allow_unsupported
+            && let Some((_, msg)) = unsupported_reason(s.shape.k, s.shape.n, sym, false)
+        {
+            return Err(f.err(
+                symmetry.1.clone(),
+                format!("shape \"{}\": {msg}{hint}", s.name),
+            ));
         }
+        let g = group_for(gspec, &named).map_err(|m| f.err(group.1.clone(), m))?;
+        if let Some(msg) = exact_too_large(cl, s.shape.k) {
+            return Err(f.err(class.1.clone(), format!("shape \"{}\": {msg}", s.name)));
+        }
+        let e = count(experts.0[e_spec], s.experts);
+        let k = count(top_k.0[k_spec], s.top_k);
+        if k > e {
+            return Err(f.err(
+                top_k.1.clone(),
+                format!(
+                    "shape \"{}\": top_k = {k} is more than the {e} experts",
+                    s.name
+                ),
+            ));
+        }
+        // The routing must be makeable (an empty expert needs E ≥ top_k + 2, a repeated
+        // expert top_k ≥ 2, …): the rules do not depend on T, so one token decides.
+        if let Err(err) = w4a16_reference::moe::route(rk, 0, 1, e, k) {
+            return Err(f.err(
+                format!("{here}.routing"),
+                format!("shape \"{}\", E = {e}, top_k = {k}: {err}", s.name),
+            ));
+        }
+        if mk == MapKind::EveryOther && e < 2 {
+            return Err(f.err(
+                format!("{here}.map"),
+                "an expert map needs at least 2 experts",
+            ));
+        }
+        out.push(build_case(
+            &suite.name,
+            &s.name,
+            LayerShape::new(s.shape.n, s.shape.k, g),
+            Point {
+                m: sw.tokens[t].0,
+                dtype: dtype[dt],
+                symmetry: sym,
+                class: cl,
+                padding: padding[pad],
+                bias: false,
+                act_order: false,
+                producer: super::DEFAULT_PRODUCER,
+                x_layout: ViewLayout::default(),
+                y_layout: ViewLayout::default(),
+                // MoE cases never carry the carrier (the moe kernel reads scales and zero
+                // points).
+                carrier: CarrierMode::Off,
+                moe: Some(MoeRouting {
+                    experts: e,
+                    top_k: k,
+                    routing: rk,
+                    map: mk,
+                    routed_weight: weighted[w],
+                }),
+            },
+        ));
     }
     Ok(out)
-}
-
-/// Every combination of four small axes, in order.
-fn product4<'a, A, B, C, D>(
-    a: &'a [A],
-    b: &'a [B],
-    c: &'a [C],
-    d: &'a [D],
-) -> impl Iterator<Item = (&'a A, &'a B, &'a C, &'a D)> {
-    a.iter().flat_map(move |x| {
-        b.iter().flat_map(move |y| {
-            c.iter()
-                .flat_map(move |z| d.iter().map(move |w| (x, y, z, w)))
-        })
-    })
 }
 
 /// One MoE layer from `[[model.moe]]` or `[[moe_shape]]`, checked: a valid name, a layer the
@@ -871,6 +848,64 @@ fn unsupported_reason(
     None
 }
 
+/// Every index tuple of axes of lengths `lens`, the last axis fastest: the order of nested
+/// `for` loops over the axes, without the nesting. Empty when any axis is.
+fn product<const N: usize>(lens: [usize; N]) -> impl Iterator<Item = [usize; N]> {
+    let total: usize = lens.iter().product();
+    (0..total).map(move |mut i| {
+        let mut at = [0; N];
+        for d in (0..N).rev() {
+            at[d] = i % lens[d];
+            i /= lens[d];
+        }
+        at
+    })
+}
+
+/// One case's value on every axis but its shape: a point of a sweep, a `[[case]]` entry or a
+/// point of a MoE sweep.
+#[derive(Clone, Copy, Debug)]
+struct Point {
+    m: usize,
+    dtype: ActDtype,
+    symmetry: Symmetry,
+    class: DataClass,
+    padding: RowPadding,
+    bias: bool,
+    act_order: bool,
+    producer: Producer,
+    x_layout: ViewLayout,
+    y_layout: ViewLayout,
+    carrier: CarrierMode,
+    moe: Option<MoeRouting>,
+}
+
+/// The case at `p` of suite `suite` on shape `shape_name` (N, K, G = `shape`), with its id:
+/// the one constructor every kind of entry goes through, so an id never depends on how the
+/// case was declared.
+fn build_case(suite: &str, shape_name: &str, shape: LayerShape, p: Point) -> Case {
+    let mut case = Case {
+        id: String::new(),
+        suite: suite.to_owned(),
+        shape_name: shape_name.to_owned(),
+        shape,
+        m: p.m,
+        dtype: p.dtype,
+        symmetry: p.symmetry,
+        class: p.class,
+        padding: p.padding,
+        bias: p.bias,
+        act_order: p.act_order,
+        producer: p.producer,
+        x_layout: p.x_layout,
+        y_layout: p.y_layout,
+        carrier: p.carrier,
+        moe: p.moe,
+    };
+    case.id = case.make_id();
+    case
+}
+
 fn expand_suite(f: &Parsed, suite: &SuiteRaw, set: &CaseSet) -> Result<Suite, CaseFileError> {
     let defaults = suite.axes();
     let mut cases: Vec<Case> = Vec::new();
@@ -880,83 +915,83 @@ fn expand_suite(f: &Parsed, suite: &SuiteRaw, set: &CaseSet) -> Result<Suite, Ca
 
     for (i, sweep) in f.raw.sweep.iter().enumerate() {
         let here = format!("sweep[{i}]");
-        let r = resolve(f, &sweep.axes(), &defaults, &here, set)?;
-        for s in &r.shapes {
-            for &m in &r.m {
-                for &dtype in &r.dtype {
-                    for &symmetry in &r.symmetry.0 {
-                        for &gspec in &r.group.0 {
-                            let group =
-                                group_for(gspec, s).map_err(|msg| f.err(r.group.1.clone(), msg))?;
-                            for &class in &r.class.0 {
-                                if let Some(msg) = exact_too_large(class, s.shape.k) {
-                                    return Err(f.err(
-                                        r.class.1.clone(),
-                                        format!("shape \"{}\": {msg}", s.name),
-                                    ));
-                                }
-                                for &padding in &r.padding {
-                                    for &bias in &r.bias {
-                                        for &act_order in &r.act_order.0 {
-                                            if !allow
-                                                && let Some((axis, msg)) = unsupported_reason(
-                                                    s.shape.k, s.shape.n, symmetry, act_order,
-                                                )
-                                            {
-                                                let key = match axis {
-                                                    "symmetry" => &r.symmetry.1,
-                                                    "shapes" => &r.shapes_key,
-                                                    _ => &r.act_order.1,
-                                                };
-                                                return Err(f.err(
-                                                    key.clone(),
-                                                    format!("shape \"{}\": {msg}{hint}", s.name),
-                                                ));
-                                            }
-                                            for (&producer, &(x_layout, y_layout), &carrier) in r
-                                                .producer
-                                                .iter()
-                                                .flat_map(|p| r.layouts.iter().map(move |l| (p, l)))
-                                                .flat_map(|(p, l)| {
-                                                    r.carrier.iter().map(move |c| (p, l, c))
-                                                })
-                                            {
-                                                if !super::producer_applies_to(producer, symmetry) {
-                                                    continue;
-                                                }
-                                                let mut case = Case {
-                                                    id: String::new(),
-                                                    suite: suite.name.clone(),
-                                                    shape_name: s.name.clone(),
-                                                    shape: LayerShape::new(
-                                                        s.shape.n, s.shape.k, group,
-                                                    ),
-                                                    m,
-                                                    dtype,
-                                                    symmetry,
-                                                    class,
-                                                    padding,
-                                                    bias,
-                                                    act_order,
-                                                    producer,
-                                                    x_layout,
-                                                    y_layout,
-                                                    carrier,
-                                                    moe: None,
-                                                };
-                                                case.id = case.make_id();
-                                                if !seen.contains_key(&case.id) {
-                                                    seen.insert(case.id.clone(), here.clone());
-                                                    cases.push(case);
-                                                }
-                                            }
-                                        }
-                                    }
-                                }
-                            }
-                        }
-                    }
-                }
+        let r = &resolve(f, &sweep.axes(), &defaults, &here, set)?;
+        let lens = [
+            r.shapes.len(),
+            r.m.len(),
+            r.dtype.len(),
+            r.symmetry.0.len(),
+            r.group.0.len(),
+            r.class.0.len(),
+            r.padding.len(),
+            r.bias.len(),
+            r.act_order.0.len(),
+            r.producer.len(),
+            r.layouts.len(),
+            r.carrier.len(),
+        ];
+        for [
+            s,
+            m,
+            dtype,
+            symmetry,
+            gspec,
+            class,
+            padding,
+            bias,
+            act_order,
+            producer,
+            layouts,
+            carrier,
+        ] in product(lens)
+        {
+            let s = &r.shapes[s];
+            let (symmetry, gspec, class) =
+                (r.symmetry.0[symmetry], r.group.0[gspec], r.class.0[class]);
+            let (act_order, producer) = (r.act_order.0[act_order], r.producer[producer]);
+            let (x_layout, y_layout) = r.layouts[layouts];
+            // Each check reads only the axes before it, so the first point that fails one is
+            // where the nested loops this replaced failed: the same error for the same file.
+            let group = group_for(gspec, s).map_err(|msg| f.err(r.group.1.clone(), msg))?;
+            if let Some(msg) = exact_too_large(class, s.shape.k) {
+                return Err(f.err(r.class.1.clone(), format!("shape \"{}\": {msg}", s.name)));
+            }
+            if !allow
+                && let Some((axis, msg)) =
+                    unsupported_reason(s.shape.k, s.shape.n, symmetry, act_order)
+            {
+                let key = match axis {
+                    "symmetry" => &r.symmetry.1,
+                    "shapes" => &r.shapes_key,
+                    _ => &r.act_order.1,
+                };
+                return Err(f.err(key.clone(), format!("shape \"{}\": {msg}{hint}", s.name)));
+            }
+            if !super::producer_applies_to(producer, symmetry) {
+                continue;
+            }
+            let case = build_case(
+                &suite.name,
+                &s.name,
+                LayerShape::new(s.shape.n, s.shape.k, group),
+                Point {
+                    m: r.m[m],
+                    dtype: r.dtype[dtype],
+                    symmetry,
+                    class,
+                    padding: r.padding[padding],
+                    bias: r.bias[bias],
+                    act_order,
+                    producer,
+                    x_layout,
+                    y_layout,
+                    carrier: r.carrier[carrier],
+                    moe: None,
+                },
+            );
+            if !seen.contains_key(&case.id) {
+                seen.insert(case.id.clone(), here.clone());
+                cases.push(case);
             }
         }
     }
@@ -1043,25 +1078,25 @@ fn expand_suite(f: &Parsed, suite: &SuiteRaw, set: &CaseSet) -> Result<Suite, Ca
                 ),
             ));
         }
-        let mut case = Case {
-            id: String::new(),
-            suite: suite.name.clone(),
-            shape_name: name,
-            shape: LayerShape::new(base.n, base.k, group),
-            m: c.m.0,
-            dtype: c.dtype,
-            symmetry: c.symmetry,
-            class: c.class,
-            padding: c.padding.unwrap_or_default(),
-            bias: c.bias.unwrap_or(false),
-            act_order,
-            producer,
-            x_layout: c.x_layout.unwrap_or_default(),
-            y_layout: c.y_layout.unwrap_or_default(),
-            carrier: c.carrier.unwrap_or_default(),
-            moe: None,
-        };
-        case.id = case.make_id();
+        let case = build_case(
+            &suite.name,
+            &name,
+            LayerShape::new(base.n, base.k, group),
+            Point {
+                m: c.m.0,
+                dtype: c.dtype,
+                symmetry: c.symmetry,
+                class: c.class,
+                padding: c.padding.unwrap_or_default(),
+                bias: c.bias.unwrap_or(false),
+                act_order,
+                producer,
+                x_layout: c.x_layout.unwrap_or_default(),
+                y_layout: c.y_layout.unwrap_or_default(),
+                carrier: c.carrier.unwrap_or_default(),
+                moe: None,
+            },
+        );
         if let Some(first) = seen.get(&case.id) {
             return Err(f.err(
                 here,

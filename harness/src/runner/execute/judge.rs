@@ -1,0 +1,232 @@
+//! Judging an output: the reference (computed once per recipe key), the derived bound or, for
+//! large layers, Freivalds plus sampled lines; the fallback as second opinion; and a failure's
+//! cause, repro command and artifact.
+
+use super::{CaseRun, repro_command};
+use crate::device::GemmOutput;
+use crate::runner::check::Check;
+use crate::runner::verdict::{Cause, Mismatch, Outcome, OutputProblems, Verdict};
+use w4a16_kernels::{KernelId, set};
+use w4a16_reference::NumericRecipe;
+use w4a16_reference::bound::BoundModel;
+use w4a16_reference::compare::{self, OutputBits};
+use w4a16_reference::gemm::{self, Reference};
+use w4a16_reference::layer::{Activations, QuantizedLayer};
+use w4a16_reference::verify::{self, VerifyBudget};
+
+/// Which reference a recipe needs: its magnitude lane's offset (bits) and whether the offset is
+/// accumulated (which changes the IEEE values of special rows).
+pub(super) type ReferenceKey = (Option<u64>, bool);
+
+impl<'c, 'a> CaseRun<'c, 'a> {
+    fn reference(
+        &mut self,
+        x: &Activations,
+        logical: &QuantizedLayer,
+        recipe: &NumericRecipe,
+    ) -> Option<&Reference> {
+        let key = (
+            recipe.magnitude_offset().map(f64::to_bits),
+            recipe.offset_accumulation.is_some(),
+        );
+        if let Some(i) = self.references.iter().position(|(k, _)| *k == key) {
+            return Some(&self.references[i].1);
+        }
+        match gemm::reference_with(x, logical, recipe, self.case.class.non_finite_x()) {
+            Ok(r) => {
+                self.references.push((key, r));
+                self.references.last().map(|(_, r)| r)
+            }
+            Err(e) => {
+                self.push(Check::Reference, Outcome::Fail, e.to_string());
+                None
+            }
+        }
+    }
+
+    pub(super) fn judge(
+        &mut self,
+        check: Check,
+        recipe: &NumericRecipe,
+        x: &Activations,
+        logical: &QuantizedLayer,
+        out: &GemmOutput,
+        seed: u64,
+    ) -> Verdict {
+        let id = self.case.id.clone();
+        let mut problems = OutputProblems {
+            guard_bytes: out.guard_violations.len(),
+            stray_writes: out.stray_writes,
+            ..OutputProblems::default()
+        };
+        let outside_clean = problems.guard_bytes == 0 && problems.stray_writes == 0;
+        let model = match BoundModel::new(recipe, logical.shape.k, self.ctx.c_target) {
+            Ok(m) => m,
+            Err(e) => return Verdict::new(id, check, Outcome::Fail).detail(format!("bound: {e}")),
+        };
+        let macs = (x.m * logical.shape.n * logical.shape.k) as f64;
+        let bits = OutputBits::new(&out.y_bits, logical.shape.n);
+        let exact = self.case.class == w4a16_reference::data::DataClass::Exact;
+        if macs > self.ctx.full_reference_macs {
+            let budget = VerifyBudget {
+                sample_flops: self.ctx.sample_flops,
+                seed,
+            };
+            let policy = self.case.class.non_finite_x();
+            return match verify::verify_large_with(
+                x,
+                logical,
+                recipe,
+                bits,
+                self.ctx.c_target,
+                &budget,
+                policy,
+            ) {
+                Ok(r) if r.passed() && outside_clean => Verdict::new(id, check, Outcome::Pass)
+                    .bucket(format!(
+                        "sampled {}",
+                        compare::bucket(r.sampled.report.worst_ratio)
+                    ))
+                    .detail(format!(
+                        "Freivalds + {} sampled lines",
+                        r.sampled.rows.len() + r.sampled.cols.len()
+                    )),
+                Ok(r) => {
+                    problems.sampled = Some((r.freivalds.passed(), format!("{:?}", r.sampled)));
+                    self.fail(check, problems, x, logical, out, None)
+                }
+                Err(e) => Verdict::new(id, check, Outcome::Fail)
+                    .detail(format!("verification input: {e}")),
+            };
+        }
+        let Some(reference) = self.reference(x, logical, recipe).cloned() else {
+            return Verdict::new(id, check, Outcome::Fail).detail("no reference");
+        };
+        // Exact-class data: every fp32 partial sum is exact, so only the recipe's cast(s) round;
+        // the bit-exact comparison expects exactly those (bias after the cast rounds twice).
+        let report = if exact {
+            compare::compare_bit_exact(&reference, &model, bits)
+        } else {
+            compare::compare(&reference, &model, bits)
+        };
+        let report = match report {
+            Ok(r) => r,
+            Err(e) => {
+                return Verdict::new(id, check, Outcome::Fail).detail(format!("compare: {e}"));
+            }
+        };
+        let bucket = if exact {
+            "bit-exact".to_string()
+        } else {
+            report.worst_bucket().to_string()
+        };
+        if report.passed() && outside_clean && out.unwritten == 0 {
+            let mut v = Verdict::new(id, check, Outcome::Pass)
+                .bucket(bucket)
+                .detail(format!(
+                    "worst ratio {:.3e} at {:?}",
+                    report.worst_ratio, report.worst_at
+                ));
+            v.worst_ratio = Some(report.worst_ratio);
+            v
+        } else {
+            problems = OutputProblems {
+                unwritten: out.unwritten,
+                over_bound: report.over_bound,
+                nonfinite: report.nonfinite,
+                poison_left: report.poison_left,
+                bit_mismatches: report.exact_mismatches,
+                worst_ratio: report.worst_ratio,
+                worst_at: report.worst_at,
+                ..problems
+            };
+            self.fail(check, problems, x, logical, out, Some(&reference))
+        }
+    }
+
+    /// The fallback as a second opinion: both outputs within their bounds of each other.
+    pub(super) fn second_opinion(
+        &mut self,
+        k: KernelId,
+        fast: &[u16],
+        fb: &[u16],
+        x: &Activations,
+        logical: &QuantizedLayer,
+    ) {
+        let check = Check::SecondOpinion(k);
+        let macs = (x.m * logical.shape.n * logical.shape.k) as f64;
+        if macs > self.ctx.full_reference_macs {
+            return;
+        }
+        let rf = (set::decl(k).recipe)(self.case.dtype);
+        let rb = (set::decl(KernelId::Fallback).recipe)(self.case.dtype);
+        let (Ok(mf), Ok(mb)) = (
+            BoundModel::new(&rf, logical.shape.k, self.ctx.c_target),
+            BoundModel::new(&rb, logical.shape.k, self.ctx.c_target),
+        ) else {
+            return;
+        };
+        let Some(r) = self.reference(x, logical, &rf).cloned() else {
+            return;
+        };
+        let dtype = self.case.dtype;
+        let mut over = 0usize;
+        for i in 0..fast.len() {
+            let (m, n) = (i / r.n, i % r.n);
+            let (y, a, b) = (r.y_at(m, n), r.a_at(m, n), r.bias[n]);
+            let acc = r.a_offset.as_ref().map_or(a, |o| o[i]);
+            let tol = mf.element(y, a, acc, b) + mb.element(y, a, a, b);
+            // The range edge (SPEC §6): both at the same Inf, or one at Inf and the other within
+            // `tol` of its overflow threshold, agree.
+            if !compare::agree_within(dtype, fast[i], fb[i], tol) {
+                over += 1;
+            }
+        }
+        if over == 0 {
+            self.push(
+                check,
+                Outcome::Pass,
+                "agrees with fallback within both bounds",
+            );
+        } else {
+            self.push_cause(
+                check,
+                Outcome::Fail,
+                Cause::Mismatch(Mismatch::DisagreesWithFallback { elements: over }),
+            );
+        }
+    }
+
+    /// A wrong output: its problems are the cause; the detail adds the repro command and the
+    /// artifact written for it.
+    fn fail(
+        &self,
+        check: Check,
+        problems: OutputProblems,
+        x: &Activations,
+        logical: &QuantizedLayer,
+        out: &GemmOutput,
+        reference: Option<&Reference>,
+    ) -> Verdict {
+        let repro = repro_command(&self.case.id, self.ctx.run_target());
+        let mut v = Verdict::new(&self.case.id, check, Outcome::Fail)
+            .because(Cause::Mismatch(Mismatch::Output(problems)));
+        v.detail = format!("{}; repro: {repro}", v.detail);
+        if let Some(dir) = &self.ctx.artifacts {
+            match crate::runner::artifact::write(
+                dir,
+                &self.case.id,
+                &v.check.to_string(),
+                &v.detail,
+                x,
+                logical,
+                &out.y_bits,
+                reference,
+            ) {
+                Ok(p) => v.detail.push_str(&format!("; artifact: {}", p.display())),
+                Err(e) => v.detail.push_str(&format!("; artifact not written: {e}")),
+            }
+        }
+        v
+    }
+}

@@ -1,0 +1,244 @@
+//! Launching a path on the device: one kernel (with its determinism and padding-identity
+//! checks in differential mode) or the dequant + vendor-BLAS pair, each output then judged.
+
+use super::{CaseRun, Mode, path_check};
+use crate::device::{Device, GemmOutput};
+use crate::launch::DeviceInputs;
+use crate::runner::check::Check;
+use crate::runner::timing::Phase;
+use crate::runner::verdict::{Cause, Mismatch, Outcome};
+use crate::tensor::{TensorView, XBuffer, YSpec};
+use std::time::Instant;
+use w4a16_kernels::decl::LaunchShape;
+use w4a16_kernels::{KernelDecl, KernelId, set};
+use w4a16_reference::formats::{Carrier, ResidentLayer, RowPadding};
+use w4a16_reference::layer::{Activations, QuantizedLayer};
+
+impl<'c, 'a> CaseRun<'c, 'a> {
+    fn entry(&self, decl: &KernelDecl, x: &Activations) -> String {
+        let shape = LaunchShape {
+            m: x.m,
+            n: self.case.shape.n,
+            k: self.case.shape.k,
+            group: self.case.shape.group,
+            dtype: self.case.dtype,
+            asymmetric: self.case.symmetry == w4a16_reference::layer::Symmetry::Asym,
+            routing: None,
+        };
+        decl.launch_entry(&shape, self.ctx.target)
+    }
+
+    /// Launches one path; returns its output bits when it produced any.
+    pub(super) fn run_path(
+        &mut self,
+        device: &dyn Device,
+        path: &[KernelId],
+        x: &Activations,
+        logical: &QuantizedLayer,
+        resident: &ResidentLayer,
+        seed: u64,
+    ) -> Option<Vec<u16>> {
+        let check = path_check(path);
+        let y = self.y_spec(x.m, self.case.y_layout);
+        let last = set::decl(*path.last().expect("non-empty path"));
+        let output = if path == [KernelId::Dequant, KernelId::Dense] {
+            self.run_dequant_dense(device, x, logical, resident, &y)
+        } else {
+            let decl = set::decl(path[0]);
+            let entry = self.entry(decl, x);
+            let xb = self.x_buffer(decl.id, x);
+            let carrier = self.carrier.clone();
+            let inputs = match decl.id {
+                KernelId::FusedCarrier => {
+                    DeviceInputs::gemm_carrier_strided(decl, resident, carrier.as_ref(), &xb, y)
+                }
+                _ => DeviceInputs::gemm_strided(decl, resident, &xb, y),
+            };
+            let inputs = match inputs {
+                Ok(i) => i,
+                Err(e) => {
+                    self.push_contract(check, Outcome::Fail, (decl.id, e), |c| {
+                        format!("refused at launch: {c}")
+                    });
+                    return None;
+                }
+            };
+            let first = self
+                .times
+                .time(Phase::Device, || device.run_gemm(decl, &entry, &inputs));
+            if let (Ok(a), Mode::Differential) = (&first, self.mode) {
+                // Determinism: a second launch must match bit for bit.
+                let second = self
+                    .times
+                    .time(Phase::Device, || device.run_gemm(decl, &entry, &inputs));
+                let det = Check::Determinism(decl.id);
+                match second {
+                    Ok(b) if b.y_bits == a.y_bits => self.push(det, Outcome::Pass, ""),
+                    Ok(b) => {
+                        let elements = differing(&a.y_bits, &b.y_bits);
+                        self.push_cause(
+                            det,
+                            Outcome::Fail,
+                            Cause::Mismatch(Mismatch::Nondeterministic { elements }),
+                        );
+                    }
+                    Err(e) => self.push_device(det, e),
+                }
+                let views = (inputs.launch().x.clone(), y);
+                self.padding_identity(device, decl, &entry, x, logical, resident, views, &a.y_bits);
+            }
+            first.map_err(Cause::Device)
+        };
+        let out = match output {
+            Ok(o) => o,
+            Err(Cause::Device(e)) => {
+                self.push_device(check, e);
+                return None;
+            }
+            Err(cause) => {
+                self.push_cause(check, Outcome::Fail, cause);
+                return None;
+            }
+        };
+        let recipe = (last.recipe)(self.case.dtype);
+        let start = Instant::now();
+        let v = self.judge(check, &recipe, x, logical, &out, seed);
+        self.times.add(Phase::Verify, start.elapsed());
+        self.verdicts.push(v);
+        Some(out.y_bits)
+    }
+
+    /// The dequant kernel (its own bit-exact `dequant` check), then the vendor BLAS on its copy.
+    /// A refusal or a device error of either stage is the path's cause.
+    fn run_dequant_dense(
+        &mut self,
+        device: &dyn Device,
+        x: &Activations,
+        logical: &QuantizedLayer,
+        resident: &ResidentLayer,
+        y: &YSpec,
+    ) -> Result<GemmOutput, Cause> {
+        let dq = set::decl(KernelId::Dequant);
+        let dense = self.dense_spec(resident);
+        let contract = |kernel: KernelId| move |error| Cause::Contract { kernel, error };
+        let inputs =
+            DeviceInputs::dequant(dq, resident, dense).map_err(contract(KernelId::Dequant))?;
+        let entry = (dq.entry_point)(self.case.dtype).to_string();
+        let d = self
+            .times
+            .time(Phase::Device, || device.dequant(dq, &entry, &inputs))
+            .map_err(Cause::Device)?;
+        // The dequantized copy is bit-exact: (q − z)·s in fp32, rounded once.
+        let (n, k) = (logical.shape.n, logical.shape.k);
+        let mismatches = self.times.time(Phase::Verify, || {
+            (0..n)
+                .flat_map(|r| (0..k).map(move |c| (r, c)))
+                .filter(|&(r, c)| {
+                    d.dense_bits[r * k + c] != logical.dtype.from_f64(logical.weight(r, c))
+                })
+                .count()
+        });
+        let guards = d.guard_violations.len();
+        let dq_check = Check::kernel(KernelId::Dequant);
+        if mismatches == 0 && guards == 0 {
+            self.push(dq_check, Outcome::Pass, "bit-exact");
+        } else {
+            let cause = Cause::Mismatch(Mismatch::Dequant {
+                elements: mismatches,
+                guard_violations: guards,
+            });
+            self.push_cause(dq_check, Outcome::Fail, cause);
+        }
+        let dn = set::decl(KernelId::Dense);
+        let xb = self.x_buffer(KernelId::Dense, x);
+        let bias = resident.bias.as_deref();
+        let inputs = DeviceInputs::dense_strided(dn, &xb, dense, &d.strided_bits, bias, *y)
+            .map_err(contract(KernelId::Dense))?;
+        self.times
+            .time(Phase::Device, || device.dense_gemm(dn, &inputs))
+            .map_err(Cause::Device)
+    }
+
+    /// Padded and unpadded layouts must give bit-identical results (SPEC §5), and so must
+    /// strided and offset views of X and Y against contiguous ones: `views` are the X view and
+    /// Y the padded run had.
+    #[allow(clippy::too_many_arguments)]
+    fn padding_identity(
+        &mut self,
+        device: &dyn Device,
+        decl: &KernelDecl,
+        entry: &str,
+        x: &Activations,
+        logical: &QuantizedLayer,
+        resident: &ResidentLayer,
+        views: (Option<TensorView>, YSpec),
+        padded_bits: &[u16],
+    ) {
+        let unpadded_stride = resident.shape.k / 2;
+        let (xv, yv) = views;
+        let x_contiguous = xv.is_none_or(|v| v.strides[0] == x.k && v.byte_offset == 0);
+        let y_plain = yv.row_stride == yv.n && yv.offset == 0;
+        if resident.weights.row_stride_bytes == unpadded_stride
+            && resident.scales.row_stride == resident.scales.groups
+            && x_contiguous
+            && y_plain
+        {
+            return;
+        }
+        let Ok(plain) = ResidentLayer::from_logical(logical, RowPadding::NONE) else {
+            return;
+        };
+        let x_plain = x.with_row_stride(x.k);
+        let y = YSpec::dense(x.m, self.case.shape.n, self.case.dtype);
+        let check = Check::Padding(decl.id);
+        // The carrier of the unpadded layer (the same words: the carrier is never padded).
+        let plain_carrier = match decl.id {
+            KernelId::FusedCarrier => Carrier::from_resident(&plain).ok(),
+            _ => None,
+        };
+        let xb_plain = XBuffer::as_laid_out(&x_plain);
+        let inputs = match decl.id {
+            KernelId::FusedCarrier => DeviceInputs::gemm_carrier_strided(
+                decl,
+                &plain,
+                plain_carrier.as_ref(),
+                &xb_plain,
+                y,
+            ),
+            _ => DeviceInputs::gemm(decl, &plain, &x_plain, y),
+        };
+        let inputs = match inputs {
+            Ok(i) => i,
+            Err(e) => {
+                self.push_contract(check, Outcome::Fail, (decl.id, e), |c| {
+                    format!("the unpadded contiguous layout was refused: {c}")
+                });
+                return;
+            }
+        };
+        let unpadded = self
+            .times
+            .time(Phase::Device, || device.run_gemm(decl, entry, &inputs));
+        match unpadded {
+            Ok(o) if o.y_bits == padded_bits => self.push(
+                check,
+                Outcome::Pass,
+                "padded/strided/offset == unpadded contiguous",
+            ),
+            Ok(o) => {
+                let elements = differing(&o.y_bits, padded_bits);
+                self.push_cause(
+                    check,
+                    Outcome::Fail,
+                    Cause::Mismatch(Mismatch::LayoutDependent { elements }),
+                );
+            }
+            Err(e) => self.push_device(check, e),
+        }
+    }
+}
+
+/// How many elements of two outputs of one shape differ.
+fn differing(a: &[u16], b: &[u16]) -> usize {
+    a.iter().zip(b).filter(|(p, q)| p != q).count()
+}

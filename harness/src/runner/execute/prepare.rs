@@ -1,0 +1,219 @@
+//! The case's layer: generated from the case's seed (or read from a given checkpoint), built
+//! by the case's producer and put through the converter, with the `convert:<producer>`
+//! verdict. One prepared layer is kept per thread, so that the cases of one layer at every
+//! batch size convert it once.
+
+use super::{CaseRun, padding_rule, producer_of};
+use crate::runner::check::Check;
+use crate::runner::timing::Phase;
+use crate::runner::verdict::{Outcome, Verdict};
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::time::Instant;
+use w4a16_kernels::Target;
+use w4a16_reference::data;
+use w4a16_reference::formats::{LoadTarget, Producer, ResidentLayer, RowPadding};
+use w4a16_reference::layer::QuantizedLayer;
+
+/// Drops this thread's prepared layer: a caller that knows no later case reuses it (a model
+/// check moving to its next layer) keeps the resident set at one layer.
+pub fn forget_prepared_layer() {
+    LAST_PREPARED.with(|slot| slot.borrow_mut().take());
+    crate::runner::moe::forget_prepared_experts();
+}
+
+/// What identifies a prepared layer: the case id without its batch segment, the data spec
+/// without M, and the target (its padding rule shapes the resident layout).
+#[derive(Clone, Debug, PartialEq)]
+struct PreparedKey {
+    layer: String,
+    spec: data::DataSpec,
+    target: Target,
+}
+
+/// A generated layer, its resident form (when the conversion succeeded) and the conversion's
+/// verdicts, replayed for every case that reuses it.
+pub(super) struct PreparedLayer {
+    key: PreparedKey,
+    pub(super) layer: QuantizedLayer,
+    pub(super) resident: Option<ResidentLayer>,
+    convert_verdicts: Vec<Verdict>,
+}
+
+thread_local! {
+    /// One layer per thread: a worker process runs its cases on one thread, grouped by layer.
+    static LAST_PREPARED: RefCell<Option<Rc<PreparedLayer>>> = const { RefCell::new(None) };
+}
+
+impl<'c, 'a> CaseRun<'c, 'a> {
+    /// The case's layer, generated and converted, with the conversion's verdicts pushed. The
+    /// cases of one layer at every batch size share it (`data::layer_key`), so each thread keeps
+    /// the last one and converts a layer once per run of its cases, not once per M.
+    pub(super) fn prepared_layer(&mut self, spec: &data::DataSpec) -> Option<Rc<PreparedLayer>> {
+        let key = PreparedKey {
+            layer: data::layer_key(&self.case.id),
+            spec: data::DataSpec { m: 0, ..*spec },
+            target: self.ctx.target,
+        };
+        let cached = LAST_PREPARED.with(|slot| {
+            slot.borrow()
+                .as_ref()
+                .filter(|p| p.key == key)
+                .map(Rc::clone)
+        });
+        let prepared = match cached {
+            Some(p) => {
+                for v in &p.convert_verdicts {
+                    self.verdicts.push(Verdict {
+                        case_id: self.case.id.clone(),
+                        ..v.clone()
+                    });
+                }
+                p
+            }
+            None => {
+                // Drop the previous layer before building the next: large layers are GB-sized.
+                LAST_PREPARED.with(|slot| slot.borrow_mut().take());
+                let first = self.verdicts.len();
+                let (layer, resident) = match self.given {
+                    Some(given) => {
+                        let start = Instant::now();
+                        let own = given.checkpoint.decode_own_semantics();
+                        let out = match own {
+                            Ok(layer) => {
+                                let resident =
+                                    self.check_conversion(given.checkpoint.as_ref(), &layer);
+                                (layer, resident)
+                            }
+                            Err(e) => {
+                                let check = Check::Convert(producer_of(self.case));
+                                self.push(
+                                    check,
+                                    Outcome::Fail,
+                                    format!("own reading refused: {e}"),
+                                );
+                                return None;
+                            }
+                        };
+                        self.times.add(Phase::Convert, start.elapsed());
+                        out
+                    }
+                    None => {
+                        let layer_seed = data::case_seed(&key.layer);
+                        let layer = self
+                            .times
+                            .time(Phase::Data, || data::generate_layer(layer_seed, spec));
+                        let layer = match layer {
+                            Ok(l) => l,
+                            Err(e) => {
+                                self.push(Check::Data, Outcome::Fail, e.to_string());
+                                return None;
+                            }
+                        };
+                        let start = Instant::now();
+                        let resident = self.convert(&layer);
+                        self.times.add(Phase::Convert, start.elapsed());
+                        (layer, resident)
+                    }
+                };
+                let convert_verdicts = self.verdicts[first..].to_vec();
+                let p = Rc::new(PreparedLayer {
+                    key,
+                    layer,
+                    resident,
+                    convert_verdicts,
+                });
+                LAST_PREPARED.with(|slot| *slot.borrow_mut() = Some(Rc::clone(&p)));
+                p
+            }
+        };
+        Some(prepared)
+    }
+
+    /// Producer → its own reading and the converter; both must give back the logical layer.
+    fn convert(&mut self, logical: &QuantizedLayer) -> Option<ResidentLayer> {
+        let case = self.case;
+        let producer = producer_of(case);
+        let check = || Check::Convert(producer);
+        let ckpt = match producer.build(logical) {
+            Ok(c) => c,
+            Err(e) => {
+                self.push(
+                    check(),
+                    Outcome::Fail,
+                    format!("producer cannot express the case: {e}"),
+                );
+                return None;
+            }
+        };
+        match ckpt.decode_own_semantics() {
+            Ok(own) if own == *logical => self.check_conversion(ckpt.as_ref(), logical),
+            Ok(_) => {
+                self.push(
+                    check(),
+                    Outcome::Fail,
+                    "the checkpoint's own reading differs from the layer it was built from",
+                );
+                None
+            }
+            Err(e) => {
+                self.push(check(), Outcome::Fail, format!("own reading refused: {e}"));
+                None
+            }
+        }
+    }
+
+    /// The converter on `ckpt`, whose own reading is `logical`: the resident layout it writes
+    /// must read back as that reading (the `convert:<producer>` verdict).
+    fn check_conversion(
+        &mut self,
+        ckpt: &dyn w4a16_reference::formats::Checkpoint,
+        logical: &QuantizedLayer,
+    ) -> Option<ResidentLayer> {
+        let case = self.case;
+        let producer = producer_of(case);
+        let check = || Check::Convert(producer);
+        let target = LoadTarget {
+            n: case.shape.n,
+            k: case.shape.k,
+            dtype: case.dtype,
+        };
+        let padding = RowPadding {
+            scale_extra_elems: case.carrier.scale_extra_elems(),
+            ..RowPadding::from_rule(case.shape.k, padding_rule(case, self.ctx.target))
+        };
+        let converted = match ckpt.to_resident(&target, padding) {
+            Ok(c) => c,
+            Err(e) => {
+                self.push(check(), Outcome::Fail, format!("converter refused: {e}"));
+                return None;
+            }
+        };
+        let resident = converted.layer;
+        // The legacy layout cannot be read back as packed: its own verdict comes at launch.
+        if producer != Producer::LegacyUnpackedZp {
+            match resident.to_logical() {
+                Ok(back) if back == *logical => {}
+                Ok(_) => {
+                    self.push(
+                        check(),
+                        Outcome::Fail,
+                        "converter output reads back differently from the checkpoint's own reading",
+                    );
+                    return None;
+                }
+                Err(e) => {
+                    self.push(
+                        check(),
+                        Outcome::Fail,
+                        format!("resident layout invalid: {e}"),
+                    );
+                    return None;
+                }
+            }
+        }
+        let notes: Vec<String> = converted.notes.iter().map(|n| format!("{n:?}")).collect();
+        self.push(check(), Outcome::Pass, notes.join("; "));
+        Some(resident)
+    }
+}

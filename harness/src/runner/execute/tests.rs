@@ -1,0 +1,329 @@
+//! Typed outcomes end to end on the simulated device: what the device lacks is a SKIP with
+//! its reason, what it does wrong is a FAULT, and a contract refusal keeps its typed error.
+
+use super::*;
+use crate::device::{Capability, simulated};
+use crate::require::Requirement;
+use crate::runner::session::{Backend, SessionOptions, run_in_process};
+use crate::runner::verdict::{Summary, apply_required};
+use std::path::Path;
+
+/// A small differential case whose dense path runs (the smoke suite's `dequant+dense`).
+const DENSE_CASE: &str = "smoke/op.k1024-n128/M=1/f16/asym/g128/exact/bias";
+/// A legacy checkpoint: every packed-zero-point kernel refuses its zero points.
+const LEGACY_CASE: &str = "checkpoints/ckpt.k256-n128/M=1/bf16/asym/g128/exact/legacy-unpacked-zp";
+
+fn run_on(case_id: &str, backend: Backend) -> Vec<Verdict> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../cases");
+    let set = cases::load_all(&dir).expect("the committed cases load");
+    let case = set.case(case_id).expect("the case exists");
+    let opts = SessionOptions::new(dir.clone(), Target::Sm90);
+    run_in_process(&set, &[case], &backend, &opts, &|_| {})
+        .expect("the session runs")
+        .verdicts
+}
+
+fn find<'v>(verdicts: &'v [Verdict], check: &str) -> &'v Verdict {
+    verdicts
+        .iter()
+        .find(|v| v.check == check)
+        .unwrap_or_else(|| panic!("no {check} verdict in {verdicts:#?}"))
+}
+
+#[test]
+fn a_device_without_the_vendor_blas_skips_the_dense_path_with_the_reason() {
+    let mut vs = run_on(DENSE_CASE, Backend::Device(simulated::device(false, false)));
+    // The dequant kernel ran (its own check has a verdict); the BLAS stage could not.
+    assert_ne!(find(&vs, "dequant").outcome, Outcome::Skip);
+    let dense = find(&vs, "dequant+dense");
+    assert_eq!(dense.outcome, Outcome::Skip, "{dense:#?}");
+    let fault = dense.cause.as_ref().and_then(Cause::device_fault);
+    assert!(
+        matches!(
+            fault,
+            Some(DeviceFault::MissingCapability {
+                capability: Capability::VendorBlas,
+                ..
+            })
+        ),
+        "{dense:#?}"
+    );
+    assert!(
+        dense
+            .detail
+            .contains("the vendor BLAS is not available on simulated"),
+        "{}",
+        dense.detail
+    );
+    assert_eq!(dense.skip_requirement(), Some(Requirement::Gpu));
+    assert!(
+        vs.iter().all(|v| v.outcome != Outcome::Fault),
+        "a missing library is no device fault: {vs:#?}"
+    );
+
+    // Counted and shown with its reason.
+    let s = Summary::of(&vs);
+    assert_eq!(s.faults, 0);
+    assert_eq!(s.skip_reasons.get(&dense.detail), Some(&1));
+    assert_eq!(s.skips_needing.get(&Requirement::Gpu), Some(&1));
+    assert!(s.to_string().contains(&dense.detail), "{s}");
+
+    // Not demanded: the skip stands. `W4A16_REQUIRE=gpu`: it fails the run.
+    let before = s.failures();
+    assert_eq!(apply_required(&mut vs, &[Requirement::Nvrtc]), 0);
+    assert_eq!(Summary::of(&vs).failures(), before);
+    assert_eq!(apply_required(&mut vs, &[Requirement::Gpu]), 1);
+    let dense = find(&vs, "dequant+dense");
+    assert_eq!(dense.outcome, Outcome::Fail);
+    assert!(
+        dense
+            .detail
+            .starts_with("W4A16_REQUIRE=gpu but the check was skipped: the vendor BLAS"),
+        "{}",
+        dense.detail
+    );
+    assert!(dense.cause.as_ref().and_then(Cause::device_fault).is_some());
+    let s = Summary::of(&vs);
+    assert_eq!((s.failures(), s.skipped), (before + 1, 0));
+}
+
+#[test]
+fn with_the_vendor_blas_the_dense_path_runs_and_is_judged() {
+    let vs = run_on(DENSE_CASE, Backend::Device(simulated::device(false, true)));
+    let dense = find(&vs, "dequant+dense");
+    assert_ne!(dense.outcome, Outcome::Skip, "{dense:#?}");
+    assert!(vs.iter().all(|v| v.outcome != Outcome::Skip), "{vs:#?}");
+}
+
+#[test]
+fn a_sticky_device_fault_stays_a_fault() {
+    let vs = run_on(DENSE_CASE, Backend::Device(simulated::device(true, true)));
+    let faults: Vec<&DeviceFault> = vs
+        .iter()
+        .filter_map(|v| v.cause.as_ref().and_then(Cause::device_fault))
+        .collect();
+    assert!(
+        faults
+            .iter()
+            .any(|f| matches!(f, DeviceFault::Sticky { .. })),
+        "{vs:#?}"
+    );
+    for v in vs
+        .iter()
+        .filter(|v| v.cause.as_ref().and_then(Cause::device_fault).is_some())
+    {
+        assert_eq!(v.outcome, Outcome::Fault, "{v:#?}");
+        assert_eq!(v.skip_requirement(), None);
+    }
+    assert!(Summary::of(&vs).faults > 0);
+}
+
+#[test]
+fn a_contract_refusal_is_typed_into_the_verdict_naming_the_tensor() {
+    let none = Skip {
+        requirement: Requirement::Gpu,
+        reason: "no GPU in this test".into(),
+    };
+    let vs = run_on(LEGACY_CASE, Backend::None(none));
+    let sel = vs
+        .iter()
+        .find(|v| matches!(v.check, Check::Selection(Some(_))))
+        .expect("a selection verdict");
+    assert_eq!(sel.outcome, Outcome::Refused, "{sel:#?}");
+    let (kernel, error) = sel
+        .cause
+        .as_ref()
+        .and_then(Cause::contract)
+        .unwrap_or_else(|| panic!("no contract cause: {sel:#?}"));
+    let Check::Selection(Some(path)) = &sel.check else {
+        unreachable!()
+    };
+    assert_eq!(kernel, path.kernels()[0], "the selected kernel refused");
+    assert!(
+        matches!(error, ContractError::ZeroPointLayout { .. }),
+        "{error:?}"
+    );
+    assert_eq!(error.tensor(), Some("zero points"));
+    assert!(sel.detail.contains(&error.to_string()), "{}", sel.detail);
+
+    // Through the worker pipe (JSON) the cause comes back equal, still typed.
+    let json = serde_json::to_string(sel).unwrap();
+    let back: Verdict = serde_json::from_str(&json).unwrap();
+    assert_eq!(&back, sel);
+}
+
+/// A carrier case with padded scale rows (asymmetric) and a symmetric one.
+const CARRIER_CASE: &str = "carrier/kern.k128-n72/M=5/f16/asym/g32/realistic/carrier-padded-scales";
+const CARRIER_SYM_CASE: &str = "carrier/kern.k384-n200/M=1/bf16/sym/g64/realistic/carrier";
+
+/// Without a device: the carrier is built and reads back (`carrier`), the carrier handed
+/// over with the scales' padded stride is refused, typed (`carrier-stride-trap`), and the
+/// fused_carrier launch itself is a loud skip.
+#[test]
+fn a_carrier_case_checks_its_carrier_and_the_stride_trap_without_a_device() {
+    let none = Skip {
+        requirement: Requirement::Gpu,
+        reason: "no GPU in this test".into(),
+    };
+    let vs = run_on(CARRIER_CASE, Backend::None(none));
+    let built = find(&vs, "carrier");
+    assert_eq!(built.outcome, Outcome::Pass, "{built:#?}");
+    assert!(
+        built
+            .detail
+            .contains("u32 [72, 4], row stride K/G = 4 (scales row stride 12)"),
+        "{}",
+        built.detail
+    );
+    let trap = find(&vs, "carrier-stride-trap");
+    assert_eq!(trap.outcome, Outcome::Refused, "{trap:#?}");
+    let (kernel, error) = trap.cause.as_ref().and_then(Cause::contract).unwrap();
+    assert_eq!(kernel, KernelId::FusedCarrier);
+    assert_eq!(
+        *error,
+        ContractError::CarrierRowStride {
+            expected: 4,
+            got: 12
+        }
+    );
+    assert_eq!(error.tensor(), Some("carrier"));
+    let run = find(&vs, "fused_carrier");
+    assert_eq!(run.outcome, Outcome::Skip, "{run:#?}");
+    // The other kernels of the differential matrix still run beside it.
+    for k in ["skinny", "fused", "fallback"] {
+        assert_eq!(find(&vs, k).outcome, Outcome::Skip);
+    }
+}
+
+/// A symmetric layer has no carrier: its fused_carrier launch ends as the typed refusal,
+/// before any device work, on a device too.
+#[test]
+fn a_symmetric_carrier_case_ends_as_the_typed_refusal() {
+    let backends = [
+        Backend::None(Skip {
+            requirement: Requirement::Gpu,
+            reason: "no GPU in this test".into(),
+        }),
+        Backend::Device(simulated::device(false, true)),
+    ];
+    for backend in backends {
+        let vs = run_on(CARRIER_SYM_CASE, backend);
+        let run = find(&vs, "fused_carrier");
+        assert_eq!(run.outcome, Outcome::Refused, "{run:#?}");
+        let (kernel, error) = run.cause.as_ref().and_then(Cause::contract).unwrap();
+        assert_eq!(kernel, KernelId::FusedCarrier);
+        assert!(
+            matches!(
+                error,
+                ContractError::CarrierForSymmetricLayer {
+                    layer: Some(w4a16_reference::layer::Symmetry::Sym),
+                    ..
+                }
+            ),
+            "{error:?}"
+        );
+        assert!(
+            run.detail
+                .contains("symmetric layers read their scales directly")
+        );
+        assert!(
+            vs.iter()
+                .all(|v| v.check != "carrier" && v.check != "carrier-stride-trap"),
+            "{vs:#?}"
+        );
+        assert!(
+            vs.iter().all(|v| v.check != "determinism:fused_carrier"),
+            "a refused launch was launched: {vs:#?}"
+        );
+    }
+}
+
+/// On a device, fused_carrier is launched on the carrier (the simulated device computes no
+/// GEMM, so only the launch flow is checked: determinism, the padded-scales identity, a
+/// judged path verdict and the second opinion).
+#[test]
+fn a_carrier_case_launches_fused_carrier_on_a_device() {
+    let vs = run_on(
+        CARRIER_CASE,
+        Backend::Device(simulated::device(false, true)),
+    );
+    assert_eq!(find(&vs, "carrier").outcome, Outcome::Pass);
+    assert_eq!(find(&vs, "carrier-stride-trap").outcome, Outcome::Refused);
+    assert_eq!(
+        find(&vs, "determinism:fused_carrier").outcome,
+        Outcome::Pass
+    );
+    assert_eq!(find(&vs, "padding:fused_carrier").outcome, Outcome::Pass);
+    let run = find(&vs, "fused_carrier");
+    assert!(
+        !matches!(
+            run.outcome,
+            Outcome::Skip | Outcome::Refused | Outcome::Fault
+        ),
+        "{run:#?}"
+    );
+    find(&vs, "second-opinion:fused_carrier");
+}
+
+#[test]
+fn without_a_device_gpu_checks_skip_with_the_reason_and_need_the_gpu() {
+    let none = Skip {
+        requirement: Requirement::Gpu,
+        reason: "no GPU in this test".into(),
+    };
+    let vs = run_on(DENSE_CASE, Backend::None(none.clone()));
+    let skips: Vec<&Verdict> = vs.iter().filter(|v| v.outcome == Outcome::Skip).collect();
+    assert!(!skips.is_empty(), "{vs:#?}");
+    for v in skips {
+        assert_eq!(v.cause, Some(Cause::NotHere(none.clone())), "{v:#?}");
+        assert_eq!(v.detail, "needs a GPU: no GPU in this test");
+        assert_eq!(v.skip_requirement(), Some(Requirement::Gpu));
+    }
+}
+
+/// The runner applies the shared strict-xfail rule: a failure is caught (the pass beside it
+/// stays a pass), nothing failing is XPASS, and past the date every verdict is EXPIRED.
+#[test]
+fn known_bad_entries_apply_the_shared_strict_xfail_rule() {
+    use crate::cases::glob::Glob;
+    use crate::cases::known_bad::CaseIds;
+    use crate::cases::suppress::{Mode, Shared};
+    let kb = KnownBad {
+        scope: CaseIds {
+            id: Glob::new("**"),
+        },
+        shared: Shared {
+            target: Glob::new("*"),
+            reason: "bf16 tail".into(),
+            tracking: "issue #0".into(),
+            expires: cases::Date::new(2026, 6, 30).unwrap(),
+            mode: Mode::XfailStrict,
+            file: "known_bad.toml".into(),
+            key: "known_bad[0]".into(),
+        },
+    };
+    let v = |o| Verdict::new("c", "skinny".parse().unwrap(), o);
+    let (on, after) = (
+        cases::Date::new(2026, 6, 30).unwrap(),
+        cases::Date::new(2026, 7, 1).unwrap(),
+    );
+    let outcomes = |mut vs: Vec<Verdict>, today| {
+        apply_known_bad(&mut vs, &kb, today);
+        vs.into_iter().map(|v| v.outcome).collect::<Vec<_>>()
+    };
+    assert_eq!(
+        outcomes(
+            vec![v(Outcome::Fail), v(Outcome::Pass), v(Outcome::Fault)],
+            on
+        ),
+        [Outcome::ExpectedFail, Outcome::Pass, Outcome::ExpectedFail]
+    );
+    assert_eq!(
+        outcomes(vec![v(Outcome::Pass), v(Outcome::Skip)], on),
+        [Outcome::UnexpectedPass, Outcome::Skip]
+    );
+    assert_eq!(
+        outcomes(vec![v(Outcome::Fail), v(Outcome::Pass)], after),
+        [Outcome::Expired, Outcome::Expired]
+    );
+}
