@@ -133,15 +133,13 @@ impl<'c, 'a> CaseRun<'c, 'a> {
                 p
             }
             Mode::Differential => {
+                // Every path the selection can reach (declared once in `select`), where the
+                // case's layout is taken.
                 let mut p = Vec::new();
-                for k in [KernelId::Skinny, KernelId::Fused, KernelId::Fallback] {
-                    if self.takes_case_layout(&[k], x, resident) {
-                        p.push(vec![k]);
+                for path in crate::select::LINEAR_PATHS {
+                    if self.takes_case_layout(path, x, resident) {
+                        p.push(path.to_vec());
                     }
-                }
-                let dense = [KernelId::Dequant, KernelId::Dense];
-                if self.takes_case_layout(&dense, x, resident) {
-                    p.push(dense.to_vec());
                 }
                 if self.case.carrier.is_on() && self.carrier_path(x, resident) {
                     p.push(vec![KernelId::FusedCarrier]);

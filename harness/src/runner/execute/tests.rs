@@ -14,7 +14,7 @@ const DENSE_CASE: &str = "smoke/op.k1024-n128/M=1/f16/asym/g128/exact/bias";
 const LEGACY_CASE: &str = "checkpoints/ckpt.k256-n128/M=1/bf16/asym/g128/exact/legacy-unpacked-zp";
 
 fn run_on(case_id: &str, backend: Backend) -> Vec<Verdict> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../cases");
+    let dir = cases::locate(None).expect("the committed cases are found");
     let set = cases::load_all(&dir).expect("the committed cases load");
     let case = set.case(case_id).expect("the case exists");
     let opts = SessionOptions::new(dir.clone(), Target::Sm90);
