@@ -11,22 +11,8 @@ fn repo() -> &'static Path {
 }
 
 /// A fresh folder under the system temp dir, removed on drop.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(name: &str) -> Scratch {
-        let dir =
-            std::env::temp_dir().join(format!("w4a16-snapshots-cli-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Scratch(dir)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+fn scratch() -> tempfile::TempDir {
+    tempfile::tempdir().expect("a temp dir")
 }
 
 const SUITE: &str = "regressions";
@@ -94,12 +80,12 @@ fn text(out: &Output) -> String {
 /// source tree): the committed snapshot compares as unchanged and nothing is written.
 #[test]
 fn a_binary_run_elsewhere_finds_the_snapshots_beside_the_cases_folder() {
-    let scratch = Scratch::new("elsewhere");
-    write_report(&scratch.0, &committed_verdicts());
+    let scratch = scratch();
+    write_report(scratch.path(), &committed_verdicts());
     let before = std::fs::read(committed()).unwrap();
     let cases = repo().join("cases");
     let out = w4a16(
-        &scratch.0,
+        scratch.path(),
         &[
             "--cases",
             cases.to_str().unwrap(),
@@ -123,8 +109,8 @@ fn a_binary_run_elsewhere_finds_the_snapshots_beside_the_cases_folder() {
 /// old→new bucket, the `.snap.new` is written and the `.snap` left as it was.
 #[test]
 fn a_changed_verdict_fails_with_a_compact_diff() {
-    let scratch = Scratch::new("changed");
-    let snaps = scratch.0.join("snaps");
+    let scratch = scratch();
+    let snaps = scratch.path().join("snaps");
     std::fs::create_dir_all(&snaps).unwrap();
     let file = format!("verdicts-{SUITE}@{TARGET}.snap");
     std::fs::copy(committed(), snaps.join(&file)).unwrap();
@@ -145,9 +131,9 @@ fn a_changed_verdict_fails_with_a_compact_diff() {
         moved += 1;
     }
     assert!(moved > 0);
-    write_report(&scratch.0, &verdicts);
+    write_report(scratch.path(), &verdicts);
     let out = w4a16(
-        &scratch.0,
+        scratch.path(),
         &[
             "snapshots",
             "--report",
@@ -190,7 +176,7 @@ fn a_changed_verdict_fails_with_a_compact_diff() {
 
     // `--update` records it; the pending file goes, and a second check is clean.
     let out = w4a16(
-        &scratch.0,
+        scratch.path(),
         &[
             "snapshots",
             "--report",
@@ -204,7 +190,7 @@ fn a_changed_verdict_fails_with_a_compact_diff() {
     assert_eq!(std::fs::read_to_string(snaps.join(&file)).unwrap(), pending);
     assert!(!snaps.join(format!("{file}.new")).exists());
     let out = w4a16(
-        &scratch.0,
+        scratch.path(),
         &[
             "snapshots",
             "--report",
@@ -219,10 +205,10 @@ fn a_changed_verdict_fails_with_a_compact_diff() {
 /// No snapshot yet: reported as new, its `.snap.new` written, exit 1.
 #[test]
 fn a_missing_snapshot_is_new() {
-    let scratch = Scratch::new("missing");
-    write_report(&scratch.0, &committed_verdicts());
+    let scratch = scratch();
+    write_report(scratch.path(), &committed_verdicts());
     let out = w4a16(
-        &scratch.0,
+        scratch.path(),
         &[
             "snapshots",
             "--report",
@@ -241,7 +227,7 @@ fn a_missing_snapshot_is_new() {
         "{shown}"
     );
     let pending = scratch
-        .0
+        .path()
         .join("snaps")
         .join(format!("verdicts-{SUITE}@{TARGET}.snap.new"));
     assert_eq!(
@@ -253,13 +239,13 @@ fn a_missing_snapshot_is_new() {
 /// A report from a run without the GPU holds skips; recording them is refused, by name.
 #[test]
 fn a_report_with_skipped_checks_is_refused() {
-    let scratch = Scratch::new("skips");
+    let scratch = scratch();
     let mut verdicts = committed_verdicts();
     verdicts[0].outcome = Outcome::Skip;
     verdicts[0].detail = "no CUDA device".into();
-    write_report(&scratch.0, &verdicts);
+    write_report(scratch.path(), &verdicts);
     let out = w4a16(
-        &scratch.0,
+        scratch.path(),
         &[
             "snapshots",
             "--report",
@@ -271,5 +257,5 @@ fn a_report_with_skipped_checks_is_refused() {
     );
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(text(&out).contains("1 skipped checks"), "{}", text(&out));
-    assert!(!scratch.0.join("snaps").exists());
+    assert!(!scratch.path().join("snaps").exists());
 }

@@ -530,7 +530,7 @@ impl Run<'_, '_> {
         let mut record = self.empty_record(name, LayerKind::FusedProjection);
         let mut loaded_parts = Vec::new();
         for module in parts {
-            let Some(entry) = self.model.linears().iter().find(|l| &l.module == module) else {
+            let Some(entry) = self.model.linear(module) else {
                 continue;
             };
             let entry = entry.clone();
@@ -633,7 +633,7 @@ impl Run<'_, '_> {
         for (e, parts) in members.iter().enumerate() {
             let mut loaded_parts = Vec::new();
             for module in parts {
-                let Some(entry) = self.model.linears().iter().find(|l| &l.module == module) else {
+                let Some(entry) = self.model.linear(module) else {
                     continue;
                 };
                 let entry = entry.clone();

@@ -652,22 +652,8 @@ mod cli_tests {
     use w4a16_kernels::KernelId;
 
     /// A fresh folder under the system temp dir, removed on drop.
-    struct Scratch(PathBuf);
-
-    impl Scratch {
-        fn new(name: &str) -> Scratch {
-            let dir =
-                std::env::temp_dir().join(format!("w4a16-snapshot-{name}-{}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&dir);
-            std::fs::create_dir_all(&dir).unwrap();
-            Scratch(dir)
-        }
-    }
-
-    impl Drop for Scratch {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
+    fn scratch() -> tempfile::TempDir {
+        tempfile::tempdir().expect("a temp dir")
     }
 
     fn committed_dir() -> PathBuf {
@@ -708,19 +694,19 @@ mod cli_tests {
 
     #[test]
     fn an_unchanged_run_writes_nothing_and_removes_a_stale_pending_file() {
-        let dir = Scratch::new("same");
+        let dir = scratch();
         let key = SnapshotFile::new("s", "sm_90", None);
         let text = render_file(&key, &render(&verdicts()));
-        std::fs::write(dir.0.join(key.file_name()), &text).unwrap();
-        let pending = dir.0.join("verdicts-s@sm_90.snap.new");
+        std::fs::write(dir.path().join(key.file_name()), &text).unwrap();
+        let pending = dir.path().join("verdicts-s@sm_90.snap.new");
         std::fs::write(&pending, "stale").unwrap();
         let report =
-            compare_and_write(&dir.0, key.clone(), &verdicts(), SnapshotMode::Check).unwrap();
+            compare_and_write(dir.path(), key.clone(), &verdicts(), SnapshotMode::Check).unwrap();
         assert_eq!(report.status, SnapshotStatus::Same);
         assert!(!report.differs() && report.written.is_none());
         assert!(!pending.exists());
         assert_eq!(
-            std::fs::read_to_string(dir.0.join(key.file_name())).unwrap(),
+            std::fs::read_to_string(dir.path().join(key.file_name())).unwrap(),
             text
         );
     }
@@ -729,10 +715,10 @@ mod cli_tests {
     /// old→new pair, and `check` leaves the `.snap` alone and writes the `.snap.new`.
     #[test]
     fn a_changed_verdict_is_listed_first_and_bucket_moves_are_summarised() {
-        let dir = Scratch::new("changed");
+        let dir = scratch();
         let key = SnapshotFile::new("s", "sm_90", None);
         let old = render_file(&key, &render(&verdicts()));
-        std::fs::write(dir.0.join(key.file_name()), &old).unwrap();
+        std::fs::write(dir.path().join(key.file_name()), &old).unwrap();
         let mut now = verdicts();
         now[0].bucket = Some("<1/2".into()); // a/skinny: <1/4 → <1/2
         now[2].bucket = Some("<1/2".into()); // b/skinny: <1/4 → <1/2
@@ -744,7 +730,7 @@ mod cli_tests {
             Check::kernel(KernelId::Skinny),
             Outcome::Pass,
         ));
-        let report = compare_and_write(&dir.0, key.clone(), &now, SnapshotMode::Check).unwrap();
+        let report = compare_and_write(dir.path(), key.clone(), &now, SnapshotMode::Check).unwrap();
         let SnapshotStatus::Changed(diff) = &report.status else {
             panic!("expected a change, got {:?}", report.status);
         };
@@ -774,7 +760,7 @@ mod cli_tests {
             "snapshot verdicts-s@sm_90: 1 verdicts changed, 3 bucket moves, 1 rows added (wrote "
                 .to_string()
                 + &dir
-                    .0
+                    .path()
                     .join("verdicts-s@sm_90.snap.new")
                     .display()
                     .to_string()
@@ -787,7 +773,7 @@ mod cli_tests {
         assert!(report.differs());
         // The committed file is untouched; the pending one holds the run, in insta's format.
         assert_eq!(
-            std::fs::read_to_string(dir.0.join(key.file_name())).unwrap(),
+            std::fs::read_to_string(dir.path().join(key.file_name())).unwrap(),
             old
         );
         let pending = std::fs::read_to_string(report.written.as_ref().unwrap()).unwrap();
@@ -799,30 +785,32 @@ mod cli_tests {
 
     #[test]
     fn update_records_the_snapshot_and_clears_the_pending_one() {
-        let dir = Scratch::new("update");
+        let dir = scratch();
         let key = SnapshotFile::new("s", "gfx1151-emu", Some(SanitizerTool::Memcheck));
-        std::fs::write(dir.0.join(format!("{}.new", key.file_name())), "stale").unwrap();
+        std::fs::write(dir.path().join(format!("{}.new", key.file_name())), "stale").unwrap();
         let report =
-            compare_and_write(&dir.0, key.clone(), &verdicts(), SnapshotMode::Update).unwrap();
+            compare_and_write(dir.path(), key.clone(), &verdicts(), SnapshotMode::Update).unwrap();
         assert_eq!(report.status, SnapshotStatus::New { rows: 6 });
-        let path = dir.0.join("verdicts-s.sanitize-memcheck@gfx1151-emu.snap");
+        let path = dir
+            .path()
+            .join("verdicts-s.sanitize-memcheck@gfx1151-emu.snap");
         assert_eq!(report.written.as_deref(), Some(path.as_path()));
         assert!(std::fs::read_to_string(&path).unwrap().contains(
             "description: \"verdicts of suite `s` on target `gfx1151-emu` under compute-sanitizer memcheck, exact-size allocations\"\n"
         ));
-        assert!(!dir.0.join(format!("{}.new", key.file_name())).exists());
+        assert!(!dir.path().join(format!("{}.new", key.file_name())).exists());
     }
 
     #[test]
     fn a_missing_snapshot_is_new_and_its_pending_file_is_written() {
-        let dir = Scratch::new("missing");
+        let dir = scratch();
         let key = SnapshotFile::new("s", "sm_90", None);
-        let report = compare_and_write(&dir.0, key, &verdicts(), SnapshotMode::Check).unwrap();
+        let report = compare_and_write(dir.path(), key, &verdicts(), SnapshotMode::Check).unwrap();
         assert_eq!(report.status, SnapshotStatus::New { rows: 6 });
         assert!(report.differs());
-        let pending = dir.0.join("verdicts-s@sm_90.snap.new");
+        let pending = dir.path().join("verdicts-s@sm_90.snap.new");
         assert_eq!(report.written.as_deref(), Some(pending.as_path()));
-        assert!(!dir.0.join("verdicts-s@sm_90.snap").exists());
+        assert!(!dir.path().join("verdicts-s@sm_90.snap").exists());
         assert!(
             report
                 .to_string()
@@ -832,14 +820,14 @@ mod cli_tests {
 
     #[test]
     fn a_malformed_snapshot_is_an_error_naming_its_line() {
-        let dir = Scratch::new("malformed");
+        let dir = scratch();
         let key = SnapshotFile::new("s", "sm_90", None);
         std::fs::write(
-            dir.0.join(key.file_name()),
+            dir.path().join(key.file_name()),
             "---\nsource: x\ndescription: y\n---\ns/a | skinny | pass\n<<<<<<< HEAD\n",
         )
         .unwrap();
-        let e = compare_and_write(&dir.0, key, &verdicts(), SnapshotMode::Check).unwrap_err();
+        let e = compare_and_write(dir.path(), key, &verdicts(), SnapshotMode::Check).unwrap_err();
         let SnapshotError::Malformed { line, text, .. } = &e else {
             panic!("expected a malformed-file error, got {e}");
         };

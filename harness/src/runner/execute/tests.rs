@@ -6,7 +6,6 @@ use crate::device::{Capability, simulated};
 use crate::require::Requirement;
 use crate::runner::session::{Backend, SessionOptions, run_in_process};
 use crate::runner::verdict::{Summary, apply_required};
-use std::path::Path;
 
 /// A small differential case whose dense path runs (the smoke suite's `dequant+dense`).
 const DENSE_CASE: &str = "smoke/op.k1024-n128/M=1/f16/asym/g128/exact/bias";
