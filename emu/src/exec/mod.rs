@@ -1,0 +1,93 @@
+//! Instruction semantics: [`step`] runs one instruction of one wave. Each class of instructions
+//! lives in its own module and answers [`FaultKind::UnknownInstruction`] for an op it does not
+//! implement, so an instruction the emulator does not know stops the case instead of guessing.
+//!
+//! Semantics follow AMD's RDNA3 / RDNA4 ISA reference pseudocode.
+
+pub mod lds;
+pub mod operand;
+pub mod salu;
+pub mod smem;
+pub mod valu;
+pub mod vmem;
+pub mod wmma;
+
+use crate::fault::FaultKind;
+use crate::inst::{Gen, Inst, Op};
+use crate::memory::{GlobalMemory, Lds};
+use crate::wave::Wave;
+
+/// What the wave does after an instruction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flow {
+    /// The next instruction in memory.
+    Next,
+    /// A taken branch to this byte address.
+    Jump(u64),
+    /// Wait here until every wave of the workgroup arrives (then continue with the next).
+    Barrier,
+    /// `s_endpgm`.
+    End,
+}
+
+/// What an instruction can touch besides its wave.
+pub struct Ctx<'a> {
+    pub generation: Gen,
+    pub global: &'a mut GlobalMemory,
+    pub lds: &'a mut Lds,
+}
+
+/// Instruction classes, by mnemonic family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Class {
+    /// Scalar ALU, branches, waits, barriers, hints (`s_*` except loads).
+    Salu,
+    /// Scalar memory (`s_load_*`).
+    Smem,
+    /// Vector ALU (VOP1/2/3/3P/C, VOPD halves).
+    Valu,
+    /// `v_wmma_*`.
+    Wmma,
+    /// Global and flat memory, cache control (`global_*`, `flat_*`, `buffer_gl0_inv`).
+    Vmem,
+    /// LDS (`ds_*`).
+    Lds,
+}
+
+impl Op {
+    pub fn class(self) -> Class {
+        let name = self.name();
+        if name.starts_with("s_load") {
+            Class::Smem
+        } else if name.starts_with("s_") {
+            Class::Salu
+        } else if name.starts_with("v_wmma") {
+            Class::Wmma
+        } else if name.starts_with("v_") {
+            Class::Valu
+        } else if name.starts_with("ds_") {
+            Class::Lds
+        } else {
+            Class::Vmem
+        }
+    }
+}
+
+/// Runs `inst` on `wave`. The caller advances the pc on [`Flow::Next`].
+pub fn step(wave: &mut Wave, inst: &Inst, ctx: &mut Ctx<'_>) -> Result<Flow, FaultKind> {
+    match inst.op.class() {
+        Class::Salu => salu::exec(wave, inst, ctx),
+        Class::Smem => smem::exec(wave, inst, ctx),
+        Class::Valu => valu::exec(wave, inst, ctx),
+        Class::Wmma => wmma::exec(wave, inst, ctx),
+        Class::Vmem => vmem::exec(wave, inst, ctx),
+        Class::Lds => lds::exec(wave, inst, ctx),
+    }
+}
+
+/// The fault of an op a class module does not implement.
+pub fn unknown(inst: &Inst) -> FaultKind {
+    FaultKind::UnknownInstruction {
+        mnemonic: inst.mnemonic(),
+    }
+}
