@@ -8,7 +8,11 @@ pub mod lds;
 pub mod operand;
 pub mod salu;
 pub mod smem;
+#[cfg(test)]
+pub mod testing;
 pub mod valu;
+pub mod vfloat;
+pub mod vint;
 pub mod vmem;
 pub mod wmma;
 
@@ -83,6 +87,14 @@ pub fn step(wave: &mut Wave, inst: &Inst, ctx: &mut Ctx<'_>) -> Result<Flow, Fau
         Class::Vmem => vmem::exec(wave, inst, ctx),
         Class::Lds => lds::exec(wave, inst, ctx),
     }
+}
+
+/// Operand `i` of `inst` (semantics never index operands directly: a malformed instruction is a
+/// fault, not a panic).
+pub fn arg(inst: &Inst, i: usize) -> Result<&crate::inst::Operand, FaultKind> {
+    inst.operands.get(i).ok_or_else(|| FaultKind::Unsupported {
+        what: format!("`{}` has no operand {i}", inst.mnemonic()),
+    })
 }
 
 /// The fault of an op a class module does not implement.
