@@ -11,4 +11,5 @@ pub mod fault;
 pub mod inst;
 pub mod memory;
 pub mod parse;
+pub mod program;
 pub mod wave;
