@@ -4,9 +4,11 @@
 //!
 //! Semantics follow AMD's RDNA3 / RDNA4 ISA reference pseudocode.
 
+pub mod control;
 pub mod lds;
 pub mod operand;
 pub mod salu;
+pub mod sfloat;
 pub mod smem;
 #[cfg(test)]
 pub mod testing;
@@ -80,13 +82,31 @@ impl Op {
 /// Runs `inst` on `wave`. The caller advances the pc on [`Flow::Next`].
 pub fn step(wave: &mut Wave, inst: &Inst, ctx: &mut Ctx<'_>) -> Result<Flow, FaultKind> {
     match inst.op.class() {
-        Class::Salu => salu::exec(wave, inst, ctx),
+        Class::Salu => first_known(wave, inst, ctx, &[control::exec, salu::exec, sfloat::exec]),
         Class::Smem => smem::exec(wave, inst, ctx),
         Class::Valu => valu::exec(wave, inst, ctx),
         Class::Wmma => wmma::exec(wave, inst, ctx),
         Class::Vmem => vmem::exec(wave, inst, ctx),
         Class::Lds => lds::exec(wave, inst, ctx),
     }
+}
+
+type Semantics = fn(&mut Wave, &Inst, &mut Ctx<'_>) -> Result<Flow, FaultKind>;
+
+/// Tries each module in turn; the first that knows the op runs it.
+fn first_known(
+    wave: &mut Wave,
+    inst: &Inst,
+    ctx: &mut Ctx<'_>,
+    modules: &[Semantics],
+) -> Result<Flow, FaultKind> {
+    for exec in modules {
+        match exec(wave, inst, ctx) {
+            Err(FaultKind::UnknownInstruction { .. }) => continue,
+            other => return other,
+        }
+    }
+    Err(unknown(inst))
 }
 
 /// Operand `i` of `inst` (semantics never index operands directly: a malformed instruction is a

@@ -18,8 +18,5 @@ pub fn exec(wave: &mut Wave, inst: &Inst, ctx: &mut Ctx<'_>) -> Result<Flow, Fau
 
 /// One VALU instruction (or one VOPD half).
 pub fn single(wave: &mut Wave, inst: &Inst, ctx: &mut Ctx<'_>) -> Result<Flow, FaultKind> {
-    match vint::exec(wave, inst, ctx) {
-        Err(FaultKind::UnknownInstruction { .. }) => vfloat::exec(wave, inst, ctx),
-        other => other,
-    }
+    super::first_known(wave, inst, ctx, &[vint::exec, vfloat::exec])
 }
