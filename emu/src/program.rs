@@ -4,8 +4,12 @@
 //! by the code-object inspection crate, so it is parsed in one place only.
 
 use crate::inst::{Gen, Inst};
-use crate::parse::ParseError;
+use crate::parse::{ParseError, parse_line};
+use object::{Object, ObjectSection, ObjectSymbol, SymbolKind};
 use std::collections::HashMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
 /// The AMDHSA kernel descriptor (64 bytes at the `<kernel>.kd` symbol), the fields the
 /// emulator reads. Layout per LLVM's AMDGPUUsage "Kernel Descriptor".
@@ -20,6 +24,34 @@ pub struct KernelDescriptor {
     pub compute_pgm_rsrc1: u32,
     pub compute_pgm_rsrc2: u32,
     pub kernel_code_properties: u16,
+}
+
+/// Size of a kernel descriptor in bytes.
+pub const DESCRIPTOR_BYTES: usize = 64;
+
+impl KernelDescriptor {
+    /// Reads the descriptor stored at byte address `address`: byte offsets 0/4/8 (segment and
+    /// kernarg sizes), 16 (i64 entry offset, relative to the descriptor), 44/48/52
+    /// (`compute_pgm_rsrc3/1/2`) and 56 (u16 `kernel_code_properties`).
+    /// `None` when `bytes` is not 64 long or the entry offset leaves the address space.
+    pub fn read(bytes: &[u8], address: u64) -> Option<KernelDescriptor> {
+        let bytes: &[u8; DESCRIPTOR_BYTES] = bytes.try_into().ok()?;
+        let u32_at =
+            |o: usize| u32::from_le_bytes([bytes[o], bytes[o + 1], bytes[o + 2], bytes[o + 3]]);
+        let mut offset = [0u8; 8];
+        offset.copy_from_slice(&bytes[16..24]);
+        let offset = i64::from_le_bytes(offset);
+        Some(KernelDescriptor {
+            group_segment_fixed_size: u32_at(0),
+            private_segment_fixed_size: u32_at(4),
+            kernarg_size: u32_at(8),
+            entry: address.checked_add_signed(offset)?,
+            compute_pgm_rsrc3: u32_at(44),
+            compute_pgm_rsrc1: u32_at(48),
+            compute_pgm_rsrc2: u32_at(52),
+            kernel_code_properties: u16::from_le_bytes([bytes[56], bytes[57]]),
+        })
+    }
 }
 
 /// What the metadata note says about a kernel that the launch needs.
@@ -74,4 +106,372 @@ impl Kernel {
     pub fn index_of(&self, addr: u64) -> Option<usize> {
         self.index.get(&addr).copied()
     }
+}
+
+/// Why a code object could not be loaded. Each names the file and what was wrong with it.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// No disassembler: the caller turns this into a loud skip (`amd-toolchain`).
+    #[error("{tool}: {detail}")]
+    Toolchain { tool: String, detail: String },
+    #[error(
+        "{path}: target `{gfx}` is not one the emulator runs (gfx1100/1101/1102/1150/1151/1200/1201)"
+    )]
+    UnsupportedTarget { path: PathBuf, gfx: String },
+    #[error("{path}: cannot read: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: not a readable ELF code object: {detail}")]
+    Elf { path: PathBuf, detail: String },
+    #[error("{path}: kernel `{kernel}` has no `{kernel}.kd` descriptor symbol")]
+    MissingDescriptor { path: PathBuf, kernel: String },
+    #[error("{path}: descriptor `{kernel}.kd` is unreadable: {detail}")]
+    BadDescriptor {
+        path: PathBuf,
+        kernel: String,
+        detail: String,
+    },
+    #[error("{path}: no metadata for kernel `{kernel}`")]
+    MissingMeta { path: PathBuf, kernel: String },
+    #[error("{path}: `{tool}` failed ({status}): {stderr}")]
+    Objdump {
+        path: PathBuf,
+        tool: String,
+        status: String,
+        stderr: String,
+    },
+    #[error("{path}: kernel `{kernel}` has no instructions in the disassembly")]
+    NoCode { path: PathBuf, kernel: String },
+    #[error("{path}: kernel `{kernel}`: {source}")]
+    Parse {
+        path: PathBuf,
+        kernel: String,
+        source: ParseError,
+    },
+    #[error(
+        "{path}: kernel `{kernel}`: instruction at {found:#x} where the previous one ends at {expected:#x}"
+    )]
+    NotContiguous {
+        path: PathBuf,
+        kernel: String,
+        expected: u64,
+        found: u64,
+    },
+    #[error(
+        "{path}: kernel `{kernel}`: the descriptor's entry is {entry:#x} but the first instruction is at {first:#x}"
+    )]
+    EntryMismatch {
+        path: PathBuf,
+        kernel: String,
+        entry: u64,
+        first: u64,
+    },
+}
+
+/// Every kernel of one code object.
+#[derive(Clone, Debug)]
+pub struct Program {
+    pub path: PathBuf,
+    pub gfx: String,
+    /// In symbol-table order.
+    pub kernels: Vec<Kernel>,
+}
+
+/// The environment variable naming the disassembler to use.
+pub const OBJDUMP_ENV: &str = "W4A16_LLVM_OBJDUMP";
+
+/// The disassembler: `$W4A16_LLVM_OBJDUMP`, else `llvm-objdump-19`, else `llvm-objdump` on `$PATH`.
+pub fn objdump_tool() -> Result<PathBuf, LoadError> {
+    resolve_objdump(std::env::var_os(OBJDUMP_ENV), std::env::var_os("PATH"))
+}
+
+/// [`objdump_tool`] with the environment given (so tests need not change the process's).
+pub fn resolve_objdump(
+    env: Option<OsString>,
+    path: Option<OsString>,
+) -> Result<PathBuf, LoadError> {
+    if let Some(tool) = env.filter(|t| !t.is_empty()) {
+        return Ok(PathBuf::from(tool));
+    }
+    let dirs: Vec<PathBuf> = path
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default();
+    for name in ["llvm-objdump-19", "llvm-objdump"] {
+        if let Some(found) = dirs.iter().map(|d| d.join(name)).find(|p| p.is_file()) {
+            return Ok(found);
+        }
+    }
+    Err(LoadError::Toolchain {
+        tool: "llvm-objdump".to_string(),
+        detail: format!(
+            "neither ${OBJDUMP_ENV}, llvm-objdump-19 nor llvm-objdump on $PATH; install LLVM 19 or set ${OBJDUMP_ENV}"
+        ),
+    })
+}
+
+/// A kernel's symbol and descriptor, from the ELF.
+struct ElfKernel {
+    name: String,
+    address: u64,
+    descriptor: KernelDescriptor,
+}
+
+impl Program {
+    /// Loads the code object at `path` for target `gfx` (one `llvm-objdump` run), taking each
+    /// kernel's metadata from `meta`.
+    pub fn load(
+        path: &Path,
+        gfx: &str,
+        meta: impl Fn(&str) -> Option<KernelMeta>,
+    ) -> Result<Program, LoadError> {
+        let tool = objdump_tool()?;
+        Program::load_with(path, gfx, meta, &tool)
+    }
+
+    /// As [`Program::load`] with the disassembler given.
+    pub fn load_with(
+        path: &Path,
+        gfx: &str,
+        meta: impl Fn(&str) -> Option<KernelMeta>,
+        objdump: &Path,
+    ) -> Result<Program, LoadError> {
+        let elf = std::fs::read(path).map_err(|source| LoadError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        // Read the ELF first: a broken file is named as such, not as a disassembler failure.
+        let _ = elf_kernels(path, &elf)?;
+        let out = Command::new(objdump)
+            .arg("-d")
+            .arg(format!("--mcpu={gfx}"))
+            .arg(path)
+            .output()
+            .map_err(|e| LoadError::Toolchain {
+                tool: objdump.display().to_string(),
+                detail: format!("cannot run: {e}"),
+            })?;
+        if !out.status.success() {
+            return Err(LoadError::Objdump {
+                path: path.to_path_buf(),
+                tool: objdump.display().to_string(),
+                status: out.status.to_string(),
+                stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            });
+        }
+        Program::from_parts(path, gfx, &elf, &String::from_utf8_lossy(&out.stdout), meta)
+    }
+
+    /// A program from the code object's bytes and its `llvm-objdump -d` output.
+    pub fn from_parts(
+        path: &Path,
+        gfx: &str,
+        elf: &[u8],
+        disassembly: &str,
+        meta: impl Fn(&str) -> Option<KernelMeta>,
+    ) -> Result<Program, LoadError> {
+        let generation = Gen::of_target(gfx).ok_or_else(|| LoadError::UnsupportedTarget {
+            path: path.to_path_buf(),
+            gfx: gfx.to_string(),
+        })?;
+        let found = elf_kernels(path, elf)?;
+        let mut blocks = split_disassembly(disassembly);
+        let mut kernels = Vec::with_capacity(found.len());
+        for k in found {
+            let lines = blocks.remove(k.name.as_str()).unwrap_or_default();
+            let kernel_meta = meta(&k.name).ok_or_else(|| LoadError::MissingMeta {
+                path: path.to_path_buf(),
+                kernel: k.name.clone(),
+            })?;
+            let (code, unknown) = typed_code(path, &k.name, &lines)?;
+            let first = code
+                .first()
+                .map(|i| i.addr)
+                .into_iter()
+                .chain(unknown.keys().copied())
+                .min()
+                .ok_or_else(|| LoadError::NoCode {
+                    path: path.to_path_buf(),
+                    kernel: k.name.clone(),
+                })?;
+            if first != k.descriptor.entry || first != k.address {
+                return Err(LoadError::EntryMismatch {
+                    path: path.to_path_buf(),
+                    kernel: k.name,
+                    entry: k.descriptor.entry,
+                    first,
+                });
+            }
+            kernels.push(Kernel::new(
+                k.name,
+                generation,
+                k.descriptor,
+                kernel_meta,
+                code,
+                unknown,
+            ));
+        }
+        Ok(Program {
+            path: path.to_path_buf(),
+            gfx: gfx.to_string(),
+            kernels,
+        })
+    }
+
+    /// The kernel named `name` (its symbol, e.g. `w4a16_dequant_f16`).
+    pub fn kernel(&self, name: &str) -> Option<&Kernel> {
+        self.kernels.iter().find(|k| k.name == name)
+    }
+}
+
+/// Global function symbols (the kernels) with their `.kd` descriptors.
+fn elf_kernels(path: &Path, elf: &[u8]) -> Result<Vec<ElfKernel>, LoadError> {
+    let file = object::File::parse(elf).map_err(|e| LoadError::Elf {
+        path: path.to_path_buf(),
+        detail: e.to_string(),
+    })?;
+    let bad = |kernel: &str, detail: String| LoadError::BadDescriptor {
+        path: path.to_path_buf(),
+        kernel: kernel.to_string(),
+        detail,
+    };
+    let mut names = Vec::new();
+    let mut descriptors = HashMap::new();
+    for sym in file.symbols() {
+        let Ok(name) = sym.name() else { continue };
+        if sym.kind() == SymbolKind::Text && sym.is_global() && sym.is_definition() {
+            names.push((name.to_string(), sym.address()));
+        } else if let Some(kernel) = name.strip_suffix(".kd") {
+            descriptors.insert(kernel.to_string(), sym);
+        }
+    }
+    let mut out = Vec::with_capacity(names.len());
+    for (name, address) in names {
+        let sym = descriptors
+            .get(&name)
+            .ok_or_else(|| LoadError::MissingDescriptor {
+                path: path.to_path_buf(),
+                kernel: name.clone(),
+            })?;
+        if sym.size() != DESCRIPTOR_BYTES as u64 {
+            return Err(bad(&name, format!("{} bytes, expected 64", sym.size())));
+        }
+        let section = sym
+            .section_index()
+            .and_then(|i| file.section_by_index(i).ok())
+            .ok_or_else(|| bad(&name, "not in a section".to_string()))?;
+        let data = section
+            .data_range(sym.address(), DESCRIPTOR_BYTES as u64)
+            .map_err(|e| bad(&name, e.to_string()))?
+            .ok_or_else(|| {
+                bad(
+                    &name,
+                    format!(
+                        "64 bytes at {:#x} are outside its section `{}`",
+                        sym.address(),
+                        section.name().unwrap_or("?")
+                    ),
+                )
+            })?;
+        let descriptor = KernelDescriptor::read(data, sym.address())
+            .ok_or_else(|| bad(&name, "entry offset leaves the address space".to_string()))?;
+        out.push(ElfKernel {
+            name,
+            address,
+            descriptor,
+        });
+    }
+    Ok(out)
+}
+
+/// The instruction lines of each `<symbol>:` block of `llvm-objdump -d` output.
+pub fn split_disassembly(text: &str) -> HashMap<&str, Vec<&str>> {
+    let mut blocks: HashMap<&str, Vec<&str>> = HashMap::new();
+    let mut current: Option<&str> = None;
+    for line in text.lines() {
+        if let Some(name) = header(line) {
+            current = Some(name);
+            blocks.entry(name).or_default();
+        } else if line.starts_with(char::is_whitespace)
+            && !line.trim().is_empty()
+            && let Some(name) = current
+        {
+            blocks.entry(name).or_default().push(line);
+        } else if !line.trim().is_empty() {
+            // "Disassembly of section …" and the file line end a block.
+            current = None;
+        }
+    }
+    blocks
+}
+
+/// `0000000000001d00 <w4a16_dequant_f16>:` → the symbol name.
+fn header(line: &str) -> Option<&str> {
+    let (addr, rest) = line.split_once(' ')?;
+    if addr.is_empty() || !addr.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    rest.strip_prefix('<')?.strip_suffix(">:")
+}
+
+type Code = (Vec<Inst>, HashMap<u64, ParseError>);
+
+/// Parses a kernel's lines: unknown mnemonics are kept aside by address, any other failure is
+/// a load error; addresses must follow each other without gaps.
+fn typed_code(path: &Path, kernel: &str, lines: &[&str]) -> Result<Code, LoadError> {
+    let mut code = Vec::with_capacity(lines.len());
+    let mut unknown = HashMap::new();
+    let mut next: Option<u64> = None;
+    for line in lines {
+        let (addr, size) = match parse_line(line) {
+            Ok(inst) => {
+                let at = (inst.addr, inst.size());
+                code.push(inst);
+                at
+            }
+            Err(e @ ParseError::UnknownInstruction { .. }) => {
+                let (addr, size) = encoding_of(line).ok_or_else(|| LoadError::Parse {
+                    path: path.to_path_buf(),
+                    kernel: kernel.to_string(),
+                    source: ParseError::NoEncoding {
+                        line: line.trim().to_string(),
+                    },
+                })?;
+                unknown.insert(addr, e);
+                (addr, size)
+            }
+            Err(source) => {
+                return Err(LoadError::Parse {
+                    path: path.to_path_buf(),
+                    kernel: kernel.to_string(),
+                    source,
+                });
+            }
+        };
+        if let Some(expected) = next
+            && expected != addr
+        {
+            return Err(LoadError::NotContiguous {
+                path: path.to_path_buf(),
+                kernel: kernel.to_string(),
+                expected,
+                found: addr,
+            });
+        }
+        next = addr.checked_add(size);
+    }
+    Ok((code, unknown))
+}
+
+/// Address and byte size from a line's `// ADDRESS: WORDS` comment.
+fn encoding_of(line: &str) -> Option<(u64, u64)> {
+    let (_, comment) = line.split_once("//")?;
+    let (addr, words) = comment.trim().split_once(':')?;
+    let addr = u64::from_str_radix(addr.trim(), 16).ok()?;
+    let n = words
+        .split_whitespace()
+        .take_while(|w| !w.starts_with('<'))
+        .count() as u64;
+    Some((addr, 4 * n))
 }
