@@ -6,6 +6,7 @@
 //! of workgroups as wave32 waves over `memory` (bounded global allocations, LDS per workgroup),
 //! with `exec` giving each instruction its ISA semantics and `num` the floating-point rules.
 
+pub mod coverage;
 pub mod display;
 pub mod exec;
 pub mod fault;

@@ -475,3 +475,132 @@ fn encoding_of(line: &str) -> Option<(u64, u64)> {
         .count() as u64;
     Some((addr, 4 * n))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inst::Op;
+
+    fn meta(_: &str) -> Option<KernelMeta> {
+        Some(KernelMeta::default())
+    }
+
+    #[test]
+    fn a_truncated_elf_is_a_load_error_naming_the_file() {
+        let path = Path::new("cut.co");
+        let err =
+            Program::from_parts(path, "gfx1100", b"\x7fELF\x02\x01\x01\x00", "", meta).unwrap_err();
+        assert!(matches!(err, LoadError::Elf { .. }), "{err:?}");
+        assert!(
+            err.to_string().starts_with("cut.co: not a readable ELF"),
+            "{err}"
+        );
+        let err = Program::from_parts(path, "gfx90a", b"", "", meta).unwrap_err();
+        assert!(
+            matches!(err, LoadError::UnsupportedTarget { .. }),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn no_disassembler_is_a_toolchain_error() {
+        let empty = tempfile::tempdir().unwrap();
+        let err = resolve_objdump(None, Some(empty.path().as_os_str().to_owned())).unwrap_err();
+        assert!(matches!(err, LoadError::Toolchain { .. }), "{err:?}");
+        assert!(err.to_string().contains(OBJDUMP_ENV), "{err}");
+        let chosen = resolve_objdump(Some("/opt/x/llvm-objdump".into()), None).unwrap();
+        assert_eq!(chosen, PathBuf::from("/opt/x/llvm-objdump"));
+        let err = Program::load_with(
+            Path::new("/nonexistent/k.co"),
+            "gfx1100",
+            meta,
+            Path::new("/nonexistent/llvm-objdump"),
+        )
+        .unwrap_err();
+        assert!(matches!(err, LoadError::Io { .. }), "{err:?}");
+    }
+
+    #[test]
+    fn the_descriptor_fields_sit_at_their_amdgpuusage_offsets() {
+        let mut kd = [0u8; 64];
+        kd[0..4].copy_from_slice(&1024u32.to_le_bytes());
+        kd[4..8].copy_from_slice(&16u32.to_le_bytes());
+        kd[8..12].copy_from_slice(&288u32.to_le_bytes());
+        kd[16..24].copy_from_slice(&0x1100i64.to_le_bytes());
+        kd[44..48].copy_from_slice(&3u32.to_le_bytes());
+        kd[48..52].copy_from_slice(&0x60af_0042u32.to_le_bytes());
+        kd[52..56].copy_from_slice(&0x1384u32.to_le_bytes());
+        kd[56..58].copy_from_slice(&0x0408u16.to_le_bytes());
+        let d = KernelDescriptor::read(&kd, 0xc00).unwrap();
+        assert_eq!(
+            d,
+            KernelDescriptor {
+                group_segment_fixed_size: 1024,
+                private_segment_fixed_size: 16,
+                kernarg_size: 288,
+                entry: 0x1d00,
+                compute_pgm_rsrc3: 3,
+                compute_pgm_rsrc1: 0x60af_0042,
+                compute_pgm_rsrc2: 0x1384,
+                kernel_code_properties: 0x0408,
+            }
+        );
+        kd[16..24].copy_from_slice(&(-0x1000i64).to_le_bytes());
+        assert_eq!(KernelDescriptor::read(&kd, 0xc00), None);
+        assert_eq!(KernelDescriptor::read(&kd[..63], 0xc00), None);
+    }
+
+    const DISASSEMBLY: &str = "
+/x/k.co:\tfile format elf64-amdgpu
+
+Disassembly of section .text:
+
+0000000000001d00 <k>:
+\ts_mov_b32 s17, 0                                           // 000000001D00: BE910080
+\tv_frobnicate v1, v2                                        // 000000001D04: D6560001 04011073
+\ts_endpgm                                                   // 000000001D0C: BFB00000
+
+0000000000001e00 <other>:
+\ts_nop 0                                                    // 000000001E00: BF800000
+";
+
+    #[test]
+    fn objdump_output_splits_per_symbol_and_unknown_mnemonics_are_kept_aside() {
+        let blocks = split_disassembly(DISASSEMBLY);
+        assert_eq!(blocks["k"].len(), 3);
+        assert_eq!(blocks["other"].len(), 1);
+        let (code, unknown) = typed_code(Path::new("k.co"), "k", &blocks["k"]).unwrap();
+        assert_eq!(
+            code.iter().map(|i| (i.op, i.addr)).collect::<Vec<_>>(),
+            vec![(Op::SMovB32, 0x1d00), (Op::SEndpgm, 0x1d0c)]
+        );
+        assert!(matches!(
+            unknown.get(&0x1d04),
+            Some(ParseError::UnknownInstruction { mnemonic, .. }) if mnemonic == "v_frobnicate"
+        ));
+    }
+
+    #[test]
+    fn gaps_and_unreadable_lines_are_load_errors() {
+        let gap = [
+            "\ts_mov_b32 s17, 0   // 000000001D00: BE910080",
+            "\ts_endpgm           // 000000001D08: BFB00000",
+        ];
+        let err = typed_code(Path::new("k.co"), "k", &gap).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                LoadError::NotContiguous {
+                    expected: 0x1d04,
+                    found: 0x1d08,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        let bad = ["\tv_mov_b32_e32 v1, q7   // 000000001D00: 7E020280"];
+        let err = typed_code(Path::new("k.co"), "k", &bad).unwrap_err();
+        assert!(matches!(err, LoadError::Parse { .. }), "{err:?}");
+        assert!(err.to_string().contains("k.co: kernel `k`"), "{err}");
+    }
+}
