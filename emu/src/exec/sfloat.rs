@@ -42,24 +42,31 @@ mod tests {
         x.to_bits()
     }
 
-    /// Runs `asm` with s4 = `a`, s3 = `b` and returns s5.
-    fn run(asm: &str, a: u32, b: u32) -> u32 {
+    /// A gfx12 bench with s4 = `a`, s3 = `b`, s5 poisoned.
+    fn with(a: u32, b: u32) -> Bench {
         let mut bench = Bench::new(Gen::Gfx12);
         bench.wave.sgpr[4] = a;
         bench.wave.sgpr[3] = b;
-        bench.wave.sgpr[5] = a;
-        bench.run_asm(asm).unwrap();
-        bench.wave.sgpr[5]
+        bench
+    }
+
+    /// Runs the instruction (an expression using `run_asm` on the bench `$b`) and gives s5.
+    macro_rules! s5 {
+        ($a:expr, $b:expr, |$bench:ident| $run:expr) => {{
+            let mut $bench = with($a, $b);
+            $run.unwrap();
+            $bench.wave.sgpr[5]
+        }};
     }
 
     #[test]
     fn conversions_round_and_clamp() {
-        let cvt = |x| run("s_cvt_f32_u32 s5, s4", x, 0);
+        let cvt = |x| s5!(x, 0, |bn| bn.run_asm("s_cvt_f32_u32 s5, s4"));
         assert_eq!(cvt(0), 0);
         assert_eq!(cvt(16_777_217), f(16_777_216.0)); // tie → even
         assert_eq!(cvt(16_777_219), f(16_777_220.0));
         assert_eq!(cvt(u32::MAX), f(4_294_967_296.0));
-        let cvt = |x| run("s_cvt_u32_f32 s5, s4", x, 0);
+        let cvt = |x| s5!(x, 0, |bn| bn.run_asm("s_cvt_u32_f32 s5, s4"));
         assert_eq!(cvt(f(3.99)), 3);
         assert_eq!(cvt(f(-1.0)), 0);
         assert_eq!(cvt(NZERO), 0);
@@ -72,10 +79,19 @@ mod tests {
     #[test]
     fn mul_fmaak_trunc() {
         let k = f32::from_bits(0x4f7ffffe);
-        assert_eq!(run("s_mul_f32 s5, s4, 0x4f7ffffe", f(3.0), 0), f(3.0 * k));
-        assert_eq!(run("s_mul_f32 s5, s4, 0x46800000", NZERO, 0), NZERO);
-        assert_eq!(run("s_mul_f32 s5, s4, s3", 0, INF) & NAN, NAN);
-        assert_eq!(run("s_mul_f32 s5, s4, s3", 1, f(0.5)), 0); // 2^-150 ties to 0
+        assert_eq!(
+            s5!(f(3.0), 0, |bn| bn.run_asm("s_mul_f32 s5, s4, 0x4f7ffffe")),
+            f(3.0 * k)
+        );
+        assert_eq!(
+            s5!(NZERO, 0, |bn| bn.run_asm("s_mul_f32 s5, s4, 0x46800000")),
+            NZERO
+        );
+        assert_eq!(
+            s5!(0, INF, |bn| bn.run_asm("s_mul_f32 s5, s4, s3")) & NAN,
+            NAN
+        );
+        assert_eq!(s5!(1, f(0.5), |bn| bn.run_asm("s_mul_f32 s5, s4, s3")), 0); // 2^-150 ties to 0
         // (1 + 2^-23)(1 − 2^-23) + 16384 … fused: the product's low bits survive only when fused.
         let p = f(1.0) + 1;
         let q = f(1.0 - f32::EPSILON);
@@ -88,7 +104,7 @@ mod tests {
         bench.wave.sgpr[3] = f(3.0);
         bench.run_asm("s_fmaak_f32 s5, s5, s3, 0x46800000").unwrap();
         assert_eq!(bench.wave.sgpr[5], f(16390.0));
-        let t = |x| run("s_trunc_f32 s5, s4", x, 0);
+        let t = |x| s5!(x, 0, |bn| bn.run_asm("s_trunc_f32 s5, s4"));
         assert_eq!(t(f(-2.7)), f(-2.0));
         assert_eq!(t(f(-0.2)), NZERO);
         assert_eq!(t(INF), INF);

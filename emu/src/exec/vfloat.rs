@@ -451,6 +451,10 @@ mod tests {
             ],
             &mut b,
         );
+        set(&mut b, 2, &[f(1.0), NZERO]);
+        set(&mut b, 3, &[f(0.75), NZERO]);
+        b.run_asm("v_sub_f32_e32 v1, v2, v3").unwrap();
+        assert_eq!(lanes(&b, 1, 2), [f(0.25), 0], "−0 − −0 = +0");
         check2(
             "v_mul_f32_e32 v1, v2, v3",
             &[
