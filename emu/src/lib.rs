@@ -12,6 +12,7 @@ pub mod exec;
 pub mod fault;
 pub mod inst;
 pub mod memory;
+pub mod num;
 pub mod parse;
 pub mod program;
 pub mod wave;
