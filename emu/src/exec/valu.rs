@@ -4,16 +4,42 @@
 
 use super::{Ctx, Flow, vfloat, vint};
 use crate::fault::FaultKind;
-use crate::inst::Inst;
+use crate::inst::{Inst, Operand};
 use crate::wave::Wave;
 
 pub fn exec(wave: &mut Wave, inst: &Inst, ctx: &mut Ctx<'_>) -> Result<Flow, FaultKind> {
-    if inst.dual.is_some() {
+    match &inst.dual {
+        Some(y) => dual(wave, inst, y, ctx),
+        None => single(wave, inst, ctx),
+    }
+}
+
+/// A VOPD pair: X and Y both read their sources before either writes. X runs first; its
+/// destination row is set aside and the old row put back while Y runs (so Y reads what X read),
+/// then X's row is written. VOPD requires different destinations, and only the VGPR of
+/// operand 0 is written by either half (`v_dual_cndmask_b32` reads VCC, writes no mask).
+fn dual(wave: &mut Wave, x: &Inst, y: &Inst, ctx: &mut Ctx<'_>) -> Result<Flow, FaultKind> {
+    let dst = |inst: &Inst| match super::arg(inst, 0)? {
+        Operand::Vgpr {
+            first, count: 1, ..
+        } => Ok(*first as usize),
+        other => Err(FaultKind::Unsupported {
+            what: format!("VOPD half `{}` writing {other:?}", inst.mnemonic()),
+        }),
+    };
+    let (xd, yd) = (dst(x)?, dst(y)?);
+    if xd == yd {
         return Err(FaultKind::Unsupported {
-            what: "VOPD pairs".into(),
+            what: format!("VOPD pair with both halves writing v{xd}"),
         });
     }
-    single(wave, inst, ctx)
+    let old = *wave.v(xd)?;
+    single(wave, x, ctx)?;
+    let x_row = *wave.v(xd)?;
+    wave.set_v(xd, &old, u32::MAX)?;
+    single(wave, y, ctx)?;
+    wave.set_v(xd, &x_row, u32::MAX)?;
+    Ok(Flow::Next)
 }
 
 /// One VALU instruction (or one VOPD half).
