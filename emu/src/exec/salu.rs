@@ -216,62 +216,118 @@ fn simm16(inst: &Inst, i: usize) -> Result<u16, FaultKind> {
 
 #[cfg(test)]
 mod tests {
+    use crate::exec::Flow;
     use crate::exec::testing::Bench;
+    use crate::fault::FaultKind;
     use crate::inst::Gen;
     use crate::wave::sreg;
+
+    /// One instruction run on a bench (a closure around a `run_asm("…")` literal, which is
+    /// what the coverage table counts).
+    type Run = fn(&mut Bench) -> Result<Flow, FaultKind>;
 
     fn bench() -> Bench {
         Bench::new(Gen::Gfx11)
     }
 
-    /// Runs `asm` with s1 = a, s2 = b and SCC = scc_in; returns (s0, SCC).
-    fn run2(asm: &str, a: u32, b: u32, scc_in: bool) -> (u32, bool) {
+    /// Runs `run` with s1 = a, s2 = b and SCC = scc_in; returns (s0, SCC).
+    fn run2(run: Run, a: u32, b: u32, scc_in: bool) -> (u32, bool) {
         let mut t = bench();
         t.wave.sgpr[1] = a;
         t.wave.sgpr[2] = b;
         t.wave.scc = scc_in;
-        t.run_asm(asm).unwrap();
+        run(&mut t).unwrap();
         (t.wave.sgpr[0], t.wave.scc)
     }
 
     #[test]
     fn adds_set_carry_or_overflow() {
-        assert_eq!(run2("s_add_u32 s0, s1, s2", u32::MAX, 1, false), (0, true));
-        assert_eq!(run2("s_add_u32 s0, s1, s2", 7, 8, true), (15, false));
-        assert_eq!(run2("s_addc_u32 s0, s1, s2", u32::MAX, 0, true), (0, true));
-        assert_eq!(run2("s_addc_u32 s0, s1, s2", 1, 2, true), (4, false));
         assert_eq!(
-            run2("s_add_co_ci_u32 s0, s1, s2", u32::MAX, u32::MAX, true),
+            run2(|t| t.run_asm("s_add_u32 s0, s1, s2"), u32::MAX, 1, false),
+            (0, true)
+        );
+        assert_eq!(
+            run2(|t| t.run_asm("s_add_u32 s0, s1, s2"), 7, 8, true),
+            (15, false)
+        );
+        assert_eq!(
+            run2(|t| t.run_asm("s_addc_u32 s0, s1, s2"), u32::MAX, 0, true),
+            (0, true)
+        );
+        assert_eq!(
+            run2(|t| t.run_asm("s_addc_u32 s0, s1, s2"), 1, 2, true),
+            (4, false)
+        );
+        assert_eq!(
+            run2(
+                |t| t.run_asm("s_add_co_ci_u32 s0, s1, s2"),
+                u32::MAX,
+                u32::MAX,
+                true
+            ),
             (u32::MAX, true)
         );
-        assert_eq!(run2("s_add_co_ci_u32 s0, s1, s2", 5, 0, false), (5, false));
+        assert_eq!(
+            run2(|t| t.run_asm("s_add_co_ci_u32 s0, s1, s2"), 5, 0, false),
+            (5, false)
+        );
         // Signed overflow, not carry: 0xFFFFFFFF + 1 = 0 is -1 + 1, no overflow.
-        assert_eq!(run2("s_add_i32 s0, s1, s2", u32::MAX, 1, true), (0, false));
         assert_eq!(
-            run2("s_add_i32 s0, s1, s2", i32::MAX as u32, 1, false),
+            run2(|t| t.run_asm("s_add_i32 s0, s1, s2"), u32::MAX, 1, true),
+            (0, false)
+        );
+        assert_eq!(
+            run2(
+                |t| t.run_asm("s_add_i32 s0, s1, s2"),
+                i32::MAX as u32,
+                1,
+                false
+            ),
             (0x8000_0000, true)
         );
         assert_eq!(
-            run2("s_add_co_i32 s0, s1, s2", 0x8000_0000, u32::MAX, false),
+            run2(
+                |t| t.run_asm("s_add_co_i32 s0, s1, s2"),
+                0x8000_0000,
+                u32::MAX,
+                false
+            ),
             (i32::MAX as u32, true)
         );
-        assert_eq!(run2("s_add_co_i32 s0, s1, s2", 2, 3, true), (5, false));
-        assert_eq!(run2("s_sub_i32 s0, s1, s2", 0, 1, true), (u32::MAX, false));
         assert_eq!(
-            run2("s_sub_i32 s0, s1, s2", 0x8000_0000, 1, false),
+            run2(|t| t.run_asm("s_add_co_i32 s0, s1, s2"), 2, 3, true),
+            (5, false)
+        );
+        assert_eq!(
+            run2(|t| t.run_asm("s_sub_i32 s0, s1, s2"), 0, 1, true),
+            (u32::MAX, false)
+        );
+        assert_eq!(
+            run2(|t| t.run_asm("s_sub_i32 s0, s1, s2"), 0x8000_0000, 1, false),
             (i32::MAX as u32, true)
         );
         assert_eq!(
-            run2("s_sub_co_i32 s0, s1, s2", 0, 0x8000_0000, false),
+            run2(
+                |t| t.run_asm("s_sub_co_i32 s0, s1, s2"),
+                0,
+                0x8000_0000,
+                false
+            ),
             (0x8000_0000, true)
         );
-        assert_eq!(run2("s_sub_co_i32 s0, s1, s2", 9, 4, true), (5, false));
+        assert_eq!(
+            run2(|t| t.run_asm("s_sub_co_i32 s0, s1, s2"), 9, 4, true),
+            (5, false)
+        );
         // Constant sources.
         assert_eq!(
-            run2("s_sub_i32 s0, 0, s2", 0, 5, false),
+            run2(|t| t.run_asm("s_sub_i32 s0, 0, s2"), 0, 5, false),
             (5u32.wrapping_neg(), false)
         );
-        assert_eq!(run2("s_add_i32 s0, s1, -16", 16, 0, true), (0, false));
+        assert_eq!(
+            run2(|t| t.run_asm("s_add_i32 s0, s1, -16"), 16, 0, true),
+            (0, false)
+        );
     }
 
     #[test]
@@ -316,30 +372,30 @@ mod tests {
 
     #[test]
     fn compares_signed_unsigned_and_64_bit() {
-        let cases: &[(&str, u32, u32, bool)] = &[
-            ("s_cmp_eq_u32 s1, s2", 3, 3, true),
-            ("s_cmp_eq_u32 s1, s2", 3, 4, false),
-            ("s_cmp_lg_u32 s1, s2", 3, 4, true),
-            ("s_cmp_lg_u32 s1, s2", 4, 4, false),
-            ("s_cmp_ge_u32 s1, s2", u32::MAX, 0, true),
-            ("s_cmp_ge_u32 s1, s2", 0, 1, false),
-            ("s_cmp_ge_u32 s1, s2", 1, 1, true),
-            ("s_cmp_gt_u32 s1, s2", u32::MAX, 1, true),
-            ("s_cmp_gt_u32 s1, s2", 1, 1, false),
-            ("s_cmp_le_u32 s1, s2", 1, 1, true),
-            ("s_cmp_le_u32 s1, s2", u32::MAX, 1, false),
-            ("s_cmp_lt_u32 s1, s2", 0, u32::MAX, true),
-            ("s_cmp_lt_u32 s1, s2", 1, 1, false),
-            ("s_cmp_ge_i32 s1, s2", u32::MAX, 0, false),
-            ("s_cmp_ge_i32 s1, s2", 0, u32::MAX, true),
-            ("s_cmp_ge_i32 s1, s2", 5, 5, true),
-            ("s_cmp_gt_i32 s1, s2", 0, 0x8000_0000, true),
-            ("s_cmp_gt_i32 s1, s2", 0x8000_0000, 0, false),
-            ("s_cmp_lt_i32 s1, s2", u32::MAX, 0, true),
-            ("s_cmp_lt_i32 s1, s2", 0, 0, false),
+        let cases: &[(Run, u32, u32, bool)] = &[
+            (|t| t.run_asm("s_cmp_eq_u32 s1, s2"), 3, 3, true),
+            (|t| t.run_asm("s_cmp_eq_u32 s1, s2"), 3, 4, false),
+            (|t| t.run_asm("s_cmp_lg_u32 s1, s2"), 3, 4, true),
+            (|t| t.run_asm("s_cmp_lg_u32 s1, s2"), 4, 4, false),
+            (|t| t.run_asm("s_cmp_ge_u32 s1, s2"), u32::MAX, 0, true),
+            (|t| t.run_asm("s_cmp_ge_u32 s1, s2"), 0, 1, false),
+            (|t| t.run_asm("s_cmp_ge_u32 s1, s2"), 1, 1, true),
+            (|t| t.run_asm("s_cmp_gt_u32 s1, s2"), u32::MAX, 1, true),
+            (|t| t.run_asm("s_cmp_gt_u32 s1, s2"), 1, 1, false),
+            (|t| t.run_asm("s_cmp_le_u32 s1, s2"), 1, 1, true),
+            (|t| t.run_asm("s_cmp_le_u32 s1, s2"), u32::MAX, 1, false),
+            (|t| t.run_asm("s_cmp_lt_u32 s1, s2"), 0, u32::MAX, true),
+            (|t| t.run_asm("s_cmp_lt_u32 s1, s2"), 1, 1, false),
+            (|t| t.run_asm("s_cmp_ge_i32 s1, s2"), u32::MAX, 0, false),
+            (|t| t.run_asm("s_cmp_ge_i32 s1, s2"), 0, u32::MAX, true),
+            (|t| t.run_asm("s_cmp_ge_i32 s1, s2"), 5, 5, true),
+            (|t| t.run_asm("s_cmp_gt_i32 s1, s2"), 0, 0x8000_0000, true),
+            (|t| t.run_asm("s_cmp_gt_i32 s1, s2"), 0x8000_0000, 0, false),
+            (|t| t.run_asm("s_cmp_lt_i32 s1, s2"), u32::MAX, 0, true),
+            (|t| t.run_asm("s_cmp_lt_i32 s1, s2"), 0, 0, false),
         ];
-        for &(asm, a, b, want) in cases {
-            assert_eq!(run2(asm, a, b, !want).1, want, "{asm} with {a:#x}, {b:#x}");
+        for (i, &(run, a, b, want)) in cases.iter().enumerate() {
+            assert_eq!(run2(run, a, b, !want).1, want, "case {i}: {a:#x}, {b:#x}");
         }
         let mut t = bench();
         t.wave.sgpr[4] = 0;
@@ -361,48 +417,98 @@ mod tests {
 
     #[test]
     fn bitwise_ops_set_scc_on_nonzero() {
-        assert_eq!(run2("s_and_b32 s0, s1, s2", 0xF0, 0x0F, true), (0, false));
         assert_eq!(
-            run2("s_and_b32 s0, s1, s2", 0xF0, 0x30, false),
+            run2(|t| t.run_asm("s_and_b32 s0, s1, s2"), 0xF0, 0x0F, true),
+            (0, false)
+        );
+        assert_eq!(
+            run2(|t| t.run_asm("s_and_b32 s0, s1, s2"), 0xF0, 0x30, false),
             (0x30, true)
         );
-        assert_eq!(run2("s_or_b32 s0, s1, s2", 0, 0, true), (0, false));
-        assert_eq!(run2("s_or_b32 s0, s1, s2", 1, 2, false), (3, true));
-        assert_eq!(run2("s_xor_b32 s0, s1, s2", 5, 5, true), (0, false));
-        assert_eq!(run2("s_xor_b32 s0, s1, -1", 5, 0, false), (!5, true));
         assert_eq!(
-            run2("s_and_not1_b32 s0, s1, s2", 0xFF, 0x0F, false),
+            run2(|t| t.run_asm("s_or_b32 s0, s1, s2"), 0, 0, true),
+            (0, false)
+        );
+        assert_eq!(
+            run2(|t| t.run_asm("s_or_b32 s0, s1, s2"), 1, 2, false),
+            (3, true)
+        );
+        assert_eq!(
+            run2(|t| t.run_asm("s_xor_b32 s0, s1, s2"), 5, 5, true),
+            (0, false)
+        );
+        assert_eq!(
+            run2(|t| t.run_asm("s_xor_b32 s0, s1, -1"), 5, 0, false),
+            (!5, true)
+        );
+        assert_eq!(
+            run2(
+                |t| t.run_asm("s_and_not1_b32 s0, s1, s2"),
+                0xFF,
+                0x0F,
+                false
+            ),
             (0xF0, true)
         );
         assert_eq!(
-            run2("s_and_not1_b32 s0, s1, s2", 0xFF, 0xFF, true),
+            run2(|t| t.run_asm("s_and_not1_b32 s0, s1, s2"), 0xFF, 0xFF, true),
             (0, false)
         );
-        assert_eq!(run2("s_not_b32 s0, s1", u32::MAX, 0, true), (0, false));
-        assert_eq!(run2("s_not_b32 s0, s1", 0, 0, false), (u32::MAX, true));
+        assert_eq!(
+            run2(|t| t.run_asm("s_not_b32 s0, s1"), u32::MAX, 0, true),
+            (0, false)
+        );
+        assert_eq!(
+            run2(|t| t.run_asm("s_not_b32 s0, s1"), 0, 0, false),
+            (u32::MAX, true)
+        );
     }
 
     #[test]
     fn shifts_mask_the_amount() {
-        assert_eq!(run2("s_lshl_b32 s0, s1, s2", 3, 33, false), (6, true));
         assert_eq!(
-            run2("s_lshl_b32 s0, s1, s2", 0x8000_0000, 1, true),
+            run2(|t| t.run_asm("s_lshl_b32 s0, s1, s2"), 3, 33, false),
+            (6, true)
+        );
+        assert_eq!(
+            run2(|t| t.run_asm("s_lshl_b32 s0, s1, s2"), 0x8000_0000, 1, true),
             (0, false)
         );
         assert_eq!(
-            run2("s_lshr_b32 s0, s1, s2", 0x8000_0000, 63, false),
+            run2(
+                |t| t.run_asm("s_lshr_b32 s0, s1, s2"),
+                0x8000_0000,
+                63,
+                false
+            ),
             (1, true)
         );
-        assert_eq!(run2("s_lshr_b32 s0, s1, s2", 1, 1, true), (0, false));
         assert_eq!(
-            run2("s_ashr_i32 s0, s1, s2", 0x8000_0000, 31, false),
+            run2(|t| t.run_asm("s_lshr_b32 s0, s1, s2"), 1, 1, true),
+            (0, false)
+        );
+        assert_eq!(
+            run2(
+                |t| t.run_asm("s_ashr_i32 s0, s1, s2"),
+                0x8000_0000,
+                31,
+                false
+            ),
             (u32::MAX, true)
         );
         assert_eq!(
-            run2("s_ashr_i32 s0, s1, s2", 0x4000_0000, 32, false),
+            run2(
+                |t| t.run_asm("s_ashr_i32 s0, s1, s2"),
+                0x4000_0000,
+                32,
+                false
+            ),
             (0x4000_0000, true)
         );
-        assert_eq!(run2("s_ashr_i32 s0, s1, 31", 5, 0, true), (0, false));
+        assert_eq!(
+            run2(|t| t.run_asm("s_ashr_i32 s0, s1, 31"), 5, 0, true),
+            (0, false)
+        );
         let mut t = bench();
         t.wave.sgpr[18] = 0x8000_0001;
         t.wave.sgpr[19] = 0x1;
@@ -424,16 +530,34 @@ mod tests {
     fn bfe_bitset_abs() {
         // offset 5, width 11
         assert_eq!(
-            run2("s_bfe_u32 s0, s1, 0xb0005", 0xFFFF_FFFF, 0, false),
+            run2(
+                |t| t.run_asm("s_bfe_u32 s0, s1, 0xb0005"),
+                0xFFFF_FFFF,
+                0,
+                false
+            ),
             (0x7FF, true)
         );
-        assert_eq!(run2("s_bfe_u32 s0, s1, 0xb0005", 0x1F, 0, true), (0, false));
         assert_eq!(
-            run2("s_bfe_u32 s0, s1, s2", 0xABCD_0000, 0x0020_0010, false),
+            run2(|t| t.run_asm("s_bfe_u32 s0, s1, 0xb0005"), 0x1F, 0, true),
+            (0, false)
+        );
+        assert_eq!(
+            run2(
+                |t| t.run_asm("s_bfe_u32 s0, s1, s2"),
+                0xABCD_0000,
+                0x0020_0010,
+                false
+            ),
             (0xABCD, true)
         );
         assert_eq!(
-            run2("s_bfe_u32 s0, s1, s2", 0xABCD_0000, 0x0000_0010, true),
+            run2(
+                |t| t.run_asm("s_bfe_u32 s0, s1, s2"),
+                0xABCD_0000,
+                0x0000_0010,
+                true
+            ),
             (0, false)
         );
         let mut t = bench();
@@ -445,12 +569,15 @@ mod tests {
         assert_eq!(t.wave.sgpr[5], 0x7FFF_FFFE, "bit index masked to 5 bits");
         assert!(t.wave.scc);
         assert_eq!(
-            run2("s_abs_i32 s0, s1", (-5i32) as u32, 0, false),
+            run2(|t| t.run_asm("s_abs_i32 s0, s1"), (-5i32) as u32, 0, false),
             (5, true)
         );
-        assert_eq!(run2("s_abs_i32 s0, s1", 0, 0, true), (0, false));
         assert_eq!(
-            run2("s_abs_i32 s0, s1", 0x8000_0000, 0, false),
+            run2(|t| t.run_asm("s_abs_i32 s0, s1"), 0, 0, true),
+            (0, false)
+        );
+        assert_eq!(
+            run2(|t| t.run_asm("s_abs_i32 s0, s1"), 0x8000_0000, 0, false),
             (0x8000_0000, true)
         );
     }
@@ -458,46 +585,70 @@ mod tests {
     #[test]
     fn min_sets_scc_when_s0_chosen() {
         assert_eq!(
-            run2("s_min_i32 s0, s1, s2", u32::MAX, 1, false),
+            run2(|t| t.run_asm("s_min_i32 s0, s1, s2"), u32::MAX, 1, false),
             (u32::MAX, true)
         );
-        assert_eq!(run2("s_min_i32 s0, s1, s2", 3, 3, true), (3, false));
         assert_eq!(
-            run2("s_min_i32 s0, s1, 0x100", 0x200, 0, true),
+            run2(|t| t.run_asm("s_min_i32 s0, s1, s2"), 3, 3, true),
+            (3, false)
+        );
+        assert_eq!(
+            run2(|t| t.run_asm("s_min_i32 s0, s1, 0x100"), 0x200, 0, true),
             (0x100, false)
         );
-        assert_eq!(run2("s_min_u32 s0, s1, s2", u32::MAX, 1, true), (1, false));
-        assert_eq!(run2("s_min_u32 s0, s1, s2", 0, 1, false), (0, true));
+        assert_eq!(
+            run2(|t| t.run_asm("s_min_u32 s0, s1, s2"), u32::MAX, 1, true),
+            (1, false)
+        );
+        assert_eq!(
+            run2(|t| t.run_asm("s_min_u32 s0, s1, s2"), 0, 1, false),
+            (0, true)
+        );
     }
 
     #[test]
     fn multiplies() {
         assert_eq!(
-            run2("s_mul_i32 s0, s1, s2", u32::MAX, 3, true),
+            run2(|t| t.run_asm("s_mul_i32 s0, s1, s2"), u32::MAX, 3, true),
             ((-3i32) as u32, true)
         );
         assert_eq!(
-            run2("s_mul_i32 s0, s1, 0xffffe800", 2, 0, false),
+            run2(|t| t.run_asm("s_mul_i32 s0, s1, 0xffffe800"), 2, 0, false),
             (0xFFFF_D000, false)
         );
         assert_eq!(
-            run2("s_mul_hi_u32 s0, s1, s2", u32::MAX, u32::MAX, false),
+            run2(
+                |t| t.run_asm("s_mul_hi_u32 s0, s1, s2"),
+                u32::MAX,
+                u32::MAX,
+                false
+            ),
             (0xFFFF_FFFE, false)
         );
         assert_eq!(
-            run2("s_mul_hi_u32 s0, s1, 0xaaaaaaab", 6, 0, true),
+            run2(|t| t.run_asm("s_mul_hi_u32 s0, s1, 0xaaaaaaab"), 6, 0, true),
             (4, true)
         );
         assert_eq!(
-            run2("s_mul_hi_i32 s0, s1, s2", u32::MAX, u32::MAX, false),
+            run2(
+                |t| t.run_asm("s_mul_hi_i32 s0, s1, s2"),
+                u32::MAX,
+                u32::MAX,
+                false
+            ),
             (0, false)
         );
         assert_eq!(
-            run2("s_mul_hi_i32 s0, s1, s2", u32::MAX, 2, false),
+            run2(|t| t.run_asm("s_mul_hi_i32 s0, s1, s2"), u32::MAX, 2, false),
             (u32::MAX, false)
         );
         assert_eq!(
-            run2("s_mul_hi_i32 s0, s1, 6", 0x8000_0000, 0, false),
+            run2(
+                |t| t.run_asm("s_mul_hi_i32 s0, s1, 6"),
+                0x8000_0000,
+                0,
+                false
+            ),
             (u32::MAX - 2, false)
         );
         let mut t = bench();
@@ -538,10 +689,16 @@ mod tests {
 
     #[test]
     fn cselect_reads_scc() {
-        assert_eq!(run2("s_cselect_b32 s0, s1, s2", 1, 2, true), (1, true));
-        assert_eq!(run2("s_cselect_b32 s0, s1, s2", 1, 2, false), (2, false));
         assert_eq!(
-            run2("s_cselect_b32 s0, -1, 0", 0, 0, true),
+            run2(|t| t.run_asm("s_cselect_b32 s0, s1, s2"), 1, 2, true),
+            (1, true)
+        );
+        assert_eq!(
+            run2(|t| t.run_asm("s_cselect_b32 s0, s1, s2"), 1, 2, false),
+            (2, false)
+        );
+        assert_eq!(
+            run2(|t| t.run_asm("s_cselect_b32 s0, -1, 0"), 0, 0, true),
             (u32::MAX, true)
         );
     }

@@ -344,9 +344,15 @@ fn map3(wave: &mut Wave, inst: &Inst, f: impl Fn(u32, u32, u32) -> u32) -> Resul
 
 #[cfg(test)]
 mod tests {
+    use crate::exec::Flow;
     use crate::exec::testing::Bench;
+    use crate::fault::FaultKind;
     use crate::inst::Gen;
     use crate::wave::{LANES, POISON, VRow, sreg};
+
+    /// One instruction run on a bench (a closure around a `run_asm("…")` literal, which is
+    /// what the coverage table counts).
+    type Run = fn(&mut Bench) -> Result<Flow, FaultKind>;
 
     /// A bench with v1 = `a`, v2 = `b`, v3 = `c` in lanes 0..n and EXEC = `exec`.
     fn bench(rows: &[&[u32]], exec: u32) -> Bench {
@@ -363,20 +369,20 @@ mod tests {
     }
 
     /// Runs a 2-source op over lane pairs, all lanes active; returns v0's lanes.
-    fn bin(asm: &str, pairs: &[(u32, u32)]) -> Vec<u32> {
+    fn bin(run: Run, pairs: &[(u32, u32)]) -> Vec<u32> {
         let a: Vec<u32> = pairs.iter().map(|p| p.0).collect();
         let b: Vec<u32> = pairs.iter().map(|p| p.1).collect();
         let mut t = bench(&[&a, &b], u32::MAX);
-        t.run_asm(asm).unwrap();
+        run(&mut t).unwrap();
         lanes(&t.wave.vgpr[0], pairs.len())
     }
 
-    fn tri(asm: &str, triples: &[(u32, u32, u32)]) -> Vec<u32> {
+    fn tri(run: Run, triples: &[(u32, u32, u32)]) -> Vec<u32> {
         let a: Vec<u32> = triples.iter().map(|p| p.0).collect();
         let b: Vec<u32> = triples.iter().map(|p| p.1).collect();
         let c: Vec<u32> = triples.iter().map(|p| p.2).collect();
         let mut t = bench(&[&a, &b, &c], u32::MAX);
-        t.run_asm(asm).unwrap();
+        run(&mut t).unwrap();
         lanes(&t.wave.vgpr[0], triples.len())
     }
 
@@ -400,35 +406,71 @@ mod tests {
     #[test]
     fn bitwise() {
         let p = [(0xF0F0, 0xFF00), (M, 0), (0, 0)];
-        assert_eq!(bin("v_and_b32_e32 v0, v1, v2", &p), vec![0xF000, 0, 0]);
-        assert_eq!(bin("v_or_b32_e32 v0, v1, v2", &p), vec![0xFFF0, M, 0]);
-        assert_eq!(bin("v_xor_b32_e32 v0, v1, v2", &p), vec![0x0FF0, M, 0]);
         assert_eq!(
-            bin("v_and_b32_e32 v0, 0xffff0000, v1", &p),
+            bin(|t| t.run_asm("v_and_b32_e32 v0, v1, v2"), &p),
+            vec![0xF000, 0, 0]
+        );
+        assert_eq!(
+            bin(|t| t.run_asm("v_or_b32_e32 v0, v1, v2"), &p),
+            vec![0xFFF0, M, 0]
+        );
+        assert_eq!(
+            bin(|t| t.run_asm("v_xor_b32_e32 v0, v1, v2"), &p),
+            vec![0x0FF0, M, 0]
+        );
+        assert_eq!(
+            bin(|t| t.run_asm("v_and_b32_e32 v0, 0xffff0000, v1"), &p),
             vec![0, 0xFFFF_0000, 0]
         );
-        assert_eq!(bin("v_or_b32_e64 v0, v1, 16", &p), vec![0xF0F0, M, 16]);
+        assert_eq!(
+            bin(|t| t.run_asm("v_or_b32_e64 v0, v1, 16"), &p),
+            vec![0xF0F0, M, 16]
+        );
         let t3 = [(0xF0, 0x3C, 0x1), (M, 0, 0x100)];
-        assert_eq!(tri("v_and_or_b32 v0, v1, v2, v3", &t3), vec![0x31, 0x100]);
-        assert_eq!(tri("v_or3_b32 v0, v1, v2, v3", &t3), vec![0xFD, M]);
-        assert_eq!(tri("v_or3_b32 v0, v1, v2, 16", &t3), vec![0xFC, M]);
+        assert_eq!(
+            tri(|t| t.run_asm("v_and_or_b32 v0, v1, v2, v3"), &t3),
+            vec![0x31, 0x100]
+        );
+        assert_eq!(
+            tri(|t| t.run_asm("v_or3_b32 v0, v1, v2, v3"), &t3),
+            vec![0xFD, M]
+        );
+        assert_eq!(
+            tri(|t| t.run_asm("v_or3_b32 v0, v1, v2, 16"), &t3),
+            vec![0xFC, M]
+        );
     }
 
     #[test]
     fn adds_and_subs_wrap() {
         let p = [(M, 1), (0, 1), (MIN, MIN)];
-        assert_eq!(bin("v_add_nc_u32_e32 v0, v1, v2", &p), vec![0, 1, 0]);
-        assert_eq!(bin("v_sub_nc_u32_e32 v0, v1, v2", &p), vec![M - 1, M, 0]);
-        assert_eq!(bin("v_sub_nc_u32_e64 v0, v1, v2", &p), vec![M - 1, M, 0]);
-        assert_eq!(bin("v_subrev_nc_u32_e32 v0, v1, v2", &p), vec![2, 1, 0]);
         assert_eq!(
-            bin("v_add_nc_u32_e32 v0, -1, v1", &p),
+            bin(|t| t.run_asm("v_add_nc_u32_e32 v0, v1, v2"), &p),
+            vec![0, 1, 0]
+        );
+        assert_eq!(
+            bin(|t| t.run_asm("v_sub_nc_u32_e32 v0, v1, v2"), &p),
+            vec![M - 1, M, 0]
+        );
+        assert_eq!(
+            bin(|t| t.run_asm("v_sub_nc_u32_e64 v0, v1, v2"), &p),
+            vec![M - 1, M, 0]
+        );
+        assert_eq!(
+            bin(|t| t.run_asm("v_subrev_nc_u32_e32 v0, v1, v2"), &p),
+            vec![2, 1, 0]
+        );
+        assert_eq!(
+            bin(|t| t.run_asm("v_add_nc_u32_e32 v0, -1, v1"), &p),
             vec![M - 1, M, 0x7FFF_FFFF]
         );
         let t3 = [(M, 1, 1), (1, 2, 3)];
-        assert_eq!(tri("v_add3_u32 v0, v1, v2, v3", &t3), vec![1, 6]);
         assert_eq!(
-            tri("v_add3_u32 v0, v1, v2, 0x7fff", &t3),
+            tri(|t| t.run_asm("v_add3_u32 v0, v1, v2, v3"), &t3),
+            vec![1, 6]
+        );
+        assert_eq!(
+            tri(|t| t.run_asm("v_add3_u32 v0, v1, v2, 0x7fff"), &t3),
             vec![0x7FFF, 0x8002]
         );
     }
@@ -468,28 +510,49 @@ mod tests {
     #[test]
     fn shifts_mask_the_amount() {
         let p = [(1, 3), (33, 3), (31, MIN), (32, MIN)];
-        assert_eq!(bin("v_lshlrev_b32_e32 v0, v1, v2", &p), vec![6, 6, 0, MIN]);
-        assert_eq!(bin("v_lshrrev_b32_e32 v0, v1, v2", &p), vec![1, 1, 1, MIN]);
-        assert_eq!(bin("v_ashrrev_i32_e32 v0, v1, v2", &p), vec![1, 1, M, MIN]);
-        assert_eq!(bin("v_ashrrev_i32_e32 v0, 31, v2", &p), vec![0, 0, M, M]);
         assert_eq!(
-            bin("v_lshlrev_b32_e32 v0, 3, v1", &p),
+            bin(|t| t.run_asm("v_lshlrev_b32_e32 v0, v1, v2"), &p),
+            vec![6, 6, 0, MIN]
+        );
+        assert_eq!(
+            bin(|t| t.run_asm("v_lshrrev_b32_e32 v0, v1, v2"), &p),
+            vec![1, 1, 1, MIN]
+        );
+        assert_eq!(
+            bin(|t| t.run_asm("v_ashrrev_i32_e32 v0, v1, v2"), &p),
+            vec![1, 1, M, MIN]
+        );
+        assert_eq!(
+            bin(|t| t.run_asm("v_ashrrev_i32_e32 v0, 31, v2"), &p),
+            vec![0, 0, M, M]
+        );
+        assert_eq!(
+            bin(|t| t.run_asm("v_lshlrev_b32_e32 v0, 3, v1"), &p),
             vec![8, 264, 248, 256]
         );
         assert_eq!(
-            bin("v_lshrrev_b32_e32 v0, 4, v2", &p),
+            bin(|t| t.run_asm("v_lshrrev_b32_e32 v0, 4, v2"), &p),
             vec![0, 0, 0x0800_0000, 0x0800_0000]
         );
         let t3 = [(M, 1, 1), (1, 1, 33), (1, 2, 0)];
-        assert_eq!(tri("v_add_lshl_u32 v0, v1, v2, v3", &t3), vec![0, 4, 3]);
-        assert_eq!(tri("v_lshl_add_u32 v0, v1, v2, v3", &t3), vec![M, 35, 4]);
-        assert_eq!(tri("v_lshl_or_b32 v0, v1, v2, v3", &t3), vec![M, 35, 4]);
         assert_eq!(
-            tri("v_lshl_or_b32 v0, v1, 33, 0x3000", &t3),
+            tri(|t| t.run_asm("v_add_lshl_u32 v0, v1, v2, v3"), &t3),
+            vec![0, 4, 3]
+        );
+        assert_eq!(
+            tri(|t| t.run_asm("v_lshl_add_u32 v0, v1, v2, v3"), &t3),
+            vec![M, 35, 4]
+        );
+        assert_eq!(
+            tri(|t| t.run_asm("v_lshl_or_b32 v0, v1, v2, v3"), &t3),
+            vec![M, 35, 4]
+        );
+        assert_eq!(
+            tri(|t| t.run_asm("v_lshl_or_b32 v0, v1, 33, 0x3000"), &t3),
             vec![0x3000 | !1, 0x3002, 0x3002]
         );
         assert_eq!(
-            tri("v_lshl_add_u32 v0, v1, 1, 0x8050", &t3),
+            tri(|t| t.run_asm("v_lshl_add_u32 v0, v1, 1, 0x8050"), &t3),
             vec![0x804E, 0x8052, 0x8052]
         );
     }
@@ -523,11 +586,23 @@ mod tests {
     #[test]
     fn min_max_med3_signed() {
         let p = [(M, 1), (MIN, 0x7FFF_FFFF), (3, 3)];
-        assert_eq!(bin("v_max_i32_e32 v0, v1, v2", &p), vec![1, 0x7FFF_FFFF, 3]);
-        assert_eq!(bin("v_min_i32_e32 v0, v1, v2", &p), vec![M, MIN, 3]);
+        assert_eq!(
+            bin(|t| t.run_asm("v_max_i32_e32 v0, v1, v2"), &p),
+            vec![1, 0x7FFF_FFFF, 3]
+        );
+        assert_eq!(
+            bin(|t| t.run_asm("v_min_i32_e32 v0, v1, v2"), &p),
+            vec![M, MIN, 3]
+        );
         let t3 = [(M, 1, MIN), (5, 1, 3), (3, 5, 1), (1, 3, 5), (7, 7, 0)];
-        assert_eq!(tri("v_min3_i32 v0, v1, v2, v3", &t3), vec![MIN, 1, 1, 1, 0]);
-        assert_eq!(tri("v_med3_i32 v0, v1, v2, v3", &t3), vec![M, 3, 3, 3, 7]);
+        assert_eq!(
+            tri(|t| t.run_asm("v_min3_i32 v0, v1, v2, v3"), &t3),
+            vec![MIN, 1, 1, 1, 0]
+        );
+        assert_eq!(
+            tri(|t| t.run_asm("v_med3_i32 v0, v1, v2, v3"), &t3),
+            vec![M, 3, 3, 3, 7]
+        );
         let mut t = bench(&[&[0, 0x200, 50]], M);
         t.wave.sgpr[25] = 0;
         t.run_asm("v_med3_i32 v0, v1, 1, 0x100").unwrap();
@@ -546,33 +621,45 @@ mod tests {
             (0x70, 4, 3),
         ];
         assert_eq!(
-            tri("v_bfe_u32 v0, v1, v2, v3", &t3),
+            tri(|t| t.run_asm("v_bfe_u32 v0, v1, v2, v3"), &t3),
             vec![0xCD, 1, 0, 0xF, 7]
         );
         assert_eq!(
-            tri("v_bfe_i32 v0, v1, v2, v3", &t3),
+            tri(|t| t.run_asm("v_bfe_i32 v0, v1, v2, v3"), &t3),
             vec![0xFFFF_FFCD, M, 0, M, M]
         );
-        assert_eq!(tri("v_bfe_u32 v0, v1, 16, 1", &t3), vec![1, 0, 1, 0, 0]);
-        assert_eq!(tri("v_bfe_i32 v0, v1, 28, 1", &t3), vec![0, 0, M, 0, 0]);
+        assert_eq!(
+            tri(|t| t.run_asm("v_bfe_u32 v0, v1, 16, 1"), &t3),
+            vec![1, 0, 1, 0, 0]
+        );
+        assert_eq!(
+            tri(|t| t.run_asm("v_bfe_i32 v0, v1, 28, 1"), &t3),
+            vec![0, 0, M, 0, 0]
+        );
     }
 
     #[test]
     fn multiplies() {
         let p = [(M, M), (0x1_0000, 0x1_0000), (3, 5)];
-        assert_eq!(bin("v_mul_lo_u32 v0, v1, v2", &p), vec![1, 0, 15]);
-        assert_eq!(bin("v_mul_hi_u32 v0, v1, v2", &p), vec![M - 1, 1, 0]);
         assert_eq!(
-            bin("v_mul_u32_u24_e32 v0, v1, v2", &p),
+            bin(|t| t.run_asm("v_mul_lo_u32 v0, v1, v2"), &p),
+            vec![1, 0, 15]
+        );
+        assert_eq!(
+            bin(|t| t.run_asm("v_mul_hi_u32 v0, v1, v2"), &p),
+            vec![M - 1, 1, 0]
+        );
+        assert_eq!(
+            bin(|t| t.run_asm("v_mul_u32_u24_e32 v0, v1, v2"), &p),
             vec![0xFE00_0001, 0, 15]
         );
         assert_eq!(
-            bin("v_mul_u32_u24_e32 v0, 0x10001, v1", &p),
+            bin(|t| t.run_asm("v_mul_u32_u24_e32 v0, 0x10001, v1"), &p),
             vec![0x00FE_FFFF, 0x1_0000, 0x30003]
         );
         let t3 = [(M, M, 1), (0x0100_0002, 3, M)];
         assert_eq!(
-            tri("v_mad_u32_u24 v0, v1, v2, v3", &t3),
+            tri(|t| t.run_asm("v_mad_u32_u24 v0, v1, v2, v3"), &t3),
             vec![0xFE00_0002, 5]
         );
     }
@@ -645,43 +732,41 @@ mod tests {
     fn compares_write_masks_with_inactive_lanes_zero() {
         let a = [0, 1, M, 5, 5];
         let b = [0, 2, 1, 5, 4];
-        let cases: &[(&str, u32)] = &[
-            ("v_cmp_eq_u32_e32 vcc_lo, v1, v2", 0b01001),
-            ("v_cmp_ne_u32_e32 vcc_lo, v1, v2", 0b10110),
-            ("v_cmp_ge_u32_e64 s0, v1, v2", 0b11101),
-            ("v_cmp_gt_u32_e32 vcc_lo, v1, v2", 0b10100),
-            ("v_cmp_gt_u32_e64 s0, v1, v2", 0b10100),
-            ("v_cmp_le_u32_e32 vcc_lo, v1, v2", 0b01011),
-            ("v_cmp_le_u32_e64 s0, v1, v2", 0b01011),
-            ("v_cmp_lt_u32_e32 vcc_lo, v1, v2", 0b00010),
-            ("v_cmp_lt_u32_e64 s0, v1, v2", 0b00010),
-            ("v_cmp_ge_i32_e32 vcc_lo, v1, v2", 0b11001),
-            ("v_cmp_gt_i32_e32 vcc_lo, v1, v2", 0b10000),
-            ("v_cmp_gt_i32_e64 s0, v1, v2", 0b10000),
-            ("v_cmp_le_i32_e32 vcc_lo, v1, v2", 0b01111),
-            ("v_cmp_le_i32_e64 s0, v1, v2", 0b01111),
-            ("v_cmp_lt_i32_e32 vcc_lo, v1, v2", 0b00110),
-            ("v_cmp_lt_i32_e64 s0, v1, v2", 0b00110),
-            ("v_cmp_eq_u32_e64 s0, v1, v2", 0b01001),
+        let cases: &[(Run, u32)] = &[
+            (|t| t.run_asm("v_cmp_eq_u32_e32 vcc_lo, v1, v2"), 0b01001),
+            (|t| t.run_asm("v_cmp_ne_u32_e32 vcc_lo, v1, v2"), 0b10110),
+            (|t| t.run_asm("v_cmp_ge_u32_e64 s0, v1, v2"), 0b11101),
+            (|t| t.run_asm("v_cmp_gt_u32_e32 vcc_lo, v1, v2"), 0b10100),
+            (|t| t.run_asm("v_cmp_gt_u32_e64 s0, v1, v2"), 0b10100),
+            (|t| t.run_asm("v_cmp_le_u32_e32 vcc_lo, v1, v2"), 0b01011),
+            (|t| t.run_asm("v_cmp_le_u32_e64 s0, v1, v2"), 0b01011),
+            (|t| t.run_asm("v_cmp_lt_u32_e32 vcc_lo, v1, v2"), 0b00010),
+            (|t| t.run_asm("v_cmp_lt_u32_e64 s0, v1, v2"), 0b00010),
+            (|t| t.run_asm("v_cmp_ge_i32_e32 vcc_lo, v1, v2"), 0b11001),
+            (|t| t.run_asm("v_cmp_gt_i32_e32 vcc_lo, v1, v2"), 0b10000),
+            (|t| t.run_asm("v_cmp_gt_i32_e64 s0, v1, v2"), 0b10000),
+            (|t| t.run_asm("v_cmp_le_i32_e32 vcc_lo, v1, v2"), 0b01111),
+            (|t| t.run_asm("v_cmp_le_i32_e64 s0, v1, v2"), 0b01111),
+            (|t| t.run_asm("v_cmp_lt_i32_e32 vcc_lo, v1, v2"), 0b00110),
+            (|t| t.run_asm("v_cmp_lt_i32_e64 s0, v1, v2"), 0b00110),
+            (|t| t.run_asm("v_cmp_eq_u32_e64 s0, v1, v2"), 0b01001),
         ];
-        for &(asm, want) in cases {
+        // e32 forms write vcc_lo, e64 forms s0; the other one keeps its poison.
+        let mask = |t: &Bench| {
+            if t.wave.vcc() != POISON {
+                t.wave.vcc()
+            } else {
+                t.wave.sgpr[0]
+            }
+        };
+        for (i, &(run, want)) in cases.iter().enumerate() {
             let mut t = bench(&[&a, &b], 0b11111);
-            t.run_asm(asm).unwrap();
-            let got = if asm.contains("vcc_lo") {
-                t.wave.vcc()
-            } else {
-                t.wave.sgpr[0]
-            };
-            assert_eq!(got, want, "{asm}");
-            // The same with lane 0 and 4 off: their bits are 0.
+            run(&mut t).unwrap();
+            assert_eq!(mask(&t), want, "case {i}");
+            // The same with lanes 0 and 4 off: their bits are 0.
             let mut t = bench(&[&a, &b], 0b01110);
-            t.run_asm(asm).unwrap();
-            let got = if asm.contains("vcc_lo") {
-                t.wave.vcc()
-            } else {
-                t.wave.sgpr[0]
-            };
-            assert_eq!(got, want & 0b01110, "{asm} with lanes off");
+            run(&mut t).unwrap();
+            assert_eq!(mask(&t), want & 0b01110, "case {i} with lanes off");
         }
         let mut t = bench(&[&[0, 1, 2]], 0b111);
         t.run_asm("v_cmp_eq_u32_e32 vcc_lo, 0, v1").unwrap();
