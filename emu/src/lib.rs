@@ -6,9 +6,11 @@
 //! of workgroups as wave32 waves over `memory` (bounded global allocations, LDS per workgroup),
 //! with `exec` giving each instruction its ISA semantics and `num` the floating-point rules.
 
+pub mod dispatch;
 pub mod exec;
 pub mod fault;
 pub mod inst;
+pub mod kernarg;
 pub mod memory;
 pub mod parse;
 pub mod program;
