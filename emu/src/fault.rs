@@ -46,6 +46,13 @@ pub enum FaultKind {
     Hang { executed: u64 },
     #[error("waves of the workgroup wait at different barriers or some ended: {detail}")]
     Barrier { detail: String },
+    /// The kernel asks for launch state the emulator does not set up (scratch, a queue), or its
+    /// descriptor contradicts itself (user SGPR count vs the enabled user SGPRs).
+    #[error("launch ABI: {detail}")]
+    Abi { detail: String },
+    /// `s_code_end` is padding after the last kernel: executing it means control ran off the end.
+    #[error("`s_code_end` executed: control ran past the end of the kernel's code")]
+    CodeEnd,
 }
 
 /// A fault with its place.

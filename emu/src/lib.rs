@@ -7,10 +7,12 @@
 //! with `exec` giving each instruction its ISA semantics and `num` the floating-point rules.
 
 pub mod coverage;
+pub mod dispatch;
 pub mod display;
 pub mod exec;
 pub mod fault;
 pub mod inst;
+pub mod kernarg;
 pub mod memory;
 pub mod num;
 pub mod parse;

@@ -30,8 +30,13 @@ pub enum Flow {
     Next,
     /// A taken branch to this byte address.
     Jump(u64),
-    /// Wait here until every wave of the workgroup arrives (then continue with the next).
+    /// Wait here until every wave of the workgroup arrives (then continue with the next): gfx11
+    /// `s_barrier`, a signal and a wait in one.
     Barrier,
+    /// gfx12 `s_barrier_signal -1`: this wave has arrived at the workgroup barrier and runs on.
+    BarrierSignal,
+    /// gfx12 `s_barrier_wait`: wait until every wave has signalled the barrier this wave signalled.
+    BarrierWait,
     /// `s_endpgm`.
     End,
 }
