@@ -245,7 +245,6 @@ fn waves_of(kernel: &Kernel, layout: &Layout, dims: &Dims, wg: [u32; 3]) -> Vec<
         .collect()
 }
 
-
 /// Builds an `hsa_kernel_dispatch_packet_t` (64 B) for kernels that read the dispatch pointer.
 fn dispatch_packet(
     global: &mut GlobalMemory,
