@@ -5,12 +5,9 @@
 //! - the committed instruction-coverage table `emu/coverage/<gfx>.md` is up to date;
 //! - loader errors on a code object whose `.kd` symbol is gone and on a missing disassembler.
 //!
-//! The code objects are the ones `cargo test --test amd_codeobjects` builds (the workspace's
-//! `tests/amd_codeobjects.rs`), read from the same cache folder: `$W4A16_CODEOBJECT_DIR`, else
-//! `$CARGO_TARGET_DIR/w4a16-codeobjects`, else `<workspace>/target/w4a16-codeobjects`. Building
-//! them here would make this crate depend on the kernel crate's toolchain driver, so CI runs that
-//! test first. No code objects or no LLVM tools → a loud skip (a failure under
-//! `W4A16_REQUIRE=amd-toolchain`).
+//! The code objects are built (or found current in the build cache) by the kernel crate's AMD
+//! builder, as every other code-object test does. No toolchain or no LLVM tools → a loud skip (a
+//! failure under `W4A16_REQUIRE=amd-toolchain`).
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -19,29 +16,11 @@ use std::process::{Command, Stdio};
 use w4a16_emu::coverage::{Coverage, tested_ops};
 use w4a16_emu::inst::{Gen, Inst};
 use w4a16_emu::program::{KernelMeta, LoadError, Program};
+use w4a16_kernels::Target;
+use w4a16_kernels::amd::{self, AmdBuildError, Builder};
 use w4a16_require::{Requirement, Skip, skip_or_fail};
 
 const TARGETS: [&str; 3] = ["gfx1100", "gfx1151", "gfx1201"];
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap_or(Path::new("."))
-        .to_path_buf()
-}
-
-/// The code-object cache folder, by the kernel crate's rule (`amd::default_cache_dir`).
-fn cache_dir() -> PathBuf {
-    for (var, sub) in [
-        ("W4A16_CODEOBJECT_DIR", ""),
-        ("CARGO_TARGET_DIR", "w4a16-codeobjects"),
-    ] {
-        if let Some(d) = std::env::var_os(var).filter(|d| !d.is_empty()) {
-            return PathBuf::from(d).join(sub);
-        }
-    }
-    workspace().join("target/w4a16-codeobjects")
-}
 
 fn skip(reason: String) {
     skip_or_fail(&Skip {
@@ -50,24 +29,23 @@ fn skip(reason: String) {
     });
 }
 
-/// The target's `*.co` files, sorted; `None` (after a loud skip) when there are none.
+/// The target's code objects, built or found current in the cache, sorted; `None` (after a
+/// loud skip) without a toolchain.
 fn code_objects(gfx: &str) -> Option<Vec<PathBuf>> {
-    let dir = cache_dir().join(gfx);
-    let mut found: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .map(|d| {
-            d.filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|e| e == "co"))
-                .collect()
-        })
-        .unwrap_or_default();
+    let builder = match Builder::from_env() {
+        Ok(b) => b,
+        Err(e @ AmdBuildError::ToolchainMissing { .. }) => {
+            skip(e.to_string());
+            return None;
+        }
+        Err(e) => panic!("{e}"),
+    };
+    let target = Target::parse(gfx).unwrap_or_else(|| panic!("{gfx} is a harness target"));
+    let built = builder
+        .build_all(&amd::kernel_sources(), &[target])
+        .unwrap_or_else(|e| panic!("building the {gfx} code objects: {e}"));
+    let mut found: Vec<PathBuf> = built.into_iter().map(|c| c.path).collect();
     found.sort();
-    if found.is_empty() {
-        skip(format!(
-            "no {gfx} code objects in {} (run `cargo test --test amd_codeobjects` first)",
-            dir.display()
-        ));
-        return None;
-    }
     Some(found)
 }
 
