@@ -22,6 +22,8 @@ use crate::fault::FaultKind;
 use crate::inst::{Gen, Inst, Op};
 use crate::memory::{GlobalMemory, Lds};
 use crate::wave::Wave;
+use std::sync::LazyLock;
+use std::sync::atomic::{AtomicU8, Ordering};
 
 /// What the wave does after an instruction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,7 +68,14 @@ pub enum Class {
 }
 
 impl Op {
+    /// The op's class (computed once per op: this runs for every emulated instruction).
     pub fn class(self) -> Class {
+        static CLASSES: LazyLock<Vec<Class>> =
+            LazyLock::new(|| Op::ALL.iter().map(|op| op.class_by_name()).collect());
+        CLASSES[self as usize]
+    }
+
+    fn class_by_name(self) -> Class {
         let name = self.name();
         if name.starts_with("s_load") {
             Class::Smem
@@ -98,17 +107,31 @@ pub fn step(wave: &mut Wave, inst: &Inst, ctx: &mut Ctx<'_>) -> Result<Flow, Fau
 
 type Semantics = fn(&mut Wave, &Inst, &mut Ctx<'_>) -> Result<Flow, FaultKind>;
 
-/// Tries each module in turn; the first that knows the op runs it.
+/// Which of a class's modules runs each (op, form), once found: 0 = not yet known, k + 1 =
+/// module k. Ops belong to one class, so one table serves every module list.
+static RESOLVED: LazyLock<Vec<AtomicU8>> =
+    LazyLock::new(|| (0..Op::ALL.len() * 4).map(|_| AtomicU8::new(0)).collect());
+
+/// Tries each module in turn; the first that knows the op runs it (and runs it directly from
+/// then on).
 fn first_known(
     wave: &mut Wave,
     inst: &Inst,
     ctx: &mut Ctx<'_>,
     modules: &[Semantics],
 ) -> Result<Flow, FaultKind> {
-    for exec in modules {
+    let slot = &RESOLVED[inst.op as usize * 4 + inst.form as usize];
+    let known = slot.load(Ordering::Relaxed) as usize;
+    if let Some(exec) = known.checked_sub(1).and_then(|k| modules.get(k)) {
+        return exec(wave, inst, ctx);
+    }
+    for (k, exec) in modules.iter().enumerate() {
         match exec(wave, inst, ctx) {
             Err(FaultKind::UnknownInstruction { .. }) => continue,
-            other => return other,
+            other => {
+                slot.store(k as u8 + 1, Ordering::Relaxed);
+                return other;
+            }
         }
     }
     Err(unknown(inst))
