@@ -3,6 +3,7 @@
 
 pub mod artifact;
 pub mod check;
+pub mod cli_run;
 pub mod cpu_side;
 pub mod execute;
 pub mod global;
