@@ -18,4 +18,4 @@ pub mod verdict;
 
 pub use check::{Check, KernelPath};
 pub use timing::PhaseTimes;
-pub use verdict::{Cause, Mismatch, Outcome, Summary, Verdict};
+pub use verdict::{Cause, Mismatch, Outcome, ReferenceStage, SourceError, Summary, Verdict};
