@@ -236,6 +236,113 @@ fn name_of(kernel: KernelId, dtype: ActDtype) -> &'static str {
 /// stage in shared memory (`SK_SCAP`; `SK_ZCAP` = `SK_SCAP` / 8).
 pub const SKINNY_SCALE_CAPACITY: usize = 4096;
 
+/// A declared `skinny` capacity that edge shapes straddle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum SkinnyCapacity {
+    /// [`SKINNY_M_MAX`]: M above it is refused (another path takes the layer).
+    Rows,
+    /// [`SKINNY_X_CAPACITY`]: M·K elements of X staged in shared memory, the rest streamed.
+    StagedX,
+    /// [`SKINNY_SCALE_CAPACITY`]: `16·RT·K/G` scales staged, or every span reads them from
+    /// global memory.
+    StagedScales,
+}
+
+/// Where an edge shape sits against its capacity: one step (a row, a group) below the largest
+/// size that fits, that size, or one step past it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum EdgeSide {
+    Below,
+    At,
+    Above,
+}
+
+/// One generated edge shape (M, K, N, G) of the `skinny` kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CapacityEdge {
+    pub capacity: SkinnyCapacity,
+    pub side: EdgeSide,
+    pub m: usize,
+    pub k: usize,
+    pub n: usize,
+    pub group: usize,
+}
+
+impl CapacityEdge {
+    /// What the capacity counts for this shape (M; M·K; the scales of one row tile).
+    pub fn load(&self) -> usize {
+        match self.capacity {
+            SkinnyCapacity::Rows => self.m,
+            SkinnyCapacity::StagedX => self.m * self.k,
+            SkinnyCapacity::StagedScales => 16 * (self.k / self.group),
+        }
+    }
+
+    /// The declared capacity [`Self::load`] is held against.
+    pub fn limit(&self) -> usize {
+        match self.capacity {
+            SkinnyCapacity::Rows => SKINNY_M_MAX,
+            SkinnyCapacity::StagedX => SKINNY_X_CAPACITY,
+            SkinnyCapacity::StagedScales => SKINNY_SCALE_CAPACITY,
+        }
+    }
+}
+
+/// The `skinny` edge shapes generated from the declared capacities (as CUTLASS derives its test
+/// shapes from tile sizes), so that changing a constant moves its edge cases with it: M at
+/// [`SKINNY_M_MAX`] − 1, = and + 1; for every M it takes, K a group below, at and a group past
+/// the largest K whose M·K fits [`SKINNY_X_CAPACITY`]; K/G = 255, 256, 257 scales' worth of
+/// [`SKINNY_SCALE_CAPACITY`] at one row tile. N = 256 gives one row tile (RT = 1) on every
+/// target, so the scale edge is the kernel's own.
+pub fn skinny_capacity_edges() -> Vec<CapacityEdge> {
+    const N: usize = 256;
+    let sides = [EdgeSide::Below, EdgeSide::At, EdgeSide::Above];
+    let step = |side: EdgeSide, at: usize, by: usize| match side {
+        EdgeSide::Below => at - by,
+        EdgeSide::At => at,
+        EdgeSide::Above => at + by,
+    };
+    let mut edges = Vec::new();
+    for side in sides {
+        edges.push(CapacityEdge {
+            capacity: SkinnyCapacity::Rows,
+            side,
+            m: step(side, SKINNY_M_MAX, 1),
+            k: 1024,
+            n: N,
+            group: 128,
+        });
+    }
+    let group = 128;
+    for m in 1..=SKINNY_M_MAX {
+        let at = SKINNY_X_CAPACITY / m / group * group;
+        for side in sides {
+            edges.push(CapacityEdge {
+                capacity: SkinnyCapacity::StagedX,
+                side,
+                m,
+                k: step(side, at, group),
+                n: N,
+                group,
+            });
+        }
+    }
+    // The smallest group gives the most groups per K: the scale edge at the shortest K.
+    let group = FAST_GROUPS[0];
+    let groups_at = SKINNY_SCALE_CAPACITY / 16;
+    for side in sides {
+        edges.push(CapacityEdge {
+            capacity: SkinnyCapacity::StagedScales,
+            side,
+            m: 1,
+            k: step(side, groups_at, 1) * group,
+            n: N,
+            group,
+        });
+    }
+    edges
+}
+
 /// Row tiles of 16 per `skinny` block (`RT`, the block's y size; `KS = 8 / RT` warps split K):
 /// the largest of 8, 4, 2, 1 that still gives every compute unit a block (small N gets more
 /// K-splits) and whose rows' scales fit the block's shared-memory stage (otherwise every span
@@ -638,6 +745,55 @@ pub fn decl(kernel: KernelId) -> &'static KernelDecl {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every declared `skinny` capacity has a generated shape one step below, at and one step
+    /// past its edge, and each is a shape skinny's contract takes (apart from M past its cap).
+    #[test]
+    fn the_skinny_edge_shapes_straddle_every_declared_capacity() {
+        let edges = skinny_capacity_edges();
+        let caps = [
+            SkinnyCapacity::Rows,
+            SkinnyCapacity::StagedX,
+            SkinnyCapacity::StagedScales,
+        ];
+        for cap in caps {
+            for side in [EdgeSide::Below, EdgeSide::At, EdgeSide::Above] {
+                assert!(
+                    edges.iter().any(|e| (e.capacity, e.side) == (cap, side)),
+                    "{cap:?}: no shape {side:?} the edge"
+                );
+            }
+        }
+        let ms: Vec<usize> = edges
+            .iter()
+            .filter(|e| e.capacity == SkinnyCapacity::StagedX)
+            .map(|e| e.m)
+            .collect();
+        assert!((1..=SKINNY_M_MAX).all(|m| ms.contains(&m)), "{ms:?}");
+        for e in &edges {
+            // One step: a row of M, a group of K.
+            let unit = match e.capacity {
+                SkinnyCapacity::Rows => 1,
+                SkinnyCapacity::StagedX => e.m * e.group,
+                SkinnyCapacity::StagedScales => 16,
+            };
+            let (load, limit) = (e.load(), e.limit());
+            match e.side {
+                EdgeSide::Below => assert!(load + unit <= limit, "{e:?}"),
+                EdgeSide::At => assert!(load <= limit && load + unit > limit, "{e:?}"),
+                EdgeSide::Above => assert!(load > limit && load - unit <= limit, "{e:?}"),
+            }
+            assert!(FAST_GROUPS.contains(&e.group), "{e:?}");
+            assert_eq!(e.k % SKINNY.contract.k_multiple, 0, "{e:?}");
+            assert_eq!(e.k % e.group, 0, "{e:?}");
+            assert_eq!(e.n % 8, 0, "{e:?}");
+            if e.capacity == SkinnyCapacity::StagedScales {
+                for t in Target::ALL {
+                    assert_eq!(skinny_row_tiles(e.n, e.k, e.group, t), 1, "{e:?} on {t:?}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn the_table_is_complete_and_named_by_entry_name() {

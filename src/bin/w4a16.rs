@@ -10,8 +10,7 @@ use args::TargetArg;
 use clap::{Parser, Subcommand};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use w4a16_harness::cases::{self, CaseSet};
 use w4a16_harness::config::{self, KernelConfig};
 use w4a16_harness::device::{Allocation, Health};
@@ -23,18 +22,18 @@ use w4a16_harness::perf::measure::{PerfPlan, measure_suite, perf_cases};
 use w4a16_harness::perf::peers::{self, PeerCase};
 use w4a16_harness::perf::report::{self as perf_report, PerfRun};
 use w4a16_harness::perf::update;
-use w4a16_harness::require;
-use w4a16_harness::runner::sanitize::{self, SanitizerTool};
+use w4a16_harness::runner::cli_run::{
+    self, RunOptions, check_suites, choose, load_with_dir, require_gpu_checks, snapshots,
+};
+use w4a16_harness::runner::sanitize::SanitizerTool;
 use w4a16_harness::runner::session::{self, Backend, SessionOptions};
 use w4a16_harness::runner::snapshot::{SnapshotFile, SnapshotMode};
 use w4a16_harness::runner::{
-    Check, Outcome, PhaseTimes, Summary, Verdict, cpu_side, execute, global, isolate, report,
-    snapshot, verdict,
+    Check, Outcome, PhaseTimes, Summary, Verdict, cpu_side, isolate, snapshot,
 };
 use w4a16_harness::select::{self, LayerRequest};
 use w4a16_kernels::mutants::{Catalogue, Mutant};
-use w4a16_kernels::nvrtc;
-use w4a16_kernels::source::{self, KernelSources};
+use w4a16_kernels::source::KernelSources;
 use w4a16_kernels::target::Vendor;
 use w4a16_kernels::{KernelId, RunTarget, Target, emulation};
 use w4a16_reference::ActDtype;
@@ -699,242 +698,34 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
             target,
             jobs,
             report_dir,
-            snapshot: snap,
-            snapshots: snapshot_dir,
+            snapshot,
+            snapshots,
             in_process,
             case_timeout,
-            sanitize: sanitize_tool,
+            sanitize,
             kernel_sources,
             fail_fast,
         } => {
             let sources = kernel_sources_arg(kernel_sources.as_deref())?;
-            let (dir, set) = load_with_dir(cli.cases)?;
-            check_suites(&set, &suites)?;
-            // No dead tile-table rung: every rung is chosen by the derived selection sweep.
-            select::reach::check_shipped().map_err(|e| e.to_string())?;
-            let snapshot_dir = snapshot::snapshot_dir(snapshot_dir.as_deref(), &dir);
-            let chosen = choose(&set, &suites, filter.as_deref());
-            let (target, backend) =
-                session::open_backend_with(target.run_target(), &sources, Allocation::Guarded);
-            let (chosen, over_budget): (Vec<&cases::Case>, Vec<&cases::Case>) = chosen
-                .into_iter()
-                .partition(|c| session::runs_on(c, target));
-            let budget_note = (!over_budget.is_empty()).then(|| {
-                format!(
-                    "{} cases above the emulation budget (M·N·K > 2^{}) are not run on {target} (native targets run them), e.g. {}",
-                    over_budget.len(),
-                    emulation::MAX_CASE_MACS.trailing_zeros(),
-                    over_budget[0].id
-                )
-            });
-            if let Some(note) = &budget_note {
-                eprintln!("w4a16: {note}");
-            }
-            let no_gpu = match &backend {
-                Backend::None(skip) => Some(skip.clone()),
-                Backend::Device(_) => None,
-            };
-            // Sanitizer mode: workers under compute-sanitizer on a CUDA device, else a loud skip.
-            let sanitizer = sanitize_tool.map(|tool| {
-                let device = match &backend {
-                    Backend::Device(d) => Ok(d.kind()),
-                    Backend::None(skip) => Err(skip),
-                };
-                sanitize::availability(tool, device, target, sanitize::locate)
-            });
-            if let (Some(Ok(_)), true) = (&sanitizer, in_process) {
-                return Err("--sanitize runs the GPU cases in worker processes under compute-sanitizer; drop --in-process".into());
-            }
-            match &sanitizer {
-                Some(Ok(s)) => eprintln!(
-                    "w4a16: compute-sanitizer {} ({}) watches the workers; allocations are exact-size",
-                    s.tool,
-                    s.executable.display()
-                ),
-                Some(Err(skip)) => eprintln!("w4a16: SANITIZER SKIPPED: {}", skip.reason),
-                None => {}
-            }
-            if sources != KernelSources::Embedded {
-                eprintln!("w4a16: {sources}");
-            }
-            match &backend {
-                Backend::Device(d) => eprintln!(
-                    "w4a16: {} cases on {} ({target}), {jobs} workers",
-                    chosen.len(),
-                    d.name()
-                ),
-                Backend::None(skip) => eprintln!(
-                    "w4a16: {} cases, CPU-side checks for {target}; GPU checks skip: {}",
-                    chosen.len(),
-                    skip.reason
-                ),
-            }
-            let mut opts = SessionOptions::new(dir.clone(), target);
-            opts.config = config;
-            opts.artifacts = Some(report_dir.join("artifacts"));
-            let stop = opts.stop.clone();
-            let bar = indicatif::ProgressBar::new(chosen.len() as u64);
-            bar.set_style(
-                indicatif::ProgressStyle::with_template(
-                    "{elapsed_precise} [{bar:40}] {pos}/{len} cases, ETA {eta} {msg}",
-                )
-                .expect("template")
-                .progress_chars("=> "),
-            );
-            let failures = Mutex::new(0usize);
-            let seen = Mutex::new(std::collections::BTreeSet::new());
-            let on_verdict = |v: &Verdict| {
-                if seen.lock().expect("lock").insert(v.case_id.clone()) {
-                    bar.inc(1);
-                }
-                if v.outcome.is_failure() {
-                    if fail_fast {
-                        stop.stop();
-                    }
-                    let mut f = failures.lock().expect("lock");
-                    *f += 1;
-                    bar.set_message(format!("{} failing", *f));
-                    bar.println(format!(
-                        "{} {} [{}]: {}",
-                        v.outcome, v.case_id, v.check, v.detail
-                    ));
-                }
-            };
-            let started = Instant::now();
-            let mut verdicts = global::dequant_trick_checks();
-            verdicts.extend(session::invalid_case_file_checks(&dir));
-            let isolated = matches!(backend, Backend::Device(_)) && !in_process;
-            let workers = if isolated {
-                jobs
-            } else {
-                std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
-            };
-            let out = if isolated {
-                drop(backend);
-                // One compile of the kernel set here fills the PTX cache for every worker.
-                if target.executing_vendor() == Vendor::Nvidia {
-                    let extra = target.nvrtc_options().map_err(|e| e.to_string())?;
-                    nvrtc::compile_all(&sources, &source::WITH_SOURCE, Target::Sm90.name(), &extra);
-                }
-                let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-                let mut args = vec![
-                    "--cases".into(),
-                    dir.display().to_string(),
-                    "worker".into(),
-                    "--target".into(),
-                    target.name(),
-                ];
-                if let Some(d) = sources.as_dir_arg() {
-                    args.extend(["--kernel-sources".into(), d.display().to_string()]);
-                }
-                args.extend([
-                    "--kernel-config-json".into(),
-                    config.to_string(),
-                    "--artifacts".into(),
-                    report_dir.join("artifacts").display().to_string(),
-                ]);
-                let watched = match &sanitizer {
-                    Some(Ok(s)) => {
-                        args.push("--exact-allocations".into());
-                        Some((s, target))
-                    }
-                    _ => None,
-                };
-                let ids: Vec<String> = chosen.iter().map(|c| c.id.clone()).collect();
-                // A rough time model: the layer's weights are read for data, conversion and
-                // verification; the batch adds verification work up to the sampled regime.
-                let cost = |id: &str| {
-                    set.case(id).map_or(1.0, |c| {
-                        let w = (c.shape.n * c.shape.k) as f64;
-                        w * (1.0 + c.m.min(256) as f64 / 64.0)
-                    })
-                };
-                let worker = isolate::WorkerCommand {
-                    exe: &exe,
-                    args: &args,
-                    sanitizer: watched,
-                };
-                session::run_worker_jobs(
-                    &worker,
-                    &ids,
-                    cost,
-                    jobs,
-                    Duration::from_secs(case_timeout),
-                    &stop,
-                    &on_verdict,
-                )
-                .map_err(|e| e.to_string())?
-            } else {
-                session::run_in_process(&set, &chosen, &backend, &opts, &on_verdict)?
-            };
-            verdicts.extend(out.verdicts);
-            if let Some(Err(skip)) = &sanitizer {
-                let tool = sanitize_tool.expect("a sanitizer was asked for");
-                let ids = chosen.iter().map(|c| c.id.as_str());
-                let skipped = sanitize::skip_verdicts(ids, tool, skip);
-                skipped.iter().for_each(&on_verdict);
-                verdicts.extend(skipped);
-            }
-            bar.finish_and_clear();
-            require_gpu_checks(&mut verdicts);
-            let wall_s = started.elapsed().as_secs_f64();
-            write_reports(
-                &report_dir,
-                target,
-                &verdicts,
-                (wall_s, workers, &out.times),
-            )?;
-            let differing = match (&no_gpu, snap.mode()) {
-                (_, None) => Vec::new(),
-                // Verdict snapshots record GPU runs; CPU-side rows and skips would only differ.
-                (Some(skip), Some(mode)) => {
-                    eprintln!(
-                        "w4a16: SNAPSHOTS NOT {}: no GPU for {target} here ({})",
-                        match mode {
-                            SnapshotMode::Update => "RECORDED",
-                            SnapshotMode::Check => "COMPARED",
-                        },
-                        skip.reason
-                    );
-                    Vec::new()
-                }
-                (None, Some(mode)) => {
-                    let suites = chosen.iter().map(|c| c.suite.as_str());
-                    let file = |s: &str| SnapshotFile::new(s, &target.name(), sanitize_tool);
-                    snapshots(&snapshot_dir, mode, suites.map(file), &verdicts)?
-                }
-            };
-            let summary = Summary::of(&verdicts);
-            print!("{summary}");
-            if let Some(note) = &budget_note {
-                println!("{note}");
-            }
-            if !differing.is_empty() {
-                println!(
-                    "SNAPSHOTS DIFFER on {target}: {} (review the .snap.new files with `cargo insta review`, or record with --snapshot update)",
-                    differing.join(", ")
-                );
-            }
-            if stop.is_stopped() {
-                let ran: std::collections::BTreeSet<&str> =
-                    verdicts.iter().map(|v| v.case_id.as_str()).collect();
-                let ran = chosen
-                    .iter()
-                    .filter(|c| ran.contains(c.id.as_str()))
-                    .count();
-                println!(
-                    "stopped at the first failure (--fail-fast): {ran} of {} cases ran",
-                    chosen.len()
-                );
-            }
-            println!("wall time {wall_s:.1} s with {workers} workers");
-            print!("{}", out.times);
-            println!(
-                "reports: {}/{{report.json,junit.xml,summary.md}}",
-                report_dir.display()
-            );
-            Ok(if differing.is_empty() {
-                exit_for(&summary)
+            let end = cli_run::run(RunOptions {
+                cases_dir: cases::locate(cli.cases).map_err(|e| e.to_string())?,
+                suites,
+                filter,
+                target: target.run_target(),
+                jobs,
+                report_dir,
+                snapshot: snapshot.mode(),
+                snapshots,
+                in_process,
+                case_timeout: Duration::from_secs(case_timeout),
+                sanitize,
+                sources,
+                fail_fast,
+                config,
+                worker_exe: None,
+            })?;
+            Ok(if end.passed() {
+                ExitCode::SUCCESS
             } else {
                 ExitCode::FAILURE
             })
@@ -980,13 +771,6 @@ fn load(explicit: Option<PathBuf>) -> Result<CaseSet, String> {
     load_with_dir(explicit).map(|(_, set)| set)
 }
 
-/// The case folder (`--cases`, `W4A16_CASES` or the nearest `cases/`) and everything in it.
-fn load_with_dir(explicit: Option<PathBuf>) -> Result<(PathBuf, CaseSet), String> {
-    let dir = cases::locate(explicit).map_err(|e| e.to_string())?;
-    let set = cases::load_all(&dir).map_err(|e| e.to_string())?;
-    Ok((dir, set))
-}
-
 fn print_counts(set: &CaseSet) {
     println!(
         "{:<14} {:>7} {:>7} {:>5} {:>10}  description",
@@ -1001,104 +785,12 @@ fn print_counts(set: &CaseSet) {
     println!("{:<14} {:>7}", "total", set.total_cases());
 }
 
-/// `W4A16_REQUIRE` over a run's verdicts: a skip of a check whose requirement it names fails
-/// the run, counted as such in the summary, the reports and the exit code; said once, loudly.
-fn require_gpu_checks(verdicts: &mut [Verdict]) {
-    let value = std::env::var("W4A16_REQUIRE").ok();
-    let required = require::required_from(value.as_deref());
-    let turned = verdict::apply_required(verdicts, &required);
-    if turned > 0 {
-        eprintln!(
-            "w4a16: W4A16_REQUIRE={} turns {turned} skipped checks into failures",
-            value.unwrap_or_default()
-        );
-    }
-}
-
 fn exit_for(s: &Summary) -> ExitCode {
     if s.failures() > 0 {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
     }
-}
-
-/// The cases of `suites` (all when empty) whose ids match `filter`.
-fn choose<'s>(set: &'s CaseSet, suites: &[String], filter: Option<&str>) -> Vec<&'s cases::Case> {
-    set.cases()
-        .filter(|c| suites.is_empty() || suites.contains(&c.suite))
-        .filter(|c| filter.is_none_or(|f| cases::glob::glob_match(f, &c.id)))
-        .collect()
-}
-
-fn check_suites(set: &CaseSet, suites: &[String]) -> Result<(), String> {
-    match suites.iter().find(|s| set.suite(s).is_none()) {
-        Some(s) => Err(format!(
-            "--suite: no suite {s:?}; suites are {}",
-            set.suite_names().join(", ")
-        )),
-        None => Ok(()),
-    }
-}
-
-fn write_reports(
-    dir: &Path,
-    target: RunTarget,
-    verdicts: &[Verdict],
-    timing: (f64, usize, &PhaseTimes),
-) -> Result<(), String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let t = &target.name();
-    let mut md = report::markdown(t, verdicts, |v| execute::repro_command(&v.case_id, target));
-    let (wall_s, workers, times) = timing;
-    let share = |x: f64| 100.0 * x / times.total_s().max(f64::MIN_POSITIVE);
-    md.push_str(&format!(
-        "\n_{wall_s:.0} s wall on {workers} workers; of their summed time: device {:.0}%, reference + verification {:.0}%, data + conversion {:.0}%._\n",
-        share(times.device_s),
-        share(times.verify_s),
-        share(times.data_s + times.convert_s),
-    ));
-    for (name, text) in [
-        ("report.json", report::json(t, verdicts, Some(timing))),
-        ("junit.xml", report::junit(t, verdicts)),
-        ("summary.md", md),
-    ] {
-        std::fs::write(dir.join(name), text)
-            .map_err(|e| format!("{}: {e}", dir.join(name).display()))?;
-    }
-    Ok(())
-}
-
-/// Compares (or records) one verdict snapshot per file key, each holding the verdicts of its
-/// suite, and prints each outcome with its compact diff. Returns the names of the snapshots
-/// that differ under `check` (the run fails on them); `update` has recorded them.
-fn snapshots(
-    dir: &Path,
-    mode: SnapshotMode,
-    files: impl IntoIterator<Item = SnapshotFile>,
-    verdicts: &[Verdict],
-) -> Result<Vec<String>, String> {
-    let mut files: Vec<SnapshotFile> = files.into_iter().collect();
-    files.sort_by(|a, b| a.suite.cmp(&b.suite));
-    files.dedup();
-    let mut differing = Vec::new();
-    for file in files {
-        let prefix = format!("{}/", file.suite);
-        let rows: Vec<Verdict> = verdicts
-            .iter()
-            .filter(|v| v.case_id.starts_with(&prefix))
-            .cloned()
-            .collect();
-        let report =
-            snapshot::compare_and_write(dir, file, &rows, mode).map_err(|e| e.to_string())?;
-        if report.differs() {
-            print!("{report}");
-            if mode == SnapshotMode::Check {
-                differing.push(report.file.name());
-            }
-        }
-    }
-    Ok(differing)
 }
 
 /// `w4a16 snapshots`: a finished run's report.json against the verdict snapshots. Its verdicts

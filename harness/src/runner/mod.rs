@@ -3,6 +3,7 @@
 
 pub mod artifact;
 pub mod check;
+pub mod cli_run;
 pub mod cpu_side;
 pub mod execute;
 pub mod global;
@@ -17,4 +18,4 @@ pub mod verdict;
 
 pub use check::{Check, KernelPath};
 pub use timing::PhaseTimes;
-pub use verdict::{Cause, Mismatch, Outcome, Summary, Verdict};
+pub use verdict::{Cause, Mismatch, Outcome, ReferenceStage, SourceError, Summary, Verdict};

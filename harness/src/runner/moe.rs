@@ -10,8 +10,9 @@ use std::time::Instant;
 
 use super::check::{Check, KernelPath};
 use super::execute::RunContext;
+use super::execute::reference_failure;
 use super::timing::{Phase, PhaseTimes};
-use super::verdict::{Cause, Mismatch, Outcome, OutputProblems, Verdict};
+use super::verdict::{Cause, Mismatch, Outcome, OutputProblems, ReferenceStage, Verdict};
 use crate::cases::{Case, MoeRouting};
 use crate::device::{DeviceFault, MoeLaunch, MoeOutput};
 use crate::require::{Requirement, Skip};
@@ -95,6 +96,16 @@ impl MoeRun<'_, '_> {
             .push(Verdict::new(&self.case.id, check, outcome).detail(detail));
     }
 
+    /// The case's data could not be built at `stage`: a `data` failure, its error typed.
+    fn data_failure(
+        &mut self,
+        stage: ReferenceStage,
+        error: impl std::error::Error + Send + Sync + 'static,
+    ) {
+        let v = reference_failure(&self.case.id, Check::Data, stage, error);
+        self.verdicts.push(v);
+    }
+
     /// A device fault: a SKIP where a capability is missing, else a FAULT.
     fn push_device(&mut self, check: Check, fault: DeviceFault) {
         let (outcome, cause) = Cause::of_device(fault);
@@ -151,7 +162,7 @@ impl MoeRun<'_, '_> {
         let seed = data::case_seed(&case.id);
         let map = match ExpertMap::new(self.routing.map, self.routing.experts) {
             Ok(m) => m,
-            Err(e) => return self.verdict(Check::Data, Outcome::Fail, format!("expert map: {e}")),
+            Err(e) => return self.data_failure(ReferenceStage::ExpertMap, e),
         };
         let start = Instant::now();
         let routing = route(
@@ -163,12 +174,12 @@ impl MoeRun<'_, '_> {
         );
         let routing = match routing {
             Ok(r) => r,
-            Err(e) => return self.verdict(Check::Data, Outcome::Fail, format!("routing: {e}")),
+            Err(e) => return self.data_failure(ReferenceStage::Routing, e),
         };
         let spec = self.spec(map.local_experts());
         let x = match data::generate_activations(seed, &spec.data_spec(case.m)) {
             Ok(x) => x,
-            Err(e) => return self.verdict(Check::Data, Outcome::Fail, format!("X: {e}")),
+            Err(e) => return self.data_failure(ReferenceStage::Activations, e),
         };
         self.times.add(Phase::Data, start.elapsed());
         let Some(experts) = self.prepared(&spec) else {
@@ -326,7 +337,7 @@ impl MoeRun<'_, '_> {
                 Some(p)
             }
             Err(e) => {
-                self.verdict(Check::Data, Outcome::Fail, format!("experts: {e}"));
+                self.data_failure(ReferenceStage::Experts, e);
                 None
             }
         }
@@ -347,7 +358,7 @@ impl MoeRun<'_, '_> {
         let recipe = (set::MOE.recipe)(self.case.dtype);
         let model = match BoundModel::new(&recipe, self.case.shape.k, self.ctx.c_target) {
             Ok(m) => m,
-            Err(e) => return Verdict::new(id, check, Outcome::Fail).detail(format!("bound: {e}")),
+            Err(e) => return reference_failure(id, check, ReferenceStage::Bound, e),
         };
         let reference = grouped_reference_with(
             x,
@@ -361,7 +372,8 @@ impl MoeRun<'_, '_> {
         let reference = match reference {
             Ok(r) => r,
             Err(e) => {
-                return Verdict::new(id, Check::Reference, Outcome::Fail).detail(e.to_string());
+                let stage = ReferenceStage::Reference;
+                return reference_failure(id, Check::Reference, stage, e);
             }
         };
         let exact = self.case.class == DataClass::Exact;
@@ -374,7 +386,7 @@ impl MoeRun<'_, '_> {
         let report = match compare_grouped_mode(&reference, &model, &c.y_bits, c.n, mode) {
             Ok(r) => r,
             Err(e) => {
-                return Verdict::new(id, check, Outcome::Fail).detail(format!("compare: {e}"));
+                return reference_failure(id, check, ReferenceStage::Compare, e);
             }
         };
         let outside_clean = c.guard_violations.is_empty() && c.stray_writes == 0;

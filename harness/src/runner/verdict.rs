@@ -8,6 +8,7 @@ use crate::validate::ContractError;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 use w4a16_kernels::KernelId;
 
 w4a16_reference::named_enum! {
@@ -65,6 +66,120 @@ pub enum Cause {
     /// Outputs that must agree did not.
     #[error("{0}")]
     Mismatch(Mismatch),
+    /// The reference side failed at `stage` (data, conversion, the reference, the bound, the
+    /// comparison): the layer under test was never judged.
+    #[error("{}{error}", stage.prefix())]
+    Reference {
+        stage: ReferenceStage,
+        error: SourceError,
+    },
+    /// The selection chose a path that its own declarations would refuse at launch.
+    #[error("selected path would fail at launch: {0}")]
+    Selection(SourceError),
+}
+
+/// Where on the reference side a case failed; each renders the prefix its detail always had.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReferenceStage {
+    /// Seeded data generation.
+    Data,
+    /// A MoE case's expert map.
+    ExpertMap,
+    /// A MoE case's routing.
+    Routing,
+    /// A MoE case's activations.
+    Activations,
+    /// A MoE case's experts.
+    Experts,
+    /// The producer's checkpoint reading its own output back.
+    OwnReading,
+    /// The producer cannot write the case's layer.
+    Producer,
+    /// The converter refused the checkpoint.
+    Converter,
+    /// The converter's resident layout does not read back.
+    ResidentLayout,
+    /// Building the asymmetric carrier.
+    Carrier,
+    /// The exact reference output.
+    Reference,
+    /// The derived bound.
+    Bound,
+    /// The inputs of sampled verification.
+    VerificationInput,
+    /// Comparing the output against the reference.
+    Compare,
+}
+
+impl ReferenceStage {
+    fn prefix(self) -> &'static str {
+        match self {
+            ReferenceStage::Data | ReferenceStage::Carrier | ReferenceStage::Reference => "",
+            ReferenceStage::ExpertMap => "expert map: ",
+            ReferenceStage::Routing => "routing: ",
+            ReferenceStage::Activations => "X: ",
+            ReferenceStage::Experts => "experts: ",
+            ReferenceStage::OwnReading => "own reading refused: ",
+            ReferenceStage::Producer => "producer cannot express the case: ",
+            ReferenceStage::Converter => "converter refused: ",
+            ReferenceStage::ResidentLayout => "resident layout invalid: ",
+            ReferenceStage::Bound => "bound: ",
+            ReferenceStage::VerificationInput => "verification input: ",
+            ReferenceStage::Compare => "compare: ",
+        }
+    }
+}
+
+/// An error of another layer (the reference crate, the converters, the selection), kept as
+/// itself in the process that found it ([`SourceError::downcast_ref`]) and as its rendering
+/// across the worker pipe: those types hold `&'static str` names and do not deserialize.
+#[derive(Clone, Debug)]
+pub struct SourceError {
+    text: String,
+    error: Option<Arc<dyn std::error::Error + Send + Sync>>,
+}
+
+impl SourceError {
+    pub fn new(error: impl std::error::Error + Send + Sync + 'static) -> Self {
+        SourceError {
+            text: error.to_string(),
+            error: Some(Arc::new(error)),
+        }
+    }
+
+    /// The typed error, where this verdict was made in this process.
+    pub fn downcast_ref<E: std::error::Error + 'static>(&self) -> Option<&E> {
+        self.error.as_deref().and_then(|e| e.downcast_ref())
+    }
+}
+
+impl fmt::Display for SourceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+/// Equal when they say the same: the typed error may not have crossed the pipe.
+impl PartialEq for SourceError {
+    fn eq(&self, other: &Self) -> bool {
+        self.text == other.text
+    }
+}
+
+impl Serialize for SourceError {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.text)
+    }
+}
+
+impl<'de> Deserialize<'de> for SourceError {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(SourceError {
+            text: String::deserialize(d)?,
+            error: None,
+        })
+    }
 }
 
 impl Cause {
@@ -204,8 +319,8 @@ pub struct Verdict {
     /// Human detail for logs and reports, rendered from `cause` where there is one; never
     /// snapshotted.
     pub detail: String,
-    /// Why the check did not pass, typed; `None` for passes and for failures of the reference
-    /// side itself (data generation, conversion, the bound), which `detail` names.
+    /// Why the check did not pass, typed; `None` for passes and for the failures that are only
+    /// described (a wrong carrier word, a checkpoint reading back differently).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cause: Option<Cause>,
     /// Worst |ŷ−y|/bound, for reports only.
@@ -435,6 +550,28 @@ mod tests {
         };
         assert_eq!(p.over_bound, 4);
         assert!(p.worst_ratio.is_nan());
+        // A reference-side error keeps its type here and its text across the pipe.
+        let bad = w4a16_reference::data::DataError::ZeroGroup;
+        let v = Verdict::new("a", Check::Data, Outcome::Fail).because(Cause::Reference {
+            stage: ReferenceStage::Bound,
+            error: SourceError::new(bad.clone()),
+        });
+        assert_eq!(v.detail, format!("bound: {bad}"));
+        let Some(Cause::Reference { error, .. }) = &v.cause else {
+            panic!("{v:?}")
+        };
+        assert_eq!(error.downcast_ref(), Some(&bad));
+        let json = serde_json::to_string(&v).unwrap();
+        assert!(json.contains(r#""stage":"bound""#), "{json}");
+        let back: Verdict = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, v);
+        let Some(Cause::Reference { error, .. }) = &back.cause else {
+            panic!("{back:?}")
+        };
+        assert_eq!(
+            error.downcast_ref::<w4a16_reference::data::DataError>(),
+            None
+        );
         // A verdict from before causes existed still reads.
         let old = r#"{"case_id":"a","check":"skinny","outcome":"pass","bucket":null,"detail":""}"#;
         let v: Verdict = serde_json::from_str(old).unwrap();

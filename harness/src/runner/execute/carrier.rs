@@ -5,7 +5,7 @@
 use super::{CaseRun, path_check};
 use crate::cases::{CarrierMode, ViewLayout};
 use crate::runner::check::Check;
-use crate::runner::verdict::Outcome;
+use crate::runner::verdict::{Outcome, ReferenceStage};
 use crate::tensor::{LaunchInputs, TensorView};
 use crate::validate::ContractError;
 use w4a16_kernels::{KernelId, set};
@@ -59,11 +59,11 @@ impl<'c, 'a> CaseRun<'c, 'a> {
             Ok(c) => c,
             Err(CarrierError::SymmetricLayer) => return None,
             Err(e @ CarrierError::UnpackedZeroPoints { .. }) => {
-                self.push(Check::Carrier, Outcome::Refused, e.to_string());
+                self.push_reference(Check::Carrier, Outcome::Refused, ReferenceStage::Carrier, e);
                 return None;
             }
             Err(e) => {
-                self.push(Check::Carrier, Outcome::Fail, e.to_string());
+                self.push_reference(Check::Carrier, Outcome::Fail, ReferenceStage::Carrier, e);
                 return None;
             }
         };

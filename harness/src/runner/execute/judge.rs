@@ -5,7 +5,9 @@
 use super::{CaseRun, repro_command};
 use crate::device::GemmOutput;
 use crate::runner::check::Check;
-use crate::runner::verdict::{Cause, Mismatch, Outcome, OutputProblems, Verdict};
+use crate::runner::verdict::{
+    Cause, Mismatch, Outcome, OutputProblems, ReferenceStage, SourceError, Verdict,
+};
 use w4a16_kernels::{KernelId, set};
 use w4a16_reference::NumericRecipe;
 use w4a16_reference::bound::BoundModel;
@@ -17,6 +19,17 @@ use w4a16_reference::verify::{self, VerifyBudget};
 /// Which reference a recipe needs: its magnitude lane's offset (bits) and whether the offset is
 /// accumulated (which changes the IEEE values of special rows).
 pub(super) type ReferenceKey = (Option<u64>, bool);
+
+/// A check that could not be judged: the reference side failed at `stage` with `error`.
+pub(crate) fn reference_failure(
+    id: impl Into<String>,
+    check: Check,
+    stage: ReferenceStage,
+    error: impl std::error::Error + Send + Sync + 'static,
+) -> Verdict {
+    let error = SourceError::new(error);
+    Verdict::new(id, check, Outcome::Fail).because(Cause::Reference { stage, error })
+}
 
 impl<'c, 'a> CaseRun<'c, 'a> {
     fn reference(
@@ -38,7 +51,8 @@ impl<'c, 'a> CaseRun<'c, 'a> {
                 self.references.last().map(|(_, r)| r)
             }
             Err(e) => {
-                self.push(Check::Reference, Outcome::Fail, e.to_string());
+                let stage = ReferenceStage::Reference;
+                self.push_reference(Check::Reference, Outcome::Fail, stage, e);
                 None
             }
         }
@@ -62,7 +76,7 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         let outside_clean = problems.guard_bytes == 0 && problems.stray_writes == 0;
         let model = match BoundModel::new(recipe, logical.shape.k, self.ctx.c_target) {
             Ok(m) => m,
-            Err(e) => return Verdict::new(id, check, Outcome::Fail).detail(format!("bound: {e}")),
+            Err(e) => return reference_failure(id, check, ReferenceStage::Bound, e),
         };
         let macs = (x.m * logical.shape.n * logical.shape.k) as f64;
         let bits = OutputBits::new(&out.y_bits, logical.shape.n);
@@ -95,8 +109,7 @@ impl<'c, 'a> CaseRun<'c, 'a> {
                     problems.sampled = Some((r.freivalds.passed(), format!("{:?}", r.sampled)));
                     self.fail(check, problems, x, logical, out, None)
                 }
-                Err(e) => Verdict::new(id, check, Outcome::Fail)
-                    .detail(format!("verification input: {e}")),
+                Err(e) => reference_failure(id, check, ReferenceStage::VerificationInput, e),
             };
         }
         let Some(reference) = self.reference(x, logical, recipe).cloned() else {
@@ -112,7 +125,7 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         let report = match report {
             Ok(r) => r,
             Err(e) => {
-                return Verdict::new(id, check, Outcome::Fail).detail(format!("compare: {e}"));
+                return reference_failure(id, check, ReferenceStage::Compare, e);
             }
         };
         let bucket = if exact {

@@ -19,11 +19,12 @@ mod selection;
 mod tests;
 
 use judge::ReferenceKey;
+pub(crate) use judge::reference_failure;
 pub use prepare::forget_prepared_layer;
 
 use super::check::{Check, KernelPath};
 use super::timing::{Phase, PhaseTimes};
-use super::verdict::{Cause, Outcome, Verdict};
+use super::verdict::{Cause, Outcome, ReferenceStage, SourceError, Verdict};
 use crate::cases::{self, Case, KnownBad, Xfail};
 use crate::config::KernelConfig;
 use crate::device::{Device, DeviceFault};
@@ -280,6 +281,18 @@ impl<'c, 'a> CaseRun<'c, 'a> {
             .push(Verdict::new(&self.case.id, check, outcome).detail(detail));
     }
 
+    /// A failure of the reference side at `stage`, its error kept typed in the cause.
+    fn push_reference(
+        &mut self,
+        check: Check,
+        outcome: Outcome,
+        stage: ReferenceStage,
+        error: impl std::error::Error + Send + Sync + 'static,
+    ) {
+        let error = SourceError::new(error);
+        self.push_cause(check, outcome, Cause::Reference { stage, error });
+    }
+
     /// A verdict whose detail is rendered from its typed cause.
     fn push_cause(&mut self, check: Check, outcome: Outcome, cause: Cause) {
         self.verdicts
@@ -352,7 +365,7 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         let x = match x {
             Ok(x) => x,
             Err(e) => {
-                self.push(Check::Data, Outcome::Fail, e.to_string());
+                self.push_reference(Check::Data, Outcome::Fail, ReferenceStage::Data, e);
                 return (self.verdicts, self.times);
             }
         };

@@ -6,7 +6,7 @@
 use super::{CaseRun, padding_rule, producer_of};
 use crate::runner::check::Check;
 use crate::runner::timing::Phase;
-use crate::runner::verdict::{Outcome, Verdict};
+use crate::runner::verdict::{Outcome, ReferenceStage, Verdict};
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Instant;
@@ -87,11 +87,8 @@ impl<'c, 'a> CaseRun<'c, 'a> {
                             }
                             Err(e) => {
                                 let check = Check::Convert(producer_of(self.case));
-                                self.push(
-                                    check,
-                                    Outcome::Fail,
-                                    format!("own reading refused: {e}"),
-                                );
+                                let stage = ReferenceStage::OwnReading;
+                                self.push_reference(check, Outcome::Fail, stage, e);
                                 return None;
                             }
                         };
@@ -106,7 +103,8 @@ impl<'c, 'a> CaseRun<'c, 'a> {
                         let layer = match layer {
                             Ok(l) => l,
                             Err(e) => {
-                                self.push(Check::Data, Outcome::Fail, e.to_string());
+                                let stage = ReferenceStage::Data;
+                                self.push_reference(Check::Data, Outcome::Fail, stage, e);
                                 return None;
                             }
                         };
@@ -138,11 +136,7 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         let ckpt = match producer.build(logical) {
             Ok(c) => c,
             Err(e) => {
-                self.push(
-                    check(),
-                    Outcome::Fail,
-                    format!("producer cannot express the case: {e}"),
-                );
+                self.push_reference(check(), Outcome::Fail, ReferenceStage::Producer, e);
                 return None;
             }
         };
@@ -157,7 +151,7 @@ impl<'c, 'a> CaseRun<'c, 'a> {
                 None
             }
             Err(e) => {
-                self.push(check(), Outcome::Fail, format!("own reading refused: {e}"));
+                self.push_reference(check(), Outcome::Fail, ReferenceStage::OwnReading, e);
                 None
             }
         }
@@ -185,7 +179,7 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         let converted = match ckpt.to_resident(&target, padding) {
             Ok(c) => c,
             Err(e) => {
-                self.push(check(), Outcome::Fail, format!("converter refused: {e}"));
+                self.push_reference(check(), Outcome::Fail, ReferenceStage::Converter, e);
                 return None;
             }
         };
@@ -203,11 +197,8 @@ impl<'c, 'a> CaseRun<'c, 'a> {
                     return None;
                 }
                 Err(e) => {
-                    self.push(
-                        check(),
-                        Outcome::Fail,
-                        format!("resident layout invalid: {e}"),
-                    );
+                    let stage = ReferenceStage::ResidentLayout;
+                    self.push_reference(check(), Outcome::Fail, stage, e);
                     return None;
                 }
             }

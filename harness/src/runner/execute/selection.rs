@@ -7,7 +7,7 @@ use super::{CaseRun, Mode, path_check, producer_of};
 use crate::cases::ViewLayout;
 use crate::runner::check::{Check, KernelPath};
 use crate::runner::timing::Phase;
-use crate::runner::verdict::Outcome;
+use crate::runner::verdict::{Cause, Outcome, SourceError};
 use crate::select::{self, LayerRequest};
 use crate::tensor::LaunchInputs;
 use crate::validate::ContractError;
@@ -37,11 +37,7 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         let check = Check::Selection(Some(path.clone()));
         match select::cross_check(&sel, &select::check::DeclaredContracts) {
             Ok(()) => self.push(check, Outcome::Pass, sel.dispatch.clone()),
-            Err(e) => self.push(
-                check,
-                Outcome::Fail,
-                format!("selected path would fail at launch: {e}"),
-            ),
+            Err(e) => self.push_cause(check, Outcome::Fail, Cause::Selection(SourceError::new(e))),
         }
         self.push_no_device(Check::Path(path));
     }

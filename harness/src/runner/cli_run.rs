@@ -1,0 +1,411 @@
+//! `w4a16 run` as a library call: the suites of a case folder on one target, the GPU cases in
+//! fault-isolated workers (or in this process), the reports, the verdict snapshots and the
+//! summary. The binary parses its arguments into [`RunOptions`] and maps the [`RunEnd`] to an
+//! exit code; the orchestration lives here so it can be read and tested beside the runner.
+
+use super::sanitize::{self, SanitizerTool};
+use super::session::{self, Backend, SessionOptions};
+use super::snapshot::{self, SnapshotFile, SnapshotMode};
+use super::{PhaseTimes, Summary, Verdict, execute, global, isolate, report, verdict};
+use crate::cases::{self, Case, CaseSet};
+use crate::config::KernelConfig;
+use crate::device::Allocation;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use w4a16_kernels::source::{self, KernelSources};
+use w4a16_kernels::target::Vendor;
+use w4a16_kernels::{RunTarget, Target, emulation, nvrtc};
+
+/// Everything `w4a16 run` was asked for, typed.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// The case folder (already located: `--cases`, `W4A16_CASES` or the nearest `cases/`).
+    pub cases_dir: PathBuf,
+    /// Suites to run; empty runs all.
+    pub suites: Vec<String>,
+    /// Only case ids matching this glob.
+    pub filter: Option<String>,
+    /// `None` runs on the GPU found here.
+    pub target: Option<RunTarget>,
+    /// Worker processes sharing the GPU.
+    pub jobs: usize,
+    /// Where the JSON, JUnit XML and Markdown reports and failure artifacts go.
+    pub report_dir: PathBuf,
+    /// Record or compare the verdict snapshots; `None` leaves them alone.
+    pub snapshot: Option<SnapshotMode>,
+    /// The snapshot folder; `None` is `snapshots/` beside the case folder.
+    pub snapshots: Option<PathBuf>,
+    /// GPU cases in this process (no fault isolation).
+    pub in_process: bool,
+    /// Per-case watchdog of the isolated workers.
+    pub case_timeout: Duration,
+    /// Workers under compute-sanitizer with this tool (a loud skip where it cannot run).
+    pub sanitize: Option<SanitizerTool>,
+    pub sources: KernelSources,
+    /// Stop at the first failing check.
+    pub fail_fast: bool,
+    pub config: KernelConfig,
+    /// The executable whose `worker` subcommand serves isolated cases; `None` is this process's.
+    pub worker_exe: Option<PathBuf>,
+}
+
+/// How a run ended: its summary and the snapshots that differ (a difference fails the run).
+#[derive(Clone, Debug)]
+pub struct RunEnd {
+    pub summary: Summary,
+    pub differing_snapshots: Vec<String>,
+}
+
+impl RunEnd {
+    /// Whether the run passed: no failing check and no differing snapshot.
+    pub fn passed(&self) -> bool {
+        self.summary.failures() == 0 && self.differing_snapshots.is_empty()
+    }
+}
+
+/// Runs the suites as `w4a16 run` does, printing progress to stderr and the summary to stdout.
+/// `Err` is a usage or setup error (an unknown suite, an unreadable case folder, a report that
+/// cannot be written), said in one line.
+pub fn run(opts: RunOptions) -> Result<RunEnd, String> {
+    let RunOptions {
+        cases_dir: dir,
+        suites,
+        filter,
+        target,
+        jobs,
+        report_dir,
+        snapshot: snap,
+        snapshots: snapshot_dir,
+        in_process,
+        case_timeout,
+        sanitize: sanitize_tool,
+        sources,
+        fail_fast,
+        config,
+        worker_exe,
+    } = opts;
+    let set = cases::load_all(&dir).map_err(|e| e.to_string())?;
+    check_suites(&set, &suites)?;
+    // No dead tile-table rung: every rung is chosen by the derived selection sweep.
+    crate::select::reach::check_shipped().map_err(|e| e.to_string())?;
+    let snapshot_dir = snapshot::snapshot_dir(snapshot_dir.as_deref(), &dir);
+    let chosen = choose(&set, &suites, filter.as_deref());
+    let (target, backend) = session::open_backend_with(target, &sources, Allocation::Guarded);
+    let (chosen, over_budget): (Vec<&Case>, Vec<&Case>) = chosen
+        .into_iter()
+        .partition(|c| session::runs_on(c, target));
+    let budget_note = (!over_budget.is_empty()).then(|| {
+        format!(
+            "{} cases above the emulation budget (M·N·K > 2^{}) are not run on {target} (native targets run them), e.g. {}",
+            over_budget.len(),
+            emulation::MAX_CASE_MACS.trailing_zeros(),
+            over_budget[0].id
+        )
+    });
+    if let Some(note) = &budget_note {
+        eprintln!("w4a16: {note}");
+    }
+    let no_gpu = match &backend {
+        Backend::None(skip) => Some(skip.clone()),
+        Backend::Device(_) => None,
+    };
+    // Sanitizer mode: workers under compute-sanitizer on a CUDA device, else a loud skip.
+    let sanitizer = sanitize_tool.map(|tool| {
+        let device = match &backend {
+            Backend::Device(d) => Ok(d.kind()),
+            Backend::None(skip) => Err(skip),
+        };
+        sanitize::availability(tool, device, target, sanitize::locate)
+    });
+    if let (Some(Ok(_)), true) = (&sanitizer, in_process) {
+        return Err("--sanitize runs the GPU cases in worker processes under compute-sanitizer; drop --in-process".into());
+    }
+    match &sanitizer {
+        Some(Ok(s)) => eprintln!(
+            "w4a16: compute-sanitizer {} ({}) watches the workers; allocations are exact-size",
+            s.tool,
+            s.executable.display()
+        ),
+        Some(Err(skip)) => eprintln!("w4a16: SANITIZER SKIPPED: {}", skip.reason),
+        None => {}
+    }
+    if sources != KernelSources::Embedded {
+        eprintln!("w4a16: {sources}");
+    }
+    match &backend {
+        Backend::Device(d) => eprintln!(
+            "w4a16: {} cases on {} ({target}), {jobs} workers",
+            chosen.len(),
+            d.name()
+        ),
+        Backend::None(skip) => eprintln!(
+            "w4a16: {} cases, CPU-side checks for {target}; GPU checks skip: {}",
+            chosen.len(),
+            skip.reason
+        ),
+    }
+    let mut session_opts = SessionOptions::new(dir.clone(), target);
+    session_opts.config = config;
+    session_opts.artifacts = Some(report_dir.join("artifacts"));
+    let stop = session_opts.stop.clone();
+    let bar = indicatif::ProgressBar::new(chosen.len() as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:40}] {pos}/{len} cases, ETA {eta} {msg}",
+        )
+        .expect("template")
+        .progress_chars("=> "),
+    );
+    let failures = Mutex::new(0usize);
+    let seen = Mutex::new(std::collections::BTreeSet::new());
+    let on_verdict = |v: &Verdict| {
+        if seen.lock().expect("lock").insert(v.case_id.clone()) {
+            bar.inc(1);
+        }
+        if v.outcome.is_failure() {
+            if fail_fast {
+                stop.stop();
+            }
+            let mut f = failures.lock().expect("lock");
+            *f += 1;
+            bar.set_message(format!("{} failing", *f));
+            bar.println(format!(
+                "{} {} [{}]: {}",
+                v.outcome, v.case_id, v.check, v.detail
+            ));
+        }
+    };
+    let started = Instant::now();
+    let mut verdicts = global::dequant_trick_checks();
+    verdicts.extend(session::invalid_case_file_checks(&dir));
+    let isolated = matches!(backend, Backend::Device(_)) && !in_process;
+    let workers = if isolated {
+        jobs
+    } else {
+        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    };
+    let out = if isolated {
+        drop(backend);
+        // One compile of the kernel set here fills the PTX cache for every worker.
+        if target.executing_vendor() == Vendor::Nvidia {
+            let extra = target.nvrtc_options().map_err(|e| e.to_string())?;
+            nvrtc::compile_all(&sources, &source::WITH_SOURCE, Target::Sm90.name(), &extra);
+        }
+        let exe = match worker_exe {
+            Some(exe) => exe,
+            None => std::env::current_exe().map_err(|e| e.to_string())?,
+        };
+        let mut args = vec![
+            "--cases".into(),
+            dir.display().to_string(),
+            "worker".into(),
+            "--target".into(),
+            target.name(),
+        ];
+        if let Some(d) = sources.as_dir_arg() {
+            args.extend(["--kernel-sources".into(), d.display().to_string()]);
+        }
+        args.extend([
+            "--kernel-config-json".into(),
+            config.to_string(),
+            "--artifacts".into(),
+            report_dir.join("artifacts").display().to_string(),
+        ]);
+        let watched = match &sanitizer {
+            Some(Ok(s)) => {
+                args.push("--exact-allocations".into());
+                Some((s, target))
+            }
+            _ => None,
+        };
+        let ids: Vec<String> = chosen.iter().map(|c| c.id.clone()).collect();
+        // A rough time model: the layer's weights are read for data, conversion and
+        // verification; the batch adds verification work up to the sampled regime.
+        let cost = |id: &str| {
+            set.case(id).map_or(1.0, |c| {
+                let w = (c.shape.n * c.shape.k) as f64;
+                w * (1.0 + c.m.min(256) as f64 / 64.0)
+            })
+        };
+        let worker = isolate::WorkerCommand {
+            exe: &exe,
+            args: &args,
+            sanitizer: watched,
+        };
+        session::run_worker_jobs(&worker, &ids, cost, jobs, case_timeout, &stop, &on_verdict)
+            .map_err(|e| e.to_string())?
+    } else {
+        session::run_in_process(&set, &chosen, &backend, &session_opts, &on_verdict)?
+    };
+    verdicts.extend(out.verdicts);
+    if let (Some(Err(skip)), Some(tool)) = (&sanitizer, sanitize_tool) {
+        let ids = chosen.iter().map(|c| c.id.as_str());
+        let skipped = sanitize::skip_verdicts(ids, tool, skip);
+        skipped.iter().for_each(&on_verdict);
+        verdicts.extend(skipped);
+    }
+    bar.finish_and_clear();
+    require_gpu_checks(&mut verdicts);
+    let wall_s = started.elapsed().as_secs_f64();
+    write_reports(
+        &report_dir,
+        target,
+        &verdicts,
+        (wall_s, workers, &out.times),
+    )?;
+    let differing = match (&no_gpu, snap) {
+        (_, None) => Vec::new(),
+        // Verdict snapshots record GPU runs; CPU-side rows and skips would only differ.
+        (Some(skip), Some(mode)) => {
+            eprintln!(
+                "w4a16: SNAPSHOTS NOT {}: no GPU for {target} here ({})",
+                match mode {
+                    SnapshotMode::Update => "RECORDED",
+                    SnapshotMode::Check => "COMPARED",
+                },
+                skip.reason
+            );
+            Vec::new()
+        }
+        (None, Some(mode)) => {
+            let suites = chosen.iter().map(|c| c.suite.as_str());
+            let file = |s: &str| SnapshotFile::new(s, &target.name(), sanitize_tool);
+            snapshots(&snapshot_dir, mode, suites.map(file), &verdicts)?
+        }
+    };
+    let summary = Summary::of(&verdicts);
+    print!("{summary}");
+    if let Some(note) = &budget_note {
+        println!("{note}");
+    }
+    if !differing.is_empty() {
+        println!(
+            "SNAPSHOTS DIFFER on {target}: {} (review the .snap.new files with `cargo insta review`, or record with --snapshot update)",
+            differing.join(", ")
+        );
+    }
+    if stop.is_stopped() {
+        let ran: std::collections::BTreeSet<&str> =
+            verdicts.iter().map(|v| v.case_id.as_str()).collect();
+        let ran = chosen
+            .iter()
+            .filter(|c| ran.contains(c.id.as_str()))
+            .count();
+        println!(
+            "stopped at the first failure (--fail-fast): {ran} of {} cases ran",
+            chosen.len()
+        );
+    }
+    println!("wall time {wall_s:.1} s with {workers} workers");
+    print!("{}", out.times);
+    println!(
+        "reports: {}/{{report.json,junit.xml,summary.md}}",
+        report_dir.display()
+    );
+    Ok(RunEnd {
+        summary,
+        differing_snapshots: differing,
+    })
+}
+
+/// The case folder (`--cases`, `W4A16_CASES` or the nearest `cases/`) and everything in it.
+pub fn load_with_dir(explicit: Option<PathBuf>) -> Result<(PathBuf, CaseSet), String> {
+    let dir = cases::locate(explicit).map_err(|e| e.to_string())?;
+    let set = cases::load_all(&dir).map_err(|e| e.to_string())?;
+    Ok((dir, set))
+}
+
+/// `W4A16_REQUIRE` over a run's verdicts: a skip of a check whose requirement it names fails
+/// the run, counted as such in the summary, the reports and the exit code; said once, loudly.
+pub fn require_gpu_checks(verdicts: &mut [Verdict]) {
+    let value = std::env::var("W4A16_REQUIRE").ok();
+    let required = crate::require::required_from(value.as_deref());
+    let turned = verdict::apply_required(verdicts, &required);
+    if turned > 0 {
+        eprintln!(
+            "w4a16: W4A16_REQUIRE={} turns {turned} skipped checks into failures",
+            value.unwrap_or_default()
+        );
+    }
+}
+
+/// The cases of `suites` (all when empty) whose ids match `filter`.
+pub fn choose<'s>(set: &'s CaseSet, suites: &[String], filter: Option<&str>) -> Vec<&'s Case> {
+    set.cases()
+        .filter(|c| suites.is_empty() || suites.contains(&c.suite))
+        .filter(|c| filter.is_none_or(|f| cases::glob::glob_match(f, &c.id)))
+        .collect()
+}
+
+/// `--suite`: every name a suite of `set`, or an error listing the suites there are.
+pub fn check_suites(set: &CaseSet, suites: &[String]) -> Result<(), String> {
+    match suites.iter().find(|s| set.suite(s).is_none()) {
+        Some(s) => Err(format!(
+            "--suite: no suite {s:?}; suites are {}",
+            set.suite_names().join(", ")
+        )),
+        None => Ok(()),
+    }
+}
+
+/// report.json, junit.xml and summary.md (with where the time went) in `dir`.
+pub fn write_reports(
+    dir: &Path,
+    target: RunTarget,
+    verdicts: &[Verdict],
+    timing: (f64, usize, &PhaseTimes),
+) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let t = &target.name();
+    let mut md = report::markdown(t, verdicts, |v| execute::repro_command(&v.case_id, target));
+    let (wall_s, workers, times) = timing;
+    let share = |x: f64| 100.0 * x / times.total_s().max(f64::MIN_POSITIVE);
+    md.push_str(&format!(
+        "\n_{wall_s:.0} s wall on {workers} workers; of their summed time: device {:.0}%, reference + verification {:.0}%, data + conversion {:.0}%._\n",
+        share(times.device_s),
+        share(times.verify_s),
+        share(times.data_s + times.convert_s),
+    ));
+    for (name, text) in [
+        ("report.json", report::json(t, verdicts, Some(timing))),
+        ("junit.xml", report::junit(t, verdicts)),
+        ("summary.md", md),
+    ] {
+        std::fs::write(dir.join(name), text)
+            .map_err(|e| format!("{}: {e}", dir.join(name).display()))?;
+    }
+    Ok(())
+}
+
+/// Compares (or records) one verdict snapshot per file key, each holding the verdicts of its
+/// suite, and prints each outcome with its compact diff. Returns the names of the snapshots
+/// that differ under `check` (the run fails on them); `update` has recorded them.
+pub fn snapshots(
+    dir: &Path,
+    mode: SnapshotMode,
+    files: impl IntoIterator<Item = SnapshotFile>,
+    verdicts: &[Verdict],
+) -> Result<Vec<String>, String> {
+    let mut files: Vec<SnapshotFile> = files.into_iter().collect();
+    files.sort_by(|a, b| a.suite.cmp(&b.suite));
+    files.dedup();
+    let mut differing = Vec::new();
+    for file in files {
+        let prefix = format!("{}/", file.suite);
+        let rows: Vec<Verdict> = verdicts
+            .iter()
+            .filter(|v| v.case_id.starts_with(&prefix))
+            .cloned()
+            .collect();
+        let report =
+            snapshot::compare_and_write(dir, file, &rows, mode).map_err(|e| e.to_string())?;
+        if report.differs() {
+            print!("{report}");
+            if mode == SnapshotMode::Check {
+                differing.push(report.file.name());
+            }
+        }
+    }
+    Ok(differing)
+}
