@@ -7,8 +7,9 @@
 //! lists the GPU ones, which alone count as "this machine's GPU" (an ISA emulator opens
 //! everywhere and does not belong there).
 
-// Each test binary includes this module and uses a part of it.
-#![allow(dead_code)]
+// Each test binary includes this module and uses a part of it (amd_rocm, its ROCm-only tests,
+// not the template).
+#![allow(dead_code, unused_macros)]
 
 use std::sync::OnceLock;
 
