@@ -1,11 +1,14 @@
 //! The `rocm` backend (cargo feature `rocm`). On a machine with an AMD GPU it opens the device,
 //! maps its gfx target and loads every entry of the kernel set with its ABI check; without one
-//! it reports "no AMD device" as a loud skip (a failure under `W4A16_REQUIRE=gpu`). The dense
+//! it reports "no AMD device" as a loud skip (a failure under `W4A16_REQUIRE=rocm`, and under
+//! `W4A16_REQUIRE=gpu` where no other GPU backend opened: tests/common). The dense
 //! path runs in hipBLAS, loaded at run time: missing, it is a loud skip naming the library.
 #![cfg(feature = "rocm")]
 
+mod common;
+
 use w4a16_harness::codeobject;
-use w4a16_harness::device::{Device, DeviceFault};
+use w4a16_harness::device::{Device, DeviceFault, DeviceKind};
 use w4a16_harness::device::{hipblas, rocm};
 use w4a16_harness::launch::DeviceInputs;
 use w4a16_harness::require::{Requirement, Skip, skip_or_fail};
@@ -17,7 +20,7 @@ use w4a16_reference::layer::Symmetry;
 use w4a16_reference::{ActDtype, LayerShape};
 
 #[test]
-fn an_amd_device_loads_every_entry_or_the_skip_says_no_amd_device() {
+fn an_amd_device_loads_every_entry_or_the_skip_says_no_amd_device_rocm() {
     match rocm::open() {
         Ok(dev) => {
             let t = Device::target(&dev);
@@ -39,7 +42,7 @@ fn an_amd_device_loads_every_entry_or_the_skip_says_no_amd_device() {
         Err(skip) => {
             assert_eq!(skip.requirement, Requirement::Gpu);
             assert!(skip.reason.starts_with("no AMD device"), "{}", skip.reason);
-            skip_or_fail(&skip);
+            common::skip_or_fail(DeviceKind::Rocm, &skip);
         }
     }
 }
@@ -79,9 +82,10 @@ fn code_objects_are_selected_by_target() {
 
 /// hipBLAS is searched first beside the HIP runtime the harness is linked to (its hipBLAS runs
 /// on that same runtime), and is either usable or a loud skip naming the library and every path
-/// tried (a failure under `W4A16_REQUIRE=gpu`: an AMD GPU runner must have the dense path).
+/// tried (a failure under `W4A16_REQUIRE=gpu` where no other vendor's GPU opened, so on an AMD
+/// GPU runner, which must have the dense path; and under `W4A16_REQUIRE=rocm`).
 #[test]
-fn hipblas_is_searched_beside_the_linked_runtime_and_loads_or_skips_naming_it() {
+fn hipblas_is_searched_beside_the_linked_runtime_and_loads_or_skips_naming_it_rocm() {
     let runtime = hipblas::loaded_hip_runtime().expect("the rocm feature links libamdhip64");
     let file = runtime.file_name().unwrap().to_string_lossy().into_owned();
     assert!(file.starts_with("libamdhip64.so"), "{}", runtime.display());
@@ -123,7 +127,7 @@ fn hipblas_is_searched_beside_the_linked_runtime_and_loads_or_skips_naming_it() 
                     );
                 }
             }
-            skip_or_fail(&skip);
+            common::skip_or_fail(DeviceKind::Rocm, &skip);
         }
     }
 }
@@ -134,16 +138,16 @@ fn hipblas_is_searched_beside_the_linked_runtime_and_loads_or_skips_naming_it() 
 /// output is one of the recipe's roundings bit for bit, and the launch is run twice and must be
 /// bitwise repeatable (atomics are not allowed on the handle).
 #[test]
-fn the_dense_path_runs_in_hipblas_with_padded_strides_and_bias() {
+fn the_dense_path_runs_in_hipblas_with_padded_strides_and_bias_rocm() {
     let dev = match rocm::open() {
         Ok(d) => d,
         Err(skip) => {
-            skip_or_fail(&skip);
+            common::skip_or_fail(DeviceKind::Rocm, &skip);
             return;
         }
     };
     if let Err(e) = hipblas::HipBlas::get() {
-        skip_or_fail(&e.skip());
+        common::skip_or_fail(DeviceKind::Rocm, &e.skip());
         return;
     }
     let (m, n, k) = (5usize, 72usize, 512usize);

@@ -4,27 +4,33 @@
 //! every kernel that takes it → f64 reference and bound, determinism, padding identity and the
 //! fallback's second opinion).
 //!
-//! On a GPU every kernel launches. Without one, the same body still checks data, conversion
-//! and the static selection, and the launches are reported as a loud skip
-//! (`W4A16_REQUIRE=gpu` makes that a failure).
+//! A case per backend (`…::case_1_cuda`, `…::case_2_rocm`) launches every kernel on that
+//! backend's GPU; a backend whose device does not open is a loud skip (a failure under
+//! `W4A16_REQUIRE=gpu` when no GPU backend opened: tests/common). The data, conversion and
+//! static-selection checks of the same body also run without any device, in
+//! `fuzzed_cases_pass_the_checks_that_need_no_device`.
 //!
 //! A failure shrinks, persists to `proptest-regressions/gpu_fuzz.txt`, and its message prints
 //! the `[[case]]` block to paste into `cases/regressions.toml`: the promoted case keeps the id,
 //! hence the seeded data, and runs in every `w4a16 run` from then on.
 //! `W4A16_FUZZ_CASES` sets the number of cases (default 24 without a GPU, 256 with one).
 
-use std::path::PathBuf;
-use std::sync::OnceLock;
+mod common;
 
+use common::backends;
 use proptest::prelude::*;
-use proptest::test_runner::FileFailurePersistence;
+use proptest::test_runner::{FileFailurePersistence, TestError, TestRunner};
+use rstest_reuse::apply;
+use std::path::PathBuf;
 use w4a16_harness::cases::{self, Case, strategy};
 use w4a16_harness::config::KernelConfig;
-use w4a16_harness::require::skip_or_fail;
+use w4a16_harness::device::{self, Allocation, Device, DeviceKind};
+use w4a16_harness::require::{Requirement, Skip};
 use w4a16_harness::runner::execute::{Mode, RunContext, run_case};
 use w4a16_harness::runner::session::{self, Backend};
 use w4a16_harness::runner::{Outcome, Verdict};
 use w4a16_kernels::RunTarget;
+use w4a16_kernels::source::KernelSources;
 
 /// `W4A16_CASES` where the binary runs away from its checkout (the staged GPU run).
 fn cases_dir() -> PathBuf {
@@ -44,31 +50,51 @@ fn fuzz_target() -> Option<RunTarget> {
     t
 }
 
-/// One backend for the whole fuzz run (opening a device and compiling the kernels is slow).
-fn backend() -> &'static (RunTarget, Backend) {
-    static BACKEND: OnceLock<(RunTarget, Backend)> = OnceLock::new();
-    BACKEND.get_or_init(|| {
-        let (target, backend) = session::open_backend(fuzz_target());
-        if let Backend::None(skip) = &backend {
-            skip_or_fail(skip);
+/// This backend's device for the fuzz target; an emulated target runs on the CUDA backend.
+fn open(kind: DeviceKind) -> Result<(RunTarget, Box<dyn Device>), Skip> {
+    let gpu_skip = |reason: String| Skip {
+        requirement: Requirement::Gpu,
+        reason,
+    };
+    match fuzz_target() {
+        Some(want) if want.is_emulated() => {
+            if kind != DeviceKind::Cuda {
+                return Err(gpu_skip(format!(
+                    "{} is emulated on the CUDA backend",
+                    want.name()
+                )));
+            }
+            let d = device::open_emulated_with(
+                want.target,
+                &KernelSources::Embedded,
+                Allocation::Guarded,
+            )?;
+            Ok((want, d))
         }
-        (target, backend)
-    })
+        want => {
+            let d = device::open_kind(kind)?;
+            let here = d.run_target();
+            match want {
+                Some(want) if want != here => Err(gpu_skip(format!(
+                    "the GPU here is {}, not {}",
+                    here.name(),
+                    want.name()
+                ))),
+                _ => Ok((here, d)),
+            }
+        }
+    }
 }
 
-fn fuzz_cases() -> u32 {
-    let default = match backend().1 {
-        Backend::Device(_) => 256,
-        Backend::None(_) => 24,
-    };
+/// `W4A16_FUZZ_CASES`, else `default`.
+fn fuzz_cases(default: u32) -> u32 {
     std::env::var("W4A16_FUZZ_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
 }
 
-fn run(case: &Case) -> Vec<Verdict> {
-    let (target, backend) = backend();
+fn run(case: &Case, target: RunTarget, backend: &Backend) -> Vec<Verdict> {
     let (device, no_device) = match backend {
         Backend::Device(d) => (Some(d.as_ref()), None),
         Backend::None(s) => (None, Some(s.clone())),
@@ -89,16 +115,18 @@ fn run(case: &Case) -> Vec<Verdict> {
     run_case(case, Mode::Differential, &ctx)
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: fuzz_cases(),
-        failure_persistence: Some(Box::new(FileFailurePersistence::Direct("proptest-regressions/gpu_fuzz.txt"))),
+/// `cases` fuzzed cases through the pipeline on `backend`; a failure shrinks and persists.
+fn fuzz(target: RunTarget, backend: &Backend, cases: u32) {
+    let mut runner = TestRunner::new(ProptestConfig {
+        cases,
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
+            "proptest-regressions/gpu_fuzz.txt",
+        ))),
+        source_file: Some(file!()),
         ..ProptestConfig::default()
-    })]
-
-    #[test]
-    fn fuzzed_cases_pass_every_kernel_that_takes_them(case in strategy::kernel_case(48, 2048)) {
-        let verdicts = run(&case);
+    });
+    let result = runner.run(&strategy::kernel_case(48, 2048), |case| {
+        let verdicts = run(&case, target, backend);
         prop_assert!(!verdicts.is_empty(), "{}: no verdicts", case.id);
         let failing: Vec<String> = verdicts
             .iter()
@@ -112,13 +140,41 @@ proptest! {
             failing.join("\n"),
             strategy::regression_entry(&case, "proptest gpu_fuzz, shrunk")
         );
-        // Without a GPU the launches skip, but never the CPU-side checks.
-        if matches!(backend().1, Backend::None(_)) {
+        // Without a device the launches skip, but never the CPU-side checks.
+        if matches!(backend, Backend::None(_)) {
             prop_assert!(
                 verdicts.iter().any(|v| v.outcome != Outcome::Skip),
                 "{}: every check skipped",
                 case.id
             );
         }
+        Ok(())
+    });
+    match result {
+        Ok(()) => {}
+        Err(TestError::Fail(why, case)) => {
+            panic!("{why}\nminimal failing case: {}", case.id)
+        }
+        Err(e) => panic!("{e}"),
     }
+}
+
+#[apply(backends)]
+fn fuzzed_cases_pass_every_kernel_that_takes_them(kind: DeviceKind) {
+    match open(kind) {
+        Ok((target, device)) => fuzz(target, &Backend::Device(device), fuzz_cases(256)),
+        Err(skip) => common::skip_or_fail(kind, &skip),
+    }
+}
+
+/// Data, conversion, selection and the reference on every fuzzed case, on any machine: the
+/// launches are left to the per-backend cases above.
+#[test]
+fn fuzzed_cases_pass_the_checks_that_need_no_device() {
+    let target = fuzz_target().unwrap_or(RunTarget::native(w4a16_kernels::Target::Gfx1151));
+    let no_device = Backend::None(Skip {
+        requirement: Requirement::Gpu,
+        reason: "the launches run in fuzzed_cases_pass_every_kernel_that_takes_them".into(),
+    });
+    fuzz(target, &no_device, fuzz_cases(24));
 }

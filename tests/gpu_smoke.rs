@@ -1,13 +1,18 @@
-//! Every kernel of the set on one small case on whatever GPU this machine has, checked against
-//! a naive f64 computation done here, with poison and guard bands checked. Without a GPU the
-//! test reports a loud skip (`W4A16-SKIP [gpu] …`); under `W4A16_REQUIRE=gpu` it fails.
+//! Every kernel of the set on one small case on each backend's GPU (a case per backend,
+//! `…::case_1_cuda`, `…::case_2_rocm`), checked against a naive f64 computation done here, with
+//! poison and guard bands checked. A backend whose device does not open reports a loud skip
+//! (`W4A16-SKIP [cuda] …`); under `W4A16_REQUIRE=gpu` it fails when no GPU backend opened
+//! (tests/common).
 //!
 //! The data are of the exact class (every fp32 partial sum exact), so each output is the
 //! declared recipe's rounding of the exact value, bit for bit.
 
-use w4a16_harness::device::{BenchPlan, Device, DeviceFault, GemmOutput, Health, open_default};
+mod common;
+
+use common::{backends, device};
+use rstest_reuse::apply;
+use w4a16_harness::device::{BenchPlan, Device, DeviceFault, DeviceKind, GemmOutput, Health};
 use w4a16_harness::launch::DeviceInputs;
-use w4a16_harness::require::skip_or_fail;
 use w4a16_harness::tensor::{DenseSpec, YSpec};
 use w4a16_kernels::set::decl;
 use w4a16_kernels::{KernelDecl, KernelId};
@@ -15,16 +20,6 @@ use w4a16_reference::data::{DataClass, DataSpec, generate};
 use w4a16_reference::formats::{ResidentLayer, RowPadding};
 use w4a16_reference::layer::Symmetry;
 use w4a16_reference::{ActDtype, Activations, BiasStage, LayerShape, QuantizedLayer};
-
-fn device() -> Option<Box<dyn Device>> {
-    match open_default() {
-        Ok(d) => Some(d),
-        Err(skip) => {
-            skip_or_fail(&skip);
-            None
-        }
-    }
-}
 
 struct Case {
     id: String,
@@ -125,9 +120,9 @@ fn check_gemm(dev: &dyn Device, kernel: KernelId, c: &Case, y_pad: usize) {
     }
 }
 
-#[test]
-fn gemm_kernels_match_a_naive_computation() {
-    let Some(dev) = device() else { return };
+#[apply(backends)]
+fn gemm_kernels_match_a_naive_computation(kind: DeviceKind) {
+    let Some(dev) = device(kind) else { return };
     eprintln!("device: {} ({})", dev.name(), dev.target());
     for dtype in ActDtype::ALL {
         for symmetry in [Symmetry::Sym, Symmetry::Asym] {
@@ -147,9 +142,9 @@ fn gemm_kernels_match_a_naive_computation() {
     }
 }
 
-#[test]
-fn padded_layouts_give_the_same_bits() {
-    let Some(dev) = device() else { return };
+#[apply(backends)]
+fn padded_layouts_give_the_same_bits(kind: DeviceKind) {
+    let Some(dev) = device(kind) else { return };
     let pad = RowPadding {
         weight_extra_bytes: 128,
         scale_extra_elems: 8,
@@ -165,9 +160,9 @@ fn padded_layouts_give_the_same_bits() {
     }
 }
 
-#[test]
-fn dequant_is_bit_exact_and_the_dense_path_matches() {
-    let Some(dev) = device() else { return };
+#[apply(backends)]
+fn dequant_is_bit_exact_and_the_dense_path_matches(kind: DeviceKind) {
+    let Some(dev) = device(kind) else { return };
     for dtype in ActDtype::ALL {
         for symmetry in [Symmetry::Sym, Symmetry::Asym] {
             let c = case(256, dtype, symmetry, false, RowPadding::NONE);
@@ -223,9 +218,9 @@ fn dequant_is_bit_exact_and_the_dense_path_matches() {
     }
 }
 
-#[test]
-fn a_launch_for_another_kernel_is_refused_without_touching_the_device() {
-    let Some(dev) = device() else { return };
+#[apply(backends)]
+fn a_launch_for_another_kernel_is_refused_without_touching_the_device(kind: DeviceKind) {
+    let Some(dev) = device(kind) else { return };
     let c = case(2, ActDtype::F16, Symmetry::Sym, false, RowPadding::NONE);
     let inputs = DeviceInputs::gemm(
         decl(KernelId::Fallback),
@@ -247,9 +242,9 @@ fn a_launch_for_another_kernel_is_refused_without_touching_the_device() {
     assert_eq!(dev.health(), Health::Ok);
 }
 
-#[test]
-fn benchmarks_report_positive_device_times() {
-    let Some(dev) = device() else { return };
+#[apply(backends)]
+fn benchmarks_report_positive_device_times(kind: DeviceKind) {
+    let Some(dev) = device(kind) else { return };
     let plan = BenchPlan {
         warmup: 2,
         iters: 5,

@@ -1,12 +1,18 @@
-//! The kernel-set suites on a real GPU, recorded as verdict snapshots per target. Without a GPU
-//! they skip loudly (`W4A16_REQUIRE=gpu` makes that a failure); what still runs here is the
+//! The kernel-set suites on a real GPU, a case per backend (`gpu_smoke_suite::case_1_cuda`, …),
+//! recorded as verdict snapshots per target. A backend whose device does not open skips loudly
+//! (`W4A16_REQUIRE=gpu` makes that a failure when no GPU backend opened: tests/common); what
+//! still runs here is the
 //! check that every committed verdict snapshot is current (its rows are exactly the suite's
 //! checks for today's case files) and that none of its verdicts fails.
 
+mod common;
+
+use common::backends;
+use rstest_reuse::apply;
 use std::collections::BTreeSet;
 use std::path::Path;
 use w4a16_harness::cases;
-use w4a16_harness::require::skip_or_fail;
+use w4a16_harness::device::DeviceKind;
 use w4a16_harness::runner::session::{self, Backend, SessionOptions};
 use w4a16_harness::runner::{Outcome, snapshot};
 
@@ -14,12 +20,12 @@ fn cases_dir() -> std::path::PathBuf {
     w4a16_harness::cases::locate(None).expect("the cases folder")
 }
 
-fn run_suite(suite: &str) {
-    let (target, backend) = session::open_backend(None);
-    if let Backend::None(skip) = &backend {
-        skip_or_fail(skip);
+fn run_suite(suite: &str, kind: DeviceKind) {
+    let Some(device) = common::device(kind) else {
         return;
-    }
+    };
+    let target = device.run_target();
+    let backend = Backend::Device(device);
     let set = cases::load_all(&cases_dir()).unwrap();
     let chosen: Vec<&cases::Case> = set.suite(suite).unwrap().cases.iter().collect();
     let opts = SessionOptions::new(cases_dir(), target);
@@ -40,39 +46,39 @@ fn run_suite(suite: &str) {
     );
 }
 
-#[test]
-fn gpu_smoke_suite() {
-    run_suite("smoke");
+#[apply(backends)]
+fn gpu_smoke_suite(kind: DeviceKind) {
+    run_suite("smoke", kind);
 }
 
-#[test]
-fn gpu_kernels_suite() {
-    run_suite("kernels");
+#[apply(backends)]
+fn gpu_kernels_suite(kind: DeviceKind) {
+    run_suite("kernels", kind);
 }
 
-#[test]
-fn gpu_checkpoints_suite() {
-    run_suite("checkpoints");
+#[apply(backends)]
+fn gpu_checkpoints_suite(kind: DeviceKind) {
+    run_suite("checkpoints", kind);
 }
 
-#[test]
-fn gpu_edges_suite() {
-    run_suite("edges");
+#[apply(backends)]
+fn gpu_edges_suite(kind: DeviceKind) {
+    run_suite("edges", kind);
 }
 
-#[test]
-fn gpu_regressions_suite() {
-    run_suite("regressions");
+#[apply(backends)]
+fn gpu_regressions_suite(kind: DeviceKind) {
+    run_suite("regressions", kind);
 }
 
-#[test]
-fn gpu_moe_suite() {
-    run_suite("moe");
+#[apply(backends)]
+fn gpu_moe_suite(kind: DeviceKind) {
+    run_suite("moe", kind);
 }
 
-#[test]
-fn gpu_carrier_suite() {
-    run_suite("carrier");
+#[apply(backends)]
+fn gpu_carrier_suite(kind: DeviceKind) {
+    run_suite("carrier", kind);
 }
 
 /// The suites every emulated AMD target (`gfx1100-emu`, `gfx1151-emu`, `gfx1201-emu`) records:

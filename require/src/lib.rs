@@ -1,6 +1,26 @@
 //! Loud skips (DESIGN rule 4): a check that cannot run here says why, and
 //! `W4A16_REQUIRE=gpu,amd-toolchain,nvrtc` turns that skip into a failure.
 //!
+//! # Tests of one backend, and what `gpu` demands of them
+//!
+//! A GPU test has one case per backend (`…_cuda`, `…_rocm`), each opening its own device. A
+//! machine has one vendor's GPU, so the other vendor's cases skip on every GPU job, and `gpu`
+//! cannot mean "every backend opened". [`backend_skip_or_fail`] judges such a skip:
+//!
+//! - `cuda` / `rocm` in `W4A16_REQUIRE` demand that backend: its skip fails.
+//! - `gpu` demands this machine's GPU, whichever vendor's: a backend's skip fails when no other
+//!   GPU backend opened here either. So on the H200 job (`W4A16_REQUIRE=gpu`) a `_cuda` case
+//!   whose device does not open (driver, NVRTC, context) fails, as no ROCm device opens there,
+//!   while the `_rocm` cases skip loudly because CUDA did open; the AMD runner mirrors it. A
+//!   machine whose only GPU has a broken driver opens nothing and fails every case. What `gpu`
+//!   alone cannot catch is a machine with both vendors' GPUs and one broken: name the vendor.
+//! - The skip's own requirement (say `nvrtc`), demanded, fails as in [`skip_or_fail`].
+//!
+//! The rule is kept here, pure ([`backend_skip_failure`]), and the caller says whether another
+//! backend opened (only asked when `gpu` is demanded and the answer matters): this crate sits
+//! below the devices and cannot open one. A backend that is not a GPU (an ISA emulator) is no
+//! "other backend": it opens everywhere and would make `gpu` demand nothing.
+//!
 //! Its own crate, below `kernels` and `harness`, so that every test binary of the workspace
 //! (the kernels crate's included, which cannot depend on the harness) prints skips one way
 //! and reads `W4A16_REQUIRE` one way.
@@ -35,8 +55,13 @@ use std::sync::{Mutex, Once, PoisonError};
 )]
 #[serde(rename_all = "kebab-case")]
 pub enum Requirement {
-    /// A usable GPU (CUDA or ROCm device).
+    /// A usable GPU of this machine's vendor (CUDA or ROCm device); for a test of one backend,
+    /// see the crate docs.
     Gpu,
+    /// The CUDA backend: an NVIDIA GPU, its driver, and NVRTC to build the kernels.
+    Cuda,
+    /// The ROCm backend (cargo feature `rocm`): an AMD GPU and the HIP runtime.
+    Rocm,
     /// clang-19 (or ROCm clang) with the HIP headers and AMD device bitcode.
     AmdToolchain,
     /// NVRTC and the CUDA headers (PyPI wheels or a toolkit).
@@ -44,7 +69,17 @@ pub enum Requirement {
 }
 
 impl Requirement {
-    pub const ALL: [Requirement; 3] = [
+    pub const ALL: [Requirement; 5] = [
+        Requirement::Gpu,
+        Requirement::Cuda,
+        Requirement::Rocm,
+        Requirement::AmdToolchain,
+        Requirement::Nvrtc,
+    ];
+
+    /// What `W4A16_REQUIRE=all` names: every requirement one machine can meet. Not `cuda` and
+    /// `rocm` together (no runner has both vendors' GPUs); `gpu` stands for this machine's.
+    pub const ALL_ON_ONE_MACHINE: [Requirement; 3] = [
         Requirement::Gpu,
         Requirement::AmdToolchain,
         Requirement::Nvrtc,
@@ -53,6 +88,8 @@ impl Requirement {
     pub fn name(self) -> &'static str {
         match self {
             Requirement::Gpu => "gpu",
+            Requirement::Cuda => "cuda",
+            Requirement::Rocm => "rocm",
             Requirement::AmdToolchain => "amd-toolchain",
             Requirement::Nvrtc => "nvrtc",
         }
@@ -70,13 +107,14 @@ impl fmt::Display for Requirement {
     }
 }
 
-/// Parses a `W4A16_REQUIRE` value. Unknown names are kept out (and reported by `check_env`).
+/// Parses a `W4A16_REQUIRE` value (`all`: [`Requirement::ALL_ON_ONE_MACHINE`]). Unknown names
+/// are kept out (and reported by `check_env`).
 pub fn required_from(value: Option<&str>) -> Vec<Requirement> {
     let Some(v) = value else { return Vec::new() };
     let mut out = Vec::new();
     for part in v.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         if part == "all" {
-            return Requirement::ALL.to_vec();
+            return Requirement::ALL_ON_ONE_MACHINE.to_vec();
         }
         if let Some(r) = Requirement::ALL.into_iter().find(|r| r.name() == part) {
             out.push(r);
@@ -117,6 +155,59 @@ pub fn skip_or_fail(skip: &Skip) {
         panic!("W4A16_REQUIRE={} but {}", skip.requirement, skip);
     }
     announce_skip(skip.requirement.name(), &skip.reason);
+}
+
+/// For a test of one backend (`backend` is [`Requirement::Cuda`] or [`Requirement::Rocm`]) that
+/// could not run it: a loud skip `W4A16-SKIP [cuda] …`, or a panic under the rule in the crate
+/// docs. `another_backend_opened` is asked only when `gpu` is demanded.
+pub fn backend_skip_or_fail(
+    backend: Requirement,
+    skip: &Skip,
+    another_backend_opened: impl FnOnce() -> bool,
+) {
+    let required = required_from(std::env::var("W4A16_REQUIRE").ok().as_deref());
+    if let Some(why) = backend_skip_failure(&required, backend, skip, another_backend_opened) {
+        panic!("{why}");
+    }
+    announce_skip(backend.name(), &announced_reason(skip));
+}
+
+/// The failure message when `required` turns this backend's skip into a failure (crate docs).
+pub fn backend_skip_failure(
+    required: &[Requirement],
+    backend: Requirement,
+    skip: &Skip,
+    another_backend_opened: impl FnOnce() -> bool,
+) -> Option<String> {
+    let reason = backend_reason(skip);
+    if required.contains(&backend) {
+        return Some(format!(
+            "W4A16_REQUIRE={backend} but the {backend} backend {reason}"
+        ));
+    }
+    if skip.requirement != Requirement::Gpu && required.contains(&skip.requirement) {
+        return Some(format!("W4A16_REQUIRE={} but {skip}", skip.requirement));
+    }
+    if required.contains(&Requirement::Gpu) && !another_backend_opened() {
+        return Some(format!(
+            "W4A16_REQUIRE=gpu and no GPU backend opened here: the {backend} backend {reason}"
+        ));
+    }
+    None
+}
+
+/// `skipped: …`, naming the skip's own requirement where it is not the GPU itself.
+fn backend_reason(skip: &Skip) -> String {
+    format!("skipped: {}", announced_reason(skip))
+}
+
+/// The reason on the `W4A16-SKIP [backend]` line: the skip's own, and its requirement where it
+/// is not the GPU itself (`needs nvrtc: …`).
+fn announced_reason(skip: &Skip) -> String {
+    match skip.requirement {
+        Requirement::Gpu => skip.reason.clone(),
+        other => format!("needs {other}: {}", skip.reason),
+    }
 }
 
 /// The prefix of every skip line and of the summary, for `grep` in CI logs.
@@ -220,6 +311,65 @@ mod tests {
         assert_eq!(required_from(Some("all")).len(), 3);
         assert!(required_from(None).is_empty());
         assert_eq!(unknown_required("gpu,gpus"), vec!["gpus".to_string()]);
+    }
+
+    #[test]
+    fn vendor_requirements_are_named_one_by_one() {
+        assert_eq!(
+            required_from(Some("gpu,rocm")),
+            vec![Requirement::Gpu, Requirement::Rocm]
+        );
+        let all = required_from(Some("all"));
+        assert!(!all.contains(&Requirement::Cuda) && !all.contains(&Requirement::Rocm));
+        assert!(unknown_required("cuda,rocm").is_empty());
+    }
+
+    #[test]
+    fn a_backend_skip_fails_under_gpu_only_when_no_other_backend_opened() {
+        let no_device = Skip {
+            requirement: Requirement::Gpu,
+            reason: "no AMD device".into(),
+        };
+        let rocm = |required: &[Requirement], other: bool| {
+            backend_skip_failure(required, Requirement::Rocm, &no_device, || other)
+        };
+        // The NVIDIA job: CUDA opened, the ROCm cases skip.
+        assert_eq!(rocm(&[Requirement::Gpu], true), None);
+        // Nothing opened (a broken driver): the machine's GPU is demanded.
+        let fail = rocm(&[Requirement::Gpu], false).expect("fails");
+        assert!(fail.contains("no GPU backend opened") && fail.contains("no AMD device"));
+        // The vendor named: fails whatever else opened.
+        assert!(rocm(&[Requirement::Rocm], true).is_some());
+        assert_eq!(rocm(&[Requirement::Cuda], false), None);
+        // Nothing demanded (.ci/run's amd-toolchain,nvrtc on a machine without a GPU).
+        assert_eq!(
+            rocm(&[Requirement::AmdToolchain, Requirement::Nvrtc], false),
+            None
+        );
+        assert_eq!(rocm(&[], false), None);
+    }
+
+    #[test]
+    fn a_backend_skip_for_another_demanded_requirement_fails() {
+        let no_nvrtc = Skip {
+            requirement: Requirement::Nvrtc,
+            reason: "libnvrtc not found".into(),
+        };
+        let cuda = |required: &[Requirement]| {
+            backend_skip_failure(required, Requirement::Cuda, &no_nvrtc, || true)
+        };
+        assert_eq!(
+            cuda(&[Requirement::Nvrtc]).as_deref(),
+            Some("W4A16_REQUIRE=nvrtc but skipped (needs nvrtc): libnvrtc not found")
+        );
+        assert_eq!(cuda(&[Requirement::AmdToolchain]), None);
+        // "Another backend opened" is asked only when `gpu` is demanded.
+        let asked = std::cell::Cell::new(false);
+        backend_skip_failure(&[], Requirement::Cuda, &no_nvrtc, || {
+            asked.set(true);
+            false
+        });
+        assert!(!asked.get());
     }
 
     #[test]

@@ -928,6 +928,26 @@ pub fn open_default_with(
     Err(none::open_with(&reasons))
 }
 
+/// Device 0 of one backend, guarded, with the embedded kernels: what a test named for that
+/// backend (`…_cuda`, `…_rocm`) opens. ROCm without the `rocm` feature is a skip saying so; a
+/// simulated device is the harness's own unit tests' and is not opened here.
+pub fn open_kind(kind: DeviceKind) -> Result<Box<dyn Device>, Skip> {
+    match kind {
+        DeviceKind::Cuda => Ok(Box::new(cuda::open()?)),
+        #[cfg(feature = "rocm")]
+        DeviceKind::Rocm => Ok(Box::new(rocm::open()?)),
+        #[cfg(not(feature = "rocm"))]
+        DeviceKind::Rocm => Err(skip(
+            Requirement::Gpu,
+            "the ROCm backend is not built (cargo feature `rocm`)",
+        )),
+        DeviceKind::Simulated => Err(skip(
+            Requirement::Gpu,
+            "a simulated device is not opened by kind (the harness's unit tests build their own)",
+        )),
+    }
+}
+
 /// The CUDA device compiling and running the kernels in `target`'s AMD configuration
 /// (`gfx1151-emu`). Emulation needs an NVIDIA GPU; without one this is the skip saying so.
 pub fn open_emulated_with(

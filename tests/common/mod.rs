@@ -1,0 +1,66 @@
+//! One test body per backend: `#[apply(backends)]` makes a named case of a test for each
+//! backend (`…::case_1_cuda`, `…::case_2_rocm`), and each case opens its own device or skips
+//! loudly under the per-vendor rule of `w4a16_require` (its crate docs): under
+//! `W4A16_REQUIRE=gpu` a case fails only when no GPU backend opened on this machine at all.
+//!
+//! A backend is one line of the template (and one arm of `device::open_kind`); [`GPU_BACKENDS`]
+//! lists the GPU ones, which alone count as "this machine's GPU" (an ISA emulator opens
+//! everywhere and does not belong there).
+
+// Each test binary includes this module and uses a part of it (amd_rocm, its ROCm-only tests,
+// not the template).
+#![allow(dead_code, unused_macros)]
+
+use std::sync::OnceLock;
+
+use rstest_reuse::template;
+use w4a16_harness::device::{Device, DeviceKind, open_kind};
+use w4a16_harness::require::{Requirement, Skip, backend_skip_or_fail};
+
+#[template]
+#[rstest::rstest]
+#[case::cuda(DeviceKind::Cuda)]
+#[case::rocm(DeviceKind::Rocm)]
+pub fn backends(#[case] kind: DeviceKind) {}
+
+/// The backends whose device is a GPU of one vendor.
+pub const GPU_BACKENDS: [DeviceKind; 2] = [DeviceKind::Cuda, DeviceKind::Rocm];
+
+/// What `W4A16_REQUIRE` names to demand this backend.
+pub fn requirement(kind: DeviceKind) -> Requirement {
+    match kind {
+        DeviceKind::Cuda => Requirement::Cuda,
+        DeviceKind::Rocm => Requirement::Rocm,
+        DeviceKind::Simulated => panic!("a simulated device is no backend of a GPU test"),
+    }
+}
+
+/// The GPU backends that open on this machine, probed once per test binary (only when a skip
+/// under `W4A16_REQUIRE=gpu` asks).
+fn opening_here() -> &'static [DeviceKind] {
+    static OPEN: OnceLock<Vec<DeviceKind>> = OnceLock::new();
+    OPEN.get_or_init(|| {
+        GPU_BACKENDS
+            .into_iter()
+            .filter(|&k| open_kind(k).is_ok())
+            .collect()
+    })
+}
+
+/// A loud skip of this backend's case, or a failure under the per-vendor rule.
+pub fn skip_or_fail(kind: DeviceKind, skip: &Skip) {
+    backend_skip_or_fail(requirement(kind), skip, || {
+        opening_here().iter().any(|&k| k != kind)
+    });
+}
+
+/// This backend's device, or `None` after [`skip_or_fail`].
+pub fn device(kind: DeviceKind) -> Option<Box<dyn Device>> {
+    match open_kind(kind) {
+        Ok(d) => Some(d),
+        Err(skip) => {
+            skip_or_fail(kind, &skip);
+            None
+        }
+    }
+}
