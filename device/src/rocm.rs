@@ -31,7 +31,7 @@ use w4a16_kernels::{KernelDecl, Target};
 use super::hipblas::{BlasHandle, HipBlas};
 use super::{Backend, BlasGemm, DeviceFault, FaultClass, Health, skip, watchdog_timeout};
 use crate::launch::PackedArgs;
-use w4a16_codeobject::{self, abi};
+use w4a16_codeobject::{self as codeobject, abi};
 use w4a16_require::{Requirement, Skip};
 
 #[allow(non_camel_case_types)]
