@@ -13,7 +13,7 @@ Peers, per case (provider, shape, M):
   dense-fp16  torch.mm on fp16 X [M, K] and fp16 W [N, K] (cuBLAS), the same for every provider
               of one (N, K, M), so it is timed once per (N, K, M).
 
-Method (the harness's, harness/src/device/mod.rs `bench`): one checked launch, then `warmup`
+Method (the harness's, device/src/lib.rs `bench_*`): one checked launch, then `warmup`
 launches left queued, then `reps` launches each between two CUDA events; launch i reads copy
 i % `copies` of all its inputs (weights, scales, X), each separately allocated, so that the L2
 cannot hold them; the time is the median of the per-launch intervals. Python enqueues slower than

@@ -1,41 +1,41 @@
-//! The harness: devices, validation at the launch boundary, selection, the case runner,
-//! verdicts, snapshots and reports.
+//! The harness: selection, the case runner, verdicts, snapshots, reports, benchmarks and perf
+//! mode, on top of the case files (`w4a16-cases`), code-object inspection
+//! (`w4a16-codeobject`) and the devices with their launch-boundary validation
+//! (`w4a16-device`). Those crates are re-exported at the paths they had inside the harness, so
+//! `w4a16_harness::device::Device` and `crate::cases::Case` still name them.
 
 pub mod bench;
-pub mod cases;
-pub mod codeobject;
 pub mod config;
-pub mod device;
-pub mod launch;
 pub mod model_check;
 pub mod mutants;
 pub mod perf;
 pub mod require;
 pub mod runner;
 pub mod select;
-pub mod tensor;
-pub mod validate;
+pub mod strategy;
+
+pub use w4a16_codeobject as codeobject;
+pub use w4a16_device as device;
+pub use w4a16_device::{launch, tensor, validate};
+
+/// The case files, and beside them the shape strategies for property tests, which draw on the
+/// selection's thresholds and requests and so live in the harness.
+pub mod cases {
+    pub use crate::strategy;
+    pub use w4a16_cases::*;
+}
 
 #[cfg(test)]
 mod named_tests {
-    use crate::cases::{CarrierMode, Mode, RowPadding, ViewLayout};
-    use crate::codeobject::gates::Gate;
     use crate::config::PrefillDequant;
     use crate::runner::Outcome;
     use crate::runner::sanitize::SanitizerTool;
     use crate::select::LayerKernel;
-    use crate::tensor::ElemType;
 
     w4a16_reference::named_enum_tests! {
-        row_padding: RowPadding,
-        view_layout: ViewLayout,
-        carrier_mode: CarrierMode,
-        suppression_mode: Mode,
-        gate: Gate,
         prefill_dequant: PrefillDequant,
         sanitizer_tool: SanitizerTool,
-        layer_kernel: LayerKernel,
-        elem_type: ElemType;
+        layer_kernel: LayerKernel;
         names_only { outcome: Outcome }
     }
 

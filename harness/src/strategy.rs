@@ -11,8 +11,8 @@ use w4a16_kernels::Target;
 use w4a16_reference::ActDtype;
 use w4a16_reference::layer::{LayerShape, Symmetry};
 
-use crate::cases::{Case, DataClass, Producer, RowPadding, ViewLayout, producer_applies_to};
 use crate::select::{DENSE_MIN_M, HYBRID_GROUPS, LayerRequest, SKINNY_MAX_M};
+use w4a16_cases::{Case, DataClass, Producer, RowPadding, ViewLayout, producer_applies_to};
 
 /// Every target the selection model knows.
 pub fn target() -> impl Strategy<Value = Target> {
@@ -245,7 +245,7 @@ pub fn kernel_case(max_groups: usize, max_n: usize) -> impl Strategy<Value = Cas
                     producer,
                     x_layout,
                     y_layout,
-                    carrier: super::CarrierMode::Off,
+                    carrier: w4a16_cases::CarrierMode::Off,
                     moe: None,
                 };
                 case.id = case.make_id();

@@ -1,6 +1,6 @@
 //! No GPU backend: every device check is a loud skip that says why (DESIGN rule 4).
 
-use crate::require::{Requirement, Skip};
+use w4a16_require::{Requirement, Skip};
 
 /// The skip a machine without any usable backend reports.
 pub fn open() -> Skip {

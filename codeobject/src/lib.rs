@@ -362,3 +362,10 @@ mod tests {
         assert_eq!(k.hidden_args[0].value_kind, "hidden_block_count_x");
     }
 }
+
+#[cfg(test)]
+mod named_tests {
+    w4a16_reference::named_enum_tests! {
+        gate: crate::gates::Gate,
+    }
+}

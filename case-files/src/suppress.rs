@@ -125,6 +125,8 @@ w4a16_reference::named_enum! {
 
 /// Declares the serde table of one kind of suppression: its scope keys, then the shared keys,
 /// each with its one type. Every kind is an expansion of this, so the shared keys cannot drift.
+/// Exported for the code-object crate's gate exceptions.
+#[macro_export]
 macro_rules! suppression_table {
     ($(#[$meta:meta])* $vis:vis struct $name:ident { $($(#[$fmeta:meta])* $field:ident: $ty:ty,)* }) => {
         $(#[$meta])*
@@ -133,13 +135,13 @@ macro_rules! suppression_table {
         $vis struct $name {
             $($(#[$fmeta])* pub $field: $ty,)*
             /// Glob over target names (`gfx11*`, `sm_90`, `*`).
-            pub target: $crate::cases::glob::Glob,
-            pub reason: $crate::cases::suppress::Text,
+            pub target: $crate::glob::Glob,
+            pub reason: $crate::suppress::Text,
             /// Issue or ticket that tracks the fix.
-            pub tracking: $crate::cases::suppress::Text,
+            pub tracking: $crate::suppress::Text,
             /// Last day the entry is valid; from the next day the run fails.
-            pub expires: $crate::cases::suppress::Date,
-            pub mode: $crate::cases::suppress::Mode,
+            pub expires: $crate::suppress::Date,
+            pub mode: $crate::suppress::Mode,
         }
 
         impl $name {
@@ -148,8 +150,8 @@ macro_rules! suppression_table {
                 &self,
                 file: &std::path::Path,
                 key: String,
-            ) -> $crate::cases::suppress::Shared {
-                $crate::cases::suppress::Shared {
+            ) -> $crate::suppress::Shared {
+                $crate::suppress::Shared {
                     target: self.target.clone(),
                     reason: self.reason.0.clone(),
                     tracking: self.tracking.0.clone(),
@@ -162,7 +164,7 @@ macro_rules! suppression_table {
         }
     };
 }
-pub(crate) use suppression_table;
+pub use crate::suppression_table;
 
 /// The keys every suppression has, checked.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -38,7 +38,7 @@ use w4a16_reference::ActDtype;
 
 use super::blas::{BlasOp, ColumnMajorGemm};
 use super::{Capability, DeviceFault, FaultClass};
-use crate::require::{Requirement, Skip};
+use w4a16_require::{Requirement, Skip};
 
 /// `hipblasHandle_t`.
 pub type RawHandle = *mut c_void;
@@ -859,7 +859,7 @@ impl Drop for BlasHandle {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::BlasGemm;
+    use crate::BlasGemm;
     use std::mem::size_of;
 
     /// Size of a C parameter type of the prototypes (enums are C `int`s on every ROCm ABI).
@@ -1248,7 +1248,7 @@ mod tests {
         let toolchain = match w4a16_kernels::amd::Toolchain::discover() {
             Ok(t) => t,
             Err(e) => {
-                crate::require::skip_or_fail(&Skip {
+                w4a16_require::skip_or_fail(&Skip {
                     requirement: Requirement::AmdToolchain,
                     reason: format!("building the hipBLAS stand-in: {e}"),
                 });
@@ -1257,7 +1257,7 @@ mod tests {
         };
         let dir = scratch_dir(tag);
         let src = dir.join("hipblas_stub.c");
-        std::fs::write(&src, include_str!("../../testdata/hipblas_stub.c")).unwrap();
+        std::fs::write(&src, include_str!("../testdata/hipblas_stub.c")).unwrap();
         let out = std::process::Command::new(&toolchain.clang)
             .args([
                 "-x",

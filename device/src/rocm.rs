@@ -30,9 +30,9 @@ use w4a16_kernels::{KernelDecl, Target};
 
 use super::hipblas::{BlasHandle, HipBlas};
 use super::{Backend, BlasGemm, DeviceFault, FaultClass, Health, skip, watchdog_timeout};
-use crate::codeobject::{self, abi};
 use crate::launch::PackedArgs;
-use crate::require::{Requirement, Skip};
+use w4a16_codeobject::{self as codeobject, abi};
+use w4a16_require::{Requirement, Skip};
 
 #[allow(non_camel_case_types)]
 mod ffi {

@@ -32,7 +32,7 @@ use super::{
     watchdog_timeout,
 };
 use crate::launch::{PackedArgs, RawArg};
-use crate::require::{Requirement, Skip};
+use w4a16_require::{Requirement, Skip};
 
 /// What a CUDA driver status means for the case and the context.
 pub fn classify(code: CUresult) -> FaultClass {

@@ -1,5 +1,5 @@
 /* A stand-in for libhipblas, for the unit tests of the run-time binding
- * (harness/src/device/hipblas.rs): the exported names and C types of hipblas.h, with GEMM done
+ * (device/src/hipblas.rs): the exported names and C types of hipblas.h, with GEMM done
  * on host memory in fp32 so a test can check the call end to end without a GPU. It checks what
  * the real library checks (operation and algorithm enums, the data/compute type codes of the
  * ABI it stands for, leading dimensions, pointer mode) and returns the real status values.

@@ -8,7 +8,6 @@ pub mod known_bad;
 mod load;
 pub mod model;
 pub mod schema;
-pub mod strategy;
 pub mod suppress;
 
 use std::fmt;
@@ -538,4 +537,16 @@ pub fn locate(explicit: Option<PathBuf>) -> Result<PathBuf, LocateError> {
         .map(|dir| dir.join("cases"))
         .find(|cases| cases.join("models.toml").is_file())
         .ok_or(LocateError::NotFound { start })
+}
+
+#[cfg(test)]
+mod named_tests {
+    use crate::{CarrierMode, Mode, RowPadding, ViewLayout};
+
+    w4a16_reference::named_enum_tests! {
+        row_padding: RowPadding,
+        view_layout: ViewLayout,
+        carrier_mode: CarrierMode,
+        suppression_mode: Mode,
+    }
 }

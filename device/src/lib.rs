@@ -1,5 +1,7 @@
 //! Devices: one backend-neutral [`Device`] so the same test body runs on CUDA, ROCm or
-//! nothing at all (a loud skip).
+//! nothing at all (a loud skip), with what a launch needs on the way in: typed tensors
+//! ([`tensor`]), the contract check at the launch boundary ([`validate`]) and argument packing
+//! from the declaration ([`launch`]).
 //!
 //! A backend implements the small [`Backend`] trait (memory, launch, vendor BLAS, events, a
 //! watchdog-guarded synchronise); the launch flow that every backend must share (upload,
@@ -7,22 +9,28 @@
 //! check) is written once, here, in the blanket `impl<B: Backend> Device for B`.
 //!
 //! To add a backend: implement [`Backend`] and an `open() -> Result<YourDevice, Skip>`, as
-//! `cuda.rs` (cudarc) and `rocm.rs` (hip-sys, behind the `rocm` feature) do, and try it in
-//! [`open_default`].
+//! `cuda.rs` (cudarc, behind the default `cuda` feature) and `rocm.rs` (hip-sys, behind the
+//! `rocm` feature) do, and try it in [`open_default`].
 
 pub mod blas;
+#[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod fault;
 pub mod guard;
 #[cfg(unix)]
 pub mod hipblas;
+pub mod launch;
 pub mod moe;
 pub mod none;
 #[cfg(feature = "rocm")]
 pub mod rocm;
-#[cfg(test)]
-pub(crate) mod simulated;
+/// Host code following each kernel's contract, for the launch flow's tests here and the
+/// runner's in the harness (feature `simulated`, a dev-dependency feature there).
+#[cfg(any(test, feature = "simulated"))]
+pub mod simulated;
 pub mod stand_in;
+pub mod tensor;
+pub mod validate;
 
 use w4a16_kernels::decl::{LaunchGeometry, LaunchShape};
 use w4a16_kernels::source::KernelSources;
@@ -30,7 +38,7 @@ use w4a16_kernels::{Execution, KernelDecl, RunTarget, ScalarArg, Target, TensorR
 use w4a16_reference::ActDtype;
 
 use crate::launch::{DeviceInputs, PackedArgs, pack_args};
-use crate::require::{Requirement, Skip};
+use w4a16_require::{Requirement, Skip};
 
 pub use fault::{Capability, DeviceFault, FaultClass, Health, watchdog_timeout};
 pub use guard::{GUARD_BYTES, GuardSide, GuardViolation, OutputLayout, OutputReport};
@@ -914,9 +922,15 @@ pub fn open_default_with(
     allocation: Allocation,
 ) -> Result<Box<dyn Device>, Skip> {
     let mut reasons = Vec::new();
+    #[cfg(feature = "cuda")]
     match cuda::open_with(sources.clone()) {
         Ok(d) => return Ok(Box::new(d.with_allocation(allocation))),
         Err(skip) => reasons.push(format!("cuda: {}", skip.reason)),
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        let _ = (sources, allocation);
+        reasons.push("cuda: not built (cargo feature `cuda`)".to_string());
     }
     #[cfg(feature = "rocm")]
     match rocm::open_with(sources.clone()) {
@@ -955,18 +969,33 @@ pub fn open_emulated_with(
     sources: &KernelSources,
     allocation: Allocation,
 ) -> Result<Box<dyn Device>, Skip> {
-    let d = cuda::open_with(sources.clone()).map_err(|s| Skip {
-        requirement: s.requirement,
-        reason: format!(
-            "{target}{} runs on an NVIDIA GPU (CUDA): {}",
-            w4a16_kernels::target::EMULATED_SUFFIX,
-            s.reason
-        ),
-    })?;
-    let d = d
-        .emulating(target)
-        .map_err(|e| skip(Requirement::Gpu, e.to_string()))?;
-    Ok(Box::new(d.with_allocation(allocation)))
+    #[cfg(feature = "cuda")]
+    {
+        let d = cuda::open_with(sources.clone()).map_err(|s| Skip {
+            requirement: s.requirement,
+            reason: format!(
+                "{target}{} runs on an NVIDIA GPU (CUDA): {}",
+                w4a16_kernels::target::EMULATED_SUFFIX,
+                s.reason
+            ),
+        })?;
+        let d = d
+            .emulating(target)
+            .map_err(|e| skip(Requirement::Gpu, e.to_string()))?;
+        Ok(Box::new(d.with_allocation(allocation)))
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        let _ = (sources, allocation);
+        Err(skip(
+            Requirement::Gpu,
+            format!(
+                "{target}{} runs on an NVIDIA GPU (CUDA), and this build has no CUDA backend \
+                 (cargo feature `cuda`)",
+                w4a16_kernels::target::EMULATED_SUFFIX
+            ),
+        ))
+    }
 }
 
 /// Skip for a requirement other than a GPU (e.g. NVRTC missing on a machine with a GPU).
@@ -988,5 +1017,12 @@ mod tests {
         let t = Timing::from_samples(vec![4.0, 1.0, 3.0, 2.0]).unwrap();
         assert_eq!(t.median_us, 2.5);
         assert!(Timing::from_samples(vec![]).is_none());
+    }
+}
+
+#[cfg(test)]
+mod named_tests {
+    w4a16_reference::named_enum_tests! {
+        elem_type: crate::tensor::ElemType,
     }
 }

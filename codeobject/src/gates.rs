@@ -8,13 +8,13 @@
 //! schema for the shared keys, one strict-xfail rule); only their scope (gate, entries) is theirs.
 
 use super::KernelInfo;
-use crate::cases::glob::Glob;
-use crate::cases::suppress::{Suppression, Xfail, suppression_table};
-use crate::cases::{CaseFileError, DataFile, Date};
 use serde::{Deserialize, Deserializer};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
+use w4a16_cases::glob::Glob;
+use w4a16_cases::suppress::{Suppression, Xfail, suppression_table};
+use w4a16_cases::{CaseFileError, DataFile, Date};
 use w4a16_kernels::{KernelId, Target};
 use w4a16_reference::ActDtype;
 
@@ -201,15 +201,15 @@ pub struct GateScope {
 /// One `[[exception]]`, checked: a [`Suppression`] over gate results.
 pub type Exception = Suppression<GateScope>;
 
-impl Exception {
-    pub fn covers(&self, r: &GateResult) -> bool {
-        self.scope.gate == r.gate
-            && self.target.matches(r.target.name())
-            && match &self.scope.entries {
-                EntryMatch::Entry(g) => g.matches(&r.entry),
-                EntryMatch::Kernel(k) => split_entry(&r.entry).is_some_and(|(kk, _, _)| kk == *k),
-            }
-    }
+/// Whether `e` covers the gate result `r` (a function, not a method: [`Suppression`] is the
+/// case-files crate's type).
+pub fn covers(e: &Exception, r: &GateResult) -> bool {
+    e.scope.gate == r.gate
+        && e.target.matches(r.target.name())
+        && match &e.scope.entries {
+            EntryMatch::Entry(g) => g.matches(&r.entry),
+            EntryMatch::Kernel(k) => split_entry(&r.entry).is_some_and(|(kk, _, _)| kk == *k),
+        }
 }
 
 /// The parsed exceptions file.
@@ -219,7 +219,7 @@ pub struct ExceptionSet {
     pub exceptions: Vec<Exception>,
 }
 
-/// The static-gate exceptions file of the case folder `cases_dir` (see [`crate::cases::locate`]).
+/// The static-gate exceptions file of the case folder `cases_dir` (see [`w4a16_cases::locate`]).
 pub fn exceptions_path(cases_dir: &Path) -> PathBuf {
     cases_dir.join("exceptions").join("static-gates.toml")
 }
@@ -306,7 +306,7 @@ impl GateReport {
 }
 
 /// Applies exceptions to gate results by the one strict-xfail rule
-/// ([`crate::cases::strict_xfail`]) that known-bad cases follow too. `evaluated` lists the
+/// ([`w4a16_cases::strict_xfail`]) that known-bad cases follow too. `evaluated` lists the
 /// targets that were built, so an exception for a target not built this run is not reported as
 /// matching nothing.
 pub fn judge(
@@ -330,7 +330,7 @@ pub fn judge(
     let rows = results
         .into_iter()
         .map(|r| {
-            let exc = set.exceptions.iter().position(|e| e.covers(&r));
+            let exc = set.exceptions.iter().position(|e| covers(e, &r));
             let verdict = match (exc, &r.outcome) {
                 (None, Outcome::Pass) => Verdict::Pass,
                 (None, Outcome::Fail(why)) => {
