@@ -33,6 +33,8 @@ pub enum Capability {
     /// The MoE launch path (`moe_align`, then `moe` on its outputs): devices that are host code
     /// standing in for a GPU (the CPU-side stand-in) have none.
     MoeLaunch,
+    /// An instruction the ISA emulator does not implement: it stops the case rather than guess.
+    EmulatedInstruction,
 }
 
 impl Capability {
@@ -40,6 +42,7 @@ impl Capability {
         match self {
             Capability::VendorBlas => "the vendor BLAS",
             Capability::MoeLaunch => "the MoE launch path",
+            Capability::EmulatedInstruction => "an emulated instruction",
         }
     }
 }
@@ -93,6 +96,16 @@ pub enum DeviceFault {
         capability: Capability,
         device: String,
         why: String,
+    },
+
+    /// The ISA emulator stopped the kernel's machine code: an access outside every allocation
+    /// (reads included), a register read before the wait for its load, a hang, a bad branch.
+    #[error("the machine code of {kernel} faulted at {at:#x} `{inst}`: {detail}")]
+    MachineCode {
+        kernel: String,
+        at: u64,
+        inst: String,
+        detail: String,
     },
 
     #[error("the inputs were validated for {validated}, but the launch is of {kernel}")]
@@ -161,6 +174,7 @@ impl DeviceFault {
             DeviceFault::Unsupported { .. } => "unsupported",
             DeviceFault::MissingCapability { .. } => "missing-capability",
             DeviceFault::WrongKernel { .. } => "wrong-kernel",
+            DeviceFault::MachineCode { .. } => "machine-fault",
         }
     }
 }

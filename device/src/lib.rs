@@ -12,9 +12,12 @@
 //! `cuda.rs` (cudarc, behind the default `cuda` feature) and `rocm.rs` (hip-sys, behind the
 //! `rocm` feature) do, and try it in [`open_default`].
 
+pub mod amd_code;
 pub mod blas;
 #[cfg(feature = "cuda")]
 pub mod cuda;
+#[cfg(feature = "emu")]
+pub mod emu;
 pub mod fault;
 pub mod guard;
 #[cfg(unix)]
@@ -179,6 +182,8 @@ pub enum DeviceKind {
     Rocm,
     /// Host code standing in for a device (the test simulator, the CPU-side stand-in).
     Simulated,
+    /// The ISA emulator running an AMD target's real code objects on the host.
+    Emulator,
 }
 
 impl DeviceKind {
@@ -187,6 +192,7 @@ impl DeviceKind {
             DeviceKind::Cuda => "CUDA",
             DeviceKind::Rocm => "ROCm",
             DeviceKind::Simulated => "a simulated device",
+            DeviceKind::Emulator => "the ISA emulator",
         }
     }
 }
@@ -959,7 +965,27 @@ pub fn open_kind(kind: DeviceKind) -> Result<Box<dyn Device>, Skip> {
             Requirement::Gpu,
             "a simulated device is not opened by kind (the harness's unit tests build their own)",
         )),
+        DeviceKind::Emulator => Err(skip(
+            Requirement::AmdToolchain,
+            "the ISA emulator runs one AMD target's code objects: open it with `open_emu`",
+        )),
     }
+}
+
+/// The ISA emulator running `target`'s real code objects (gfx11/gfx12) on the host. Buffers are
+/// exact (`Allocation::Exact` is the emulator's own): every access outside a tensor faults.
+#[cfg(feature = "emu")]
+pub fn open_emu(target: Target, sources: &KernelSources) -> Result<Box<dyn Device>, Skip> {
+    Ok(Box::new(emu::open_with(target, sources.clone())?))
+}
+
+/// Without the `emu` feature the emulator is a skip saying so.
+#[cfg(not(feature = "emu"))]
+pub fn open_emu(target: Target, _sources: &KernelSources) -> Result<Box<dyn Device>, Skip> {
+    Err(skip(
+        Requirement::AmdToolchain,
+        format!("{target} on the ISA emulator needs the cargo feature `emu`"),
+    ))
 }
 
 /// The CUDA device compiling and running the kernels in `target`'s AMD configuration

@@ -23,11 +23,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hip_sys::hiprt::hipDeviceProp_t;
-use w4a16_kernels::amd::{self, AmdBuildError, Builder, KernelSource};
 use w4a16_kernels::decl::LaunchGeometry;
 use w4a16_kernels::source::KernelSources;
 use w4a16_kernels::{KernelDecl, Target};
 
+pub use super::amd_code::code_object_for;
 use super::hipblas::{BlasHandle, HipBlas};
 use super::{Backend, BlasGemm, DeviceFault, FaultClass, Health, skip, watchdog_timeout};
 use crate::launch::PackedArgs;
@@ -171,64 +171,6 @@ pub fn target_for_arch(gcn_arch_name: &str) -> Result<Target, String> {
                 known.join(", ")
             ))
         }
-    }
-}
-
-/// The code object holding `kernel` for `target`: built (or found current) in the
-/// `w4a16_kernels::amd` cache when a toolchain is present, else a prebuilt one from the cache
-/// directory (carried to a runner without a compiler). Sources from a folder
-/// (`--kernel-sources`) are built into a cache of their own and never fall back to a prebuilt
-/// object, which was built from other sources.
-pub fn code_object_for(
-    kernel: &KernelDecl,
-    target: Target,
-    sources: &KernelSources,
-) -> Result<PathBuf, DeviceFault> {
-    let file = kernel.source_file.ok_or_else(|| DeviceFault::Unsupported {
-        what: format!("a kernel launch of {} (it has no source file)", kernel.id),
-        device: format!("{target}"),
-    })?;
-    let source = KernelSource {
-        name: kernel.id.name().to_string(),
-        kernel: Some(kernel.id),
-        path: sources.dir().join(file),
-    };
-    let fail = |log: String| DeviceFault::Compile {
-        source_file: file.to_string(),
-        arch: target.name().to_string(),
-        log,
-    };
-    let builder = Builder::from_env().map(|b| match sources {
-        KernelSources::Embedded => b,
-        KernelSources::Directory(_) => {
-            let cache = b.cache_dir.join("from-kernel-sources");
-            Builder::new(b.toolchain, cache)
-        }
-    });
-    match builder {
-        Ok(b) => b
-            .build(&source, target)
-            .map(|c| c.path)
-            .map_err(|e| fail(e.to_string())),
-        Err(e @ AmdBuildError::ToolchainMissing { .. })
-            if matches!(sources, KernelSources::Directory(_)) =>
-        {
-            Err(fail(format!("{sources} need a compiler: {e}")))
-        }
-        Err(e @ AmdBuildError::ToolchainMissing { .. }) => {
-            let prebuilt = amd::default_cache_dir()
-                .join(target.name())
-                .join(format!("{}.co", kernel.id.name()));
-            if prebuilt.is_file() {
-                Ok(prebuilt)
-            } else {
-                Err(fail(format!(
-                    "no prebuilt code object at {} and {e}",
-                    prebuilt.display()
-                )))
-            }
-        }
-        Err(e) => Err(fail(e.to_string())),
     }
 }
 

@@ -133,10 +133,7 @@ pub struct Lds {
 
 impl Lds {
     pub fn new(len: usize) -> Lds {
-        let mut bytes = Vec::with_capacity(len);
-        while bytes.len() < len {
-            bytes.extend_from_slice(&crate::wave::POISON.to_le_bytes());
-        }
+        let mut bytes = crate::wave::POISON.to_le_bytes().repeat(len.div_ceil(4));
         bytes.truncate(len);
         Lds { bytes }
     }

@@ -78,7 +78,11 @@ pub struct Kernel {
     /// Lines of the kernel the parser could not type (an unknown instruction), by address:
     /// reaching one stops the launch with its name and address.
     pub unknown: HashMap<u64, ParseError>,
-    index: HashMap<u64, usize>,
+    /// Address of the first instruction, and for each 4-byte word from there the position in
+    /// `code` + 1 of the instruction starting at it (0: none). Dense, because the emulator looks
+    /// up the pc of every instruction it runs.
+    base: u64,
+    index: Vec<u32>,
 }
 
 impl Kernel {
@@ -90,7 +94,14 @@ impl Kernel {
         code: Vec<Inst>,
         unknown: HashMap<u64, ParseError>,
     ) -> Kernel {
-        let index = code.iter().enumerate().map(|(i, c)| (c.addr, i)).collect();
+        let base = code.first().map_or(0, |c| c.addr);
+        let end = code.last().map_or(base, |c| c.addr + c.size().max(4));
+        let mut index = vec![0u32; ((end - base) / 4) as usize];
+        for (i, c) in code.iter().enumerate() {
+            if let Some(slot) = index.get_mut(((c.addr - base) / 4) as usize) {
+                *slot = i as u32 + 1;
+            }
+        }
         Kernel {
             name,
             generation,
@@ -98,13 +109,18 @@ impl Kernel {
             meta,
             code,
             unknown,
+            base,
             index,
         }
     }
 
     /// Position in [`Kernel::code`] of the instruction at byte address `addr`.
     pub fn index_of(&self, addr: u64) -> Option<usize> {
-        self.index.get(&addr).copied()
+        if addr < self.base || !addr.is_multiple_of(4) {
+            return None;
+        }
+        let slot = *self.index.get(((addr - self.base) / 4) as usize)?;
+        slot.checked_sub(1).map(|i| i as usize)
     }
 }
 

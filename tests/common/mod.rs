@@ -32,6 +32,7 @@ pub fn requirement(kind: DeviceKind) -> Requirement {
         DeviceKind::Cuda => Requirement::Cuda,
         DeviceKind::Rocm => Requirement::Rocm,
         DeviceKind::Simulated => panic!("a simulated device is no backend of a GPU test"),
+        DeviceKind::Emulator => Requirement::AmdToolchain,
     }
 }
 

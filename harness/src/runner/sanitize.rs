@@ -176,6 +176,10 @@ pub fn availability(
         Ok(DeviceKind::Simulated) => Err(skip(format!(
             "compute-sanitizer {tool} watches GPU kernels; the device here is simulated on the host"
         ))),
+        Ok(DeviceKind::Emulator) => Err(skip(format!(
+            "compute-sanitizer {tool} watches NVIDIA GPUs; the ISA emulator here bounds-checks every \
+             access itself"
+        ))),
         Ok(DeviceKind::Cuda) => find().map(|executable| Sanitizer { tool, executable }),
     }
 }

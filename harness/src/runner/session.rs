@@ -346,21 +346,46 @@ pub fn open_backend_with(
         Ok(d) => {
             let t = d.run_target();
             match target {
-                Some(want) if want != t => (
-                    want,
-                    Backend::None(Skip {
-                        requirement: crate::require::Requirement::Gpu,
-                        reason: format!("the GPU here is {t}, not {want}"),
-                    }),
-                ),
+                Some(want) if want != t => {
+                    emulated_or_skip(want, sources, format!("the GPU here is {t}, not {want}"))
+                }
                 _ => (t, Backend::Device(d)),
             }
         }
-        Err(skip) => (
-            target.unwrap_or(RunTarget::native(Target::Gfx1151)),
-            Backend::None(skip),
-        ),
+        Err(skip) => match target {
+            Some(want) => emulated_or_skip(want, sources, skip.reason),
+            None => (RunTarget::native(Target::Gfx1151), Backend::None(skip)),
+        },
     }
+}
+
+/// A native AMD target without its GPU here runs on the ISA emulator (its real code objects on
+/// the host); any other target is a skip saying why there is no device for it.
+fn emulated_or_skip(
+    want: RunTarget,
+    sources: &KernelSources,
+    no_gpu: String,
+) -> (RunTarget, Backend) {
+    let amd = want.target.vendor() == w4a16_kernels::target::Vendor::Amd;
+    if amd && !want.is_emulated() {
+        return match device::open_emu(want.target, sources) {
+            Ok(d) => (want, Backend::Device(d)),
+            Err(skip) => (
+                want,
+                Backend::None(Skip {
+                    requirement: skip.requirement,
+                    reason: format!("{no_gpu}; the ISA emulator: {}", skip.reason),
+                }),
+            ),
+        };
+    }
+    (
+        want,
+        Backend::None(Skip {
+            requirement: crate::require::Requirement::Gpu,
+            reason: no_gpu,
+        }),
+    )
 }
 
 /// Checks that need no case: every invalid case file is refused naming its file and key.

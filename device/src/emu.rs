@@ -1,0 +1,263 @@
+//! The ISA emulator as a device: the target's clang-built gfx11/gfx12 code objects, the machine
+//! code that runs on the users' GPUs, executed on the host by `w4a16-emu`. Buffers live in the
+//! emulator's bounded memory, each at exactly its size ([`Allocation::Exact`]), so any access
+//! outside a tensor, a read included, stops the launch with the kernel, instruction, lane and
+//! address. There is no vendor BLAS and no timing: those checks skip, saying so.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use w4a16_emu::dispatch::{self, Dims, Limits};
+use w4a16_emu::memory::GlobalMemory;
+use w4a16_emu::program::{KernelMeta, Program};
+use w4a16_kernels::decl::LaunchGeometry;
+use w4a16_kernels::source::KernelSources;
+use w4a16_kernels::{KernelDecl, Target};
+
+use crate::amd_code::code_object_for;
+use crate::launch::PackedArgs;
+use crate::{Allocation, Backend, BlasGemm, Capability, DeviceFault, DeviceKind, Health};
+use w4a16_codeobject::{self as codeobject, abi};
+use w4a16_require::{Requirement, Skip};
+
+/// A stopped launch as a device fault: an instruction the emulator lacks is a missing
+/// capability (the case skips naming it); anything else is the machine code's fault.
+fn machine_fault(fault: w4a16_emu::fault::Fault) -> DeviceFault {
+    use w4a16_emu::fault::FaultKind;
+    match &fault.kind {
+        FaultKind::UnknownInstruction { mnemonic } => DeviceFault::MissingCapability {
+            capability: Capability::EmulatedInstruction,
+            device: "the ISA emulator".into(),
+            why: format!("`{mnemonic}` at {:#x} in {}", fault.at, fault.kernel),
+        },
+        kind => DeviceFault::MachineCode {
+            kernel: fault.kernel.clone(),
+            at: fault.at,
+            inst: fault.inst.clone(),
+            detail: format!(
+                "{kind} (workgroup {:?}, wave {})",
+                fault.workgroup, fault.wave
+            ),
+        },
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A buffer in the emulator's memory; freed on drop.
+pub struct EmuBuffer {
+    base: u64,
+    memory: Arc<Mutex<GlobalMemory>>,
+}
+
+impl Drop for EmuBuffer {
+    fn drop(&mut self) {
+        lock(&self.memory).free(self.base);
+    }
+}
+
+/// Work done by the emulator since the device opened (the throughput figure).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct EmuWork {
+    pub launches: u64,
+    pub wave_instructions: u64,
+    pub seconds: f64,
+}
+
+/// The emulated gfx device of one target.
+pub struct EmuDevice {
+    target: Target,
+    sources: KernelSources,
+    memory: Arc<Mutex<GlobalMemory>>,
+    programs: Mutex<HashMap<&'static str, Arc<Program>>>,
+    work: Mutex<EmuWork>,
+    limits: Limits,
+}
+
+/// Opens the emulator for `target` (gfx11/gfx12 only); a target it cannot run is a skip.
+pub fn open_with(target: Target, sources: KernelSources) -> Result<EmuDevice, Skip> {
+    if w4a16_emu::inst::Gen::of_target(target.name()).is_none() {
+        return Err(crate::skip(
+            Requirement::AmdToolchain,
+            format!("the ISA emulator runs gfx11/gfx12 code objects, not {target}"),
+        ));
+    }
+    Ok(EmuDevice {
+        target,
+        sources,
+        memory: Arc::new(Mutex::new(GlobalMemory::default())),
+        programs: Mutex::new(HashMap::new()),
+        work: Mutex::new(EmuWork::default()),
+        limits: Limits::default(),
+    })
+}
+
+impl EmuDevice {
+    pub fn work(&self) -> EmuWork {
+        *lock(&self.work)
+    }
+
+    fn program(&self, kernel: &KernelDecl, entry: &str) -> Result<Arc<Program>, DeviceFault> {
+        let file = kernel.source_file.ok_or_else(|| DeviceFault::Unsupported {
+            what: format!("a kernel launch of {} (it has no source file)", kernel.id),
+            device: Backend::name(self),
+        })?;
+        if let Some(p) = lock(&self.programs).get(file) {
+            return Ok(p.clone());
+        }
+        let path = code_object_for(kernel, self.target, &self.sources)?;
+        let compile_fault = |log: String| DeviceFault::Compile {
+            source_file: file.to_string(),
+            arch: self.target.name().to_string(),
+            log,
+        };
+        let info = codeobject::read(&path)
+            .map_err(|e| compile_fault(format!("{}: {e}", path.display())))?;
+        let meta = |name: &str| {
+            info.kernel(name).map(|k| KernelMeta {
+                vgpr_count: k.vgpr_count,
+                sgpr_count: k.sgpr_count,
+                wavefront_size: k.wavefront_size,
+                kernarg_segment_size: k.kernarg_segment_size,
+                hidden_args: k
+                    .hidden_args
+                    .iter()
+                    .map(|a| (a.offset, a.size, a.value_kind.clone()))
+                    .collect(),
+            })
+        };
+        let program = Program::load(&path, self.target.name(), meta)
+            .map_err(|e| compile_fault(e.to_string()))?;
+        // The same launch-ABI check the ROCm backend makes before a launch.
+        if let Some(k) = info.kernel(entry) {
+            abi::check(entry, self.target.name(), kernel.args, k).map_err(|e| {
+                DeviceFault::Launch {
+                    kernel: entry.to_string(),
+                    code: "launch ABI mismatch".into(),
+                    detail: e.to_string(),
+                }
+            })?;
+        }
+        let program = Arc::new(program);
+        lock(&self.programs).insert(file, program.clone());
+        Ok(program)
+    }
+}
+
+impl Backend for EmuDevice {
+    type Buffer = EmuBuffer;
+    type Event = Instant;
+
+    fn target(&self) -> Target {
+        self.target
+    }
+    fn name(&self) -> String {
+        format!("the ISA emulator ({})", self.target)
+    }
+    fn health(&self) -> Health {
+        Health::Ok
+    }
+    fn kind(&self) -> DeviceKind {
+        DeviceKind::Emulator
+    }
+    fn allocation(&self) -> Allocation {
+        Allocation::Exact
+    }
+    fn alloc(&self, bytes: usize) -> Result<EmuBuffer, DeviceFault> {
+        let base = lock(&self.memory).alloc(bytes, format!("{bytes} B buffer"));
+        Ok(EmuBuffer {
+            base,
+            memory: self.memory.clone(),
+        })
+    }
+    fn address(&self, buf: &EmuBuffer) -> u64 {
+        buf.base
+    }
+    fn upload(&self, dst: &mut EmuBuffer, src: &[u8]) -> Result<(), DeviceFault> {
+        lock(&self.memory)
+            .write(dst.base, src, 0)
+            .map_err(|e| DeviceFault::Call {
+                during: "upload".into(),
+                code: e.to_string(),
+            })
+    }
+    fn download(&self, src: &EmuBuffer) -> Result<Vec<u8>, DeviceFault> {
+        let m = lock(&self.memory);
+        m.allocation(src.base)
+            .map(|a| a.bytes.clone())
+            .ok_or_else(|| DeviceFault::Call {
+                during: "download".into(),
+                code: format!("no allocation at {:#x}", src.base),
+            })
+    }
+    fn copy(&self, dst: &mut EmuBuffer, src: &EmuBuffer, bytes: usize) -> Result<(), DeviceFault> {
+        let mut m = lock(&self.memory);
+        let mut data = vec![0u8; bytes];
+        m.read(src.base, &mut data, 0)
+            .and_then(|_| m.write(dst.base, &data, 0))
+            .map_err(|e| DeviceFault::Call {
+                during: "device copy".into(),
+                code: e.to_string(),
+            })
+    }
+    fn launch(
+        &self,
+        kernel: &KernelDecl,
+        entry: &str,
+        geometry: &LaunchGeometry,
+        args: &PackedArgs,
+    ) -> Result<(), DeviceFault> {
+        let program = self.program(kernel, entry)?;
+        let refused = |code: &str, detail: String| DeviceFault::Launch {
+            kernel: entry.to_string(),
+            code: code.to_string(),
+            detail,
+        };
+        let k = program
+            .kernel(entry)
+            .ok_or_else(|| refused("entry point not found", format!("no kernel {entry}")))?;
+        let dims = Dims {
+            grid: geometry.grid,
+            block: geometry.block,
+            dynamic_lds: geometry.shared_mem_bytes,
+        };
+        let started = Instant::now();
+        let mut memory = lock(&self.memory);
+        let at = w4a16_emu::kernarg::place(&mut memory, k, &args.bytes, &dims)
+            .map_err(|e| refused("kernel arguments", e.to_string()))?;
+        let run = dispatch::launch(k, &dims, at, &mut memory, &self.limits);
+        memory.free(at);
+        drop(memory);
+        let stats = run.map_err(machine_fault)?;
+        let mut w = lock(&self.work);
+        w.launches += 1;
+        w.wave_instructions += stats.wave_instructions;
+        w.seconds += started.elapsed().as_secs_f64();
+        Ok(())
+    }
+    fn blas_gemm(
+        &self,
+        _g: &BlasGemm,
+        _x: &EmuBuffer,
+        _dense: &EmuBuffer,
+        _y: &mut EmuBuffer,
+    ) -> Result<(), DeviceFault> {
+        Err(DeviceFault::MissingCapability {
+            capability: Capability::VendorBlas,
+            device: Backend::name(self),
+            why: "the ISA emulator runs the kernel set's code objects only".into(),
+        })
+    }
+    fn record(&self) -> Result<Instant, DeviceFault> {
+        Ok(Instant::now())
+    }
+    fn elapsed_us(&self, start: &Instant, end: &Instant) -> Result<f64, DeviceFault> {
+        Ok(end.duration_since(*start).as_secs_f64() * 1e6)
+    }
+    fn synchronize(&self, _during: &str) -> Result<(), DeviceFault> {
+        Ok(())
+    }
+}
