@@ -188,20 +188,8 @@ fn the_kernels_suite_covers_the_differential_matrix() {
             }
         }
     }
-    // K·M just at/below and just above both old LDS gates, for every decode M.
-    for m in 1..=5 {
-        for gate in [32768, 39321] {
-            let km = |c: &cases::Case| c.shape.k * c.m;
-            assert!(
-                has(&|c| c.m == m && km(c) <= gate && km(c) + 128 * m > gate),
-                "M={m}: nothing within a group of 128 at or below {gate}"
-            );
-            assert!(
-                has(&|c| c.m == m && km(c) > gate && km(c) <= gate + 128 * m),
-                "M={m}: nothing within a group of 128 above {gate}"
-            );
-        }
-    }
+    // One step below, at and past each of skinny's declared capacities.
+    assert_covers_skinny_capacity_edges(kern);
     assert!(has(&|c| set
         .shape(&c.shape_name)
         .is_some_and(|s| s.model.is_some())
@@ -213,6 +201,42 @@ fn the_kernels_suite_covers_the_differential_matrix() {
     assert!(kern.cases.iter().all(|c| c.is_buildable()));
     // One GPU, a few minutes with the CPU reference.
     assert!(kern.cases.len() <= 1500, "{} cases", kern.cases.len());
+}
+
+/// Every shape `skinny_capacity_edges` generates from the declared capacities, at its M, in
+/// both dtypes and symmetries: the edges then move with the constants.
+fn assert_covers_skinny_capacity_edges(suite: &cases::Suite) {
+    let edges = w4a16_kernels::set::skinny_capacity_edges();
+    assert!(!edges.is_empty());
+    for e in &edges {
+        for dtype in ActDtype::ALL {
+            for sym in [Symmetry::Sym, Symmetry::Asym] {
+                assert!(
+                    suite
+                        .cases
+                        .iter()
+                        .any(|c| (c.m, c.shape.k, c.shape.n, c.shape.group)
+                            == (e.m, e.k, e.n, e.group)
+                            && (c.dtype, c.symmetry) == (dtype, sym)
+                            && c.variant().is_none()),
+                    "suite {}: no {} {} case for the {:?} {:?} edge {e:?} (load {} against {})",
+                    suite.name,
+                    dtype.name(),
+                    sym.name(),
+                    e.capacity,
+                    e.side,
+                    e.load(),
+                    e.limit()
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn the_edges_suite_covers_every_generated_skinny_capacity_edge() {
+    let set = load();
+    assert_covers_skinny_capacity_edges(set.suite("edges").unwrap());
 }
 
 #[test]

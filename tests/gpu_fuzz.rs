@@ -24,7 +24,7 @@ use rstest_reuse::apply;
 use std::path::PathBuf;
 use w4a16_harness::cases::{self, Case, strategy};
 use w4a16_harness::config::KernelConfig;
-use w4a16_harness::device::{self, Allocation, Device, DeviceKind};
+use w4a16_harness::device::{self, Allocation, Device, DeviceBench, DeviceKind};
 use w4a16_harness::require::{Requirement, Skip};
 use w4a16_harness::runner::execute::{Mode, RunContext, run_case};
 use w4a16_harness::runner::session::{self, Backend};
@@ -51,7 +51,7 @@ fn fuzz_target() -> Option<RunTarget> {
 }
 
 /// This backend's device for the fuzz target; an emulated target runs on the CUDA backend.
-fn open(kind: DeviceKind) -> Result<(RunTarget, Box<dyn Device>), Skip> {
+fn open(kind: DeviceKind) -> Result<(RunTarget, Box<dyn DeviceBench>), Skip> {
     let gpu_skip = |reason: String| Skip {
         requirement: Requirement::Gpu,
         reason,
@@ -96,7 +96,7 @@ fn fuzz_cases(default: u32) -> u32 {
 
 fn run(case: &Case, target: RunTarget, backend: &Backend) -> Vec<Verdict> {
     let (device, no_device) = match backend {
-        Backend::Device(d) => (Some(d.as_ref()), None),
+        Backend::Device(d) => (Some(d.as_ref() as &dyn Device), None),
         Backend::None(s) => (None, Some(s.clone())),
     };
     let ctx = RunContext {

@@ -15,7 +15,7 @@ use super::glob::glob_match;
 use super::known_bad::{CaseIds, KnownBad};
 use super::model::ModelDescription;
 use super::schema::{
-    Axes, CaseFile, CountSpec, GroupSpec, MSpec, MoeShapeRaw, MoeSweepRaw, SuiteRaw,
+    Axes, CaseFile, CountSpec, GroupSpec, MSpec, MoeShapeRaw, MoeSweepRaw, ShapeGenerator, SuiteRaw,
 };
 use super::{
     CarrierMode, Case, CaseSet, DataClass, MapKind, MoeRouting, NamedMoeShape, NamedShape,
@@ -622,9 +622,9 @@ fn pick<T: Clone>(
 }
 
 struct Resolved {
-    shapes: Vec<NamedShape>,
+    /// (shape, M), shape-major: the product of `shapes` and `m`, or a generator's points.
+    points: Vec<(NamedShape, usize)>,
     shapes_key: String,
-    m: Vec<usize>,
     dtype: Vec<ActDtype>,
     symmetry: (Vec<Symmetry>, String),
     group: (Vec<GroupSpec>, String),
@@ -638,13 +638,43 @@ struct Resolved {
     carrier: Vec<CarrierMode>,
 }
 
-fn resolve(
+/// The (shape, M) points of a generator, each shape named for what it straddles and its K
+/// (`skinny-edge.x-above.k5504`), since a case id carries the shape's name but not its K.
+fn generate(generator: ShapeGenerator) -> Vec<(NamedShape, usize)> {
+    use w4a16_kernels::set::{EdgeSide, SkinnyCapacity, skinny_capacity_edges};
+    match generator {
+        ShapeGenerator::SkinnyCapacityEdges => skinny_capacity_edges()
+            .into_iter()
+            .map(|e| {
+                let capacity = match e.capacity {
+                    SkinnyCapacity::Rows => "rows",
+                    SkinnyCapacity::StagedX => "x",
+                    SkinnyCapacity::StagedScales => "scales",
+                };
+                let side = match e.side {
+                    EdgeSide::Below => "below",
+                    EdgeSide::At => "at",
+                    EdgeSide::Above => "above",
+                };
+                let shape = NamedShape {
+                    name: format!("skinny-edge.{capacity}-{side}.k{}", e.k),
+                    shape: LayerShape::new(e.n, e.k, e.group),
+                    model: None,
+                };
+                (shape, e.m)
+            })
+            .collect(),
+    }
+}
+
+/// A sweep's named shapes (globs over every shape) and its M list, from the sweep or `[suite]`.
+fn named_shapes_and_m(
     f: &Parsed,
     own: &Axes,
     dflt: &Axes,
     here: &str,
     set: &CaseSet,
-) -> Result<Resolved, CaseFileError> {
+) -> Result<(Vec<NamedShape>, String, Vec<usize>), CaseFileError> {
     let Some((patterns, shapes_key)) = pick(&own.shapes, &dflt.shapes, here, "shapes") else {
         return Err(f.err(
             format!("{here}.shapes"),
@@ -677,6 +707,41 @@ fn resolve(
             ));
         }
         MSpec::BatchSizes => set.batch_sizes.clone(),
+    };
+    Ok((shapes, shapes_key, m))
+}
+
+fn resolve(
+    f: &Parsed,
+    own: &Axes,
+    dflt: &Axes,
+    here: &str,
+    generated: Option<ShapeGenerator>,
+    set: &CaseSet,
+) -> Result<Resolved, CaseFileError> {
+    let (points, shapes_key) = match generated {
+        Some(generator) => {
+            // The generator gives each shape its own M: a `shapes` or `m` beside it would be
+            // silently ignored, so either is refused.
+            for (key, present) in [("shapes", own.shapes.is_some()), ("m", own.m.is_some())] {
+                if present {
+                    return Err(f.err(
+                        format!("{here}.{key}"),
+                        "a sweep with `generated` takes its shapes and M from the generator; \
+                         leave this key out",
+                    ));
+                }
+            }
+            (generate(generator), format!("{here}.generated"))
+        }
+        None => {
+            let (shapes, shapes_key, m) = named_shapes_and_m(f, own, dflt, here, set)?;
+            let points = shapes
+                .into_iter()
+                .flat_map(|s| m.iter().map(move |&m| (s.clone(), m)))
+                .collect();
+            (points, shapes_key)
+        }
     };
     let dtype = axis(
         f,
@@ -767,9 +832,8 @@ fn resolve(
     Ok(Resolved {
         layouts,
         carrier: carrier.0,
-        shapes,
+        points,
         shapes_key,
-        m,
         dtype: dtype.0,
         symmetry,
         group,
@@ -915,10 +979,9 @@ fn expand_suite(f: &Parsed, suite: &SuiteRaw, set: &CaseSet) -> Result<Suite, Ca
 
     for (i, sweep) in f.raw.sweep.iter().enumerate() {
         let here = format!("sweep[{i}]");
-        let r = &resolve(f, &sweep.axes(), &defaults, &here, set)?;
+        let r = &resolve(f, &sweep.axes(), &defaults, &here, sweep.generated, set)?;
         let lens = [
-            r.shapes.len(),
-            r.m.len(),
+            r.points.len(),
             r.dtype.len(),
             r.symmetry.0.len(),
             r.group.0.len(),
@@ -931,8 +994,7 @@ fn expand_suite(f: &Parsed, suite: &SuiteRaw, set: &CaseSet) -> Result<Suite, Ca
             r.carrier.len(),
         ];
         for [
-            s,
-            m,
+            point,
             dtype,
             symmetry,
             gspec,
@@ -945,7 +1007,7 @@ fn expand_suite(f: &Parsed, suite: &SuiteRaw, set: &CaseSet) -> Result<Suite, Ca
             carrier,
         ] in product(lens)
         {
-            let s = &r.shapes[s];
+            let (s, m) = &r.points[point];
             let (symmetry, gspec, class) =
                 (r.symmetry.0[symmetry], r.group.0[gspec], r.class.0[class]);
             let (act_order, producer) = (r.act_order.0[act_order], r.producer[producer]);
@@ -975,7 +1037,7 @@ fn expand_suite(f: &Parsed, suite: &SuiteRaw, set: &CaseSet) -> Result<Suite, Ca
                 &s.name,
                 LayerShape::new(s.shape.n, s.shape.k, group),
                 Point {
-                    m: r.m[m],
+                    m: *m,
                     dtype: r.dtype[dtype],
                     symmetry,
                     class,

@@ -10,7 +10,7 @@
 //! | `[[model]]` + `[[model.layer]]` | model shapes, named `<model>.<layer>` |
 //! | `[[shape]]` | edge shapes with free names |
 //! | `[suite]` | the suite this file's sweeps and cases belong to, plus default axes |
-//! | `[[sweep]]` | a cartesian product of axes over shapes |
+//! | `[[sweep]]` | a cartesian product of axes over shapes (or over `generated` shapes with their M) |
 //! | `[[model.moe]]`, `[[moe_shape]]` | mixture-of-experts layers: one expert's (K, N, G), E, top_k |
 //! | `[[moe_sweep]]` | a cartesian product of MoE axes (tokens, routing, experts, …) over MoE shapes |
 //! | `[[case]]` | one explicit case (regressions promoted from fuzzing) |
@@ -239,6 +239,8 @@ pub(crate) struct SweepRaw {
     #[serde(default)]
     #[expect(dead_code, reason = "free text for the file's readers")]
     pub note: Option<String>,
+    /// Shapes with their M generated from kernel declarations, in place of `shapes` and `m`.
+    pub generated: Option<ShapeGenerator>,
     pub shapes: Option<Vec<String>>,
     pub m: Option<MSpec>,
     pub dtype: Option<Vec<ActDtype>>,
@@ -272,6 +274,16 @@ impl SweepRaw {
             carrier: self.carrier.clone(),
         }
     }
+}
+
+/// Where a sweep's `generated` (shape, M) points come from: a kernel's declarations, so that
+/// the cases move with a declared constant instead of being typed by hand.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+pub(crate) enum ShapeGenerator {
+    /// `w4a16_kernels::set::skinny_capacity_edges`: one step below, at and past each declared
+    /// `skinny` capacity (M, staged X, staged scales).
+    #[serde(rename = "skinny-capacity-edges")]
+    SkinnyCapacityEdges,
 }
 
 /// One explicit case: a named shape, or an inline `k`/`n` (named `k<K>-n<N>`).

@@ -315,6 +315,27 @@ pub trait Device: Send + Sync {
         inputs: &DeviceInputs<'_>,
     ) -> Result<GemmOutput, DeviceFault>;
 
+    /// A MoE layer: `moe_align`, then `moe` on the align step's device outputs; the align
+    /// outputs and C come back through their guards (`moe.rs`, one implementation for every
+    /// [`Backend`]). Host code standing in for a device has no MoE path: it says so as a missing
+    /// capability (a skip), as without the vendor BLAS.
+    fn run_moe(&self, inputs: &MoeInputs<'_>) -> Result<MoeOutput, DeviceFault> {
+        let _ = inputs;
+        Err(no_moe_path(self.name()))
+    }
+
+    /// The align step alone.
+    fn run_moe_align(&self, inputs: &MoeInputs<'_>) -> Result<AlignOutput, DeviceFault> {
+        let _ = inputs;
+        Err(no_moe_path(self.name()))
+    }
+}
+
+/// Device-event timing, apart from [`Device`] so that a correctness run needs none of it;
+/// bench and perf take a `&dyn DeviceBench` (it upcasts to `&dyn Device` for their checked
+/// launches). Every [`Backend`] times through one implementation here; host code standing in
+/// for a device implements it by refusing ([`DeviceFault::Unsupported`]).
+pub trait DeviceBench: Device {
     /// Median device time of one launch of `entry`.
     fn bench_kernel(
         &self,
@@ -323,7 +344,7 @@ pub trait Device: Send + Sync {
         inputs: &DeviceInputs<'_>,
         plan: BenchPlan,
     ) -> Result<Timing, DeviceFault>;
-    /// As [`Device::bench_kernel`], but launch `i` reads copy `i % copies.len()`: each copy is
+    /// As [`DeviceBench::bench_kernel`], but launch `i` reads copy `i % copies.len()`: each copy is
     /// staged in its own buffers, so rotating through enough of them keeps the inputs out of
     /// the last-level cache (cold reads, as a decode step sees its weights). Every copy must
     /// have the launch shape of the first.
@@ -346,7 +367,7 @@ pub trait Device: Send + Sync {
     ) -> Result<Timing, DeviceFault>;
     /// Median device time of a device-to-device copy of `bytes` (the bandwidth ceiling).
     fn bench_copy(&self, bytes: usize, plan: BenchPlan) -> Result<Timing, DeviceFault>;
-    /// As [`Device::bench_copy`], but sample `i` copies between pair `i % copies` of
+    /// As [`DeviceBench::bench_copy`], but sample `i` copies between pair `i % copies` of
     /// separately allocated source and destination buffers: with enough pairs neither side is
     /// still in the last-level cache (the cold copy ceiling perf mode divides decode times by).
     /// Host code standing in for a device has no copy engine to time.
@@ -370,21 +391,6 @@ pub trait Device: Send + Sync {
         copies: &[DeviceInputs<'_>],
         plan: BenchPlan,
     ) -> Result<Timing, DeviceFault>;
-
-    /// A MoE layer: `moe_align`, then `moe` on the align step's device outputs; the align
-    /// outputs and C come back through their guards (`moe.rs`, one implementation for every
-    /// [`Backend`]). Host code standing in for a device has no MoE path: it says so as a missing
-    /// capability (a skip), as without the vendor BLAS.
-    fn run_moe(&self, inputs: &MoeInputs<'_>) -> Result<MoeOutput, DeviceFault> {
-        let _ = inputs;
-        Err(no_moe_path(self.name()))
-    }
-
-    /// The align step alone.
-    fn run_moe_align(&self, inputs: &MoeInputs<'_>) -> Result<AlignOutput, DeviceFault> {
-        let _ = inputs;
-        Err(no_moe_path(self.name()))
-    }
 
     /// Median device times of `moe_align`, `moe` and the two back to back (the benchmark),
     /// sample `i` running copy `i % copies.len()` (each staged in its own buffers).
@@ -751,6 +757,16 @@ impl<B: Backend> Device for B {
         Ok(GemmOutput::from_report(g.m, g.n, layout.inspect(&bytes)))
     }
 
+    fn run_moe(&self, inputs: &MoeInputs<'_>) -> Result<MoeOutput, DeviceFault> {
+        moe::run_moe(self, inputs)
+    }
+
+    fn run_moe_align(&self, inputs: &MoeInputs<'_>) -> Result<AlignOutput, DeviceFault> {
+        moe::run_moe_align(self, inputs)
+    }
+}
+
+impl<B: Backend> DeviceBench for B {
     fn bench_kernel(
         &self,
         kernel: &KernelDecl,
@@ -897,14 +913,6 @@ impl<B: Backend> Device for B {
         })
     }
 
-    fn run_moe(&self, inputs: &MoeInputs<'_>) -> Result<MoeOutput, DeviceFault> {
-        moe::run_moe(self, inputs)
-    }
-
-    fn run_moe_align(&self, inputs: &MoeInputs<'_>) -> Result<AlignOutput, DeviceFault> {
-        moe::run_moe_align(self, inputs)
-    }
-
     fn bench_moe(
         &self,
         copies: &[MoeInputs<'_>],
@@ -916,7 +924,7 @@ impl<B: Backend> Device for B {
 
 /// The first device that opens: CUDA, then ROCm (feature `rocm`). Without one, the reasons
 /// each backend gave, as a loud skip.
-pub fn open_default() -> Result<Box<dyn Device>, Skip> {
+pub fn open_default() -> Result<Box<dyn DeviceBench>, Skip> {
     open_default_with(&KernelSources::Embedded, Allocation::Guarded)
 }
 
@@ -926,7 +934,7 @@ pub fn open_default() -> Result<Box<dyn Device>, Skip> {
 pub fn open_default_with(
     sources: &KernelSources,
     allocation: Allocation,
-) -> Result<Box<dyn Device>, Skip> {
+) -> Result<Box<dyn DeviceBench>, Skip> {
     let mut reasons = Vec::new();
     #[cfg(feature = "cuda")]
     match cuda::open_with(sources.clone()) {
@@ -951,7 +959,7 @@ pub fn open_default_with(
 /// Device 0 of one backend, guarded, with the embedded kernels: what a test named for that
 /// backend (`…_cuda`, `…_rocm`) opens. ROCm without the `rocm` feature is a skip saying so; a
 /// simulated device is the harness's own unit tests' and is not opened here.
-pub fn open_kind(kind: DeviceKind) -> Result<Box<dyn Device>, Skip> {
+pub fn open_kind(kind: DeviceKind) -> Result<Box<dyn DeviceBench>, Skip> {
     match kind {
         DeviceKind::Cuda => Ok(Box::new(cuda::open()?)),
         #[cfg(feature = "rocm")]
@@ -994,7 +1002,7 @@ pub fn open_emulated_with(
     target: Target,
     sources: &KernelSources,
     allocation: Allocation,
-) -> Result<Box<dyn Device>, Skip> {
+) -> Result<Box<dyn DeviceBench>, Skip> {
     #[cfg(feature = "cuda")]
     {
         let d = cuda::open_with(sources.clone()).map_err(|s| Skip {

@@ -628,7 +628,7 @@ impl<B: Backend> TimedCopy<B> {
     }
 }
 
-/// [`super::Device::bench_moe`] for every backend: every copy staged once; sample `i` runs copy
+/// [`super::DeviceBench::bench_moe`] for every backend: every copy staged once; sample `i` runs copy
 /// `i % copies.len()`, whose `moe` reads the align outputs its own align step rewrites (the
 /// same each time: the step is deterministic).
 pub(super) fn time_moe<B: Backend>(

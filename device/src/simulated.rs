@@ -64,7 +64,7 @@ struct Sim {
 
 /// A simulated device for the runner's tests: well behaved, or losing its context at the first
 /// launch (`sticky`); `blas: false` is a device without the vendor BLAS library.
-pub fn device(sticky: bool, blas: bool) -> Box<dyn Device> {
+pub fn device(sticky: bool, blas: bool) -> Box<dyn DeviceBench> {
     let mode = if sticky {
         Misbehave::Sticky
     } else {

@@ -14,7 +14,7 @@
 use std::sync::OnceLock;
 
 use rstest_reuse::template;
-use w4a16_harness::device::{Device, DeviceKind, open_kind};
+use w4a16_harness::device::{DeviceBench, DeviceKind, open_kind};
 use w4a16_harness::require::{Requirement, Skip, backend_skip_or_fail};
 
 #[template]
@@ -56,7 +56,7 @@ pub fn skip_or_fail(kind: DeviceKind, skip: &Skip) {
 }
 
 /// This backend's device, or `None` after [`skip_or_fail`].
-pub fn device(kind: DeviceKind) -> Option<Box<dyn Device>> {
+pub fn device(kind: DeviceKind) -> Option<Box<dyn DeviceBench>> {
     match open_kind(kind) {
         Ok(d) => Some(d),
         Err(skip) => {

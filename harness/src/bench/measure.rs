@@ -11,7 +11,7 @@ use w4a16_reference::formats::{PaddingRule, ResidentLayer, RowPadding, dense_row
 use w4a16_reference::layer::Symmetry;
 use w4a16_reference::{ActDtype, Activations, LayerShape};
 
-use crate::device::{BenchPlan, Device, Timing};
+use crate::device::{BenchPlan, DeviceBench, Timing};
 use crate::launch::DeviceInputs;
 use crate::tensor::{DenseSpec, YSpec};
 
@@ -43,13 +43,16 @@ pub struct RunInfo {
 }
 
 /// Issue 3's suite on `device`.
-pub fn run_benchmarks(device: &dyn Device, plan: BenchPlan) -> Result<BenchReport, BenchError> {
+pub fn run_benchmarks(
+    device: &dyn DeviceBench,
+    plan: BenchPlan,
+) -> Result<BenchReport, BenchError> {
     run_suite(device, &BenchSuite::issue3(), plan)
 }
 
 /// Measures `suite` on `device` and computes the report.
 pub fn run_suite(
-    device: &dyn Device,
+    device: &dyn DeviceBench,
     suite: &BenchSuite,
     plan: BenchPlan,
 ) -> Result<BenchReport, BenchError> {
@@ -205,7 +208,7 @@ fn first_rows(x: &Activations, m: usize) -> Activations {
 }
 
 fn bench_rotating(
-    device: &dyn Device,
+    device: &dyn DeviceBench,
     kernel: &KernelDecl,
     layer: &ResidentLayer,
     x: &Activations,
@@ -230,7 +233,7 @@ fn bench_rotating(
 
 /// Dequantizes once, then times the BLAS GEMM on that copy; also times the dequant launch.
 fn bench_dense_path(
-    device: &dyn Device,
+    device: &dyn DeviceBench,
     layer: &ResidentLayer,
     x: &Activations,
     rule: PaddingRule,

@@ -15,7 +15,7 @@ use w4a16_reference::layer::{Activations, LayerShape, Symmetry};
 use w4a16_reference::moe::{MoeLayer, MoeSpec, Routing, RoutingKind, route};
 
 use super::{BenchError, TimeUs, dev, progress};
-use crate::device::{BenchPlan, Device, MoeLaunch};
+use crate::device::{BenchPlan, DeviceBench, MoeLaunch};
 use crate::launch::DeviceInputs;
 use crate::tensor::{XBuffer, YSpec};
 use std::path::Path;
@@ -131,7 +131,7 @@ fn gathered(x: &Activations, routing: &Routing, slots: &[usize]) -> Activations 
 
 /// Runs the suite on `device`.
 pub fn run(
-    device: &dyn Device,
+    device: &dyn DeviceBench,
     suite: &MoeBenchSuite,
     plan: BenchPlan,
 ) -> Result<MoeBenchReport, BenchError> {
@@ -212,7 +212,7 @@ pub fn run(
 
 #[allow(clippy::too_many_arguments)] // one row's inputs
 fn measure(
-    device: &dyn Device,
+    device: &dyn DeviceBench,
     suite: &MoeBenchSuite,
     s: &MoeBenchShape,
     layer: &MoeLayer,

@@ -6,7 +6,9 @@ use std::sync::Mutex;
 use w4a16_kernels::Target;
 
 use super::*;
-use crate::device::{BenchPlan, DequantOutput, Device, DeviceFault, GemmOutput, Health, Timing};
+use crate::device::{
+    BenchPlan, DequantOutput, Device, DeviceBench, DeviceFault, GemmOutput, Health, Timing,
+};
 use crate::launch::DeviceInputs;
 use w4a16_kernels::{KernelDecl, KernelId};
 use w4a16_reference::layer::Symmetry;
@@ -197,6 +199,9 @@ impl Device for Fake {
     fn dense_gemm(&self, _: &KernelDecl, _: &DeviceInputs<'_>) -> Result<GemmOutput, DeviceFault> {
         unreachable!("the benchmark does not run GEMMs for results")
     }
+}
+
+impl DeviceBench for Fake {
     fn bench_kernel(
         &self,
         kernel: &KernelDecl,

@@ -25,7 +25,7 @@ use super::key::{ControlKind, KernelLabel, Measured, PerfKey};
 use crate::bench::Traffic;
 use crate::cases::{Provider, RowPadding, Suite};
 use crate::config::{KernelConfig, PrefillDequant};
-use crate::device::{BenchPlan, Device, DeviceFault, Timing};
+use crate::device::{BenchPlan, DeviceBench, DeviceFault, Timing};
 use crate::launch::DeviceInputs;
 use crate::select::{self, LayerRequest, padding};
 use crate::tensor::{DenseSpec, XBuffer, YSpec};
@@ -348,14 +348,14 @@ struct PreparedLayer {
 /// Times every case on `candidate` and, interleaved case by case, on `control`: per side the
 /// selected path then its control. Results are in `cases` order.
 pub fn measure_suite(
-    candidate: &dyn Device,
-    control: Option<&dyn Device>,
+    candidate: &dyn DeviceBench,
+    control: Option<&dyn DeviceBench>,
     cases: &[PerfCase],
     plan: PerfPlan,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Vec<(Measured, Option<Measured>)>, PerfError> {
     let plan = plan.checked()?;
-    let sides: Vec<(Side, &dyn Device)> = std::iter::once((Side::Candidate, candidate))
+    let sides: Vec<(Side, &dyn DeviceBench)> = std::iter::once((Side::Candidate, candidate))
         .chain(control.map(|d| (Side::Control, d)))
         .collect();
     for &(side, device) in &sides {
@@ -496,7 +496,7 @@ fn refused(case: &PerfCase, side: Side, during: &str) -> impl FnOnce(ContractErr
 
 /// One side's timing of one case: the selected path, then its control.
 fn measure_case(
-    device: &dyn Device,
+    device: &dyn DeviceBench,
     side: Side,
     case: &PerfCase,
     layer: &mut PreparedLayer,
@@ -562,7 +562,7 @@ fn measure_case(
 /// The vendor BLAS on this side's dense copy of the weights (dequantized once per layer by the
 /// side's own dequant kernel, as at load), X in the caller's rows.
 fn time_dense(
-    device: &dyn Device,
+    device: &dyn DeviceBench,
     side: Side,
     case: &PerfCase,
     layer: &mut PreparedLayer,

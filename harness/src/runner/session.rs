@@ -8,7 +8,7 @@ use super::timing::PhaseTimes;
 use super::verdict::{Outcome, Verdict};
 use crate::cases::{self, Case, CaseSet};
 use crate::config::KernelConfig;
-use crate::device::{self, Device};
+use crate::device::{self, Device, DeviceBench};
 use crate::require::Skip;
 use rayon::prelude::*;
 use serde::Deserialize;
@@ -67,7 +67,8 @@ pub fn c_target(cases_dir: &Path, target: Target) -> Result<f64, String> {
 
 /// What a session runs on.
 pub enum Backend {
-    Device(Box<dyn Device>),
+    /// Timing-capable, so that bench and perf open it the same way as a run.
+    Device(Box<dyn DeviceBench>),
     /// CPU-side checks only; GPU-bound checks are reported as skipped with this reason.
     None(Skip),
 }
@@ -146,7 +147,7 @@ pub fn run_in_process(
 ) -> Result<RunOutput, String> {
     let c = c_target(&opts.cases_dir, opts.target)?;
     let (device, no_device) = match backend {
-        Backend::Device(d) => (Some(d.as_ref()), None),
+        Backend::Device(d) => (Some(d.as_ref() as &dyn Device), None),
         Backend::None(s) => (None, Some(s.clone())),
     };
     let ctx = RunContext {

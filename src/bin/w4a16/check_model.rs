@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use w4a16_harness::cases;
 use w4a16_harness::config::KernelConfig;
-use w4a16_harness::device::Allocation;
+use w4a16_harness::device::{Allocation, Device};
 use w4a16_harness::model_check::{
     self, BudgetInputs, CheckModelOptions, DEFAULT_BATCHES, LayerStatus, Progress, report,
 };
@@ -129,7 +129,7 @@ fn one_target(
         session::open_backend_with(target.run_target(), sources, Allocation::Guarded);
     let c_target = session::c_target(cases_dir, target.target)?;
     let (device, no_device) = match &backend {
-        Backend::Device(d) => (Some(d.as_ref()), None),
+        Backend::Device(d) => (Some(d.as_ref() as &dyn Device), None),
         Backend::None(s) => {
             eprintln!(
                 "w4a16: {target}: no device ({}): format, selection and contract checks run, GPU checks skip",
