@@ -251,8 +251,13 @@ impl Backend for EmuDevice {
             why: "the ISA emulator runs the kernel set's code objects only".into(),
         })
     }
+    /// Emulated time says nothing about a GPU's: benchmarks and perf mode skip, saying so.
     fn record(&self) -> Result<Instant, DeviceFault> {
-        Ok(Instant::now())
+        Err(DeviceFault::MissingCapability {
+            capability: Capability::Timing,
+            device: Backend::name(self),
+            why: "emulated execution has no device clock; benchmark on the target's GPU".into(),
+        })
     }
     fn elapsed_us(&self, start: &Instant, end: &Instant) -> Result<f64, DeviceFault> {
         Ok(end.duration_since(*start).as_secs_f64() * 1e6)

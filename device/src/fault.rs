@@ -35,6 +35,8 @@ pub enum Capability {
     MoeLaunch,
     /// An instruction the ISA emulator does not implement: it stops the case rather than guess.
     EmulatedInstruction,
+    /// Device timing (events): the ISA emulator has no clock worth a benchmark.
+    Timing,
 }
 
 impl Capability {
@@ -43,6 +45,7 @@ impl Capability {
             Capability::VendorBlas => "the vendor BLAS",
             Capability::MoeLaunch => "the MoE launch path",
             Capability::EmulatedInstruction => "an emulated instruction",
+            Capability::Timing => "device timing",
         }
     }
 }

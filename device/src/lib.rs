@@ -983,13 +983,13 @@ pub fn open_kind(kind: DeviceKind) -> Result<Box<dyn DeviceBench>, Skip> {
 /// The ISA emulator running `target`'s real code objects (gfx11/gfx12) on the host. Buffers are
 /// exact (`Allocation::Exact` is the emulator's own): every access outside a tensor faults.
 #[cfg(feature = "emu")]
-pub fn open_emu(target: Target, sources: &KernelSources) -> Result<Box<dyn Device>, Skip> {
+pub fn open_emu(target: Target, sources: &KernelSources) -> Result<Box<dyn DeviceBench>, Skip> {
     Ok(Box::new(emu::open_with(target, sources.clone())?))
 }
 
 /// Without the `emu` feature the emulator is a skip saying so.
 #[cfg(not(feature = "emu"))]
-pub fn open_emu(target: Target, _sources: &KernelSources) -> Result<Box<dyn Device>, Skip> {
+pub fn open_emu(target: Target, _sources: &KernelSources) -> Result<Box<dyn DeviceBench>, Skip> {
     Err(skip(
         Requirement::AmdToolchain,
         format!("{target} on the ISA emulator needs the cargo feature `emu`"),
