@@ -33,6 +33,8 @@ pub enum Capability {
     /// The MoE launch path (`moe_align`, then `moe` on its outputs): devices that are host code
     /// standing in for a GPU (the CPU-side stand-in) have none.
     MoeLaunch,
+    /// The vendor's f64 GEMM the GPU reference (`--reference gpu`) runs on.
+    F64Gemm,
 }
 
 impl Capability {
@@ -40,6 +42,7 @@ impl Capability {
         match self {
             Capability::VendorBlas => "the vendor BLAS",
             Capability::MoeLaunch => "the MoE launch path",
+            Capability::F64Gemm => "the vendor f64 GEMM",
         }
     }
 }
