@@ -269,7 +269,8 @@ fn cross_check(
         for (lane, gemm, cpu, mag) in lanes {
             let tolerance = cross_check_tolerance(k, mag, gemm, cpu);
             // NaN on either side is a disagreement: the products of finite X and W are finite.
-            if !((gemm - cpu).abs() <= tolerance) {
+            let agree = (gemm - cpu).abs() <= tolerance;
+            if !agree {
                 return Err(OffloadError::Disagrees {
                     m: r,
                     n: col,
