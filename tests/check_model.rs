@@ -64,6 +64,7 @@ fn run_with(
         artifacts: None,
         full_reference_macs: 2.0e9,
         sample_flops: 2.0e9,
+        reference: w4a16_harness::runner::execute::ReferenceChoice::Cpu,
     };
     check_model(dir, opts, &ctx, &|_| {}).map_err(|e| e.to_string())
 }

@@ -111,6 +111,7 @@ fn run(case: &Case, target: RunTarget, backend: &Backend) -> Vec<Verdict> {
         artifacts: Some(std::env::temp_dir().join("w4a16-gpu-fuzz-artifacts")),
         full_reference_macs: 2.0e9,
         sample_flops: 2.0e9,
+        reference: w4a16_harness::runner::execute::ReferenceChoice::Cpu,
     };
     run_case(case, Mode::Differential, &ctx)
 }

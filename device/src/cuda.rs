@@ -721,6 +721,97 @@ impl Backend for CudaDevice {
         })
     }
 
+    /// Two cuBLAS DGEMMs on fresh f64 buffers (nothing shared with the kernels' buffers): the
+    /// row-major `y[M, N] = x[M, K]·w[N, K]ᵀ` is the column-major `yᵀ = w·xᵀ`, so the call is
+    /// `gemm(T, N, m = N, n = M, k = K, A = w, lda = K, B = x, ldb = K, C = y, ldc = N)` (as in
+    /// `blas.rs`); then the same on `|x|`, `|w|`. W is dropped before `|W|` is uploaded.
+    fn reference_gemm_f64(
+        &self,
+        x: &[f64],
+        w: &[f64],
+        m: usize,
+        n: usize,
+        k: usize,
+    ) -> Result<(Vec<f64>, Vec<f64>), DeviceFault> {
+        use cudarc::cublas::{Gemm, GemmConfig, sys::cublasOperation_t};
+        let during = format!("cuBLAS DGEMM (reference) M={m} N={n} K={k}");
+        if x.len() != m * k || w.len() != n * k {
+            return Err(DeviceFault::Unsupported {
+                what: format!(
+                    "an f64 GEMM of x with {} values and w with {} values (expected M·K = {} and \
+                     N·K = {})",
+                    x.len(),
+                    w.len(),
+                    m * k,
+                    n * k
+                ),
+                device: self.name.clone(),
+            });
+        }
+        if m == 0 || n == 0 {
+            return Ok((Vec::new(), Vec::new()));
+        }
+        let int = |v: usize, what: &str| {
+            i32::try_from(v).map_err(|_| DeviceFault::Call {
+                during: during.clone(),
+                code: format!("{what} = {v} exceeds cuBLAS's 32-bit int"),
+            })
+        };
+        let cfg = GemmConfig {
+            transa: cublasOperation_t::CUBLAS_OP_T,
+            transb: cublasOperation_t::CUBLAS_OP_N,
+            m: int(n, "N")?,
+            n: int(m, "M")?,
+            k: int(k.max(1), "K")?,
+            alpha: 1.0f64,
+            lda: int(k.max(1), "K")?,
+            ldb: int(k.max(1), "K")?,
+            beta: 0.0f64,
+            ldc: int(n, "N")?,
+        };
+        self.bind(&during)?;
+        let blas = self.blas_handle()?;
+        let Some(blas) = blas.as_ref() else {
+            return Err(DeviceFault::MissingCapability {
+                capability: Capability::F64Gemm,
+                device: self.name.clone(),
+                why: "no cuBLAS handle".into(),
+            });
+        };
+        let product = |xs: &[f64], ws: &[f64]| -> Result<Vec<f64>, DeviceFault> {
+            if k == 0 {
+                return Ok(vec![0.0; m * n]);
+            }
+            let dx = self
+                .stream
+                .memcpy_stod(xs)
+                .map_err(|e| self.fault(e, &during))?;
+            let dw = self
+                .stream
+                .memcpy_stod(ws)
+                .map_err(|e| self.fault(e, &during))?;
+            let mut dy = self
+                .stream
+                .alloc_zeros::<f64>(m * n)
+                .map_err(|e| self.fault(e, &during))?;
+            // SAFETY: the buffers were allocated above with exactly the sizes the configuration
+            // reads and writes (lda = ldb = K, ldc = N, column-major extents as documented).
+            unsafe { blas.gemm(cfg, &dw, &dx, &mut dy) }.map_err(|e| DeviceFault::Call {
+                during: during.clone(),
+                code: format!("{:?}", e.0),
+            })?;
+            self.synchronize(&during)?;
+            self.stream
+                .memcpy_dtov(&dy)
+                .map_err(|e| self.fault(e, &during))
+        };
+        let y = product(x, w)?;
+        let xa: Vec<f64> = x.iter().map(|v| v.abs()).collect();
+        let wa: Vec<f64> = w.iter().map(|v| v.abs()).collect();
+        let a = product(&xa, &wa)?;
+        Ok((y, a))
+    }
+
     fn record(&self) -> Result<CudaEvent, DeviceFault> {
         self.bind("recording an event")?;
         self.stream

@@ -37,6 +37,8 @@ pub enum Capability {
     EmulatedInstruction,
     /// Device timing (events): the ISA emulator has no clock worth a benchmark.
     Timing,
+    /// The vendor's f64 GEMM the GPU reference (`--reference gpu`) runs on.
+    F64Gemm,
 }
 
 impl Capability {
@@ -46,6 +48,7 @@ impl Capability {
             Capability::MoeLaunch => "the MoE launch path",
             Capability::EmulatedInstruction => "an emulated instruction",
             Capability::Timing => "device timing",
+            Capability::F64Gemm => "the vendor f64 GEMM",
         }
     }
 }

@@ -263,6 +263,20 @@ pub trait Backend: Send + Sync {
     /// Waits for all enqueued work under the watchdog ([`watchdog_timeout`]); a hang is
     /// [`DeviceFault::Timeout`] and leaves the device [`Health::Lost`].
     fn synchronize(&self, during: &str) -> Result<(), DeviceFault>;
+
+    /// `(X·Wᵀ, |X|·|W|ᵀ)` in f64 by the vendor's DGEMM ([`Device::reference_gemm_f64`]);
+    /// backends without one say so.
+    fn reference_gemm_f64(
+        &self,
+        x: &[f64],
+        w: &[f64],
+        m: usize,
+        n: usize,
+        k: usize,
+    ) -> Result<(Vec<f64>, Vec<f64>), DeviceFault> {
+        let _ = (x, w, m, n, k);
+        Err(no_f64_gemm(self.name()))
+    }
 }
 
 /// What the runner and the tests use: one object-safe interface over every backend.
@@ -314,6 +328,22 @@ pub trait Device: Send + Sync {
         kernel: &KernelDecl,
         inputs: &DeviceInputs<'_>,
     ) -> Result<GemmOutput, DeviceFault>;
+
+    /// The full-precision reference's products on the device (`--reference gpu`): row-major
+    /// `x[M, K]` and `w[N, K]` in f64 in, `y = x·wᵀ` and the bound's magnitude term
+    /// `a = |x|·|w|ᵀ` (both `[M, N]`, row-major) out, by the vendor's DGEMM. No code of the
+    /// kernels under test is involved; the caller bounds `w`'s size (chunks along N).
+    fn reference_gemm_f64(
+        &self,
+        x: &[f64],
+        w: &[f64],
+        m: usize,
+        n: usize,
+        k: usize,
+    ) -> Result<(Vec<f64>, Vec<f64>), DeviceFault> {
+        let _ = (x, w, m, n, k);
+        Err(no_f64_gemm(self.name()))
+    }
 
     /// A MoE layer: `moe_align`, then `moe` on the align step's device outputs; the align
     /// outputs and C come back through their guards (`moe.rs`, one implementation for every
@@ -401,6 +431,15 @@ pub trait DeviceBench: Device {
     ) -> Result<MoeTiming, DeviceFault> {
         let _ = (copies, plan);
         Err(no_moe_path(self.name()))
+    }
+}
+
+/// A device without the vendor's f64 GEMM: the run uses the CPU reference (`--reference cpu`).
+fn no_f64_gemm(device: String) -> DeviceFault {
+    DeviceFault::MissingCapability {
+        capability: Capability::F64Gemm,
+        device,
+        why: "no vendor f64 GEMM on this backend".into(),
     }
 }
 
@@ -755,6 +794,17 @@ impl<B: Backend> Device for B {
         self.synchronize(&format!("dense GEMM ({})", kernel.id))?;
         let bytes = self.download(&output)?;
         Ok(GemmOutput::from_report(g.m, g.n, layout.inspect(&bytes)))
+    }
+
+    fn reference_gemm_f64(
+        &self,
+        x: &[f64],
+        w: &[f64],
+        m: usize,
+        n: usize,
+        k: usize,
+    ) -> Result<(Vec<f64>, Vec<f64>), DeviceFault> {
+        Backend::reference_gemm_f64(self, x, w, m, n, k)
     }
 
     fn run_moe(&self, inputs: &MoeInputs<'_>) -> Result<MoeOutput, DeviceFault> {

@@ -60,6 +60,29 @@ struct Sim {
     /// Whether the vendor BLAS is installed (a device without it lacks a capability, and
     /// misbehaves in nothing).
     blas: bool,
+    /// The GPU reference's f64 GEMM, as host code: absent, right, or off in every `y` (a broken
+    /// reference GEMM the cross-check must blame).
+    f64_gemm: Option<F64Gemm>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum F64Gemm {
+    Right,
+    Wrong,
+}
+
+/// A well-behaved simulated device with the vendor BLAS and an f64 GEMM in host code (the GPU
+/// reference's, `--reference gpu`); `wrong` makes every product of that GEMM slightly off.
+pub fn device_with_f64_gemm(wrong: bool) -> Box<dyn DeviceBench> {
+    Box::new(Sim {
+        blas: true,
+        f64_gemm: Some(if wrong {
+            F64Gemm::Wrong
+        } else {
+            F64Gemm::Right
+        }),
+        ..Sim::new(Misbehave::None)
+    })
 }
 
 /// A simulated device for the runner's tests: well behaved, or losing its context at the first
@@ -94,6 +117,7 @@ impl Sim {
             blas_calls: Mutex::new(Vec::new()),
             copies: Mutex::new(Vec::new()),
             blas: true,
+            f64_gemm: None,
         }
     }
 
@@ -445,6 +469,38 @@ impl Backend for Sim {
         }
         self.blas_calls.lock().unwrap().push(*g);
         Ok(())
+    }
+    fn reference_gemm_f64(
+        &self,
+        x: &[f64],
+        w: &[f64],
+        m: usize,
+        n: usize,
+        k: usize,
+    ) -> Result<(Vec<f64>, Vec<f64>), DeviceFault> {
+        let Some(mode) = self.f64_gemm else {
+            return Err(DeviceFault::MissingCapability {
+                capability: Capability::F64Gemm,
+                device: Backend::name(self),
+                why: "the simulated device has no f64 GEMM".into(),
+            });
+        };
+        let (mut y, mut a) = (vec![0.0; m * n], vec![0.0; m * n]);
+        for r in 0..m {
+            for c in 0..n {
+                let (xr, wr) = (&x[r * k..(r + 1) * k], &w[c * k..(c + 1) * k]);
+                let (s, t) = xr
+                    .iter()
+                    .zip(wr)
+                    .fold((0.0, 0.0), |(s, t), (p, q)| (p * q + s, (p * q).abs() + t));
+                y[r * n + c] = s;
+                a[r * n + c] = t;
+                if mode == F64Gemm::Wrong {
+                    y[r * n + c] += 1e-6 * (1.0 + t);
+                }
+            }
+        }
+        Ok((y, a))
     }
     fn record(&self) -> Result<u64, DeviceFault> {
         Ok(*self.launches.lock().unwrap() as u64)

@@ -12,6 +12,7 @@ pub mod gemm;
 pub mod layer;
 pub mod moe;
 pub mod named;
+pub mod offload;
 pub mod quantize;
 pub mod recipe;
 pub mod tricks;

@@ -25,6 +25,7 @@ use w4a16_harness::perf::update;
 use w4a16_harness::runner::cli_run::{
     self, RunOptions, check_suites, choose, load_with_dir, require_gpu_checks, snapshots,
 };
+use w4a16_harness::runner::execute::ReferenceChoice;
 use w4a16_harness::runner::sanitize::SanitizerTool;
 use w4a16_harness::runner::session::{self, Backend, SessionOptions};
 use w4a16_harness::runner::snapshot::{SnapshotFile, SnapshotMode};
@@ -95,6 +96,11 @@ enum Command {
         /// Stop at the first failing check: cases not yet started are not run.
         #[arg(long)]
         fail_fast: bool,
+        /// Where the reference's products are formed: `gpu` (the device's f64 GEMM; every
+        /// element of every shape judged) or `cpu` (the f64 CPU reference, Freivalds plus sampled
+        /// lines for large layers). Default: `gpu` where a CUDA device is open, else `cpu`.
+        #[arg(long, value_parser = args::named::<ReferenceChoice>())]
+        reference: Option<ReferenceChoice>,
     },
     /// Measure the harness's detection power: run suites against every seeded bug of
     /// `kernels/mutants/*.toml` and report the kill rate per suite and per bug class.
@@ -246,6 +252,9 @@ enum Command {
         exact_allocations: bool,
         #[arg(long)]
         kernel_sources: Option<PathBuf>,
+        /// As the parent resolved it (`cpu` when absent).
+        #[arg(long, value_parser = args::named::<ReferenceChoice>())]
+        reference: Option<ReferenceChoice>,
     },
 }
 
@@ -374,6 +383,7 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
             simulate,
             exact_allocations,
             kernel_sources,
+            reference,
         } => {
             if simulate {
                 let lost = std::cell::Cell::new(false);
@@ -413,6 +423,13 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
             let mut opts = SessionOptions::new(dir, target);
             opts.config = config;
             opts.artifacts = artifacts;
+            opts.reference = match &backend {
+                Backend::Device(d) => ReferenceChoice::resolve(
+                    Some(reference.unwrap_or(ReferenceChoice::Cpu)),
+                    Some(d.as_ref()),
+                )?,
+                Backend::None(_) => ReferenceChoice::Cpu,
+            };
             // A lost device (sticky fault, hang) would fault every later case: retire instead,
             // and the parent starts a fresh worker for the rest.
             let retire = || match &backend {
@@ -707,6 +724,7 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
             sanitize,
             kernel_sources,
             fail_fast,
+            reference,
         } => {
             let sources = kernel_sources_arg(kernel_sources.as_deref())?;
             let end = cli_run::run(RunOptions {
@@ -725,6 +743,7 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
                 fail_fast,
                 config,
                 worker_exe: None,
+                reference,
             })?;
             Ok(if end.passed() {
                 ExitCode::SUCCESS

@@ -3,6 +3,7 @@
 //! summary. The binary parses its arguments into [`RunOptions`] and maps the [`RunEnd`] to an
 //! exit code; the orchestration lives here so it can be read and tested beside the runner.
 
+use super::execute::ReferenceChoice;
 use super::sanitize::{self, SanitizerTool};
 use super::session::{self, Backend, SessionOptions};
 use super::snapshot::{self, SnapshotFile, SnapshotMode};
@@ -48,6 +49,8 @@ pub struct RunOptions {
     pub config: KernelConfig,
     /// The executable whose `worker` subcommand serves isolated cases; `None` is this process's.
     pub worker_exe: Option<PathBuf>,
+    /// `--reference`: `None` is `gpu` where a CUDA device is open, `cpu` otherwise.
+    pub reference: Option<ReferenceChoice>,
 }
 
 /// How a run ended: its summary and the snapshots that differ (a difference fails the run).
@@ -84,6 +87,7 @@ pub fn run(opts: RunOptions) -> Result<RunEnd, String> {
         fail_fast,
         config,
         worker_exe,
+        reference: requested_reference,
     } = opts;
     let set = cases::load_all(&dir).map_err(|e| e.to_string())?;
     check_suites(&set, &suites)?;
@@ -145,8 +149,17 @@ pub fn run(opts: RunOptions) -> Result<RunEnd, String> {
             skip.reason
         ),
     }
+    let reference = ReferenceChoice::resolve(
+        requested_reference,
+        match &backend {
+            Backend::Device(d) => Some(d.as_ref()),
+            Backend::None(_) => None,
+        },
+    )?;
+    eprintln!("w4a16: reference: {reference}");
     let mut session_opts = SessionOptions::new(dir.clone(), target);
     session_opts.config = config;
+    session_opts.reference = reference;
     session_opts.artifacts = Some(report_dir.join("artifacts"));
     let stop = session_opts.stop.clone();
     let bar = indicatif::ProgressBar::new(chosen.len() as u64);
@@ -211,6 +224,8 @@ pub fn run(opts: RunOptions) -> Result<RunEnd, String> {
             config.to_string(),
             "--artifacts".into(),
             report_dir.join("artifacts").display().to_string(),
+            "--reference".into(),
+            reference.name().into(),
         ]);
         let watched = match &sanitizer {
             Some(Ok(s)) => {
@@ -251,6 +266,7 @@ pub fn run(opts: RunOptions) -> Result<RunEnd, String> {
     write_reports(
         &report_dir,
         target,
+        Some(reference),
         &verdicts,
         (wall_s, workers, &out.times),
     )?;
@@ -353,6 +369,7 @@ pub fn check_suites(set: &CaseSet, suites: &[String]) -> Result<(), String> {
 pub fn write_reports(
     dir: &Path,
     target: RunTarget,
+    reference: Option<ReferenceChoice>,
     verdicts: &[Verdict],
     timing: (f64, usize, &PhaseTimes),
 ) -> Result<(), String> {
@@ -368,7 +385,15 @@ pub fn write_reports(
         share(times.data_s + times.convert_s),
     ));
     for (name, text) in [
-        ("report.json", report::json(t, verdicts, Some(timing))),
+        (
+            "report.json",
+            report::json_with_reference(
+                t,
+                reference.map(ReferenceChoice::name),
+                verdicts,
+                Some(timing),
+            ),
+        ),
         ("junit.xml", report::junit(t, verdicts)),
         ("summary.md", md),
     ] {

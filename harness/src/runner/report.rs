@@ -9,6 +9,9 @@ use std::collections::BTreeMap;
 #[derive(Serialize)]
 struct JsonReport<'a> {
     target: &'a str,
+    /// Where the reference's products were formed (`gpu` or `cpu`); absent where not recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reference: Option<&'a str>,
     summary: &'a Summary,
     /// Where the time went; absent when the run was not timed. Never part of a snapshot.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -29,9 +32,20 @@ pub fn json(
     verdicts: &[Verdict],
     timing: Option<(f64, usize, &PhaseTimes)>,
 ) -> String {
+    json_with_reference(target, None, verdicts, timing)
+}
+
+/// [`json`] recording which reference (`--reference gpu|cpu`) judged the run.
+pub fn json_with_reference(
+    target: &str,
+    reference: Option<&str>,
+    verdicts: &[Verdict],
+    timing: Option<(f64, usize, &PhaseTimes)>,
+) -> String {
     let summary = Summary::of(verdicts);
     serde_json::to_string_pretty(&JsonReport {
         target,
+        reference,
         summary: &summary,
         timing: timing.map(|(wall_s, workers, phases)| Timing {
             wall_s,

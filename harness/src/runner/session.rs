@@ -2,7 +2,7 @@
 //! workers (GPU) or threads (CPU-only), and gathers verdicts. Shared by the CLI and the tests.
 
 use super::check::Check;
-use super::execute::{Mode, RunContext, run_case_timed};
+use super::execute::{Mode, ReferenceChoice, RunContext, run_case_timed};
 use super::isolate;
 use super::timing::PhaseTimes;
 use super::verdict::{Outcome, Verdict};
@@ -117,6 +117,8 @@ pub struct SessionOptions {
     pub artifacts: Option<PathBuf>,
     pub full_reference_macs: f64,
     pub sample_flops: f64,
+    /// Where the reference's products are formed (resolved: `ReferenceChoice::resolve`).
+    pub reference: ReferenceChoice,
     /// Cases that have not started when this is set are not run.
     pub stop: StopFlag,
 }
@@ -132,6 +134,7 @@ impl SessionOptions {
             artifacts: None,
             full_reference_macs: 2.0e9,
             sample_flops: 2.0e9,
+            reference: ReferenceChoice::Cpu,
             stop: StopFlag::default(),
         }
     }
@@ -162,6 +165,7 @@ pub fn run_in_process(
         artifacts: opts.artifacts.clone(),
         full_reference_macs: opts.full_reference_macs,
         sample_flops: opts.sample_flops,
+        reference: opts.reference,
     };
     let run = |case: &&Case| {
         if opts.stop.is_stopped() {

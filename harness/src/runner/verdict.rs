@@ -110,6 +110,11 @@ pub enum ReferenceStage {
     VerificationInput,
     /// Comparing the output against the reference.
     Compare,
+    /// The GPU reference's f64 GEMM (`--reference gpu`) failed or gave back the wrong extent.
+    GpuReference,
+    /// The GPU reference disagrees with the CPU f64 reference on a sampled element: the
+    /// reference is at fault, not the kernel (a FAULT).
+    CrossCheck,
 }
 
 impl ReferenceStage {
@@ -127,6 +132,8 @@ impl ReferenceStage {
             ReferenceStage::Bound => "bound: ",
             ReferenceStage::VerificationInput => "verification input: ",
             ReferenceStage::Compare => "compare: ",
+            ReferenceStage::GpuReference => "GPU reference: ",
+            ReferenceStage::CrossCheck => "GPU reference disagrees with the CPU reference: ",
         }
     }
 }

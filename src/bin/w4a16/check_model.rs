@@ -150,6 +150,7 @@ fn one_target(
         artifacts: Some(report_dir.join("artifacts")),
         full_reference_macs: 2.0e9,
         sample_flops: 2.0e9,
+        reference: w4a16_harness::runner::execute::ReferenceChoice::Cpu,
     };
     let bar = ProgressBar::new(0);
     bar.set_style(

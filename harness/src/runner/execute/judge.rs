@@ -2,6 +2,7 @@
 //! large layers, Freivalds plus sampled lines; the fallback as second opinion; and a failure's
 //! cause, repro command and artifact.
 
+use super::ReferenceChoice;
 use super::{CaseRun, repro_command};
 use crate::device::GemmOutput;
 use crate::runner::check::Check;
@@ -14,6 +15,7 @@ use w4a16_reference::bound::BoundModel;
 use w4a16_reference::compare::{self, OutputBits};
 use w4a16_reference::gemm::{self, Reference};
 use w4a16_reference::layer::{Activations, QuantizedLayer};
+use w4a16_reference::offload::OffloadError;
 use w4a16_reference::verify::{self, VerifyBudget};
 
 /// Which reference a recipe needs: its magnitude lane's offset (bits) and whether the offset is
@@ -31,6 +33,19 @@ pub(crate) fn reference_failure(
     Verdict::new(id, check, Outcome::Fail).because(Cause::Reference { stage, error })
 }
 
+/// A reference that could not be formed: bad input fails the check as before; the GPU
+/// reference's GEMM failing, or disagreeing with the CPU reference, is a FAULT of the reference
+/// (the kernel was not judged).
+fn reference_stage(e: &OffloadError) -> (Outcome, ReferenceStage) {
+    match e {
+        OffloadError::Input(_) => (Outcome::Fail, ReferenceStage::Reference),
+        OffloadError::Gemm { .. } | OffloadError::Length { .. } => {
+            (Outcome::Fault, ReferenceStage::GpuReference)
+        }
+        OffloadError::Disagrees { .. } => (Outcome::Fault, ReferenceStage::CrossCheck),
+    }
+}
+
 impl<'c, 'a> CaseRun<'c, 'a> {
     fn reference(
         &mut self,
@@ -45,16 +60,32 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         if let Some(i) = self.references.iter().position(|(k, _)| *k == key) {
             return Some(&self.references[i].1);
         }
-        match gemm::reference_with(x, logical, recipe, self.case.class.non_finite_x()) {
+        let policy = self.case.class.non_finite_x();
+        let result = match self.gpu_reference_device() {
+            Some(device) => {
+                let seed = w4a16_reference::data::case_seed(&self.case.id);
+                super::reference_on(device, x, logical, recipe, policy, seed)
+            }
+            None => gemm::reference_with(x, logical, recipe, policy).map_err(OffloadError::Input),
+        };
+        match result {
             Ok(r) => {
                 self.references.push((key, r));
                 self.references.last().map(|(_, r)| r)
             }
             Err(e) => {
-                let stage = ReferenceStage::Reference;
-                self.push_reference(Check::Reference, Outcome::Fail, stage, e);
+                let (outcome, stage) = reference_stage(&e);
+                self.push_reference(Check::Reference, outcome, stage, e);
                 None
             }
+        }
+    }
+
+    /// The device whose f64 GEMM forms the reference (`--reference gpu`), if any.
+    fn gpu_reference_device(&self) -> Option<&'a dyn crate::device::Device> {
+        match self.ctx.reference {
+            ReferenceChoice::Gpu => self.ctx.device,
+            ReferenceChoice::Cpu => None,
         }
     }
 
@@ -81,7 +112,8 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         let macs = (x.m * logical.shape.n * logical.shape.k) as f64;
         let bits = OutputBits::new(&out.y_bits, logical.shape.n);
         let exact = self.case.class == w4a16_reference::data::DataClass::Exact;
-        if macs > self.ctx.full_reference_macs {
+        // The GPU reference judges every element of every shape: no sampled regime.
+        if macs > self.ctx.full_reference_macs && self.gpu_reference_device().is_none() {
             let budget = VerifyBudget {
                 sample_flops: self.ctx.sample_flops,
                 seed,
@@ -113,7 +145,17 @@ impl<'c, 'a> CaseRun<'c, 'a> {
             };
         }
         let Some(reference) = self.reference(x, logical, recipe).cloned() else {
-            return Verdict::new(id, check, Outcome::Fail).detail("no reference");
+            // A reference at fault (the GPU reference's GEMM, or its cross-check) leaves the
+            // kernel unjudged: that is no failure of the kernel.
+            let faulted = self
+                .verdicts
+                .iter()
+                .any(|v| v.check == Check::Reference && v.outcome == Outcome::Fault);
+            return match faulted {
+                true => Verdict::new(id, check, Outcome::Fault)
+                    .detail("not judged: the reference is at fault (its own verdict says why)"),
+                false => Verdict::new(id, check, Outcome::Fail).detail("no reference"),
+            };
         };
         // Exact-class data: every fp32 partial sum is exact, so only the recipe's cast(s) round;
         // the bit-exact comparison expects exactly those (bias after the cast rounds twice).

@@ -10,6 +10,7 @@
 //! entry points, the known-bad application and the case state they share.
 
 mod carrier;
+mod gpu_reference;
 mod judge;
 mod launch;
 mod layout;
@@ -18,6 +19,7 @@ mod selection;
 #[cfg(test)]
 mod tests;
 
+pub use gpu_reference::{ReferenceChoice, reference_on};
 use judge::ReferenceKey;
 pub(crate) use judge::reference_failure;
 pub use prepare::forget_prepared_layer;
@@ -107,6 +109,9 @@ pub struct RunContext<'a> {
     /// sampled lines.
     pub full_reference_macs: f64,
     pub sample_flops: f64,
+    /// Where the reference's products are formed; `Gpu` needs `device` (its f64 GEMM) and then
+    /// judges every element of every shape (no Freivalds, no sampling).
+    pub reference: ReferenceChoice,
 }
 
 impl RunContext<'_> {
@@ -132,6 +137,7 @@ impl RunContext<'_> {
             artifacts: self.artifacts.clone(),
             full_reference_macs: self.full_reference_macs,
             sample_flops: self.sample_flops,
+            reference: ReferenceChoice::Cpu,
         }
     }
 }

@@ -326,3 +326,138 @@ fn known_bad_entries_apply_the_shared_strict_xfail_rule() {
         [Outcome::Expired, Outcome::Expired]
     );
 }
+
+fn run_with_reference(
+    case_id: &str,
+    backend: Backend,
+    reference: ReferenceChoice,
+    full_reference_macs: f64,
+) -> Vec<Verdict> {
+    let dir = cases::locate(None).expect("the committed cases are found");
+    let set = cases::load_all(&dir).expect("the committed cases load");
+    let case = set.case(case_id).expect("the case exists");
+    let mut opts = SessionOptions::new(dir.clone(), Target::Sm90);
+    opts.reference = reference;
+    opts.full_reference_macs = full_reference_macs;
+    run_in_process(&set, &[case], &backend, &opts, &|_| {})
+        .expect("the session runs")
+        .verdicts
+}
+
+/// The GPU reference (here the simulated device's host f64 GEMM) judges as the CPU one does,
+/// and above the full-reference size it still judges every element instead of sampling.
+#[test]
+fn the_gpu_reference_judges_every_element_as_the_cpu_reference_does() {
+    let outcomes = |vs: &[Verdict]| -> Vec<(String, Outcome, String)> {
+        vs.iter()
+            .map(|v| (v.check.to_string(), v.outcome, v.detail.clone()))
+            .collect()
+    };
+    let paths = |vs: &[Verdict]| -> Vec<(String, Outcome, String)> {
+        let judged: Vec<Verdict> = vs
+            .iter()
+            .filter(|v| matches!(v.check, Check::Path(_)))
+            .cloned()
+            .collect();
+        outcomes(&judged)
+    };
+    let cpu = run_with_reference(
+        DENSE_CASE,
+        Backend::Device(simulated::device_with_f64_gemm(false)),
+        ReferenceChoice::Cpu,
+        2.0e9,
+    );
+    let gpu = run_with_reference(
+        DENSE_CASE,
+        Backend::Device(simulated::device_with_f64_gemm(false)),
+        ReferenceChoice::Gpu,
+        2.0e9,
+    );
+    assert_eq!(outcomes(&cpu), outcomes(&gpu));
+    // The simulated kernels do not follow the recipes, so their paths fail: the same elements
+    // over bound, the same worst ratio at the same position, under either reference.
+    assert!(
+        gpu.iter().any(|v| v.detail.contains("over bound")),
+        "{gpu:#?}"
+    );
+    // Everything above 0 MACs is "large": the CPU reference samples, the GPU one does not.
+    let sampled = run_with_reference(
+        DENSE_CASE,
+        Backend::Device(simulated::device_with_f64_gemm(false)),
+        ReferenceChoice::Cpu,
+        0.0,
+    );
+    assert!(sampled.iter().any(|v| v.detail.contains("Freivalds")));
+    let full = run_with_reference(
+        DENSE_CASE,
+        Backend::Device(simulated::device_with_f64_gemm(false)),
+        ReferenceChoice::Gpu,
+        0.0,
+    );
+    assert!(
+        full.iter().all(|v| !v.detail.contains("Freivalds")),
+        "{full:#?}"
+    );
+    // The second opinion stays off above the full-reference size; the paths judge alike.
+    assert_eq!(paths(&full), paths(&gpu));
+}
+
+/// A GEMM that gets the products wrong is caught by the CPU cross-check and blamed on the
+/// reference (a FAULT with the cross-check stage), never on the kernel.
+#[test]
+fn a_wrong_gpu_reference_is_a_fault_of_the_reference() {
+    let vs = run_with_reference(
+        DENSE_CASE,
+        Backend::Device(simulated::device_with_f64_gemm(true)),
+        ReferenceChoice::Gpu,
+        2.0e9,
+    );
+    let faulted: Vec<&Verdict> = vs.iter().filter(|v| v.check == Check::Reference).collect();
+    assert!(!faulted.is_empty(), "{vs:#?}");
+    for v in &faulted {
+        assert_eq!(v.outcome, Outcome::Fault, "{v:#?}");
+        assert!(
+            matches!(
+                &v.cause,
+                Some(Cause::Reference {
+                    stage: ReferenceStage::CrossCheck,
+                    ..
+                })
+            ),
+            "{v:#?}"
+        );
+        assert!(v.detail.contains("disagree"), "{}", v.detail);
+    }
+    // No kernel is judged wrong on a broken reference: its checks are unjudged FAULTs (the
+    // simulated dequant's bit-exact check needs no reference and fails as it always does).
+    assert!(
+        vs.iter()
+            .filter(|v| v.outcome == Outcome::Fail)
+            .all(|v| !v.detail.contains("over bound")),
+        "{vs:#?}"
+    );
+    assert!(
+        vs.iter().any(|v| v.detail.starts_with("not judged")),
+        "{vs:#?}"
+    );
+}
+
+/// `gpu` by default only where a CUDA device is open; asking for it elsewhere is an error.
+#[test]
+fn the_reference_choice_resolves_by_the_device() {
+    let sim = simulated::device_with_f64_gemm(false);
+    assert_eq!(
+        ReferenceChoice::resolve(None, Some(sim.as_ref())),
+        Ok(ReferenceChoice::Cpu)
+    );
+    assert_eq!(
+        ReferenceChoice::resolve(None, None),
+        Ok(ReferenceChoice::Cpu)
+    );
+    let err = ReferenceChoice::resolve(Some(ReferenceChoice::Gpu), Some(sim.as_ref())).unwrap_err();
+    assert!(err.contains("needs a CUDA device"), "{err}");
+    assert_eq!(
+        ReferenceChoice::resolve(Some(ReferenceChoice::Cpu), None),
+        Ok(ReferenceChoice::Cpu)
+    );
+}

@@ -1,0 +1,86 @@
+//! `--reference gpu`: the full-precision reference with its products by the device's f64 GEMM
+//! (`Device::reference_gemm_f64`, cuBLAS DGEMM on CUDA), so every element of every shape is
+//! judged against the derived bound, large layers included. X and the exact weights are built
+//! on the host by the CPU reference's own decoding (`w4a16_reference::offload`); the kernels
+//! under test share nothing with it beyond the resident tensors. Each reference is
+//! cross-checked against the CPU f64 reference on a seeded sample of elements.
+
+use crate::device::Device;
+use w4a16_reference::NumericRecipe;
+use w4a16_reference::gemm::{NonFiniteX, Reference};
+use w4a16_reference::layer::{Activations, QuantizedLayer};
+use w4a16_reference::offload::{self, DEFAULT_W_BUDGET_BYTES, F64Gemm, GemmError, OffloadError};
+
+w4a16_reference::named_enum! {
+    /// Where the reference's products are formed (`--reference`, recorded in report.json).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub enum ReferenceChoice {
+        /// The device's f64 GEMM: every element judged, no sampling.
+        Gpu = "gpu",
+        /// The f64 CPU reference; Freivalds plus sampled lines above the full-reference size.
+        Cpu = "cpu",
+    }
+}
+
+impl ReferenceChoice {
+    /// `requested`, or by default `gpu` where a CUDA device is open and `cpu` otherwise.
+    /// Asking for `gpu` without a CUDA device is an error naming what is there.
+    pub fn resolve(
+        requested: Option<ReferenceChoice>,
+        device: Option<&dyn Device>,
+    ) -> Result<ReferenceChoice, String> {
+        let cuda = device.filter(|d| d.kind() == crate::device::DeviceKind::Cuda);
+        match (requested, cuda) {
+            (Some(ReferenceChoice::Gpu), None) => Err(format!(
+                "--reference gpu needs a CUDA device for its f64 GEMM; {}",
+                device.map_or("no device is open".to_string(), |d| format!(
+                    "{} is {}",
+                    d.name(),
+                    d.kind().name()
+                ))
+            )),
+            (Some(choice), _) => Ok(choice),
+            (None, Some(_)) => Ok(ReferenceChoice::Gpu),
+            (None, None) => Ok(ReferenceChoice::Cpu),
+        }
+    }
+}
+
+/// A device as the offloaded reference's GEMM.
+struct DeviceGemm<'d>(&'d dyn Device);
+
+impl F64Gemm for DeviceGemm<'_> {
+    fn gemm(
+        &mut self,
+        x: &[f64],
+        w: &[f64],
+        m: usize,
+        n: usize,
+        k: usize,
+    ) -> Result<(Vec<f64>, Vec<f64>), GemmError> {
+        self.0
+            .reference_gemm_f64(x, w, m, n, k)
+            .map_err(|e| Box::new(e) as GemmError)
+    }
+}
+
+/// The full reference of one case with its products on `device`, cross-checked at elements
+/// drawn from `seed` (the case id's).
+pub fn reference_on(
+    device: &dyn Device,
+    x: &Activations,
+    layer: &QuantizedLayer,
+    recipe: &NumericRecipe,
+    non_finite_x: NonFiniteX,
+    seed: u64,
+) -> Result<Reference, OffloadError> {
+    offload::reference_offloaded(
+        x,
+        layer,
+        recipe,
+        non_finite_x,
+        &mut DeviceGemm(device),
+        DEFAULT_W_BUDGET_BYTES,
+        seed,
+    )
+}

@@ -1,0 +1,496 @@
+//! The full reference with its products from an outside f64 GEMM (the GPU's DGEMM): the
+//! exact weights `(q − z)·s` and X are built here in f64 by the CPU reference's own decoding
+//! ([`gemm::weight_rows`], [`gemm::activation_rows`]), handed to the GEMM in column chunks
+//! (so that W in f64 stays within a memory budget), and the results assembled into the same
+//! [`Reference`] the CPU computes: bias added, special rows patched, every element present, so
+//! the comparison judges every element of every shape (no sampling).
+//!
+//! The GEMM is not trusted: a seeded sample of elements is recomputed on the CPU from the same
+//! decoded rows and must agree within [`cross_check_tolerance`] ([`OffloadError::Disagrees`],
+//! a fault of the reference, not of the kernel under test).
+
+use crate::gemm::{
+    self, InputError, LineAxis, Lines, NonFiniteX, Reference, SpecialRows, activation_rows,
+    weight_rows,
+};
+use crate::layer::{Activations, QuantizedLayer};
+use crate::recipe::NumericRecipe;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+/// Elements recomputed on the CPU per reference (the cross-check sample).
+pub const CROSS_CHECK_SAMPLES: usize = 32;
+
+/// W in f64 per GEMM call is kept under this many bytes (chunks along N).
+pub const DEFAULT_W_BUDGET_BYTES: usize = 4 << 30;
+
+/// What the outside GEMM failed at, as its own error.
+pub type GemmError = Box<dyn std::error::Error + Send + Sync>;
+
+/// `(y, a)` for `x[M, K]` and `w[N, K]` row-major: `y = x·wᵀ`, `a = |x|·|w|ᵀ`, both `[M, N]`.
+pub trait F64Gemm {
+    fn gemm(
+        &mut self,
+        x: &[f64],
+        w: &[f64],
+        m: usize,
+        n: usize,
+        k: usize,
+    ) -> Result<(Vec<f64>, Vec<f64>), GemmError>;
+}
+
+impl<F> F64Gemm for F
+where
+    F: FnMut(&[f64], &[f64], usize, usize, usize) -> Result<(Vec<f64>, Vec<f64>), GemmError>,
+{
+    fn gemm(
+        &mut self,
+        x: &[f64],
+        w: &[f64],
+        m: usize,
+        n: usize,
+        k: usize,
+    ) -> Result<(Vec<f64>, Vec<f64>), GemmError> {
+        self(x, w, m, n, k)
+    }
+}
+
+/// Which product an element belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lane {
+    /// `Σ x·w`.
+    Signed,
+    /// `Σ |x|·|w|`.
+    Abs,
+    /// `Σ |x|·|s|·(2·offset + q + z)`.
+    Offset,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum OffloadError {
+    #[error(transparent)]
+    Input(#[from] InputError),
+    #[error("the f64 GEMM failed on columns {n0}..{n1}: {error}")]
+    Gemm {
+        n0: usize,
+        n1: usize,
+        error: GemmError,
+    },
+    #[error(
+        "the f64 GEMM returned {got} values for columns {n0}..{n1} (expected {expected} = M·columns)"
+    )]
+    Length {
+        n0: usize,
+        n1: usize,
+        expected: usize,
+        got: usize,
+    },
+    #[error(
+        "the f64 GEMM and the CPU reference disagree at (m, n) = ({m}, {n}) in {lane:?}: \
+         {gemm:e} vs {cpu:e} (tolerance {tolerance:e})"
+    )]
+    Disagrees {
+        m: usize,
+        n: usize,
+        lane: Lane,
+        gemm: f64,
+        cpu: f64,
+        tolerance: f64,
+    },
+}
+
+/// How far two f64 evaluations of one length-`k` dot product may lie apart. Each is within
+/// `γ_k·a` of the exact sum (`γ_k = k·u/(1 − k·u)`, `u = 2⁻⁵³`, whatever the summation order,
+/// blocking or FMA use of the DGEMM), so they differ by at most `2·γ_k·a ≤ 1.01·k·ε·a`
+/// (`ε = 2u`, `k·u < 0.01`); adding the bias rounds once more, `u·|y|` each. Anything wider is a
+/// wrong product (a wrong element, index or chunk), not rounding.
+pub fn cross_check_tolerance(k: usize, a: f64, y_gemm: f64, y_cpu: f64) -> f64 {
+    1.01 * k as f64 * f64::EPSILON * a + 0.5 * f64::EPSILON * (y_gemm.abs() + y_cpu.abs())
+}
+
+/// `count` seeded positions `(m, n)` in `[M, N]` (repeats possible on tiny outputs).
+pub fn sample_positions(m: usize, n: usize, count: usize, seed: u64) -> Vec<(usize, usize)> {
+    if m == 0 || n == 0 {
+        return Vec::new();
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    (0..count)
+        .map(|_| (rng.random_range(0..m), rng.random_range(0..n)))
+        .collect()
+}
+
+/// [`gemm::reference_with`] with its products from `g`, W built and multiplied in column chunks
+/// of at most `w_budget_bytes` of f64, then cross-checked at [`CROSS_CHECK_SAMPLES`] positions
+/// drawn from `seed`.
+pub fn reference_offloaded(
+    x: &Activations,
+    layer: &QuantizedLayer,
+    recipe: &NumericRecipe,
+    non_finite_x: NonFiniteX,
+    g: &mut dyn F64Gemm,
+    w_budget_bytes: usize,
+    seed: u64,
+) -> Result<Reference, OffloadError> {
+    gemm::validate_with(x, layer, recipe, non_finite_x)?;
+    let (xz, special) = SpecialRows::prepare(x, non_finite_x);
+    let (m, n, k) = (x.m, layer.shape.n, layer.shape.k);
+    let offset = recipe.magnitude_offset();
+    let rows: Vec<usize> = (0..m).collect();
+    let (lx, la) = activation_rows(&xz, &rows);
+    let (lx, la) = (
+        lx.into_raw_vec_and_offset().0,
+        la.into_raw_vec_and_offset().0,
+    );
+    let chunk = (w_budget_bytes / (8 * k.max(1))).clamp(1, n.max(1));
+    let mut y = vec![0.0; m * n];
+    let mut a = vec![0.0; m * n];
+    let mut a_off = offset.map(|_| vec![0.0; m * n]);
+    let mut n0 = 0;
+    while n0 < n {
+        let n1 = (n0 + chunk).min(n);
+        let cols: Vec<usize> = (n0..n1).collect();
+        let c = cols.len();
+        let (w, wa) = weight_rows(layer, offset, &cols);
+        let (w, wa) = (
+            w.into_raw_vec_and_offset().0,
+            wa.into_raw_vec_and_offset().0,
+        );
+        let call = |g: &mut dyn F64Gemm, x: &[f64], w: &[f64]| {
+            let (cy, ca) =
+                g.gemm(x, w, m, c, k)
+                    .map_err(|error| OffloadError::Gemm { n0, n1, error })?;
+            for got in [cy.len(), ca.len()] {
+                if got != m * c {
+                    let expected = m * c;
+                    return Err(OffloadError::Length {
+                        n0,
+                        n1,
+                        expected,
+                        got,
+                    });
+                }
+            }
+            Ok((cy, ca))
+        };
+        let (cy, ca) = call(g, &lx, &w)?;
+        scatter(&mut y, &cy, n, n0, c);
+        scatter(&mut a, &ca, n, n0, c);
+        if let Some(dst) = a_off.as_mut() {
+            // |x|·woffᵀ: woff ≥ 0, so the signed product of |X| and the offset rows is the lane.
+            let (co, _) = call(g, &la, &wa[c * k..])?;
+            scatter(dst, &co, n, n0, c);
+        }
+        n0 = n1;
+    }
+    let raw = RawProducts {
+        y: &y,
+        a: &a,
+        a_off: a_off.as_deref(),
+    };
+    cross_check(&xz, layer, offset, &special, &raw, seed)?;
+    let bias = gemm::bias_values(layer);
+    if layer.bias.is_some() && n > 0 {
+        y.chunks_mut(n)
+            .for_each(|row| row.iter_mut().zip(&bias).for_each(|(v, b)| *v += b));
+    }
+    let mut lines = Lines {
+        axis: LineAxis::Rows,
+        index: rows,
+        len: n,
+        y,
+        a,
+        a_offset: a_off,
+        bias,
+    };
+    special.patch(&mut lines, layer, recipe.offset_accumulation);
+    Ok(Reference {
+        m,
+        n,
+        k,
+        dtype: layer.dtype,
+        y: lines.y,
+        a: lines.a,
+        a_offset: lines.a_offset,
+        bias: lines.bias,
+    })
+}
+
+/// Columns `n0..n0+c` of `[M, N]` from a compact `[M, c]` chunk.
+fn scatter(dst: &mut [f64], chunk: &[f64], n: usize, n0: usize, c: usize) {
+    for (row, src) in dst.chunks_mut(n).zip(chunk.chunks(c)) {
+        row[n0..n0 + c].copy_from_slice(src);
+    }
+}
+
+/// The GEMM's products before bias and special rows.
+struct RawProducts<'a> {
+    y: &'a [f64],
+    a: &'a [f64],
+    a_off: Option<&'a [f64]>,
+}
+
+/// The sampled elements recomputed from the CPU reference's decoded rows, summed in order.
+/// Special rows are zeroed in `xz` and overwritten afterwards: their products are skipped.
+fn cross_check(
+    xz: &Activations,
+    layer: &QuantizedLayer,
+    offset: Option<f64>,
+    special: &SpecialRows,
+    raw: &RawProducts<'_>,
+    seed: u64,
+) -> Result<(), OffloadError> {
+    let (m, n, k) = (xz.m, layer.shape.n, layer.shape.k);
+    let positions: Vec<(usize, usize)> = sample_positions(m, n, CROSS_CHECK_SAMPLES, seed)
+        .into_iter()
+        .filter(|&(r, _)| special.row(r).is_none())
+        .collect();
+    if positions.is_empty() {
+        return Ok(());
+    }
+    let rows: Vec<usize> = positions.iter().map(|p| p.0).collect();
+    let cols: Vec<usize> = positions.iter().map(|p| p.1).collect();
+    let (lx, la) = activation_rows(xz, &rows);
+    let (w, wa) = weight_rows(layer, offset, &cols);
+    let c = cols.len();
+    for (i, &(r, col)) in positions.iter().enumerate() {
+        let (xr, ar) = (lx.row(i), la.row(i));
+        let dot = |p: ndarray::ArrayView1<'_, f64>, q: ndarray::ArrayView1<'_, f64>| {
+            p.iter().zip(q.iter()).fold(0.0, |s, (u, v)| u * v + s)
+        };
+        let y_cpu = dot(xr, w.row(i));
+        let a_cpu = dot(ar, wa.row(i));
+        let idx = r * n + col;
+        let mut lanes = vec![(Lane::Signed, raw.y[idx], y_cpu, a_cpu)];
+        lanes.push((Lane::Abs, raw.a[idx], a_cpu, a_cpu));
+        if let Some(o) = raw.a_off {
+            let o_cpu = dot(ar, wa.row(c + i));
+            lanes.push((Lane::Offset, o[idx], o_cpu, o_cpu));
+        }
+        for (lane, gemm, cpu, mag) in lanes {
+            let tolerance = cross_check_tolerance(k, mag, gemm, cpu);
+            // NaN on either side is a disagreement: the products of finite X and W are finite.
+            let agree = (gemm - cpu).abs() <= tolerance;
+            if !agree {
+                return Err(OffloadError::Disagrees {
+                    m: r,
+                    n: col,
+                    lane,
+                    gemm,
+                    cpu,
+                    tolerance,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ActDtype;
+    use crate::data::{self, DataClass, DataSpec};
+    use crate::layer::{LayerShape, Symmetry};
+
+    /// The device's DGEMM on the host: each element summed in order, independently.
+    fn host_gemm(
+        x: &[f64],
+        w: &[f64],
+        m: usize,
+        n: usize,
+        k: usize,
+    ) -> Result<(Vec<f64>, Vec<f64>), GemmError> {
+        let mut y = vec![0.0; m * n];
+        let mut a = vec![0.0; m * n];
+        for r in 0..m {
+            for c in 0..n {
+                let (xr, wr) = (&x[r * k..(r + 1) * k], &w[c * k..(c + 1) * k]);
+                // Reverse order: a different summation order than the cross-check's.
+                y[r * n + c] = xr.iter().zip(wr).rev().map(|(p, q)| p * q).sum();
+                a[r * n + c] = xr.iter().zip(wr).rev().map(|(p, q)| (p * q).abs()).sum();
+            }
+        }
+        Ok((y, a))
+    }
+
+    fn case(m: usize, n: usize, k: usize, with_bias: bool) -> (Activations, QuantizedLayer) {
+        let spec = DataSpec {
+            class: DataClass::Realistic,
+            m,
+            shape: LayerShape::new(n, k, 32),
+            dtype: ActDtype::Bf16,
+            symmetry: Symmetry::Asym,
+            with_bias,
+        };
+        let g = data::generate_seeded(7, 11, &spec).unwrap();
+        (g.x, g.layer)
+    }
+
+    fn assert_close(cpu: &Reference, off: &Reference) {
+        assert_eq!((cpu.m, cpu.n, cpu.k), (off.m, off.n, off.k));
+        assert_eq!(cpu.bias, off.bias);
+        for i in 0..cpu.y.len() {
+            let tol = cross_check_tolerance(cpu.k, cpu.a[i], cpu.y[i], off.y[i]);
+            assert!((cpu.y[i] - off.y[i]).abs() <= tol, "y at {i}");
+            assert!((cpu.a[i] - off.a[i]).abs() <= tol, "a at {i}");
+        }
+        match (&cpu.a_offset, &off.a_offset) {
+            (Some(c), Some(o)) => {
+                for i in 0..c.len() {
+                    let tol = cross_check_tolerance(cpu.k, c[i], c[i], o[i]);
+                    assert!((c[i] - o[i]).abs() <= tol, "a_offset at {i}");
+                }
+            }
+            (None, None) => {}
+            _ => panic!("a_offset present on one side only"),
+        }
+    }
+
+    #[test]
+    fn offloaded_reference_matches_the_cpu_reference() {
+        let (x, layer) = case(5, 37, 96, true);
+        for recipe in [
+            NumericRecipe::fp32_exact_weights(ActDtype::Bf16),
+            NumericRecipe {
+                offset_accumulation: Some(128.0),
+                ..NumericRecipe::fp32_exact_weights(ActDtype::Bf16)
+            },
+        ] {
+            let cpu = gemm::reference_with(&x, &layer, &recipe, NonFiniteX::Refuse).unwrap();
+            let off = reference_offloaded(
+                &x,
+                &layer,
+                &recipe,
+                NonFiniteX::Refuse,
+                &mut host_gemm,
+                DEFAULT_W_BUDGET_BYTES,
+                3,
+            )
+            .unwrap();
+            assert_close(&cpu, &off);
+        }
+    }
+
+    #[test]
+    fn chunks_along_n_within_the_budget() {
+        let (x, layer) = case(3, 41, 64, true);
+        let recipe = NumericRecipe::fp32_exact_weights(ActDtype::Bf16);
+        let whole = reference_offloaded(
+            &x,
+            &layer,
+            &recipe,
+            NonFiniteX::Refuse,
+            &mut host_gemm,
+            DEFAULT_W_BUDGET_BYTES,
+            3,
+        )
+        .unwrap();
+        // 5 rows of W per call: 9 calls, the last one of a single row.
+        let mut calls = Vec::new();
+        let mut counting = |x: &[f64], w: &[f64], m: usize, n: usize, k: usize| {
+            assert!(w.len() * 8 <= 5 * 64 * 8);
+            calls.push(n);
+            host_gemm(x, w, m, n, k)
+        };
+        let chunked = reference_offloaded(
+            &x,
+            &layer,
+            &recipe,
+            NonFiniteX::Refuse,
+            &mut counting,
+            5 * 64 * 8,
+            3,
+        )
+        .unwrap();
+        assert_eq!(calls, [5, 5, 5, 5, 5, 5, 5, 5, 1]);
+        assert_eq!(whole, chunked);
+    }
+
+    #[test]
+    fn a_wrong_product_is_caught_by_the_cross_check() {
+        let (x, layer) = case(4, 16, 64, false);
+        let recipe = NumericRecipe::fp32_exact_weights(ActDtype::Bf16);
+        let seed = 9;
+        // Every sampled position is planted in turn; each must be named.
+        for &(pm, pn) in sample_positions(4, 16, CROSS_CHECK_SAMPLES, seed)
+            .iter()
+            .take(4)
+        {
+            let mut planted = |x: &[f64], w: &[f64], m: usize, n: usize, k: usize| {
+                let (mut y, a) = host_gemm(x, w, m, n, k)?;
+                y[pm * n + pn] += 1e-9 * (1.0 + a[pm * n + pn]);
+                Ok((y, a))
+            };
+            let err = reference_offloaded(
+                &x,
+                &layer,
+                &recipe,
+                NonFiniteX::Refuse,
+                &mut planted,
+                DEFAULT_W_BUDGET_BYTES,
+                seed,
+            )
+            .unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    OffloadError::Disagrees { m, n, lane: Lane::Signed, .. } if (m, n) == (pm, pn)
+                ),
+                "{err}"
+            );
+        }
+        // A GEMM that gives back the wrong number of values is its own error.
+        let mut short = |x: &[f64], w: &[f64], m: usize, n: usize, k: usize| {
+            let (mut y, a) = host_gemm(x, w, m, n, k)?;
+            y.pop();
+            Ok((y, a))
+        };
+        let err = reference_offloaded(
+            &x,
+            &layer,
+            &recipe,
+            NonFiniteX::Refuse,
+            &mut short,
+            DEFAULT_W_BUDGET_BYTES,
+            seed,
+        )
+        .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                OffloadError::Length {
+                    expected: 64,
+                    got: 63,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn special_rows_are_patched_as_on_the_cpu() {
+        let (mut x, layer) = case(3, 8, 32, true);
+        x.data[x.row_stride + 5] = ActDtype::Bf16.from_f64(f64::INFINITY);
+        let recipe = NumericRecipe::fp32_exact_weights(ActDtype::Bf16);
+        let cpu = gemm::reference_with(&x, &layer, &recipe, NonFiniteX::Ieee).unwrap();
+        let off = reference_offloaded(
+            &x,
+            &layer,
+            &recipe,
+            NonFiniteX::Ieee,
+            &mut host_gemm,
+            DEFAULT_W_BUDGET_BYTES,
+            1,
+        )
+        .unwrap();
+        for c in 0..8 {
+            let (p, q) = (cpu.y_at(1, c), off.y_at(1, c));
+            assert!(
+                p.to_bits() == q.to_bits() || (p.is_nan() && q.is_nan()),
+                "col {c}"
+            );
+        }
+        assert!(!off.y_at(1, 0).is_finite());
+    }
+}
