@@ -5,6 +5,7 @@
 
 use super::sanitize::{self, SanitizerTool};
 use super::session::{self, Backend, SessionOptions};
+use super::shard::{self, ShardRecord, ShardSpec};
 use super::snapshot::{self, SnapshotFile, SnapshotMode};
 use super::{PhaseTimes, Summary, Verdict, execute, global, isolate, report, verdict};
 use crate::cases::{self, Case, CaseSet};
@@ -48,6 +49,9 @@ pub struct RunOptions {
     pub config: KernelConfig,
     /// The executable whose `worker` subcommand serves isolated cases; `None` is this process's.
     pub worker_exe: Option<PathBuf>,
+    /// Run only this share of the chosen cases (`--shard I/N`, [`shard`]); its report records
+    /// the share and its snapshot rows go beside the report for `w4a16 merge`.
+    pub shard: Option<ShardSpec>,
 }
 
 /// How a run ended: its summary and the snapshots that differ (a difference fails the run).
@@ -84,7 +88,13 @@ pub fn run(opts: RunOptions) -> Result<RunEnd, String> {
         fail_fast,
         config,
         worker_exe,
+        shard,
     } = opts;
+    if let (Some(s), Some(SnapshotMode::Update)) = (shard, snap) {
+        return Err(format!(
+            "--shard {s} with --snapshot update: a shard holds only its share of each suite; record the snapshots from the merged shards (`w4a16 merge DIR… --snapshot update`)"
+        ));
+    }
     let set = cases::load_all(&dir).map_err(|e| e.to_string())?;
     check_suites(&set, &suites)?;
     // No dead tile-table rung: every rung is chosen by the derived selection sweep.
@@ -106,6 +116,23 @@ pub fn run(opts: RunOptions) -> Result<RunEnd, String> {
     if let Some(note) = &budget_note {
         eprintln!("w4a16: {note}");
     }
+    // The snapshot files and the selection are the unsharded run's, whichever share runs here.
+    let all_suites: Vec<String> = chosen.iter().map(|c| c.suite.clone()).collect();
+    let selection = shard::selection_digest(chosen.iter().map(|c| c.id.as_str()));
+    let selected = chosen.len();
+    let mut positions = std::collections::BTreeMap::new();
+    let chosen: Vec<&Case> = match shard {
+        None => chosen,
+        Some(s) => {
+            let mine = s.take(&chosen);
+            positions = mine.iter().map(|(p, c)| (c.id.clone(), *p)).collect();
+            eprintln!(
+                "w4a16: shard {s}: {} of the {selected} cases, whole layers",
+                mine.len()
+            );
+            mine.into_iter().map(|(_, c)| c).collect()
+        }
+    };
     let no_gpu = match &backend {
         Backend::None(skip) => Some(skip.clone()),
         Backend::Device(_) => None,
@@ -177,8 +204,13 @@ pub fn run(opts: RunOptions) -> Result<RunEnd, String> {
         }
     };
     let started = Instant::now();
-    let mut verdicts = global::dequant_trick_checks();
-    verdicts.extend(session::invalid_case_file_checks(&dir));
+    // Case-independent checks: once per run, so in shard 1 only of a sharded one.
+    let mut verdicts = Vec::new();
+    if shard.is_none_or(|s| s.runs_global_checks()) {
+        verdicts.extend(global::dequant_trick_checks());
+        verdicts.extend(session::invalid_case_file_checks(&dir));
+    }
+    let global_checks = verdicts.len();
     let isolated = matches!(backend, Backend::Device(_)) && !in_process;
     let workers = if isolated {
         jobs
@@ -238,6 +270,7 @@ pub fn run(opts: RunOptions) -> Result<RunEnd, String> {
     } else {
         session::run_in_process(&set, &chosen, &backend, &session_opts, &on_verdict)?
     };
+    let case_checks = out.verdicts.len();
     verdicts.extend(out.verdicts);
     if let (Some(Err(skip)), Some(tool)) = (&sanitizer, sanitize_tool) {
         let ids = chosen.iter().map(|c| c.id.as_str());
@@ -248,11 +281,38 @@ pub fn run(opts: RunOptions) -> Result<RunEnd, String> {
     bar.finish_and_clear();
     require_gpu_checks(&mut verdicts);
     let wall_s = started.elapsed().as_secs_f64();
-    write_reports(
+    let snapshot_files: Vec<SnapshotFile> = match (&no_gpu, snap) {
+        (None, Some(_)) => {
+            let mut suites = all_suites.clone();
+            suites.sort();
+            suites.dedup();
+            let file = |s: &String| SnapshotFile::new(s, &target.name(), sanitize_tool);
+            suites.iter().map(file).collect()
+        }
+        _ => Vec::new(),
+    };
+    let record = shard.map(|s| ShardRecord {
+        index: s.index,
+        count: s.count,
+        suites: suites.clone(),
+        filter: filter.clone(),
+        commit: shard::commit_of(&dir),
+        selection: selection.clone(),
+        selected,
+        positions: std::mem::take(&mut positions),
+        sections: shard::Sections {
+            global: global_checks,
+            cases: case_checks,
+            sanitizer_skips: verdicts.len() - global_checks - case_checks,
+        },
+        snapshots: snapshot_files.iter().map(SnapshotFile::file_name).collect(),
+    });
+    write_reports_of(
         &report_dir,
         target,
         &verdicts,
         (wall_s, workers, &out.times),
+        record.as_ref(),
     )?;
     let differing = match (&no_gpu, snap) {
         (_, None) => Vec::new(),
@@ -268,11 +328,28 @@ pub fn run(opts: RunOptions) -> Result<RunEnd, String> {
             );
             Vec::new()
         }
-        (None, Some(mode)) => {
-            let suites = chosen.iter().map(|c| c.suite.as_str());
-            let file = |s: &str| SnapshotFile::new(s, &target.name(), sanitize_tool);
-            snapshots(&snapshot_dir, mode, suites.map(file), &verdicts)?
-        }
+        (None, Some(mode)) => match &record {
+            None => snapshots(&snapshot_dir, mode, snapshot_files, &verdicts)?,
+            Some(record) => {
+                shard::write_snapshot_parts(&report_dir, &snapshot_files, &verdicts)?;
+                let mine = record.positions.keys().map(String::as_str).collect();
+                let mut differing = Vec::new();
+                for file in &snapshot_files {
+                    if let Some(diff) = shard::compare_part(&snapshot_dir, file, &verdicts, &mine)?
+                    {
+                        println!(
+                            "snapshot {} (this shard's cases): {}\n{diff}",
+                            file.name(),
+                            diff.counts()
+                        );
+                        if mode == SnapshotMode::Check {
+                            differing.push(file.name());
+                        }
+                    }
+                }
+                differing
+            }
+        },
     };
     let summary = Summary::of(&verdicts);
     print!("{summary}");
@@ -356,6 +433,17 @@ pub fn write_reports(
     verdicts: &[Verdict],
     timing: (f64, usize, &PhaseTimes),
 ) -> Result<(), String> {
+    write_reports_of(dir, target, verdicts, timing, None)
+}
+
+/// As [`write_reports`], for one shard of a run when `shard` is given (report.json records it).
+pub fn write_reports_of(
+    dir: &Path,
+    target: RunTarget,
+    verdicts: &[Verdict],
+    timing: (f64, usize, &PhaseTimes),
+    shard: Option<&ShardRecord>,
+) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let t = &target.name();
     let mut md = report::markdown(t, verdicts, |v| execute::repro_command(&v.case_id, target));
@@ -368,7 +456,10 @@ pub fn write_reports(
         share(times.data_s + times.convert_s),
     ));
     for (name, text) in [
-        ("report.json", report::json(t, verdicts, Some(timing))),
+        (
+            "report.json",
+            report::json_of_shard(t, verdicts, Some(timing), shard),
+        ),
         ("junit.xml", report::junit(t, verdicts)),
         ("summary.md", md),
     ] {
