@@ -72,6 +72,16 @@ impl RunEnd {
 /// `Err` is a usage or setup error (an unknown suite, an unreadable case folder, a report that
 /// cannot be written), said in one line.
 pub fn run(opts: RunOptions) -> Result<RunEnd, String> {
+    run_with(opts, |target, sources, allocation| {
+        session::open_backend_with(target, sources, allocation)
+    })
+}
+
+/// As [`run`], on the backend `open` gives for the asked target (tests: a simulated device).
+pub fn run_with(
+    opts: RunOptions,
+    open: impl FnOnce(Option<RunTarget>, &KernelSources, Allocation) -> (RunTarget, Backend),
+) -> Result<RunEnd, String> {
     let RunOptions {
         cases_dir: dir,
         suites,
@@ -101,7 +111,7 @@ pub fn run(opts: RunOptions) -> Result<RunEnd, String> {
     crate::select::reach::check_shipped().map_err(|e| e.to_string())?;
     let snapshot_dir = snapshot::snapshot_dir(snapshot_dir.as_deref(), &dir);
     let chosen = choose(&set, &suites, filter.as_deref());
-    let (target, backend) = session::open_backend_with(target, &sources, Allocation::Guarded);
+    let (target, backend) = open(target, &sources, Allocation::Guarded);
     let (chosen, over_budget): (Vec<&Case>, Vec<&Case>) = chosen
         .into_iter()
         .partition(|c| session::runs_on(c, target));
@@ -297,6 +307,7 @@ pub fn run(opts: RunOptions) -> Result<RunEnd, String> {
         suites: suites.clone(),
         filter: filter.clone(),
         commit: shard::commit_of(&dir),
+        artifacts: report_dir.join("artifacts").display().to_string(),
         selection: selection.clone(),
         selected,
         positions: std::mem::take(&mut positions),

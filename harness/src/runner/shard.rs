@@ -155,6 +155,9 @@ pub struct ShardRecord {
     /// Each of this shard's cases and its position in the selection.
     pub positions: BTreeMap<String, usize>,
     pub sections: Sections,
+    /// The failure-artifact folder as the shard's verdict details name it (`<report>/artifacts`
+    /// on the shard's machine); `merge` points those details at the merged folder instead.
+    pub artifacts: String,
     /// The verdict snapshot files this shard wrote its rows of (under `snapshots/` beside the
     /// report), the same list in every shard; empty when the run recorded none.
     pub snapshots: Vec<String>,
@@ -319,9 +322,15 @@ impl Merged {
     }
 }
 
+/// How a failure's detail names its artifact (see `execute::judge`).
+fn artifact_mention(dir: &str) -> String {
+    format!("; artifact: {dir}")
+}
+
 /// Reads and checks the shards in `dirs` (each holding a shard's report.json and its
-/// `snapshots/`) and puts their verdicts in the unsharded run's order.
-pub fn merge(dirs: &[PathBuf]) -> Result<Merged, MergeError> {
+/// `snapshots/`) and puts their verdicts in the unsharded run's order; details that name a
+/// shard's failure artifacts name them in `artifacts` (where `merge_command` copies them).
+pub fn merge(dirs: &[PathBuf], artifacts: &Path) -> Result<Merged, MergeError> {
     let mut shards: Vec<(PathBuf, ShardReport, ShardRecord)> = Vec::new();
     for dir in dirs {
         let path = dir.join("report.json");
@@ -468,13 +477,21 @@ pub fn merge(dirs: &[PathBuf]) -> Result<Merged, MergeError> {
                 })
         };
         let s = rec.sections;
+        let (from, to) = (
+            artifact_mention(&rec.artifacts),
+            artifact_mention(&artifacts.display().to_string()),
+        );
         for (i, v) in report.verdicts.iter().enumerate() {
+            let mut v = v.clone();
+            if v.detail.contains(&from) {
+                v.detail = v.detail.replace(&from, &to);
+            }
             if i < s.global {
-                global.push(v.clone());
+                global.push(v);
             } else if i < s.global + s.cases {
-                cases.push((place(v)?, v.clone()));
+                cases.push((place(&v)?, v));
             } else {
-                skips.push((place(v)?, v.clone()));
+                skips.push((place(&v)?, v));
             }
         }
     }
@@ -511,6 +528,25 @@ pub fn merge(dirs: &[PathBuf]) -> Result<Merged, MergeError> {
     })
 }
 
+/// Copies each shard's failure artifacts into the merged folder (their names are per case and
+/// check, so shards never collide).
+fn copy_artifacts(dirs: &[PathBuf], to: &Path) -> Result<(), String> {
+    for dir in dirs {
+        let from = dir.join("artifacts");
+        let Ok(entries) = std::fs::read_dir(&from) else {
+            continue;
+        };
+        std::fs::create_dir_all(to).map_err(|e| format!("{}: {e}", to.display()))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| format!("{}: {e}", from.display()))?;
+            let target = to.join(entry.file_name());
+            std::fs::copy(entry.path(), &target)
+                .map_err(|e| format!("{} → {}: {e}", entry.path().display(), target.display()))?;
+        }
+    }
+    Ok(())
+}
+
 /// Writes the merged snapshot files into `dir` (`<out>/snapshots/`), as a run's
 /// `--snapshot update` writes them into an empty folder.
 pub fn write_merged_snapshots(dir: &Path, merged: &Merged) -> Result<(), String> {
@@ -534,7 +570,9 @@ pub fn merge_command(
     out: &Path,
     snapshot: Option<(snapshot::SnapshotMode, &Path)>,
 ) -> Result<super::cli_run::RunEnd, String> {
-    let merged = merge(dirs).map_err(|e| e.to_string())?;
+    let artifacts = out.join("artifacts");
+    let merged = merge(dirs, &artifacts).map_err(|e| e.to_string())?;
+    copy_artifacts(dirs, &artifacts)?;
     let target = w4a16_kernels::RunTarget::parse(&merged.target).ok_or_else(|| {
         format!(
             "{}: `target` {:?} is not a run target",
