@@ -28,6 +28,7 @@ use w4a16_harness::runner::cli_run::{
 use w4a16_harness::runner::execute::ReferenceChoice;
 use w4a16_harness::runner::sanitize::SanitizerTool;
 use w4a16_harness::runner::session::{self, Backend, SessionOptions};
+use w4a16_harness::runner::shard::{self, ShardSpec};
 use w4a16_harness::runner::snapshot::{SnapshotFile, SnapshotMode};
 use w4a16_harness::runner::{
     Check, Outcome, PhaseTimes, Summary, Verdict, cpu_side, isolate, snapshot,
@@ -101,6 +102,27 @@ enum Command {
         /// lines for large layers). Default: `gpu` where a CUDA device is open, else `cpu`.
         #[arg(long, value_parser = args::named::<ReferenceChoice>())]
         reference: Option<ReferenceChoice>,
+        /// Run share I of N (1-based) of the chosen cases, whole layers, the same split on every
+        /// machine; combine the shards' report folders with `w4a16 merge`.
+        #[arg(long, value_name = "I/N")]
+        shard: Option<ShardSpec>,
+    },
+    /// Combine the report folders of `run --shard I/N` jobs into the report.json, JUnit,
+    /// summary and verdict snapshots one unsharded run writes. Refuses overlapping or missing
+    /// shards and shards of different suites, targets or commits. Exit 1 as `run` would.
+    Merge {
+        /// The shards' report folders, one per shard, in any order.
+        #[arg(required = true, value_name = "DIR")]
+        dirs: Vec<PathBuf>,
+        /// Where the merged reports go (`snapshots/` inside it gets the merged snapshot files).
+        #[arg(long, default_value = "target/w4a16-report")]
+        out: PathBuf,
+        /// Compare (`check`) or record (`update`) the merged verdict snapshots, as `run` does.
+        #[arg(long, value_enum, default_value_t = SnapshotArg::Off)]
+        snapshot: SnapshotArg,
+        /// Folder of the verdict snapshots (default: `snapshots/` beside the cases folder).
+        #[arg(long, value_name = "DIR")]
+        snapshots: Option<PathBuf>,
     },
     /// Measure the harness's detection power: run suites against every seeded bug of
     /// `kernels/mutants/*.toml` and report the kill rate per suite and per bug class.
@@ -357,6 +379,36 @@ fn main() -> ExitCode {
 fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
     match cli.command {
         Command::CheckModel(args) => check_model::check_model(args, cli.cases, config),
+        Command::Merge {
+            dirs,
+            out,
+            snapshot: mode,
+            snapshots: explicit,
+        } => {
+            let snapshot = match mode.mode() {
+                None => None,
+                Some(mode) => Some((
+                    mode,
+                    match explicit {
+                        Some(dir) => dir,
+                        None => snapshot::snapshot_dir(
+                            None,
+                            &cases::locate(cli.cases).map_err(|e| e.to_string())?,
+                        ),
+                    },
+                )),
+            };
+            let end = shard::merge_command(
+                &dirs,
+                &out,
+                snapshot.as_ref().map(|(m, d)| (*m, d.as_path())),
+            )?;
+            Ok(if end.passed() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
+        }
         Command::Snapshots {
             report,
             update,
@@ -725,6 +777,7 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
             kernel_sources,
             fail_fast,
             reference,
+            shard,
         } => {
             let sources = kernel_sources_arg(kernel_sources.as_deref())?;
             let end = cli_run::run(RunOptions {
@@ -744,6 +797,7 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
                 config,
                 worker_exe: None,
                 reference,
+                shard,
             })?;
             Ok(if end.passed() {
                 ExitCode::SUCCESS

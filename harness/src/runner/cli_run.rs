@@ -6,6 +6,7 @@
 use super::execute::ReferenceChoice;
 use super::sanitize::{self, SanitizerTool};
 use super::session::{self, Backend, SessionOptions};
+use super::shard::{self, ShardRecord, ShardSpec};
 use super::snapshot::{self, SnapshotFile, SnapshotMode};
 use super::{PhaseTimes, Summary, Verdict, execute, global, isolate, report, verdict};
 use crate::cases::{self, Case, CaseSet};
@@ -51,6 +52,9 @@ pub struct RunOptions {
     pub worker_exe: Option<PathBuf>,
     /// `--reference`: `None` is `gpu` where a CUDA device is open, `cpu` otherwise.
     pub reference: Option<ReferenceChoice>,
+    /// Run only this share of the chosen cases (`--shard I/N`, [`shard`]); its report records
+    /// the share and its snapshot rows go beside the report for `w4a16 merge`.
+    pub shard: Option<ShardSpec>,
 }
 
 /// How a run ended: its summary and the snapshots that differ (a difference fails the run).
@@ -71,6 +75,16 @@ impl RunEnd {
 /// `Err` is a usage or setup error (an unknown suite, an unreadable case folder, a report that
 /// cannot be written), said in one line.
 pub fn run(opts: RunOptions) -> Result<RunEnd, String> {
+    run_with(opts, |target, sources, allocation| {
+        session::open_backend_with(target, sources, allocation)
+    })
+}
+
+/// As [`run`], on the backend `open` gives for the asked target (tests: a simulated device).
+pub fn run_with(
+    opts: RunOptions,
+    open: impl FnOnce(Option<RunTarget>, &KernelSources, Allocation) -> (RunTarget, Backend),
+) -> Result<RunEnd, String> {
     let RunOptions {
         cases_dir: dir,
         suites,
@@ -88,14 +102,20 @@ pub fn run(opts: RunOptions) -> Result<RunEnd, String> {
         config,
         worker_exe,
         reference: requested_reference,
+        shard,
     } = opts;
+    if let (Some(s), Some(SnapshotMode::Update)) = (shard, snap) {
+        return Err(format!(
+            "--shard {s} with --snapshot update: a shard holds only its share of each suite; record the snapshots from the merged shards (`w4a16 merge DIR… --snapshot update`)"
+        ));
+    }
     let set = cases::load_all(&dir).map_err(|e| e.to_string())?;
     check_suites(&set, &suites)?;
     // No dead tile-table rung: every rung is chosen by the derived selection sweep.
     crate::select::reach::check_shipped().map_err(|e| e.to_string())?;
     let snapshot_dir = snapshot::snapshot_dir(snapshot_dir.as_deref(), &dir);
     let chosen = choose(&set, &suites, filter.as_deref());
-    let (target, backend) = session::open_backend_with(target, &sources, Allocation::Guarded);
+    let (target, backend) = open(target, &sources, Allocation::Guarded);
     let (chosen, over_budget): (Vec<&Case>, Vec<&Case>) = chosen
         .into_iter()
         .partition(|c| session::runs_on(c, target));
@@ -110,6 +130,23 @@ pub fn run(opts: RunOptions) -> Result<RunEnd, String> {
     if let Some(note) = &budget_note {
         eprintln!("w4a16: {note}");
     }
+    // The snapshot files and the selection are the unsharded run's, whichever share runs here.
+    let all_suites: Vec<String> = chosen.iter().map(|c| c.suite.clone()).collect();
+    let selection = shard::selection_digest(chosen.iter().map(|c| c.id.as_str()));
+    let selected = chosen.len();
+    let mut positions = std::collections::BTreeMap::new();
+    let chosen: Vec<&Case> = match shard {
+        None => chosen,
+        Some(s) => {
+            let mine = s.take(&chosen);
+            positions = mine.iter().map(|(p, c)| (c.id.clone(), *p)).collect();
+            eprintln!(
+                "w4a16: shard {s}: {} of the {selected} cases, whole layers",
+                mine.len()
+            );
+            mine.into_iter().map(|(_, c)| c).collect()
+        }
+    };
     let no_gpu = match &backend {
         Backend::None(skip) => Some(skip.clone()),
         Backend::Device(_) => None,
@@ -190,8 +227,13 @@ pub fn run(opts: RunOptions) -> Result<RunEnd, String> {
         }
     };
     let started = Instant::now();
-    let mut verdicts = global::dequant_trick_checks();
-    verdicts.extend(session::invalid_case_file_checks(&dir));
+    // Case-independent checks: once per run, so in shard 1 only of a sharded one.
+    let mut verdicts = Vec::new();
+    if shard.is_none_or(|s| s.runs_global_checks()) {
+        verdicts.extend(global::dequant_trick_checks());
+        verdicts.extend(session::invalid_case_file_checks(&dir));
+    }
+    let global_checks = verdicts.len();
     let isolated = matches!(backend, Backend::Device(_)) && !in_process;
     let workers = if isolated {
         jobs
@@ -253,6 +295,7 @@ pub fn run(opts: RunOptions) -> Result<RunEnd, String> {
     } else {
         session::run_in_process(&set, &chosen, &backend, &session_opts, &on_verdict)?
     };
+    let case_checks = out.verdicts.len();
     verdicts.extend(out.verdicts);
     if let (Some(Err(skip)), Some(tool)) = (&sanitizer, sanitize_tool) {
         let ids = chosen.iter().map(|c| c.id.as_str());
@@ -263,12 +306,40 @@ pub fn run(opts: RunOptions) -> Result<RunEnd, String> {
     bar.finish_and_clear();
     require_gpu_checks(&mut verdicts);
     let wall_s = started.elapsed().as_secs_f64();
-    write_reports(
+    let snapshot_files: Vec<SnapshotFile> = match (&no_gpu, snap) {
+        (None, Some(_)) => {
+            let mut suites = all_suites.clone();
+            suites.sort();
+            suites.dedup();
+            let file = |s: &String| SnapshotFile::new(s, &target.name(), sanitize_tool);
+            suites.iter().map(file).collect()
+        }
+        _ => Vec::new(),
+    };
+    let record = shard.map(|s| ShardRecord {
+        index: s.index,
+        count: s.count,
+        suites: suites.clone(),
+        filter: filter.clone(),
+        commit: shard::commit_of(&dir),
+        artifacts: report_dir.join("artifacts").display().to_string(),
+        selection: selection.clone(),
+        selected,
+        positions: std::mem::take(&mut positions),
+        sections: shard::Sections {
+            global: global_checks,
+            cases: case_checks,
+            sanitizer_skips: verdicts.len() - global_checks - case_checks,
+        },
+        snapshots: snapshot_files.iter().map(SnapshotFile::file_name).collect(),
+    });
+    write_reports_of(
         &report_dir,
         target,
         Some(reference),
         &verdicts,
         (wall_s, workers, &out.times),
+        record.as_ref(),
     )?;
     let differing = match (&no_gpu, snap) {
         (_, None) => Vec::new(),
@@ -284,11 +355,28 @@ pub fn run(opts: RunOptions) -> Result<RunEnd, String> {
             );
             Vec::new()
         }
-        (None, Some(mode)) => {
-            let suites = chosen.iter().map(|c| c.suite.as_str());
-            let file = |s: &str| SnapshotFile::new(s, &target.name(), sanitize_tool);
-            snapshots(&snapshot_dir, mode, suites.map(file), &verdicts)?
-        }
+        (None, Some(mode)) => match &record {
+            None => snapshots(&snapshot_dir, mode, snapshot_files, &verdicts)?,
+            Some(record) => {
+                shard::write_snapshot_parts(&report_dir, &snapshot_files, &verdicts)?;
+                let mine = record.positions.keys().map(String::as_str).collect();
+                let mut differing = Vec::new();
+                for file in &snapshot_files {
+                    if let Some(diff) = shard::compare_part(&snapshot_dir, file, &verdicts, &mine)?
+                    {
+                        println!(
+                            "snapshot {} (this shard's cases): {}\n{diff}",
+                            file.name(),
+                            diff.counts()
+                        );
+                        if mode == SnapshotMode::Check {
+                            differing.push(file.name());
+                        }
+                    }
+                }
+                differing
+            }
+        },
     };
     let summary = Summary::of(&verdicts);
     print!("{summary}");
@@ -373,6 +461,18 @@ pub fn write_reports(
     verdicts: &[Verdict],
     timing: (f64, usize, &PhaseTimes),
 ) -> Result<(), String> {
+    write_reports_of(dir, target, reference, verdicts, timing, None)
+}
+
+/// As [`write_reports`], for one shard of a run when `shard` is given (report.json records it).
+pub fn write_reports_of(
+    dir: &Path,
+    target: RunTarget,
+    reference: Option<ReferenceChoice>,
+    verdicts: &[Verdict],
+    timing: (f64, usize, &PhaseTimes),
+    shard: Option<&ShardRecord>,
+) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let t = &target.name();
     let mut md = report::markdown(t, verdicts, |v| execute::repro_command(&v.case_id, target));
@@ -387,11 +487,12 @@ pub fn write_reports(
     for (name, text) in [
         (
             "report.json",
-            report::json_with_reference(
+            report::json_full(
                 t,
                 reference.map(ReferenceChoice::name),
                 verdicts,
                 Some(timing),
+                shard,
             ),
         ),
         ("junit.xml", report::junit(t, verdicts)),

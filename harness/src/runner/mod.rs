@@ -12,6 +12,7 @@ pub mod moe;
 pub mod report;
 pub mod sanitize;
 pub mod session;
+pub mod shard;
 pub mod snapshot;
 pub mod timing;
 pub mod verdict;

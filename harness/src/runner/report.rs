@@ -1,5 +1,6 @@
 //! Machine-readable reports (JSON, JUnit XML) and a Markdown summary for a pull-request comment.
 
+use super::shard::ShardRecord;
 use super::timing::PhaseTimes;
 use super::verdict::{Outcome, Summary, Verdict};
 use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
@@ -16,14 +17,19 @@ struct JsonReport<'a> {
     /// Where the time went; absent when the run was not timed. Never part of a snapshot.
     #[serde(skip_serializing_if = "Option::is_none")]
     timing: Option<Timing<'a>>,
+    /// Which share of the cases this is (`w4a16 run --shard I/N`); absent in an unsharded run
+    /// and in the merge of the shards.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    shard: Option<&'a ShardRecord>,
     verdicts: &'a [Verdict],
 }
 
+/// A run's wall time, worker count and phase split.
 #[derive(Serialize)]
-struct Timing<'a> {
-    wall_s: f64,
-    workers: usize,
-    phases: &'a PhaseTimes,
+pub struct Timing<'a> {
+    pub wall_s: f64,
+    pub workers: usize,
+    pub phases: &'a PhaseTimes,
 }
 
 /// The JSON report; `timing` is the run's wall time, worker count and phase split.
@@ -32,15 +38,17 @@ pub fn json(
     verdicts: &[Verdict],
     timing: Option<(f64, usize, &PhaseTimes)>,
 ) -> String {
-    json_with_reference(target, None, verdicts, timing)
+    json_full(target, None, verdicts, timing, None)
 }
 
-/// [`json`] recording which reference (`--reference gpu|cpu`) judged the run.
-pub fn json_with_reference(
+/// As [`json`], recording which reference (`--reference gpu|cpu`) judged the run and, for one
+/// shard of a run (`--shard I/N`), which share it is.
+pub fn json_full(
     target: &str,
     reference: Option<&str>,
     verdicts: &[Verdict],
     timing: Option<(f64, usize, &PhaseTimes)>,
+    shard: Option<&ShardRecord>,
 ) -> String {
     let summary = Summary::of(verdicts);
     serde_json::to_string_pretty(&JsonReport {
@@ -52,6 +60,7 @@ pub fn json_with_reference(
             workers,
             phases,
         }),
+        shard,
         verdicts,
     })
     .expect("verdicts serialize")

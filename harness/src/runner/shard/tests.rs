@@ -1,0 +1,418 @@
+//! Shards end to end on the simulated device (no GPU needed): the run arm with `--shard I/N`
+//! for every I, then `merge`, against one unsharded run of the same suite.
+
+use super::*;
+use crate::cases;
+use crate::config::KernelConfig;
+use crate::device::simulated;
+use crate::runner::cli_run::{self, RunOptions};
+use crate::runner::session::Backend;
+use crate::runner::snapshot::SnapshotMode;
+use std::sync::OnceLock;
+use std::time::Duration;
+use w4a16_kernels::source::KernelSources;
+use w4a16_kernels::{RunTarget, Target};
+
+/// Several layers, several batch sizes per layer, and quick on the simulated device.
+const SUITE: &str = "smoke";
+const SHARDS: usize = 3;
+
+fn spec(s: &str) -> Result<ShardSpec, ShardParseError> {
+    s.parse()
+}
+
+#[test]
+fn a_shard_is_i_of_n_counted_from_one_and_anything_else_is_refused_naming_the_flag() {
+    assert_eq!(spec("2/4"), Ok(ShardSpec { index: 2, count: 4 }));
+    assert_eq!(spec("1/1").unwrap().to_string(), "1/1");
+    for (bad, why) in [
+        ("3/2", "I = 3 is above N = 2"),
+        ("0/2", "I is 0 (shards count from 1)"),
+        ("1/0", "N is 0"),
+        ("a/b", "I \"a\" is not a whole number"),
+        ("1/b", "N \"b\" is not a whole number"),
+        ("-1/2", "I \"-1\" is not a whole number"),
+        ("2", "got no `/`"),
+    ] {
+        let e = spec(bad).unwrap_err();
+        assert_eq!(e.why, why, "{bad}");
+        let text = e.to_string();
+        assert!(
+            text.starts_with(&format!("--shard {bad:?}: expected I/N")),
+            "{text}"
+        );
+    }
+}
+
+/// Every case in exactly one shard, each layer whole in one shard, shard sizes within one
+/// layer of each other, and the same split however often it is computed.
+#[test]
+fn shards_take_whole_layers_once_each_balanced_by_case_count() {
+    let set = cases::load_all(&cases::locate(None).unwrap()).unwrap();
+    let chosen: Vec<&Case> = set.cases().filter(|c| c.suite == "field").collect();
+    assert!(chosen.len() > 1000, "{}", chosen.len());
+    let layer = |c: &Case| w4a16_reference::data::layer_key(&c.id);
+    let biggest_layer = session::by_layer(chosen.iter().map(|c| c.id.as_str()))
+        .iter()
+        .map(Vec::len)
+        .max()
+        .unwrap();
+    for n in [1, 2, 4, 7] {
+        let shards: Vec<Vec<(usize, &Case)>> = (1..=n)
+            .map(|i| ShardSpec { index: i, count: n }.take(&chosen))
+            .collect();
+        let mut seen: Vec<usize> = shards.iter().flatten().map(|(p, _)| *p).collect();
+        seen.sort_unstable();
+        assert_eq!(seen, (0..chosen.len()).collect::<Vec<_>>(), "n = {n}");
+        let mut owner: BTreeMap<String, usize> = BTreeMap::new();
+        for (i, s) in shards.iter().enumerate() {
+            assert!(
+                s.windows(2).all(|w| w[0].0 < w[1].0),
+                "in the suite's order"
+            );
+            for (p, c) in s {
+                assert_eq!(chosen[*p].id, c.id);
+                let o = *owner.entry(layer(c)).or_insert(i);
+                assert_eq!(o, i, "layer {} split across shards (n = {n})", layer(c));
+            }
+        }
+        let sizes: Vec<usize> = shards.iter().map(Vec::len).collect();
+        let (min, max) = (sizes.iter().min().unwrap(), sizes.iter().max().unwrap());
+        assert!(max - min <= biggest_layer, "n = {n}: {sizes:?}");
+        let again: Vec<usize> = ShardSpec { index: 1, count: n }
+            .take(&chosen)
+            .iter()
+            .map(|(p, _)| *p)
+            .collect();
+        assert_eq!(again, shards[0].iter().map(|(p, _)| *p).collect::<Vec<_>>());
+    }
+    // More shards than layers: the extra shards are empty, none is lost or doubled.
+    let two: Vec<&Case> = chosen
+        .iter()
+        .copied()
+        .filter(|c| layer(c) == layer(chosen[0]))
+        .collect();
+    let taken: Vec<usize> = (1..=3)
+        .map(|i| ShardSpec { index: i, count: 3 }.take(&two).len())
+        .collect();
+    assert_eq!(taken, vec![two.len(), 0, 0]);
+}
+
+fn options(
+    report_dir: &Path,
+    snapshots: &Path,
+    mode: SnapshotMode,
+    shard: Option<ShardSpec>,
+) -> RunOptions {
+    RunOptions {
+        cases_dir: cases::locate(None).unwrap(),
+        suites: vec![SUITE.to_string()],
+        filter: None,
+        target: Some(RunTarget::native(Target::Sm90)),
+        jobs: 1,
+        report_dir: report_dir.to_path_buf(),
+        snapshot: Some(mode),
+        snapshots: Some(snapshots.to_path_buf()),
+        in_process: true,
+        case_timeout: Duration::from_secs(120),
+        sanitize: None,
+        sources: KernelSources::Embedded,
+        fail_fast: false,
+        config: KernelConfig::default(),
+        worker_exe: None,
+        reference: None,
+        shard,
+    }
+}
+
+fn run_simulated(opts: RunOptions) -> Result<cli_run::RunEnd, String> {
+    cli_run::run_with(opts, |target, _, _| {
+        (
+            target.expect("the tests name the target"),
+            Backend::Device(simulated::device(false, true)),
+        )
+    })
+}
+
+/// One unsharded run (`whole/`, snapshots recorded in `snaps/`) and its shards (`shard-I/`,
+/// each checking its rows against `snaps/`), made once for the tests below.
+struct Runs {
+    root: tempfile::TempDir,
+}
+
+impl Runs {
+    fn whole(&self) -> PathBuf {
+        self.root.path().join("whole")
+    }
+    /// Where the unsharded run wrote its reports and `merge` writes the merged ones: failure
+    /// details name their artifacts there.
+    fn out(&self) -> PathBuf {
+        self.root.path().join("out")
+    }
+    fn snaps(&self) -> PathBuf {
+        self.root.path().join("snaps")
+    }
+    fn shard(&self, i: usize) -> PathBuf {
+        self.root.path().join(format!("shard-{i}"))
+    }
+    fn shards(&self) -> Vec<PathBuf> {
+        (1..=SHARDS).map(|i| self.shard(i)).collect()
+    }
+}
+
+fn runs() -> &'static Runs {
+    static RUNS: OnceLock<Runs> = OnceLock::new();
+    RUNS.get_or_init(|| {
+        let runs = Runs {
+            root: tempfile::tempdir().unwrap(),
+        };
+        let end = run_simulated(options(
+            &runs.out(),
+            &runs.snaps(),
+            SnapshotMode::Update,
+            None,
+        ))
+        .unwrap();
+        assert!(end.differing_snapshots.is_empty());
+        std::fs::rename(runs.out(), runs.whole()).unwrap();
+        // Shards in reverse order: nothing may depend on which ran first.
+        for i in (1..=SHARDS).rev() {
+            let shard = Some(ShardSpec {
+                index: i,
+                count: SHARDS,
+            });
+            let end = run_simulated(options(
+                &runs.shard(i),
+                &runs.snaps(),
+                SnapshotMode::Check,
+                shard,
+            ))
+            .unwrap();
+            assert_eq!(
+                end.differing_snapshots,
+                Vec::<String>::new(),
+                "shard {i}'s rows are the unsharded run's rows of its cases"
+            );
+        }
+        runs
+    })
+}
+
+/// report.json without its `timing` object.
+fn untimed(path: &Path) -> String {
+    let mut json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let timing = json.as_object_mut().unwrap().remove("timing");
+    assert!(timing.is_some(), "{} has its timing", path.display());
+    serde_json::to_string_pretty(&json).unwrap()
+}
+
+/// summary.md without its last line (the wall time and phase split).
+fn untimed_md(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap();
+    let (body, timing) = text.trim_end().rsplit_once('\n').unwrap();
+    assert!(timing.contains("s wall on"), "{timing}");
+    body.to_string()
+}
+
+fn files_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn merged_shards_are_byte_for_byte_the_unsharded_run_but_for_timing() {
+    let runs = runs();
+    let out = runs.out();
+    // Shards given in any order.
+    let mut dirs = runs.shards();
+    dirs.reverse();
+    let end = merge_command(&dirs, &out, Some((SnapshotMode::Check, &runs.snaps()))).unwrap();
+    assert!(end.differing_snapshots.is_empty());
+    let whole = runs.whole();
+    let report = |d: &Path| untimed(&d.join("report.json"));
+    assert_eq!(report(&out), report(&whole));
+    let raw = std::fs::read_to_string(out.join("report.json")).unwrap();
+    assert!(
+        !raw.contains("\"shard\""),
+        "a merged report is not a shard's"
+    );
+    assert_eq!(
+        std::fs::read(out.join("junit.xml")).unwrap(),
+        std::fs::read(whole.join("junit.xml")).unwrap()
+    );
+    assert_eq!(
+        untimed_md(&out.join("summary.md")),
+        untimed_md(&whole.join("summary.md"))
+    );
+    // Every failure artifact the details name is there, as the unsharded run's.
+    assert_eq!(
+        files_in(&out.join("artifacts")),
+        files_in(&whole.join("artifacts"))
+    );
+    // The snapshot files: those the unsharded run recorded, byte for byte.
+    let snaps = files_in(&runs.snaps());
+    assert_eq!(files_in(&out.join("snapshots")), snaps);
+    assert!(!snaps.is_empty());
+    for name in &snaps {
+        assert_eq!(
+            std::fs::read(out.join("snapshots").join(name)).unwrap(),
+            std::fs::read(runs.snaps().join(name)).unwrap(),
+            "{name}"
+        );
+    }
+    // The same summary counts, and every shard held some of the cases.
+    let v: serde_json::Value = serde_json::from_str(&raw).unwrap();
+    let whole_v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(whole.join("report.json")).unwrap()).unwrap();
+    assert_eq!(v["summary"], whole_v["summary"]);
+    for dir in runs.shards() {
+        let s: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap())
+                .unwrap();
+        assert!(!s["shard"]["positions"].as_object().unwrap().is_empty());
+    }
+}
+
+/// A copy of the shard folders in a fresh folder, so a test can break one.
+fn copy_of_shards() -> (tempfile::TempDir, Vec<PathBuf>) {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut dirs = Vec::new();
+    for (i, from) in runs().shards().iter().enumerate() {
+        let to = tmp.path().join(format!("shard-{}", i + 1));
+        std::fs::create_dir_all(to.join("snapshots")).unwrap();
+        std::fs::copy(from.join("report.json"), to.join("report.json")).unwrap();
+        for name in files_in(&from.join("snapshots")) {
+            std::fs::copy(
+                from.join("snapshots").join(&name),
+                to.join("snapshots").join(&name),
+            )
+            .unwrap();
+        }
+        dirs.push(to);
+    }
+    (tmp, dirs)
+}
+
+fn edit_report(dir: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
+    let path = dir.join("report.json");
+    let mut json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    edit(&mut json);
+    std::fs::write(&path, serde_json::to_string_pretty(&json).unwrap()).unwrap();
+}
+
+fn merge_at(dirs: &[PathBuf]) -> Result<Merged, MergeError> {
+    merge(dirs, Path::new("artifacts"))
+}
+
+#[test]
+fn a_missing_shard_is_refused_naming_which() {
+    let shards = runs().shards();
+    let e = merge_at(&[shards[0].clone(), shards[2].clone()]).unwrap_err();
+    assert!(
+        matches!(e, MergeError::Missing { present: 2, count: 3, ref missing } if *missing == [2])
+    );
+    assert_eq!(e.to_string(), "2 of 3 shards present: missing 2/3");
+}
+
+#[test]
+fn a_shard_given_twice_is_refused_as_overlapping() {
+    let shards = runs().shards();
+    let e = merge_at(&[shards[0].clone(), shards[1].clone(), shards[1].clone()]).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            MergeError::Overlap {
+                index: 2,
+                count: 3,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(
+        e.to_string().starts_with("shard 2/3 is given twice: "),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_case_in_two_shards_is_refused_naming_it() {
+    let (_tmp, dirs) = copy_of_shards();
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dirs[0].join("report.json")).unwrap())
+            .unwrap();
+    let stolen = report["shard"]["positions"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
+    edit_report(&dirs[1], |j| {
+        j["shard"]["positions"]
+            .as_object_mut()
+            .unwrap()
+            .insert(stolen.clone(), 0.into());
+    });
+    let e = merge_at(&dirs).unwrap_err();
+    assert!(
+        matches!(&e, MergeError::OverlapCase { case, .. } if *case == stolen),
+        "{e}"
+    );
+}
+
+#[test]
+fn shards_of_different_targets_suites_or_commits_are_refused() {
+    for (field, key, value) in [
+        ("target", None, serde_json::json!("sm_100")),
+        ("suites", Some("suites"), serde_json::json!(["edges"])),
+        (
+            "commit",
+            Some("commit"),
+            serde_json::json!("0123456789abcdef"),
+        ),
+        ("shard count N", Some("count"), serde_json::json!(4)),
+        (
+            "selection digest",
+            Some("selection"),
+            serde_json::json!("00"),
+        ),
+    ] {
+        let (_tmp, dirs) = copy_of_shards();
+        edit_report(&dirs[2], |j| match key {
+            None => j[field] = value.clone(),
+            Some(k) => j["shard"][k] = value.clone(),
+        });
+        let e = merge_at(&dirs).unwrap_err();
+        let MergeError::Different { field: f, dir, .. } = &e else {
+            panic!("{field}: expected a difference, got {e}");
+        };
+        assert_eq!((*f, dir), (field, &dirs[2]), "{e}");
+        assert!(e.to_string().contains("shards of one run share it"), "{e}");
+    }
+}
+
+#[test]
+fn an_unsharded_report_or_no_folder_is_not_merged() {
+    let e = merge_at(&[runs().whole()]).unwrap_err();
+    assert!(e.to_string().contains("it has no `shard` object"), "{e}");
+    assert!(matches!(merge_at(&[]).unwrap_err(), MergeError::NoShards));
+    let e = merge_at(&[runs().root.path().join("nowhere")]).unwrap_err();
+    assert!(matches!(e, MergeError::Read { .. }), "{e}");
+}
+
+#[test]
+fn recording_snapshots_from_one_shard_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let shard = Some(ShardSpec { index: 1, count: 2 });
+    let e =
+        run_simulated(options(tmp.path(), tmp.path(), SnapshotMode::Update, shard)).unwrap_err();
+    assert!(e.starts_with("--shard 1/2 with --snapshot update"), "{e}");
+    assert!(e.contains("w4a16 merge"), "{e}");
+}
