@@ -72,7 +72,9 @@ pub struct EmuDevice {
     target: Target,
     sources: KernelSources,
     memory: Arc<Mutex<GlobalMemory>>,
-    programs: Mutex<HashMap<&'static str, Arc<Program>>>,
+    programs: Mutex<HashMap<&'static str, Loaded>>,
+    /// Entries whose launch ABI has been checked against the code object's metadata.
+    abi_checked: Mutex<std::collections::HashSet<String>>,
     work: Mutex<EmuWork>,
     limits: Limits,
 }
@@ -90,6 +92,7 @@ pub fn open_with(target: Target, sources: KernelSources) -> Result<EmuDevice, Sk
         sources,
         memory: Arc::new(Mutex::new(GlobalMemory::default())),
         programs: Mutex::new(HashMap::new()),
+        abi_checked: Mutex::new(std::collections::HashSet::new()),
         work: Mutex::new(EmuWork::default()),
         limits: Limits::default(),
     })
@@ -100,13 +103,36 @@ impl EmuDevice {
         *lock(&self.work)
     }
 
+    /// The program holding `entry`, loaded once per code object; `entry`'s launch ABI is checked
+    /// against the metadata once per entry (as the ROCm backend does before a launch).
     fn program(&self, kernel: &KernelDecl, entry: &str) -> Result<Arc<Program>, DeviceFault> {
+        let loaded = self.load(kernel)?;
+        if !lock(&self.abi_checked).contains(entry) {
+            let refused = |code: &str, detail: String| DeviceFault::Launch {
+                kernel: entry.to_string(),
+                code: code.to_string(),
+                detail,
+            };
+            let k = loaded.info.kernel(entry).ok_or_else(|| {
+                refused(
+                    "entry point not found",
+                    format!("no kernel {entry} in its code object"),
+                )
+            })?;
+            abi::check(entry, self.target.name(), kernel.args, k)
+                .map_err(|e| refused("launch ABI mismatch", e.to_string()))?;
+            lock(&self.abi_checked).insert(entry.to_string());
+        }
+        Ok(loaded.program)
+    }
+
+    fn load(&self, kernel: &KernelDecl) -> Result<Loaded, DeviceFault> {
         let file = kernel.source_file.ok_or_else(|| DeviceFault::Unsupported {
             what: format!("a kernel launch of {} (it has no source file)", kernel.id),
             device: Backend::name(self),
         })?;
-        if let Some(p) = lock(&self.programs).get(file) {
-            return Ok(p.clone());
+        if let Some(l) = lock(&self.programs).get(file) {
+            return Ok(l.clone());
         }
         let path = code_object_for(kernel, self.target, &self.sources)?;
         let compile_fault = |log: String| DeviceFault::Compile {
@@ -131,20 +157,20 @@ impl EmuDevice {
         };
         let program = Program::load(&path, self.target.name(), meta)
             .map_err(|e| compile_fault(e.to_string()))?;
-        // The same launch-ABI check the ROCm backend makes before a launch.
-        if let Some(k) = info.kernel(entry) {
-            abi::check(entry, self.target.name(), kernel.args, k).map_err(|e| {
-                DeviceFault::Launch {
-                    kernel: entry.to_string(),
-                    code: "launch ABI mismatch".into(),
-                    detail: e.to_string(),
-                }
-            })?;
-        }
-        let program = Arc::new(program);
-        lock(&self.programs).insert(file, program.clone());
-        Ok(program)
+        let loaded = Loaded {
+            program: Arc::new(program),
+            info: Arc::new(info),
+        };
+        lock(&self.programs).insert(file, loaded.clone());
+        Ok(loaded)
     }
+}
+
+/// A code object as the emulator runs it, with the metadata its launches are checked against.
+#[derive(Clone)]
+struct Loaded {
+    program: Arc<Program>,
+    info: Arc<codeobject::CodeObjectInfo>,
 }
 
 impl Backend for EmuDevice {
