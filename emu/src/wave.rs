@@ -196,6 +196,11 @@ impl Wave {
                 register: format!("v{i}"),
             });
         }
+        self.write_v(i, row, mask)
+    }
+
+    /// [`Wave::set_v`] without the pending check (a landing load superseded in order).
+    fn write_v(&mut self, i: usize, row: &VRow, mask: u32) -> Result<(), FaultKind> {
         let n = self.vgpr.len();
         let dst = self.vgpr.get_mut(i).ok_or_else(|| FaultKind::BadRegister {
             register: format!("v{i} (the kernel has {n} VGPRs)"),
@@ -260,24 +265,48 @@ impl Wave {
         }
     }
 
+    /// Whether a register that `landed` (just removed from the queue) writes, and that is
+    /// still pending, is only pending for younger loads that return after it: loads of one
+    /// in-order counter land in issue order (VMEM loads on gfx11/gfx12), so the younger write
+    /// wins, as on the hardware. Any other overlap (another counter, or out-of-order scalar
+    /// loads) has no defined order and stays a fault.
+    fn superseded_in_order(&self, landed: &PendingOp, writes: impl Fn(&Landing) -> bool) -> bool {
+        !landed.out_of_order
+            && self
+                .pending
+                .ops
+                .iter()
+                .filter(|p| writes(&p.landing))
+                .all(|p| p.counter == landed.counter && !p.out_of_order)
+    }
+
     fn land(&mut self, op: PendingOp) -> Result<(), FaultKind> {
-        match op.landing {
+        match &op.landing {
             Landing::Vgpr {
                 first,
                 values,
                 lanes,
             } => {
                 for (k, row) in values.iter().enumerate() {
-                    let r = first as usize + k;
+                    let r = *first as usize + k;
                     if let Some(p) = self.pending_v.get_mut(r) {
                         *p -= 1;
                     }
-                    self.set_v(r, row, lanes)?;
+                    let still = self.pending_v.get(r).copied().unwrap_or(0) > 0;
+                    let covers = |l: &Landing| {
+                        matches!(l, Landing::Vgpr { first, values, .. }
+                            if (*first as usize..*first as usize + values.len()).contains(&r))
+                    };
+                    if still && self.superseded_in_order(&op, covers) {
+                        self.write_v(r, row, *lanes)?;
+                    } else {
+                        self.set_v(r, row, *lanes)?;
+                    }
                 }
             }
             Landing::Sgpr { first, values } => {
                 for (k, v) in values.iter().enumerate() {
-                    let r = first as usize + k;
+                    let r = *first as usize + k;
                     if let Some(p) = self.pending_s.get_mut(r) {
                         *p -= 1;
                     }

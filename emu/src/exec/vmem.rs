@@ -241,6 +241,46 @@ mod tests {
         ));
     }
 
+    /// Two VMEM loads to one register (clang emits this as a `s_clause` of a b128 load and a b32
+    /// load of the same address): loads return in issue order, so the younger wins at the wait,
+    /// as on the hardware — not a fault. Reading in between still is.
+    #[test]
+    fn overlapping_loads_of_one_in_order_counter_land_younger_last() {
+        let (mut b, _) = bench(Gen::Gfx11);
+        b.wave.sgpr[crate::wave::sreg::EXEC_LO] = 0xFF;
+        b.run_asm("global_load_b128 v[4:7], v[10:11], off").unwrap();
+        b.run_asm("global_load_b32 v4, v[10:11], off offset:8")
+            .unwrap();
+        assert!(matches!(b.wave.v(4), Err(FaultKind::ReadBeforeWait { .. })));
+        b.run_asm("s_waitcnt vmcnt(0)").unwrap();
+        for l in 0..8 {
+            assert_eq!(
+                b.wave.v(4).unwrap()[l],
+                word(4 * l + 8),
+                "lane {l}: the younger load"
+            );
+            assert_eq!(
+                b.wave.v(5).unwrap()[l],
+                word(4 * l + 4),
+                "lane {l}: the older load"
+            );
+        }
+    }
+
+    /// A VMEM load and an LDS load to one register count in different counters on gfx11
+    /// (`vmcnt`, `lgkmcnt`): their order is undefined, so the overlap is the machine code's fault.
+    #[test]
+    fn overlapping_loads_of_different_counters_fault() {
+        let (mut b, _) = bench(Gen::Gfx11);
+        b.wave.set_v(20, &[0; 32], u32::MAX).unwrap();
+        b.run_asm("ds_load_b32 v4, v20").unwrap();
+        b.run_asm("global_load_b32 v4, v[10:11], off").unwrap();
+        assert!(matches!(
+            b.run_asm("s_waitcnt lgkmcnt(0)"),
+            Err(FaultKind::WriteBeforeWait { .. })
+        ));
+    }
+
     #[test]
     fn stores_write_memory_at_issue_in_active_lanes() {
         let (mut b, a) = bench(Gen::Gfx11);
