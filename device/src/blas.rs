@@ -129,6 +129,76 @@ impl BlasGemm {
     }
 }
 
+/// Where a host-interpreted `gemm_ex` would read or write outside its operand.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the BLAS call reads {operand:?} element {index}, past its {len} elements")]
+pub struct HostBlasOutOfBounds {
+    pub operand: BlasOperand,
+    pub index: usize,
+    pub len: usize,
+}
+
+/// `C = α·op(A)·op(B) + β·C` on the host, reading the operands exactly as a column-major BLAS
+/// does (`A[i + p·lda]`, …), in the 16-bit `dtype` with f32 accumulation in `p` order and one
+/// rounding of each output, as `gemm_ex` with `COMPUTE_32F` promises (its summation order is
+/// the library's; any order meets the same bound). With `β = 0`, `C` is not read (BLAS rule).
+///
+/// The stand-in for the vendor BLAS on a device that has none (the ISA emulator): it exercises
+/// the harness's call (operand order, transposes, leading dimensions, offsets, β) the way the
+/// library would, so a wrong call gives a wrong answer here too.
+#[allow(clippy::too_many_arguments)]
+pub fn host_gemm_ex(
+    call: &ColumnMajorGemm,
+    dtype: w4a16_reference::ActDtype,
+    alpha: f32,
+    beta: f32,
+    a: &[u16],
+    b: &[u16],
+    c: &mut [u16],
+) -> Result<(), HostBlasOutOfBounds> {
+    let (m, n, k) = (call.m as usize, call.n as usize, call.k as usize);
+    let (lda, ldb, ldc) = (call.lda as usize, call.ldb as usize, call.ldc as usize);
+    let at = |operand: BlasOperand, data: &[u16], index: usize| {
+        data.get(index)
+            .map(|&bits| dtype.to_f32(bits))
+            .ok_or(HostBlasOutOfBounds {
+                operand,
+                index,
+                len: data.len(),
+            })
+    };
+    for j in 0..n {
+        for i in 0..m {
+            let mut acc = 0.0f32;
+            for p in 0..k {
+                let ai = match call.op_a {
+                    BlasOp::N => i + p * lda,
+                    BlasOp::T => p + i * lda,
+                };
+                let bi = match call.op_b {
+                    BlasOp::N => p + j * ldb,
+                    BlasOp::T => j + p * ldb,
+                };
+                acc = at(BlasOperand::Dense, a, ai)?.mul_add(at(BlasOperand::X, b, bi)?, acc);
+            }
+            let ci = i + j * ldc;
+            let prior = if beta == 0.0 {
+                0.0
+            } else {
+                beta * at(BlasOperand::Y, c, ci)?
+            };
+            let len = c.len();
+            let out = c.get_mut(ci).ok_or(HostBlasOutOfBounds {
+                operand: BlasOperand::Y,
+                index: ci,
+                len,
+            })?;
+            *out = dtype.from_f32(alpha.mul_add(acc, prior));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -211,6 +281,66 @@ mod tests {
                         assert_eq!(got, pad, "row padding y[{r},{col}] written");
                     }
                 }
+            }
+        }
+    }
+
+    /// The host stand-in computes the row-major product through the column-major call (small
+    /// integers: exact in f16 and bf16), adds β·Y, ignores Y when β = 0 (NaN there stays
+    /// unread), leaves Y's row padding alone, and names an operand it would read past.
+    #[test]
+    fn the_host_stand_in_computes_the_call_as_a_blas_reads_it() {
+        let (m, n, k) = (3usize, 5usize, 4usize);
+        for dtype in [ActDtype::F16, ActDtype::Bf16] {
+            for (x_ld, dense_ld, y_ld, beta) in [(k, k, n, 0.0), (k + 3, k + 12, n + 2, 1.0)] {
+                let mut g = gemm(m, n, k, x_ld, dense_ld, y_ld);
+                g.dtype = dtype;
+                let call = g.column_major().unwrap();
+                let pad = dtype.from_f32(-7.0);
+                let mut x = vec![pad; m * x_ld];
+                let mut d = vec![pad; n * dense_ld];
+                for r in 0..m {
+                    for p in 0..k {
+                        x[r * x_ld + p] = dtype.from_f32((1 + r * 7 + p * 3) as f32 - 9.0);
+                    }
+                }
+                for col in 0..n {
+                    for p in 0..k {
+                        d[col * dense_ld + p] = dtype.from_f32((2 + col * 5 + p) as f32 * 0.5);
+                    }
+                }
+                let prior = |r: usize, col: usize| (r + col) as f32;
+                let mut y = vec![pad; m * y_ld];
+                for r in 0..m {
+                    for col in 0..n {
+                        y[r * y_ld + col] = if beta == 0.0 {
+                            dtype.from_f32(f32::NAN)
+                        } else {
+                            dtype.from_f32(prior(r, col))
+                        };
+                    }
+                }
+                host_gemm_ex(&call, dtype, 1.0, beta, &d, &x, &mut y).unwrap();
+                for r in 0..m {
+                    for col in 0..y_ld {
+                        let got = y[r * y_ld + col];
+                        if col >= n {
+                            assert_eq!(got, pad, "{dtype:?}: row padding y[{r},{col}] written");
+                            continue;
+                        }
+                        let dot: f32 = (0..k)
+                            .map(|p| {
+                                dtype.to_f32(x[r * x_ld + p]) * dtype.to_f32(d[col * dense_ld + p])
+                            })
+                            .sum();
+                        let want = dtype.to_f32(dtype.from_f32(dot + beta * prior(r, col)));
+                        assert_eq!(dtype.to_f32(got), want, "{dtype:?} y[{r},{col}] β={beta}");
+                    }
+                }
+                let short = &d[..d.len() - 1 - (dense_ld - k)];
+                let e = host_gemm_ex(&call, dtype, 1.0, beta, short, &x, &mut y).unwrap_err();
+                assert_eq!(e.operand, BlasOperand::Dense, "{e}");
+                assert!(e.to_string().contains("past its"), "{e}");
             }
         }
     }

@@ -2,7 +2,8 @@
 //! code that runs on the users' GPUs, executed on the host by `w4a16-emu`. Buffers live in the
 //! emulator's bounded memory, each at exactly its size ([`Allocation::Exact`]), so any access
 //! outside a tensor, a read included, stops the launch with the kernel, instruction, lane and
-//! address. There is no vendor BLAS and no timing: those checks skip, saying so.
+//! address. The dense path's vendor GEMM is a host stand-in (`blas::host_gemm_ex`) and named as
+//! such in the device's name; there is no timing: benchmarks skip, saying so.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -86,6 +87,28 @@ pub fn open_with(target: Target, sources: KernelSources) -> Result<EmuDevice, Sk
             Requirement::AmdToolchain,
             format!("the ISA emulator runs gfx11/gfx12 code objects, not {target}"),
         ));
+    }
+    // What it needs from the toolchain is a skip up front, not a fault at every launch: the
+    // disassembler always, and clang unless prebuilt code objects were carried here.
+    if let Err(e) = w4a16_emu::program::objdump_tool() {
+        return Err(crate::skip(
+            Requirement::AmdToolchain,
+            format!("the ISA emulator reads code objects through LLVM's disassembler: {e}"),
+        ));
+    }
+    if let Err(e @ w4a16_kernels::amd::AmdBuildError::ToolchainMissing { .. }) =
+        w4a16_kernels::amd::Builder::from_env()
+    {
+        let prebuilt = w4a16_kernels::amd::default_cache_dir().join(target.name());
+        if sources != KernelSources::Embedded || !prebuilt.is_dir() {
+            return Err(crate::skip(
+                Requirement::AmdToolchain,
+                format!(
+                    "no code objects for {target}: {e}, and no prebuilt ones in {}",
+                    prebuilt.display()
+                ),
+            ));
+        }
     }
     Ok(EmuDevice {
         target,
@@ -181,7 +204,10 @@ impl Backend for EmuDevice {
         self.target
     }
     fn name(&self) -> String {
-        format!("the ISA emulator ({})", self.target)
+        format!(
+            "the ISA emulator ({}; dense GEMM by a host stand-in for the vendor BLAS)",
+            self.target
+        )
     }
     fn health(&self) -> Health {
         Health::Ok
@@ -264,18 +290,51 @@ impl Backend for EmuDevice {
         w.seconds += started.elapsed().as_secs_f64();
         Ok(())
     }
+    /// The dense path's GEMM by the host stand-in for the vendor BLAS (`blas::host_gemm_ex`):
+    /// the dequant kernel before it is the target's machine code; the library call is read as
+    /// hipBLAS would read it (the same column-major call the ROCm backend makes), so the
+    /// harness's operand order, strides, offsets and β are exercised, not the vendor's code.
     fn blas_gemm(
         &self,
-        _g: &BlasGemm,
-        _x: &EmuBuffer,
-        _dense: &EmuBuffer,
-        _y: &mut EmuBuffer,
+        g: &BlasGemm,
+        x: &EmuBuffer,
+        dense: &EmuBuffer,
+        y: &mut EmuBuffer,
     ) -> Result<(), DeviceFault> {
-        Err(DeviceFault::MissingCapability {
-            capability: Capability::VendorBlas,
-            device: Backend::name(self),
-            why: "the ISA emulator runs the kernel set's code objects only".into(),
-        })
+        let during = format!("host BLAS stand-in M={} N={} K={}", g.m, g.n, g.k);
+        let call_fault = |code: String| DeviceFault::Call {
+            during: during.clone(),
+            code,
+        };
+        let call = g.column_major().map_err(|e| call_fault(e.to_string()))?;
+        let mut memory = lock(&self.memory);
+        let elements = |buf: &EmuBuffer, offset: usize, memory: &GlobalMemory| {
+            let bytes = &memory
+                .allocation(buf.base)
+                .ok_or_else(|| call_fault(format!("no allocation at {:#x}", buf.base)))?
+                .bytes;
+            let tail = bytes.get(offset..).ok_or_else(|| {
+                call_fault(format!("offset {offset} past a {} B buffer", bytes.len()))
+            })?;
+            Ok::<Vec<u16>, DeviceFault>(
+                tail.chunks_exact(2)
+                    .map(|c| u16::from_le_bytes([c[0], c[1]]))
+                    .collect(),
+            )
+        };
+        let a = elements(dense, g.dense_offset, &memory)?;
+        let b = elements(x, g.x_offset, &memory)?;
+        let mut c = elements(y, g.y_offset, &memory)?;
+        crate::blas::host_gemm_ex(&call, g.dtype, 1.0, g.beta, &a, &b, &mut c)
+            .map_err(|e| call_fault(e.to_string()))?;
+        let out = memory
+            .allocation_mut(y.base)
+            .ok_or_else(|| call_fault(format!("no allocation at {:#x}", y.base)))?;
+        for (i, v) in c.iter().enumerate() {
+            let at = g.y_offset + 2 * i;
+            out.bytes[at..at + 2].copy_from_slice(&v.to_le_bytes());
+        }
+        Ok(())
     }
     /// Emulated time says nothing about a GPU's: benchmarks and perf mode skip, saying so.
     fn record(&self) -> Result<Instant, DeviceFault> {
