@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::backends;
+use common::{backends, emulated_targets};
 use rstest_reuse::apply;
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -21,9 +21,15 @@ fn cases_dir() -> std::path::PathBuf {
 }
 
 fn run_suite(suite: &str, kind: DeviceKind) {
-    let Some(device) = common::device(kind) else {
-        return;
-    };
+    if let Some(device) = common::device(kind) {
+        run_suite_on(suite, device);
+    }
+}
+
+/// Runs `suite` on `device`, compares its verdicts with the committed snapshot of the device's
+/// target, and fails on any failing check.
+fn run_suite_on(suite: &str, device: Box<dyn w4a16_harness::device::DeviceBench>) {
+    let kind = device.kind();
     let target = device.run_target();
     let backend = Backend::Device(device);
     let set = cases::load_all(&cases_dir()).unwrap();
@@ -37,7 +43,7 @@ fn run_suite(suite: &str, kind: DeviceKind) {
         .filter(|v| v.outcome.is_failure())
         .map(|v| format!("{} [{}] {}: {}", v.case_id, v.check, v.outcome, v.detail))
         .collect();
-    snapshot::assert_verdicts(suite, &target.name(), &verdicts);
+    snapshot::assert_verdicts(suite, &target.name(), kind, &verdicts);
     assert!(
         failing.is_empty(),
         "{} failing checks:\n{}",
@@ -79,6 +85,23 @@ fn gpu_moe_suite(kind: DeviceKind) {
 #[apply(backends)]
 fn gpu_carrier_suite(kind: DeviceKind) {
     run_suite("carrier", kind);
+}
+
+/// The suites the ISA emulator runs in `cargo test` on every gfx target: the real code objects'
+/// verdicts, checked against `verdicts-<suite>@<gfx>.snap` (whose header names the emulator).
+/// `w4a16 run --suite <any> --target <gfx>` runs the others on it too, at the emulator's speed.
+#[apply(emulated_targets)]
+fn isa_emulator_smoke_suite(target: w4a16_kernels::Target) {
+    if let Some(device) = common::emulator(target) {
+        run_suite_on("smoke", device);
+    }
+}
+
+#[apply(emulated_targets)]
+fn isa_emulator_checkpoints_suite(target: w4a16_kernels::Target) {
+    if let Some(device) = common::emulator(target) {
+        run_suite_on("checkpoints", device);
+    }
 }
 
 /// The suites every emulated AMD target (`gfx1100-emu`, `gfx1151-emu`, `gfx1201-emu`) records:
@@ -177,7 +200,20 @@ fn committed_verdict_snapshots_are_current_and_passing() {
         let suite_cases = set
             .suite(suite)
             .unwrap_or_else(|| panic!("{name}: unreferenced snapshot: no suite {suite:?}"));
-        let rows = snapshot::parse_rows(&std::fs::read_to_string(&path).unwrap());
+        let text = std::fs::read_to_string(&path).unwrap();
+        let rows = snapshot::parse_rows(&text);
+        // A native AMD target's verdicts come from its GPU or from the ISA emulator, and the
+        // header must say which: an emulated verdict is not a hardware one.
+        let run = w4a16_kernels::RunTarget::parse(target).expect("checked above");
+        if run.target.vendor() == w4a16_kernels::target::Vendor::Amd && !run.is_emulated() {
+            assert!(
+                matches!(
+                    snapshot::recorded_by_in(&text),
+                    Some(DeviceKind::Emulator | DeviceKind::Rocm)
+                ),
+                "{name}: the header does not name what ran it (the ISA emulator or a ROCm GPU)"
+            );
+        }
         let in_snapshot: BTreeSet<&str> = rows.iter().map(|r| r.case_id.as_str()).collect();
         // An emulated target's snapshot lists the cases within the emulation budget.
         let run_target = w4a16_kernels::RunTarget::parse(target).expect("checked above");

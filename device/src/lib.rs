@@ -175,8 +175,11 @@ pub enum Allocation {
     Exact,
 }
 
-/// What executes a launch; says, e.g., whether NVIDIA's compute-sanitizer can watch it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// What executes a launch; says, e.g., whether NVIDIA's compute-sanitizer can watch it. Runs
+/// record it (report.json's `device`, the verdict snapshots' header): an emulated verdict is
+/// not a hardware one, and a reader must see which it is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum DeviceKind {
     Cuda,
     Rocm,
@@ -187,12 +190,33 @@ pub enum DeviceKind {
 }
 
 impl DeviceKind {
+    pub const ALL: [DeviceKind; 4] = [
+        DeviceKind::Cuda,
+        DeviceKind::Rocm,
+        DeviceKind::Simulated,
+        DeviceKind::Emulator,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             DeviceKind::Cuda => "CUDA",
             DeviceKind::Rocm => "ROCm",
             DeviceKind::Simulated => "a simulated device",
             DeviceKind::Emulator => "the ISA emulator",
+        }
+    }
+
+    /// What ran the launches, as a verdict snapshot's header says it.
+    pub fn recorded_by(self) -> &'static str {
+        match self {
+            DeviceKind::Cuda => "a CUDA GPU",
+            DeviceKind::Rocm => "a ROCm GPU",
+            DeviceKind::Simulated => {
+                "a simulated device (host code following each kernel's contract)"
+            }
+            DeviceKind::Emulator => {
+                "the ISA emulator (the target's code objects executed on the host; dense GEMM by a host stand-in for the vendor BLAS)"
+            }
         }
     }
 }

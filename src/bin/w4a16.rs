@@ -908,7 +908,16 @@ fn snapshots_of_report(
     let suites = verdicts
         .iter()
         .map(|v| v.case_id.split('/').next().unwrap_or_default());
-    let files = suites.map(|s| SnapshotFile::new(s, target, sanitize));
+    let device: Option<w4a16_harness::device::DeviceKind> = match json.get("device") {
+        None => None,
+        Some(d) => Some(serde_json::from_value(d.clone()).map_err(|e| {
+            format!(
+                "{}: `device` {d}: expected cuda, rocm, emulator or simulated: {e}",
+                report.display()
+            )
+        })?),
+    };
+    let files = suites.map(|s| SnapshotFile::new(s, target, sanitize).recorded_by(device));
     let differing = snapshots(dir, mode, files, &verdicts)?;
     if differing.is_empty() {
         println!(

@@ -23,6 +23,28 @@ use w4a16_harness::require::{Requirement, Skip, backend_skip_or_fail};
 #[case::rocm(DeviceKind::Rocm)]
 pub fn backends(#[case] kind: DeviceKind) {}
 
+/// The AMD targets the ISA emulator runs (their real code objects, on the host): a test body
+/// applied to it gets a case per target (`…::case_1_gfx1100`, …), each opening the emulator.
+#[template]
+#[rstest::rstest]
+#[case::gfx1100(w4a16_kernels::Target::Gfx1100)]
+#[case::gfx1151(w4a16_kernels::Target::Gfx1151)]
+#[case::gfx1201(w4a16_kernels::Target::Gfx1201)]
+pub fn emulated_targets(#[case] target: w4a16_kernels::Target) {}
+
+/// The ISA emulator for `target`, or `None` after a loud skip (no LLVM disassembler or no code
+/// objects: a failure under `W4A16_REQUIRE=amd-toolchain`).
+pub fn emulator(target: w4a16_kernels::Target) -> Option<Box<dyn DeviceBench>> {
+    let sources = w4a16_kernels::source::KernelSources::Embedded;
+    match w4a16_harness::device::open_emu(target, &sources) {
+        Ok(d) => Some(d),
+        Err(skip) => {
+            w4a16_harness::require::skip_or_fail(&skip);
+            None
+        }
+    }
+}
+
 /// The backends whose device is a GPU of one vendor.
 pub const GPU_BACKENDS: [DeviceKind; 2] = [DeviceKind::Cuda, DeviceKind::Rocm];
 

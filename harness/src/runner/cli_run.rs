@@ -11,7 +11,7 @@ use super::snapshot::{self, SnapshotFile, SnapshotMode};
 use super::{PhaseTimes, Summary, Verdict, execute, global, isolate, report, verdict};
 use crate::cases::{self, Case, CaseSet};
 use crate::config::KernelConfig;
-use crate::device::Allocation;
+use crate::device::{Allocation, DeviceKind};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -150,6 +150,10 @@ pub fn run_with(
     let no_gpu = match &backend {
         Backend::None(skip) => Some(skip.clone()),
         Backend::Device(_) => None,
+    };
+    let device_kind = match &backend {
+        Backend::Device(d) => Some(d.kind()),
+        Backend::None(_) => None,
     };
     // Sanitizer mode: workers under compute-sanitizer on a CUDA device, else a loud skip.
     let sanitizer = sanitize_tool.map(|tool| {
@@ -311,7 +315,9 @@ pub fn run_with(
             let mut suites = all_suites.clone();
             suites.sort();
             suites.dedup();
-            let file = |s: &String| SnapshotFile::new(s, &target.name(), sanitize_tool);
+            let file = |s: &String| {
+                SnapshotFile::new(s, &target.name(), sanitize_tool).recorded_by(device_kind)
+            };
             suites.iter().map(file).collect()
         }
         _ => Vec::new(),
@@ -337,6 +343,7 @@ pub fn run_with(
         &report_dir,
         target,
         Some(reference),
+        device_kind,
         &verdicts,
         (wall_s, workers, &out.times),
         record.as_ref(),
@@ -458,10 +465,11 @@ pub fn write_reports(
     dir: &Path,
     target: RunTarget,
     reference: Option<ReferenceChoice>,
+    device: Option<DeviceKind>,
     verdicts: &[Verdict],
     timing: (f64, usize, &PhaseTimes),
 ) -> Result<(), String> {
-    write_reports_of(dir, target, reference, verdicts, timing, None)
+    write_reports_of(dir, target, reference, device, verdicts, timing, None)
 }
 
 /// As [`write_reports`], for one shard of a run when `shard` is given (report.json records it).
@@ -469,6 +477,7 @@ pub fn write_reports_of(
     dir: &Path,
     target: RunTarget,
     reference: Option<ReferenceChoice>,
+    device: Option<DeviceKind>,
     verdicts: &[Verdict],
     timing: (f64, usize, &PhaseTimes),
     shard: Option<&ShardRecord>,
@@ -490,6 +499,7 @@ pub fn write_reports_of(
             report::json_full(
                 t,
                 reference.map(ReferenceChoice::name),
+                device,
                 verdicts,
                 Some(timing),
                 shard,

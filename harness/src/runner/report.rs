@@ -3,6 +3,7 @@
 use super::shard::ShardRecord;
 use super::timing::PhaseTimes;
 use super::verdict::{Outcome, Summary, Verdict};
+use crate::device::DeviceKind;
 use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -13,6 +14,9 @@ struct JsonReport<'a> {
     /// Where the reference's products were formed (`gpu` or `cpu`); absent where not recorded.
     #[serde(skip_serializing_if = "Option::is_none")]
     reference: Option<&'a str>,
+    /// What ran the launches (`cuda`, `rocm`, `emulator`, `simulated`); absent without a device.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    device: Option<DeviceKind>,
     summary: &'a Summary,
     /// Where the time went; absent when the run was not timed. Never part of a snapshot.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -38,7 +42,7 @@ pub fn json(
     verdicts: &[Verdict],
     timing: Option<(f64, usize, &PhaseTimes)>,
 ) -> String {
-    json_full(target, None, verdicts, timing, None)
+    json_full(target, None, None, verdicts, timing, None)
 }
 
 /// As [`json`], recording which reference (`--reference gpu|cpu`) judged the run and, for one
@@ -46,6 +50,7 @@ pub fn json(
 pub fn json_full(
     target: &str,
     reference: Option<&str>,
+    device: Option<DeviceKind>,
     verdicts: &[Verdict],
     timing: Option<(f64, usize, &PhaseTimes)>,
     shard: Option<&ShardRecord>,
@@ -54,6 +59,7 @@ pub fn json_full(
     serde_json::to_string_pretty(&JsonReport {
         target,
         reference,
+        device,
         summary: &summary,
         timing: timing.map(|(wall_s, workers, phases)| Timing {
             wall_s,

@@ -25,6 +25,7 @@ use super::session;
 use super::snapshot::{self, SnapshotFile, SnapshotRow};
 use super::{PhaseTimes, Verdict};
 use crate::cases::Case;
+use crate::device::DeviceKind;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -286,6 +287,9 @@ struct ShardReport {
     /// `gpu` or `cpu` (absent in reports that do not record it).
     #[serde(default)]
     reference: Option<String>,
+    /// What ran the launches (absent in reports that do not record it).
+    #[serde(default)]
+    device: Option<DeviceKind>,
     #[serde(default)]
     timing: Option<TimingIn>,
     shard: Option<ShardRecord>,
@@ -305,6 +309,8 @@ pub struct Merged {
     pub target: String,
     /// The reference every shard was judged by (`gpu`/`cpu`), when recorded.
     pub reference: Option<ReferenceChoice>,
+    /// What ran every shard's launches, when recorded.
+    pub device: Option<DeviceKind>,
     /// In the unsharded run's order.
     pub verdicts: Vec<Verdict>,
     /// The longest shard's wall time (the critical path of the matrix), all shards' workers,
@@ -374,8 +380,13 @@ pub fn merge(dirs: &[PathBuf], artifacts: &Path) -> Result<Merged, MergeError> {
     };
     // One run: same target, selection, commit and shard count throughout.
     for (dir, report, rec) in &shards[1..] {
-        let checks: [(&'static str, String, String); 8] = [
+        let checks: [(&'static str, String, String); 9] = [
             ("target", first.target.clone(), report.target.clone()),
+            (
+                "device",
+                format!("{:?}", first.device),
+                format!("{:?}", report.device),
+            ),
             (
                 "reference",
                 format!("{:?}", first.reference),
@@ -526,7 +537,7 @@ pub fn merge(dirs: &[PathBuf], artifacts: &Path) -> Result<Merged, MergeError> {
             })?;
             rows.extend(snapshot::parse_rows(&text));
         }
-        snapshots.push((key, rows));
+        snapshots.push((key.recorded_by(first.device), rows));
     }
     let reference = match first.reference.as_deref() {
         None => None,
@@ -540,6 +551,7 @@ pub fn merge(dirs: &[PathBuf], artifacts: &Path) -> Result<Merged, MergeError> {
     Ok(Merged {
         target: first.target.clone(),
         reference,
+        device: first.device,
         verdicts,
         wall_s,
         workers,
@@ -605,6 +617,7 @@ pub fn merge_command(
         out,
         target,
         merged.reference,
+        merged.device,
         &merged.verdicts,
         (merged.wall_s, merged.workers, &merged.times),
     )?;

@@ -9,6 +9,7 @@
 
 use super::sanitize::SanitizerTool;
 use super::verdict::Verdict;
+use crate::device::DeviceKind;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -35,12 +36,15 @@ pub fn snapshot_name_of(suite: &str, sanitize: Option<SanitizerTool>) -> String 
     }
 }
 
-/// What a verdict snapshot's file name says: the key of one snapshot.
+/// What a verdict snapshot's file name says: the key of one snapshot, and what ran it (named
+/// in the header only: the rows are compared, so a real gfx1151 checks the file the emulator
+/// recorded, and a difference shows as row changes).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SnapshotFile {
     pub suite: String,
     pub target: String,
     pub sanitize: Option<SanitizerTool>,
+    pub recorded_by: Option<DeviceKind>,
 }
 
 impl SnapshotFile {
@@ -49,6 +53,15 @@ impl SnapshotFile {
             suite: suite.to_string(),
             target: target.to_string(),
             sanitize,
+            recorded_by: None,
+        }
+    }
+
+    /// The same key, its header naming what ran it.
+    pub fn recorded_by(self, device: Option<DeviceKind>) -> Self {
+        SnapshotFile {
+            recorded_by: device,
+            ..self
         }
     }
 
@@ -68,7 +81,11 @@ impl SnapshotFile {
 
     /// The header's `description:`.
     pub fn description(&self) -> String {
-        description(&self.suite, &self.target, self.sanitize)
+        let base = description(&self.suite, &self.target, self.sanitize);
+        match self.recorded_by {
+            Some(device) => format!("{base}; recorded by {}", device.recorded_by()),
+            None => base,
+        }
     }
 }
 
@@ -79,6 +96,17 @@ fn description(suite: &str, target: &str, sanitize: Option<SanitizerTool>) -> St
         ),
         None => format!("verdicts of suite `{suite}` on target `{target}`"),
     }
+}
+
+/// What ran a snapshot, as its header names it (`None` for headers that name nothing).
+pub fn recorded_by_in(text: &str) -> Option<DeviceKind> {
+    let header = text.split_once("\n---\n")?.0;
+    let description = header
+        .lines()
+        .find_map(|l| l.strip_prefix("description: "))?;
+    DeviceKind::ALL
+        .into_iter()
+        .find(|k| description.contains(&format!("; recorded by {}", k.recorded_by())))
 }
 
 /// Reads `verdicts-<suite>[.sanitize-<tool>]@<target>.snap`; `None` for any other name.
@@ -179,25 +207,25 @@ fn yaml_scalar(s: &str) -> String {
     out
 }
 
-/// Compare (or, under `INSTA_UPDATE`, record) the verdict snapshot of `suite` on `target`.
-/// Test-time only: a difference panics, as insta's assertions do.
-pub fn assert_verdicts(suite: &str, target: &str, verdicts: &[Verdict]) {
-    assert_verdicts_of(suite, target, None, verdicts)
+/// Compare (or, under `INSTA_UPDATE`, record) the verdict snapshot of `suite` on `target`, run
+/// by `device` (named in the header). Test-time only: a difference panics, as insta's
+/// assertions do.
+pub fn assert_verdicts(suite: &str, target: &str, device: DeviceKind, verdicts: &[Verdict]) {
+    assert_verdicts_of(
+        SnapshotFile::new(suite, target, None).recorded_by(Some(device)),
+        verdicts,
+    )
 }
 
-/// As [`assert_verdicts`], for a run under `sanitize` when given.
-pub fn assert_verdicts_of(
-    suite: &str,
-    target: &str,
-    sanitize: Option<SanitizerTool>,
-    verdicts: &[Verdict],
-) {
+/// As [`assert_verdicts`], for any snapshot key (a sanitizer run's included).
+pub fn assert_verdicts_of(file: SnapshotFile, verdicts: &[Verdict]) {
+    let (suite, target, sanitize) = (&file.suite, &file.target, file.sanitize);
     let mut settings = insta::Settings::clone_current();
     settings.set_snapshot_path(SNAPSHOT_DIR_FROM_HERE);
     settings.set_prepend_module_to_snapshot(false);
     settings.set_snapshot_suffix(target);
     settings.set_omit_expression(true);
-    settings.set_description(description(suite, target, sanitize));
+    settings.set_description(file.description());
     let text = render(verdicts);
     settings.bind(|| insta::assert_snapshot!(snapshot_name_of(suite, sanitize), text));
 }
@@ -600,7 +628,8 @@ mod tests {
             Some(SnapshotFile {
                 suite: "edges".into(),
                 target: "sm_90".into(),
-                sanitize: Some(SanitizerTool::Racecheck)
+                sanitize: Some(SanitizerTool::Racecheck),
+                recorded_by: None,
             })
         );
         assert_eq!(
@@ -608,7 +637,8 @@ mod tests {
             Some(SnapshotFile {
                 suite: "smoke".into(),
                 target: "sm_90".into(),
-                sanitize: None
+                sanitize: None,
+                recorded_by: None,
             })
         );
         assert_eq!(
@@ -686,6 +716,7 @@ mod cli_tests {
             };
             let text = std::fs::read_to_string(&path).unwrap();
             let rows = parse_file_strict(&text).unwrap_or_else(|e| panic!("{name}: {e:?}"));
+            let key = key.recorded_by(recorded_by_in(&text));
             assert_eq!(render_file(&key, &render_rows(rows)), text, "{name}");
             files += 1;
         }
