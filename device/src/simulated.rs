@@ -60,6 +60,9 @@ struct Sim {
     /// Whether the vendor BLAS is installed (a device without it lacks a capability, and
     /// misbehaves in nothing).
     blas: bool,
+    /// Which of several pretend devices this is; it shows in [`Backend::name`] as a real
+    /// device's ordinal does, so a verdict that quotes the device's name differs by device.
+    ordinal: usize,
 }
 
 /// A simulated device for the runner's tests: well behaved, or losing its context at the first
@@ -74,6 +77,19 @@ pub fn device(sticky: bool, blas: bool) -> Box<dyn Device> {
         blas,
         ..Sim::new(mode)
     })
+}
+
+/// `n` well-behaved simulated devices, ordinals `0..n`: a host with several GPUs, for the
+/// runner's tests that a run's verdicts do not depend on how many devices it had.
+pub fn devices(n: usize) -> Vec<Box<dyn Device>> {
+    (0..n)
+        .map(|ordinal| {
+            Box::new(Sim {
+                ordinal,
+                ..Sim::new(Misbehave::None)
+            }) as Box<dyn Device>
+        })
+        .collect()
 }
 
 impl Sim {
@@ -94,6 +110,7 @@ impl Sim {
             blas_calls: Mutex::new(Vec::new()),
             copies: Mutex::new(Vec::new()),
             blas: true,
+            ordinal: 0,
         }
     }
 
@@ -262,7 +279,10 @@ impl Backend for Sim {
         Target::Sm90
     }
     fn name(&self) -> String {
-        "simulated".into()
+        match self.ordinal {
+            0 => "simulated".into(),
+            n => format!("simulated (device {n})"),
+        }
     }
     fn kind(&self) -> DeviceKind {
         DeviceKind::Simulated

@@ -3,6 +3,7 @@
 //! summary. The binary parses its arguments into [`RunOptions`] and maps the [`RunEnd`] to an
 //! exit code; the orchestration lives here so it can be read and tested beside the runner.
 
+use super::gpus::Gpus;
 use super::sanitize::{self, SanitizerTool};
 use super::session::{self, Backend, SessionOptions};
 use super::snapshot::{self, SnapshotFile, SnapshotMode};
@@ -28,8 +29,11 @@ pub struct RunOptions {
     pub filter: Option<String>,
     /// `None` runs on the GPU found here.
     pub target: Option<RunTarget>,
-    /// Worker processes sharing the GPU.
+    /// Worker processes in all, dealt round-robin over the devices of `gpus` (at least one
+    /// per device).
     pub jobs: usize,
+    /// The devices the GPU cases run on (`--gpus`); verdicts do not depend on it.
+    pub gpus: Gpus,
     /// Where the JSON, JUnit XML and Markdown reports and failure artifacts go.
     pub report_dir: PathBuf,
     /// Record or compare the verdict snapshots; `None` leaves them alone.
@@ -74,6 +78,7 @@ pub fn run(opts: RunOptions) -> Result<RunEnd, String> {
         filter,
         target,
         jobs,
+        gpus,
         report_dir,
         snapshot: snap,
         snapshots: snapshot_dir,
@@ -91,7 +96,11 @@ pub fn run(opts: RunOptions) -> Result<RunEnd, String> {
     crate::select::reach::check_shipped().map_err(|e| e.to_string())?;
     let snapshot_dir = snapshot::snapshot_dir(snapshot_dir.as_deref(), &dir);
     let chosen = choose(&set, &suites, filter.as_deref());
-    let (target, backend) = session::open_backend_with(target, &sources, Allocation::Guarded);
+    let (target, backend) =
+        session::open_backend_at(target, gpus.first(), &sources, Allocation::Guarded);
+    // The other devices of `--gpus`, each checked to be the same target (a mixed host would
+    // give verdicts that depend on the device a case was dealt to).
+    let (ordinals, mut more_devices) = other_devices(&gpus, &backend, target, &sources)?;
     let (chosen, over_budget): (Vec<&Case>, Vec<&Case>) = chosen
         .into_iter()
         .partition(|c| session::runs_on(c, target));
@@ -133,7 +142,31 @@ pub fn run(opts: RunOptions) -> Result<RunEnd, String> {
     if sources != KernelSources::Embedded {
         eprintln!("w4a16: {sources}");
     }
+    let isolated = matches!(backend, Backend::Device(_)) && !in_process;
+    // `--jobs` counts workers in all; every listed device gets at least one.
+    let jobs = if isolated && jobs < ordinals.len() {
+        eprintln!(
+            "w4a16: --jobs {jobs} is fewer than the {} devices of --gpus {gpus}: running {} workers, one per device",
+            ordinals.len(),
+            ordinals.len()
+        );
+        ordinals.len()
+    } else {
+        jobs
+    };
     match &backend {
+        Backend::Device(d) if ordinals.len() > 1 => eprintln!(
+            "w4a16: {} cases on {} devices (--gpus {gpus}: {}; {target}; the first is {}), {}",
+            chosen.len(),
+            ordinals.len(),
+            join(&ordinals),
+            d.name(),
+            if isolated {
+                format!("{jobs} workers")
+            } else {
+                "a thread per device, in this process".to_string()
+            }
+        ),
         Backend::Device(d) => eprintln!(
             "w4a16: {} cases on {} ({target}), {jobs} workers",
             chosen.len(),
@@ -179,14 +212,16 @@ pub fn run(opts: RunOptions) -> Result<RunEnd, String> {
     let started = Instant::now();
     let mut verdicts = global::dequant_trick_checks();
     verdicts.extend(session::invalid_case_file_checks(&dir));
-    let isolated = matches!(backend, Backend::Device(_)) && !in_process;
     let workers = if isolated {
         jobs
+    } else if !ordinals.is_empty() {
+        ordinals.len()
     } else {
         std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
     };
     let out = if isolated {
         drop(backend);
+        more_devices.clear();
         // One compile of the kernel set here fills the PTX cache for every worker.
         if target.executing_vendor() == Vendor::Nvidia {
             let extra = target.nvrtc_options().map_err(|e| e.to_string())?;
@@ -220,21 +255,27 @@ pub fn run(opts: RunOptions) -> Result<RunEnd, String> {
             _ => None,
         };
         let ids: Vec<String> = chosen.iter().map(|c| c.id.clone()).collect();
-        // A rough time model: the layer's weights are read for data, conversion and
-        // verification; the batch adds verification work up to the sampled regime.
-        let cost = |id: &str| {
-            set.case(id).map_or(1.0, |c| {
-                let w = (c.shape.n * c.shape.k) as f64;
-                w * (1.0 + c.m.min(256) as f64 / 64.0)
-            })
-        };
+        let cost = |id: &str| set.case(id).map_or(1.0, session::case_cost);
         let worker = isolate::WorkerCommand {
             exe: &exe,
             args: &args,
             sanitizer: watched,
         };
-        session::run_worker_jobs(&worker, &ids, cost, jobs, case_timeout, &stop, &on_verdict)
-            .map_err(|e| e.to_string())?
+        session::run_worker_jobs_on(
+            &worker,
+            &ids,
+            cost,
+            jobs,
+            &ordinals,
+            case_timeout,
+            &stop,
+            &on_verdict,
+        )
+        .map_err(|e| e.to_string())?
+    } else if let Backend::Device(_) = backend {
+        let mut backends = vec![(ordinals[0], backend)];
+        backends.append(&mut more_devices);
+        session::run_in_process_on(&set, &chosen, &backends, &session_opts, &on_verdict)?
     } else {
         session::run_in_process(&set, &chosen, &backend, &session_opts, &on_verdict)?
     };
@@ -299,6 +340,16 @@ pub fn run(opts: RunOptions) -> Result<RunEnd, String> {
     }
     println!("wall time {wall_s:.1} s with {workers} workers");
     print!("{}", out.times);
+    if out.devices.len() > 1 {
+        for (ordinal, t) in &out.devices {
+            println!(
+                "  device {ordinal}: {} cases, device {:.1} s, CPU side {:.1} s",
+                t.cases,
+                t.device_s,
+                t.cpu_side_s()
+            );
+        }
+    }
     println!(
         "reports: {}/{{report.json,junit.xml,summary.md}}",
         report_dir.display()
@@ -307,6 +358,62 @@ pub fn run(opts: RunOptions) -> Result<RunEnd, String> {
         summary,
         differing_snapshots: differing,
     })
+}
+
+/// The ordinals `gpus` names on the backend that `first` is (empty without a device), and the
+/// devices after the first, opened and checked to be `target` too. `Err` names the device
+/// that is missing or differs.
+fn other_devices(
+    gpus: &Gpus,
+    first: &Backend,
+    target: RunTarget,
+    sources: &KernelSources,
+) -> Result<(Vec<usize>, Vec<(usize, Backend)>), String> {
+    let d = match (first, gpus) {
+        (Backend::Device(d), _) => d,
+        // Devices asked for by number must be there.
+        (Backend::None(skip), Gpus::List(_)) => {
+            return Err(format!(
+                "--gpus {gpus}: device {} does not open: {}",
+                gpus.first(),
+                skip.reason
+            ));
+        }
+        (Backend::None(_), Gpus::All) => {
+            eprintln!("w4a16: --gpus all binds nothing: no device opened");
+            return Ok((Vec::new(), Vec::new()));
+        }
+        (Backend::None(_), Gpus::First) => return Ok((Vec::new(), Vec::new())),
+    };
+    let ordinals = match gpus {
+        Gpus::First => vec![0],
+        _ => {
+            let kind = d.kind();
+            let count = crate::device::device_count(kind)
+                .map_err(|s| format!("--gpus {gpus}: {}", s.reason))?;
+            gpus.resolve(kind.name(), count)
+                .map_err(|e| e.to_string())?
+        }
+    };
+    let mut more = Vec::new();
+    for &o in &ordinals[1..] {
+        match session::open_backend_at(Some(target), o, sources, Allocation::Guarded) {
+            (_, Backend::Device(other)) => more.push((o, Backend::Device(other))),
+            (_, Backend::None(skip)) => {
+                return Err(format!(
+                    "--gpus {gpus}: device {o} cannot run {target} beside {}: {}",
+                    d.name(),
+                    skip.reason
+                ));
+            }
+        }
+    }
+    Ok((ordinals, more))
+}
+
+fn join(ordinals: &[usize]) -> String {
+    let items: Vec<String> = ordinals.iter().map(usize::to_string).collect();
+    items.join(",")
 }
 
 /// The case folder (`--cases`, `W4A16_CASES` or the nearest `cases/`) and everything in it.

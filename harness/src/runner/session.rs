@@ -3,6 +3,7 @@
 
 use super::check::Check;
 use super::execute::{Mode, RunContext, run_case_timed};
+use super::gpus;
 use super::isolate;
 use super::timing::PhaseTimes;
 use super::verdict::{Outcome, Verdict};
@@ -92,6 +93,76 @@ impl StopFlag {
 pub struct RunOutput {
     pub verdicts: Vec<Verdict>,
     pub times: PhaseTimes,
+    /// The times again, per device ordinal the cases ran on (empty where the run bound no
+    /// device): diagnostics only, never part of a verdict, a report's verdicts or a snapshot.
+    pub devices: BTreeMap<usize, PhaseTimes>,
+}
+
+/// A rough time model of a case (any unit): the layer's weights are read for data,
+/// conversion and verification; the batch adds verification work up to the sampled regime.
+pub fn case_cost(case: &Case) -> f64 {
+    let w = (case.shape.n * case.shape.k) as f64;
+    w * (1.0 + case.m.min(256) as f64 / 64.0)
+}
+
+/// Puts `verdicts` in the order of `case_ids` (a case's own verdicts keep their order).
+fn in_case_order<'a>(verdicts: &mut [Verdict], case_ids: impl IntoIterator<Item = &'a str>) {
+    let order: BTreeMap<&str, usize> = case_ids
+        .into_iter()
+        .enumerate()
+        .map(|(i, id)| (id, i))
+        .collect();
+    verdicts.sort_by_key(|v| order.get(v.case_id.as_str()).copied().unwrap_or(usize::MAX));
+}
+
+/// Runs `cases` in this process on several devices (`w4a16 run --in-process --gpus …`): whole
+/// layers are dealt to the devices as to workers ([`deal`]), each device runs its share on a
+/// thread of its own, and the verdicts come back in the callers' order, the same whatever the
+/// number of devices. One backend is [`run_in_process`]; `backends` is `(ordinal, backend)`.
+pub fn run_in_process_on(
+    set: &CaseSet,
+    cases: &[&Case],
+    backends: &[(usize, Backend)],
+    opts: &SessionOptions,
+    on_verdict: &(dyn Fn(&Verdict) + Sync),
+) -> Result<RunOutput, String> {
+    if let [(ordinal, backend)] = backends {
+        let mut out = run_in_process(set, cases, backend, opts, on_verdict)?;
+        out.devices.insert(*ordinal, out.times);
+        return Ok(out);
+    }
+    if backends.is_empty() {
+        return Err("an in-process run on several devices was given no device".into());
+    }
+    let groups = by_layer(cases.iter().map(|c| c.id.as_str()));
+    let mut shards = deal(groups, |i| case_cost(cases[i]), backends.len());
+    shards.resize(backends.len(), Vec::new());
+    let results: Vec<Result<RunOutput, String>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = shards
+            .iter()
+            .zip(backends)
+            .map(|(shard, (_, backend))| {
+                let mine: Vec<&Case> = shard.iter().map(|&i| cases[i]).collect();
+                scope.spawn(move || run_in_process(set, &mine, backend, opts, on_verdict))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("a device thread panicked".to_string()))
+            })
+            .collect()
+    });
+    let mut out = RunOutput::default();
+    for (r, (ordinal, _)) in results.into_iter().zip(backends) {
+        let r = r?;
+        out.verdicts.extend(r.verdicts);
+        out.times.merge(&r.times);
+        out.devices.entry(*ordinal).or_default().merge(&r.times);
+    }
+    in_case_order(&mut out.verdicts, cases.iter().map(|c| c.id.as_str()));
+    Ok(out)
 }
 
 /// Whether `case` runs on `target`: every case does, except that an emulated target leaves out
@@ -291,32 +362,75 @@ pub fn run_worker_jobs(
     stop: &StopFlag,
     on_verdict: &(dyn Fn(&Verdict) + Sync),
 ) -> std::io::Result<RunOutput> {
+    run_worker_jobs_on(
+        worker,
+        case_ids,
+        cost,
+        jobs,
+        &[],
+        per_case,
+        stop,
+        on_verdict,
+    )
+}
+
+/// The flag a worker is bound to a device with (`worker --device-ordinal N`).
+pub const DEVICE_ORDINAL_FLAG: &str = "--device-ordinal";
+
+/// As [`run_worker_jobs`], each worker bound to one of `ordinals` (round-robin,
+/// [`gpus::bind`]) by [`DEVICE_ORDINAL_FLAG`] after its arguments; `jobs` is the total number
+/// of workers. No ordinals: the workers open their default device. The verdicts are in case
+/// order whatever the number of workers or devices.
+#[allow(clippy::too_many_arguments)]
+pub fn run_worker_jobs_on(
+    worker: &isolate::WorkerCommand<'_>,
+    case_ids: &[String],
+    cost: impl Fn(&str) -> f64,
+    jobs: usize,
+    ordinals: &[usize],
+    per_case: Duration,
+    stop: &StopFlag,
+    on_verdict: &(dyn Fn(&Verdict) + Sync),
+) -> std::io::Result<RunOutput> {
     let groups = by_layer(case_ids.iter().map(String::as_str));
     let shards: Vec<Vec<String>> = deal(groups, |i| cost(&case_ids[i]), jobs)
         .into_iter()
         .map(|s| s.into_iter().map(|i| case_ids[i].clone()).collect())
         .collect();
-    let results: Vec<std::io::Result<RunOutput>> = shards
+    let bound: Vec<Option<usize>> = match ordinals {
+        [] => vec![None; shards.len()],
+        _ => gpus::bind(shards.len(), ordinals)
+            .into_iter()
+            .map(Some)
+            .collect(),
+    };
+    let results: Vec<(Option<usize>, std::io::Result<RunOutput>)> = shards
         .par_iter()
-        .map(|ids| isolate::run_worker(worker, ids, per_case, stop, on_verdict))
+        .zip(bound)
+        .map(|(ids, ordinal)| {
+            let mut args = worker.args.to_vec();
+            if let Some(o) = ordinal {
+                args.extend([DEVICE_ORDINAL_FLAG.to_string(), o.to_string()]);
+            }
+            let bound_worker = isolate::WorkerCommand {
+                args: &args,
+                ..*worker
+            };
+            let r = isolate::run_worker(&bound_worker, ids, per_case, stop, on_verdict);
+            (ordinal, r)
+        })
         .collect();
-    let mut all = Vec::new();
-    let mut times = PhaseTimes::default();
-    for r in results {
+    let mut out = RunOutput::default();
+    for (ordinal, r) in results {
         let r = r?;
-        all.extend(r.verdicts);
-        times.merge(&r.times);
+        out.verdicts.extend(r.verdicts);
+        out.times.merge(&r.times);
+        if let Some(o) = ordinal {
+            out.devices.entry(o).or_default().merge(&r.times);
+        }
     }
-    let order: BTreeMap<&str, usize> = case_ids
-        .iter()
-        .enumerate()
-        .map(|(i, id)| (id.as_str(), i))
-        .collect();
-    all.sort_by_key(|v| order.get(v.case_id.as_str()).copied().unwrap_or(usize::MAX));
-    Ok(RunOutput {
-        verdicts: all,
-        times,
-    })
+    in_case_order(&mut out.verdicts, case_ids.iter().map(String::as_str));
+    Ok(out)
 }
 
 /// Opens the backend for `target`: the default device if one is there and matches, else a skip.
@@ -336,13 +450,23 @@ pub fn open_backend_with(
     sources: &KernelSources,
     allocation: device::Allocation,
 ) -> (RunTarget, Backend) {
+    open_backend_at(target, 0, sources, allocation)
+}
+
+/// As [`open_backend_with`], on device `ordinal` (a worker of `w4a16 run --gpus`).
+pub fn open_backend_at(
+    target: Option<RunTarget>,
+    ordinal: usize,
+    sources: &KernelSources,
+    allocation: device::Allocation,
+) -> (RunTarget, Backend) {
     if let Some(want) = target.filter(RunTarget::is_emulated) {
-        return match device::open_emulated_with(want.target, sources, allocation) {
+        return match device::open_emulated_at(ordinal, want.target, sources, allocation) {
             Ok(d) => (want, Backend::Device(d)),
             Err(skip) => (want, Backend::None(skip)),
         };
     }
-    match device::open_default_with(sources, allocation) {
+    match device::open_at(ordinal, sources, allocation) {
         Ok(d) => {
             let t = d.run_target();
             match target {
