@@ -560,6 +560,101 @@ mod tests {
         assert_eq!(by_layer(ids), vec![vec![0, 2], vec![1, 4], vec![3]]);
     }
 
+    /// A run's files as `w4a16 run` writes them (reports and verdict snapshots), read back
+    /// with the timings taken out: what must not depend on the number of devices.
+    fn written(verdicts: &[Verdict], out: &RunOutput, workers: usize) -> BTreeMap<String, String> {
+        use crate::runner::cli_run;
+        use crate::runner::snapshot::{SnapshotFile, SnapshotMode};
+        let dir = tempfile::tempdir().unwrap();
+        let target = RunTarget::native(Target::Sm90);
+        cli_run::write_reports(dir.path(), target, verdicts, (1.0, workers, &out.times)).unwrap();
+        let snaps = dir.path().join("snapshots");
+        let suites: std::collections::BTreeSet<&str> = verdicts
+            .iter()
+            .filter_map(|v| v.case_id.split('/').next())
+            .collect();
+        let files = suites
+            .into_iter()
+            .map(|s| SnapshotFile::new(s, "sm_90", None));
+        cli_run::snapshots(&snaps, SnapshotMode::Update, files, verdicts).unwrap();
+        let mut got = BTreeMap::new();
+        for dir in [dir.path().to_path_buf(), snaps] {
+            for e in std::fs::read_dir(&dir).unwrap() {
+                let path = e.unwrap().path();
+                if !path.is_file() {
+                    continue;
+                }
+                let text = std::fs::read_to_string(&path).unwrap();
+                let name = path.file_name().unwrap().to_string_lossy().into_owned();
+                let text = match name.as_str() {
+                    "report.json" => {
+                        let mut j: serde_json::Value = serde_json::from_str(&text).unwrap();
+                        let timing = j.as_object_mut().unwrap().remove("timing");
+                        assert!(timing.is_some(), "a timed report has its timing");
+                        serde_json::to_string_pretty(&j).unwrap()
+                    }
+                    // Its last line is the time split.
+                    "summary.md" => text
+                        .lines()
+                        .filter(|l| !l.contains(" s wall on "))
+                        .collect::<Vec<_>>()
+                        .join("\n"),
+                    _ => text,
+                };
+                got.insert(name, text);
+            }
+        }
+        got
+    }
+
+    #[test]
+    fn verdicts_reports_and_snapshots_do_not_depend_on_the_number_of_devices() {
+        let dir = cases::locate(None).unwrap();
+        let set = cases::load_all(&dir).unwrap();
+        // Several layers of two suites (a suite alone would be one snapshot file).
+        let cases: Vec<&Case> = set
+            .cases()
+            .filter(|c| {
+                (c.suite == "smoke" || c.suite == "kernels") && c.m <= 16 && c.moe.is_none()
+            })
+            .collect();
+        let layers = by_layer(cases.iter().map(|c| c.id.as_str())).len();
+        assert!(layers >= 4, "{} cases in {layers} layers", cases.len());
+        let opts = SessionOptions::new(dir.clone(), Target::Sm90);
+        let run = |n: usize| {
+            let backends: Vec<(usize, Backend)> = device::simulated::devices(n)
+                .into_iter()
+                .enumerate()
+                .map(|(o, d)| (o, Backend::Device(d)))
+                .collect();
+            run_in_process_on(&set, &cases, &backends, &opts, &|_| {}).unwrap()
+        };
+        let one = run(1);
+        assert_eq!(one.devices.keys().copied().collect::<Vec<_>>(), vec![0]);
+        let files_one = written(&one.verdicts, &one, 1);
+        assert!(files_one.len() >= 5, "{:?}", files_one.keys());
+        assert!(one.verdicts.len() > cases.len(), "every case has verdicts");
+        for n in [2, 3] {
+            let many = run(n);
+            // Every device ran a share, and the shares add up.
+            assert_eq!(many.devices.len(), n, "{:?}", many.devices);
+            assert!(
+                many.devices.values().all(|t| t.cases > 0),
+                "{:?}",
+                many.devices
+            );
+            let per_device: usize = many.devices.values().map(|t| t.cases).sum();
+            assert_eq!(per_device, one.times.cases);
+            assert_eq!(many.times.cases, one.times.cases);
+            assert_eq!(many.verdicts, one.verdicts, "on {n} devices");
+            let files = written(&many.verdicts, &many, n);
+            for (name, text) in &files_one {
+                assert_eq!(files.get(name), Some(text), "{name} on {n} devices");
+            }
+            assert_eq!(files.len(), files_one.len());
+        }
+    }
+
     #[test]
     fn dealing_keeps_groups_whole_and_balances_the_load() {
         let costs = [5.0, 4.0, 3.0, 3.0, 2.0, 2.0, 1.0];
