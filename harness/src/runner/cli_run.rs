@@ -360,6 +360,9 @@ pub fn run(opts: RunOptions) -> Result<RunEnd, String> {
     })
 }
 
+/// A device of `--gpus` beyond the first, with its ordinal.
+type OpenDevice = (usize, Backend);
+
 /// The ordinals `gpus` names on the backend that `first` is (empty without a device), and the
 /// devices after the first, opened and checked to be `target` too. `Err` names the device
 /// that is missing or differs.
@@ -368,7 +371,7 @@ fn other_devices(
     first: &Backend,
     target: RunTarget,
     sources: &KernelSources,
-) -> Result<(Vec<usize>, Vec<(usize, Backend)>), String> {
+) -> Result<(Vec<usize>, Vec<OpenDevice>), String> {
     let d = match (first, gpus) {
         (Backend::Device(d), _) => d,
         // Devices asked for by number must be there.
