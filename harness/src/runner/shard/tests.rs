@@ -4,9 +4,8 @@
 use super::*;
 use crate::cases;
 use crate::config::KernelConfig;
-use crate::device::simulated;
 use crate::runner::cli_run::{self, RunOptions};
-use crate::runner::session::Backend;
+use crate::runner::gpus::Gpus;
 use crate::runner::snapshot::SnapshotMode;
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -110,6 +109,7 @@ fn options(
         filter: None,
         target: Some(RunTarget::native(Target::Sm90)),
         jobs: 1,
+        gpus: Gpus::First,
         report_dir: report_dir.to_path_buf(),
         snapshot: Some(mode),
         snapshots: Some(snapshots.to_path_buf()),
@@ -126,12 +126,7 @@ fn options(
 }
 
 fn run_simulated(opts: RunOptions) -> Result<cli_run::RunEnd, String> {
-    cli_run::run_with(opts, |target, _, _| {
-        (
-            target.expect("the tests name the target"),
-            Backend::Device(simulated::device(false, true)),
-        )
-    })
+    cli_run::run_with(opts, &cli_run::SimulatedDevices { count: Some(1) })
 }
 
 /// One unsharded run (`whole/`, snapshots recorded in `snaps/`) and its shards (`shard-I/`,
