@@ -74,7 +74,8 @@ enum Command {
         jobs: usize,
         /// The GPUs to run on: `all` (every device the backend sees) or ordinals like `0,1`
         /// (default: device 0). Whole layers are dealt to workers; verdicts, reports and
-        /// snapshots are the same for any number of GPUs.
+        /// snapshots are the same for any number of GPUs. Only CUDA and ROCm devices are bound:
+        /// on the ISA emulator `all` is ignored loudly and a list of ordinals refused.
         #[arg(long, value_name = "all|0,1,…")]
         gpus: Option<Gpus>,
         /// Where the JSON, JUnit XML and Markdown reports and failure artifacts go.
