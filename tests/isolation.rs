@@ -237,3 +237,94 @@ fn a_stop_ends_the_workers_and_leaves_unfinished_cases_out() {
     assert_eq!(ran, vec!["a/ok1"]);
     assert!(stop.is_stopped());
 }
+
+/// `run --gpus`: each worker is bound to one device by `--device-ordinal` (round-robin), every
+/// device gets work, and the verdicts come back in case order, the same for any number of
+/// devices or workers (the simulated worker's detail names its process and device: all else is
+/// compared).
+#[test]
+fn workers_are_bound_to_devices_and_the_verdicts_do_not_depend_on_how_many() {
+    use w4a16_harness::runner::session::run_worker_jobs_on;
+    let exe = Path::new(env!("CARGO_BIN_EXE_w4a16"));
+    let args = vec!["worker".to_string(), "--simulate".to_string()];
+    let worker = WorkerCommand {
+        exe,
+        args: &args,
+        sanitizer: None,
+    };
+    // Six layers, the last with two cases (a layer stays on one worker).
+    let ids = ids(&[
+        "s/l1/M=1/x",
+        "s/l2/M=1/x",
+        "s/l3/M=1/x",
+        "s/l4/M=1/x",
+        "s/l5/M=1/x",
+        "s/l6/M=1/x",
+        "s/l6/M=8/x",
+    ]);
+    let never = StopFlag::default();
+    let run = |jobs: usize, ordinals: &[usize]| {
+        run_worker_jobs_on(
+            &worker,
+            &ids,
+            |_| 1.0,
+            jobs,
+            ordinals,
+            Duration::from_secs(20),
+            &never,
+            &|_| {},
+        )
+        .unwrap()
+    };
+    let one = run(1, &[0]);
+    let many = run(4, &[0, 1]);
+    assert_eq!(rows(&one.verdicts), rows(&many.verdicts));
+    assert_eq!(
+        one.verdicts.iter().map(|v| &v.case_id).collect::<Vec<_>>(),
+        ids.iter().collect::<Vec<_>>(),
+        "case order"
+    );
+    let device_of = |v: &Verdict| {
+        v.detail
+            .rsplit_once(" on device ")
+            .map(|(_, d)| d.parse::<usize>().unwrap())
+    };
+    assert!(one.verdicts.iter().all(|v| device_of(v) == Some(0)));
+    let used: std::collections::BTreeSet<usize> =
+        many.verdicts.iter().filter_map(device_of).collect();
+    assert_eq!(used, [0, 1].into_iter().collect());
+    // A layer's cases share a worker, hence a device.
+    assert_eq!(device_of(&many.verdicts[5]), device_of(&many.verdicts[6]));
+    // Per-device times are kept beside the verdicts, and add up.
+    assert_eq!(many.devices.keys().copied().collect::<Vec<_>>(), vec![0, 1]);
+    let per_device: usize = many.devices.values().map(|t| t.cases).sum();
+    assert_eq!(per_device, ids.len());
+    // Unbound workers say no device (they open their default one).
+    let unbound = run(2, &[]);
+    assert!(unbound.verdicts.iter().all(|v| device_of(v).is_none()));
+    assert!(unbound.devices.is_empty());
+}
+
+/// `--gpus` values are typed: a bad one is refused at the command line, naming it.
+#[test]
+fn a_bad_gpus_value_is_refused_naming_it() {
+    let exe = Path::new(env!("CARGO_BIN_EXE_w4a16"));
+    for (value, says) in [
+        ("0,x", "\"x\""),
+        ("0,1,0", "device 0 is listed twice"),
+        ("", "empty"),
+        // No host has a device 99: named, not a CPU-only run in its place.
+        ("99", "device 99"),
+    ] {
+        let out = std::process::Command::new(exe)
+            .args(["run", "--gpus", value, "--suite", "smoke"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{value:?}: {err}");
+        assert!(
+            err.contains("--gpus") && err.contains(says),
+            "{value:?}: {err}"
+        );
+    }
+}

@@ -171,29 +171,35 @@ pub fn open_with(sources: KernelSources) -> Result<CudaDevice, Skip> {
     CudaDevice::open_with(0, sources)
 }
 
+/// The CUDA devices the driver sees (`CUDA_VISIBLE_DEVICES` applied); no driver is a skip.
+pub fn device_count() -> Result<usize, Skip> {
+    // SAFETY: probing only tries to dlopen the library; no symbol is called.
+    if !unsafe { cudarc::driver::sys::is_culib_present() } {
+        return Err(skip(
+            Requirement::Gpu,
+            "libcuda.so not found (no NVIDIA driver on this machine)",
+        ));
+    }
+    let count = CudaContext::device_count().map_err(|e| {
+        skip(
+            Requirement::Gpu,
+            format!("no CUDA device: the driver reports {}", code_name(e.0)),
+        )
+    })?;
+    Ok(usize::try_from(count).unwrap_or(0))
+}
+
 impl CudaDevice {
     pub fn open(ordinal: usize) -> Result<CudaDevice, Skip> {
         CudaDevice::open_with(ordinal, KernelSources::Embedded)
     }
 
     pub fn open_with(ordinal: usize, sources: KernelSources) -> Result<CudaDevice, Skip> {
-        // SAFETY: probing only tries to dlopen the library; no symbol is called.
-        if !unsafe { cudarc::driver::sys::is_culib_present() } {
-            return Err(skip(
-                Requirement::Gpu,
-                "libcuda.so not found (no NVIDIA driver on this machine)",
-            ));
-        }
-        let count = CudaContext::device_count().map_err(|e| {
-            skip(
-                Requirement::Gpu,
-                format!("no CUDA device: the driver reports {}", code_name(e.0)),
-            )
-        })?;
-        if count <= 0 {
+        let count = device_count()?;
+        if count == 0 {
             return Err(skip(Requirement::Gpu, "no CUDA device"));
         }
-        if ordinal >= count as usize {
+        if ordinal >= count {
             return Err(skip(
                 Requirement::Gpu,
                 format!("no CUDA device {ordinal} ({count} present)"),

@@ -1009,9 +1009,19 @@ pub fn open_default_with(
     sources: &KernelSources,
     allocation: Allocation,
 ) -> Result<Box<dyn DeviceBench>, Skip> {
+    open_at(0, sources, allocation)
+}
+
+/// As [`open_default_with`], device `ordinal` of the first backend that has devices: a worker
+/// of a run over several GPUs (`w4a16 run --gpus`) opens the one it is bound to.
+pub fn open_at(
+    ordinal: usize,
+    sources: &KernelSources,
+    allocation: Allocation,
+) -> Result<Box<dyn DeviceBench>, Skip> {
     let mut reasons = Vec::new();
     #[cfg(feature = "cuda")]
-    match cuda::open_with(sources.clone()) {
+    match cuda::CudaDevice::open_with(ordinal, sources.clone()) {
         Ok(d) => return Ok(Box::new(d.with_allocation(allocation))),
         Err(skip) => reasons.push(format!("cuda: {}", skip.reason)),
     }
@@ -1021,13 +1031,45 @@ pub fn open_default_with(
         reasons.push("cuda: not built (cargo feature `cuda`)".to_string());
     }
     #[cfg(feature = "rocm")]
-    match rocm::open_with(sources.clone()) {
+    match rocm::RocmDevice::open_with(ordinal, sources.clone()) {
         Ok(d) => return Ok(Box::new(d)),
         Err(skip) => reasons.push(format!("rocm: {}", skip.reason)),
     }
     #[cfg(not(feature = "rocm"))]
     reasons.push("rocm: not built (cargo feature `rocm`)".to_string());
     Err(none::open_with(&reasons))
+}
+
+/// How many devices `kind`'s runtime sees (after `CUDA_VISIBLE_DEVICES` /
+/// `HIP_VISIBLE_DEVICES`): what `w4a16 run --gpus all` spreads its workers over. A backend
+/// that is not built, or whose runtime is missing, is a skip saying so; a simulated device is
+/// the tests' own and has no count here, and the ISA emulator runs on this host's CPU: it has
+/// no GPUs to spread over (`--gpus` says so loudly, or refuses a list of ordinals).
+pub fn device_count(kind: DeviceKind) -> Result<usize, Skip> {
+    match kind {
+        #[cfg(feature = "cuda")]
+        DeviceKind::Cuda => cuda::device_count(),
+        #[cfg(not(feature = "cuda"))]
+        DeviceKind::Cuda => Err(skip(
+            Requirement::Gpu,
+            "the CUDA backend is not built (cargo feature `cuda`)",
+        )),
+        #[cfg(feature = "rocm")]
+        DeviceKind::Rocm => rocm::device_count(),
+        #[cfg(not(feature = "rocm"))]
+        DeviceKind::Rocm => Err(skip(
+            Requirement::Gpu,
+            "the ROCm backend is not built (cargo feature `rocm`)",
+        )),
+        DeviceKind::Simulated => Err(skip(
+            Requirement::Gpu,
+            "a simulated device has no runtime to count devices (the tests build their own)",
+        )),
+        DeviceKind::Emulator => Err(skip(
+            Requirement::Gpu,
+            "the ISA emulator runs on this host's CPU and has no GPUs to bind",
+        )),
+    }
 }
 
 /// Device 0 of one backend, guarded, with the embedded kernels: what a test named for that
@@ -1077,9 +1119,19 @@ pub fn open_emulated_with(
     sources: &KernelSources,
     allocation: Allocation,
 ) -> Result<Box<dyn DeviceBench>, Skip> {
+    open_emulated_at(0, target, sources, allocation)
+}
+
+/// As [`open_emulated_with`], on CUDA device `ordinal`.
+pub fn open_emulated_at(
+    ordinal: usize,
+    target: Target,
+    sources: &KernelSources,
+    allocation: Allocation,
+) -> Result<Box<dyn DeviceBench>, Skip> {
     #[cfg(feature = "cuda")]
     {
-        let d = cuda::open_with(sources.clone()).map_err(|s| Skip {
+        let d = cuda::CudaDevice::open_with(ordinal, sources.clone()).map_err(|s| Skip {
             requirement: s.requirement,
             reason: format!(
                 "{target}{} runs on an NVIDIA GPU (CUDA): {}",
@@ -1094,7 +1146,7 @@ pub fn open_emulated_with(
     }
     #[cfg(not(feature = "cuda"))]
     {
-        let _ = (sources, allocation);
+        let _ = (ordinal, sources, allocation);
         Err(skip(
             Requirement::Gpu,
             format!(

@@ -290,31 +290,41 @@ fn device_names(ordinal: c_int) -> Result<(String, String), c_int> {
     Ok((name, arch))
 }
 
+/// The AMD devices the HIP runtime sees (`HIP_VISIBLE_DEVICES` applied); none is `Ok(0)`, a
+/// failing runtime a skip naming its status.
+pub fn device_count() -> Result<usize, Skip> {
+    let mut count: c_int = 0;
+    // SAFETY: plain out-parameter call.
+    let rc = unsafe { ffi::hipGetDeviceCount(&mut count) };
+    if rc == HIP_ERROR_NO_DEVICE {
+        return Ok(0);
+    }
+    if rc != HIP_SUCCESS {
+        return Err(skip(
+            Requirement::Gpu,
+            format!(
+                "no AMD device: hipGetDeviceCount failed with {}",
+                code_name(rc)
+            ),
+        ));
+    }
+    Ok(usize::try_from(count).unwrap_or(0))
+}
+
 impl RocmDevice {
     pub fn open(ordinal: usize) -> Result<RocmDevice, Skip> {
         RocmDevice::open_with(ordinal, KernelSources::Embedded)
     }
 
     pub fn open_with(ordinal: usize, sources: KernelSources) -> Result<RocmDevice, Skip> {
-        let mut count: c_int = 0;
-        // SAFETY: plain out-parameter call.
-        let rc = unsafe { ffi::hipGetDeviceCount(&mut count) };
-        if rc == HIP_ERROR_NO_DEVICE || (rc == HIP_SUCCESS && count <= 0) {
+        let count = device_count()?;
+        if count == 0 {
             return Err(skip(
                 Requirement::Gpu,
                 "no AMD device (the HIP runtime reports none)",
             ));
         }
-        if rc != HIP_SUCCESS {
-            return Err(skip(
-                Requirement::Gpu,
-                format!(
-                    "no AMD device: hipGetDeviceCount failed with {}",
-                    code_name(rc)
-                ),
-            ));
-        }
-        if ordinal >= count as usize {
+        if ordinal >= count {
             return Err(skip(
                 Requirement::Gpu,
                 format!("no AMD device {ordinal} ({count} present)"),

@@ -63,6 +63,9 @@ struct Sim {
     /// The GPU reference's f64 GEMM, as host code: absent, right, or off in every `y` (a broken
     /// reference GEMM the cross-check must blame).
     f64_gemm: Option<F64Gemm>,
+    /// Which of several pretend devices this is; it shows in [`Backend::name`] as a real
+    /// device's ordinal does, so a verdict that quotes the device's name differs by device.
+    ordinal: usize,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -99,6 +102,22 @@ pub fn device(sticky: bool, blas: bool) -> Box<dyn DeviceBench> {
     })
 }
 
+/// `n` well-behaved simulated devices, ordinals `0..n`, with the vendor BLAS and the GPU
+/// reference's f64 GEMM: a host with several GPUs, for the runner's tests that a run's
+/// verdicts do not depend on how many devices it had (with either reference).
+pub fn devices(n: usize) -> Vec<Box<dyn DeviceBench>> {
+    (0..n).map(device_at).collect()
+}
+
+/// Device `ordinal` of [`devices`].
+pub fn device_at(ordinal: usize) -> Box<dyn DeviceBench> {
+    Box::new(Sim {
+        ordinal,
+        f64_gemm: Some(F64Gemm::Right),
+        ..Sim::new(Misbehave::None)
+    })
+}
+
 impl Sim {
     fn new(mode: Misbehave) -> Self {
         Self::with(mode, Allocation::Guarded)
@@ -118,6 +137,7 @@ impl Sim {
             copies: Mutex::new(Vec::new()),
             blas: true,
             f64_gemm: None,
+            ordinal: 0,
         }
     }
 
@@ -286,7 +306,10 @@ impl Backend for Sim {
         Target::Sm90
     }
     fn name(&self) -> String {
-        "simulated".into()
+        match self.ordinal {
+            0 => "simulated".into(),
+            n => format!("simulated (device {n})"),
+        }
     }
     fn kind(&self) -> DeviceKind {
         DeviceKind::Simulated

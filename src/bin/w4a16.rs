@@ -26,6 +26,7 @@ use w4a16_harness::runner::cli_run::{
     self, RunOptions, check_suites, choose, load_with_dir, require_gpu_checks, snapshots,
 };
 use w4a16_harness::runner::execute::ReferenceChoice;
+use w4a16_harness::runner::gpus::Gpus;
 use w4a16_harness::runner::sanitize::SanitizerTool;
 use w4a16_harness::runner::session::{self, Backend, SessionOptions};
 use w4a16_harness::runner::shard::{self, ShardSpec};
@@ -67,9 +68,16 @@ enum Command {
         /// configuration emulated on an NVIDIA GPU.
         #[arg(long, default_value = "auto", value_parser = args::target_or_auto())]
         target: TargetArg,
-        /// Worker processes sharing the GPU (each isolates faults; the CPU verification overlaps).
+        /// Worker processes in all (each isolates faults; the CPU verification overlaps), dealt
+        /// round-robin over the devices of --gpus; at least one per device.
         #[arg(long, default_value_t = default_jobs())]
         jobs: usize,
+        /// The GPUs to run on: `all` (every device the backend sees) or ordinals like `0,1`
+        /// (default: device 0). Whole layers are dealt to workers; verdicts, reports and
+        /// snapshots are the same for any number of GPUs. Only CUDA and ROCm devices are bound:
+        /// on the ISA emulator `all` is ignored loudly and a list of ordinals refused.
+        #[arg(long, value_name = "all|0,1,…")]
+        gpus: Option<Gpus>,
         /// Where the JSON, JUnit XML and Markdown reports and failure artifacts go.
         #[arg(long, default_value = "target/w4a16-report")]
         report_dir: PathBuf,
@@ -277,6 +285,9 @@ enum Command {
         /// As the parent resolved it (`cpu` when absent).
         #[arg(long, value_parser = args::named::<ReferenceChoice>())]
         reference: Option<ReferenceChoice>,
+        /// The device this worker is bound to (`run --gpus`); default device 0.
+        #[arg(long)]
+        device_ordinal: Option<usize>,
     },
 }
 
@@ -436,11 +447,12 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
             exact_allocations,
             kernel_sources,
             reference,
+            device_ordinal,
         } => {
             if simulate {
                 let lost = std::cell::Cell::new(false);
                 isolate::serve_until(
-                    |id| simulated(id, &lost),
+                    |id| simulated(id, device_ordinal, &lost),
                     || lost.get().then(|| "simulated device lost".to_string()),
                 )
                 .map_err(|e| e.to_string())?;
@@ -457,8 +469,9 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
             } else {
                 Allocation::Guarded
             };
-            let (target, backend) = session::open_backend_with(
+            let (target, backend) = session::open_backend_at(
                 target.and_then(TargetArg::run_target),
+                device_ordinal.unwrap_or(0),
                 &sources,
                 allocation,
             );
@@ -768,6 +781,7 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
             filter,
             target,
             jobs,
+            gpus,
             report_dir,
             snapshot,
             snapshots,
@@ -786,6 +800,7 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
                 filter,
                 target: target.run_target(),
                 jobs,
+                gpus: gpus.unwrap_or_default(),
                 report_dir,
                 snapshot: snapshot.mode(),
                 snapshots,
@@ -819,8 +834,12 @@ fn kernel_sources_arg(dir: Option<&Path>) -> Result<KernelSources, String> {
 /// The `--simulate` worker: ids containing `crash` abort, `hang` never finish, `lose-device`
 /// loses the (pretend) device after passing, `oob` prints a memcheck report against the
 /// fallback kernel on stdout (as compute-sanitizer does); each passes a `fallback` check whose
-/// detail is the worker's process id.
-fn simulated(id: &str, lost: &std::cell::Cell<bool>) -> (Vec<Verdict>, PhaseTimes) {
+/// detail is the worker's process id, and ` on device N` where the worker was bound to one.
+fn simulated(
+    id: &str,
+    device_ordinal: Option<usize>,
+    lost: &std::cell::Cell<bool>,
+) -> (Vec<Verdict>, PhaseTimes) {
     if id.contains("crash") {
         std::process::abort();
     }
@@ -837,8 +856,12 @@ fn simulated(id: &str, lost: &std::cell::Cell<bool>) -> (Vec<Verdict>, PhaseTime
         cases: 1,
         ..PhaseTimes::default()
     };
-    let v = Verdict::new(id, Check::kernel(KernelId::Fallback), Outcome::Pass)
-        .detail(std::process::id().to_string());
+    let pid = std::process::id();
+    let detail = match device_ordinal {
+        Some(o) => format!("{pid} on device {o}"),
+        None => pid.to_string(),
+    };
+    let v = Verdict::new(id, Check::kernel(KernelId::Fallback), Outcome::Pass).detail(detail);
     (vec![v], times)
 }
 

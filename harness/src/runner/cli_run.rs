@@ -4,6 +4,7 @@
 //! exit code; the orchestration lives here so it can be read and tested beside the runner.
 
 use super::execute::ReferenceChoice;
+use super::gpus::{Gpus, GpusError};
 use super::sanitize::{self, SanitizerTool};
 use super::session::{self, Backend, SessionOptions};
 use super::shard::{self, ShardRecord, ShardSpec};
@@ -12,6 +13,7 @@ use super::{PhaseTimes, Summary, Verdict, execute, global, isolate, report, verd
 use crate::cases::{self, Case, CaseSet};
 use crate::config::KernelConfig;
 use crate::device::{Allocation, DeviceKind};
+use crate::require::Skip;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -30,8 +32,11 @@ pub struct RunOptions {
     pub filter: Option<String>,
     /// `None` runs on the GPU found here.
     pub target: Option<RunTarget>,
-    /// Worker processes sharing the GPU.
+    /// Worker processes in all, dealt round-robin over the devices of `gpus` (at least one
+    /// per device).
     pub jobs: usize,
+    /// The devices the GPU cases run on (`--gpus`); verdicts do not depend on it.
+    pub gpus: Gpus,
     /// Where the JSON, JUnit XML and Markdown reports and failure artifacts go.
     pub report_dir: PathBuf,
     /// Record or compare the verdict snapshots; `None` leaves them alone.
@@ -75,22 +80,92 @@ impl RunEnd {
 /// `Err` is a usage or setup error (an unknown suite, an unreadable case folder, a report that
 /// cannot be written), said in one line.
 pub fn run(opts: RunOptions) -> Result<RunEnd, String> {
-    run_with(opts, |target, sources, allocation| {
-        session::open_backend_with(target, sources, allocation)
-    })
+    run_with(opts, &SystemDevices)
 }
 
-/// As [`run`], on the backend `open` gives for the asked target (tests: a simulated device).
-pub fn run_with(
-    opts: RunOptions,
-    open: impl FnOnce(Option<RunTarget>, &KernelSources, Allocation) -> (RunTarget, Backend),
-) -> Result<RunEnd, String> {
+/// Where a run gets its devices: this build's backends ([`SystemDevices`]) or, in tests,
+/// simulated ones. `--gpus` opens several by ordinal and asks how many a backend sees.
+pub trait DeviceSource {
+    /// Device `ordinal` for the asked target, as [`session::open_backend_at`] opens it.
+    fn open(
+        &self,
+        target: Option<RunTarget>,
+        ordinal: usize,
+        sources: &KernelSources,
+        allocation: Allocation,
+    ) -> (RunTarget, Backend);
+    /// How many devices `kind`'s runtime sees; `Err` where it has none to bind (the ISA
+    /// emulator runs on the host's CPU).
+    fn count(&self, kind: DeviceKind) -> Result<usize, Skip>;
+}
+
+/// The devices of this machine and build: [`session::open_backend_at`] and
+/// [`crate::device::device_count`].
+pub struct SystemDevices;
+
+impl DeviceSource for SystemDevices {
+    fn open(
+        &self,
+        target: Option<RunTarget>,
+        ordinal: usize,
+        sources: &KernelSources,
+        allocation: Allocation,
+    ) -> (RunTarget, Backend) {
+        session::open_backend_at(target, ordinal, sources, allocation)
+    }
+    fn count(&self, kind: DeviceKind) -> Result<usize, Skip> {
+        crate::device::device_count(kind)
+    }
+}
+
+/// `count` simulated devices of one host (`None`: a backend with no GPUs to bind, as the ISA
+/// emulator): the run arm's tests of `--gpus`, shards and the reference without a GPU.
+#[cfg(test)]
+pub(crate) struct SimulatedDevices {
+    pub count: Option<usize>,
+}
+
+#[cfg(test)]
+impl DeviceSource for SimulatedDevices {
+    fn open(
+        &self,
+        target: Option<RunTarget>,
+        ordinal: usize,
+        _: &KernelSources,
+        _: Allocation,
+    ) -> (RunTarget, Backend) {
+        let target = target.expect("the tests name the target");
+        match self.count {
+            Some(n) if ordinal >= n => (
+                target,
+                Backend::None(Skip {
+                    requirement: crate::require::Requirement::Gpu,
+                    reason: format!("no simulated device {ordinal} ({n} present)"),
+                }),
+            ),
+            _ => (
+                target,
+                Backend::Device(crate::device::simulated::device_at(ordinal)),
+            ),
+        }
+    }
+    fn count(&self, kind: DeviceKind) -> Result<usize, Skip> {
+        self.count.ok_or_else(|| Skip {
+            requirement: crate::require::Requirement::Gpu,
+            reason: format!("{} has no GPUs to bind", kind.name()),
+        })
+    }
+}
+
+/// As [`run`], on the devices `devices` gives (tests: simulated ones).
+pub fn run_with(opts: RunOptions, devices: &dyn DeviceSource) -> Result<RunEnd, String> {
     let RunOptions {
         cases_dir: dir,
         suites,
         filter,
         target,
         jobs,
+        gpus,
         report_dir,
         snapshot: snap,
         snapshots: snapshot_dir,
@@ -115,7 +190,11 @@ pub fn run_with(
     crate::select::reach::check_shipped().map_err(|e| e.to_string())?;
     let snapshot_dir = snapshot::snapshot_dir(snapshot_dir.as_deref(), &dir);
     let chosen = choose(&set, &suites, filter.as_deref());
-    let (target, backend) = open(target, &sources, Allocation::Guarded);
+    let (target, backend) = devices.open(target, gpus.first(), &sources, Allocation::Guarded);
+    // The other devices of `--gpus`, each checked to be the same target (a mixed host would
+    // give verdicts that depend on the device a case was dealt to).
+    let (ordinals, mut more_devices) =
+        bind_devices(&gpus, &backend, target, &sources, devices).map_err(|e| e.to_string())?;
     let (chosen, over_budget): (Vec<&Case>, Vec<&Case>) = chosen
         .into_iter()
         .partition(|c| session::runs_on(c, target));
@@ -178,7 +257,31 @@ pub fn run_with(
     if sources != KernelSources::Embedded {
         eprintln!("w4a16: {sources}");
     }
+    let isolated = matches!(backend, Backend::Device(_)) && !in_process;
+    // `--jobs` counts workers in all; every listed device gets at least one.
+    let jobs = if isolated && jobs < ordinals.len() {
+        eprintln!(
+            "w4a16: --jobs {jobs} is fewer than the {} devices of --gpus {gpus}: running {} workers, one per device",
+            ordinals.len(),
+            ordinals.len()
+        );
+        ordinals.len()
+    } else {
+        jobs
+    };
     match &backend {
+        Backend::Device(d) if ordinals.len() > 1 => eprintln!(
+            "w4a16: {} cases on {} devices (--gpus {gpus}: {}; {target}; the first is {}), {}",
+            chosen.len(),
+            ordinals.len(),
+            join(&ordinals),
+            d.name(),
+            if isolated {
+                format!("{jobs} workers")
+            } else {
+                "a thread per device, in this process".to_string()
+            }
+        ),
         Backend::Device(d) => eprintln!(
             "w4a16: {} cases on {} ({target}), {jobs} workers",
             chosen.len(),
@@ -238,14 +341,16 @@ pub fn run_with(
         verdicts.extend(session::invalid_case_file_checks(&dir));
     }
     let global_checks = verdicts.len();
-    let isolated = matches!(backend, Backend::Device(_)) && !in_process;
     let workers = if isolated {
         jobs
+    } else if ordinals.len() > 1 {
+        ordinals.len()
     } else {
         std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
     };
     let out = if isolated {
         drop(backend);
+        more_devices.clear();
         // One compile of the kernel set here fills the PTX cache for every worker.
         if target.executing_vendor() == Vendor::Nvidia {
             let extra = target.nvrtc_options().map_err(|e| e.to_string())?;
@@ -281,21 +386,27 @@ pub fn run_with(
             _ => None,
         };
         let ids: Vec<String> = chosen.iter().map(|c| c.id.clone()).collect();
-        // A rough time model: the layer's weights are read for data, conversion and
-        // verification; the batch adds verification work up to the sampled regime.
-        let cost = |id: &str| {
-            set.case(id).map_or(1.0, |c| {
-                let w = (c.shape.n * c.shape.k) as f64;
-                w * (1.0 + c.m.min(256) as f64 / 64.0)
-            })
-        };
+        let cost = |id: &str| set.case(id).map_or(1.0, session::case_cost);
         let worker = isolate::WorkerCommand {
             exe: &exe,
             args: &args,
             sanitizer: watched,
         };
-        session::run_worker_jobs(&worker, &ids, cost, jobs, case_timeout, &stop, &on_verdict)
-            .map_err(|e| e.to_string())?
+        session::run_worker_jobs_on(
+            &worker,
+            &ids,
+            cost,
+            jobs,
+            &ordinals,
+            case_timeout,
+            &stop,
+            &on_verdict,
+        )
+        .map_err(|e| e.to_string())?
+    } else if let (Backend::Device(_), [first, _, ..]) = (&backend, ordinals.as_slice()) {
+        let mut backends = vec![(*first, backend)];
+        backends.append(&mut more_devices);
+        session::run_in_process_on(&set, &chosen, &backends, &session_opts, &on_verdict)?
     } else {
         session::run_in_process(&set, &chosen, &backend, &session_opts, &on_verdict)?
     };
@@ -410,6 +521,16 @@ pub fn run_with(
     }
     println!("wall time {wall_s:.1} s with {workers} workers");
     print!("{}", out.times);
+    if out.devices.len() > 1 {
+        for (ordinal, t) in &out.devices {
+            println!(
+                "  device {ordinal}: {} cases, device {:.1} s, CPU side {:.1} s",
+                t.cases,
+                t.device_s,
+                t.cpu_side_s()
+            );
+        }
+    }
     println!(
         "reports: {}/{{report.json,junit.xml,summary.md}}",
         report_dir.display()
@@ -418,6 +539,87 @@ pub fn run_with(
         summary,
         differing_snapshots: differing,
     })
+}
+
+/// A device of `--gpus` beyond the first, with its ordinal.
+type OpenDevice = (usize, Backend);
+
+/// The ordinals `gpus` binds workers to on the backend that `first` is, and the devices after
+/// the first, opened and checked to be `target` too. No `--gpus` binds nothing (the workers
+/// open their default device, as before `--gpus`). A backend without GPUs to bind (no device
+/// opened, the ISA emulator): `all` is ignored with a loud line, a list of ordinals refused.
+fn bind_devices(
+    gpus: &Gpus,
+    first: &Backend,
+    target: RunTarget,
+    sources: &KernelSources,
+    devices: &dyn DeviceSource,
+) -> Result<(Vec<usize>, Vec<OpenDevice>), GpusError> {
+    let value = gpus.to_string();
+    let nothing_to_bind = |why: String| match gpus {
+        Gpus::List(_) => Err(GpusError::NothingToBind {
+            value: value.clone(),
+            why,
+        }),
+        Gpus::All | Gpus::First => {
+            eprintln!("w4a16: --gpus {gpus} ignored: {why}");
+            Ok((Vec::new(), Vec::new()))
+        }
+    };
+    let d = match (first, gpus) {
+        (_, Gpus::First) => return Ok((Vec::new(), Vec::new())),
+        (Backend::Device(d), _) => d,
+        // Devices asked for by number must be there.
+        (Backend::None(skip), Gpus::List(_)) => {
+            return Err(GpusError::DoesNotOpen {
+                value,
+                ordinal: gpus.first(),
+                reason: skip.reason.clone(),
+            });
+        }
+        (Backend::None(skip), Gpus::All) => {
+            return nothing_to_bind(format!("no device opened ({})", skip.reason));
+        }
+    };
+    let kind = d.kind();
+    let ordinals = match devices.count(kind) {
+        Ok(count) => gpus.resolve(kind.name(), count)?,
+        Err(skip) => {
+            return nothing_to_bind(format!("{target} runs on {} ({})", d.name(), skip.reason));
+        }
+    };
+    let mut more = Vec::new();
+    for &o in &ordinals[1..] {
+        match devices.open(Some(target), o, sources, Allocation::Guarded) {
+            (_, Backend::Device(other)) if other.kind() == kind => {
+                more.push((o, Backend::Device(other)))
+            }
+            (_, Backend::Device(other)) => {
+                return Err(GpusError::Differs {
+                    value,
+                    ordinal: o,
+                    target: target.name(),
+                    first: d.name(),
+                    reason: format!("it opens as {}", other.name()),
+                });
+            }
+            (_, Backend::None(skip)) => {
+                return Err(GpusError::Differs {
+                    value,
+                    ordinal: o,
+                    target: target.name(),
+                    first: d.name(),
+                    reason: skip.reason,
+                });
+            }
+        }
+    }
+    Ok((ordinals, more))
+}
+
+fn join(ordinals: &[usize]) -> String {
+    let items: Vec<String> = ordinals.iter().map(usize::to_string).collect();
+    items.join(",")
 }
 
 /// The case folder (`--cases`, `W4A16_CASES` or the nearest `cases/`) and everything in it.

@@ -342,5 +342,9 @@ pub fn run_worker(
             emit(v, &mut verdicts);
         }
     }
-    Ok(RunOutput { verdicts, times })
+    Ok(RunOutput {
+        verdicts,
+        times,
+        ..RunOutput::default()
+    })
 }

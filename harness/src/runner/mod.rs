@@ -7,6 +7,7 @@ pub mod cli_run;
 pub mod cpu_side;
 pub mod execute;
 pub mod global;
+pub mod gpus;
 pub mod isolate;
 pub mod moe;
 pub mod report;

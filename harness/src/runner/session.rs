@@ -3,6 +3,7 @@
 
 use super::check::Check;
 use super::execute::{Mode, ReferenceChoice, RunContext, run_case_timed};
+use super::gpus;
 use super::isolate;
 use super::timing::PhaseTimes;
 use super::verdict::{Outcome, Verdict};
@@ -93,6 +94,76 @@ impl StopFlag {
 pub struct RunOutput {
     pub verdicts: Vec<Verdict>,
     pub times: PhaseTimes,
+    /// The times again, per device ordinal the cases ran on (empty where the run bound no
+    /// device): diagnostics only, never part of a verdict, a report's verdicts or a snapshot.
+    pub devices: BTreeMap<usize, PhaseTimes>,
+}
+
+/// A rough time model of a case (any unit): the layer's weights are read for data,
+/// conversion and verification; the batch adds verification work up to the sampled regime.
+pub fn case_cost(case: &Case) -> f64 {
+    let w = (case.shape.n * case.shape.k) as f64;
+    w * (1.0 + case.m.min(256) as f64 / 64.0)
+}
+
+/// Puts `verdicts` in the order of `case_ids` (a case's own verdicts keep their order).
+fn in_case_order<'a>(verdicts: &mut [Verdict], case_ids: impl IntoIterator<Item = &'a str>) {
+    let order: BTreeMap<&str, usize> = case_ids
+        .into_iter()
+        .enumerate()
+        .map(|(i, id)| (id, i))
+        .collect();
+    verdicts.sort_by_key(|v| order.get(v.case_id.as_str()).copied().unwrap_or(usize::MAX));
+}
+
+/// Runs `cases` in this process on several devices (`w4a16 run --in-process --gpus …`): whole
+/// layers are dealt to the devices as to workers ([`deal`]), each device runs its share on a
+/// thread of its own, and the verdicts come back in the callers' order, the same whatever the
+/// number of devices. One backend is [`run_in_process`]; `backends` is `(ordinal, backend)`.
+pub fn run_in_process_on(
+    set: &CaseSet,
+    cases: &[&Case],
+    backends: &[(usize, Backend)],
+    opts: &SessionOptions,
+    on_verdict: &(dyn Fn(&Verdict) + Sync),
+) -> Result<RunOutput, String> {
+    if let [(ordinal, backend)] = backends {
+        let mut out = run_in_process(set, cases, backend, opts, on_verdict)?;
+        out.devices.insert(*ordinal, out.times);
+        return Ok(out);
+    }
+    if backends.is_empty() {
+        return Err("an in-process run on several devices was given no device".into());
+    }
+    let groups = by_layer(cases.iter().map(|c| c.id.as_str()));
+    let mut shards = deal(groups, |i| case_cost(cases[i]), backends.len());
+    shards.resize(backends.len(), Vec::new());
+    let results: Vec<Result<RunOutput, String>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = shards
+            .iter()
+            .zip(backends)
+            .map(|(shard, (_, backend))| {
+                let mine: Vec<&Case> = shard.iter().map(|&i| cases[i]).collect();
+                scope.spawn(move || run_in_process(set, &mine, backend, opts, on_verdict))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("a device thread panicked".to_string()))
+            })
+            .collect()
+    });
+    let mut out = RunOutput::default();
+    for (r, (ordinal, _)) in results.into_iter().zip(backends) {
+        let r = r?;
+        out.verdicts.extend(r.verdicts);
+        out.times.merge(&r.times);
+        out.devices.entry(*ordinal).or_default().merge(&r.times);
+    }
+    in_case_order(&mut out.verdicts, cases.iter().map(|c| c.id.as_str()));
+    Ok(out)
 }
 
 /// Whether `case` runs on `target`: every case does, except that an emulated target leaves out
@@ -296,32 +367,75 @@ pub fn run_worker_jobs(
     stop: &StopFlag,
     on_verdict: &(dyn Fn(&Verdict) + Sync),
 ) -> std::io::Result<RunOutput> {
+    run_worker_jobs_on(
+        worker,
+        case_ids,
+        cost,
+        jobs,
+        &[],
+        per_case,
+        stop,
+        on_verdict,
+    )
+}
+
+/// The flag a worker is bound to a device with (`worker --device-ordinal N`).
+pub const DEVICE_ORDINAL_FLAG: &str = "--device-ordinal";
+
+/// As [`run_worker_jobs`], each worker bound to one of `ordinals` (round-robin,
+/// [`gpus::bind`]) by [`DEVICE_ORDINAL_FLAG`] after its arguments; `jobs` is the total number
+/// of workers. No ordinals: the workers open their default device. The verdicts are in case
+/// order whatever the number of workers or devices.
+#[allow(clippy::too_many_arguments)]
+pub fn run_worker_jobs_on(
+    worker: &isolate::WorkerCommand<'_>,
+    case_ids: &[String],
+    cost: impl Fn(&str) -> f64,
+    jobs: usize,
+    ordinals: &[usize],
+    per_case: Duration,
+    stop: &StopFlag,
+    on_verdict: &(dyn Fn(&Verdict) + Sync),
+) -> std::io::Result<RunOutput> {
     let groups = by_layer(case_ids.iter().map(String::as_str));
     let shards: Vec<Vec<String>> = deal(groups, |i| cost(&case_ids[i]), jobs)
         .into_iter()
         .map(|s| s.into_iter().map(|i| case_ids[i].clone()).collect())
         .collect();
-    let results: Vec<std::io::Result<RunOutput>> = shards
+    let bound: Vec<Option<usize>> = match ordinals {
+        [] => vec![None; shards.len()],
+        _ => gpus::bind(shards.len(), ordinals)
+            .into_iter()
+            .map(Some)
+            .collect(),
+    };
+    let results: Vec<(Option<usize>, std::io::Result<RunOutput>)> = shards
         .par_iter()
-        .map(|ids| isolate::run_worker(worker, ids, per_case, stop, on_verdict))
+        .zip(bound)
+        .map(|(ids, ordinal)| {
+            let mut args = worker.args.to_vec();
+            if let Some(o) = ordinal {
+                args.extend([DEVICE_ORDINAL_FLAG.to_string(), o.to_string()]);
+            }
+            let bound_worker = isolate::WorkerCommand {
+                args: &args,
+                ..*worker
+            };
+            let r = isolate::run_worker(&bound_worker, ids, per_case, stop, on_verdict);
+            (ordinal, r)
+        })
         .collect();
-    let mut all = Vec::new();
-    let mut times = PhaseTimes::default();
-    for r in results {
+    let mut out = RunOutput::default();
+    for (ordinal, r) in results {
         let r = r?;
-        all.extend(r.verdicts);
-        times.merge(&r.times);
+        out.verdicts.extend(r.verdicts);
+        out.times.merge(&r.times);
+        if let Some(o) = ordinal {
+            out.devices.entry(o).or_default().merge(&r.times);
+        }
     }
-    let order: BTreeMap<&str, usize> = case_ids
-        .iter()
-        .enumerate()
-        .map(|(i, id)| (id.as_str(), i))
-        .collect();
-    all.sort_by_key(|v| order.get(v.case_id.as_str()).copied().unwrap_or(usize::MAX));
-    Ok(RunOutput {
-        verdicts: all,
-        times,
-    })
+    in_case_order(&mut out.verdicts, case_ids.iter().map(String::as_str));
+    Ok(out)
 }
 
 /// Opens the backend for `target`: the default device if one is there and matches, else a skip.
@@ -341,13 +455,23 @@ pub fn open_backend_with(
     sources: &KernelSources,
     allocation: device::Allocation,
 ) -> (RunTarget, Backend) {
+    open_backend_at(target, 0, sources, allocation)
+}
+
+/// As [`open_backend_with`], on device `ordinal` (a worker of `w4a16 run --gpus`).
+pub fn open_backend_at(
+    target: Option<RunTarget>,
+    ordinal: usize,
+    sources: &KernelSources,
+    allocation: device::Allocation,
+) -> (RunTarget, Backend) {
     if let Some(want) = target.filter(RunTarget::is_emulated) {
-        return match device::open_emulated_with(want.target, sources, allocation) {
+        return match device::open_emulated_at(ordinal, want.target, sources, allocation) {
             Ok(d) => (want, Backend::Device(d)),
             Err(skip) => (want, Backend::None(skip)),
         };
     }
-    match device::open_default_with(sources, allocation) {
+    match device::open_at(ordinal, sources, allocation) {
         Ok(d) => {
             let t = d.run_target();
             match target {
@@ -464,6 +588,129 @@ mod tests {
             "field/a/M=64/bf16/sym/g128/realistic",
         ];
         assert_eq!(by_layer(ids), vec![vec![0, 2], vec![1, 4], vec![3]]);
+    }
+
+    /// A run's files as `w4a16 run` writes them (reports and verdict snapshots), read back
+    /// with the timings taken out: what must not depend on the number of devices.
+    fn written(
+        verdicts: &[Verdict],
+        out: &RunOutput,
+        workers: usize,
+        reference: ReferenceChoice,
+    ) -> BTreeMap<String, String> {
+        use crate::runner::cli_run;
+        use crate::runner::snapshot::{SnapshotFile, SnapshotMode};
+        let dir = tempfile::tempdir().unwrap();
+        let target = RunTarget::native(Target::Sm90);
+        cli_run::write_reports(
+            dir.path(),
+            target,
+            Some(reference),
+            Some(crate::device::DeviceKind::Simulated),
+            verdicts,
+            (1.0, workers, &out.times),
+        )
+        .unwrap();
+        let snaps = dir.path().join("snapshots");
+        let suites: std::collections::BTreeSet<&str> = verdicts
+            .iter()
+            .filter_map(|v| v.case_id.split('/').next())
+            .collect();
+        let files = suites.into_iter().map(|s| {
+            SnapshotFile::new(s, "sm_90", None)
+                .recorded_by(Some(crate::device::DeviceKind::Simulated))
+        });
+        cli_run::snapshots(&snaps, SnapshotMode::Update, files, verdicts).unwrap();
+        let mut got = BTreeMap::new();
+        for dir in [dir.path().to_path_buf(), snaps] {
+            for e in std::fs::read_dir(&dir).unwrap() {
+                let path = e.unwrap().path();
+                if !path.is_file() {
+                    continue;
+                }
+                let text = std::fs::read_to_string(&path).unwrap();
+                let name = path.file_name().unwrap().to_string_lossy().into_owned();
+                let text = match name.as_str() {
+                    "report.json" => {
+                        let mut j: serde_json::Value = serde_json::from_str(&text).unwrap();
+                        let timing = j.as_object_mut().unwrap().remove("timing");
+                        assert!(timing.is_some(), "a timed report has its timing");
+                        serde_json::to_string_pretty(&j).unwrap()
+                    }
+                    // Its last line is the time split.
+                    "summary.md" => text
+                        .lines()
+                        .filter(|l| !l.contains(" s wall on "))
+                        .collect::<Vec<_>>()
+                        .join("\n"),
+                    _ => text,
+                };
+                got.insert(name, text);
+            }
+        }
+        got
+    }
+
+    #[test]
+    fn verdicts_reports_and_snapshots_do_not_depend_on_the_number_of_devices() {
+        let dir = cases::locate(None).unwrap();
+        let set = cases::load_all(&dir).unwrap();
+        // The three smallest layers of two suites (two snapshot files), at small batches:
+        // the simulated device runs on this host's CPU.
+        let mut cases: Vec<&Case> = Vec::new();
+        for suite in ["smoke", "kernels"] {
+            let of: Vec<&Case> = set
+                .cases()
+                .filter(|c| c.suite == suite && c.m <= 4 && c.moe.is_none())
+                .collect();
+            let mut layers = by_layer(of.iter().map(|c| c.id.as_str()));
+            layers.sort_by_key(|g| of[g[0]].shape.n * of[g[0]].shape.k);
+            let keep: Vec<usize> = layers.into_iter().take(3).flatten().collect();
+            cases.extend(keep.into_iter().map(|i| of[i]));
+        }
+        let layers = by_layer(cases.iter().map(|c| c.id.as_str())).len();
+        assert!(layers >= 4, "{} cases in {layers} layers", cases.len());
+        // Either reference: the GPU one forms it on each case's own device.
+        for reference in [ReferenceChoice::Cpu, ReferenceChoice::Gpu] {
+            let mut opts = SessionOptions::new(dir.clone(), Target::Sm90);
+            opts.reference = reference;
+            let run = |n: usize| {
+                let backends: Vec<(usize, Backend)> = device::simulated::devices(n)
+                    .into_iter()
+                    .enumerate()
+                    .map(|(o, d)| (o, Backend::Device(d)))
+                    .collect();
+                run_in_process_on(&set, &cases, &backends, &opts, &|_| {}).unwrap()
+            };
+            let one = run(1);
+            assert_eq!(one.devices.keys().copied().collect::<Vec<_>>(), vec![0]);
+            let files_one = written(&one.verdicts, &one, 1, reference);
+            assert!(files_one.len() >= 5, "{:?}", files_one.keys());
+            assert!(one.verdicts.len() > cases.len(), "every case has verdicts");
+            for n in [2, 3] {
+                let many = run(n);
+                // Every device ran a share, and the shares add up.
+                assert_eq!(many.devices.len(), n, "{:?}", many.devices);
+                assert!(
+                    many.devices.values().all(|t| t.cases > 0),
+                    "{:?}",
+                    many.devices
+                );
+                let per_device: usize = many.devices.values().map(|t| t.cases).sum();
+                assert_eq!(per_device, one.times.cases);
+                assert_eq!(many.times.cases, one.times.cases);
+                assert_eq!(many.verdicts, one.verdicts, "on {n} devices, {reference}");
+                let files = written(&many.verdicts, &many, n, reference);
+                for (name, text) in &files_one {
+                    assert_eq!(
+                        files.get(name),
+                        Some(text),
+                        "{name} on {n} devices, {reference}"
+                    );
+                }
+                assert_eq!(files.len(), files_one.len());
+            }
+        }
     }
 
     #[test]

@@ -4,9 +4,8 @@
 use super::*;
 use crate::cases;
 use crate::config::KernelConfig;
-use crate::device::simulated;
 use crate::runner::cli_run::{self, RunOptions};
-use crate::runner::session::Backend;
+use crate::runner::gpus::Gpus;
 use crate::runner::snapshot::SnapshotMode;
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -110,6 +109,7 @@ fn options(
         filter: None,
         target: Some(RunTarget::native(Target::Sm90)),
         jobs: 1,
+        gpus: Gpus::First,
         report_dir: report_dir.to_path_buf(),
         snapshot: Some(mode),
         snapshots: Some(snapshots.to_path_buf()),
@@ -126,12 +126,7 @@ fn options(
 }
 
 fn run_simulated(opts: RunOptions) -> Result<cli_run::RunEnd, String> {
-    cli_run::run_with(opts, |target, _, _| {
-        (
-            target.expect("the tests name the target"),
-            Backend::Device(simulated::device(false, true)),
-        )
-    })
+    cli_run::run_with(opts, &cli_run::SimulatedDevices { count: Some(1) })
 }
 
 /// One unsharded run (`whole/`, snapshots recorded in `snaps/`) and its shards (`shard-I/`,
@@ -415,4 +410,101 @@ fn recording_snapshots_from_one_shard_is_refused() {
         run_simulated(options(tmp.path(), tmp.path(), SnapshotMode::Update, shard)).unwrap_err();
     assert!(e.starts_with("--shard 1/2 with --snapshot update"), "{e}");
     assert!(e.contains("w4a16 merge"), "{e}");
+}
+
+/// A shard's folder read back with the report folder's own path taken out (the shard record
+/// and any failure detail name it) and the timing left out: what must not depend on `--gpus`.
+fn untimed_folder(dir: &Path) -> BTreeMap<String, String> {
+    let own = dir.display().to_string();
+    let mut got = BTreeMap::new();
+    got.insert(
+        "report.json".to_string(),
+        untimed(&dir.join("report.json")).replace(&own, "DIR"),
+    );
+    got.insert(
+        "summary.md".to_string(),
+        untimed_md(&dir.join("summary.md")).replace(&own, "DIR"),
+    );
+    for sub in [dir.to_path_buf(), snapshot_part_dir(dir)] {
+        for e in std::fs::read_dir(&sub).unwrap() {
+            let path = e.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if path.is_file() && name != "report.json" && name != "summary.md" {
+                let text = std::fs::read_to_string(&path).unwrap().replace(&own, "DIR");
+                got.insert(name, text);
+            }
+        }
+    }
+    got
+}
+
+/// `--gpus` through the run arm, with `--shard` and `--reference`: a shard dealt over two
+/// simulated GPUs writes what it writes on one (reports, snapshot rows, comparisons), and a
+/// backend without GPUs to bind ignores `--gpus all` loudly and gives the same files too.
+#[test]
+fn a_shard_on_several_gpus_writes_what_it_writes_on_one() {
+    let runs = runs();
+    for (i, devices) in [(2, Some(2)), (3, None)] {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut opts = options(
+            tmp.path(),
+            &runs.snaps(),
+            SnapshotMode::Check,
+            Some(ShardSpec {
+                index: i,
+                count: SHARDS,
+            }),
+        );
+        opts.gpus = Gpus::All;
+        opts.reference = Some(ReferenceChoice::Cpu);
+        let end = cli_run::run_with(opts, &cli_run::SimulatedDevices { count: devices }).unwrap();
+        assert!(end.differing_snapshots.is_empty(), "shard {i}, {devices:?}");
+        let one = untimed_folder(&runs.shard(i));
+        let many = untimed_folder(tmp.path());
+        assert!(one.len() >= 4, "{:?}", one.keys());
+        assert_eq!(
+            many.keys().collect::<Vec<_>>(),
+            one.keys().collect::<Vec<_>>()
+        );
+        for (name, text) in &one {
+            assert_eq!(
+                &many[name], text,
+                "{name} of shard {i} on {devices:?} devices"
+            );
+        }
+    }
+}
+
+/// Bad `--gpus` values met at the run arm are typed errors naming the value and what was
+/// expected, before any case runs: an ordinal beyond the devices seen, one that does not open,
+/// and ordinals on a backend without GPUs to bind.
+#[test]
+fn gpus_the_backend_cannot_bind_are_refused_naming_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (gpus, devices, says) in [
+        (
+            Gpus::List(vec![0, 3]),
+            Some(2),
+            "--gpus: no a simulated device device 3 (2 present, ordinals 0..2)",
+        ),
+        (
+            Gpus::List(vec![5]),
+            Some(2),
+            "--gpus 5: device 5 does not open: no simulated device 5 (2 present)",
+        ),
+        (
+            Gpus::List(vec![0, 1]),
+            None,
+            "--gpus 0,1: sm_90 runs on simulated (a simulated device has no GPUs to bind); only CUDA and ROCm devices are bound",
+        ),
+    ] {
+        let mut opts = options(tmp.path(), tmp.path(), SnapshotMode::Check, None);
+        opts.gpus = gpus.clone();
+        let e = cli_run::run_with(opts, &cli_run::SimulatedDevices { count: devices }).unwrap_err();
+        assert!(e.starts_with(says), "{gpus}: {e}");
+        assert!(
+            !tmp.path().join("report.json").exists(),
+            "{gpus}: refused before running"
+        );
+    }
 }
