@@ -3,7 +3,7 @@
 # fuzzer, the differential suites and the field matrix (each with its sm_90 verdict snapshot
 # and its time split), and optionally the benchmark.
 #
-# Usage: scripts/gpu-job.sh [smoke] [fuzz] [suites] [field] [moe] [emulated | emulated:gfxNNNN] [bench]
+# Usage: scripts/gpu-job.sh [smoke] [fuzz] [suites] [field] [gpus] [moe] [emulated | emulated:gfxNNNN] [bench]
 #                          [bench-moe] [perf] [check-models]
 #                          [sanitize | sanitize:TOOL] [mutants]
 #        (default: smoke fuzz suites field check-models)
@@ -66,6 +66,29 @@ for step in "${steps[@]}"; do
     [ -d proptest-regressions ] && cp -r proptest-regressions "$OUT/" ;;
   suites) run_suites suites smoke kernels checkpoints edges regressions moe carrier ;;
   field) run_suites field field ;;
+  gpus)
+    # The field matrix on GPU 0 alone, then on every GPU of the host (issue 16: the speed-up,
+    # and reports that do not depend on the number of GPUs). Both check the sm_90 snapshot.
+    # 14 workers per GPU, as on the one-GPU machine (16 cores), so the two runs differ in GPUs.
+    n=$(nvidia-smi -L | wc -l); per=${W4A16_JOBS_PER_GPU:-14}
+    for run in "one 0 $per" "all all $(( per * n ))"; do
+      set -- $run
+      start=$(date +%s)
+      timeout "${W4A16_RUN_TIMEOUT:-300}" stage/bin/w4a16 run --suite field --gpus "$2" --jobs "$3" \
+        --snapshot check --report-dir "/tmp/w4a16-gpus-$1" >"$OUT/run-gpus-$1.log" 2>&1
+      echo "field --gpus $2 --jobs $3: rc=$? wall=$(( $(date +%s) - start ))s"
+      tail -9 "$OUT/run-gpus-$1.log"
+      cp "/tmp/w4a16-gpus-$1/report.json" "$OUT/report-gpus-$1.json" 2>/dev/null
+    done
+    python3 - "/tmp/w4a16-gpus-one/report.json" "/tmp/w4a16-gpus-all/report.json" <<'PY'
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+wall = [r["timing"]["wall_s"] for r in (a, b)]
+for r in (a, b):
+    r.pop("timing", None)
+print(f"reports minus timing identical: {a == b}; wall {wall[0]:.1f} s -> {wall[1]:.1f} s, speed-up {wall[0] / wall[1]:.2f}x")
+PY
+    ;;
   emulated|emulated:*)
     only=${step#emulated}; only=${only#:}
     for t in gfx1100 gfx1151 gfx1201; do

@@ -331,6 +331,12 @@ pub trait Device: Send + Sync {
         false
     }
 
+    /// Whether every launch and product returns at once without computing (the CPU-side
+    /// stand-in): its outputs are placeholders, and checks of them are not applied.
+    fn computes_nothing(&self) -> bool {
+        false
+    }
+
     /// A GEMM kernel (skinny, fused, fallback) on validated inputs: uploads, poisons and guards
     /// Y, launches, synchronises under the watchdog, downloads and checks the guards.
     fn run_gemm(

@@ -56,6 +56,23 @@ impl Device for StandInDevice {
         true
     }
 
+    fn computes_nothing(&self) -> bool {
+        true
+    }
+
+    /// The GPU reference's products, not formed: with `--reference gpu` the CPU side is the
+    /// exact f64 operands, the seeded cross-check's CPU elements and the verification.
+    fn reference_gemm_f64(
+        &self,
+        _x: &[f64],
+        _w: &[f64],
+        m: usize,
+        n: usize,
+        _k: usize,
+    ) -> Result<(Vec<f64>, Vec<f64>), DeviceFault> {
+        Ok((vec![0.0; m * n], vec![0.0; m * n]))
+    }
+
     fn kind(&self) -> DeviceKind {
         DeviceKind::Simulated
     }

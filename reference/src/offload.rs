@@ -24,6 +24,63 @@ pub const CROSS_CHECK_SAMPLES: usize = 32;
 /// W in f64 per GEMM call is kept under this many bytes (chunks along N).
 pub const DEFAULT_W_BUDGET_BYTES: usize = 4 << 30;
 
+/// The decoded weights of one layer are kept for the next reference of the same layer up to
+/// this many bytes (per thread): a layer's batch sizes run one after another in a worker.
+pub const WEIGHT_CACHE_BYTES: usize = 8 << 30;
+
+/// One column chunk of exact weights: `w` `[c, K]`, `wa` the abs (and offset) lanes.
+struct WeightChunk {
+    n0: usize,
+    n1: usize,
+    w: Vec<f64>,
+    wa: Vec<f64>,
+}
+
+/// The last layer's decoded weight chunks, keyed by the layer's content (not its address: a
+/// new layer of the same shape may live where the last one did).
+#[derive(Default)]
+struct WeightCache {
+    key: Option<u64>,
+    chunks: Vec<WeightChunk>,
+}
+
+thread_local! {
+    static WEIGHTS: std::cell::RefCell<WeightCache> = std::cell::RefCell::default();
+}
+
+/// A fingerprint of everything the decoded weights depend on (a multiply-rotate hash over
+/// 8-byte words: tens of milliseconds for the largest layer, against seconds of decoding).
+fn weight_key(layer: &QuantizedLayer, offset: Option<f64>, chunk: usize) -> u64 {
+    let mut h: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut mix = |v: u64| h = (h.rotate_left(5) ^ v).wrapping_mul(0x5172_5C1E_7C2B_A3C9);
+    for v in [
+        layer.shape.n,
+        layer.shape.k,
+        layer.shape.group,
+        chunk,
+        layer.dtype as usize,
+    ] {
+        mix(v as u64);
+    }
+    mix(offset.map_or(u64::MAX, f64::to_bits));
+    let mut bytes = |b: &[u8]| {
+        mix(b.len() as u64);
+        let words = b.chunks_exact(8);
+        let tail = words.remainder();
+        for w in words {
+            mix(u64::from_le_bytes(w.try_into().expect("8 bytes")));
+        }
+        let mut last = [0u8; 8];
+        last[..tail.len()].copy_from_slice(tail);
+        mix(u64::from_le_bytes(last));
+    };
+    bytes(&layer.q);
+    bytes(layer.zeros.as_deref().unwrap_or(&[]));
+    let halves = |v: &[u16]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    bytes(&halves(&layer.scales));
+    h
+}
+
 /// What the outside GEMM failed at, as its own error.
 pub type GemmError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -37,6 +94,13 @@ pub trait F64Gemm {
         n: usize,
         k: usize,
     ) -> Result<(Vec<f64>, Vec<f64>), GemmError>;
+
+    /// A GEMM that computes nothing (`bench --cpu-side`'s stand-in, timing the CPU's share):
+    /// the cross-check still recomputes its sampled elements on the CPU (that cost is the
+    /// CPU's), but its comparison is not applied to products nobody formed.
+    fn stands_in(&self) -> bool {
+        false
+    }
 }
 
 impl<F> F64Gemm for F
@@ -145,16 +209,32 @@ pub fn reference_offloaded(
     let mut y = vec![0.0; m * n];
     let mut a = vec![0.0; m * n];
     let mut a_off = offset.map(|_| vec![0.0; m * n]);
+    let lanes = 2 + usize::from(offset.is_some());
+    let cacheable = n.saturating_mul(k).saturating_mul(8 * lanes) <= WEIGHT_CACHE_BYTES;
+    let key = cacheable.then(|| weight_key(layer, offset, chunk));
+    let mut cache = WEIGHTS.with(|c| std::mem::take(&mut *c.borrow_mut()));
+    if key.is_none() || cache.key != key {
+        cache = WeightCache::default();
+    }
+    let fresh = cache.chunks.is_empty();
     let mut n0 = 0;
+    let mut index = 0;
     while n0 < n {
         let n1 = (n0 + chunk).min(n);
-        let cols: Vec<usize> = (n0..n1).collect();
-        let c = cols.len();
-        let (w, wa) = weight_rows(layer, offset, &cols);
-        let (w, wa) = (
-            w.into_raw_vec_and_offset().0,
-            wa.into_raw_vec_and_offset().0,
-        );
+        let c = n1 - n0;
+        if fresh {
+            let cols: Vec<usize> = (n0..n1).collect();
+            let (w, wa) = weight_rows(layer, offset, &cols);
+            cache.chunks.push(WeightChunk {
+                n0,
+                n1,
+                w: w.into_raw_vec_and_offset().0,
+                wa: wa.into_raw_vec_and_offset().0,
+            });
+        }
+        let WeightChunk { w, wa, .. } = &cache.chunks[index];
+        debug_assert_eq!((cache.chunks[index].n0, cache.chunks[index].n1), (n0, n1));
+        index += 1;
         let call = |g: &mut dyn F64Gemm, x: &[f64], w: &[f64]| {
             let (cy, ca) =
                 g.gemm(x, w, m, c, k)
@@ -182,12 +262,19 @@ pub fn reference_offloaded(
         }
         n0 = n1;
     }
+    if key.is_some() {
+        cache.key = key;
+        WEIGHTS.with(|c| *c.borrow_mut() = cache);
+    }
     let raw = RawProducts {
         y: &y,
         a: &a,
         a_off: a_off.as_deref(),
     };
-    cross_check(&xz, layer, offset, &special, &raw, seed)?;
+    let checked = cross_check(&xz, layer, offset, &special, &raw, seed);
+    if !g.stands_in() {
+        checked?;
+    }
     let bias = gemm::bias_values(layer);
     if layer.bias.is_some() && n > 0 {
         y.chunks_mut(n)
@@ -369,6 +456,36 @@ mod tests {
             .unwrap();
             assert_close(&cpu, &off);
         }
+    }
+
+    /// The decoded weights are reused for the same layer only: a second layer of the same shape
+    /// (other codes, same place in memory or not) gets its own weights, and a layer seen again
+    /// gives the same reference as the first time.
+    #[test]
+    fn the_weight_cache_is_keyed_by_the_layers_content() {
+        let (x, layer) = case(3, 24, 64, true);
+        let recipe = NumericRecipe::fp32_exact_weights(ActDtype::Bf16);
+        let run = |l: &QuantizedLayer| {
+            reference_offloaded(
+                &x,
+                l,
+                &recipe,
+                NonFiniteX::Refuse,
+                &mut host_gemm,
+                DEFAULT_W_BUDGET_BYTES,
+                3,
+            )
+            .unwrap()
+        };
+        let first = run(&layer);
+        let mut other = layer.clone();
+        other.q.iter_mut().for_each(|q| *q = 15 - *q);
+        let changed = run(&other);
+        let cpu = gemm::reference_with(&x, &other, &recipe, NonFiniteX::Refuse).unwrap();
+        assert_close(&cpu, &changed);
+        assert_ne!(first.y, changed.y);
+        assert_eq!(run(&layer), first);
+        assert_eq!(run(&layer), first, "from the cache");
     }
 
     #[test]

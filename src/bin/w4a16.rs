@@ -234,6 +234,11 @@ enum Command {
         /// Target whose selection and padding the stand-in follows.
         #[arg(long, default_value = "sm_90", value_parser = args::run_target())]
         target: RunTarget,
+        /// For `--cpu-side`: the reference a CUDA runner uses, `gpu` (its products formed by the
+        /// device, so not timed here: the f64 operands, the cross-check and the verification
+        /// are) or `cpu` (the whole f64 reference on this machine).
+        #[arg(long, default_value = "gpu", value_parser = args::named::<ReferenceChoice>())]
+        reference: ReferenceChoice,
         /// Compile the kernels from the HIP sources in DIR (see `run --kernel-sources`).
         #[arg(long, value_name = "DIR", conflicts_with = "cpu_side")]
         kernel_sources: Option<PathBuf>,
@@ -553,6 +558,7 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
             every,
             threads,
             target,
+            reference,
             kernel_sources: _,
         } => {
             let (dir, set) = load_with_dir(cli.cases)?;
@@ -571,6 +577,7 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
             });
             let mut opts = SessionOptions::new(dir, target);
             opts.config = config;
+            opts.reference = reference;
             let report = cpu_side::measure(&set, &chosen, &opts, every, threads)?;
             print!("{report}");
             if let Some(path) = json {

@@ -14,6 +14,8 @@ use std::time::Instant;
 #[derive(Clone, Debug, Serialize)]
 pub struct CpuSideReport {
     pub target: String,
+    /// `gpu`: the reference's products are the device's (not timed); `cpu`: all of it here.
+    pub reference: &'static str,
     pub threads: usize,
     /// Cases in the selection, and those timed (the cases of the sampled layers).
     pub cases_selected: usize,
@@ -65,6 +67,7 @@ pub fn measure(
     let wall_s = start.elapsed().as_secs_f64();
     Ok(CpuSideReport {
         target: opts.target.name().to_string(),
+        reference: opts.reference.name(),
         threads: pool.current_num_threads(),
         cases_selected: cases.len(),
         cases_timed: sample.len(),
@@ -78,8 +81,13 @@ impl fmt::Display for CpuSideReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "CPU side for {} on {} threads: {} of {} cases timed in {:.1} s wall",
-            self.target, self.threads, self.cases_timed, self.cases_selected, self.wall_s
+            "CPU side for {} with the {} reference on {} threads: {} of {} cases timed in {:.1} s wall",
+            self.target,
+            self.reference,
+            self.threads,
+            self.cases_timed,
+            self.cases_selected,
+            self.wall_s
         )?;
         write!(f, "{}", self.phases)?;
         writeln!(
