@@ -252,7 +252,7 @@ pub fn reference_offloaded(
             }
             Ok((cy, ca))
         };
-        let (cy, ca) = call(g, &lx, &w)?;
+        let (cy, ca) = call(g, &lx, w)?;
         scatter(&mut y, &cy, n, n0, c);
         scatter(&mut a, &ca, n, n0, c);
         if let Some(dst) = a_off.as_mut() {
