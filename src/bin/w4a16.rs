@@ -935,8 +935,10 @@ fn snapshots_of_report(
             skip.detail
         ));
     }
+    // One snapshot per suite of the run, as `run` writes them (run-wide checks have none).
     let suites = verdicts
         .iter()
+        .filter(|v| !v.check.run_wide())
         .map(|v| v.case_id.split('/').next().unwrap_or_default());
     let device: Option<w4a16_harness::device::DeviceKind> = match json.get("device") {
         None => None,

@@ -118,6 +118,12 @@ pub enum Check {
 }
 
 impl Check {
+    /// A check every run makes once, outside any suite (the trick tables, the invalid case
+    /// files): it has no suite's snapshot.
+    pub fn run_wide(&self) -> bool {
+        matches!(self, Check::Exhaustive | Check::Loader)
+    }
+
     /// The check of `kernel`'s own output (a one-kernel path).
     pub fn kernel(kernel: KernelId) -> Check {
         Check::Path(KernelPath::single(kernel))
