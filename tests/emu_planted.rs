@@ -87,7 +87,10 @@ fn run_on_emulator(target: Target, sources: &KernelSources) -> Vec<Verdict> {
         .unwrap_or_else(|| panic!("{CASE} is not in {}", dir.display()));
     let dev = match device::open_emu(target, sources) {
         Ok(d) => d,
-        Err(skip) => panic!("the ISA emulator for {target} did not open: {}", skip.reason),
+        Err(skip) => panic!(
+            "the ISA emulator for {target} did not open: {}",
+            skip.reason
+        ),
     };
     let ctx = RunContext {
         target,
@@ -117,9 +120,10 @@ fn fused_verdict(verdicts: &[Verdict], what: &str) -> Verdict {
             .join("\n")
     };
     assert!(
-        verdicts
-            .iter()
-            .any(|v| v.check == Check::Selection(Some(w4a16_harness::runner::KernelPath::single(KernelId::Fused)))),
+        verdicts.iter().any(|v| v.check
+            == Check::Selection(Some(w4a16_harness::runner::KernelPath::single(
+                KernelId::Fused
+            )))),
         "{what}: the selection did not pick fused for {CASE}; the plant is not reached:\n{}",
         all()
     );
@@ -162,6 +166,10 @@ fn a_wmma_with_swapped_operands_fails_on_the_output_values(#[case] target: Targe
         "{target}: {WMMA_SWAP} not caught: {}",
         fused.detail
     );
+    eprintln!(
+        "{target}: {WMMA_SWAP} caught: fused {}: {}",
+        fused.outcome, fused.detail
+    );
     assert!(
         matches!(fused.cause, Some(Cause::Mismatch(_))),
         "{target}: expected a failure on the output values, got {:?}: {}",
@@ -188,6 +196,10 @@ fn a_read_past_the_scales_faults_naming_kernel_instruction_lane_and_address(
         "{target}: {OOB_READ} not caught: {}",
         fused.detail
     );
+    eprintln!(
+        "{target}: {OOB_READ} caught: fused {}: {}",
+        fused.outcome, fused.detail
+    );
     let Some(Cause::Device(DeviceFault::MachineCode {
         kernel,
         at,
@@ -207,7 +219,12 @@ fn a_read_past_the_scales_faults_naming_kernel_instruction_lane_and_address(
         "{target}: expected a vector load, got `{inst}`"
     );
     // FaultKind::OutOfBounds, rendered: access, address, lane, the allocation it missed.
-    for part in ["Read of", " at 0x", " in lane ", "outside every Global allocation"] {
+    for part in [
+        "Read of",
+        " at 0x",
+        " in lane ",
+        "outside every Global allocation",
+    ] {
         assert!(detail.contains(part), "{target}: {part:?} not in {detail}");
     }
     // The run's own text carries the same (kernel, instruction, lane, address).

@@ -854,7 +854,11 @@ mod tests {
         let other = b.for_source_dir(Path::new("/work/mutant-b/src")).cache_dir;
         assert_eq!(a, a2);
         assert_ne!(a, other);
-        assert!(a.starts_with("/cache/from-kernel-sources"), "{}", a.display());
+        assert!(
+            a.starts_with("/cache/from-kernel-sources"),
+            "{}",
+            a.display()
+        );
     }
 
     #[test]
