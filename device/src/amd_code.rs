@@ -36,10 +36,7 @@ pub fn code_object_for(
     };
     let builder = Builder::from_env().map(|b| match sources {
         KernelSources::Embedded => b,
-        KernelSources::Directory(_) => {
-            let cache = b.cache_dir.join("from-kernel-sources");
-            Builder::new(b.toolchain, cache)
-        }
+        KernelSources::Directory(dir) => b.for_source_dir(dir),
     });
     match builder {
         Ok(b) => b

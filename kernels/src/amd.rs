@@ -538,6 +538,20 @@ impl Builder {
         Ok(Builder::new(Toolchain::discover()?, default_cache_dir()))
     }
 
+    /// The builder for the sources of folder `dir` (`--kernel-sources`): a cache of its own
+    /// under this one's, one per folder, so that trees built in turn or at once (a mutant and
+    /// its base, two planted bugs) never replace each other's objects.
+    pub fn for_source_dir(&self, dir: &Path) -> Builder {
+        let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_owned());
+        let mut h = Fnv1a::new();
+        h.write(dir.as_os_str().as_encoded_bytes());
+        let cache = self
+            .cache_dir
+            .join("from-kernel-sources")
+            .join(format!("{:016x}", h.finish()));
+        Builder::new(self.toolchain.clone(), cache)
+    }
+
     fn generated_dir(&self) -> PathBuf {
         self.cache_dir.join("generated-bitcode")
     }
@@ -820,6 +834,31 @@ mod tests {
             }
             other => panic!("expected ToolchainMissing, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn each_source_folder_builds_into_a_cache_of_its_own() {
+        let b = Builder::new(
+            Toolchain {
+                flavor: Flavor::Rocm {
+                    root: PathBuf::from("/opt/rocm"),
+                },
+                clang: PathBuf::from("/opt/rocm/llvm/bin/clang"),
+                objdump: PathBuf::from("/opt/rocm/llvm/bin/llvm-objdump"),
+                version: "clang 19".into(),
+            },
+            PathBuf::from("/cache"),
+        );
+        let a = b.for_source_dir(Path::new("/work/mutant-a/src")).cache_dir;
+        let a2 = b.for_source_dir(Path::new("/work/mutant-a/src")).cache_dir;
+        let other = b.for_source_dir(Path::new("/work/mutant-b/src")).cache_dir;
+        assert_eq!(a, a2);
+        assert_ne!(a, other);
+        assert!(
+            a.starts_with("/cache/from-kernel-sources"),
+            "{}",
+            a.display()
+        );
     }
 
     #[test]

@@ -59,10 +59,13 @@ pub enum BugClass {
     /// Issue 11: MoE routing mistakes: a slot computed with another expert's weights, the routed
     /// weight skipped, the align step's padding or slot order lost.
     ExpertRouting,
+    /// Issue 15: a matrix instruction's A and B fragments in each other's roles (the tile's
+    /// product comes out transposed); only running the machine code shows it.
+    MatrixOperands,
 }
 
 impl BugClass {
-    pub const ALL: [BugClass; 20] = [
+    pub const ALL: [BugClass; 21] = [
         BugClass::ZeroPointLayout,
         BugClass::SelectionAbi,
         BugClass::ScaleAliasing,
@@ -83,9 +86,11 @@ impl BugClass {
         BugClass::NibbleUnpack,
         BugClass::MissingSync,
         BugClass::ExpertRouting,
+        BugClass::MatrixOperands,
     ];
 
-    /// Where the class is defined: `FIELD §6.n`, `issue 9`, `issue 11`, `SPEC §4` or `kernels`.
+    /// Where the class is defined: `FIELD §6.n`, `issue 9`, `issue 11`, `issue 15`, `SPEC §4` or
+    /// `kernels`.
     pub fn origin(self) -> &'static str {
         match self {
             BugClass::ZeroPointLayout => "FIELD §6.1",
@@ -107,6 +112,7 @@ impl BugClass {
             BugClass::NibbleUnpack => "SPEC §4",
             BugClass::MissingSync => "kernels",
             BugClass::ExpertRouting => "issue 11",
+            BugClass::MatrixOperands => "issue 15",
         }
     }
 
