@@ -100,3 +100,22 @@ fn the_slowed_kernel_script_still_patches_skinny() {
     assert!(o.status.success(), "status {:?}: {}", o.status, stderr(&o));
     assert!(stderr(&o).contains("W4A16-SKIP"), "{}", stderr(&o));
 }
+
+/// `bench --emulated` times the ISA emulator, which runs AMD code objects only: any other
+/// target is a typed refusal naming it and the targets it takes, before anything runs.
+#[test]
+fn bench_emulated_refuses_a_target_the_emulator_cannot_run() {
+    for target in ["sm_90", "gfx1151-emu"] {
+        let o = Command::new(exe())
+            .current_dir(repo())
+            .args(["bench", "--emulated", "--target", target])
+            .output()
+            .expect("the CLI runs");
+        assert_eq!(o.status.code(), Some(2), "{target}: {}", stderr(&o));
+        let e = stderr(&o);
+        assert!(
+            e.contains("--target") && e.contains(target) && e.contains("gfx1151"),
+            "{e}"
+        );
+    }
+}

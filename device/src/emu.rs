@@ -18,7 +18,9 @@ use w4a16_kernels::{KernelDecl, Target};
 
 use crate::amd_code::code_object_for;
 use crate::launch::PackedArgs;
-use crate::{Allocation, Backend, BlasGemm, Capability, DeviceFault, DeviceKind, Health};
+use crate::{
+    Allocation, Backend, BlasGemm, Capability, DeviceFault, DeviceKind, EmulatedWork, Health,
+};
 use w4a16_codeobject::{self as codeobject, abi};
 use w4a16_require::{Requirement, Skip};
 
@@ -60,14 +62,6 @@ impl Drop for EmuBuffer {
     }
 }
 
-/// Work done by the emulator since the device opened (the throughput figure).
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct EmuWork {
-    pub launches: u64,
-    pub wave_instructions: u64,
-    pub seconds: f64,
-}
-
 /// The emulated gfx device of one target.
 pub struct EmuDevice {
     target: Target,
@@ -76,7 +70,7 @@ pub struct EmuDevice {
     programs: Mutex<HashMap<&'static str, Loaded>>,
     /// Entries whose launch ABI has been checked against the code object's metadata.
     abi_checked: Mutex<std::collections::HashSet<String>>,
-    work: Mutex<EmuWork>,
+    work: Mutex<EmulatedWork>,
     limits: Limits,
 }
 
@@ -116,16 +110,12 @@ pub fn open_with(target: Target, sources: KernelSources) -> Result<EmuDevice, Sk
         memory: Arc::new(Mutex::new(GlobalMemory::default())),
         programs: Mutex::new(HashMap::new()),
         abi_checked: Mutex::new(std::collections::HashSet::new()),
-        work: Mutex::new(EmuWork::default()),
+        work: Mutex::new(EmulatedWork::default()),
         limits: Limits::default(),
     })
 }
 
 impl EmuDevice {
-    pub fn work(&self) -> EmuWork {
-        *lock(&self.work)
-    }
-
     /// The program holding `entry`, loaded once per code object; `entry`'s launch ABI is checked
     /// against the metadata once per entry (as the ROCm backend does before a launch).
     fn program(&self, kernel: &KernelDecl, entry: &str) -> Result<Arc<Program>, DeviceFault> {
@@ -199,6 +189,10 @@ struct Loaded {
 impl Backend for EmuDevice {
     type Buffer = EmuBuffer;
     type Event = Instant;
+
+    fn emulated_work(&self) -> Option<EmulatedWork> {
+        Some(*lock(&self.work))
+    }
 
     fn target(&self) -> Target {
         self.target

@@ -223,7 +223,22 @@ impl DeviceKind {
 
 /// What a GPU backend provides. Every method checks its driver call and maps failures to
 /// [`DeviceFault`] (classified: launch refused / sticky fault / other), never panics.
+/// Work an emulating device has done since it opened (the ISA emulator's throughput figure).
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct EmulatedWork {
+    pub launches: u64,
+    /// Instructions executed, counted once per wave (each runs for up to 32 lanes).
+    pub wave_instructions: u64,
+    /// Seconds spent inside the emulator's launches.
+    pub seconds: f64,
+}
+
 pub trait Backend: Send + Sync {
+    /// What this backend has emulated so far; `None` for hardware.
+    fn emulated_work(&self) -> Option<EmulatedWork> {
+        None
+    }
+
     /// A device allocation; freed on drop.
     type Buffer: Send;
     /// A timing event on the backend's stream.
@@ -335,6 +350,11 @@ pub trait Device: Send + Sync {
     /// stand-in): its outputs are placeholders, and checks of them are not applied.
     fn computes_nothing(&self) -> bool {
         false
+    }
+
+    /// What this device has emulated so far; `None` for hardware and host stand-ins.
+    fn emulated_work(&self) -> Option<EmulatedWork> {
+        None
     }
 
     /// A GEMM kernel (skinny, fused, fallback) on validated inputs: uploads, poisons and guards
@@ -737,6 +757,10 @@ fn bench<B: Backend>(
 impl<B: Backend> Device for B {
     fn target(&self) -> Target {
         Backend::target(self)
+    }
+
+    fn emulated_work(&self) -> Option<EmulatedWork> {
+        Backend::emulated_work(self)
     }
 
     fn execution(&self) -> Execution {

@@ -219,6 +219,11 @@ enum Command {
         /// qwen3.5-35b-a3b experts at T 1, 16, 256, 2048.
         #[arg(long, conflicts_with = "cpu_side")]
         moe: bool,
+        /// The ISA emulator's speed instead: the chosen suites (default: smoke) on `--target`
+        /// (gfx1100, gfx1151 or gfx1201) in this process, as emulated wave-instructions per
+        /// second and wall time (no GPU needed).
+        #[arg(long, conflicts_with_all = ["cpu_side", "moe"])]
+        emulated: bool,
         /// Suites for `--cpu-side` (repeatable; default: field).
         #[arg(long = "suite")]
         suites: Vec<String>,
@@ -532,6 +537,53 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
         }
         Command::Bench {
             json,
+            emulated: true,
+            suites,
+            filter,
+            target,
+            kernel_sources,
+            ..
+        } => {
+            if target.target.vendor() != Vendor::Amd || target.is_emulated() {
+                return Err(format!(
+                    "--target: the ISA emulator runs gfx1100, gfx1151 or gfx1201 code objects, not {target}"
+                ));
+            }
+            let (dir, set) = load_with_dir(cli.cases)?;
+            let suites = if suites.is_empty() {
+                vec!["smoke".to_string()]
+            } else {
+                suites
+            };
+            check_suites(&set, &suites)?;
+            let chosen = choose(&set, &suites, filter.as_deref());
+            let sources = kernel_sources_arg(kernel_sources.as_deref())?;
+            let device = match w4a16_harness::device::open_emu(target.target, &sources) {
+                Ok(d) => d,
+                Err(skip) => {
+                    w4a16_harness::require::announce_skip(skip.requirement.name(), &skip.reason);
+                    return Ok(ExitCode::SUCCESS);
+                }
+            };
+            let mut opts = SessionOptions::new(dir, target);
+            opts.config = config;
+            opts.artifacts = None;
+            let speed =
+                w4a16_harness::runner::emulator_speed::measure(&set, &chosen, &opts, device)?;
+            print!("{speed}");
+            if let Some(path) = json {
+                let text = serde_json::to_string_pretty(&speed).map_err(|e| e.to_string())?;
+                std::fs::write(&path, text + "\n")
+                    .map_err(|e| format!("{}: {e}", path.display()))?;
+            }
+            Ok(if speed.failing == 0 {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
+        }
+        Command::Bench {
+            json,
             cpu_side: false,
             moe: true,
             kernel_sources,
@@ -553,6 +605,7 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
             json,
             cpu_side: true,
             moe: _,
+            emulated: _,
             suites,
             filter,
             every,

@@ -5,6 +5,7 @@ pub mod artifact;
 pub mod check;
 pub mod cli_run;
 pub mod cpu_side;
+pub mod emulator_speed;
 pub mod execute;
 pub mod global;
 pub mod gpus;

@@ -1,0 +1,78 @@
+//! `w4a16 bench --emulated`: how fast the ISA emulator runs a suite on this machine, as
+//! emulated wave-instructions per second (one thread: the emulator's memory is one lock) and the
+//! suite's wall time. The answer to "does the emulated gfx check fit a CI runner?".
+
+use super::session::{Backend, RunOutput, SessionOptions, run_in_process};
+use crate::cases::{Case, CaseSet};
+use crate::device::{DeviceBench, EmulatedWork};
+use serde::Serialize;
+use std::fmt;
+use std::time::Instant;
+
+/// One timed run of the emulator.
+#[derive(Clone, Debug, Serialize)]
+pub struct EmulatorSpeed {
+    pub target: String,
+    pub device: String,
+    pub cases: usize,
+    pub checks: usize,
+    /// Checks that failed or faulted (a speed figure from a failing run still says so).
+    pub failing: usize,
+    pub wall_s: f64,
+    pub work: EmulatedWork,
+}
+
+impl EmulatorSpeed {
+    /// Emulated wave-instructions per second of emulation.
+    pub fn wave_instructions_per_s(&self) -> f64 {
+        self.work.wave_instructions as f64 / self.work.seconds.max(f64::MIN_POSITIVE)
+    }
+}
+
+/// Runs `cases` in this process on `device` (the emulator) and reads back its work.
+pub fn measure(
+    set: &CaseSet,
+    cases: &[&Case],
+    opts: &SessionOptions,
+    device: Box<dyn DeviceBench>,
+) -> Result<EmulatorSpeed, String> {
+    let name = device.name();
+    let backend = Backend::Device(device);
+    let start = Instant::now();
+    let RunOutput { verdicts, .. } = run_in_process(set, cases, &backend, opts, &|_| {})?;
+    let wall_s = start.elapsed().as_secs_f64();
+    let Backend::Device(device) = &backend else {
+        unreachable!("built as a device above")
+    };
+    let work = device
+        .emulated_work()
+        .ok_or_else(|| format!("{name} emulates nothing: no emulated work to report"))?;
+    Ok(EmulatorSpeed {
+        target: opts.target.name().to_string(),
+        device: name,
+        cases: cases.len(),
+        checks: verdicts.len(),
+        failing: verdicts.iter().filter(|v| v.outcome.is_failure()).count(),
+        wall_s,
+        work,
+    })
+}
+
+impl fmt::Display for EmulatorSpeed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "{} on {}", self.target, self.device)?;
+        writeln!(
+            f,
+            "  {} cases, {} checks ({} failing) in {:.1} s wall on one thread",
+            self.cases, self.checks, self.failing, self.wall_s
+        )?;
+        writeln!(
+            f,
+            "  {} launches, {:.3} G wave-instructions in {:.1} s of emulation: {:.1} M wave-instructions/s",
+            self.work.launches,
+            self.work.wave_instructions as f64 / 1e9,
+            self.work.seconds,
+            self.wave_instructions_per_s() / 1e6
+        )
+    }
+}
