@@ -32,7 +32,7 @@ use w4a16_harness::runner::session::{self, Backend, SessionOptions};
 use w4a16_harness::runner::shard::{self, ShardSpec};
 use w4a16_harness::runner::snapshot::{SnapshotFile, SnapshotMode};
 use w4a16_harness::runner::{
-    Check, Outcome, PhaseTimes, Summary, Verdict, cpu_side, isolate, snapshot,
+    Cause, Check, Outcome, PhaseTimes, Summary, Verdict, WorkerFailure, cpu_side, isolate, snapshot,
 };
 use w4a16_harness::select::{self, LayerRequest};
 use w4a16_kernels::mutants::{Catalogue, Mutant};
@@ -516,18 +516,24 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
             };
             isolate::serve_until(
                 |id| {
-                    let failed = |check: Check, why: String| {
-                        let v = Verdict::new(id, check, Outcome::Fail).detail(why);
+                    let failed = |check: Check, cause: Cause| {
+                        let v = Verdict::new(id, check, Outcome::Fail).because(cause);
                         (vec![v], PhaseTimes::default())
                     };
                     match set.case(id) {
                         Some(case) => {
                             match session::run_in_process(&set, &[case], &backend, &opts, &|_| {}) {
                                 Ok(out) => (out.verdicts, out.times),
-                                Err(e) => failed(Check::Session, e),
+                                Err(error) => failed(
+                                    Check::Session,
+                                    Cause::Worker(WorkerFailure::Session { error }),
+                                ),
                             }
                         }
-                        None => failed(Check::Case, "no such case id".into()),
+                        None => failed(
+                            Check::Case,
+                            Cause::Worker(WorkerFailure::UnknownCase { id: id.to_string() }),
+                        ),
                     }
                 },
                 retire,

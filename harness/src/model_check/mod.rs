@@ -18,7 +18,7 @@ use crate::config::{
 use crate::runner::check::Check;
 use crate::runner::execute::{self, GivenLayer, Mode, RunContext};
 use crate::runner::timing::PhaseTimes;
-use crate::runner::verdict::{Outcome, Verdict};
+use crate::runner::verdict::{Cause, CheckpointRefusal, Outcome, SourceError, Verdict};
 use fused::{FusedPart, FusedProjection};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -264,10 +264,13 @@ pub fn check_model(
         run.layers.push(record);
     }
     let refusals: Vec<String> = model.refusals().iter().map(|e| e.to_string()).collect();
-    for r in &refusals {
+    for r in model.refusals() {
         run.verdicts.push(
-            Verdict::new(format!("{name}/model"), Check::Checkpoint, Outcome::Fail)
-                .detail(format!("refused: {r}")),
+            Verdict::new(format!("{name}/model"), Check::Checkpoint, Outcome::Fail).because(
+                Cause::Checkpoint(CheckpointRefusal::Model {
+                    error: SourceError::rendered(r),
+                }),
+            ),
         );
     }
     let budget = run.budget();
@@ -420,8 +423,11 @@ impl Run<'_, '_> {
             Err(e) => {
                 record.status = LayerStatus::Refused;
                 self.verdicts.push(
-                    Verdict::new(&record.id, Check::Checkpoint, Outcome::Fail)
-                        .detail(format!("refused before any launch: {e}")),
+                    Verdict::new(&record.id, Check::Checkpoint, Outcome::Fail).because(
+                        Cause::Checkpoint(CheckpointRefusal::Load {
+                            error: SourceError::new(e),
+                        }),
+                    ),
                 );
                 None
             }
@@ -471,8 +477,9 @@ impl Run<'_, '_> {
         if self.opts.strict {
             record.status = LayerStatus::Refused;
             self.verdicts.push(
-                Verdict::new(&record.id, Check::Checkpoint, Outcome::Fail)
-                    .detail(format!("refused under --strict: {defects}")),
+                Verdict::new(&record.id, Check::Checkpoint, Outcome::Fail).because(
+                    Cause::Checkpoint(CheckpointRefusal::StrictDefects { defects }),
+                ),
             );
             false
         } else {
@@ -544,8 +551,10 @@ impl Run<'_, '_> {
             if !loaded.defects.is_empty() && self.opts.strict {
                 record.status = LayerStatus::Refused;
                 self.verdicts.push(
-                    Verdict::new(&record.id, Check::FusedProjection, Outcome::Fail).detail(
-                        format!("refused under --strict: part {module} has a checkpoint defect"),
+                    Verdict::new(&record.id, Check::FusedProjection, Outcome::Fail).because(
+                        Cause::Checkpoint(CheckpointRefusal::StrictPart {
+                            module: module.to_string(),
+                        }),
                     ),
                 );
                 return record;
@@ -575,8 +584,11 @@ impl Run<'_, '_> {
             Err(e) => {
                 record.status = LayerStatus::Refused;
                 self.verdicts.push(
-                    Verdict::new(&record.id, Check::FusedProjection, Outcome::Fail)
-                        .detail(format!("cannot be fused as the engine fuses it: {e}")),
+                    Verdict::new(&record.id, Check::FusedProjection, Outcome::Fail).because(
+                        Cause::Checkpoint(CheckpointRefusal::Unfusable {
+                            error: SourceError::new(e),
+                        }),
+                    ),
                 );
                 return record;
             }
@@ -675,7 +687,10 @@ impl Run<'_, '_> {
                         record.status = LayerStatus::Refused;
                         self.verdicts.push(
                             Verdict::new(&record.id, Check::FusedProjection, Outcome::Fail)
-                                .detail(format!("expert {e}: cannot be fused: {err}")),
+                                .because(Cause::Checkpoint(CheckpointRefusal::UnfusableExpert {
+                                    expert: e.to_string(),
+                                    error: SourceError::new(err),
+                                })),
                         );
                         return record;
                     }

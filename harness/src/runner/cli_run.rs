@@ -234,6 +234,8 @@ pub fn run_with(opts: RunOptions, devices: &dyn DeviceSource) -> Result<RunEnd, 
         Backend::Device(d) => Some(d.kind()),
         Backend::None(_) => None,
     };
+    let required = crate::require::required_from(std::env::var("W4A16_REQUIRE").ok().as_deref());
+    require_backend(&required, device_kind, no_gpu.as_ref())?;
     // Sanitizer mode: workers under compute-sanitizer on a CUDA device, else a loud skip.
     let sanitizer = sanitize_tool.map(|tool| {
         let device = match &backend {
@@ -643,6 +645,41 @@ pub fn require_gpu_checks(verdicts: &mut [Verdict]) {
     }
 }
 
+/// `W4A16_REQUIRE=cuda|rocm` demands that backend: a run on any other device (or none) fails
+/// before its first case, worded by the tests' per-vendor rule (`backend_skip_failure`).
+pub fn require_backend(
+    required: &[crate::require::Requirement],
+    opened: Option<DeviceKind>,
+    no_gpu: Option<&Skip>,
+) -> Result<(), String> {
+    use crate::require::Requirement;
+    for (kind, demand) in [
+        (DeviceKind::Cuda, Requirement::Cuda),
+        (DeviceKind::Rocm, Requirement::Rocm),
+    ] {
+        if !required.contains(&demand) || opened == Some(kind) {
+            continue;
+        }
+        let skip = match (no_gpu, opened) {
+            (Some(skip), _) => skip.clone(),
+            (None, opened) => Skip {
+                requirement: Requirement::Gpu,
+                reason: format!(
+                    "this run's device is {}",
+                    opened.map_or("none", DeviceKind::name)
+                ),
+            },
+        };
+        let gpu_opened = matches!(opened, Some(DeviceKind::Cuda | DeviceKind::Rocm));
+        if let Some(why) =
+            crate::require::backend_skip_failure(required, demand, &skip, || gpu_opened)
+        {
+            return Err(why);
+        }
+    }
+    Ok(())
+}
+
 /// The cases of `suites` (all when empty) whose ids match `filter`.
 pub fn choose<'s>(set: &'s CaseSet, suites: &[String], filter: Option<&str>) -> Vec<&'s Case> {
     set.cases()
@@ -746,4 +783,39 @@ pub fn snapshots(
         }
     }
     Ok(differing)
+}
+
+#[cfg(test)]
+mod require_backend_tests {
+    use super::*;
+    use crate::require::Requirement;
+
+    /// Naming a backend demands it; a run on another device, or on none, is refused naming
+    /// what it ran on; `gpu` alone does not name a backend.
+    #[test]
+    fn a_named_backend_is_demanded_and_a_run_elsewhere_refused_naming_it() {
+        let cuda = [Requirement::Cuda];
+        assert_eq!(require_backend(&cuda, Some(DeviceKind::Cuda), None), Ok(()));
+        let e = require_backend(&cuda, Some(DeviceKind::Emulator), None).unwrap_err();
+        assert!(
+            e.contains("W4A16_REQUIRE=cuda") && e.contains("ISA emulator"),
+            "{e}"
+        );
+        let none = Skip {
+            requirement: Requirement::Gpu,
+            reason: "no GPU backend available".into(),
+        };
+        let e = require_backend(&[Requirement::Rocm], None, Some(&none)).unwrap_err();
+        assert!(
+            e.contains("W4A16_REQUIRE=rocm") && e.contains("no GPU backend"),
+            "{e}"
+        );
+        assert_eq!(
+            require_backend(&[Requirement::Gpu], Some(DeviceKind::Emulator), None),
+            Ok(())
+        );
+        let both = [Requirement::Cuda, Requirement::Rocm];
+        let e = require_backend(&both, None, Some(&none)).unwrap_err();
+        assert!(e.contains("cuda"), "{e}");
+    }
 }

@@ -12,7 +12,7 @@ use super::check::Check;
 use super::sanitize::{self, CaseWindow, ReportLine, Sanitizer};
 use super::session::{RunOutput, StopFlag};
 use super::timing::PhaseTimes;
-use super::verdict::{Outcome, Verdict};
+use super::verdict::{Cause, Outcome, Verdict, WorkerFailure};
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -222,7 +222,7 @@ pub fn run_worker(
             _ => Vec::new(),
         };
         let mut stopped = false;
-        let failure: Option<String> = loop {
+        let failure: Option<WorkerFailure> = loop {
             let timeout = if current.is_some() {
                 per_case_timeout
             } else {
@@ -296,19 +296,22 @@ pub fn run_worker(
                     break if next == case_ids.len() || (retired && current.is_none()) {
                         None
                     } else {
-                        Some(format!("worker exited ({status})"))
+                        Some(WorkerFailure::Exited {
+                            status: status.to_string(),
+                        })
                     };
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => {
                     kill(&mut child, worker.sanitizer.is_some());
-                    break Some(format!(
-                        "no progress for {} s (watchdog)",
-                        timeout.as_secs()
-                    ));
+                    break Some(WorkerFailure::Watchdog {
+                        seconds: timeout.as_secs(),
+                    });
                 }
                 Err(mpsc::RecvTimeoutError::Disconnected) => {
                     let status = child.wait()?;
-                    break Some(format!("worker exited ({status})"));
+                    break Some(WorkerFailure::Exited {
+                        status: status.to_string(),
+                    });
                 }
             }
         };
@@ -320,7 +323,8 @@ pub fn run_worker(
             // The case in flight (or, if the worker died between cases, the next one) is charged.
             match current.clone().or_else(|| case_ids.get(next).cloned()) {
                 Some(id) => {
-                    let v = Verdict::new(id, Check::Device, Outcome::Fault).detail(why);
+                    let v =
+                        Verdict::new(id, Check::Device, Outcome::Fault).because(Cause::Worker(why));
                     emit(v, &mut verdicts);
                     next += 1;
                 }

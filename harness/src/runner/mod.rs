@@ -21,4 +21,7 @@ pub mod verdict;
 
 pub use check::{Check, KernelPath};
 pub use timing::PhaseTimes;
-pub use verdict::{Cause, Mismatch, Outcome, ReferenceStage, SourceError, Summary, Verdict};
+pub use verdict::{
+    Cause, CheckpointRefusal, Mismatch, Outcome, ReferenceStage, SourceError, Summary, Verdict,
+    WorkerFailure,
+};

@@ -76,6 +76,55 @@ pub enum Cause {
     /// The selection chose a path that its own declarations would refuse at launch.
     #[error("selected path would fail at launch: {0}")]
     Selection(SourceError),
+    /// The fault-isolated worker running the case stopped (crashed, hung) or could not set up
+    /// the case's session: the case in flight is charged.
+    #[error("{0}")]
+    Worker(WorkerFailure),
+    /// `check-model` refused a model, a layer or a fusion of a real checkpoint before launching.
+    #[error("{0}")]
+    Checkpoint(CheckpointRefusal),
+}
+
+/// Why `check-model` refused part of a real checkpoint (rendered as its verdict's detail).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, thiserror::Error)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum CheckpointRefusal {
+    /// The model as a whole, or a module that could not be detected.
+    #[error("refused: {error}")]
+    Model { error: SourceError },
+    /// A layer's tensors do not load as a layer the converters take.
+    #[error("refused before any launch: {error}")]
+    Load { error: SourceError },
+    /// `--strict` and the layer has checkpoint defects.
+    #[error("refused under --strict: {defects}")]
+    StrictDefects { defects: String },
+    /// `--strict` and a part of a fused projection has a checkpoint defect.
+    #[error("refused under --strict: part {module} has a checkpoint defect")]
+    StrictPart { module: String },
+    /// The parts cannot be fused as the engine fuses them.
+    #[error("cannot be fused as the engine fuses it: {error}")]
+    Unfusable { error: SourceError },
+    /// One MoE expert's parts cannot be fused.
+    #[error("expert {expert}: cannot be fused: {error}")]
+    UnfusableExpert { expert: String, error: SourceError },
+}
+
+/// How a worker process failed a case (`runner::isolate`, the CLI's `worker`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, thiserror::Error)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum WorkerFailure {
+    /// The process ended before the case's end line (a crash, a kill, an abort).
+    #[error("worker exited ({status})")]
+    Exited { status: String },
+    /// No line for longer than the watchdog allows (a hang); the worker was killed.
+    #[error("no progress for {seconds} s (watchdog)")]
+    Watchdog { seconds: u64 },
+    /// The worker could not run the case's session at all (its setup failed).
+    #[error("{error}")]
+    Session { error: String },
+    /// The worker's case files hold no case of this id (they differ from the parent's).
+    #[error("no such case id {id:?} in the worker's case files")]
+    UnknownCase { id: String },
 }
 
 /// Where on the reference side a case failed; each renders the prefix its detail always had.
@@ -152,6 +201,14 @@ impl SourceError {
         SourceError {
             text: error.to_string(),
             error: Some(Arc::new(error)),
+        }
+    }
+
+    /// An error only lent here (it stays with its owner): kept as its rendering.
+    pub fn rendered(error: &dyn std::error::Error) -> Self {
+        SourceError {
+            text: error.to_string(),
+            error: None,
         }
     }
 
