@@ -1087,10 +1087,7 @@ pub fn device_count(kind: DeviceKind) -> Result<usize, Skip> {
         #[cfg(feature = "rocm")]
         DeviceKind::Rocm => rocm::device_count(),
         #[cfg(not(feature = "rocm"))]
-        DeviceKind::Rocm => Err(skip(
-            Requirement::Gpu,
-            "the ROCm backend is not built (cargo feature `rocm`)",
-        )),
+        DeviceKind::Rocm => Err(rocm_not_built()),
         DeviceKind::Simulated => Err(skip(
             Requirement::Gpu,
             "a simulated device has no runtime to count devices (the tests build their own)",
@@ -1102,6 +1099,15 @@ pub fn device_count(kind: DeviceKind) -> Result<usize, Skip> {
     }
 }
 
+/// The ROCm backend asked for in a build without it.
+#[cfg(not(feature = "rocm"))]
+fn rocm_not_built() -> Skip {
+    skip(
+        Requirement::Gpu,
+        "the ROCm backend is not built (cargo feature `rocm`)",
+    )
+}
+
 /// Device 0 of one backend, guarded, with the embedded kernels: what a test named for that
 /// backend (`…_cuda`, `…_rocm`) opens. ROCm without the `rocm` feature is a skip saying so; a
 /// simulated device is the harness's own unit tests' and is not opened here.
@@ -1111,10 +1117,7 @@ pub fn open_kind(kind: DeviceKind) -> Result<Box<dyn DeviceBench>, Skip> {
         #[cfg(feature = "rocm")]
         DeviceKind::Rocm => Ok(Box::new(rocm::open()?)),
         #[cfg(not(feature = "rocm"))]
-        DeviceKind::Rocm => Err(skip(
-            Requirement::Gpu,
-            "the ROCm backend is not built (cargo feature `rocm`)",
-        )),
+        DeviceKind::Rocm => Err(rocm_not_built()),
         DeviceKind::Simulated => Err(skip(
             Requirement::Gpu,
             "a simulated device is not opened by kind (the harness's unit tests build their own)",
