@@ -17,7 +17,7 @@
 
 mod common;
 
-use common::backends;
+use common::{backends, emulated_targets};
 use proptest::prelude::*;
 use proptest::test_runner::{FileFailurePersistence, TestError, TestRunner};
 use rstest_reuse::apply;
@@ -118,6 +118,16 @@ fn run(case: &Case, target: RunTarget, backend: &Backend) -> Vec<Verdict> {
 
 /// `cases` fuzzed cases through the pipeline on `backend`; a failure shrinks and persists.
 fn fuzz(target: RunTarget, backend: &Backend, cases: u32) {
+    fuzz_within(target, backend, cases, (48, 2048));
+}
+
+/// As [`fuzz`], with shapes of at most `max_groups` groups along K and `max_n` columns.
+fn fuzz_within(
+    target: RunTarget,
+    backend: &Backend,
+    cases: u32,
+    (max_groups, max_n): (usize, usize),
+) {
     let mut runner = TestRunner::new(ProptestConfig {
         cases,
         failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
@@ -126,7 +136,7 @@ fn fuzz(target: RunTarget, backend: &Backend, cases: u32) {
         source_file: Some(file!()),
         ..ProptestConfig::default()
     });
-    let result = runner.run(&strategy::kernel_case(48, 2048), |case| {
+    let result = runner.run(&strategy::kernel_case(max_groups, max_n), |case| {
         let verdicts = run(&case, target, backend);
         prop_assert!(!verdicts.is_empty(), "{}: no verdicts", case.id);
         let failing: Vec<String> = verdicts
@@ -170,6 +180,27 @@ fn fuzzed_cases_pass_every_kernel_that_takes_them(kind: DeviceKind) {
 
 /// Data, conversion, selection and the reference on every fuzzed case, on any machine: the
 /// launches are left to the per-backend cases above.
+/// The fuzzer on the ISA emulator, a case per gfx target: the targets' real code objects meet
+/// shapes no case file holds, every access bounds-checked. Smaller shapes (≤ 8 groups, N ≤ 256)
+/// and fewer cases than on a GPU (`W4A16_EMU_FUZZ_CASES`, default 6): the emulator runs about
+/// 10 M wave-instructions per second on one core.
+#[apply(emulated_targets)]
+fn isa_emulator_fuzzed_cases_pass_every_kernel_that_takes_them(target: w4a16_kernels::Target) {
+    let Some(device) = common::emulator(target) else {
+        return;
+    };
+    let cases = std::env::var("W4A16_EMU_FUZZ_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(6);
+    fuzz_within(
+        RunTarget::native(target),
+        &Backend::Device(device),
+        cases,
+        (8, 256),
+    );
+}
+
 #[test]
 fn fuzzed_cases_pass_the_checks_that_need_no_device() {
     let target = fuzz_target().unwrap_or(RunTarget::native(w4a16_kernels::Target::Gfx1151));
