@@ -206,9 +206,13 @@ pub fn reference_offloaded(
         la.into_raw_vec_and_offset().0,
     );
     let chunk = (w_budget_bytes / (8 * k.max(1))).clamp(1, n.max(1));
-    let mut y = vec![0.0; m * n];
-    let mut a = vec![0.0; m * n];
-    let mut a_off = offset.map(|_| vec![0.0; m * n]);
+    // One chunk (W within the budget, every field layer): the GEMM's outputs are the products
+    // as they are, with no [M, N] buffers zeroed and copied into (most of the host's share).
+    let whole = chunk >= n;
+    let full = |len: usize| if whole { Vec::new() } else { vec![0.0; len] };
+    let mut y = full(m * n);
+    let mut a = full(m * n);
+    let mut a_off = offset.map(|_| full(m * n));
     let lanes = 2 + usize::from(offset.is_some());
     let cacheable = n.saturating_mul(k).saturating_mul(8 * lanes) <= WEIGHT_CACHE_BYTES;
     let key = cacheable.then(|| weight_key(layer, offset, chunk));
@@ -253,12 +257,20 @@ pub fn reference_offloaded(
             Ok((cy, ca))
         };
         let (cy, ca) = call(g, &lx, w)?;
-        scatter(&mut y, &cy, n, n0, c);
-        scatter(&mut a, &ca, n, n0, c);
+        if whole {
+            (y, a) = (cy, ca);
+        } else {
+            scatter(&mut y, &cy, n, n0, c);
+            scatter(&mut a, &ca, n, n0, c);
+        }
         if let Some(dst) = a_off.as_mut() {
             // |x|·woffᵀ: woff ≥ 0, so the signed product of |X| and the offset rows is the lane.
             let (co, _) = call(g, &la, &wa[c * k..])?;
-            scatter(dst, &co, n, n0, c);
+            if whole {
+                *dst = co;
+            } else {
+                scatter(dst, &co, n, n0, c);
+            }
         }
         n0 = n1;
     }
