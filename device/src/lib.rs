@@ -316,6 +316,21 @@ pub trait Backend: Send + Sync {
         let _ = (x, w, m, n, k);
         Err(no_f64_gemm(self.name()))
     }
+
+    /// [`Device::reference_gemm_f64`] with `w_key` naming `w`'s content when the same `w` comes
+    /// again (a layer's next batch size): a backend may keep `w` resident under it.
+    fn reference_gemm_f64_keyed(
+        &self,
+        x: &[f64],
+        w: &[f64],
+        w_key: Option<u64>,
+        m: usize,
+        n: usize,
+        k: usize,
+    ) -> Result<(Vec<f64>, Vec<f64>), DeviceFault> {
+        let _ = w_key;
+        self.reference_gemm_f64(x, w, m, n, k)
+    }
 }
 
 /// What the runner and the tests use: one object-safe interface over every backend.
@@ -393,6 +408,21 @@ pub trait Device: Send + Sync {
     ) -> Result<(Vec<f64>, Vec<f64>), DeviceFault> {
         let _ = (x, w, m, n, k);
         Err(no_f64_gemm(self.name()))
+    }
+
+    /// [`Device::reference_gemm_f64`] with `w_key` naming `w`'s content when the same `w` comes
+    /// again (a layer's next batch size): a backend may keep `w` resident under it.
+    fn reference_gemm_f64_keyed(
+        &self,
+        x: &[f64],
+        w: &[f64],
+        w_key: Option<u64>,
+        m: usize,
+        n: usize,
+        k: usize,
+    ) -> Result<(Vec<f64>, Vec<f64>), DeviceFault> {
+        let _ = w_key;
+        self.reference_gemm_f64(x, w, m, n, k)
     }
 
     /// A MoE layer: `moe_align`, then `moe` on the align step's device outputs; the align
@@ -859,6 +889,18 @@ impl<B: Backend> Device for B {
         k: usize,
     ) -> Result<(Vec<f64>, Vec<f64>), DeviceFault> {
         Backend::reference_gemm_f64(self, x, w, m, n, k)
+    }
+
+    fn reference_gemm_f64_keyed(
+        &self,
+        x: &[f64],
+        w: &[f64],
+        w_key: Option<u64>,
+        m: usize,
+        n: usize,
+        k: usize,
+    ) -> Result<(Vec<f64>, Vec<f64>), DeviceFault> {
+        Backend::reference_gemm_f64_keyed(self, x, w, w_key, m, n, k)
     }
 
     fn run_moe(&self, inputs: &MoeInputs<'_>) -> Result<MoeOutput, DeviceFault> {

@@ -95,6 +95,23 @@ pub trait F64Gemm {
         k: usize,
     ) -> Result<(Vec<f64>, Vec<f64>), GemmError>;
 
+    /// [`F64Gemm::gemm`] with `w_key` naming `w`'s content when the caller will hand the same
+    /// `w` again (a layer's next batch size): a device GEMM may keep `w` resident under it
+    /// instead of sending it again. A wrong key cannot pass unseen: the cross-check recomputes
+    /// sampled elements from the layer itself.
+    fn gemm_keyed(
+        &mut self,
+        x: &[f64],
+        w: &[f64],
+        w_key: Option<u64>,
+        m: usize,
+        n: usize,
+        k: usize,
+    ) -> Result<(Vec<f64>, Vec<f64>), GemmError> {
+        let _ = w_key;
+        self.gemm(x, w, m, n, k)
+    }
+
     /// A GEMM that computes nothing (`bench --cpu-side`'s stand-in, timing the CPU's share):
     /// the cross-check still recomputes its sampled elements on the CPU (that cost is the
     /// CPU's), but its comparison is not applied to products nobody formed.
@@ -239,10 +256,11 @@ pub fn reference_offloaded(
         let WeightChunk { w, wa, .. } = &cache.chunks[index];
         debug_assert_eq!((cache.chunks[index].n0, cache.chunks[index].n1), (n0, n1));
         index += 1;
-        let call = |g: &mut dyn F64Gemm, x: &[f64], w: &[f64]| {
-            let (cy, ca) =
-                g.gemm(x, w, m, c, k)
-                    .map_err(|error| OffloadError::Gemm { n0, n1, error })?;
+        let chunk_key = key.map(|key| key ^ (index as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let call = |g: &mut dyn F64Gemm, x: &[f64], w: &[f64], w_key: Option<u64>| {
+            let (cy, ca) = g
+                .gemm_keyed(x, w, w_key, m, c, k)
+                .map_err(|error| OffloadError::Gemm { n0, n1, error })?;
             for got in [cy.len(), ca.len()] {
                 if got != m * c {
                     let expected = m * c;
@@ -256,7 +274,7 @@ pub fn reference_offloaded(
             }
             Ok((cy, ca))
         };
-        let (cy, ca) = call(g, &lx, w)?;
+        let (cy, ca) = call(g, &lx, w, chunk_key)?;
         if whole {
             (y, a) = (cy, ca);
         } else {
@@ -265,7 +283,7 @@ pub fn reference_offloaded(
         }
         if let Some(dst) = a_off.as_mut() {
             // |x|·woffᵀ: woff ≥ 0, so the signed product of |X| and the offset rows is the lane.
-            let (co, _) = call(g, &la, &wa[c * k..])?;
+            let (co, _) = call(g, &la, &wa[c * k..], None)?;
             if whole {
                 *dst = co;
             } else {

@@ -63,6 +63,20 @@ impl F64Gemm for DeviceGemm<'_> {
             .map_err(|e| Box::new(e) as GemmError)
     }
 
+    fn gemm_keyed(
+        &mut self,
+        x: &[f64],
+        w: &[f64],
+        w_key: Option<u64>,
+        m: usize,
+        n: usize,
+        k: usize,
+    ) -> Result<(Vec<f64>, Vec<f64>), GemmError> {
+        self.0
+            .reference_gemm_f64_keyed(x, w, w_key, m, n, k)
+            .map_err(|e| Box::new(e) as GemmError)
+    }
+
     fn stands_in(&self) -> bool {
         self.0.computes_nothing()
     }
