@@ -10,6 +10,11 @@ use w4a16_kernels::{KernelDecl, Target};
 
 use crate::DeviceFault;
 
+/// Where prebuilt code objects of `target` are looked for on a machine without a compiler.
+pub fn prebuilt_dir(target: Target) -> PathBuf {
+    amd::default_cache_dir().join(target.name())
+}
+
 /// The code object holding `kernel` for `target`: built (or found current) in the
 /// `w4a16_kernels::amd` cache when a toolchain is present, else a prebuilt one from the cache
 /// directory (carried to a runner without a compiler). Sources from a folder
@@ -49,9 +54,7 @@ pub fn code_object_for(
             Err(fail(format!("{sources} need a compiler: {e}")))
         }
         Err(e @ AmdBuildError::ToolchainMissing { .. }) => {
-            let prebuilt = amd::default_cache_dir()
-                .join(target.name())
-                .join(format!("{}.co", kernel.id.name()));
+            let prebuilt = prebuilt_dir(target).join(format!("{}.co", kernel.id.name()));
             if prebuilt.is_file() {
                 Ok(prebuilt)
             } else {

@@ -93,7 +93,7 @@ pub fn open_with(target: Target, sources: KernelSources) -> Result<EmuDevice, Sk
     if let Err(e @ w4a16_kernels::amd::AmdBuildError::ToolchainMissing { .. }) =
         w4a16_kernels::amd::Builder::from_env()
     {
-        let prebuilt = w4a16_kernels::amd::default_cache_dir().join(target.name());
+        let prebuilt = crate::amd_code::prebuilt_dir(target);
         if sources != KernelSources::Embedded || !prebuilt.is_dir() {
             return Err(crate::skip(
                 Requirement::AmdToolchain,
