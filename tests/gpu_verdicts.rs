@@ -13,7 +13,9 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use w4a16_harness::cases;
 use w4a16_harness::device::DeviceKind;
+use w4a16_harness::runner::budget::CaseBudget;
 use w4a16_harness::runner::session::{self, Backend, SessionOptions};
+use w4a16_harness::runner::snapshot::{LeftOut, SnapshotFile};
 use w4a16_harness::runner::{Outcome, snapshot};
 
 fn cases_dir() -> std::path::PathBuf {
@@ -33,7 +35,16 @@ fn run_suite_on(suite: &str, device: Box<dyn w4a16_harness::device::DeviceBench>
     let target = device.run_target();
     let backend = Backend::Device(device);
     let set = cases::load_all(&cases_dir()).unwrap();
-    let chosen: Vec<&cases::Case> = set.suite(suite).unwrap().cases.iter().collect();
+    let budget = CaseBudget::of(target, Some(kind), set.suite(suite));
+    let suite_cases = &set.suite(suite).unwrap().cases;
+    let chosen: Vec<&cases::Case> = suite_cases.iter().filter(|c| budget.admits(c)).collect();
+    if chosen.len() < suite_cases.len() {
+        eprintln!(
+            "{suite}: {} of {} cases above {budget} not run on {target}",
+            suite_cases.len() - chosen.len(),
+            suite_cases.len()
+        );
+    }
     let opts = SessionOptions::new(cases_dir(), target);
     let verdicts = session::run_in_process(&set, &chosen, &backend, &opts, &|_| {})
         .unwrap()
@@ -43,7 +54,10 @@ fn run_suite_on(suite: &str, device: Box<dyn w4a16_harness::device::DeviceBench>
         .filter(|v| v.outcome.is_failure())
         .map(|v| format!("{} [{}] {}: {}", v.case_id, v.check, v.outcome, v.detail))
         .collect();
-    snapshot::assert_verdicts(suite, &target.name(), kind, &verdicts);
+    let file = SnapshotFile::new(suite, &target.name(), None)
+        .recorded_by(Some(kind))
+        .left_out(LeftOut::of(budget, suite, suite_cases));
+    snapshot::assert_verdicts_of(file, &verdicts);
     assert!(
         failing.is_empty(),
         "{} failing checks:\n{}",
@@ -123,12 +137,16 @@ const EMULATED_SUITES: [&str; 8] = [
 #[test]
 fn the_emulation_budget_keeps_every_differential_case() {
     let set = cases::load_all(&cases_dir()).unwrap();
-    let emu = w4a16_kernels::RunTarget::parse("gfx1151-emu").unwrap();
+    let emu = CaseBudget::of(
+        w4a16_kernels::RunTarget::parse("gfx1151-emu").unwrap(),
+        Some(DeviceKind::Cuda),
+        None,
+    );
     for suite in EMULATED_SUITES {
         let cases = &set.suite(suite).unwrap().cases;
         let out: Vec<&str> = cases
             .iter()
-            .filter(|c| !session::runs_on(c, emu))
+            .filter(|c| !emu.admits(c))
             .map(|c| c.id.as_str())
             .collect();
         if suite == "field" {
@@ -139,7 +157,7 @@ fn the_emulation_budget_keeps_every_differential_case() {
             );
             let layers_in: BTreeSet<&str> = cases
                 .iter()
-                .filter(|c| session::runs_on(c, emu))
+                .filter(|c| emu.admits(c))
                 .map(|c| c.shape_name.as_str())
                 .collect();
             let layers: BTreeSet<&str> = cases.iter().map(|c| c.shape_name.as_str()).collect();
@@ -215,14 +233,23 @@ fn committed_verdict_snapshots_are_current_and_passing() {
             );
         }
         let in_snapshot: BTreeSet<&str> = rows.iter().map(|r| r.case_id.as_str()).collect();
-        // An emulated target's snapshot lists the cases within the emulation budget.
-        let run_target = w4a16_kernels::RunTarget::parse(target).expect("checked above");
-        let expected: BTreeSet<&str> = suite_cases
-            .cases
-            .iter()
-            .filter(|c| session::runs_on(c, run_target))
-            .map(|c| c.id.as_str())
-            .collect();
+        // A budgeted recording (the CUDA emulation of an AMD target, the ISA emulator) lists
+        // the cases within its budget, says in its header how many it left out, and holds rows
+        // for those either all (kept from a GPU's recording) or none.
+        let budget = CaseBudget::of(run, snapshot::recorded_by_in(&text), Some(suite_cases));
+        let (admitted, left_out): (Vec<&cases::Case>, Vec<&cases::Case>) =
+            suite_cases.cases.iter().partition(|c| budget.admits(c));
+        let left_out: BTreeSet<&str> = left_out.iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(
+            snapshot::left_out_in(&text),
+            (!left_out.is_empty()).then_some(left_out.len()),
+            "{name}: its header must say how many cases {budget} leaves out"
+        );
+        let kept = !left_out.is_empty() && left_out.iter().all(|id| in_snapshot.contains(id));
+        let mut expected: BTreeSet<&str> = admitted.iter().map(|c| c.id.as_str()).collect();
+        if kept {
+            expected.extend(&left_out);
+        }
         let missing: Vec<_> = expected.difference(&in_snapshot).take(5).collect();
         let stale: Vec<_> = in_snapshot.difference(&expected).take(5).collect();
         assert!(

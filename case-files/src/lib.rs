@@ -358,6 +358,9 @@ pub struct Suite {
     pub description: String,
     pub file: PathBuf,
     pub allow_unsupported: bool,
+    /// `isa_emulator_max_macs` of `[suite]`: the ISA emulator's budget for this suite, where
+    /// it declares one.
+    pub isa_emulator_max_macs: Option<u64>,
     pub cases: Vec<Case>,
 }
 

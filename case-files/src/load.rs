@@ -1184,6 +1184,15 @@ fn expand_suite(f: &Parsed, suite: &SuiteRaw, set: &CaseSet) -> Result<Suite, Ca
         description: suite.description.clone(),
         file: f.path.to_path_buf(),
         allow_unsupported: allow,
+        isa_emulator_max_macs: match suite.isa_emulator_max_macs {
+            Some(0) => {
+                return Err(f.err(
+                    "suite.isa_emulator_max_macs",
+                    "expected a positive number of multiply-adds (M·N·K), e.g. 1048576 for 2^20",
+                ));
+            }
+            budget => budget,
+        },
         cases,
     })
 }

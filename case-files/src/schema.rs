@@ -198,6 +198,9 @@ pub(crate) struct SuiteRaw {
     /// uses them to check that refusals are clean.
     #[serde(default)]
     pub allow_unsupported: bool,
+    /// The largest case (M·N·K multiply-adds) the ISA emulator runs of this suite, where its
+    /// default would cost CI too long (`kernels` and `edges` at their small shapes).
+    pub isa_emulator_max_macs: Option<u64>,
     pub shapes: Option<Vec<String>>,
     pub m: Option<MSpec>,
     pub dtype: Option<Vec<ActDtype>>,

@@ -191,7 +191,7 @@ impl Backend for EmuDevice {
     type Event = Instant;
 
     fn emulated_work(&self) -> Option<EmulatedWork> {
-        Some(*lock(&self.work))
+        Some(lock(&self.work).clone())
     }
 
     fn target(&self) -> Target {
@@ -278,10 +278,11 @@ impl Backend for EmuDevice {
         memory.free(at);
         drop(memory);
         let stats = run.map_err(machine_fault)?;
-        let mut w = lock(&self.work);
-        w.launches += 1;
-        w.wave_instructions += stats.wave_instructions;
-        w.seconds += started.elapsed().as_secs_f64();
+        lock(&self.work).add_launch(
+            entry,
+            stats.wave_instructions,
+            started.elapsed().as_secs_f64(),
+        );
         Ok(())
     }
     /// The dense path's GEMM by the host stand-in for the vendor BLAS (`blas::host_gemm_ex`):

@@ -223,14 +223,37 @@ impl DeviceKind {
 
 /// What a GPU backend provides. Every method checks its driver call and maps failures to
 /// [`DeviceFault`] (classified: launch refused / sticky fault / other), never panics.
-/// Work an emulating device has done since it opened (the ISA emulator's throughput figure).
-#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+/// Work an emulating device has done since it opened (the ISA emulator's throughput figure),
+/// in all and per kernel entry point (which kernel a slow emulated suite spends its time in).
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
 pub struct EmulatedWork {
     pub launches: u64,
     /// Instructions executed, counted once per wave (each runs for up to 32 lanes).
     pub wave_instructions: u64,
     /// Seconds spent inside the emulator's launches.
     pub seconds: f64,
+    pub per_kernel: std::collections::BTreeMap<String, KernelWork>,
+}
+
+/// One kernel entry point's share of [`EmulatedWork`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct KernelWork {
+    pub launches: u64,
+    pub wave_instructions: u64,
+    pub seconds: f64,
+}
+
+impl EmulatedWork {
+    /// Counts one launch of `kernel`.
+    pub fn add_launch(&mut self, kernel: &str, wave_instructions: u64, seconds: f64) {
+        self.launches += 1;
+        self.wave_instructions += wave_instructions;
+        self.seconds += seconds;
+        let k = self.per_kernel.entry(kernel.to_string()).or_default();
+        k.launches += 1;
+        k.wave_instructions += wave_instructions;
+        k.seconds += seconds;
+    }
 }
 
 pub trait Backend: Send + Sync {

@@ -11,7 +11,7 @@ use clap::{Parser, Subcommand};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
-use w4a16_harness::cases::{self, CaseSet};
+use w4a16_harness::cases::{self, Case, CaseSet};
 use w4a16_harness::config::{self, KernelConfig};
 use w4a16_harness::device::{Allocation, Health};
 use w4a16_harness::mutants;
@@ -22,6 +22,7 @@ use w4a16_harness::perf::measure::{PerfPlan, measure_suite, perf_cases};
 use w4a16_harness::perf::peers::{self, PeerCase};
 use w4a16_harness::perf::report::{self as perf_report, PerfRun};
 use w4a16_harness::perf::update;
+use w4a16_harness::runner::budget::{CaseBudget, RunBudget};
 use w4a16_harness::runner::cli_run::{
     self, RunOptions, check_suites, choose, load_with_dir, require_gpu_checks, snapshots,
 };
@@ -30,7 +31,7 @@ use w4a16_harness::runner::gpus::Gpus;
 use w4a16_harness::runner::sanitize::SanitizerTool;
 use w4a16_harness::runner::session::{self, Backend, SessionOptions};
 use w4a16_harness::runner::shard::{self, ShardSpec};
-use w4a16_harness::runner::snapshot::{SnapshotFile, SnapshotMode};
+use w4a16_harness::runner::snapshot::{LeftOut, SnapshotFile, SnapshotMode};
 use w4a16_harness::runner::{
     Cause, Check, Outcome, PhaseTimes, Summary, Verdict, WorkerFailure, cpu_side, isolate, snapshot,
 };
@@ -38,7 +39,7 @@ use w4a16_harness::select::{self, LayerRequest};
 use w4a16_kernels::mutants::{Catalogue, Mutant};
 use w4a16_kernels::source::KernelSources;
 use w4a16_kernels::target::Vendor;
-use w4a16_kernels::{KernelId, RunTarget, Target, emulation};
+use w4a16_kernels::{KernelId, RunTarget, Target};
 use w4a16_reference::ActDtype;
 use w4a16_reference::layer::{LayerShape, Symmetry};
 
@@ -436,18 +437,16 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
             snapshots: explicit,
             sanitize,
         } => {
+            let (cases_dir, set) = load_with_dir(cli.cases)?;
             let dir = match explicit {
                 Some(dir) => dir,
-                None => snapshot::snapshot_dir(
-                    None,
-                    &cases::locate(cli.cases).map_err(|e| e.to_string())?,
-                ),
+                None => snapshot::snapshot_dir(None, &cases_dir),
             };
             let mode = match update {
                 true => SnapshotMode::Update,
                 false => SnapshotMode::Check,
             };
-            snapshots_of_report(&report, mode, &dir, sanitize)
+            snapshots_of_report(&report, mode, &dir, sanitize, &set)
         }
         Command::Worker {
             target,
@@ -562,7 +561,21 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
                 suites
             };
             check_suites(&set, &suites)?;
-            let chosen = choose(&set, &suites, filter.as_deref());
+            let budget = RunBudget::of(
+                target,
+                Some(w4a16_harness::device::DeviceKind::Emulator),
+                &set,
+            );
+            let (chosen, left_out): (Vec<&Case>, Vec<&Case>) =
+                choose(&set, &suites, filter.as_deref())
+                    .into_iter()
+                    .partition(|c| budget.admits(c));
+            if !left_out.is_empty() {
+                eprintln!(
+                    "w4a16: {} cases above the ISA emulator's budget left out, as a run leaves them",
+                    left_out.len()
+                );
+            }
             let sources = kernel_sources_arg(kernel_sources.as_deref())?;
             let device = match w4a16_harness::device::open_emu(target.target, &sources) {
                 Ok(d) => d,
@@ -818,11 +831,11 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
                 w4a16_reference::data::case_seed(&c.id),
                 w4a16_reference::data::case_seed(&w4a16_reference::data::layer_key(&c.id))
             );
-            if !session::runs_on(c, target) {
+            let budget = CaseBudget::of(target, backend.device_kind(), set.suite(&c.suite));
+            if !budget.admits(c) {
                 eprintln!(
-                    "w4a16: {} is above the emulation budget of {target} (M·N·K > 2^{}); runs there may outlive the hang watchdog",
-                    c.id,
-                    emulation::MAX_CASE_MACS.trailing_zeros()
+                    "w4a16: {} is above {budget} on {target}; it runs here because it was asked for, and may outlive the hang watchdog",
+                    c.id
                 );
             }
             let mut opts = SessionOptions::new(dir, target);
@@ -964,6 +977,7 @@ fn snapshots_of_report(
     mode: SnapshotMode,
     dir: &Path,
     sanitize: Option<SanitizerTool>,
+    set: &CaseSet,
 ) -> Result<ExitCode, String> {
     let text = std::fs::read_to_string(report).map_err(|e| format!("{}: {e}", report.display()))?;
     let expected = "a run's report.json (`target` and `verdicts`)";
@@ -972,13 +986,13 @@ fn snapshots_of_report(
     let target = json["target"]
         .as_str()
         .ok_or_else(|| format!("{}: expected {expected}: no `target`", report.display()))?;
-    if RunTarget::parse(target).is_none() {
+    let Some(run_target) = RunTarget::parse(target) else {
         return Err(format!(
             "{}: target {target:?} is none of {}",
             report.display(),
             RunTarget::known_names().join(", ")
         ));
-    }
+    };
     let verdicts: Vec<Verdict> = serde_json::from_value(json["verdicts"].clone())
         .map_err(|e| format!("{}: expected {expected}: `verdicts`: {e}", report.display()))?;
     if let Some(skip) = verdicts.iter().find(|v| v.outcome == Outcome::Skip) {
@@ -1008,7 +1022,12 @@ fn snapshots_of_report(
             )
         })?),
     };
-    let files = suites.map(|s| SnapshotFile::new(s, target, sanitize).recorded_by(device));
+    let files = suites.map(|s| {
+        let budget = CaseBudget::of(run_target, device, set.suite(s));
+        SnapshotFile::new(s, target, sanitize)
+            .recorded_by(device)
+            .left_out(LeftOut::of(budget, s, set.cases()))
+    });
     let differing = snapshots(dir, mode, files, &verdicts)?;
     if differing.is_empty() {
         println!(

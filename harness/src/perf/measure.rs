@@ -655,6 +655,7 @@ mod tests {
             description: String::new(),
             file: "perf-test.toml".into(),
             allow_unsupported: true,
+            isa_emulator_max_macs: None,
             cases,
         }
     }

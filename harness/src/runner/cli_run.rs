@@ -3,12 +3,13 @@
 //! summary. The binary parses its arguments into [`RunOptions`] and maps the [`RunEnd`] to an
 //! exit code; the orchestration lives here so it can be read and tested beside the runner.
 
+use super::budget::RunBudget;
 use super::execute::ReferenceChoice;
 use super::gpus::{Gpus, GpusError};
 use super::sanitize::{self, SanitizerTool};
 use super::session::{self, Backend, SessionOptions};
 use super::shard::{self, ShardRecord, ShardSpec};
-use super::snapshot::{self, SnapshotFile, SnapshotMode};
+use super::snapshot::{self, LeftOut, SnapshotFile, SnapshotMode};
 use super::{PhaseTimes, Summary, Verdict, execute, global, isolate, report, verdict};
 use crate::cases::{self, Case, CaseSet};
 use crate::config::KernelConfig;
@@ -19,7 +20,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use w4a16_kernels::source::{self, KernelSources};
 use w4a16_kernels::target::Vendor;
-use w4a16_kernels::{RunTarget, Target, emulation, nvrtc};
+use w4a16_kernels::{RunTarget, Target, nvrtc};
 
 /// Everything `w4a16 run` was asked for, typed.
 #[derive(Clone, Debug)]
@@ -195,14 +196,26 @@ pub fn run_with(opts: RunOptions, devices: &dyn DeviceSource) -> Result<RunEnd, 
     // give verdicts that depend on the device a case was dealt to).
     let (ordinals, mut more_devices) =
         bind_devices(&gpus, &backend, target, &sources, devices).map_err(|e| e.to_string())?;
-    let (chosen, over_budget): (Vec<&Case>, Vec<&Case>) = chosen
+    let device_kind = backend.device_kind();
+    let budget = RunBudget::of(target, device_kind, &set);
+    let (chosen, over_budget): (Vec<&Case>, Vec<&Case>) =
+        chosen.into_iter().partition(|c| budget.admits(c));
+    let left_out: std::collections::BTreeMap<String, LeftOut> = set
+        .suite_names()
         .into_iter()
-        .partition(|c| session::runs_on(c, target));
-    let budget_note = (!over_budget.is_empty()).then(|| {
+        .filter_map(|s| {
+            let left = LeftOut::of(budget.of_suite(s), s, over_budget.iter().copied())?;
+            Some((s.to_string(), left))
+        })
+        .collect();
+    let budget_note = (!left_out.is_empty()).then(|| {
+        let per_suite: Vec<String> = left_out
+            .iter()
+            .map(|(s, l)| format!("{s}: {} cases above {}", l.cases.len(), l.budget))
+            .collect();
         format!(
-            "{} cases above the emulation budget (M·N·K > 2^{}) are not run on {target} (native targets run them), e.g. {}",
-            over_budget.len(),
-            emulation::MAX_CASE_MACS.trailing_zeros(),
+            "not run on {target} (its GPU runs them): {}; e.g. {}",
+            per_suite.join("; "),
             over_budget[0].id
         )
     });
@@ -229,10 +242,6 @@ pub fn run_with(opts: RunOptions, devices: &dyn DeviceSource) -> Result<RunEnd, 
     let no_gpu = match &backend {
         Backend::None(skip) => Some(skip.clone()),
         Backend::Device(_) => None,
-    };
-    let device_kind = match &backend {
-        Backend::Device(d) => Some(d.kind()),
-        Backend::None(_) => None,
     };
     let required = crate::require::required_from(std::env::var("W4A16_REQUIRE").ok().as_deref());
     require_backend(&required, device_kind, no_gpu.as_ref())?;
@@ -429,7 +438,9 @@ pub fn run_with(opts: RunOptions, devices: &dyn DeviceSource) -> Result<RunEnd, 
             suites.sort();
             suites.dedup();
             let file = |s: &String| {
-                SnapshotFile::new(s, &target.name(), sanitize_tool).recorded_by(device_kind)
+                SnapshotFile::new(s, &target.name(), sanitize_tool)
+                    .recorded_by(device_kind)
+                    .left_out(left_out.get(s).cloned())
             };
             suites.iter().map(file).collect()
         }
@@ -451,6 +462,7 @@ pub fn run_with(opts: RunOptions, devices: &dyn DeviceSource) -> Result<RunEnd, 
             sanitizer_skips: verdicts.len() - global_checks - case_checks,
         },
         snapshots: snapshot_files.iter().map(SnapshotFile::file_name).collect(),
+        left_out: left_out.clone(),
     });
     write_reports_of(
         &report_dir,

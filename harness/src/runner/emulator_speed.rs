@@ -73,6 +73,24 @@ impl fmt::Display for EmulatorSpeed {
             self.work.wave_instructions as f64 / 1e9,
             self.work.seconds,
             self.wave_instructions_per_s() / 1e6
-        )
+        )?;
+        let mut kernels: Vec<_> = self.work.per_kernel.iter().collect();
+        kernels.sort_by(|a, b| b.1.seconds.total_cmp(&a.1.seconds));
+        writeln!(
+            f,
+            "  {:<44} {:>8} {:>10} {:>9} {:>6}",
+            "kernel", "launches", "G w-inst", "seconds", "share"
+        )?;
+        for (name, k) in kernels {
+            writeln!(
+                f,
+                "  {name:<44} {:>8} {:>10.3} {:>9.1} {:>5.1}%",
+                k.launches,
+                k.wave_instructions as f64 / 1e9,
+                k.seconds,
+                100.0 * k.seconds / self.work.seconds.max(f64::MIN_POSITIVE)
+            )?;
+        }
+        Ok(())
     }
 }

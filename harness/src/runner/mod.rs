@@ -2,6 +2,7 @@
 //! launch → reference and bound → verdict → snapshot/report. Each arrow is a module boundary.
 
 pub mod artifact;
+pub mod budget;
 pub mod check;
 pub mod cli_run;
 pub mod cpu_side;

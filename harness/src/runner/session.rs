@@ -74,6 +74,16 @@ pub enum Backend {
     None(Skip),
 }
 
+impl Backend {
+    /// What the opened device is; `None` when none opened.
+    pub fn device_kind(&self) -> Option<device::DeviceKind> {
+        match self {
+            Backend::Device(d) => Some(d.kind()),
+            Backend::None(_) => None,
+        }
+    }
+}
+
 /// Set once to end a run early (`w4a16 run --fail-fast`): cases not yet started are not run,
 /// and isolated workers are ended. Clones share the flag.
 #[derive(Clone, Debug, Default)]
@@ -164,16 +174,6 @@ pub fn run_in_process_on(
     }
     in_case_order(&mut out.verdicts, cases.iter().map(|c| c.id.as_str()));
     Ok(out)
-}
-
-/// Whether `case` runs on `target`: every case does, except that an emulated target leaves out
-/// cases above the emulation budget ([`w4a16_kernels::emulation::MAX_CASE_MACS`]); callers
-/// report those loudly, and the snapshot of an emulated target lists exactly the rest.
-pub fn runs_on(case: &Case, target: RunTarget) -> bool {
-    // A MoE case's GEMM has one row per routed slot (T·top_k).
-    let rows = case.moe.map_or(case.m, |r| r.slots(case.m));
-    !target.is_emulated()
-        || w4a16_kernels::emulation::within_budget(rows, case.shape.n, case.shape.k)
 }
 
 /// Options shared by every case of a session.

@@ -22,7 +22,7 @@
 use super::execute::ReferenceChoice;
 use super::report::Timing;
 use super::session;
-use super::snapshot::{self, SnapshotFile, SnapshotRow};
+use super::snapshot::{self, LeftOut, SnapshotFile, SnapshotRow};
 use super::{PhaseTimes, Verdict};
 use crate::cases::Case;
 use crate::device::DeviceKind;
@@ -163,6 +163,10 @@ pub struct ShardRecord {
     /// The verdict snapshot files this shard wrote its rows of (under `snapshots/` beside the
     /// report), the same list in every shard; empty when the run recorded none.
     pub snapshots: Vec<String>,
+    /// Per suite, the chosen cases above the device's budget that no shard runs (the same in
+    /// every shard): the merged snapshots keep their committed rows and say so.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub left_out: BTreeMap<String, LeftOut>,
 }
 
 /// Where a shard writes the rows of each snapshot file: `<report dir>/snapshots/`.
@@ -537,7 +541,8 @@ pub fn merge(dirs: &[PathBuf], artifacts: &Path) -> Result<Merged, MergeError> {
             })?;
             rows.extend(snapshot::parse_rows(&text));
         }
-        snapshots.push((key.recorded_by(first.device), rows));
+        let left_out = first_rec.left_out.get(&key.suite).cloned();
+        snapshots.push((key.recorded_by(first.device).left_out(left_out), rows));
     }
     let reference = match first.reference.as_deref() {
         None => None,

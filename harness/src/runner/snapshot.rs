@@ -4,13 +4,14 @@
 //! The CLI renders, compares and writes them itself ([`compare_and_write`]) in insta's file
 //! format, so `cargo insta review` still accepts its `.snap.new` files and an unchanged run
 //! leaves the committed files byte-identical; a difference is a value ([`SnapshotDiff`]), never
-//! a panic. Tests record them through insta ([`assert_verdicts`]). This module also reads
+//! a panic. Tests record them through insta ([`assert_verdicts_of`]). This module also reads
 //! committed ones back so a machine without the target's GPU can check they are current.
 
+use super::budget::CaseBudget;
 use super::sanitize::SanitizerTool;
 use super::verdict::Verdict;
 use crate::device::DeviceKind;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -45,6 +46,56 @@ pub struct SnapshotFile {
     pub target: String,
     pub sanitize: Option<SanitizerTool>,
     pub recorded_by: Option<DeviceKind>,
+    /// The suite's cases a budgeted run did not run (named in the header; their rows are kept).
+    pub left_out: Option<LeftOut>,
+}
+
+/// The cases of a suite above a budgeted run's [`CaseBudget`] (the ISA emulator's, the CUDA
+/// emulation's). The run cannot judge them, so its snapshot keeps whatever rows an earlier
+/// recording (the target's GPU) holds for them, and says in its header how many it left out:
+/// the emulator checks and records the rows it runs, a GPU every row.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LeftOut {
+    pub budget: CaseBudget,
+    pub cases: BTreeSet<String>,
+}
+
+impl LeftOut {
+    /// The cases of `suite` that `budget` leaves out; `None` when it runs them all.
+    pub fn of<'c>(
+        budget: CaseBudget,
+        suite: &str,
+        cases: impl IntoIterator<Item = &'c crate::cases::Case>,
+    ) -> Option<LeftOut> {
+        let cases: BTreeSet<String> = cases
+            .into_iter()
+            .filter(|c| c.suite == suite && !budget.admits(c))
+            .map(|c| c.id.clone())
+            .collect();
+        (!cases.is_empty()).then_some(LeftOut { budget, cases })
+    }
+
+    /// The header's clause: `N cases above <budget> not run`.
+    fn clause(&self) -> String {
+        format!("{} cases above {} not run", self.cases.len(), self.budget)
+    }
+}
+
+/// How many cases a snapshot's header says its recording left out (`None`: it ran them all).
+pub fn left_out_in(text: &str) -> Option<usize> {
+    let description = header_description(text)?;
+    let (_, clause) = description.rsplit_once("; ")?;
+    let (count, rest) = clause.split_once(" cases above ")?;
+    rest.ends_with(" not run").then(|| count.parse().ok())?
+}
+
+/// The `description:` of a snapshot's header, unquoted as written.
+fn header_description(text: &str) -> Option<&str> {
+    text.split_once("\n---\n")?
+        .0
+        .lines()
+        .find_map(|l| l.strip_prefix("description: "))
+        .map(|d| d.trim_matches('"'))
 }
 
 impl SnapshotFile {
@@ -54,7 +105,13 @@ impl SnapshotFile {
             target: target.to_string(),
             sanitize,
             recorded_by: None,
+            left_out: None,
         }
+    }
+
+    /// The same key, its header naming the cases a budgeted run left out.
+    pub fn left_out(self, left_out: Option<LeftOut>) -> Self {
+        SnapshotFile { left_out, ..self }
     }
 
     /// The same key, its header naming what ran it.
@@ -81,11 +138,27 @@ impl SnapshotFile {
 
     /// The header's `description:`.
     pub fn description(&self) -> String {
-        let base = description(&self.suite, &self.target, self.sanitize);
-        match self.recorded_by {
-            Some(device) => format!("{base}; recorded by {}", device.recorded_by()),
-            None => base,
+        let mut text = description(&self.suite, &self.target, self.sanitize);
+        if let Some(device) = self.recorded_by {
+            text.push_str(&format!("; recorded by {}", device.recorded_by()));
         }
+        if let Some(left_out) = &self.left_out {
+            text.push_str(&format!("; {}", left_out.clause()));
+        }
+        text
+    }
+
+    /// The body this file holds after a run of `verdicts`: their rows, plus the rows `committed`
+    /// (the file's text before the run) holds for the cases this run left out.
+    pub fn body_after(&self, committed: Option<&str>, verdicts: &[Verdict]) -> String {
+        let kept = match (&self.left_out, committed) {
+            (Some(left_out), Some(text)) => parse_rows(text)
+                .into_iter()
+                .filter(|r| left_out.cases.contains(&r.case_id))
+                .collect(),
+            _ => Vec::new(),
+        };
+        render_rows(verdicts.iter().map(SnapshotRow::from).chain(kept))
     }
 }
 
@@ -100,10 +173,7 @@ fn description(suite: &str, target: &str, sanitize: Option<SanitizerTool>) -> St
 
 /// What ran a snapshot, as its header names it (`None` for headers that name nothing).
 pub fn recorded_by_in(text: &str) -> Option<DeviceKind> {
-    let header = text.split_once("\n---\n")?.0;
-    let description = header
-        .lines()
-        .find_map(|l| l.strip_prefix("description: "))?;
+    let description = header_description(text)?;
     DeviceKind::ALL
         .into_iter()
         .find(|k| description.contains(&format!("; recorded by {}", k.recorded_by())))
@@ -207,17 +277,9 @@ fn yaml_scalar(s: &str) -> String {
     out
 }
 
-/// Compare (or, under `INSTA_UPDATE`, record) the verdict snapshot of `suite` on `target`, run
-/// by `device` (named in the header). Test-time only: a difference panics, as insta's
-/// assertions do.
-pub fn assert_verdicts(suite: &str, target: &str, device: DeviceKind, verdicts: &[Verdict]) {
-    assert_verdicts_of(
-        SnapshotFile::new(suite, target, None).recorded_by(Some(device)),
-        verdicts,
-    )
-}
-
-/// As [`assert_verdicts`], for any snapshot key (a sanitizer run's included).
+/// Compare (or, under `INSTA_UPDATE`, record) the verdict snapshot `file` of a run's
+/// `verdicts`, its header naming what ran it and what it left out. Test-time only: a difference
+/// panics, as insta's assertions do.
 pub fn assert_verdicts_of(file: SnapshotFile, verdicts: &[Verdict]) {
     let (suite, target, sanitize) = (&file.suite, &file.target, file.sanitize);
     let mut settings = insta::Settings::clone_current();
@@ -226,8 +288,19 @@ pub fn assert_verdicts_of(file: SnapshotFile, verdicts: &[Verdict]) {
     settings.set_snapshot_suffix(target);
     settings.set_omit_expression(true);
     settings.set_description(file.description());
-    let text = render(verdicts);
+    let committed = std::fs::read_to_string(tests_snapshot_dir().join(file.file_name())).ok();
+    let text = file.body_after(committed.as_deref(), verdicts);
     settings.bind(|| insta::assert_snapshot!(snapshot_name_of(suite, sanitize), text));
+}
+
+/// The folder insta reads [`assert_verdicts_of`]'s snapshots from: [`SNAPSHOT_DIR_FROM_HERE`]
+/// beside this file in the workspace (`INSTA_WORKSPACE_ROOT` when set, as insta reads it).
+fn tests_snapshot_dir() -> PathBuf {
+    let root = std::env::var_os("INSTA_WORKSPACE_ROOT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".."));
+    let here = Path::new(file!()).parent().unwrap_or(Path::new(""));
+    root.join(here).join(SNAPSHOT_DIR_FROM_HERE)
 }
 
 /// The committed snapshot file for a suite and target.
@@ -556,13 +629,17 @@ pub fn compare_and_write(
 ) -> Result<SnapshotReport, SnapshotError> {
     let path = dir.join(file.file_name());
     let pending = dir.join(format!("{}.new", file.file_name()));
-    let body = render(verdicts);
-    let status = match std::fs::read_to_string(&path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => SnapshotStatus::New {
+    let committed = match std::fs::read_to_string(&path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(source) => return Err(SnapshotError::Read { path, source }),
+        Ok(text) => Some(text),
+    };
+    let body = file.body_after(committed.as_deref(), verdicts);
+    let status = match committed {
+        None => SnapshotStatus::New {
             rows: body.lines().count(),
         },
-        Err(source) => return Err(SnapshotError::Read { path, source }),
-        Ok(text) => {
+        Some(text) => {
             let old =
                 parse_file_strict(&text).map_err(|(line, text)| SnapshotError::Malformed {
                     path: path.clone(),
@@ -630,6 +707,7 @@ mod tests {
                 target: "sm_90".into(),
                 sanitize: Some(SanitizerTool::Racecheck),
                 recorded_by: None,
+                left_out: None,
             })
         );
         assert_eq!(
@@ -639,6 +717,7 @@ mod tests {
                 target: "sm_90".into(),
                 sanitize: None,
                 recorded_by: None,
+                left_out: None,
             })
         );
         assert_eq!(
@@ -703,10 +782,72 @@ mod cli_tests {
         ]
     }
 
+    /// A budgeted run (the ISA emulator) judges only the cases it runs: the rows a GPU
+    /// recorded for the cases above its budget are compared as they stand and written back
+    /// unchanged, a changed verdict of a case it ran still differs, and its header says how many
+    /// cases it left out.
+    #[test]
+    fn a_budgeted_run_keeps_the_rows_of_the_cases_it_left_out() {
+        let dir = scratch();
+        let all = verdicts();
+        let gpu = SnapshotFile::new("s", "gfx1151", None).recorded_by(Some(DeviceKind::Rocm));
+        let path = dir.path().join(gpu.file_name());
+        std::fs::write(&path, render_file(&gpu, &render(&all))).unwrap();
+        let left_out = LeftOut {
+            budget: CaseBudget::Macs {
+                max: 1 << 22,
+                by: crate::runner::budget::Interpreter::IsaEmulator,
+            },
+            cases: BTreeSet::from(["s/c/M=1".to_string()]),
+        };
+        let emu = SnapshotFile::new("s", "gfx1151", None)
+            .recorded_by(Some(DeviceKind::Emulator))
+            .left_out(Some(left_out));
+        let ran: Vec<Verdict> = all
+            .iter()
+            .filter(|v| v.case_id != "s/c/M=1")
+            .cloned()
+            .collect();
+        let same = compare_and_write(dir.path(), emu.clone(), &ran, SnapshotMode::Check).unwrap();
+        assert!(!same.differs(), "{same}");
+        let mut changed = ran.clone();
+        changed[0].outcome = Outcome::Fail;
+        let diff =
+            compare_and_write(dir.path(), emu.clone(), &changed, SnapshotMode::Check).unwrap();
+        let SnapshotStatus::Changed(d) = &diff.status else {
+            panic!("expected a change, got {diff}");
+        };
+        assert_eq!(d.verdict_changes.len(), 1);
+        assert!(d.removed.is_empty() && d.added.is_empty(), "{diff}");
+        // Recorded by the emulator over the GPU's file: the left-out case's rows stay.
+        compare_and_write(dir.path(), emu.clone(), &changed, SnapshotMode::Update).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(
+            parse_rows(&text)
+                .iter()
+                .filter(|r| r.case_id == "s/c/M=1")
+                .count(),
+            2
+        );
+        assert_eq!(left_out_in(&text), Some(1));
+        assert_eq!(recorded_by_in(&text), Some(DeviceKind::Emulator));
+        // Recorded into an empty folder: only the rows it ran.
+        let empty = scratch();
+        compare_and_write(empty.path(), emu.clone(), &ran, SnapshotMode::Update).unwrap();
+        let text = std::fs::read_to_string(empty.path().join(emu.file_name())).unwrap();
+        assert!(!text.contains("s/c/M=1"), "{text}");
+        assert!(
+            text.contains("; 1 cases above the ISA emulator's budget of 2^22 MACs (M·N·K) not run"),
+            "{text}"
+        );
+        assert_eq!(left_out_in(&render_file(&gpu, "")), None);
+    }
+
     /// Every committed verdict snapshot, parsed back into rows and rendered again, is the
     /// committed file byte for byte: an unchanged run leaves the files as they are.
     #[test]
     fn rendering_a_committed_snapshot_reproduces_it_byte_for_byte() {
+        let set = crate::cases::load_all(&crate::cases::locate(None).unwrap()).unwrap();
         let mut files = 0;
         for entry in std::fs::read_dir(committed_dir()).unwrap() {
             let path = entry.unwrap().path();
@@ -716,7 +857,11 @@ mod cli_tests {
             };
             let text = std::fs::read_to_string(&path).unwrap();
             let rows = parse_file_strict(&text).unwrap_or_else(|e| panic!("{name}: {e:?}"));
-            let key = key.recorded_by(recorded_by_in(&text));
+            let recorded_by = recorded_by_in(&text);
+            let target = w4a16_kernels::RunTarget::parse(&key.target).unwrap();
+            let budget = CaseBudget::of(target, recorded_by, set.suite(&key.suite));
+            let left_out = LeftOut::of(budget, &key.suite, set.cases());
+            let key = key.recorded_by(recorded_by).left_out(left_out);
             assert_eq!(render_file(&key, &render_rows(rows)), text, "{name}");
             files += 1;
         }
