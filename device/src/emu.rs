@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use w4a16_emu::dispatch::{self, Dims, Limits};
+use w4a16_emu::dispatch::{self, Dims, Limits, Schedule};
 use w4a16_emu::memory::GlobalMemory;
 use w4a16_emu::program::{KernelMeta, Program};
 use w4a16_kernels::decl::LaunchGeometry;
@@ -270,11 +270,25 @@ impl Backend for EmuDevice {
             block: geometry.block,
             dynamic_lds: geometry.shared_mem_bytes,
         };
+        // Each entry's launches alternate between two schedules, so a launch repeated at once
+        // (the harness's determinism check) runs under the other one: a result that depends on
+        // the order of workgroups or waves shows as a difference, as it would on hardware.
+        let launched = lock(&self.work)
+            .per_kernel
+            .get(entry)
+            .map_or(0, |w| w.launches);
+        let limits = Limits {
+            schedule: match launched % 2 {
+                0 => Schedule::IN_ORDER,
+                _ => Schedule::INTERLEAVED,
+            },
+            ..self.limits
+        };
         let started = Instant::now();
         let mut memory = lock(&self.memory);
         let at = w4a16_emu::kernarg::place(&mut memory, k, &args.bytes, &dims)
             .map_err(|e| refused("kernel arguments", e.to_string()))?;
-        let run = dispatch::launch(k, &dims, at, &mut memory, &self.limits);
+        let run = dispatch::launch(k, &dims, at, &mut memory, &limits);
         memory.free(at);
         drop(memory);
         let stats = run.map_err(machine_fault)?;

@@ -1,9 +1,10 @@
-//! Runs a kernel over a grid: each workgroup in turn (x fastest, then y, then z), its waves
-//! round-robin on the host, with the initial register state of the AMDHSA ABI (LLVM
-//! AMDGPUUsage, "Initial Kernel Execution State") and the workgroup's LDS and barrier.
+//! Runs a kernel over a grid: each workgroup in turn, its waves round-robin on the host, with
+//! the initial register state of the AMDHSA ABI (LLVM AMDGPUUsage, "Initial Kernel Execution
+//! State") and the workgroup's LDS and barrier.
 //!
-//! The schedule is deterministic: a wave runs until it ends, waits at a barrier or has run
-//! [`QUANTUM`] instructions, then the next wave runs. Barriers follow gfx12's split form (a
+//! The schedule is deterministic and chosen per launch ([`Schedule`]): the workgroup order, and
+//! how many instructions a wave runs (unless it ends or waits at a barrier) before the next
+//! wave runs. Barriers follow gfx12's split form (a
 //! signal, then a wait that passes once every wave still running has signalled); gfx11's
 //! `s_barrier` is both at once. Waves that ended do not hold a barrier up, as on hardware.
 
@@ -24,19 +25,46 @@ pub struct Dims {
     pub dynamic_lds: u32,
 }
 
-/// Bounds on a launch.
+/// Bounds on a launch, and the schedule it runs under.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
     /// A wave that executes more instructions than this is a hang.
     pub max_instructions_per_wave: u64,
+    pub schedule: Schedule,
 }
 
 impl Default for Limits {
     fn default() -> Limits {
         Limits {
             max_instructions_per_wave: 50_000_000,
+            schedule: Schedule::IN_ORDER,
         }
     }
+}
+
+/// The order a launch's work runs in. Hardware runs workgroups in any order and interleaves a
+/// workgroup's waves at will, so a correct kernel's results depend on neither; running a kernel
+/// again under another schedule (the harness's determinism check does) shows a result that does:
+/// a missing barrier, a workgroup reading what another writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Schedule {
+    /// Workgroups from the last to the first, and each workgroup's waves from its last.
+    pub reversed: bool,
+    /// Instructions a wave runs before the next wave of its workgroup gets its turn.
+    pub quantum: u64,
+}
+
+impl Schedule {
+    /// Workgroups x fastest, then y, then z; waves in order, [`QUANTUM`] instructions a turn.
+    pub const IN_ORDER: Schedule = Schedule {
+        reversed: false,
+        quantum: QUANTUM,
+    };
+    /// Workgroups and waves last to first, switching waves every few instructions.
+    pub const INTERLEAVED: Schedule = Schedule {
+        reversed: true,
+        quantum: 3,
+    };
 }
 
 /// What a launch did (for the wave-instructions-per-second figure).
@@ -310,20 +338,16 @@ pub fn launch(
         .map_err(at_launch)
         .and_then(|layout| {
             let mut stats = LaunchStats::default();
-            for z in 0..dims.grid[2] {
-                for y in 0..dims.grid[1] {
-                    for x in 0..dims.grid[0] {
-                        run_workgroup(
-                            kernel,
-                            &layout,
-                            dims,
-                            [x, y, z],
-                            global,
-                            limits,
-                            &mut stats,
-                        )?;
-                    }
-                }
+            let [gx, gy, gz] = dims.grid.map(u64::from);
+            let count = gx * gy * gz;
+            for i in 0..count {
+                let i = if limits.schedule.reversed {
+                    count - 1 - i
+                } else {
+                    i
+                };
+                let wg = [i % gx, i / gx % gy, i / (gx * gy)].map(|d| d as u32);
+                run_workgroup(kernel, &layout, dims, wg, global, limits, &mut stats)?;
             }
             Ok(stats)
         });
@@ -356,7 +380,12 @@ fn run_workgroup(
     let mut completed = 0u64;
     loop {
         let mut ran = false;
-        for w in 0..waves.len() {
+        for turn in 0..waves.len() {
+            let w = if limits.schedule.reversed {
+                waves.len() - 1 - turn
+            } else {
+                turn
+            };
             let wave = &mut waves[w];
             match wave.state {
                 WaveState::Done => continue,
@@ -421,7 +450,8 @@ fn run_workgroup(
 /// Where a fault happened: instruction address, its text, and what.
 type Stop = (u64, String, FaultKind);
 
-/// Runs `wave` for up to [`QUANTUM`] instructions, until it ends or waits at a barrier.
+/// Runs `wave` for up to the schedule's quantum of instructions, until it ends or waits at a
+/// barrier.
 fn run_quantum(
     kernel: &Kernel,
     wave: &mut Wave,
@@ -429,7 +459,7 @@ fn run_quantum(
     ctx: &mut Ctx<'_>,
     limits: &Limits,
 ) -> Result<(), Stop> {
-    for _ in 0..QUANTUM {
+    for _ in 0..limits.schedule.quantum.max(1) {
         let pc = wave.pc;
         let inst = fetch(kernel, pc)?;
         let stop = |kind| (pc, inst.to_string(), kind);

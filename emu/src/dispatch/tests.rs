@@ -55,6 +55,16 @@ fn kernel(generation: Gen, lines: &[&str], rsrc2: u32, lds: u32) -> Kernel {
 
 /// Launches `k` with one pointer argument to a fresh `len`-byte allocation `out`.
 fn run(k: &Kernel, dims: Dims, len: usize) -> (Result<LaunchStats, Fault>, GlobalMemory, u64) {
+    run_under(k, dims, len, Schedule::IN_ORDER)
+}
+
+/// As [`run`], under `schedule`.
+fn run_under(
+    k: &Kernel,
+    dims: Dims,
+    len: usize,
+    schedule: Schedule,
+) -> (Result<LaunchStats, Fault>, GlobalMemory, u64) {
     let mut g = GlobalMemory::default();
     let out = g.alloc(len, "out");
     let mut args = out.to_le_bytes().to_vec();
@@ -62,6 +72,7 @@ fn run(k: &Kernel, dims: Dims, len: usize) -> (Result<LaunchStats, Fault>, Globa
     let ka = kernarg::place(&mut g, k, &args, &dims).unwrap();
     let limits = Limits {
         max_instructions_per_wave: 1000,
+        schedule,
     };
     (launch(k, &dims, ka, &mut g, &limits), g, out)
 }
@@ -200,6 +211,10 @@ fn the_dispatch_pointer_points_at_a_dispatch_packet() {
 }
 
 fn exchange(generation: Gen, barrier: &[&str]) -> (GlobalMemory, u64) {
+    exchange_under(generation, barrier, Schedule::IN_ORDER)
+}
+
+fn exchange_under(generation: Gen, barrier: &[&str], schedule: Schedule) -> (GlobalMemory, u64) {
     let (kwait, dswait) = match generation {
         Gen::Gfx11 => ("s_waitcnt lgkmcnt(0)", "s_waitcnt lgkmcnt(0)"),
         Gen::Gfx12 => ("s_wait_kmcnt 0x0", "s_wait_dscnt 0x0"),
@@ -220,9 +235,66 @@ fn exchange(generation: Gen, barrier: &[&str]) -> (GlobalMemory, u64) {
         "s_endpgm",
     ]);
     let k = kernel(generation, &lines, rsrc2(2, 2), 96 << 10);
-    let (r, g, out) = run(&k, dims([1, 1, 1], [1, 64, 1]), 64 << 10);
+    let (r, g, out) = run_under(&k, dims([1, 1, 1], [1, 64, 1]), 64 << 10, schedule);
     r.unwrap();
     (g, out)
+}
+
+/// The two schedules agree on a kernel whose waves meet at a barrier, and disagree on the same
+/// kernel without it: the second schedule runs the storing wave first. The harness reruns each
+/// kernel under the other schedule (its determinism check), so a missing barrier fails there.
+#[test]
+fn a_missing_barrier_shows_as_a_difference_between_schedules() {
+    let words = |g: &GlobalMemory, out: u64| -> Vec<u32> {
+        (0..64u32)
+            .map(|y| word(g, out + (y << 10) as u64))
+            .collect()
+    };
+    for (generation, barrier) in [
+        (Gen::Gfx11, &["s_barrier"][..]),
+        (
+            Gen::Gfx12,
+            &["s_barrier_signal -1", "s_barrier_wait 0xffff"][..],
+        ),
+    ] {
+        let (a, at) = exchange_under(generation, barrier, Schedule::IN_ORDER);
+        let (b, bt) = exchange_under(generation, barrier, Schedule::INTERLEAVED);
+        assert_eq!(words(&a, at), words(&b, bt), "{generation:?}");
+        let (a, at) = exchange_under(generation, &[], Schedule::IN_ORDER);
+        let (b, bt) = exchange_under(generation, &[], Schedule::INTERLEAVED);
+        assert_eq!(word(&a, at), POISON, "{generation:?}");
+        assert_eq!(
+            word(&b, bt),
+            32 << 10,
+            "{generation:?}: wave 1 stored first"
+        );
+    }
+}
+
+/// Workgroups that all store to one word leave the last one's id under each schedule: the
+/// order is reversed, and every workgroup still runs once.
+#[test]
+fn the_interleaved_schedule_runs_the_workgroups_last_to_first() {
+    let k = kernel(
+        Gen::Gfx11,
+        &[
+            "s_load_b64 s[4:5], s[0:1], 0x0",
+            "s_waitcnt lgkmcnt(0)",
+            "v_mov_b32_e32 v1, s2",
+            "v_mov_b32_e32 v2, 0",
+            "global_store_b32 v2, v1, s[4:5]",
+            "s_endpgm",
+        ],
+        rsrc2(2, 1),
+        0,
+    );
+    let grid = dims([5, 1, 1], [32, 1, 1]);
+    let (a, g, out) = run_under(&k, grid, 4, Schedule::IN_ORDER);
+    assert_eq!(a.unwrap().workgroups, 5);
+    assert_eq!(word(&g, out), 4);
+    let (b, g, out) = run_under(&k, grid, 4, Schedule::INTERLEAVED);
+    assert_eq!(b.unwrap().workgroups, 5);
+    assert_eq!(word(&g, out), 0);
 }
 
 #[test]
