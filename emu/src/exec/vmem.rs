@@ -10,7 +10,7 @@ use super::operand::{row, row_at, row64, scalar64};
 use super::{Ctx, Flow, arg, unknown};
 use crate::fault::FaultKind;
 use crate::inst::{Inst, Op, Operand};
-use crate::memory::SHARED_APERTURE;
+use crate::memory::{GlobalMemory, SHARED_APERTURE};
 use crate::wave::{Counter, LANES, Landing, PendingOp, VRow, Wave};
 
 pub fn exec(wave: &mut Wave, inst: &Inst, ctx: &mut Ctx<'_>) -> Result<Flow, FaultKind> {
@@ -87,21 +87,8 @@ fn load(
     let addrs = addresses(wave, inst, 1, 2)?;
     let exec = wave.exec();
     let mut values: Vec<VRow> = vec![[0; LANES]; dwords];
-    for (lane, &address) in addrs.iter().enumerate() {
-        if exec >> lane & 1 == 0 {
-            continue;
-        }
-        // Narrow loads zero-extend into the full register.
-        let mut buf = [0u8; 16];
-        let data = &mut buf[..bytes];
-        match (access, lds_offset(address)) {
-            (Access::Flat, Some(o)) => ctx.lds.read(o, data, lane as u8)?,
-            _ => ctx.global.read(address, data, lane as u8)?,
-        }
-        for (k, row) in values.iter_mut().enumerate() {
-            row[lane] =
-                u32::from_le_bytes([buf[4 * k], buf[4 * k + 1], buf[4 * k + 2], buf[4 * k + 3]]);
-        }
+    if !read_one_allocation(ctx.global, access, &addrs, exec, bytes, &mut values) {
+        read_per_lane(ctx, access, &addrs, exec, bytes, &mut values)?;
     }
     wave.issue(PendingOp {
         counter: Counter::Load,
@@ -124,30 +111,95 @@ fn load(
     Ok(Flow::Next)
 }
 
+/// The usual load: every active lane inside the global allocation the first active lane reads
+/// (a wave reads one tensor), checked with integer compares and copied straight into the rows.
+/// Returns false when some lane is elsewhere (another allocation, LDS, out of bounds): then
+/// [`read_per_lane`] reads again from scratch and reports the fault, so faults stay per lane.
+fn read_one_allocation(
+    global: &GlobalMemory,
+    access: Access,
+    addrs: &[u64; LANES],
+    exec: u32,
+    bytes: usize,
+    values: &mut [VRow],
+) -> bool {
+    let first = exec.trailing_zeros() as usize;
+    let Some(allocation) = addrs.get(first).and_then(|&a| global.holding(a, bytes)) else {
+        return exec == 0;
+    };
+    for (lane, &address) in addrs.iter().enumerate() {
+        if exec >> lane & 1 == 0 {
+            continue;
+        }
+        if access == Access::Flat && lds_offset(address).is_some() {
+            return false;
+        }
+        let Some(off) = allocation.offset_of(address, bytes) else {
+            return false;
+        };
+        let data = &allocation.bytes[off..off + bytes];
+        for (row, chunk) in values.iter_mut().zip(data.chunks(4)) {
+            row[lane] = le_word(chunk);
+        }
+    }
+    true
+}
+
+/// Up to four little-endian bytes as a word, zero-extended (narrow loads).
+fn le_word(chunk: &[u8]) -> u32 {
+    let mut w = [0u8; 4];
+    w[..chunk.len()].copy_from_slice(chunk);
+    u32::from_le_bytes(w)
+}
+
+/// A load lane by lane: each active lane's bytes from LDS (a flat address in the shared
+/// aperture) or global memory, bounds-checked on their own so a fault names the lane.
+fn read_per_lane(
+    ctx: &mut Ctx<'_>,
+    access: Access,
+    addrs: &[u64; LANES],
+    exec: u32,
+    bytes: usize,
+    values: &mut [VRow],
+) -> Result<(), FaultKind> {
+    for (lane, &address) in addrs.iter().enumerate() {
+        if exec >> lane & 1 == 0 {
+            continue;
+        }
+        // Narrow loads zero-extend into the full register.
+        let mut buf = [0u8; 16];
+        let data = &mut buf[..bytes];
+        match (access, lds_offset(address)) {
+            (Access::Flat, Some(o)) => ctx.lds.read(o, data, lane as u8)?,
+            _ => ctx.global.read(address, data, lane as u8)?,
+        }
+        for (k, row) in values.iter_mut().enumerate() {
+            row[lane] =
+                u32::from_le_bytes([buf[4 * k], buf[4 * k + 1], buf[4 * k + 2], buf[4 * k + 3]]);
+        }
+    }
+    Ok(())
+}
+
 fn store(wave: &mut Wave, inst: &Inst, ctx: &mut Ctx<'_>, bytes: usize) -> Result<Flow, FaultKind> {
     let dwords = bytes.div_ceil(4);
     let data_op = arg(inst, 1)?;
-    let data: Vec<VRow> = match *data_op {
-        Operand::Vgpr { count, .. } if count as usize == dwords => (0..dwords)
-            .map(|k| row_at(wave, data_op, k))
-            .collect::<Result<_, _>>()?,
+    let mut rows = [[0u32; LANES]; 4];
+    let data = match *data_op {
+        Operand::Vgpr { count, .. } if count as usize == dwords => &mut rows[..dwords],
         ref other => {
             return Err(FaultKind::Unsupported {
                 what: format!("`{}` data {other:?}", inst.mnemonic()),
             });
         }
     };
+    for (k, row) in data.iter_mut().enumerate() {
+        *row = row_at(wave, data_op, k)?;
+    }
     let addrs = addresses(wave, inst, 0, 2)?;
     let exec = wave.exec();
-    for (lane, &address) in addrs.iter().enumerate() {
-        if exec >> lane & 1 == 0 {
-            continue;
-        }
-        let mut buf = [0u8; 16];
-        for (k, row) in data.iter().enumerate() {
-            buf[4 * k..4 * k + 4].copy_from_slice(&row[lane].to_le_bytes());
-        }
-        ctx.global.write(address, &buf[..bytes], lane as u8)?;
+    if !write_one_allocation(ctx.global, &addrs, exec, bytes, data) {
+        write_per_lane(ctx.global, &addrs, exec, bytes, data)?;
     }
     wave.issue(PendingOp {
         counter: Counter::Store,
@@ -156,6 +208,66 @@ fn store(wave: &mut Wave, inst: &Inst, ctx: &mut Ctx<'_>, bytes: usize) -> Resul
         issued_at: inst.addr,
     });
     Ok(Flow::Next)
+}
+
+/// The usual store: every active lane inside the allocation the first active lane writes,
+/// checked before any byte is written. Returns false, having written nothing, when some lane is
+/// elsewhere; [`write_per_lane`] then stores lane by lane and reports the fault.
+fn write_one_allocation(
+    global: &mut GlobalMemory,
+    addrs: &[u64; LANES],
+    exec: u32,
+    bytes: usize,
+    data: &[VRow],
+) -> bool {
+    let first = exec.trailing_zeros() as usize;
+    let Some(allocation) = addrs
+        .get(first)
+        .and_then(|&a| global.holding_mut(a, bytes))
+    else {
+        return exec == 0;
+    };
+    let mut offsets = [0usize; LANES];
+    for (lane, &address) in addrs.iter().enumerate() {
+        if exec >> lane & 1 == 1 {
+            match allocation.offset_of(address, bytes) {
+                Some(off) => offsets[lane] = off,
+                None => return false,
+            }
+        }
+    }
+    // Lane order, as the per-lane path: of two lanes writing one byte, the higher wins.
+    for (lane, &off) in offsets.iter().enumerate() {
+        if exec >> lane & 1 == 1 {
+            let out = &mut allocation.bytes[off..off + bytes];
+            for (row, chunk) in data.iter().zip(out.chunks_mut(4)) {
+                chunk.copy_from_slice(&row[lane].to_le_bytes()[..chunk.len()]);
+            }
+        }
+    }
+    true
+}
+
+/// A store lane by lane, each bounds-checked on its own so a fault names the lane (the lanes
+/// before it have written, as on hardware).
+fn write_per_lane(
+    global: &mut GlobalMemory,
+    addrs: &[u64; LANES],
+    exec: u32,
+    bytes: usize,
+    data: &[VRow],
+) -> Result<(), FaultKind> {
+    for (lane, &address) in addrs.iter().enumerate() {
+        if exec >> lane & 1 == 0 {
+            continue;
+        }
+        let mut buf = [0u8; 16];
+        for (k, row) in data.iter().enumerate() {
+            buf[4 * k..4 * k + 4].copy_from_slice(&row[lane].to_le_bytes());
+        }
+        global.write(address, &buf[..bytes], lane as u8)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
