@@ -76,7 +76,8 @@ impl GlobalMemory {
 
     /// [`GlobalMemory::holding`], writable.
     pub fn holding_mut(&mut self, address: u64, len: usize) -> Option<&mut Allocation> {
-        self.locate(address, len).map(|(i, _)| &mut self.allocations[i])
+        self.locate(address, len)
+            .map(|(i, _)| &mut self.allocations[i])
     }
 
     fn locate(&self, address: u64, len: usize) -> Option<(usize, usize)> {

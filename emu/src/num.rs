@@ -12,6 +12,8 @@
 
 use half::f16;
 
+pub mod fused;
+
 /// Bits of the default quiet NaN.
 pub const F32_QNAN: u32 = 0x7FC0_0000;
 

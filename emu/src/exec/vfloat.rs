@@ -26,7 +26,8 @@ pub fn exec(wave: &mut Wave, inst: &Inst, _ctx: &mut Ctx<'_>) -> Result<Flow, Fa
                 src32(wave, inst, 2)?,
                 src32(wave, inst, 3)?,
             );
-            write32(wave, inst, |l| f32::mul_add(a[l], b[l], c[l]))?
+            let d = num::fused::lanes(&a, &b, &c);
+            write32(wave, inst, |l| d[l])?
         }
         VFmacF32 => {
             no_op_sel(inst)?;
@@ -35,7 +36,8 @@ pub fn exec(wave: &mut Wave, inst: &Inst, _ctx: &mut Ctx<'_>) -> Result<Flow, Fa
                 src32(wave, inst, 2)?,
                 src32(wave, inst, 0)?,
             );
-            write32(wave, inst, |l| f32::mul_add(a[l], b[l], d[l]))?
+            let d = num::fused::lanes(&a, &b, &d);
+            write32(wave, inst, |l| d[l])?
         }
         VAddF16 => {
             let a = src16(wave, inst, 1, 0)?;
@@ -339,9 +341,8 @@ fn fma_mix(wave: &mut Wave, inst: &Inst) -> Result<(), FaultKind> {
     if inst.mods.op_sel.unwrap_or(0) >> 3 != 0 {
         return Err(unsupported(inst, "op_sel beyond its sources"));
     }
-    write32(wave, inst, |l| {
-        f32::mul_add(ins[0][l], ins[1][l], ins[2][l])
-    })
+    let d = num::fused::lanes(&ins[0], &ins[1], &ins[2]);
+    write32(wave, inst, |l| d[l])
 }
 
 #[cfg(test)]

@@ -221,10 +221,7 @@ fn write_one_allocation(
     data: &[VRow],
 ) -> bool {
     let first = exec.trailing_zeros() as usize;
-    let Some(allocation) = addrs
-        .get(first)
-        .and_then(|&a| global.holding_mut(a, bytes))
-    else {
+    let Some(allocation) = addrs.get(first).and_then(|&a| global.holding_mut(a, bytes)) else {
         return exec == 0;
     };
     let mut offsets = [0usize; LANES];

@@ -144,20 +144,21 @@ pub fn exec(wave: &mut Wave, inst: &Inst, ctx: &mut Ctx<'_>) -> Result<Flow, Fau
     }
     let [am, bm] = mats;
     let cd = cd_map(generation);
-    let c_rows: Vec<VRow> = (0..8)
-        .map(|reg| row_at(wave, c, reg))
-        .collect::<Result<_, _>>()?;
-    let mut out = [[0u32; LANES]; 8];
-    for (reg, out_row) in out.iter_mut().enumerate() {
-        for (lane, slot) in out_row.iter_mut().enumerate() {
+    // The C/D layout maps the 8 VGPRs × 32 lanes onto the 16×16 tile one to one.
+    let mut cm = [[0f32; 16]; 16];
+    for reg in 0..8 {
+        for (lane, &bits) in row_at(wave, c, reg)?.iter().enumerate() {
             let (mi, ni) = cd(lane, reg);
-            let mut s = f32::from_bits(c_rows[reg][lane]);
-            for k in 0..16 {
-                s = f32::mul_add(am[mi][k], bm[ni][k], s);
-            }
-            *slot = num::quiet(s).to_bits();
+            cm[mi][ni] = f32::from_bits(bits);
         }
     }
+    let dm = num::fused::tile(&am, &bm, &cm);
+    let out: [VRow; 8] = std::array::from_fn(|reg| {
+        std::array::from_fn(|lane| {
+            let (mi, ni) = cd(lane, reg);
+            num::quiet(dm[mi][ni]).to_bits()
+        })
+    });
     for (reg, out_row) in out.iter().enumerate() {
         set_row(wave, d, reg, out_row, u32::MAX)?;
     }
