@@ -133,15 +133,18 @@ impl Wave {
         }
     }
 
+    #[inline]
     pub fn exec(&self) -> u32 {
         self.sgpr[sreg::EXEC_LO]
     }
 
+    #[inline]
     pub fn vcc(&self) -> u32 {
         self.sgpr[sreg::VCC_LO]
     }
 
     /// Reads SGPR `i` (s0..s105 or a [`sreg`] index), faulting on a pending one.
+    #[inline]
     pub fn s(&self, i: usize) -> Result<u32, FaultKind> {
         if self.pending_s.get(i).copied().unwrap_or(0) > 0 {
             return Err(FaultKind::ReadBeforeWait {
@@ -157,6 +160,7 @@ impl Wave {
     }
 
     /// Writes SGPR `i`; writes to `null` are dropped.
+    #[inline]
     pub fn set_s(&mut self, i: usize, value: u32) -> Result<(), FaultKind> {
         if i == sreg::NULL {
             return Ok(());
@@ -178,6 +182,7 @@ impl Wave {
     }
 
     /// VGPR `i`'s row, faulting on a pending one or one beyond the wave's allocation.
+    #[inline]
     pub fn v(&self, i: usize) -> Result<&VRow, FaultKind> {
         if self.pending_v.get(i).copied().unwrap_or(0) > 0 {
             return Err(FaultKind::ReadBeforeWait {
@@ -190,6 +195,7 @@ impl Wave {
     }
 
     /// Writes `row` into VGPR `i` in the lanes of `mask` (normally EXEC).
+    #[inline]
     pub fn set_v(&mut self, i: usize, row: &VRow, mask: u32) -> Result<(), FaultKind> {
         if self.pending_v.get(i).copied().unwrap_or(0) > 0 {
             return Err(FaultKind::WriteBeforeWait {
@@ -200,6 +206,7 @@ impl Wave {
     }
 
     /// [`Wave::set_v`] without the pending check (a landing load superseded in order).
+    #[inline]
     fn write_v(&mut self, i: usize, row: &VRow, mask: u32) -> Result<(), FaultKind> {
         let n = self.vgpr.len();
         let dst = self.vgpr.get_mut(i).ok_or_else(|| FaultKind::BadRegister {

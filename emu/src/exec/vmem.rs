@@ -87,7 +87,13 @@ fn load(
     let addrs = addresses(wave, inst, 1, 2)?;
     let exec = wave.exec();
     let mut values: Vec<VRow> = vec![[0; LANES]; dwords];
-    if !read_one_allocation(ctx.global, access, &addrs, exec, bytes, &mut values) {
+    let fast = match bytes {
+        2 => read_one_allocation::<2>(ctx.global, access, &addrs, exec, &mut values),
+        4 => read_one_allocation::<4>(ctx.global, access, &addrs, exec, &mut values),
+        16 => read_one_allocation::<16>(ctx.global, access, &addrs, exec, &mut values),
+        _ => false,
+    };
+    if !fast {
         read_per_lane(ctx, access, &addrs, exec, bytes, &mut values)?;
     }
     wave.issue(PendingOp {
@@ -115,16 +121,15 @@ fn load(
 /// (a wave reads one tensor), checked with integer compares and copied straight into the rows.
 /// Returns false when some lane is elsewhere (another allocation, LDS, out of bounds): then
 /// [`read_per_lane`] reads again from scratch and reports the fault, so faults stay per lane.
-fn read_one_allocation(
+fn read_one_allocation<const BYTES: usize>(
     global: &GlobalMemory,
     access: Access,
     addrs: &[u64; LANES],
     exec: u32,
-    bytes: usize,
     values: &mut [VRow],
 ) -> bool {
     let first = exec.trailing_zeros() as usize;
-    let Some(allocation) = addrs.get(first).and_then(|&a| global.holding(a, bytes)) else {
+    let Some(allocation) = addrs.get(first).and_then(|&a| global.holding(a, BYTES)) else {
         return exec == 0;
     };
     for (lane, &address) in addrs.iter().enumerate() {
@@ -134,22 +139,17 @@ fn read_one_allocation(
         if access == Access::Flat && lds_offset(address).is_some() {
             return false;
         }
-        let Some(off) = allocation.offset_of(address, bytes) else {
+        let Some(off) = allocation.offset_of(address, BYTES) else {
             return false;
         };
-        let data = &allocation.bytes[off..off + bytes];
-        for (row, chunk) in values.iter_mut().zip(data.chunks(4)) {
-            row[lane] = le_word(chunk);
+        // A fixed-size copy (BYTES is a constant here), zero-extended to whole words.
+        let mut buf = [0u8; 16];
+        buf[..BYTES].copy_from_slice(&allocation.bytes[off..off + BYTES]);
+        for (row, word) in values.iter_mut().zip(buf.chunks_exact(4)) {
+            row[lane] = u32::from_le_bytes([word[0], word[1], word[2], word[3]]);
         }
     }
     true
-}
-
-/// Up to four little-endian bytes as a word, zero-extended (narrow loads).
-fn le_word(chunk: &[u8]) -> u32 {
-    let mut w = [0u8; 4];
-    w[..chunk.len()].copy_from_slice(chunk);
-    u32::from_le_bytes(w)
 }
 
 /// A load lane by lane: each active lane's bytes from LDS (a flat address in the shared
