@@ -249,16 +249,14 @@ impl Wave {
     /// Lands the oldest operations of `counter` until at most `allowed` remain outstanding
     /// (what a wait instruction guarantees). Out-of-order (scalar) loads land only at 0.
     pub fn wait(&mut self, counter: Counter, allowed: usize) -> Result<(), FaultKind> {
-        loop {
-            let outstanding = self
-                .pending
-                .ops
-                .iter()
-                .filter(|p| p.counter == counter)
-                .count();
-            if outstanding <= allowed {
-                return Ok(());
-            }
+        // Counted once: landing removes exactly one op of `counter` and issues none.
+        let mut outstanding = self
+            .pending
+            .ops
+            .iter()
+            .filter(|p| p.counter == counter)
+            .count();
+        while outstanding > allowed {
             let pos = self
                 .pending
                 .ops
@@ -268,8 +266,10 @@ impl Wave {
                 return Ok(());
             };
             let op = self.pending.ops.remove(pos);
+            outstanding -= 1;
             self.land(op)?;
         }
+        Ok(())
     }
 
     /// Whether a register that `landed` (just removed from the queue) writes, and that is

@@ -9,14 +9,16 @@
 //! give the same bits. Which NaN comes out (payload, sign) is the implementation's choice: a NaN
 //! result is recomputed with `f32::mul_add`, so it is the bits it always was.
 
-/// `a[l]·b[l] + c[l]` per lane, one rounding each.
-pub fn lanes<const N: usize>(a: &[f32; N], b: &[f32; N], c: &[f32; N]) -> [f32; N] {
+/// `a[l]·b[l] + c[l]` per lane, one rounding each. Only the lanes of `used` (the ones the caller
+/// writes, normally EXEC) are exact to the bit; inactive lanes often hold the NaN poison, and
+/// recomputing their NaNs would cost more than the FMAs.
+pub fn lanes<const N: usize>(a: &[f32; N], b: &[f32; N], c: &[f32; N], used: u32) -> [f32; N] {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("fma") {
         // SAFETY: the CPU has FMA, the one feature `lanes_fma` is compiled for.
         let mut d = unsafe { lanes_fma(a, b, c) };
         for (l, x) in d.iter_mut().enumerate() {
-            if x.is_nan() {
+            if x.is_nan() && used.checked_shr(l as u32).unwrap_or(0) & 1 == 1 {
                 *x = a[l].mul_add(b[l], c[l]);
             }
         }
@@ -27,7 +29,11 @@ pub fn lanes<const N: usize>(a: &[f32; N], b: &[f32; N], c: &[f32; N]) -> [f32; 
 
 #[inline(always)]
 fn lanes_body<const N: usize>(a: &[f32; N], b: &[f32; N], c: &[f32; N]) -> [f32; N] {
-    std::array::from_fn(|l| a[l].mul_add(b[l], c[l]))
+    let mut d = [0f32; N];
+    for (((d, a), b), c) in d.iter_mut().zip(a).zip(b).zip(c) {
+        *d = a.mul_add(*b, *c);
+    }
+    d
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -116,7 +122,7 @@ mod tests {
                 let a = [x; 32];
                 let b: [f32; 32] = std::array::from_fn(|l| if l % 2 == 0 { y } else { -y });
                 let c: [f32; 32] = std::array::from_fn(|l| e[l % e.len()]);
-                let d = lanes(&a, &b, &c);
+                let d = lanes(&a, &b, &c, u32::MAX);
                 for l in 0..32 {
                     assert_eq!(
                         d[l].to_bits(),
