@@ -72,10 +72,41 @@ pub struct PendingOp {
     pub issued_at: u64,
 }
 
-/// The loads and stores in flight, oldest first.
+/// The loads and stores in flight, oldest first, and how many each counter has: a wait on a
+/// counter with nothing left to land (most waits) then scans nothing, however many stores are
+/// still counted.
 #[derive(Clone, Debug, Default)]
 pub struct Pending {
-    pub ops: Vec<PendingOp>,
+    ops: Vec<PendingOp>,
+    outstanding: [usize; 4],
+}
+
+impl Pending {
+    pub fn ops(&self) -> &[PendingOp] {
+        &self.ops
+    }
+
+    /// Operations of `counter` in flight.
+    pub fn outstanding(&self, counter: Counter) -> usize {
+        self.outstanding[counter as usize]
+    }
+
+    fn push(&mut self, op: PendingOp) {
+        self.outstanding[op.counter as usize] += 1;
+        self.ops.push(op);
+    }
+
+    fn remove(&mut self, pos: usize) -> PendingOp {
+        let op = self.ops.remove(pos);
+        self.outstanding[op.counter as usize] -= 1;
+        op
+    }
+
+    /// Drops every operation (the wave ended: loads in flight land nowhere).
+    pub fn clear(&mut self) {
+        self.ops.clear();
+        self.outstanding = [0; 4];
+    }
 }
 
 /// Whether a wave can run.
@@ -243,20 +274,13 @@ impl Wave {
             }
             Landing::Nothing => {}
         }
-        self.pending.ops.push(op);
+        self.pending.push(op);
     }
 
     /// Lands the oldest operations of `counter` until at most `allowed` remain outstanding
     /// (what a wait instruction guarantees). Out-of-order (scalar) loads land only at 0.
     pub fn wait(&mut self, counter: Counter, allowed: usize) -> Result<(), FaultKind> {
-        // Counted once: landing removes exactly one op of `counter` and issues none.
-        let mut outstanding = self
-            .pending
-            .ops
-            .iter()
-            .filter(|p| p.counter == counter)
-            .count();
-        while outstanding > allowed {
+        while self.pending.outstanding(counter) > allowed {
             let pos = self
                 .pending
                 .ops
@@ -265,8 +289,7 @@ impl Wave {
             let Some(pos) = pos else {
                 return Ok(());
             };
-            let op = self.pending.ops.remove(pos);
-            outstanding -= 1;
+            let op = self.pending.remove(pos);
             self.land(op)?;
         }
         Ok(())

@@ -424,9 +424,9 @@ mod tests {
         b.global.read(a + 12, &mut out[..4], 0).unwrap();
         assert_eq!(&out[..4], &[0x11; 4]);
         // Counted until the store wait.
-        assert_eq!(b.wave.pending.ops.len(), 4);
+        assert_eq!(b.wave.pending.ops().len(), 4);
         b.run_asm("s_waitcnt_vscnt null, 0x0").unwrap();
-        assert!(b.wave.pending.ops.is_empty());
+        assert!(b.wave.pending.ops().is_empty());
     }
 
     #[test]
@@ -475,9 +475,9 @@ mod tests {
         b.run_asm("flat_load_u16 v2, v[20:21] offset:2").unwrap();
         b.run_asm("flat_load_b32 v3, v[10:11]").unwrap();
         // Counted in lgkmcnt too, as on hardware.
-        assert_eq!(b.wave.pending.ops.len(), 6);
+        assert_eq!(b.wave.pending.ops().len(), 6);
         b.run_asm("s_waitcnt vmcnt(0) lgkmcnt(0)").unwrap();
-        assert!(b.wave.pending.ops.is_empty());
+        assert!(b.wave.pending.ops().is_empty());
         assert_eq!(b.wave.v(1).unwrap()[0], 0x0403_0201);
         assert_eq!(b.wave.v(2).unwrap()[7], 0x0403);
         assert_eq!(b.wave.v(3).unwrap()[2], word(8));

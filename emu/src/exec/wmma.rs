@@ -18,7 +18,7 @@ use super::{Ctx, Flow, arg, unknown};
 use crate::fault::FaultKind;
 use crate::inst::{Gen, Inst, Op, Operand};
 use crate::num;
-use crate::wave::{LANES, VRow, Wave};
+use crate::wave::{VRow, Wave};
 
 /// gfx11 A/B slot → matrix index: lane `l`, VGPR `r` (0..8) of the operand, 16-bit half `h`
 /// (0 = bits 0–15) hold the element of row/column `l % 16` (A's row m, B's column n) at
@@ -170,7 +170,7 @@ mod tests {
     use super::*;
     use crate::exec::testing::Bench;
     use crate::fault::FaultKind;
-    use crate::wave::sreg;
+    use crate::wave::{LANES, sreg};
 
     fn a_at(m: usize, k: usize) -> f32 {
         ((m * 3 + k * 5) % 11) as f32 - 5.0
