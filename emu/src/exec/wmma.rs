@@ -56,6 +56,8 @@ fn ab_regs(generation: Gen) -> usize {
     }
 }
 
+/// The A/B layout as a function of the generation (the tests lay data out through it).
+#[cfg(test)]
 fn ab_map(generation: Gen) -> fn(usize, usize, usize) -> (usize, usize) {
     match generation {
         Gen::Gfx11 => ab_gfx11,
@@ -63,6 +65,8 @@ fn ab_map(generation: Gen) -> fn(usize, usize, usize) -> (usize, usize) {
     }
 }
 
+/// The C/D layout as a function of the generation (the tests lay data out through it).
+#[cfg(test)]
 fn cd_map(generation: Gen) -> fn(usize, usize) -> (usize, usize) {
     match generation {
         Gen::Gfx11 => cd_gfx11,
@@ -117,7 +121,11 @@ pub fn exec(wave: &mut Wave, inst: &Inst, ctx: &mut Ctx<'_>) -> Result<Flow, Fau
             num::f16_to_f32(bits)
         }
     };
-    let ab = ab_map(generation);
+    // Matches rather than `ab_map`'s fn pointer: an indirect call per element is not inlined.
+    let ab = |lane, reg, half| match generation {
+        Gen::Gfx11 => ab_gfx11(lane, reg, half),
+        Gen::Gfx12 => ab_gfx12(lane, reg, half),
+    };
     // am[m][k], bm[n][k].
     let mut mats = [[[0f32; 16]; 16]; 2];
     for (which, (op, mat)) in [a, b].into_iter().zip(mats.iter_mut()).enumerate() {
@@ -143,7 +151,10 @@ pub fn exec(wave: &mut Wave, inst: &Inst, ctx: &mut Ctx<'_>) -> Result<Flow, Fau
         }
     }
     let [am, bm] = mats;
-    let cd = cd_map(generation);
+    let cd = |lane, reg| match generation {
+        Gen::Gfx11 => cd_gfx11(lane, reg),
+        Gen::Gfx12 => cd_gfx12(lane, reg),
+    };
     // The C/D layout maps the 8 VGPRs × 32 lanes onto the 16×16 tile one to one.
     let mut cm = [[0f32; 16]; 16];
     for reg in 0..8 {
