@@ -463,6 +463,41 @@ mod tests {
             .unwrap();
     }
 
+    /// Lanes in two allocations miss the one-allocation fast path; the per-lane path then reads
+    /// and writes each lane's own allocation.
+    #[test]
+    fn a_wave_spread_over_two_allocations_reads_and_writes_both() {
+        let (mut b, a) = bench(Gen::Gfx11);
+        let other = b.global.alloc(64, "other");
+        let bytes: Vec<u8> = (0..64u8).map(|i| 200u8.wrapping_add(i)).collect();
+        b.global.write(other, &bytes, 0).unwrap();
+        let at = |l: usize| {
+            if l < 16 {
+                a + 4 * l as u64
+            } else {
+                other + 4 * (l as u64 - 16)
+            }
+        };
+        let lo: VRow = std::array::from_fn(|l| at(l) as u32);
+        let hi: VRow = std::array::from_fn(|l| (at(l) >> 32) as u32);
+        b.wave.set_v(10, &lo, u32::MAX).unwrap();
+        b.wave.set_v(11, &hi, u32::MAX).unwrap();
+        b.run_asm("global_load_b32 v1, v[10:11], off").unwrap();
+        b.run_asm("s_waitcnt vmcnt(0)").unwrap();
+        let v1 = *b.wave.v(1).unwrap();
+        assert_eq!(v1[3], word(12));
+        let w = |i: u8| u32::from_le_bytes([200 + i, 201 + i, 202 + i, 203 + i]);
+        assert_eq!(v1[17], w(4));
+        let data: VRow = std::array::from_fn(|l| 0x5500_0000 | l as u32);
+        b.wave.set_v(2, &data, u32::MAX).unwrap();
+        b.run_asm("global_store_b32 v[10:11], v2, off").unwrap();
+        let mut out = [0u8; 4];
+        b.global.read(a + 8, &mut out, 0).unwrap();
+        assert_eq!(u32::from_le_bytes(out), 0x5500_0002);
+        b.global.read(other + 8, &mut out, 0).unwrap();
+        assert_eq!(u32::from_le_bytes(out), 0x5500_0012);
+    }
+
     #[test]
     fn flat_loads_reach_lds_through_the_shared_aperture_and_global_otherwise() {
         let (mut b, _) = bench(Gen::Gfx11);
