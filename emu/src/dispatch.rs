@@ -490,7 +490,7 @@ fn run_quantum(
             }
             Flow::End => {
                 // Stores went to memory at issue; loads still in flight land nowhere.
-                wave.pending.ops.clear();
+                wave.pending.clear();
                 wave.pending_v.iter_mut().for_each(|p| *p = 0);
                 wave.pending_s = [0; sreg::COUNT];
                 wave.state = WaveState::Done;

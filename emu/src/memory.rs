@@ -25,6 +25,14 @@ pub struct Allocation {
     pub label: String,
 }
 
+impl Allocation {
+    /// The offset of `[address, address + len)` in this allocation, if it lies wholly inside.
+    pub fn offset_of(&self, address: u64, len: usize) -> Option<usize> {
+        let off = usize::try_from(address.checked_sub(self.base)?).ok()?;
+        (off.checked_add(len)? <= self.bytes.len()).then_some(off)
+    }
+}
+
 /// Global memory: allocations sorted by base.
 #[derive(Clone, Debug, Default)]
 pub struct GlobalMemory {
@@ -58,6 +66,18 @@ impl GlobalMemory {
 
     pub fn allocation_mut(&mut self, base: u64) -> Option<&mut Allocation> {
         self.allocations.iter_mut().find(|a| a.base == base)
+    }
+
+    /// The allocation holding every byte of `[address, address + len)`, if one does: lets a
+    /// wave's accesses be checked against one allocation with integer compares.
+    pub fn holding(&self, address: u64, len: usize) -> Option<&Allocation> {
+        self.locate(address, len).map(|(i, _)| &self.allocations[i])
+    }
+
+    /// [`GlobalMemory::holding`], writable.
+    pub fn holding_mut(&mut self, address: u64, len: usize) -> Option<&mut Allocation> {
+        self.locate(address, len)
+            .map(|(i, _)| &mut self.allocations[i])
     }
 
     fn locate(&self, address: u64, len: usize) -> Option<(usize, usize)> {

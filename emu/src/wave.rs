@@ -72,10 +72,41 @@ pub struct PendingOp {
     pub issued_at: u64,
 }
 
-/// The loads and stores in flight, oldest first.
+/// The loads and stores in flight, oldest first, and how many each counter has: a wait on a
+/// counter with nothing left to land (most waits) then scans nothing, however many stores are
+/// still counted.
 #[derive(Clone, Debug, Default)]
 pub struct Pending {
-    pub ops: Vec<PendingOp>,
+    ops: Vec<PendingOp>,
+    outstanding: [usize; 4],
+}
+
+impl Pending {
+    pub fn ops(&self) -> &[PendingOp] {
+        &self.ops
+    }
+
+    /// Operations of `counter` in flight.
+    pub fn outstanding(&self, counter: Counter) -> usize {
+        self.outstanding[counter as usize]
+    }
+
+    fn push(&mut self, op: PendingOp) {
+        self.outstanding[op.counter as usize] += 1;
+        self.ops.push(op);
+    }
+
+    fn remove(&mut self, pos: usize) -> PendingOp {
+        let op = self.ops.remove(pos);
+        self.outstanding[op.counter as usize] -= 1;
+        op
+    }
+
+    /// Drops every operation (the wave ended: loads in flight land nowhere).
+    pub fn clear(&mut self) {
+        self.ops.clear();
+        self.outstanding = [0; 4];
+    }
 }
 
 /// Whether a wave can run.
@@ -133,15 +164,18 @@ impl Wave {
         }
     }
 
+    #[inline]
     pub fn exec(&self) -> u32 {
         self.sgpr[sreg::EXEC_LO]
     }
 
+    #[inline]
     pub fn vcc(&self) -> u32 {
         self.sgpr[sreg::VCC_LO]
     }
 
     /// Reads SGPR `i` (s0..s105 or a [`sreg`] index), faulting on a pending one.
+    #[inline]
     pub fn s(&self, i: usize) -> Result<u32, FaultKind> {
         if self.pending_s.get(i).copied().unwrap_or(0) > 0 {
             return Err(FaultKind::ReadBeforeWait {
@@ -157,6 +191,7 @@ impl Wave {
     }
 
     /// Writes SGPR `i`; writes to `null` are dropped.
+    #[inline]
     pub fn set_s(&mut self, i: usize, value: u32) -> Result<(), FaultKind> {
         if i == sreg::NULL {
             return Ok(());
@@ -178,6 +213,7 @@ impl Wave {
     }
 
     /// VGPR `i`'s row, faulting on a pending one or one beyond the wave's allocation.
+    #[inline]
     pub fn v(&self, i: usize) -> Result<&VRow, FaultKind> {
         if self.pending_v.get(i).copied().unwrap_or(0) > 0 {
             return Err(FaultKind::ReadBeforeWait {
@@ -190,6 +226,7 @@ impl Wave {
     }
 
     /// Writes `row` into VGPR `i` in the lanes of `mask` (normally EXEC).
+    #[inline]
     pub fn set_v(&mut self, i: usize, row: &VRow, mask: u32) -> Result<(), FaultKind> {
         if self.pending_v.get(i).copied().unwrap_or(0) > 0 {
             return Err(FaultKind::WriteBeforeWait {
@@ -200,6 +237,7 @@ impl Wave {
     }
 
     /// [`Wave::set_v`] without the pending check (a landing load superseded in order).
+    #[inline]
     fn write_v(&mut self, i: usize, row: &VRow, mask: u32) -> Result<(), FaultKind> {
         let n = self.vgpr.len();
         let dst = self.vgpr.get_mut(i).ok_or_else(|| FaultKind::BadRegister {
@@ -236,22 +274,13 @@ impl Wave {
             }
             Landing::Nothing => {}
         }
-        self.pending.ops.push(op);
+        self.pending.push(op);
     }
 
     /// Lands the oldest operations of `counter` until at most `allowed` remain outstanding
     /// (what a wait instruction guarantees). Out-of-order (scalar) loads land only at 0.
     pub fn wait(&mut self, counter: Counter, allowed: usize) -> Result<(), FaultKind> {
-        loop {
-            let outstanding = self
-                .pending
-                .ops
-                .iter()
-                .filter(|p| p.counter == counter)
-                .count();
-            if outstanding <= allowed {
-                return Ok(());
-            }
+        while self.pending.outstanding(counter) > allowed {
             let pos = self
                 .pending
                 .ops
@@ -260,9 +289,10 @@ impl Wave {
             let Some(pos) = pos else {
                 return Ok(());
             };
-            let op = self.pending.ops.remove(pos);
+            let op = self.pending.remove(pos);
             self.land(op)?;
         }
+        Ok(())
     }
 
     /// Whether a register that `landed` (just removed from the queue) writes, and that is

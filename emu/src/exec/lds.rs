@@ -221,9 +221,9 @@ mod tests {
                 POISON
             )
         );
-        assert_eq!(b.wave.pending.ops.len(), 4);
+        assert_eq!(b.wave.pending.ops().len(), 4);
         b.run_asm("s_wait_dscnt 0x0").unwrap();
-        assert!(b.wave.pending.ops.is_empty());
+        assert!(b.wave.pending.ops().is_empty());
     }
 
     #[test]

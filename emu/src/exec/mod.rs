@@ -69,6 +69,7 @@ pub enum Class {
 
 impl Op {
     /// The op's class (computed once per op: this runs for every emulated instruction).
+    #[inline]
     pub fn class(self) -> Class {
         static CLASSES: LazyLock<Vec<Class>> =
             LazyLock::new(|| Op::ALL.iter().map(|op| op.class_by_name()).collect());
@@ -139,6 +140,7 @@ fn first_known(
 
 /// Operand `i` of `inst` (semantics never index operands directly: a malformed instruction is a
 /// fault, not a panic).
+#[inline]
 pub fn arg(inst: &Inst, i: usize) -> Result<&crate::inst::Operand, FaultKind> {
     inst.operands.get(i).ok_or_else(|| FaultKind::Unsupported {
         what: format!("`{}` has no operand {i}", inst.mnemonic()),

@@ -13,6 +13,7 @@ pub enum Width {
     B32,
 }
 
+#[inline]
 fn const32(value: Const, width: Width) -> u32 {
     match width {
         Width::B16 => value.bits16() as u32,
@@ -27,6 +28,7 @@ fn unsupported(what: &str, op: &Operand) -> FaultKind {
 }
 
 /// A uniform (scalar) 32-bit source: SGPR, special register or constant.
+#[inline]
 pub fn scalar(wave: &Wave, op: &Operand, width: Width) -> Result<u32, FaultKind> {
     match *op {
         Operand::Sgpr { first, .. } => wave.s(first as usize),
@@ -44,6 +46,7 @@ pub fn scalar(wave: &Wave, op: &Operand, width: Width) -> Result<u32, FaultKind>
 
 /// A uniform 64-bit source: an SGPR pair, `vcc`/`exec`, or a constant (sign-extended integer,
 /// f64 float).
+#[inline]
 pub fn scalar64(wave: &Wave, op: &Operand) -> Result<u64, FaultKind> {
     match *op {
         Operand::Sgpr { first, .. } => {
@@ -70,6 +73,7 @@ pub fn scalar64(wave: &Wave, op: &Operand) -> Result<u64, FaultKind> {
 }
 
 /// A 32-bit source for every lane (a VGPR's row, or a scalar broadcast).
+#[inline]
 pub fn row(wave: &Wave, op: &Operand, width: Width) -> Result<VRow, FaultKind> {
     match *op {
         Operand::Vgpr { first, .. } => Ok(*wave.v(first as usize)?),
@@ -78,6 +82,7 @@ pub fn row(wave: &Wave, op: &Operand, width: Width) -> Result<VRow, FaultKind> {
 }
 
 /// Register `k` (0-based) of a multi-register VGPR operand (`v[4:7]`, k < 4).
+#[inline]
 pub fn row_at(wave: &Wave, op: &Operand, k: usize) -> Result<VRow, FaultKind> {
     match *op {
         Operand::Vgpr { first, count, .. } if k < count as usize => {
@@ -88,6 +93,7 @@ pub fn row_at(wave: &Wave, op: &Operand, k: usize) -> Result<VRow, FaultKind> {
 }
 
 /// A 64-bit source per lane: a VGPR pair, or a uniform 64-bit scalar broadcast.
+#[inline]
 pub fn row64(wave: &Wave, op: &Operand) -> Result<[u64; LANES], FaultKind> {
     match *op {
         Operand::Vgpr { first, .. } => {
@@ -100,6 +106,7 @@ pub fn row64(wave: &Wave, op: &Operand) -> Result<[u64; LANES], FaultKind> {
 }
 
 /// Writes a 32-bit scalar destination (SGPR or special; SCC takes bit 0).
+#[inline]
 pub fn set_scalar(wave: &mut Wave, op: &Operand, value: u32) -> Result<(), FaultKind> {
     match *op {
         Operand::Sgpr { first, .. } => wave.set_s(first as usize, value),
@@ -135,6 +142,7 @@ pub fn set_scalar64(wave: &mut Wave, op: &Operand, value: u64) -> Result<(), Fau
 }
 
 /// Writes a VGPR destination's row in the lanes of `mask`.
+#[inline]
 pub fn set_row(
     wave: &mut Wave,
     op: &Operand,

@@ -26,7 +26,8 @@ pub fn exec(wave: &mut Wave, inst: &Inst, _ctx: &mut Ctx<'_>) -> Result<Flow, Fa
                 src32(wave, inst, 2)?,
                 src32(wave, inst, 3)?,
             );
-            write32(wave, inst, |l| f32::mul_add(a[l], b[l], c[l]))?
+            let d = num::fused::lanes(&a, &b, &c, wave.exec());
+            write32(wave, inst, |l| d[l])?
         }
         VFmacF32 => {
             no_op_sel(inst)?;
@@ -35,7 +36,8 @@ pub fn exec(wave: &mut Wave, inst: &Inst, _ctx: &mut Ctx<'_>) -> Result<Flow, Fa
                 src32(wave, inst, 2)?,
                 src32(wave, inst, 0)?,
             );
-            write32(wave, inst, |l| f32::mul_add(a[l], b[l], d[l]))?
+            let d = num::fused::lanes(&a, &b, &d, wave.exec());
+            write32(wave, inst, |l| d[l])?
         }
         VAddF16 => {
             let a = src16(wave, inst, 1, 0)?;
@@ -327,21 +329,20 @@ fn fma_mix(wave: &mut Wave, inst: &Inst) -> Result<(), FaultKind> {
             _ => Width::B32,
         };
         let r = row(wave, op, width)?;
-        *slot = r.map(|b| {
-            let x = if f16_in {
+        for (x, &b) in slot.iter_mut().zip(&r) {
+            let v = if f16_in {
                 num::f16_to_f32(if upper { (b >> 16) as u16 } else { b as u16 })
             } else {
                 f32::from_bits(b)
             };
-            f32::from_bits(num::mods32(x.to_bits(), abs, neg))
-        });
+            *x = f32::from_bits(num::mods32(v.to_bits(), abs, neg));
+        }
     }
     if inst.mods.op_sel.unwrap_or(0) >> 3 != 0 {
         return Err(unsupported(inst, "op_sel beyond its sources"));
     }
-    write32(wave, inst, |l| {
-        f32::mul_add(ins[0][l], ins[1][l], ins[2][l])
-    })
+    let d = num::fused::lanes(&ins[0], &ins[1], &ins[2], wave.exec());
+    write32(wave, inst, |l| d[l])
 }
 
 #[cfg(test)]

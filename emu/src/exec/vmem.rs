@@ -10,7 +10,7 @@ use super::operand::{row, row_at, row64, scalar64};
 use super::{Ctx, Flow, arg, unknown};
 use crate::fault::FaultKind;
 use crate::inst::{Inst, Op, Operand};
-use crate::memory::SHARED_APERTURE;
+use crate::memory::{GlobalMemory, SHARED_APERTURE};
 use crate::wave::{Counter, LANES, Landing, PendingOp, VRow, Wave};
 
 pub fn exec(wave: &mut Wave, inst: &Inst, ctx: &mut Ctx<'_>) -> Result<Flow, FaultKind> {
@@ -87,21 +87,14 @@ fn load(
     let addrs = addresses(wave, inst, 1, 2)?;
     let exec = wave.exec();
     let mut values: Vec<VRow> = vec![[0; LANES]; dwords];
-    for (lane, &address) in addrs.iter().enumerate() {
-        if exec >> lane & 1 == 0 {
-            continue;
-        }
-        // Narrow loads zero-extend into the full register.
-        let mut buf = [0u8; 16];
-        let data = &mut buf[..bytes];
-        match (access, lds_offset(address)) {
-            (Access::Flat, Some(o)) => ctx.lds.read(o, data, lane as u8)?,
-            _ => ctx.global.read(address, data, lane as u8)?,
-        }
-        for (k, row) in values.iter_mut().enumerate() {
-            row[lane] =
-                u32::from_le_bytes([buf[4 * k], buf[4 * k + 1], buf[4 * k + 2], buf[4 * k + 3]]);
-        }
+    let fast = match bytes {
+        2 => read_one_allocation::<2>(ctx.global, access, &addrs, exec, &mut values),
+        4 => read_one_allocation::<4>(ctx.global, access, &addrs, exec, &mut values),
+        16 => read_one_allocation::<16>(ctx.global, access, &addrs, exec, &mut values),
+        _ => false,
+    };
+    if !fast {
+        read_per_lane(ctx, access, &addrs, exec, bytes, &mut values)?;
     }
     wave.issue(PendingOp {
         counter: Counter::Load,
@@ -124,30 +117,89 @@ fn load(
     Ok(Flow::Next)
 }
 
+/// The usual load: every active lane inside the global allocation the first active lane reads
+/// (a wave reads one tensor), checked with integer compares and copied straight into the rows.
+/// Returns false when some lane is elsewhere (another allocation, LDS, out of bounds): then
+/// [`read_per_lane`] reads again from scratch and reports the fault, so faults stay per lane.
+fn read_one_allocation<const BYTES: usize>(
+    global: &GlobalMemory,
+    access: Access,
+    addrs: &[u64; LANES],
+    exec: u32,
+    values: &mut [VRow],
+) -> bool {
+    let first = exec.trailing_zeros() as usize;
+    let Some(allocation) = addrs.get(first).and_then(|&a| global.holding(a, BYTES)) else {
+        return exec == 0;
+    };
+    for (lane, &address) in addrs.iter().enumerate() {
+        if exec >> lane & 1 == 0 {
+            continue;
+        }
+        if access == Access::Flat && lds_offset(address).is_some() {
+            return false;
+        }
+        let Some(off) = allocation.offset_of(address, BYTES) else {
+            return false;
+        };
+        // A fixed-size copy (BYTES is a constant here), zero-extended to whole words.
+        let mut buf = [0u8; 16];
+        buf[..BYTES].copy_from_slice(&allocation.bytes[off..off + BYTES]);
+        for (row, word) in values.iter_mut().zip(buf.chunks_exact(4)) {
+            row[lane] = u32::from_le_bytes([word[0], word[1], word[2], word[3]]);
+        }
+    }
+    true
+}
+
+/// A load lane by lane: each active lane's bytes from LDS (a flat address in the shared
+/// aperture) or global memory, bounds-checked on their own so a fault names the lane.
+fn read_per_lane(
+    ctx: &mut Ctx<'_>,
+    access: Access,
+    addrs: &[u64; LANES],
+    exec: u32,
+    bytes: usize,
+    values: &mut [VRow],
+) -> Result<(), FaultKind> {
+    for (lane, &address) in addrs.iter().enumerate() {
+        if exec >> lane & 1 == 0 {
+            continue;
+        }
+        // Narrow loads zero-extend into the full register.
+        let mut buf = [0u8; 16];
+        let data = &mut buf[..bytes];
+        match (access, lds_offset(address)) {
+            (Access::Flat, Some(o)) => ctx.lds.read(o, data, lane as u8)?,
+            _ => ctx.global.read(address, data, lane as u8)?,
+        }
+        for (k, row) in values.iter_mut().enumerate() {
+            row[lane] =
+                u32::from_le_bytes([buf[4 * k], buf[4 * k + 1], buf[4 * k + 2], buf[4 * k + 3]]);
+        }
+    }
+    Ok(())
+}
+
 fn store(wave: &mut Wave, inst: &Inst, ctx: &mut Ctx<'_>, bytes: usize) -> Result<Flow, FaultKind> {
     let dwords = bytes.div_ceil(4);
     let data_op = arg(inst, 1)?;
-    let data: Vec<VRow> = match *data_op {
-        Operand::Vgpr { count, .. } if count as usize == dwords => (0..dwords)
-            .map(|k| row_at(wave, data_op, k))
-            .collect::<Result<_, _>>()?,
+    let mut rows = [[0u32; LANES]; 4];
+    let data = match *data_op {
+        Operand::Vgpr { count, .. } if count as usize == dwords => &mut rows[..dwords],
         ref other => {
             return Err(FaultKind::Unsupported {
                 what: format!("`{}` data {other:?}", inst.mnemonic()),
             });
         }
     };
+    for (k, row) in data.iter_mut().enumerate() {
+        *row = row_at(wave, data_op, k)?;
+    }
     let addrs = addresses(wave, inst, 0, 2)?;
     let exec = wave.exec();
-    for (lane, &address) in addrs.iter().enumerate() {
-        if exec >> lane & 1 == 0 {
-            continue;
-        }
-        let mut buf = [0u8; 16];
-        for (k, row) in data.iter().enumerate() {
-            buf[4 * k..4 * k + 4].copy_from_slice(&row[lane].to_le_bytes());
-        }
-        ctx.global.write(address, &buf[..bytes], lane as u8)?;
+    if !write_one_allocation(ctx.global, &addrs, exec, bytes, data) {
+        write_per_lane(ctx.global, &addrs, exec, bytes, data)?;
     }
     wave.issue(PendingOp {
         counter: Counter::Store,
@@ -156,6 +208,63 @@ fn store(wave: &mut Wave, inst: &Inst, ctx: &mut Ctx<'_>, bytes: usize) -> Resul
         issued_at: inst.addr,
     });
     Ok(Flow::Next)
+}
+
+/// The usual store: every active lane inside the allocation the first active lane writes,
+/// checked before any byte is written. Returns false, having written nothing, when some lane is
+/// elsewhere; [`write_per_lane`] then stores lane by lane and reports the fault.
+fn write_one_allocation(
+    global: &mut GlobalMemory,
+    addrs: &[u64; LANES],
+    exec: u32,
+    bytes: usize,
+    data: &[VRow],
+) -> bool {
+    let first = exec.trailing_zeros() as usize;
+    let Some(allocation) = addrs.get(first).and_then(|&a| global.holding_mut(a, bytes)) else {
+        return exec == 0;
+    };
+    let mut offsets = [0usize; LANES];
+    for (lane, &address) in addrs.iter().enumerate() {
+        if exec >> lane & 1 == 1 {
+            match allocation.offset_of(address, bytes) {
+                Some(off) => offsets[lane] = off,
+                None => return false,
+            }
+        }
+    }
+    // Lane order, as the per-lane path: of two lanes writing one byte, the higher wins.
+    for (lane, &off) in offsets.iter().enumerate() {
+        if exec >> lane & 1 == 1 {
+            let out = &mut allocation.bytes[off..off + bytes];
+            for (row, chunk) in data.iter().zip(out.chunks_mut(4)) {
+                chunk.copy_from_slice(&row[lane].to_le_bytes()[..chunk.len()]);
+            }
+        }
+    }
+    true
+}
+
+/// A store lane by lane, each bounds-checked on its own so a fault names the lane (the lanes
+/// before it have written, as on hardware).
+fn write_per_lane(
+    global: &mut GlobalMemory,
+    addrs: &[u64; LANES],
+    exec: u32,
+    bytes: usize,
+    data: &[VRow],
+) -> Result<(), FaultKind> {
+    for (lane, &address) in addrs.iter().enumerate() {
+        if exec >> lane & 1 == 0 {
+            continue;
+        }
+        let mut buf = [0u8; 16];
+        for (k, row) in data.iter().enumerate() {
+            buf[4 * k..4 * k + 4].copy_from_slice(&row[lane].to_le_bytes());
+        }
+        global.write(address, &buf[..bytes], lane as u8)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -315,9 +424,9 @@ mod tests {
         b.global.read(a + 12, &mut out[..4], 0).unwrap();
         assert_eq!(&out[..4], &[0x11; 4]);
         // Counted until the store wait.
-        assert_eq!(b.wave.pending.ops.len(), 4);
+        assert_eq!(b.wave.pending.ops().len(), 4);
         b.run_asm("s_waitcnt_vscnt null, 0x0").unwrap();
-        assert!(b.wave.pending.ops.is_empty());
+        assert!(b.wave.pending.ops().is_empty());
     }
 
     #[test]
@@ -354,6 +463,41 @@ mod tests {
             .unwrap();
     }
 
+    /// Lanes in two allocations miss the one-allocation fast path; the per-lane path then reads
+    /// and writes each lane's own allocation.
+    #[test]
+    fn a_wave_spread_over_two_allocations_reads_and_writes_both() {
+        let (mut b, a) = bench(Gen::Gfx11);
+        let other = b.global.alloc(64, "other");
+        let bytes: Vec<u8> = (0..64u8).map(|i| 200u8.wrapping_add(i)).collect();
+        b.global.write(other, &bytes, 0).unwrap();
+        let at = |l: usize| {
+            if l < 16 {
+                a + 4 * l as u64
+            } else {
+                other + 4 * (l as u64 - 16)
+            }
+        };
+        let lo: VRow = std::array::from_fn(|l| at(l) as u32);
+        let hi: VRow = std::array::from_fn(|l| (at(l) >> 32) as u32);
+        b.wave.set_v(10, &lo, u32::MAX).unwrap();
+        b.wave.set_v(11, &hi, u32::MAX).unwrap();
+        b.run_asm("global_load_b32 v1, v[10:11], off").unwrap();
+        b.run_asm("s_waitcnt vmcnt(0)").unwrap();
+        let v1 = *b.wave.v(1).unwrap();
+        assert_eq!(v1[3], word(12));
+        let w = |i: u8| u32::from_le_bytes([200 + i, 201 + i, 202 + i, 203 + i]);
+        assert_eq!(v1[17], w(4));
+        let data: VRow = std::array::from_fn(|l| 0x5500_0000 | l as u32);
+        b.wave.set_v(2, &data, u32::MAX).unwrap();
+        b.run_asm("global_store_b32 v[10:11], v2, off").unwrap();
+        let mut out = [0u8; 4];
+        b.global.read(a + 8, &mut out, 0).unwrap();
+        assert_eq!(u32::from_le_bytes(out), 0x5500_0002);
+        b.global.read(other + 8, &mut out, 0).unwrap();
+        assert_eq!(u32::from_le_bytes(out), 0x5500_0012);
+    }
+
     #[test]
     fn flat_loads_reach_lds_through_the_shared_aperture_and_global_otherwise() {
         let (mut b, _) = bench(Gen::Gfx11);
@@ -366,9 +510,9 @@ mod tests {
         b.run_asm("flat_load_u16 v2, v[20:21] offset:2").unwrap();
         b.run_asm("flat_load_b32 v3, v[10:11]").unwrap();
         // Counted in lgkmcnt too, as on hardware.
-        assert_eq!(b.wave.pending.ops.len(), 6);
+        assert_eq!(b.wave.pending.ops().len(), 6);
         b.run_asm("s_waitcnt vmcnt(0) lgkmcnt(0)").unwrap();
-        assert!(b.wave.pending.ops.is_empty());
+        assert!(b.wave.pending.ops().is_empty());
         assert_eq!(b.wave.v(1).unwrap()[0], 0x0403_0201);
         assert_eq!(b.wave.v(2).unwrap()[7], 0x0403);
         assert_eq!(b.wave.v(3).unwrap()[2], word(8));

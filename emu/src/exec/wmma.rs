@@ -18,7 +18,7 @@ use super::{Ctx, Flow, arg, unknown};
 use crate::fault::FaultKind;
 use crate::inst::{Gen, Inst, Op, Operand};
 use crate::num;
-use crate::wave::{LANES, VRow, Wave};
+use crate::wave::{VRow, Wave};
 
 /// gfx11 A/B slot → matrix index: lane `l`, VGPR `r` (0..8) of the operand, 16-bit half `h`
 /// (0 = bits 0–15) hold the element of row/column `l % 16` (A's row m, B's column n) at
@@ -56,6 +56,8 @@ fn ab_regs(generation: Gen) -> usize {
     }
 }
 
+/// The A/B layout as a function of the generation (the tests lay data out through it).
+#[cfg(test)]
 fn ab_map(generation: Gen) -> fn(usize, usize, usize) -> (usize, usize) {
     match generation {
         Gen::Gfx11 => ab_gfx11,
@@ -63,6 +65,8 @@ fn ab_map(generation: Gen) -> fn(usize, usize, usize) -> (usize, usize) {
     }
 }
 
+/// The C/D layout as a function of the generation (the tests lay data out through it).
+#[cfg(test)]
 fn cd_map(generation: Gen) -> fn(usize, usize) -> (usize, usize) {
     match generation {
         Gen::Gfx11 => cd_gfx11,
@@ -117,7 +121,11 @@ pub fn exec(wave: &mut Wave, inst: &Inst, ctx: &mut Ctx<'_>) -> Result<Flow, Fau
             num::f16_to_f32(bits)
         }
     };
-    let ab = ab_map(generation);
+    // Matches rather than `ab_map`'s fn pointer: an indirect call per element is not inlined.
+    let ab = |lane, reg, half| match generation {
+        Gen::Gfx11 => ab_gfx11(lane, reg, half),
+        Gen::Gfx12 => ab_gfx12(lane, reg, half),
+    };
     // am[m][k], bm[n][k].
     let mut mats = [[[0f32; 16]; 16]; 2];
     for (which, (op, mat)) in [a, b].into_iter().zip(mats.iter_mut()).enumerate() {
@@ -143,21 +151,25 @@ pub fn exec(wave: &mut Wave, inst: &Inst, ctx: &mut Ctx<'_>) -> Result<Flow, Fau
         }
     }
     let [am, bm] = mats;
-    let cd = cd_map(generation);
-    let c_rows: Vec<VRow> = (0..8)
-        .map(|reg| row_at(wave, c, reg))
-        .collect::<Result<_, _>>()?;
-    let mut out = [[0u32; LANES]; 8];
-    for (reg, out_row) in out.iter_mut().enumerate() {
-        for (lane, slot) in out_row.iter_mut().enumerate() {
+    let cd = |lane, reg| match generation {
+        Gen::Gfx11 => cd_gfx11(lane, reg),
+        Gen::Gfx12 => cd_gfx12(lane, reg),
+    };
+    // The C/D layout maps the 8 VGPRs × 32 lanes onto the 16×16 tile one to one.
+    let mut cm = [[0f32; 16]; 16];
+    for reg in 0..8 {
+        for (lane, &bits) in row_at(wave, c, reg)?.iter().enumerate() {
             let (mi, ni) = cd(lane, reg);
-            let mut s = f32::from_bits(c_rows[reg][lane]);
-            for k in 0..16 {
-                s = f32::mul_add(am[mi][k], bm[ni][k], s);
-            }
-            *slot = num::quiet(s).to_bits();
+            cm[mi][ni] = f32::from_bits(bits);
         }
     }
+    let dm = num::fused::tile(&am, &bm, &cm);
+    let out: [VRow; 8] = std::array::from_fn(|reg| {
+        std::array::from_fn(|lane| {
+            let (mi, ni) = cd(lane, reg);
+            num::quiet(dm[mi][ni]).to_bits()
+        })
+    });
     for (reg, out_row) in out.iter().enumerate() {
         set_row(wave, d, reg, out_row, u32::MAX)?;
     }
@@ -169,7 +181,7 @@ mod tests {
     use super::*;
     use crate::exec::testing::Bench;
     use crate::fault::FaultKind;
-    use crate::wave::sreg;
+    use crate::wave::{LANES, sreg};
 
     fn a_at(m: usize, k: usize) -> f32 {
         ((m * 3 + k * 5) % 11) as f32 - 5.0
