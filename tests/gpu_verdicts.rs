@@ -118,6 +118,51 @@ fn isa_emulator_checkpoints_suite(target: w4a16_kernels::Target) {
     }
 }
 
+/// `kernels` at its small shapes (the suite's `isa_emulator_max_macs`).
+#[apply(emulated_targets)]
+fn isa_emulator_kernels_suite(target: w4a16_kernels::Target) {
+    if let Some(device) = common::emulator(target) {
+        run_suite_on("kernels", device);
+    }
+}
+
+/// `edges` up to its ISA-emulator budget: every skinny capacity edge, below, at and past.
+#[apply(emulated_targets)]
+fn isa_emulator_edges_suite(target: w4a16_kernels::Target) {
+    if let Some(device) = common::emulator(target) {
+        run_suite_on("edges", device);
+    }
+}
+
+/// `selection`'s boundaries up to its ISA-emulator budget.
+#[apply(emulated_targets)]
+fn isa_emulator_selection_suite(target: w4a16_kernels::Target) {
+    if let Some(device) = common::emulator(target) {
+        run_suite_on("selection", device);
+    }
+}
+
+/// The suites the ISA emulator runs in CI for each native gfx target (the tests above).
+const ISA_EMULATOR_SUITES: [&str; 5] = ["smoke", "checkpoints", "kernels", "edges", "selection"];
+
+/// Each native gfx target has a committed verdict snapshot per suite the ISA emulator runs in
+/// CI (recorded with `w4a16 run --suite <s> --target <gfx> --snapshot update` on a machine
+/// without that GPU, or on the GPU itself); the test below checks they are current and passing.
+#[test]
+fn every_native_gfx_target_has_the_isa_emulators_snapshots() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let missing: Vec<String> = ["gfx1100", "gfx1151", "gfx1201"]
+        .iter()
+        .flat_map(|t| ISA_EMULATOR_SUITES.map(|s| (s, *t)))
+        .filter(|(s, t)| !snapshot::committed_path(dir, s, t).is_file())
+        .map(|(s, t)| format!("{}@{t}.snap", snapshot::snapshot_name(s)))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "ISA-emulator verdict snapshots missing: {missing:?}; record them with `w4a16 run --suite <suite> --target <gfx> --snapshot update`"
+    );
+}
+
 /// The suites every emulated AMD target (`gfx1100-emu`, `gfx1151-emu`, `gfx1201-emu`) records:
 /// all of them, so the AMD code paths meet every case the NVIDIA ones do.
 const EMULATED_SUITES: [&str; 8] = [

@@ -361,7 +361,19 @@ pub struct Suite {
     /// `isa_emulator_max_macs` of `[suite]`: the ISA emulator's budget for this suite, where
     /// it declares one.
     pub isa_emulator_max_macs: Option<u64>,
+    /// Case id → the `isa_emulator_max_macs` of the sweep that made it, where it declares one.
+    pub isa_emulator_sweep_budgets: std::collections::BTreeMap<String, u64>,
     pub cases: Vec<Case>,
+}
+
+impl Suite {
+    /// The ISA emulator's declared budget for case `id`: its sweep's, else the suite's.
+    pub fn isa_emulator_max_macs_of(&self, id: &str) -> Option<u64> {
+        self.isa_emulator_sweep_budgets
+            .get(id)
+            .copied()
+            .or(self.isa_emulator_max_macs)
+    }
 }
 
 /// What `w4a16 cases` prints per suite.

@@ -970,15 +970,23 @@ fn build_case(suite: &str, shape_name: &str, shape: LayerShape, p: Point) -> Cas
     case
 }
 
+/// What an `isa_emulator_max_macs` of 0 is told.
+const POSITIVE_MACS: &str =
+    "expected a positive number of multiply-adds (M·N·K), e.g. 1048576 for 2^20";
+
 fn expand_suite(f: &Parsed, suite: &SuiteRaw, set: &CaseSet) -> Result<Suite, CaseFileError> {
     let defaults = suite.axes();
     let mut cases: Vec<Case> = Vec::new();
     let mut seen: HashMap<String, String> = HashMap::new();
     let allow = suite.allow_unsupported;
     let hint = "; set allow_unsupported = true in [suite] to test the refusal";
+    let mut sweep_budgets: std::collections::BTreeMap<String, u64> = Default::default();
 
     for (i, sweep) in f.raw.sweep.iter().enumerate() {
         let here = format!("sweep[{i}]");
+        if sweep.isa_emulator_max_macs == Some(0) {
+            return Err(f.err(format!("{here}.isa_emulator_max_macs"), POSITIVE_MACS));
+        }
         let r = &resolve(f, &sweep.axes(), &defaults, &here, sweep.generated, set)?;
         let lens = [
             r.points.len(),
@@ -1053,6 +1061,9 @@ fn expand_suite(f: &Parsed, suite: &SuiteRaw, set: &CaseSet) -> Result<Suite, Ca
             );
             if !seen.contains_key(&case.id) {
                 seen.insert(case.id.clone(), here.clone());
+                if let Some(max) = sweep.isa_emulator_max_macs {
+                    sweep_budgets.insert(case.id.clone(), max);
+                }
                 cases.push(case);
             }
         }
@@ -1185,14 +1196,10 @@ fn expand_suite(f: &Parsed, suite: &SuiteRaw, set: &CaseSet) -> Result<Suite, Ca
         file: f.path.to_path_buf(),
         allow_unsupported: allow,
         isa_emulator_max_macs: match suite.isa_emulator_max_macs {
-            Some(0) => {
-                return Err(f.err(
-                    "suite.isa_emulator_max_macs",
-                    "expected a positive number of multiply-adds (M·N·K), e.g. 1048576 for 2^20",
-                ));
-            }
+            Some(0) => return Err(f.err("suite.isa_emulator_max_macs", POSITIVE_MACS)),
             budget => budget,
         },
+        isa_emulator_sweep_budgets: sweep_budgets,
         cases,
     })
 }

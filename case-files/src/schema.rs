@@ -244,6 +244,8 @@ pub(crate) struct SweepRaw {
     pub note: Option<String>,
     /// Shapes with their M generated from kernel declarations, in place of `shapes` and `m`.
     pub generated: Option<ShapeGenerator>,
+    /// The ISA emulator's budget for this sweep's cases, in place of the suite's.
+    pub isa_emulator_max_macs: Option<u64>,
     pub shapes: Option<Vec<String>>,
     pub m: Option<MSpec>,
     pub dtype: Option<Vec<ActDtype>>,

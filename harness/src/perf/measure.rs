@@ -656,6 +656,7 @@ mod tests {
             file: "perf-test.toml".into(),
             allow_unsupported: true,
             isa_emulator_max_macs: None,
+            isa_emulator_sweep_budgets: Default::default(),
             cases,
         }
     }

@@ -7,25 +7,14 @@
 use crate::cases::{Case, CaseSet, Suite};
 use crate::device::DeviceKind;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 use w4a16_kernels::{RunTarget, emulation};
 
-/// Multiply-adds above which a case is not run on the ISA emulator, unless its suite declares
-/// less (`isa_emulator_max_macs` in `[suite]`). The emulator interprets every wave-instruction on
-/// one host thread (about 10 M per second: `w4a16 bench --emulated`) where a GPU runs thousands
-/// of waves at once; 2^24 runs all of `smoke`, `checkpoints` and `regressions` (a few seconds a
-/// case at most), and the larger cases run on the target's GPU.
+/// Multiply-adds above which a case is not run on the ISA emulator, unless its sweep or suite
+/// declares less (`isa_emulator_max_macs`). The emulator interprets every wave-instruction on one
+/// host thread (about 16 M per second: `w4a16 bench --emulated`) where a GPU runs thousands of
+/// waves at once; 2^24 runs all of `smoke`, `checkpoints` and `regressions` (a few seconds a case
+/// at most). The larger cases run on the target's GPU.
 pub const ISA_EMULATOR_MAX_CASE_MACS: u64 = 1 << 24;
-
-/// The largest case a run executes of one suite.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum CaseBudget {
-    /// A GPU running its own target: every case.
-    Unbounded,
-    /// Cases up to `max` multiply-adds, set by what interprets the kernels.
-    Macs { max: u64, by: Interpreter },
-}
 
 /// What interprets the kernels of a budgeted run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -37,31 +26,76 @@ pub enum Interpreter {
     IsaEmulator,
 }
 
-impl CaseBudget {
+impl Interpreter {
+    /// Its budget, as a snapshot header and a run's summary name it.
+    pub fn budget(self) -> String {
+        match self {
+            Interpreter::CudaEmulation => format!(
+                "the CUDA emulation's budget of 2^{} MACs (M·N·K)",
+                emulation::MAX_CASE_MACS.trailing_zeros()
+            ),
+            Interpreter::IsaEmulator => format!(
+                "the ISA emulator's budget (isa_emulator_max_macs of the case's sweep or suite, else 2^{} MACs)",
+                ISA_EMULATOR_MAX_CASE_MACS.trailing_zeros()
+            ),
+        }
+    }
+}
+
+/// The largest case a run executes of one suite.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CaseBudget<'s> {
+    /// A GPU running its own target: every case.
+    Unbounded,
+    /// The CUDA emulation of an AMD target: [`emulation::MAX_CASE_MACS`].
+    CudaEmulation,
+    /// The ISA emulator: the suite's declared budgets, else [`ISA_EMULATOR_MAX_CASE_MACS`].
+    IsaEmulator { suite: Option<&'s Suite> },
+}
+
+impl<'s> CaseBudget<'s> {
     /// The budget of `suite` when `target` runs on `device` (`None`: no device opened, so
     /// nothing runs and nothing is left out).
-    pub fn of(target: RunTarget, device: Option<DeviceKind>, suite: Option<&Suite>) -> CaseBudget {
+    pub fn of(
+        target: RunTarget,
+        device: Option<DeviceKind>,
+        suite: Option<&'s Suite>,
+    ) -> CaseBudget<'s> {
         if target.is_emulated() {
-            CaseBudget::Macs {
-                max: emulation::MAX_CASE_MACS,
-                by: Interpreter::CudaEmulation,
-            }
+            CaseBudget::CudaEmulation
         } else if device == Some(DeviceKind::Emulator) {
-            CaseBudget::Macs {
-                max: suite
-                    .and_then(|s| s.isa_emulator_max_macs)
-                    .unwrap_or(ISA_EMULATOR_MAX_CASE_MACS),
-                by: Interpreter::IsaEmulator,
-            }
+            CaseBudget::IsaEmulator { suite }
         } else {
             CaseBudget::Unbounded
+        }
+    }
+
+    /// What interprets the kernels; `None` on a GPU running its own target.
+    pub fn interpreter(&self) -> Option<Interpreter> {
+        match self {
+            CaseBudget::Unbounded => None,
+            CaseBudget::CudaEmulation => Some(Interpreter::CudaEmulation),
+            CaseBudget::IsaEmulator { .. } => Some(Interpreter::IsaEmulator),
+        }
+    }
+
+    /// The most multiply-adds `case` may have here; `None` when unbounded.
+    pub fn max_macs(&self, case: &Case) -> Option<u64> {
+        match self {
+            CaseBudget::Unbounded => None,
+            CaseBudget::CudaEmulation => Some(emulation::MAX_CASE_MACS),
+            CaseBudget::IsaEmulator { suite } => Some(
+                suite
+                    .and_then(|s| s.isa_emulator_max_macs_of(&case.id))
+                    .unwrap_or(ISA_EMULATOR_MAX_CASE_MACS),
+            ),
         }
     }
 
     /// Whether `case` is within the budget. A MoE case's GEMM has one row per routed slot
     /// (T·top_k).
     pub fn admits(&self, case: &Case) -> bool {
-        let CaseBudget::Macs { max, .. } = *self else {
+        let Some(max) = self.max_macs(case) else {
             return true;
         };
         let rows = case.moe.map_or(case.m, |r| r.slots(case.m));
@@ -72,57 +106,35 @@ impl CaseBudget {
     }
 }
 
-impl std::fmt::Display for CaseBudget {
-    /// `the ISA emulator's budget of 2^22 MACs (M·N·K)`; `no budget` when unbounded.
+impl std::fmt::Display for CaseBudget<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            CaseBudget::Unbounded => f.write_str("no budget"),
-            CaseBudget::Macs { max, by } => {
-                let by = match by {
-                    Interpreter::CudaEmulation => "the CUDA emulation's",
-                    Interpreter::IsaEmulator => "the ISA emulator's",
-                };
-                if max.is_power_of_two() {
-                    write!(f, "{by} budget of 2^{} MACs (M·N·K)", max.trailing_zeros())
-                } else {
-                    write!(f, "{by} budget of {max} MACs (M·N·K)")
-                }
-            }
+        match self.interpreter() {
+            None => f.write_str("no budget"),
+            Some(by) => f.write_str(&by.budget()),
         }
     }
 }
 
 /// The budgets of a whole run, suite by suite.
-#[derive(Clone, Debug)]
-pub struct RunBudget {
+#[derive(Clone, Copy, Debug)]
+pub struct RunBudget<'s> {
     target: RunTarget,
     device: Option<DeviceKind>,
-    suites: BTreeMap<String, CaseBudget>,
+    set: &'s CaseSet,
 }
 
-impl RunBudget {
-    pub fn of(target: RunTarget, device: Option<DeviceKind>, set: &CaseSet) -> RunBudget {
-        let suites = set
-            .suite_names()
-            .into_iter()
-            .map(|name| {
-                let budget = CaseBudget::of(target, device, set.suite(name));
-                (name.to_string(), budget)
-            })
-            .collect();
+impl<'s> RunBudget<'s> {
+    pub fn of(target: RunTarget, device: Option<DeviceKind>, set: &'s CaseSet) -> RunBudget<'s> {
         RunBudget {
             target,
             device,
-            suites,
+            set,
         }
     }
 
-    /// The budget of the suite named `suite` (a suite the set lacks gets the device's default).
-    pub fn of_suite(&self, suite: &str) -> CaseBudget {
-        self.suites
-            .get(suite)
-            .copied()
-            .unwrap_or_else(|| CaseBudget::of(self.target, self.device, None))
+    /// The budget of the suite named `suite` (one the set lacks gets the device's default).
+    pub fn of_suite(&self, suite: &str) -> CaseBudget<'s> {
+        CaseBudget::of(self.target, self.device, self.set.suite(suite))
     }
 
     pub fn admits(&self, case: &Case) -> bool {
@@ -143,9 +155,9 @@ mod tests {
         c
     }
 
-    /// The ISA emulator's budget holds exactly up to its bound, a suite's declared one first;
-    /// the CUDA emulation's is its own; a GPU on its target and a run without a device leave
-    /// nothing out.
+    /// The ISA emulator's budget holds exactly up to its bound, a sweep's or suite's declared
+    /// one first; the CUDA emulation's is its own; a GPU on its target and a run without a
+    /// device leave nothing out.
     #[test]
     fn each_interpreter_has_its_bound_and_gpus_have_none() {
         let set = cases::load_all(&cases::locate(None).unwrap()).unwrap();
@@ -154,22 +166,25 @@ mod tests {
         let isa = CaseBudget::of(native, Some(DeviceKind::Emulator), set.suite("smoke"));
         assert!(isa.admits(&case_of(16, 1024, 1024)));
         assert!(!isa.admits(&case_of(17, 1024, 1024)));
-        assert_eq!(
-            isa.to_string(),
-            "the ISA emulator's budget of 2^24 MACs (M·N·K)"
-        );
+        assert!(isa.to_string().contains("else 2^24 MACs"), "{isa}");
         let mut declared = set.suite("smoke").unwrap().clone();
         declared.isa_emulator_max_macs = Some(3 << 20);
         let small = CaseBudget::of(native, Some(DeviceKind::Emulator), Some(&declared));
         assert!(small.admits(&case_of(3, 1024, 1024)));
         assert!(!small.admits(&case_of(4, 1024, 1024)));
-        assert_eq!(
-            small.to_string(),
-            "the ISA emulator's budget of 3145728 MACs (M·N·K)"
-        );
+        let big = case_of(4, 1024, 1024);
+        declared
+            .isa_emulator_sweep_budgets
+            .insert(big.id.clone(), 4 << 20);
+        let per_sweep = CaseBudget::of(native, Some(DeviceKind::Emulator), Some(&declared));
+        assert!(per_sweep.admits(&big), "a sweep's own budget comes first");
         let cuda_emu = CaseBudget::of(emulated, Some(DeviceKind::Cuda), set.suite("smoke"));
         assert!(cuda_emu.admits(&case_of(17, 1024, 1024)));
         assert!(!cuda_emu.admits(&case_of(1 << 17, 1024, 1025)));
+        assert_eq!(
+            cuda_emu.to_string(),
+            "the CUDA emulation's budget of 2^37 MACs (M·N·K)"
+        );
         assert_eq!(
             CaseBudget::of(native, Some(DeviceKind::Rocm), Some(&declared)),
             CaseBudget::Unbounded
@@ -177,10 +192,11 @@ mod tests {
         assert!(CaseBudget::of(native, None, None).admits(&case_of(1 << 20, 1 << 20, 1 << 20)));
         assert!(!isa.admits(&case_of(usize::MAX, usize::MAX, usize::MAX)));
         let run = RunBudget::of(native, Some(DeviceKind::Emulator), &set);
-        for suite in set.suite_names() {
+        let edges = set.suite("edges").unwrap();
+        for c in &edges.cases {
             assert_eq!(
-                run.of_suite(suite),
-                CaseBudget::of(native, Some(DeviceKind::Emulator), set.suite(suite))
+                run.admits(c),
+                CaseBudget::of(native, Some(DeviceKind::Emulator), Some(edges)).admits(c)
             );
         }
     }

@@ -211,7 +211,7 @@ pub fn run_with(opts: RunOptions, devices: &dyn DeviceSource) -> Result<RunEnd, 
     let budget_note = (!left_out.is_empty()).then(|| {
         let per_suite: Vec<String> = left_out
             .iter()
-            .map(|(s, l)| format!("{s}: {} cases above {}", l.cases.len(), l.budget))
+            .map(|(s, l)| format!("{s}: {} cases above {}", l.cases.len(), l.by.budget()))
             .collect();
         format!(
             "not run on {target} (its GPU runs them): {}; e.g. {}",
