@@ -12,6 +12,13 @@ crate::named_enum! {
     }
 }
 
+/// 2^e for the normal f64 exponents (−1022..=1023), built from its bits: `powi` is a libm loop
+/// and [`ActDtype::from_f64`] runs once per generated element.
+fn pow2(e: i32) -> f64 {
+    debug_assert!((-1022..=1023).contains(&e), "2^{e} is not a normal f64");
+    f64::from_bits(((e + 1023) as u64) << 52)
+}
+
 impl ActDtype {
     /// Unit roundoff of round-to-nearest in this format (half an ulp at 1.0).
     pub fn unit_roundoff(self) -> f64 {
@@ -36,7 +43,7 @@ impl ActDtype {
     pub fn overflow_threshold(self) -> f64 {
         match self {
             ActDtype::F16 => 65520.0,
-            ActDtype::Bf16 => 2f64.powi(128) * (1.0 - 2f64.powi(-9)),
+            ActDtype::Bf16 => pow2(128) * (1.0 - pow2(-9)),
         }
     }
 
@@ -59,9 +66,11 @@ impl ActDtype {
             ActDtype::F16 => (11, -14),
             ActDtype::Bf16 => (8, -126),
         };
+        // r is representable in the format, so also in f32: both conversions are exact (and
+        // f32 → f16 is one instruction with F16C).
         let exact = |r: f64| match self {
-            ActDtype::F16 => f16::from_f64(r).to_bits(),
-            ActDtype::Bf16 => bf16::from_f64(r).to_bits(),
+            ActDtype::F16 => f16::from_f32(r as f32).to_bits(),
+            ActDtype::Bf16 => bf16::from_f32(r as f32).to_bits(),
         };
         if v.is_nan() {
             return match self {
@@ -79,7 +88,7 @@ impl ActDtype {
         }
         // Exponent of a (f64 subnormals are far below every quantum: they round to 0).
         let e = ((a.to_bits() >> 52) as i32 - 1023).max(min_exp);
-        let quantum = 2f64.powi(e - (digits - 1));
+        let quantum = pow2(e - (digits - 1));
         let r = (a / quantum).round_ties_even() * quantum;
         sign | exact(r)
     }
@@ -135,6 +144,62 @@ impl ActDtype {
 
 #[cfg(test)]
 mod tests {
+    use rand::{Rng, SeedableRng};
+
+    /// The rounding as first written (libm's `powi` for the quantum, `half`'s f64 conversion of
+    /// the representable result): the fast path must give the same bits.
+    fn from_f64_as_written(d: ActDtype, v: f64) -> u16 {
+        let (digits, min_exp) = match d {
+            ActDtype::F16 => (11, -14),
+            ActDtype::Bf16 => (8, -126),
+        };
+        if v.is_nan() {
+            return d.from_f64(v);
+        }
+        let sign: u16 = if v.is_sign_negative() { 0x8000 } else { 0 };
+        let a = v.abs();
+        let exact = |r: f64| match d {
+            ActDtype::F16 => f16::from_f64(r).to_bits(),
+            ActDtype::Bf16 => bf16::from_f64(r).to_bits(),
+        };
+        if a >= d.overflow_threshold() {
+            return sign | exact(f64::INFINITY);
+        }
+        if a == 0.0 {
+            return sign;
+        }
+        let e = ((a.to_bits() >> 52) as i32 - 1023).max(min_exp);
+        let quantum = 2f64.powi(e - (digits - 1));
+        sign | exact((a / quantum).round_ties_even() * quantum)
+    }
+
+    #[test]
+    fn the_fast_rounding_gives_the_bits_of_the_rounding_as_written() {
+        let mut r = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+        for d in [ActDtype::F16, ActDtype::Bf16] {
+            assert_eq!(pow2(-9), 2f64.powi(-9));
+            assert_eq!(pow2(128), 2f64.powi(128));
+            for _ in 0..200_000 {
+                // Every exponent from far below the subnormals to past the overflow.
+                let e = r.random_range(-160..140);
+                let v = f64::from_bits(
+                    r.random::<u64>() & !(0x7FFu64 << 52) | ((e + 1023) as u64) << 52,
+                );
+                assert_eq!(d.from_f64(v), from_f64_as_written(d, v), "{d:?} {v:e}");
+                // Ties and neighbours of representable values.
+                let bits = d.from_f64(v);
+                let x = d.to_f64(bits);
+                for t in [
+                    x,
+                    x * (1.0 + d.unit_roundoff()),
+                    x * (1.0 - d.unit_roundoff() / 2.0),
+                ] {
+                    assert_eq!(d.from_f64(t), from_f64_as_written(d, t), "{d:?} {t:e}");
+                }
+            }
+        }
+    }
+
     use super::*;
 
     /// Single rounding from f64: values just off a tie and just below the overflow threshold,

@@ -437,16 +437,11 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
             snapshots: explicit,
             sanitize,
         } => {
-            let (cases_dir, set) = load_with_dir(cli.cases)?;
-            let dir = match explicit {
-                Some(dir) => dir,
-                None => snapshot::snapshot_dir(None, &cases_dir),
-            };
             let mode = match update {
                 true => SnapshotMode::Update,
                 false => SnapshotMode::Check,
             };
-            snapshots_of_report(&report, mode, &dir, sanitize, &set)
+            snapshots_of_report(&report, mode, explicit, sanitize, cli.cases)
         }
         Command::Worker {
             target,
@@ -975,9 +970,9 @@ fn exit_for(s: &Summary) -> ExitCode {
 fn snapshots_of_report(
     report: &Path,
     mode: SnapshotMode,
-    dir: &Path,
+    snapshots_dir: Option<PathBuf>,
     sanitize: Option<SanitizerTool>,
-    set: &CaseSet,
+    cases: Option<PathBuf>,
 ) -> Result<ExitCode, String> {
     let text = std::fs::read_to_string(report).map_err(|e| format!("{}: {e}", report.display()))?;
     let expected = "a run's report.json (`target` and `verdicts`)";
@@ -1022,13 +1017,32 @@ fn snapshots_of_report(
             )
         })?),
     };
+    // The case files are read only where they are needed: for the snapshot folder beside them,
+    // and for the cases a budgeted run (an emulator's) left out.
+    let budgeted = CaseBudget::of(run_target, device, None)
+        .interpreter()
+        .is_some();
+    let needed = |e: String| {
+        format!("{e} (needed for the snapshot folder or for the cases a budgeted run left out)")
+    };
+    let (dir, set) = match snapshots_dir {
+        Some(dir) if !budgeted => (dir, None),
+        Some(dir) => (dir, Some(load(cases).map_err(needed)?)),
+        None => {
+            let (cases_dir, set) = load_with_dir(cases).map_err(needed)?;
+            (snapshot::snapshot_dir(None, &cases_dir), Some(set))
+        }
+    };
     let files = suites.map(|s| {
-        let budget = CaseBudget::of(run_target, device, set.suite(s));
+        let left_out = set.as_ref().and_then(|set| {
+            let budget = CaseBudget::of(run_target, device, set.suite(s));
+            LeftOut::of(budget, s, set.cases())
+        });
         SnapshotFile::new(s, target, sanitize)
             .recorded_by(device)
-            .left_out(LeftOut::of(budget, s, set.cases()))
+            .left_out(left_out)
     });
-    let differing = snapshots(dir, mode, files, &verdicts)?;
+    let differing = snapshots(&dir, mode, files, &verdicts)?;
     if differing.is_empty() {
         println!(
             "verdict snapshots of {target}: {}",
