@@ -305,6 +305,46 @@ fn merge_at(dirs: &[PathBuf]) -> Result<Merged, MergeError> {
     merge(dirs, Path::new("artifacts"))
 }
 
+/// The cases a budgeted run (the ISA emulator) left out travel in every shard's record, so the
+/// merged snapshot keeps their committed rows and its header says how many, as an unsharded run's
+/// does.
+#[test]
+fn merged_snapshots_carry_the_cases_a_budget_left_out() {
+    let (_tmp, dirs) = copy_of_shards();
+    let merged = merge_at(&dirs).unwrap();
+    let (key, _) = merged
+        .snapshots
+        .first()
+        .expect("the shards recorded snapshots");
+    assert_eq!(
+        key.left_out, None,
+        "the simulated device leaves nothing out"
+    );
+    let suite = key.suite.clone();
+    let left_out = LeftOut {
+        by: crate::runner::budget::Interpreter::IsaEmulator,
+        cases: [format!("{suite}/a-large-layer/M=4096")].into(),
+    };
+    for dir in &dirs {
+        let record = serde_json::to_value(&left_out).unwrap();
+        edit_report(dir, |json| {
+            json["shard"]["left_out"] = serde_json::json!({ suite.clone(): record });
+        });
+    }
+    let merged = merge_at(&dirs).unwrap();
+    let (key, _) = merged
+        .snapshots
+        .iter()
+        .find(|(k, _)| k.suite == suite)
+        .unwrap();
+    assert_eq!(key.left_out.as_ref(), Some(&left_out));
+    assert!(
+        key.description().ends_with(&left_out.clause()),
+        "{}",
+        key.description()
+    );
+}
+
 #[test]
 fn a_missing_shard_is_refused_naming_which() {
     let shards = runs().shards();
