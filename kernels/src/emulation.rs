@@ -38,12 +38,13 @@ pub fn gfx_number(target: Target) -> Result<u32, NotEmulable> {
 /// 2128 cases) on emulated targets only, and says so when it runs.
 pub const MAX_CASE_MACS: u64 = 1 << 37;
 
-/// Whether a case of `m` rows on an N×K layer fits [`MAX_CASE_MACS`].
-pub fn within_budget(m: usize, n: usize, k: usize) -> bool {
+/// Whether a case of `m` rows on an N×K layer has at most `max` multiply-adds (no overflow for
+/// any sizes): the test of every emulation budget, this one's and the ISA emulator's.
+pub fn macs_within(m: usize, n: usize, k: usize, max: u64) -> bool {
     (m as u128)
         .checked_mul(n as u128)
         .and_then(|mn| mn.checked_mul(k as u128))
-        .is_some_and(|macs| macs <= MAX_CASE_MACS as u128)
+        .is_some_and(|macs| macs <= max as u128)
 }
 
 /// The extra NVRTC options that compile the kernel set in `target`'s AMD configuration.
@@ -57,10 +58,11 @@ mod tests {
 
     #[test]
     fn the_budget_is_inclusive_and_does_not_overflow() {
-        assert!(within_budget(1 << 17, 1 << 10, 1 << 10));
-        assert!(!within_budget((1 << 17) + 1, 1 << 10, 1 << 10));
-        assert!(!within_budget(usize::MAX, usize::MAX, usize::MAX));
-        assert!(within_budget(0, usize::MAX, usize::MAX));
+        let within = |m, n, k| macs_within(m, n, k, MAX_CASE_MACS);
+        assert!(within(1 << 17, 1 << 10, 1 << 10));
+        assert!(!within((1 << 17) + 1, 1 << 10, 1 << 10));
+        assert!(!within(usize::MAX, usize::MAX, usize::MAX));
+        assert!(within(0, usize::MAX, usize::MAX));
     }
 
     #[test]

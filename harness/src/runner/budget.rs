@@ -99,10 +99,7 @@ impl<'s> CaseBudget<'s> {
             return true;
         };
         let rows = case.moe.map_or(case.m, |r| r.slots(case.m));
-        (rows as u128)
-            .checked_mul(case.shape.n as u128)
-            .and_then(|mn| mn.checked_mul(case.shape.k as u128))
-            .is_some_and(|macs| macs <= max as u128)
+        emulation::macs_within(rows, case.shape.n, case.shape.k, max)
     }
 }
 
