@@ -12,8 +12,7 @@ crate::named_enum! {
     }
 }
 
-/// 2^e for the normal f64 exponents (−1022..=1023), built from its bits: `powi` is a libm loop
-/// and [`ActDtype::from_f64`] runs once per generated element.
+/// 2^e for the normal f64 exponents (−1022..=1023), built from its bits (`powi` is a libm loop).
 fn pow2(e: i32) -> f64 {
     debug_assert!((-1022..=1023).contains(&e), "2^{e} is not a normal f64");
     f64::from_bits(((e + 1023) as u64) << 52)
@@ -58,39 +57,34 @@ impl ActDtype {
     /// Round-to-nearest-even of an f64, a single rounding on every platform. (`half`'s own
     /// conversions are not: on x86 with F16C its f16 path goes through f32, and its software
     /// paths drop the low 32 bits of the f64 significand before rounding; both round values just
-    /// off a tie, e.g. 65519.99999 to Inf, the wrong way.) The rounding is done here in f64
-    /// (scaling by the quantum and `round_ties_even` are exact); the result is representable, so
-    /// `half` converts it exactly.
+    /// off a tie, e.g. 65519.99999 to Inf, the wrong way.)
+    ///
+    /// Through f32 rounded to odd: f64 → f32 truncated toward zero with the lowest bit set when
+    /// anything was dropped, then one round-to-nearest-even into the format. With f32 carrying
+    /// at least two more bits than f16 (11) and bf16 (8) at every exponent the formats reach
+    /// (their subnormals included), the odd bit keeps ties and near-ties apart, so the two steps
+    /// give the single rounding (Boldo and Melquiond, "Emulation of FMA and correctly rounded
+    /// sums: proved algorithms using rounding to odd", 2008). A handful of instructions: this
+    /// runs once per generated and once per compared element.
     pub fn from_f64(self, v: f64) -> u16 {
-        let (digits, min_exp) = match self {
-            ActDtype::F16 => (11, -14),
-            ActDtype::Bf16 => (8, -126),
-        };
-        // r is representable in the format, so also in f32: both conversions are exact (and
-        // f32 → f16 is one instruction with F16C).
-        let exact = |r: f64| match self {
-            ActDtype::F16 => f16::from_f32(r as f32).to_bits(),
-            ActDtype::Bf16 => bf16::from_f32(r as f32).to_bits(),
-        };
         if v.is_nan() {
             return match self {
                 ActDtype::F16 => 0x7E00,
                 ActDtype::Bf16 => 0x7FC0,
             };
         }
-        let sign: u16 = if v.is_sign_negative() { 0x8000 } else { 0 };
-        let a = v.abs();
-        if a >= self.overflow_threshold() {
-            return sign | exact(f64::INFINITY);
+        let nearest = v as f32;
+        let mut bits = nearest.to_bits();
+        let back = f64::from(nearest);
+        if back != v {
+            // Toward zero (the magnitude's bits are ordered as the magnitudes; f32::MAX for a
+            // value past it), then sticky.
+            if back.abs() > v.abs() {
+                bits -= 1;
+            }
+            bits |= 1;
         }
-        if a == 0.0 {
-            return sign;
-        }
-        // Exponent of a (f64 subnormals are far below every quantum: they round to 0).
-        let e = ((a.to_bits() >> 52) as i32 - 1023).max(min_exp);
-        let quantum = pow2(e - (digits - 1));
-        let r = (a / quantum).round_ties_even() * quantum;
-        sign | exact(r)
+        self.from_f32(f32::from_bits(bits))
     }
 
     pub fn to_f32(self, bits: u16) -> f32 {
@@ -174,7 +168,7 @@ mod tests {
     }
 
     #[test]
-    fn the_fast_rounding_gives_the_bits_of_the_rounding_as_written() {
+    fn rounding_through_f32_to_odd_gives_the_bits_of_the_rounding_as_written() {
         let mut r = rand_chacha::ChaCha8Rng::seed_from_u64(7);
         for d in [ActDtype::F16, ActDtype::Bf16] {
             assert_eq!(pow2(-9), 2f64.powi(-9));
@@ -189,10 +183,18 @@ mod tests {
                 // Ties and neighbours of representable values.
                 let bits = d.from_f64(v);
                 let x = d.to_f64(bits);
+                // The exact midpoint to the next value up (a tie) and its f64 neighbours, which
+                // differ from the tie only in bits that f32 drops.
+                let next = d.to_f64(bits.wrapping_add(1) & 0x7FFF | bits & 0x8000);
+                let mid = (x + next) / 2.0;
+                let (below, above) = (mid.next_down(), mid.next_up());
                 for t in [
                     x,
                     x * (1.0 + d.unit_roundoff()),
                     x * (1.0 - d.unit_roundoff() / 2.0),
+                    mid,
+                    below,
+                    above,
                 ] {
                     assert_eq!(d.from_f64(t), from_f64_as_written(d, t), "{d:?} {t:e}");
                 }

@@ -9,6 +9,7 @@ use crate::runner::check::Check;
 use crate::runner::verdict::{
     Cause, Mismatch, Outcome, OutputProblems, ReferenceStage, SourceError, Verdict,
 };
+use std::rc::Rc;
 use w4a16_kernels::{KernelId, set};
 use w4a16_reference::NumericRecipe;
 use w4a16_reference::bound::BoundModel;
@@ -52,13 +53,13 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         x: &Activations,
         logical: &QuantizedLayer,
         recipe: &NumericRecipe,
-    ) -> Option<&Reference> {
+    ) -> Option<Rc<Reference>> {
         let key = (
             recipe.magnitude_offset().map(f64::to_bits),
             recipe.offset_accumulation.is_some(),
         );
         if let Some(i) = self.references.iter().position(|(k, _)| *k == key) {
-            return Some(&self.references[i].1);
+            return Some(Rc::clone(&self.references[i].1));
         }
         let policy = self.case.class.non_finite_x();
         let result = match self.gpu_reference_device() {
@@ -70,8 +71,9 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         };
         match result {
             Ok(r) => {
-                self.references.push((key, r));
-                self.references.last().map(|(_, r)| r)
+                let r = Rc::new(r);
+                self.references.push((key, Rc::clone(&r)));
+                Some(r)
             }
             Err(e) => {
                 let (outcome, stage) = reference_stage(&e);
@@ -144,7 +146,7 @@ impl<'c, 'a> CaseRun<'c, 'a> {
                 Err(e) => reference_failure(id, check, ReferenceStage::VerificationInput, e),
             };
         }
-        let Some(reference) = self.reference(x, logical, recipe).cloned() else {
+        let Some(reference) = self.reference(x, logical, recipe) else {
             // A reference at fault (the GPU reference's GEMM, or its cross-check) leaves the
             // kernel unjudged: that is no failure of the kernel.
             let faulted = self
@@ -221,7 +223,7 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         ) else {
             return;
         };
-        let Some(r) = self.reference(x, logical, &rf).cloned() else {
+        let Some(r) = self.reference(x, logical, &rf) else {
             return;
         };
         let dtype = self.case.dtype;

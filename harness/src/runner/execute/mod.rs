@@ -259,7 +259,9 @@ struct CaseRun<'c, 'a> {
     mode: Mode,
     ctx: &'c RunContext<'a>,
     verdicts: Vec<Verdict>,
-    references: Vec<(ReferenceKey, Reference)>,
+    /// Shared, not cloned, with the judging that borrows `self` mutably: a reference is
+    /// M×N f64 twice or thrice.
+    references: Vec<(ReferenceKey, std::rc::Rc<Reference>)>,
     times: PhaseTimes,
     /// The asymmetric carrier of a carrier case's layer, once built (`None` for every other
     /// case, and where the layer has none).
