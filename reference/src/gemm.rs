@@ -1156,29 +1156,41 @@ pub(crate) fn weight_rows(
     offset: Option<f64>,
     cols: &[usize],
 ) -> (Array2<f64>, Array2<f64>) {
+    let (mut w, mut wa) = (Vec::new(), Vec::new());
+    weight_rows_into(layer, offset, cols.iter().copied(), &mut w, &mut wa);
     let (c, k) = (cols.len(), layer.shape.k);
-    let mut w = Array2::zeros((c, k));
-    let mut wa = Array2::zeros((c * (1 + usize::from(offset.is_some())), k));
-    let (wabs, woff) = wa.view_mut().split_at(Axis(0), c);
-    let mut woff = woff;
-    let mut wabs = wabs;
-    for (i, &n) in cols.iter().enumerate() {
-        let mut wr = w.row_mut(i);
-        let mut ar = wabs.row_mut(i);
-        let mut or = offset.map(|_| woff.row_mut(i));
-        let off = match (or.as_mut(), offset) {
-            (Some(r), Some(o)) => Some((r.as_slice_mut().expect("row"), o)),
-            _ => None,
-        };
-        decode_weight_row(
-            layer,
-            n,
-            wr.as_slice_mut().expect("row"),
-            ar.as_slice_mut().expect("row"),
-            off,
-        );
+    let ca = c * (1 + usize::from(offset.is_some()));
+    (
+        Array2::from_shape_vec((c, k), w).expect("C·K values"),
+        Array2::from_shape_vec((ca, k), wa).expect("lanes·K values"),
+    )
+}
+
+/// [`weight_rows`] into reused buffers: `w` becomes `[C, K]` and `wa` `[C or 2C, K]`, every
+/// value written (their old contents and capacity are reused, not cleared).
+pub(crate) fn weight_rows_into(
+    layer: &QuantizedLayer,
+    offset: Option<f64>,
+    cols: impl ExactSizeIterator<Item = usize>,
+    w: &mut Vec<f64>,
+    wa: &mut Vec<f64>,
+) {
+    let (c, k) = (cols.len(), layer.shape.k);
+    crate::scratch::resize_for_overwrite(w, c * k);
+    crate::scratch::resize_for_overwrite(wa, c * k * (1 + usize::from(offset.is_some())));
+    let (wabs, woff) = wa.split_at_mut(c * k);
+    // k = 0: no values to write, and chunks of 0 are not allowed.
+    if k == 0 {
+        return;
     }
-    (w, wa)
+    let mut woff = woff.chunks_exact_mut(k);
+    for ((n, wr), ar) in cols
+        .zip(w.chunks_exact_mut(k))
+        .zip(wabs.chunks_exact_mut(k))
+    {
+        let off = offset.and_then(|o| woff.next().map(|r| (r, o)));
+        decode_weight_row(layer, n, wr, ar, off);
+    }
 }
 
 /// `skip` = (signed, abs) lanes in front of the row lanes.

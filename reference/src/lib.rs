@@ -15,6 +15,7 @@ pub mod named;
 pub mod offload;
 pub mod quantize;
 pub mod recipe;
+pub mod scratch;
 pub mod tricks;
 pub mod verify;
 

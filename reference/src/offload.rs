@@ -11,10 +11,11 @@
 
 use crate::gemm::{
     self, InputError, LineAxis, Lines, NonFiniteX, Reference, SpecialRows, activation_rows,
-    weight_rows,
+    bits_to_f64, weight_rows, weight_rows_into,
 };
 use crate::layer::{Activations, QuantizedLayer};
 use crate::recipe::NumericRecipe;
+use crate::scratch::{self, Role};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -217,11 +218,11 @@ pub fn reference_offloaded(
     let (m, n, k) = (x.m, layer.shape.n, layer.shape.k);
     let offset = recipe.magnitude_offset();
     let rows: Vec<usize> = (0..m).collect();
-    let (lx, la) = activation_rows(&xz, &rows);
-    let (lx, la) = (
-        lx.into_raw_vec_and_offset().0,
-        la.into_raw_vec_and_offset().0,
-    );
+    // X, and |X| where an offset lane multiplies it (the device forms |X| for the abs lane),
+    // in this thread's kept buffers.
+    let mut lx = scratch::take(Role::XSigned, m * k);
+    let mut la = offset.map(|_| scratch::take(Role::XAbs, m * k));
+    activations_into(&xz, &mut lx, la.as_deref_mut());
     let chunk = (w_budget_bytes / (8 * k.max(1))).clamp(1, n.max(1));
     // One chunk (W within the budget, every field layer): the GEMM's outputs are the products
     // as they are, with no [M, N] buffers zeroed and copied into (most of the host's share).
@@ -234,8 +235,11 @@ pub fn reference_offloaded(
     let cacheable = n.saturating_mul(k).saturating_mul(8 * lanes) <= WEIGHT_CACHE_BYTES;
     let key = cacheable.then(|| weight_key(layer, offset, chunk));
     let mut cache = WEIGHTS.with(|c| std::mem::take(&mut *c.borrow_mut()));
+    // Another layer's chunks: their buffers are refilled, not freed and allocated anew.
+    let mut spare = Vec::new();
     if key.is_none() || cache.key != key {
-        cache = WeightCache::default();
+        spare = std::mem::take(&mut cache.chunks);
+        cache.key = None;
     }
     let fresh = cache.chunks.is_empty();
     let mut n0 = 0;
@@ -244,14 +248,11 @@ pub fn reference_offloaded(
         let n1 = (n0 + chunk).min(n);
         let c = n1 - n0;
         if fresh {
-            let cols: Vec<usize> = (n0..n1).collect();
-            let (w, wa) = weight_rows(layer, offset, &cols);
-            cache.chunks.push(WeightChunk {
-                n0,
-                n1,
-                w: w.into_raw_vec_and_offset().0,
-                wa: wa.into_raw_vec_and_offset().0,
-            });
+            let (mut w, mut wa) = spare
+                .pop()
+                .map_or_else(Default::default, |s: WeightChunk| (s.w, s.wa));
+            weight_rows_into(layer, offset, n0..n1, &mut w, &mut wa);
+            cache.chunks.push(WeightChunk { n0, n1, w, wa });
         }
         let WeightChunk { w, wa, .. } = &cache.chunks[index];
         debug_assert_eq!((cache.chunks[index].n0, cache.chunks[index].n1), (n0, n1));
@@ -281,9 +282,9 @@ pub fn reference_offloaded(
             scatter(&mut y, &cy, n, n0, c);
             scatter(&mut a, &ca, n, n0, c);
         }
-        if let Some(dst) = a_off.as_mut() {
+        if let (Some(dst), Some(la)) = (a_off.as_mut(), la.as_ref()) {
             // |x|·woffᵀ: woff ≥ 0, so the signed product of |X| and the offset rows is the lane.
-            let (co, _) = call(g, &la, &wa[c * k..], None)?;
+            let (co, _) = call(g, la, &wa[c * k..], None)?;
             if whole {
                 *dst = co;
             } else {
@@ -291,6 +292,10 @@ pub fn reference_offloaded(
             }
         }
         n0 = n1;
+    }
+    scratch::give(Role::XSigned, lx);
+    if let Some(la) = la {
+        scratch::give(Role::XAbs, la);
     }
     if key.is_some() {
         cache.key = key;
@@ -330,6 +335,24 @@ pub fn reference_offloaded(
         a_offset: lines.a_offset,
         bias: lines.bias,
     })
+}
+
+/// X `[M, K]` (rows packed, the row stride dropped) in f64 into `lx`, and |X| into `la`.
+fn activations_into(x: &Activations, lx: &mut [f64], la: Option<&mut [f64]>) {
+    let k = x.k;
+    if k == 0 {
+        return;
+    }
+    for (m, dst) in lx.chunks_exact_mut(k).enumerate() {
+        bits_to_f64(
+            x.dtype,
+            &x.data[m * x.row_stride..m * x.row_stride + k],
+            dst,
+        );
+    }
+    if let Some(la) = la {
+        la.iter_mut().zip(lx.iter()).for_each(|(a, v)| *a = v.abs());
+    }
 }
 
 /// Columns `n0..n0+c` of `[M, N]` from a compact `[M, c]` chunk.
