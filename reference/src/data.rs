@@ -15,6 +15,7 @@
 use crate::dtype::ActDtype;
 use crate::gemm::NonFiniteX;
 use crate::layer::{Activations, LayerShape, QuantizedLayer, SYMMETRIC_ZERO, Symmetry};
+use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 use serde::{Deserialize, Serialize};
@@ -76,9 +77,48 @@ fn uniform_open0(r: &mut ChaCha8Rng) -> f64 {
 /// Irwin–Hall approximation of a standard normal (see the module doc): twelve 16-bit uniforms
 /// summed as integers, then one exact scaling.
 fn randn(r: &mut ChaCha8Rng) -> f64 {
-    let lanes = |w: u64| (w & 0xffff) + ((w >> 16) & 0xffff) + ((w >> 32) & 0xffff) + (w >> 48);
-    let sum = lanes(r.next_u64()) + lanes(r.next_u64()) + lanes(r.next_u64());
+    randn_of(lane_sum(r))
+}
+
+/// The twelve 16-bit lanes of three ChaCha words, summed (`0 ≤ S ≤ 12·65535`).
+fn lane_sum(r: &mut ChaCha8Rng) -> u64 {
+    lanes(r.next_u64()) + lanes(r.next_u64()) + lanes(r.next_u64())
+}
+
+/// The four 16-bit lanes of a word, summed.
+fn lanes(w: u64) -> u64 {
+    (w & 0xffff) + ((w >> 16) & 0xffff) + ((w >> 32) & 0xffff) + (w >> 48)
+}
+
+fn randn_of(sum: u64) -> f64 {
     sum as f64 * 2f64.powi(-16) - 6.0
+}
+
+/// `count` values of `0.25·randn` rounded to `dtype`, in blocks. The value is
+/// `(S − 393216)·2⁻¹⁸` for the integer lane sum `S < 2²⁰` of [`randn`]: exact in f32, so its
+/// rounding is one f32 → dtype conversion (the bits of `dtype.from_f64(0.25·randn)`, see the
+/// test) done a block at a time (F16C converts eight at once). Most of X in every run is drawn
+/// here: this is the CPU's largest share of data generation.
+fn realistic_activations(r: &mut ChaCha8Rng, dtype: ActDtype, count: usize) -> Vec<u16> {
+    const BLOCK: usize = 512;
+    let mut out = vec![0u16; count];
+    let mut values = [0f32; BLOCK];
+    let mut words = [0u64; 3 * BLOCK];
+    for chunk in out.chunks_mut(BLOCK) {
+        let (values, words) = (&mut values[..chunk.len()], &mut words[..3 * chunk.len()]);
+        // The stream's next words in bulk: the same words, in order, as `next_u64` one by one.
+        r.fill(words);
+        for (v, w) in values.iter_mut().zip(words.chunks_exact(3)) {
+            *v = realistic_value(lanes(w[0]) + lanes(w[1]) + lanes(w[2]));
+        }
+        dtype.from_f32_slice(values, chunk);
+    }
+    out
+}
+
+/// `0.25·randn` for the lane sum `sum`, exactly, in f32.
+fn realistic_value(sum: u64) -> f32 {
+    (sum as i32 - 393_216) as f32 * (1.0 / 262_144.0)
 }
 
 fn code(r: &mut ChaCha8Rng) -> u8 {
@@ -295,15 +335,19 @@ pub fn generate_activations(seed: u64, spec: &DataSpec) -> Result<Activations, D
     let mut rx = rng(seed, Stream::Activations);
     let large = 2f64.powi(-large_activation_shift(k, dtype));
     let mu = saturating_mean(k);
-    let mut x: Vec<u16> = (0..m * k)
-        .map(|_| match class {
-            DataClass::Exact => bits(f64::from(below(&mut rx, 5)) - 2.0),
-            DataClass::LargeActivation => bits((64.0 + 64.0 * randn(&mut rx)) * large),
-            DataClass::Ones => bits(1.0),
-            DataClass::Saturating => bits(mu * (1.0 + randn(&mut rx) / 24.0)),
-            _ => bits(0.25 * randn(&mut rx)),
-        })
-        .collect();
+    let mut x: Vec<u16> = match class {
+        DataClass::Exact => (0..m * k)
+            .map(|_| bits(f64::from(below(&mut rx, 5)) - 2.0))
+            .collect(),
+        DataClass::LargeActivation => (0..m * k)
+            .map(|_| bits((64.0 + 64.0 * randn(&mut rx)) * large))
+            .collect(),
+        DataClass::Ones => vec![bits(1.0); m * k],
+        DataClass::Saturating => (0..m * k)
+            .map(|_| bits(mu * (1.0 + randn(&mut rx) / 24.0)))
+            .collect(),
+        _ => realistic_activations(&mut rx, dtype, m * k),
+    };
     if class == DataClass::SpecialValues {
         place_special_values(&mut x, m, k, dtype, &mut rx);
     }
@@ -547,5 +591,27 @@ fn saturating_layer(seed: u64, spec: &DataSpec) -> QuantizedLayer {
         zeros: (symmetry == Symmetry::Asym).then_some(zeros),
         scales,
         bias,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every lane sum: the f32 shortcut is `0.25·randn` exactly, so its bits are those of the
+    /// general rounding from f64.
+    #[test]
+    fn the_realistic_shortcut_gives_the_bits_of_the_general_rounding() {
+        for sum in 0..=12 * 0xffff_u64 {
+            let v = 0.25 * randn_of(sum);
+            assert_eq!(f64::from(realistic_value(sum)), v, "sum {sum}");
+            for d in ActDtype::ALL {
+                assert_eq!(
+                    d.from_f32(realistic_value(sum)),
+                    d.from_f64(v),
+                    "{d} sum {sum}"
+                );
+            }
+        }
     }
 }

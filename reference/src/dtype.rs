@@ -87,6 +87,19 @@ impl ActDtype {
         self.from_f32(f32::from_bits(bits))
     }
 
+    /// [`ActDtype::from_f32`] of every value of `src` into `dst` (same length), in bulk.
+    pub fn from_f32_slice(self, src: &[f32], dst: &mut [u16]) {
+        use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
+        match self {
+            ActDtype::F16 => dst
+                .reinterpret_cast_mut::<f16>()
+                .convert_from_f32_slice(src),
+            ActDtype::Bf16 => dst
+                .reinterpret_cast_mut::<bf16>()
+                .convert_from_f32_slice(src),
+        }
+    }
+
     pub fn to_f32(self, bits: u16) -> f32 {
         match self {
             ActDtype::F16 => f16::from_bits(bits).to_f32(),
@@ -203,6 +216,29 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn the_bulk_conversion_from_f32_is_the_one_by_one_conversion() {
+        let mut r = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+        let src: Vec<f32> = (0..4099)
+            .map(|i| match i % 7 {
+                0 => f32::from_bits(r.random()),
+                1 => 65520.0 * (1.0 + (i as f32) * 1e-7),
+                _ => r.random_range(-8.0f32..8.0) * 2f32.powi(r.random_range(-30..20)),
+            })
+            .collect();
+        for d in ActDtype::ALL {
+            let mut bulk = vec![0u16; src.len()];
+            d.from_f32_slice(&src, &mut bulk);
+            for (v, b) in src.iter().zip(&bulk) {
+                let one = d.from_f32(*v);
+                assert!(
+                    *b == one || (d.is_nan_bits(*b) && d.is_nan_bits(one)),
+                    "{d} {v:e}"
+                );
+            }
+        }
+    }
 
     /// Single rounding from f64: values just off a tie and just below the overflow threshold,
     /// which a detour through f32 (or a truncated significand) rounds the wrong way.
