@@ -86,6 +86,7 @@ pub struct BoundTerms {
 }
 
 impl BoundTerms {
+    #[inline]
     pub fn eval(&self, acc_magnitude: f64, a: f64, y_abs: f64, y_pre_bias_abs: f64) -> f64 {
         self.accumulation * acc_magnitude
             + self.weight * a
@@ -233,6 +234,7 @@ impl BoundModel {
 
     /// The coefficients for an element whose bias is nonzero (or zero/absent). The nonzero-bias
     /// terms dominate the others coefficient by coefficient, so they bound sums over mixed rows.
+    #[inline]
     pub fn terms(&self, bias_nonzero: bool) -> &BoundTerms {
         if bias_nonzero {
             &self.with_bias
@@ -276,6 +278,7 @@ impl BoundModel {
 
     /// The bound for one element: `acc_magnitude` is `a_offset` for offset and pre-rounded-bias
     /// recipes, else `a`.
+    #[inline]
     pub fn element(&self, y: f64, a: f64, acc_magnitude: f64, bias: f64) -> f64 {
         self.terms(bias != 0.0)
             .eval(acc_magnitude, a, y.abs(), (y - bias).abs())

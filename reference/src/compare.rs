@@ -13,7 +13,7 @@
 //! (the sign of an exact zero depends on summation order, not on the mathematics) and any two
 //! NaNs as equal.
 
-use crate::bound::BoundModel;
+use crate::bound::{BoundModel, BoundTerms};
 use crate::dtype::ActDtype;
 use crate::gemm::{
     InputError, Lines, NonFiniteX, Reference, WeightRounding, reference_with_rounding,
@@ -29,14 +29,47 @@ use serde::{Deserialize, Serialize};
 pub const RATIO_BUCKETS: [&str; 7] = ["0", "<1/64", "<1/16", "<1/4", "<1/2", "<1", ">=1"];
 
 /// Index into [`RATIO_BUCKETS`]; NaN goes to the last bucket.
+#[inline]
 pub fn bucket_index(ratio: f64) -> usize {
     const EDGES: [f64; 5] = [1.0 / 64.0, 1.0 / 16.0, 0.25, 0.5, 1.0];
     if ratio == 0.0 {
         0
+    } else if ratio.is_nan() {
+        RATIO_BUCKETS.len() - 1
     } else {
-        // NaN is below no edge, so it lands in the last bucket.
-        1 + EDGES.iter().position(|&e| ratio < e).unwrap_or(EDGES.len())
+        // Counted, not searched: ratios spread over the buckets, and a branch per edge is
+        // mispredicted per element.
+        1 + EDGES
+            .iter()
+            .map(|&e| usize::from(ratio >= e))
+            .sum::<usize>()
     }
+}
+
+/// Relative width of the band below the worst ratio so far inside which the comparison forms
+/// the quotient itself: far wider than the rounding of `worst·bound` (2⁻⁵³).
+const RATIO_HAIR: f64 = 1.0 / (1u64 << 40) as f64;
+
+/// Bounds from here up keep `edge·bound` a normal number for every bucket edge (the smallest
+/// is 2⁻⁶), so the products [`ratio_class`] compares against are exact.
+const SMALLEST_CLASSIFIED_BOUND: f64 = f64::MIN_POSITIVE * 64.0;
+
+/// The bucket of `fl(err / bound)` for an error `err ≥ 0` and a finite bound of at least
+/// [`SMALLEST_CLASSIFIED_BOUND`], without dividing. The edges are powers of two, so
+/// `P = edge·bound` is exact. `err ≥ P` means the quotient, and so its rounding, is at least
+/// the edge. `err < P` means `err` is at most P's predecessor, `P·(1 − 2⁻⁵³)` or lower, so the
+/// quotient is at most `edge·(1 − 2⁻⁵³)`, the edge's own predecessor: its rounding stays below
+/// the edge. The same argument at the edge 1 makes `err > bound` the test `fl(err/bound) > 1`.
+#[inline]
+fn ratio_class(err: f64, bound: f64) -> usize {
+    const EDGES: [f64; 5] = [1.0 / 64.0, 1.0 / 16.0, 0.25, 0.5, 1.0];
+    if err == 0.0 {
+        return 0;
+    }
+    1 + EDGES
+        .iter()
+        .map(|&edge| usize::from(err >= edge * bound))
+        .sum::<usize>()
 }
 
 /// The snapshot label of a ratio.
@@ -118,6 +151,99 @@ impl CompareReport {
         self.exact_mismatches += other.exact_mismatches;
         for (a, b) in self.buckets.iter_mut().zip(other.buckets) {
             *a += b;
+        }
+    }
+
+    /// [`CompareReport::record`] for the elements of one output row (`y`, `a`, `acc`, `bias`
+    /// and `bits` all of its length), a block at a time: the arithmetic of every element
+    /// first (the result's value, the correctly rounded bits, the ratio to the bound) in
+    /// branch-free passes the compiler vectorizes, then the counting. The common element (a
+    /// finite result of a finite reference) is judged from those; the others, and the poison,
+    /// go through `record`. The report is the one `record` element by element gives (tested).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn record_row(
+        &mut self,
+        m: usize,
+        bits: &[u16],
+        dtype: ActDtype,
+        y: &[f64],
+        a: &[f64],
+        acc: &[f64],
+        bias: &[f64],
+        model: &BoundModel,
+    ) {
+        const BLOCK: usize = 256;
+        let poison = dtype.poison_bits();
+        let stage = model.recipe.bias;
+        let (with, without) = (model.terms(true), model.terms(false));
+        let mut value = [0f64; BLOCK];
+        let mut rounded = [0u16; BLOCK];
+        let mut err = [0f64; BLOCK];
+        let mut bound = [0f64; BLOCK];
+        for j0 in (0..bits.len()).step_by(BLOCK) {
+            let j1 = (j0 + BLOCK).min(bits.len());
+            let (b, yb, ab, accb, bb) = (
+                &bits[j0..j1],
+                &y[j0..j1],
+                &a[j0..j1],
+                &acc[j0..j1],
+                &bias[j0..j1],
+            );
+            let len = b.len();
+            let (value, rounded) = (&mut value[..len], &mut rounded[..len]);
+            let (err, bound) = (&mut err[..len], &mut bound[..len]);
+            crate::gemm::bits_to_f64(dtype, b, value);
+            dtype.from_f64_slice(yb, rounded);
+            for j in 0..len {
+                // The terms chosen coefficient by coefficient (selects, not a pointer).
+                let nz = bb[j] != 0.0;
+                let pick = |w: f64, wo: f64| if nz { w } else { wo };
+                let t = BoundTerms {
+                    accumulation: pick(with.accumulation, without.accumulation),
+                    weight: pick(with.weight, without.weight),
+                    y: pick(with.y, without.y),
+                    y_pre_bias: pick(with.y_pre_bias, without.y_pre_bias),
+                    floor: pick(with.floor, without.floor),
+                };
+                bound[j] = t.eval(accb[j], ab[j], yb[j].abs(), (yb[j] - bb[j]).abs());
+                err[j] = (value[j] - yb[j]).abs();
+            }
+            for j in 0..len {
+                let (bj, yj, biasj) = (b[j], yb[j], bb[j]);
+                let (e, bd) = (err[j], bound[j]);
+                let plain = bd.is_finite() && bd >= SMALLEST_CLASSIFIED_BOUND;
+                if bj == poison || !dtype.is_finite_bits(bj) || !yj.is_finite() || !plain {
+                    let at = (m, j0 + j);
+                    self.record(at, bj, dtype, yj, ab[j], accb[j], biasj, model);
+                    continue;
+                }
+                self.checked += 1;
+                // ±0 are equal; no NaN here (a finite result).
+                let same = |x: u16| bj == x || (bj & 0x7FFF == 0 && x & 0x7FFF == 0);
+                let matched = match stage {
+                    BiasStage::AfterCast if biasj != 0.0 => {
+                        same(rounded_after_cast(dtype, yj, biasj))
+                    }
+                    BiasStage::Either if biasj != 0.0 => {
+                        same(rounded[j]) || same(rounded_after_cast(dtype, yj, biasj))
+                    }
+                    _ => same(rounded[j]),
+                };
+                self.exact_mismatches += usize::from(!matched);
+                // The bucket and the bound by exact comparisons (see `ratio_class`); the
+                // ratio `fl(e / bd)` itself only where it may be the worst so far.
+                self.buckets[ratio_class(e, bd)] += 1;
+                self.over_bound += usize::from(e > bd);
+                if self.worst_at.is_some() && e <= self.worst_ratio * bd * (1.0 - RATIO_HAIR) {
+                    continue;
+                }
+                let r = e / bd;
+                // Visited in (m, n) order: a tie never moves the worst position.
+                if self.worst_at.is_none() || r > self.worst_ratio {
+                    self.worst_ratio = r;
+                    self.worst_at = Some((m, j0 + j));
+                }
+            }
         }
     }
 
@@ -239,6 +365,7 @@ pub fn agree_within(dtype: ActDtype, a: u16, b: u16, tol: f64) -> bool {
 /// The bits an exact-accumulator kernel of this recipe produces: one rounding of `y`, or for
 /// bias-after-cast recipes `fl(fl(y − b) + b)` (the accumulator is cast before the bias is added).
 /// For [`BiasStage::Either`] this is the single rounding; the comparison also accepts the other.
+#[inline]
 pub fn correctly_rounded(dtype: ActDtype, model: &BoundModel, y: f64, bias: f64) -> u16 {
     match model.recipe.bias {
         BiasStage::AfterCast if bias != 0.0 => rounded_after_cast(dtype, y, bias),
@@ -246,6 +373,7 @@ pub fn correctly_rounded(dtype: ActDtype, model: &BoundModel, y: f64, bias: f64)
     }
 }
 
+#[inline]
 fn rounded_after_cast(dtype: ActDtype, y: f64, bias: f64) -> u16 {
     dtype.from_f64(dtype.to_f64(dtype.from_f64(y - bias)) + bias)
 }
@@ -363,21 +491,11 @@ fn compare_mode(
         .fold(
             || CompareReport::new(mode),
             |mut rep, m| {
-                for j in 0..n {
-                    let i = m * n + j;
-                    let a = reference.a[i];
-                    let acc = reference.a_offset.as_ref().map_or(a, |o| o[i]);
-                    rep.record(
-                        (m, j),
-                        out.get(m, j),
-                        dtype,
-                        reference.y[i],
-                        a,
-                        acc,
-                        reference.bias[j],
-                        model,
-                    );
-                }
+                let row = m * n..(m + 1) * n;
+                let (y, a) = (&reference.y[row.clone()], &reference.a[row.clone()]);
+                let acc = reference.a_offset.as_ref().map_or(a, |o| &o[row]);
+                let bits = &out.bits[m * out.row_stride..m * out.row_stride + n];
+                rep.record_row(m, bits, dtype, y, a, acc, &reference.bias, model);
                 rep
             },
         )
@@ -459,6 +577,150 @@ pub(crate) fn check_model_for(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::{Rng, SeedableRng};
+
+    /// The bucket and the over-bound test without the quotient agree with the quotient's, at
+    /// the edges exactly, a few ulps either side, and at random.
+    #[test]
+    fn the_ratio_class_is_the_bucket_of_the_rounded_quotient() {
+        let mut r = rand_chacha::ChaCha8Rng::seed_from_u64(11);
+        let edges = [1.0 / 64.0, 1.0 / 16.0, 0.25, 0.5, 1.0];
+        for _ in 0..200_000 {
+            let bound = r.random_range(0.5..2.0) * 2f64.powi(r.random_range(-60..40));
+            let mut errs = vec![0.0, bound * r.random_range(0.0..1.5), f64::MIN_POSITIVE];
+            for e in edges {
+                let at = e * bound;
+                errs.extend([at, at.next_up(), at.next_down(), at * (1.0 - 1e-13)]);
+                errs.push(at.next_down().next_down());
+                errs.push(at.next_up().next_up());
+            }
+            for err in errs {
+                let q = err / bound;
+                assert_eq!(
+                    ratio_class(err, bound),
+                    bucket_index(q),
+                    "{err:e} / {bound:e}"
+                );
+                assert_eq!(err > bound, q > 1.0, "{err:e} / {bound:e}");
+            }
+        }
+        // The smallest bound classified, with every mantissa at the edges.
+        for bits in 0..4096u64 {
+            let bound = f64::from_bits(SMALLEST_CLASSIFIED_BOUND.to_bits() + (bits << 40));
+            for e in edges {
+                let at = e * bound;
+                for err in [at, at.next_up(), at.next_down()] {
+                    assert_eq!(ratio_class(err, bound), bucket_index(err / bound));
+                }
+            }
+        }
+    }
+
+    /// The report of a row judged in blocks is the report of `record` element by element: every
+    /// kind of element (poison, NaN, ±Inf, ±0, one ulp off, far off, a NaN or Inf reference),
+    /// with and without bias, for every bias stage and an offset lane, in both dtypes.
+    #[test]
+    fn rows_judged_in_blocks_report_what_record_reports_element_by_element() {
+        let mut r = rand_chacha::ChaCha8Rng::seed_from_u64(12);
+        let (m, n, k) = (3, 700, 256);
+        for dtype in ActDtype::ALL {
+            for stage in [
+                BiasStage::BeforeCast,
+                BiasStage::AfterCast,
+                BiasStage::Either,
+            ] {
+                for offset in [None, Some(128.0)] {
+                    let recipe = NumericRecipe {
+                        bias: stage,
+                        offset_accumulation: offset,
+                        ..NumericRecipe::fp32_exact_weights(dtype)
+                    };
+                    let model = BoundModel::new(&recipe, k, 2.0).unwrap();
+                    let y: Vec<f64> = (0..m * n)
+                        .map(|i| match i % 97 {
+                            0 => f64::NAN,
+                            1 => f64::INFINITY,
+                            2 => -f64::INFINITY,
+                            3 => 0.0,
+                            _ => r.random_range(-40.0..40.0) * 2f64.powi(r.random_range(-12..6)),
+                        })
+                        .collect();
+                    let a: Vec<f64> = y
+                        .iter()
+                        .map(|v| v.abs() * r.random_range(1.0..9.0))
+                        .collect();
+                    let a_offset = offset.map(|_| a.iter().map(|v| 3.0 * v).collect::<Vec<_>>());
+                    let bias: Vec<f64> = (0..n)
+                        .map(|j| {
+                            if j % 3 == 0 {
+                                0.0
+                            } else {
+                                r.random_range(-1.0..1.0)
+                            }
+                        })
+                        .collect();
+                    let bits: Vec<u16> = y
+                        .iter()
+                        .enumerate()
+                        .map(|(i, &v)| {
+                            let near = dtype.from_f64(v);
+                            match (i * 7 + 3) % 13 {
+                                0 => dtype.poison_bits(),
+                                1 => dtype.from_f64(f64::NAN),
+                                2 => dtype.from_f64(f64::INFINITY),
+                                3 => 0x8000,
+                                4 => near.wrapping_add(1),
+                                5 => near.wrapping_sub(1),
+                                6 => r.random(),
+                                7 => dtype.from_f64(v * 1.5),
+                                _ => near,
+                            }
+                        })
+                        .collect();
+                    let reference = Reference {
+                        m,
+                        n,
+                        k,
+                        dtype,
+                        y,
+                        a,
+                        a_offset,
+                        bias,
+                    };
+                    let got = compare_mode(
+                        &reference,
+                        &model,
+                        OutputBits::new(&bits, n),
+                        CompareMode::Bound,
+                    )
+                    .unwrap();
+                    let mut want = CompareReport::new(CompareMode::Bound);
+                    for i in 0..m * n {
+                        let (row, j) = (i / n, i % n);
+                        let acc = reference.a_offset.as_ref().map_or(reference.a[i], |o| o[i]);
+                        want.record(
+                            (row, j),
+                            bits[i],
+                            dtype,
+                            reference.y[i],
+                            reference.a[i],
+                            acc,
+                            reference.bias[j],
+                            &model,
+                        );
+                    }
+                    let what = format!("{dtype} {stage:?} offset {offset:?}");
+                    assert_eq!(got, want, "{what}");
+                    assert!(want.nonfinite > 0 && want.poison_left > 0, "{what}");
+                    assert!(want.over_bound > 0 && want.exact_mismatches > 0, "{what}");
+                    assert!(
+                        want.buckets[1..6].iter().all(|&c| c > 0),
+                        "{what}: {want:?}"
+                    );
+                }
+            }
+        }
+    }
     use crate::data::{DataClass, DataSpec, generate_seeded};
     use crate::gemm::reference;
     use crate::layer::{LayerShape, Symmetry};

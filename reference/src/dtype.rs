@@ -18,6 +18,30 @@ fn pow2(e: i32) -> f64 {
     f64::from_bits(((e + 1023) as u64) << 52)
 }
 
+/// `v` (not NaN) rounded to f32 to odd: toward zero, with the lowest bit set when anything
+/// was dropped (see [`ActDtype::from_f64`]). Without branches: whether the nearest f32 lies
+/// above or below is a coin toss per element, and this runs once per compared element.
+#[inline]
+fn f32_to_odd(v: f64) -> f32 {
+    let nearest = v as f32;
+    let back = f64::from(nearest);
+    // The magnitude's bits are ordered as the magnitudes: one step toward zero (f32::MAX for
+    // a value past it), then sticky.
+    let toward_zero = nearest
+        .to_bits()
+        .wrapping_sub(u32::from(back.abs() > v.abs()));
+    f32::from_bits(toward_zero | u32::from(back != v))
+}
+
+/// Round to nearest even of an f32 (not NaN) to bf16 on the bits: add just under half of the
+/// dropped unit, plus the kept lowest bit; a carry out of the significand steps the exponent,
+/// up to Inf past the threshold.
+#[inline]
+fn bf16_nearest_even(v: f32) -> u16 {
+    let b = v.to_bits();
+    (b.wrapping_add(0x7FFF + ((b >> 16) & 1)) >> 16) as u16
+}
+
 impl ActDtype {
     /// Unit roundoff of round-to-nearest in this format (half an ulp at 1.0).
     pub fn unit_roundoff(self) -> f64 {
@@ -47,6 +71,7 @@ impl ActDtype {
     }
 
     /// Round-to-nearest-even of an f32 into this format; returns the bits.
+    #[inline]
     pub fn from_f32(self, v: f32) -> u16 {
         match self {
             ActDtype::F16 => f16::from_f32(v).to_bits(),
@@ -66,25 +91,47 @@ impl ActDtype {
     /// give the single rounding (Boldo and Melquiond, "Emulation of FMA and correctly rounded
     /// sums: proved algorithms using rounding to odd", 2008). A handful of instructions: this
     /// runs once per generated and once per compared element.
+    #[inline]
     pub fn from_f64(self, v: f64) -> u16 {
         if v.is_nan() {
-            return match self {
-                ActDtype::F16 => 0x7E00,
-                ActDtype::Bf16 => 0x7FC0,
-            };
+            return self.nan_bits();
         }
-        let nearest = v as f32;
-        let mut bits = nearest.to_bits();
-        let back = f64::from(nearest);
-        if back != v {
-            // Toward zero (the magnitude's bits are ordered as the magnitudes; f32::MAX for a
-            // value past it), then sticky.
-            if back.abs() > v.abs() {
-                bits -= 1;
+        let odd = f32_to_odd(v);
+        match self {
+            ActDtype::F16 => f16::from_f32(odd).to_bits(),
+            ActDtype::Bf16 => bf16_nearest_even(odd),
+        }
+    }
+
+    /// [`ActDtype::from_f64`] of every value of `src` into `dst` (same length), in bulk: the
+    /// comparison rounds every reference element (the bits a correctly rounding kernel gives).
+    pub fn from_f64_slice(self, src: &[f64], dst: &mut [u16]) {
+        const BLOCK: usize = 256;
+        let mut odd = [0f32; BLOCK];
+        for (s, d) in src.chunks(BLOCK).zip(dst.chunks_mut(BLOCK)) {
+            let odd = &mut odd[..s.len()];
+            odd.iter_mut().zip(s).for_each(|(o, &v)| *o = f32_to_odd(v));
+            match self {
+                ActDtype::F16 => self.from_f32_slice(odd, d),
+                ActDtype::Bf16 => d
+                    .iter_mut()
+                    .zip(odd.iter())
+                    .for_each(|(d, &o)| *d = bf16_nearest_even(o)),
             }
-            bits |= 1;
+            for (d, v) in d.iter_mut().zip(s) {
+                if v.is_nan() {
+                    *d = self.nan_bits();
+                }
+            }
         }
-        self.from_f32(f32::from_bits(bits))
+    }
+
+    /// The NaN [`ActDtype::from_f64`] gives.
+    fn nan_bits(self) -> u16 {
+        match self {
+            ActDtype::F16 => 0x7E00,
+            ActDtype::Bf16 => 0x7FC0,
+        }
     }
 
     /// [`ActDtype::from_f32`] of every value of `src` into `dst` (same length), in bulk.
@@ -100,6 +147,7 @@ impl ActDtype {
         }
     }
 
+    #[inline]
     pub fn to_f32(self, bits: u16) -> f32 {
         match self {
             ActDtype::F16 => f16::from_bits(bits).to_f32(),
@@ -107,11 +155,13 @@ impl ActDtype {
         }
     }
 
+    #[inline]
     pub fn to_f64(self, bits: u16) -> f64 {
         self.to_f32(bits) as f64
     }
 
     /// The NaN pattern written into outputs before a launch (DESIGN rule 7).
+    #[inline]
     pub fn poison_bits(self) -> u16 {
         match self {
             ActDtype::F16 => 0x7E01,
@@ -120,16 +170,19 @@ impl ActDtype {
     }
 
     /// Whether the bits are a NaN or an infinity.
+    #[inline]
     pub fn is_finite_bits(self, bits: u16) -> bool {
         let exp = self.exponent_mask();
         bits & exp != exp
     }
 
     /// Whether the bits are a NaN.
+    #[inline]
     pub fn is_nan_bits(self, bits: u16) -> bool {
         !self.is_finite_bits(bits) && bits & self.mantissa_mask() != 0
     }
 
+    #[inline]
     fn exponent_mask(self) -> u16 {
         match self {
             ActDtype::F16 => 0x7C00,
@@ -137,6 +190,7 @@ impl ActDtype {
         }
     }
 
+    #[inline]
     fn mantissa_mask(self) -> u16 {
         match self {
             ActDtype::F16 => 0x03FF,
@@ -216,6 +270,27 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn the_bulk_rounding_from_f64_is_the_one_by_one_rounding() {
+        let mut r = rand_chacha::ChaCha8Rng::seed_from_u64(5);
+        let src: Vec<f64> = (0..1031)
+            .map(|i| match i % 9 {
+                0 => f64::NAN,
+                1 => f64::INFINITY,
+                2 => -65520.0,
+                3 => f64::from_bits(r.random()),
+                _ => r.random_range(-8.0..8.0) * 2f64.powi(r.random_range(-140..130)),
+            })
+            .collect();
+        for d in ActDtype::ALL {
+            let mut bulk = vec![0u16; src.len()];
+            d.from_f64_slice(&src, &mut bulk);
+            for (v, b) in src.iter().zip(&bulk) {
+                assert_eq!(*b, d.from_f64(*v), "{d} {v:e}");
+            }
+        }
+    }
 
     #[test]
     fn the_bulk_conversion_from_f32_is_the_one_by_one_conversion() {

@@ -18,8 +18,8 @@
 use crate::dtype::ActDtype;
 use crate::layer::{Activations, QuantizedLayer};
 use crate::recipe::NumericRecipe;
+use half::f16;
 use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
-use half::{bf16, f16};
 use ndarray::linalg::general_mat_mul;
 use ndarray::{Array2, ArrayView2, ArrayViewMut2, Axis, Slice};
 use rayon::prelude::*;
@@ -616,7 +616,12 @@ fn task_len(blocks: usize) -> usize {
 pub(crate) fn bits_to_f64(dtype: ActDtype, src: &[u16], dst: &mut [f64]) {
     match dtype {
         ActDtype::F16 => src.reinterpret_cast::<f16>().convert_to_f64_slice(dst),
-        ActDtype::Bf16 => src.reinterpret_cast::<bf16>().convert_to_f64_slice(dst),
+        // bf16 is the top half of an f32 (NaNs included): a shift the compiler vectorizes
+        // (`half`'s slice conversion goes element by element, three times slower).
+        ActDtype::Bf16 => dst
+            .iter_mut()
+            .zip(src)
+            .for_each(|(d, &b)| *d = f64::from(f32::from_bits(u32::from(b) << 16))),
     }
 }
 

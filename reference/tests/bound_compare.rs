@@ -388,6 +388,8 @@ fn ratio_buckets_have_documented_edges() {
         (1.0, ">=1"),
         (7.0, ">=1"),
         (f64::NAN, ">=1"),
+        (f64::INFINITY, ">=1"),
+        (0.25f64.next_down(), "<1/4"),
     ];
     for (ratio, label) in cases {
         assert_eq!(bucket(ratio), label, "{ratio}");
