@@ -533,6 +533,37 @@ mod tests {
         assert_eq!(run(&layer), first, "from the cache");
     }
 
+    /// The buffers of one layer serve the next, larger or smaller, with or without an offset
+    /// lane: stale values never reach a reference.
+    #[test]
+    fn reused_buffers_give_each_layer_its_own_reference() {
+        let exact = NumericRecipe::fp32_exact_weights(ActDtype::Bf16);
+        let offset = NumericRecipe {
+            offset_accumulation: Some(128.0),
+            ..exact
+        };
+        for (m, n, k, recipe) in [
+            (6, 40, 128, offset),
+            (2, 9, 64, exact),
+            (3, 24, 96, offset),
+            (7, 48, 160, exact),
+        ] {
+            let (x, layer) = case(m, n, k, true);
+            let cpu = gemm::reference_with(&x, &layer, &recipe, NonFiniteX::Refuse).unwrap();
+            let off = reference_offloaded(
+                &x,
+                &layer,
+                &recipe,
+                NonFiniteX::Refuse,
+                &mut host_gemm,
+                DEFAULT_W_BUDGET_BYTES,
+                3,
+            )
+            .unwrap();
+            assert_close(&cpu, &off);
+        }
+    }
+
     #[test]
     fn chunks_along_n_within_the_budget() {
         let (x, layer) = case(3, 41, 64, true);
