@@ -478,6 +478,22 @@ mod tests {
         }
     }
 
+    /// The offloaded reference of one case (host GEMM, one chunk) against the CPU reference.
+    fn assert_matches_cpu(x: &Activations, layer: &QuantizedLayer, recipe: &NumericRecipe) {
+        let cpu = gemm::reference_with(x, layer, recipe, NonFiniteX::Refuse).unwrap();
+        let off = reference_offloaded(
+            x,
+            layer,
+            recipe,
+            NonFiniteX::Refuse,
+            &mut host_gemm,
+            DEFAULT_W_BUDGET_BYTES,
+            3,
+        )
+        .unwrap();
+        assert_close(&cpu, &off);
+    }
+
     #[test]
     fn offloaded_reference_matches_the_cpu_reference() {
         let (x, layer) = case(5, 37, 96, true);
@@ -488,18 +504,7 @@ mod tests {
                 ..NumericRecipe::fp32_exact_weights(ActDtype::Bf16)
             },
         ] {
-            let cpu = gemm::reference_with(&x, &layer, &recipe, NonFiniteX::Refuse).unwrap();
-            let off = reference_offloaded(
-                &x,
-                &layer,
-                &recipe,
-                NonFiniteX::Refuse,
-                &mut host_gemm,
-                DEFAULT_W_BUDGET_BYTES,
-                3,
-            )
-            .unwrap();
-            assert_close(&cpu, &off);
+            assert_matches_cpu(&x, &layer, &recipe);
         }
     }
 
@@ -549,18 +554,7 @@ mod tests {
             (7, 48, 160, exact),
         ] {
             let (x, layer) = case(m, n, k, true);
-            let cpu = gemm::reference_with(&x, &layer, &recipe, NonFiniteX::Refuse).unwrap();
-            let off = reference_offloaded(
-                &x,
-                &layer,
-                &recipe,
-                NonFiniteX::Refuse,
-                &mut host_gemm,
-                DEFAULT_W_BUDGET_BYTES,
-                3,
-            )
-            .unwrap();
-            assert_close(&cpu, &off);
+            assert_matches_cpu(&x, &layer, &recipe);
         }
     }
 
