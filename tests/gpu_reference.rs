@@ -9,20 +9,21 @@ mod common;
 
 use common::{backends, device};
 use rstest_reuse::apply;
+use w4a16_harness::device::resident::DeviceResidentGemm;
 use w4a16_harness::device::{Device, DeviceKind};
 use w4a16_harness::launch::DeviceInputs;
-use w4a16_harness::runner::execute::reference_on;
+use w4a16_harness::runner::execute::{reference_on, resident_reference_on};
 use w4a16_harness::tensor::YSpec;
 use w4a16_kernels::KernelId;
 use w4a16_kernels::set::decl;
 use w4a16_reference::bound::BoundModel;
-use w4a16_reference::compare::{self, OutputBits};
+use w4a16_reference::compare::{self, CompareMode, JudgeRequest, OutputBits};
 use w4a16_reference::data::{DataClass, DataSpec, case_seed, generate};
 use w4a16_reference::formats::{ResidentLayer, RowPadding};
 use w4a16_reference::gemm::{self, NonFiniteX};
 use w4a16_reference::layer::Symmetry;
-use w4a16_reference::offload::cross_check_tolerance;
-use w4a16_reference::{ActDtype, LayerShape};
+use w4a16_reference::offload::{ResidentGemm, cross_check_tolerance};
+use w4a16_reference::{ActDtype, BiasStage, LayerShape, NumericRecipe};
 
 fn spec(m: usize, n: usize, k: usize) -> DataSpec {
     DataSpec {
@@ -122,4 +123,142 @@ fn the_gpu_reference_agrees_with_the_cpu_reference_elementwise(kind: DeviceKind)
         }
     }
     eprintln!("GPU vs CPU reference: worst |Δy| / tolerance = {worst:.3e}");
+}
+
+/// The judge that runs next to the resident lanes (`cuda/reference_judge.cu`) reports exactly
+/// what its host twin (`compare::judge_plain`) reports on the same lanes: counts, buckets,
+/// mismatches and the worst ratio at its position, bit for bit; and both leave an output with
+/// a special element to the host. Both dtypes, every bias stage, with and without a bias and an
+/// offset lane, a padded row stride, and more elements than the judge has threads.
+#[apply(backends)]
+fn the_resident_judge_reports_what_its_host_twin_reports(kind: DeviceKind) {
+    let Some(dev) = device(kind) else { return };
+    let mut judged = 0;
+    for (m, n, k, stride) in [(7, 300, 256, 300), (64, 5000, 128, 5008)] {
+        for dtype in [ActDtype::F16, ActDtype::Bf16] {
+            for with_bias in [false, true] {
+                let spec = DataSpec {
+                    dtype,
+                    with_bias,
+                    ..spec(m, n, k)
+                };
+                let id = format!("gpu-reference/judge/{m}x{n}x{k}/{dtype}/{with_bias}");
+                let g = generate(&id, &spec).expect("data");
+                let x: Vec<f64> = (0..m * k).map(|i| g.x.get(i / k, i % k)).collect();
+                let w: Vec<f64> = (0..n * k).map(|i| g.layer.weight(i / k, i % k)).collect();
+                let bias: Vec<f64> = (0..n)
+                    .map(|c| g.layer.bias.as_ref().map_or(0.0, |b| dtype.to_f64(b[c])))
+                    .collect();
+                for (stage, offset) in [
+                    (BiasStage::BeforeCast, None),
+                    (BiasStage::AfterCast, None),
+                    (BiasStage::Either, Some(128.0)),
+                ] {
+                    let recipe = NumericRecipe {
+                        bias: stage,
+                        offset_accumulation: offset,
+                        ..NumericRecipe::fp32_exact_weights(dtype)
+                    };
+                    // Any nonnegative rows serve as the offset lane's weights here.
+                    let w_offset: Option<Vec<f64>> =
+                        offset.map(|_| w.iter().map(|v| v.abs() + 0.5).collect());
+                    let lanes = DeviceResidentGemm(dev.as_ref())
+                        .products(&x, &w, w_offset.as_deref(), None, m, n, k)
+                        .expect("the products form");
+                    let Some(lanes) = lanes else {
+                        eprintln!(
+                            "W4A16-SKIP [{kind:?}] no resident reference lanes on {}",
+                            dev.name()
+                        );
+                        return;
+                    };
+                    let (y, a, o) = lanes.download().expect("the lanes come back");
+                    let model = BoundModel::new(&recipe, k, 1.0).expect("bound");
+                    let exact: Vec<f64> = (0..m * n)
+                        .map(|i| y[i] + if with_bias { bias[i % n] } else { 0.0 })
+                        .collect();
+                    let output = |shift: &dyn Fn(usize) -> u16| {
+                        let mut bits = vec![0x3C00u16; (m - 1) * stride + n];
+                        for i in 0..m * n {
+                            let (r, c) = (i / n, i % n);
+                            bits[r * stride + c] = dtype.from_f64(exact[i]).wrapping_add(shift(i));
+                        }
+                        bits
+                    };
+                    let rounded = output(&|_| 0);
+                    let off = output(&|i| ((i % 7) * (i % 3)) as u16);
+                    let mut special = off.clone();
+                    special[(m / 2) * stride + n / 3] = dtype.poison_bits();
+                    for (bits, plain) in [(rounded, true), (off, true), (special, false)] {
+                        for mode in [CompareMode::Bound, CompareMode::BitExact] {
+                            let request = JudgeRequest {
+                                out: OutputBits::new(&bits, stride),
+                                model,
+                                mode,
+                                bias: &bias,
+                                has_bias: with_bias,
+                            };
+                            let on_device = lanes.judge(&request).expect("the judge runs");
+                            let twin = compare::judge_plain(&request, m, n, &y, &a, o.as_deref());
+                            assert_eq!(on_device, twin, "{id} {stage:?} {offset:?} {mode:?}");
+                            assert_eq!(on_device.is_some(), plain, "{id} {stage:?}");
+                            judged += usize::from(plain);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    eprintln!("resident judge: {judged} reports equal to the host twin's");
+}
+
+/// With `--reference gpu` on a device that keeps the lanes, a wrong element planted in a large
+/// layer is reported at its exact position by the judge on the device.
+#[apply(backends)]
+fn a_wrong_element_is_reported_at_its_position_by_the_resident_judge(kind: DeviceKind) {
+    let Some(dev) = device(kind) else { return };
+    let (m, n, k) = (16, 8192, 8192);
+    let id = "gpu-reference/n8192-k8192/M=16/bf16/asym/g128/realistic/bias";
+    let g = generate(id, &spec(m, n, k)).expect("data");
+    let resident = ResidentLayer::from_logical(&g.layer, RowPadding::NONE).expect("converts");
+    let d = decl(KernelId::Fallback);
+    let recipe = (d.recipe)(ActDtype::Bf16);
+    let inputs = DeviceInputs::gemm(d, &resident, &g.x, YSpec::dense(m, n, ActDtype::Bf16))
+        .expect("the fallback takes the case");
+    let entry = d.launch_entry(&inputs.validated().shape, dev.target());
+    let out = dev.run_gemm(d, &entry, &inputs).expect("the fallback runs");
+    let reference = resident_reference_on(
+        dev.as_ref(),
+        &g.x,
+        &g.layer,
+        &recipe,
+        NonFiniteX::Refuse,
+        case_seed(id),
+    )
+    .expect("the resident reference forms and passes its cross-check");
+    let Some(reference) = reference else {
+        eprintln!(
+            "W4A16-SKIP [{kind:?}] no resident reference lanes on {}",
+            dev.name()
+        );
+        return;
+    };
+    let model = BoundModel::new(&recipe, k, c_target(dev.as_ref())).expect("bound");
+    let bits = OutputBits::new(&out.y_bits, n);
+    let clean = reference.compare(&model, bits, CompareMode::Bound).unwrap();
+    assert!(clean.passed(), "the unplanted output fails: {clean:?}");
+    assert_eq!(clean.checked, m * n, "every element is judged");
+    let host = reference.to_host().expect("the lanes come back");
+    assert_eq!(clean, compare::compare(&host, &model, bits).unwrap());
+
+    let (pm, pn) = (11, 6007);
+    let mut planted = out.y_bits.clone();
+    let wrong = host.y_at(pm, pn) + 1.0 + 100.0 * host.a_at(pm, pn);
+    planted[pm * n + pn] = ActDtype::Bf16.from_f64(wrong);
+    let bits = OutputBits::new(&planted, n);
+    let report = reference.compare(&model, bits, CompareMode::Bound).unwrap();
+    assert!(!report.passed());
+    assert_eq!(report.over_bound, 1, "{report:?}");
+    assert_eq!(report.worst_at, Some((pm, pn)), "{report:?}");
+    assert_eq!(report, compare::compare(&host, &model, bits).unwrap());
 }

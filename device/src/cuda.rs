@@ -8,6 +8,8 @@
 //! calls refuse at once, and on drop the context is leaked rather than torn down (tearing down
 //! a context with a hung kernel can block).
 
+mod reference_judge;
+
 use std::collections::HashMap;
 use std::mem::ManuallyDrop;
 use std::sync::{Arc, Mutex};
@@ -25,6 +27,8 @@ use w4a16_kernels::nvrtc::{self, NvrtcError};
 use w4a16_kernels::source::KernelSources;
 use w4a16_kernels::{Execution, KernelDecl, KernelId, Target};
 use w4a16_reference::ActDtype;
+use w4a16_reference::compare::{CompareReport, JudgeRequest};
+use w4a16_reference::offload::RawLanes;
 
 use super::blas::BlasOp;
 use super::{
@@ -32,6 +36,7 @@ use super::{
     watchdog_timeout,
 };
 use crate::launch::{PackedArgs, RawArg};
+use crate::resident::ResidentLanes;
 use w4a16_require::{Requirement, Skip};
 
 /// What a CUDA driver status means for the case and the context.
@@ -155,6 +160,10 @@ pub struct CudaDevice {
     /// The GPU reference's last keyed W and |W| (a layer's batch sizes come one after another):
     /// sent once per layer, not per case.
     resident_w: ManuallyDrop<Mutex<Option<ResidentW>>>,
+    /// The resident reference's keyed W, |W| and offset rows (`reference_judge`).
+    resident_lanes_w: ManuallyDrop<Mutex<Option<reference_judge::ResidentLanesW>>>,
+    /// The reference judge's entries, compiled on first use.
+    judge: ManuallyDrop<Mutex<reference_judge::JudgeCache>>,
     lost: Mutex<Option<String>>,
     allocation: Allocation,
     /// Where NVRTC takes the kernel sources from.
@@ -246,6 +255,8 @@ impl CudaDevice {
             functions: ManuallyDrop::new(Mutex::new(HashMap::new())),
             blas: ManuallyDrop::new(Mutex::new(None)),
             resident_w: ManuallyDrop::new(Mutex::new(None)),
+            resident_lanes_w: ManuallyDrop::new(Mutex::new(None)),
+            judge: ManuallyDrop::new(Mutex::new(None)),
             lost: Mutex::new(None),
             allocation: Allocation::Guarded,
             sources,
@@ -439,6 +450,8 @@ impl Drop for CudaDevice {
         // SAFETY: each field is dropped exactly once, here, dependents before the context.
         unsafe {
             ManuallyDrop::drop(&mut self.resident_w);
+            ManuallyDrop::drop(&mut self.resident_lanes_w);
+            ManuallyDrop::drop(&mut self.judge);
             ManuallyDrop::drop(&mut self.blas);
             ManuallyDrop::drop(&mut self.functions);
             ManuallyDrop::drop(&mut self.modules);
@@ -769,7 +782,7 @@ impl Backend for CudaDevice {
         n: usize,
         k: usize,
     ) -> Result<(Vec<f64>, Vec<f64>), DeviceFault> {
-        use cudarc::cublas::{Gemm, GemmConfig, sys::cublasOperation_t};
+        use cudarc::cublas::Gemm;
         let during = format!("cuBLAS DGEMM (reference) M={m} N={n} K={k}");
         if x.len() != m * k || w.len() != n * k {
             return Err(DeviceFault::Unsupported {
@@ -787,24 +800,7 @@ impl Backend for CudaDevice {
         if m == 0 || n == 0 {
             return Ok((Vec::new(), Vec::new()));
         }
-        let int = |v: usize, what: &str| {
-            i32::try_from(v).map_err(|_| DeviceFault::Call {
-                during: during.clone(),
-                code: format!("{what} = {v} exceeds cuBLAS's 32-bit int"),
-            })
-        };
-        let cfg = GemmConfig {
-            transa: cublasOperation_t::CUBLAS_OP_T,
-            transb: cublasOperation_t::CUBLAS_OP_N,
-            m: int(n, "N")?,
-            n: int(m, "M")?,
-            k: int(k.max(1), "K")?,
-            alpha: 1.0f64,
-            lda: int(k.max(1), "K")?,
-            ldb: int(k.max(1), "K")?,
-            beta: 0.0f64,
-            ldc: int(n, "N")?,
-        };
+        let cfg = reference_judge::dgemm_config(m, n, k, &during)?;
         self.bind(&during)?;
         let blas = self.blas_handle()?;
         let Some(blas) = blas.as_ref() else {
@@ -865,6 +861,39 @@ impl Backend for CudaDevice {
             *resident = None;
         }
         Ok((y, a))
+    }
+
+    fn reference_products_resident(
+        &self,
+        x: &[f64],
+        w: &[f64],
+        w_offset: Option<&[f64]>,
+        w_key: Option<u64>,
+        m: usize,
+        n: usize,
+        k: usize,
+    ) -> Result<Option<ResidentLanes>, DeviceFault> {
+        self.products_resident(x, w, w_offset, w_key, m, n, k)
+    }
+
+    fn resident_gather(
+        &self,
+        lanes: &ResidentLanes,
+        index: &[usize],
+    ) -> Result<Vec<[f64; 3]>, DeviceFault> {
+        self.gather_resident(lanes, index)
+    }
+
+    fn resident_download(&self, lanes: &ResidentLanes) -> Result<RawLanes, DeviceFault> {
+        self.download_resident(lanes)
+    }
+
+    fn resident_judge(
+        &self,
+        lanes: &ResidentLanes,
+        request: &JudgeRequest<'_>,
+    ) -> Result<Option<CompareReport>, DeviceFault> {
+        self.judge_resident(lanes, request)
     }
 
     fn record(&self) -> Result<CudaEvent, DeviceFault> {

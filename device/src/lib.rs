@@ -25,10 +25,11 @@ pub mod hipblas;
 pub mod launch;
 pub mod moe;
 pub mod none;
-#[cfg(feature = "rocm")]
-pub mod rocm;
 /// Host code following each kernel's contract, for the launch flow's tests here and the
 /// runner's in the harness (feature `simulated`, a dev-dependency feature there).
+pub mod resident;
+#[cfg(feature = "rocm")]
+pub mod rocm;
 #[cfg(any(test, feature = "simulated"))]
 pub mod simulated;
 pub mod stand_in;
@@ -39,6 +40,8 @@ use w4a16_kernels::decl::{LaunchGeometry, LaunchShape};
 use w4a16_kernels::source::KernelSources;
 use w4a16_kernels::{Execution, KernelDecl, RunTarget, ScalarArg, Target, TensorRole};
 use w4a16_reference::ActDtype;
+use w4a16_reference::compare::{CompareReport, JudgeRequest};
+use w4a16_reference::offload::RawLanes;
 
 use crate::launch::{DeviceInputs, PackedArgs, pack_args};
 use w4a16_require::{Requirement, Skip};
@@ -46,6 +49,7 @@ use w4a16_require::{Requirement, Skip};
 pub use fault::{Capability, DeviceFault, FaultClass, Health, watchdog_timeout};
 pub use guard::{GUARD_BYTES, GuardSide, GuardViolation, OutputLayout, OutputReport};
 pub use moe::{ALIGN_POISON, AlignOutput, MoeInputs, MoeLaunch, MoeOutput, MoeTiming};
+pub use resident::ResidentLanes;
 
 /// `Y[M, N]` as a GEMM launch left it.
 #[derive(Clone, Debug, PartialEq)]
@@ -354,6 +358,52 @@ pub trait Backend: Send + Sync {
         let _ = w_key;
         self.reference_gemm_f64(x, w, m, n, k)
     }
+
+    /// The GPU reference's products kept on the device (`--reference gpu`): `y = x·wᵀ`,
+    /// `a = |x|·|w|ᵀ` and, with `w_offset`, `|x|·w_offsetᵀ` (`[M, N]` each), judged there by
+    /// [`Device::resident_judge`] so that only the report comes back. `None`: this device
+    /// cannot keep them, and the caller forms the host reference instead.
+    #[allow(clippy::too_many_arguments)]
+    fn reference_products_resident(
+        &self,
+        x: &[f64],
+        w: &[f64],
+        w_offset: Option<&[f64]>,
+        w_key: Option<u64>,
+        m: usize,
+        n: usize,
+        k: usize,
+    ) -> Result<Option<ResidentLanes>, DeviceFault> {
+        let _ = (x, w, w_offset, w_key, m, n, k);
+        Ok(None)
+    }
+
+    /// The raw lanes `(y, a, a_offset or 0)` at element indices `m·N + n`.
+    fn resident_gather(
+        &self,
+        lanes: &ResidentLanes,
+        index: &[usize],
+    ) -> Result<Vec<[f64; 3]>, DeviceFault> {
+        let _ = (lanes, index);
+        Err(resident::no_resident_lanes(self.name()))
+    }
+
+    /// Every element of the raw lanes, on the host.
+    fn resident_download(&self, lanes: &ResidentLanes) -> Result<RawLanes, DeviceFault> {
+        let _ = lanes;
+        Err(resident::no_resident_lanes(self.name()))
+    }
+
+    /// The output judged against the lanes where they are: the report of
+    /// `compare::judge_plain`, or `None` when an element is not plain (the host judges then).
+    fn resident_judge(
+        &self,
+        lanes: &ResidentLanes,
+        request: &JudgeRequest<'_>,
+    ) -> Result<Option<CompareReport>, DeviceFault> {
+        let _ = (lanes, request);
+        Err(resident::no_resident_lanes(self.name()))
+    }
 }
 
 /// What the runner and the tests use: one object-safe interface over every backend.
@@ -446,6 +496,52 @@ pub trait Device: Send + Sync {
     ) -> Result<(Vec<f64>, Vec<f64>), DeviceFault> {
         let _ = w_key;
         self.reference_gemm_f64(x, w, m, n, k)
+    }
+
+    /// The GPU reference's products kept on the device (`--reference gpu`): `y = x·wᵀ`,
+    /// `a = |x|·|w|ᵀ` and, with `w_offset`, `|x|·w_offsetᵀ` (`[M, N]` each), judged there by
+    /// [`Device::resident_judge`] so that only the report comes back. `None`: this device
+    /// cannot keep them, and the caller forms the host reference instead.
+    #[allow(clippy::too_many_arguments)]
+    fn reference_products_resident(
+        &self,
+        x: &[f64],
+        w: &[f64],
+        w_offset: Option<&[f64]>,
+        w_key: Option<u64>,
+        m: usize,
+        n: usize,
+        k: usize,
+    ) -> Result<Option<ResidentLanes>, DeviceFault> {
+        let _ = (x, w, w_offset, w_key, m, n, k);
+        Ok(None)
+    }
+
+    /// The raw lanes `(y, a, a_offset or 0)` at element indices `m·N + n`.
+    fn resident_gather(
+        &self,
+        lanes: &ResidentLanes,
+        index: &[usize],
+    ) -> Result<Vec<[f64; 3]>, DeviceFault> {
+        let _ = (lanes, index);
+        Err(resident::no_resident_lanes(self.name()))
+    }
+
+    /// Every element of the raw lanes, on the host.
+    fn resident_download(&self, lanes: &ResidentLanes) -> Result<RawLanes, DeviceFault> {
+        let _ = lanes;
+        Err(resident::no_resident_lanes(self.name()))
+    }
+
+    /// The output judged against the lanes where they are: the report of
+    /// `compare::judge_plain`, or `None` when an element is not plain (the host judges then).
+    fn resident_judge(
+        &self,
+        lanes: &ResidentLanes,
+        request: &JudgeRequest<'_>,
+    ) -> Result<Option<CompareReport>, DeviceFault> {
+        let _ = (lanes, request);
+        Err(resident::no_resident_lanes(self.name()))
     }
 
     /// A MoE layer: `moe_align`, then `moe` on the align step's device outputs; the align
@@ -924,6 +1020,39 @@ impl<B: Backend> Device for B {
         k: usize,
     ) -> Result<(Vec<f64>, Vec<f64>), DeviceFault> {
         Backend::reference_gemm_f64_keyed(self, x, w, w_key, m, n, k)
+    }
+
+    fn reference_products_resident(
+        &self,
+        x: &[f64],
+        w: &[f64],
+        w_offset: Option<&[f64]>,
+        w_key: Option<u64>,
+        m: usize,
+        n: usize,
+        k: usize,
+    ) -> Result<Option<ResidentLanes>, DeviceFault> {
+        Backend::reference_products_resident(self, x, w, w_offset, w_key, m, n, k)
+    }
+
+    fn resident_gather(
+        &self,
+        lanes: &ResidentLanes,
+        index: &[usize],
+    ) -> Result<Vec<[f64; 3]>, DeviceFault> {
+        Backend::resident_gather(self, lanes, index)
+    }
+
+    fn resident_download(&self, lanes: &ResidentLanes) -> Result<RawLanes, DeviceFault> {
+        Backend::resident_download(self, lanes)
+    }
+
+    fn resident_judge(
+        &self,
+        lanes: &ResidentLanes,
+        request: &JudgeRequest<'_>,
+    ) -> Result<Option<CompareReport>, DeviceFault> {
+        Backend::resident_judge(self, lanes, request)
     }
 
     fn run_moe(&self, inputs: &MoeInputs<'_>) -> Result<MoeOutput, DeviceFault> {

@@ -18,6 +18,7 @@ use w4a16_kernels::{ArgKind, KernelDecl, KernelId, ScalarArg, Target, TensorRole
 
 use super::*;
 use crate::launch::{PackedArgs, RawArg};
+use crate::resident::HostLanes;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 // The misbehaviours are this file's own tests' (other crates get the two behaved devices).
@@ -63,6 +64,9 @@ struct Sim {
     /// The GPU reference's f64 GEMM, as host code: absent, right, or off in every `y` (a broken
     /// reference GEMM the cross-check must blame).
     f64_gemm: Option<F64Gemm>,
+    /// Whether that GEMM's products stay "on the device" (host lanes judged by the host twin of
+    /// the on-device judge, `resident::HostLanes`), as the CUDA backend's do.
+    resident: bool,
     /// Which of several pretend devices this is; it shows in [`Backend::name`] as a real
     /// device's ordinal does, so a verdict that quotes the device's name differs by device.
     ordinal: usize,
@@ -86,6 +90,29 @@ pub fn device_with_f64_gemm(wrong: bool) -> Box<dyn DeviceBench> {
         }),
         ..Sim::new(Misbehave::None)
     })
+}
+
+/// [`device_with_f64_gemm`] whose products stay resident and are judged where they are
+/// (`Device::resident_judge`), as on a CUDA device.
+pub fn device_with_resident_f64_gemm(wrong: bool) -> Box<dyn DeviceBench> {
+    Box::new(Sim {
+        blas: true,
+        resident: true,
+        f64_gemm: Some(if wrong {
+            F64Gemm::Wrong
+        } else {
+            F64Gemm::Right
+        }),
+        ..Sim::new(Misbehave::None)
+    })
+}
+
+static RESIDENT_JUDGEMENTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// How many outputs simulated devices have judged next to resident lanes, in this process (a
+/// test's proof that the resident path ran).
+pub fn resident_judgements() -> usize {
+    RESIDENT_JUDGEMENTS.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// A simulated device for the runner's tests: well behaved, or losing its context at the first
@@ -137,6 +164,7 @@ impl Sim {
             copies: Mutex::new(Vec::new()),
             blas: true,
             f64_gemm: None,
+            resident: false,
             ordinal: 0,
         }
     }
@@ -524,6 +552,59 @@ impl Backend for Sim {
             }
         }
         Ok((y, a))
+    }
+
+    fn reference_products_resident(
+        &self,
+        x: &[f64],
+        w: &[f64],
+        w_offset: Option<&[f64]>,
+        _w_key: Option<u64>,
+        m: usize,
+        n: usize,
+        k: usize,
+    ) -> Result<Option<ResidentLanes>, DeviceFault> {
+        if !self.resident {
+            return Ok(None);
+        }
+        let (y, a) = Backend::reference_gemm_f64(self, x, w, m, n, k)?;
+        let offset = match w_offset {
+            Some(o) => {
+                let xa: Vec<f64> = x.iter().map(|v| v.abs()).collect();
+                Some(Backend::reference_gemm_f64(self, &xa, o, m, n, k)?.0)
+            }
+            None => None,
+        };
+        Ok(Some(ResidentLanes {
+            m,
+            n,
+            has_offset: offset.is_some(),
+            inner: Box::new(HostLanes((y, a, offset))),
+        }))
+    }
+
+    fn resident_gather(
+        &self,
+        lanes: &ResidentLanes,
+        index: &[usize],
+    ) -> Result<Vec<[f64; 3]>, DeviceFault> {
+        let host: &HostLanes = lanes.inner(&Backend::name(self))?;
+        Ok(host.gather(lanes.m * lanes.n, index))
+    }
+
+    fn resident_download(&self, lanes: &ResidentLanes) -> Result<RawLanes, DeviceFault> {
+        let host: &HostLanes = lanes.inner(&Backend::name(self))?;
+        Ok(host.0.clone())
+    }
+
+    fn resident_judge(
+        &self,
+        lanes: &ResidentLanes,
+        request: &JudgeRequest<'_>,
+    ) -> Result<Option<CompareReport>, DeviceFault> {
+        let host: &HostLanes = lanes.inner(&Backend::name(self))?;
+        RESIDENT_JUDGEMENTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(host.judge(lanes.m, lanes.n, request))
     }
     fn record(&self) -> Result<u64, DeviceFault> {
         Ok(*self.launches.lock().unwrap() as u64)

@@ -73,6 +73,47 @@ impl Device for StandInDevice {
         Ok((vec![0.0; m * n], vec![0.0; m * n]))
     }
 
+    /// The resident lanes, not formed either: on a device that judges next to its lanes, the
+    /// comparison is the device's, so the CPU side is the operands and the cross-check.
+    fn reference_products_resident(
+        &self,
+        _x: &[f64],
+        _w: &[f64],
+        w_offset: Option<&[f64]>,
+        _w_key: Option<u64>,
+        m: usize,
+        n: usize,
+        _k: usize,
+    ) -> Result<Option<ResidentLanes>, DeviceFault> {
+        Ok(Some(ResidentLanes {
+            m,
+            n,
+            has_offset: w_offset.is_some(),
+            inner: Box::new(()),
+        }))
+    }
+
+    fn resident_gather(
+        &self,
+        _lanes: &ResidentLanes,
+        index: &[usize],
+    ) -> Result<Vec<[f64; 3]>, DeviceFault> {
+        Ok(vec![[0.0; 3]; index.len()])
+    }
+
+    fn resident_download(&self, lanes: &ResidentLanes) -> Result<RawLanes, DeviceFault> {
+        let zeros = || vec![0.0; lanes.m * lanes.n];
+        Ok((zeros(), zeros(), lanes.has_offset.then(zeros)))
+    }
+
+    fn resident_judge(
+        &self,
+        _lanes: &ResidentLanes,
+        request: &JudgeRequest<'_>,
+    ) -> Result<Option<CompareReport>, DeviceFault> {
+        Ok(Some(CompareReport::new(request.mode)))
+    }
+
     fn kind(&self) -> DeviceKind {
         DeviceKind::Simulated
     }

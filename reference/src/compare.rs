@@ -160,6 +160,8 @@ impl CompareReport {
     /// branch-free passes the compiler vectorizes, then the counting. The common element (a
     /// finite result of a finite reference) is judged from those; the others, and the poison,
     /// go through `record`. The report is the one `record` element by element gives (tested).
+    /// Returns how many elements went through `record` (the on-device judge leaves exactly
+    /// those to the host: [`judge_plain`]).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn record_row(
         &mut self,
@@ -171,8 +173,9 @@ impl CompareReport {
         acc: &[f64],
         bias: &[f64],
         model: &BoundModel,
-    ) {
+    ) -> usize {
         const BLOCK: usize = 256;
+        let mut special = 0;
         let poison = dtype.poison_bits();
         let stage = model.recipe.bias;
         let (with, without) = (model.terms(true), model.terms(false));
@@ -215,6 +218,7 @@ impl CompareReport {
                 if bj == poison || !dtype.is_finite_bits(bj) || !yj.is_finite() || !plain {
                     let at = (m, j0 + j);
                     self.record(at, bj, dtype, yj, ab[j], accb[j], biasj, model);
+                    special += 1;
                     continue;
                 }
                 self.checked += 1;
@@ -245,6 +249,7 @@ impl CompareReport {
                 }
             }
         }
+        special
     }
 
     /// Checks one element. `acc_magnitude` is `a_offset` for offset recipes, else `a`.
@@ -419,7 +424,7 @@ impl<'a> OutputBits<'a> {
     }
 }
 
-fn check_model(
+pub(crate) fn check_model(
     model: &BoundModel,
     k: usize,
     dtype: ActDtype,
@@ -507,6 +512,65 @@ fn compare_mode(
             },
         );
     Ok(report)
+}
+
+/// What a judge next to the reference's lanes needs (the GPU reference judges on the device,
+/// `offload::ResidentReference`): the output, the bound, and the bias the raw products get
+/// before they are compared.
+#[derive(Clone, Copy, Debug)]
+pub struct JudgeRequest<'a> {
+    pub out: OutputBits<'a>,
+    /// Its recipe's output dtype and bias stage, and its coefficients with and without a bias
+    /// ([`BoundModel::terms`]), are all a judge reads.
+    pub model: BoundModel,
+    pub mode: CompareMode,
+    /// `[N]`; added to the raw products only where the layer has a bias (`has_bias`), as the
+    /// host reference does.
+    pub bias: &'a [f64],
+    pub has_bias: bool,
+}
+
+/// The host twin of the on-device judge: the report of `[M, N]` raw lanes (`y` before the
+/// bias, `a`, and `acc` = `a_offset` where the recipe has one) against `request.out`, or `None`
+/// when any element is not plain (poison, a non-finite result or reference, a bound out of
+/// range), which only the host's full rules judge. A device's judge must return exactly this;
+/// it is the oracle of that test, and the judge of host-held lanes.
+pub fn judge_plain(
+    request: &JudgeRequest<'_>,
+    m: usize,
+    n: usize,
+    y: &[f64],
+    a: &[f64],
+    acc: Option<&[f64]>,
+) -> Option<CompareReport> {
+    let mut report = CompareReport::new(request.mode);
+    let mut row_y = vec![0.0; n];
+    for r in 0..m {
+        let row = r * n..(r + 1) * n;
+        row_y.copy_from_slice(&y[row.clone()]);
+        if request.has_bias {
+            row_y
+                .iter_mut()
+                .zip(request.bias)
+                .for_each(|(v, b)| *v += b);
+        }
+        let bits = &request.out.bits[r * request.out.row_stride..][..n];
+        let acc = acc.map_or(&a[row.clone()], |o| &o[row.clone()]);
+        let special = report.record_row(
+            r,
+            bits,
+            request.model.recipe.output,
+            &row_y,
+            &a[row],
+            acc,
+            request.bias,
+            &request.model,
+        );
+        if special > 0 {
+            return None;
+        }
+    }
+    Some(report)
 }
 
 /// Judges a dequantize-then-matmul library's output `[M, N]` (bits of the activation dtype,

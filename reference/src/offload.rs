@@ -9,6 +9,9 @@
 //! decoded rows and must agree within [`cross_check_tolerance`] ([`OffloadError::Disagrees`],
 //! a fault of the reference, not of the kernel under test).
 
+use crate::ActDtype;
+use crate::bound::BoundModel;
+use crate::compare::{self, CompareMode, CompareReport, JudgeRequest, OutputBits};
 use crate::gemm::{
     self, InputError, LineAxis, Lines, NonFiniteX, Reference, SpecialRows, activation_rows,
     bits_to_f64, weight_rows, weight_rows_into,
@@ -72,6 +75,36 @@ fn weight_key(layer: &QuantizedLayer, offset: Option<f64>, chunk: usize) -> u64 
         h.update(bytes);
     }
     h.digest()
+}
+
+/// This thread's decoded weights for `layer` in chunks of `chunk` columns, with their key
+/// (`None` above [`WEIGHT_CACHE_BYTES`]): the kept chunks when the key matches (then `spare` is
+/// empty), else an empty cache and the old chunks as `spare` buffers to refill.
+fn take_weights(
+    layer: &QuantizedLayer,
+    offset: Option<f64>,
+    chunk: usize,
+) -> (WeightCache, Option<u64>, Vec<WeightChunk>) {
+    let (n, k) = (layer.shape.n, layer.shape.k);
+    let lanes = 2 + usize::from(offset.is_some());
+    let cacheable = n.saturating_mul(k).saturating_mul(8 * lanes) <= WEIGHT_CACHE_BYTES;
+    let key = cacheable.then(|| weight_key(layer, offset, chunk));
+    let mut cache = WEIGHTS.with(|c| std::mem::take(&mut *c.borrow_mut()));
+    // Another layer's chunks: their buffers are refilled, not freed and allocated anew.
+    let mut spare = Vec::new();
+    if key.is_none() || cache.key != key {
+        spare = std::mem::take(&mut cache.chunks);
+        cache.key = None;
+    }
+    (cache, key, spare)
+}
+
+/// Keeps `cache` for this thread's next reference when it has a key.
+fn keep_weights(mut cache: WeightCache, key: Option<u64>) {
+    if key.is_some() {
+        cache.key = key;
+        WEIGHTS.with(|c| *c.borrow_mut() = cache);
+    }
 }
 
 /// What the outside GEMM failed at, as its own error.
@@ -159,6 +192,11 @@ pub enum OffloadError {
         expected: usize,
         got: usize,
     },
+    #[error("the resident f64 reference failed {during}: {error}")]
+    Resident {
+        during: &'static str,
+        error: GemmError,
+    },
     #[error(
         "the f64 GEMM and the CPU reference disagree at (m, n) = ({m}, {n}) in {lane:?}: \
          {gemm:e} vs {cpu:e} (tolerance {tolerance:e})"
@@ -223,16 +261,7 @@ pub fn reference_offloaded(
     let mut y = full(m * n);
     let mut a = full(m * n);
     let mut a_off = offset.map(|_| full(m * n));
-    let lanes = 2 + usize::from(offset.is_some());
-    let cacheable = n.saturating_mul(k).saturating_mul(8 * lanes) <= WEIGHT_CACHE_BYTES;
-    let key = cacheable.then(|| weight_key(layer, offset, chunk));
-    let mut cache = WEIGHTS.with(|c| std::mem::take(&mut *c.borrow_mut()));
-    // Another layer's chunks: their buffers are refilled, not freed and allocated anew.
-    let mut spare = Vec::new();
-    if key.is_none() || cache.key != key {
-        spare = std::mem::take(&mut cache.chunks);
-        cache.key = None;
-    }
+    let (mut cache, key, mut spare) = take_weights(layer, offset, chunk);
     let fresh = cache.chunks.is_empty();
     let mut n0 = 0;
     let mut index = 0;
@@ -289,16 +318,12 @@ pub fn reference_offloaded(
     if let Some(la) = la {
         scratch::give(Role::XAbs, la);
     }
-    if key.is_some() {
-        cache.key = key;
-        WEIGHTS.with(|c| *c.borrow_mut() = cache);
-    }
-    let raw = RawProducts {
-        y: &y,
-        a: &a,
-        a_off: a_off.as_deref(),
+    keep_weights(cache, key);
+    let raw = |index: &[usize]| {
+        let at = |i: usize| (y[i], a[i], a_off.as_ref().map(|o| o[i]));
+        Ok(index.iter().map(|&i| at(i)).collect())
     };
-    let checked = cross_check(&xz, layer, offset, &special, &raw, seed);
+    let checked = cross_check(&xz, layer, offset, &special, raw, seed);
     if !g.stands_in() {
         checked?;
     }
@@ -329,6 +354,227 @@ pub fn reference_offloaded(
     })
 }
 
+/// The raw lanes of the products, `[M, N]` each: `y` before the bias, `a`, and `a_offset`.
+pub type RawLanes = (Vec<f64>, Vec<f64>, Option<Vec<f64>>);
+
+/// A reference's products kept where they were formed (the GPU's memory) and judged there:
+/// the M×N doubles per lane never cross to the host unless a case needs them (a special
+/// element, a failure's artifact, the fallback's second opinion).
+pub trait ResidentProducts {
+    /// The raw lanes `(y, a, a_offset or 0)` at element indices `m·N + n`.
+    fn gather(&self, index: &[usize]) -> Result<Vec<[f64; 3]>, GemmError>;
+    /// Every element of the raw lanes.
+    fn download(&self) -> Result<RawLanes, GemmError>;
+    /// [`compare::judge_plain`]'s report, formed next to the lanes; `None` when an element is
+    /// not plain (the host then judges with its full rules).
+    fn judge(&self, request: &JudgeRequest<'_>) -> Result<Option<CompareReport>, GemmError>;
+}
+
+/// A GEMM whose products stay resident (`--reference gpu` on a device that can judge).
+pub trait ResidentGemm<'d> {
+    /// `y = x·wᵀ`, `a = |x|·|w|ᵀ` and, with `w_offset`, `|x|·w_offsetᵀ` (the offset rows are
+    /// nonnegative), `x[M, K]`, `w` and `w_offset` `[N, K]`, kept where they are formed; `w_key`
+    /// names `w` and `w_offset` for a layer's next batch size. `None`: this GEMM cannot keep
+    /// them (the caller forms a host reference instead).
+    #[allow(clippy::too_many_arguments)]
+    fn products(
+        &mut self,
+        x: &[f64],
+        w: &[f64],
+        w_offset: Option<&[f64]>,
+        w_key: Option<u64>,
+        m: usize,
+        n: usize,
+        k: usize,
+    ) -> Result<Option<Box<dyn ResidentProducts + 'd>>, GemmError>;
+
+    /// As [`F64Gemm::stands_in`]: products nobody formed are not cross-checked.
+    fn stands_in(&self) -> bool {
+        false
+    }
+}
+
+/// The full reference of one case with its lanes resident: judged where they are, brought to
+/// the host only on demand ([`ResidentReference::to_host`], the same [`Reference`] the host
+/// path builds).
+pub struct ResidentReference<'d> {
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub dtype: ActDtype,
+    /// `[N]` (zeros without a bias).
+    pub bias: Vec<f64>,
+    has_bias: bool,
+    has_offset: bool,
+    lanes: Box<dyn ResidentProducts + 'd>,
+}
+
+impl ResidentReference<'_> {
+    /// Every element of `out` against its bound (or bit-exact, by `mode`), on the device where
+    /// every element is plain, else on the host from the downloaded lanes: one report either way.
+    pub fn compare(
+        &self,
+        model: &BoundModel,
+        out: OutputBits<'_>,
+        mode: CompareMode,
+    ) -> Result<CompareReport, OffloadError> {
+        compare::check_model(model, self.k, self.dtype, self.has_offset)?;
+        out.validate(self.m, self.n)?;
+        let request = JudgeRequest {
+            out,
+            model: *model,
+            mode,
+            bias: &self.bias,
+            has_bias: self.has_bias,
+        };
+        let judged = self
+            .lanes
+            .judge(&request)
+            .map_err(|error| OffloadError::Resident {
+                during: "judging the output",
+                error,
+            })?;
+        if let Some(report) = judged {
+            return Ok(report);
+        }
+        let host = self.to_host()?;
+        Ok(match mode {
+            CompareMode::Bound => compare::compare(&host, model, out)?,
+            CompareMode::BitExact => compare::compare_bit_exact(&host, model, out)?,
+        })
+    }
+
+    /// The lanes brought to the host, the bias added: the [`Reference`] the host path forms.
+    pub fn to_host(&self) -> Result<Reference, OffloadError> {
+        let (mut y, a, a_offset) =
+            self.lanes
+                .download()
+                .map_err(|error| OffloadError::Resident {
+                    during: "downloading the lanes",
+                    error,
+                })?;
+        let expected = self.m * self.n;
+        let lengths = [
+            Some(y.len()),
+            Some(a.len()),
+            a_offset.as_ref().map(Vec::len),
+        ];
+        if let Some(got) = lengths.into_iter().flatten().find(|&l| l != expected) {
+            return Err(OffloadError::Length {
+                n0: 0,
+                n1: self.n,
+                expected,
+                got,
+            });
+        }
+        if self.has_bias && self.n > 0 {
+            y.chunks_mut(self.n)
+                .for_each(|row| row.iter_mut().zip(&self.bias).for_each(|(v, b)| *v += b));
+        }
+        Ok(Reference {
+            m: self.m,
+            n: self.n,
+            k: self.k,
+            dtype: self.dtype,
+            y,
+            a,
+            a_offset,
+            bias: self.bias.clone(),
+        })
+    }
+}
+
+/// [`reference_offloaded`] with the lanes left resident in `g`, cross-checked the same way
+/// (the sampled elements gathered from the device). `None` where a resident reference does
+/// not apply and the caller forms the host one: X with special rows (their IEEE values are
+/// patched on the host), W over `w_budget_bytes` (chunked), or a GEMM that cannot keep them.
+pub fn reference_resident<'d>(
+    x: &Activations,
+    layer: &QuantizedLayer,
+    recipe: &NumericRecipe,
+    non_finite_x: NonFiniteX,
+    g: &mut dyn ResidentGemm<'d>,
+    w_budget_bytes: usize,
+    seed: u64,
+) -> Result<Option<ResidentReference<'d>>, OffloadError> {
+    gemm::validate_with(x, layer, recipe, non_finite_x)?;
+    let (xz, special) = SpecialRows::prepare(x, non_finite_x);
+    let (m, n, k) = (x.m, layer.shape.n, layer.shape.k);
+    let chunk = (w_budget_bytes / (8 * k.max(1))).clamp(1, n.max(1));
+    if !special.rows.is_empty() || chunk < n {
+        return Ok(None);
+    }
+    let offset = recipe.magnitude_offset();
+    let mut lx = scratch::take(Role::XSigned, m * k);
+    activations_into(&xz, &mut lx, None);
+    let (mut cache, key, mut spare) = take_weights(layer, offset, chunk);
+    if cache.chunks.is_empty() {
+        let (mut w, mut wa) = spare
+            .pop()
+            .map_or_else(Default::default, |s: WeightChunk| (s.w, s.wa));
+        weight_rows_into(layer, offset, 0..n, &mut w, &mut wa);
+        cache.chunks.push(WeightChunk {
+            n0: 0,
+            n1: n,
+            w,
+            wa,
+        });
+    }
+    let WeightChunk { w, wa, .. } = &cache.chunks[0];
+    let w_offset = offset.map(|_| &wa[n * k..]);
+    // Its own key space: the resident upload also holds the offset rows.
+    let w_key = key.map(|key| key ^ 0x5245_5349_4445_4E54);
+    let products = g.products(&lx, w, w_offset, w_key, m, n, k);
+    scratch::give(Role::XSigned, lx);
+    keep_weights(cache, key);
+    let lanes = match products {
+        Ok(Some(lanes)) => lanes,
+        Ok(None) => return Ok(None),
+        Err(error) => {
+            return Err(OffloadError::Gemm {
+                n0: 0,
+                n1: n,
+                error,
+            });
+        }
+    };
+    let raw = |index: &[usize]| {
+        let got = lanes
+            .gather(index)
+            .map_err(|error| OffloadError::Resident {
+                during: "gathering the cross-check's elements",
+                error,
+            })?;
+        if got.len() != index.len() {
+            return Err(OffloadError::Length {
+                n0: 0,
+                n1: n,
+                expected: index.len(),
+                got: got.len(),
+            });
+        }
+        let with_offset = offset.is_some();
+        Ok(got
+            .into_iter()
+            .map(|[y, a, o]| (y, a, with_offset.then_some(o)))
+            .collect())
+    };
+    let checked = cross_check(&xz, layer, offset, &special, raw, seed);
+    if !g.stands_in() {
+        checked?;
+    }
+    Ok(Some(ResidentReference {
+        m,
+        n,
+        k,
+        dtype: layer.dtype,
+        bias: gemm::bias_values(layer),
+        has_bias: layer.bias.is_some(),
+        has_offset: offset.is_some(),
+        lanes,
+    }))
+}
+
 /// X `[M, K]` (rows packed, the row stride dropped) in f64 into `lx`, and |X| into `la`.
 fn activations_into(x: &Activations, lx: &mut [f64], la: Option<&mut [f64]>) {
     let k = x.k;
@@ -354,21 +600,19 @@ fn scatter(dst: &mut [f64], chunk: &[f64], n: usize, n0: usize, c: usize) {
     }
 }
 
-/// The GEMM's products before bias and special rows.
-struct RawProducts<'a> {
-    y: &'a [f64],
-    a: &'a [f64],
-    a_off: Option<&'a [f64]>,
-}
+/// The GEMM's raw products (before bias and special rows) at element indices `m·N + n`:
+/// `(y, a, a_offset)`.
+type RawAt = (f64, f64, Option<f64>);
 
-/// The sampled elements recomputed from the CPU reference's decoded rows, summed in order.
-/// Special rows are zeroed in `xz` and overwritten afterwards: their products are skipped.
+/// The sampled elements recomputed from the CPU reference's decoded rows, summed in order,
+/// against the products `raw` returns for their indices. Special rows are zeroed in `xz` and
+/// overwritten afterwards: their products are skipped.
 fn cross_check(
     xz: &Activations,
     layer: &QuantizedLayer,
     offset: Option<f64>,
     special: &SpecialRows,
-    raw: &RawProducts<'_>,
+    raw: impl FnOnce(&[usize]) -> Result<Vec<RawAt>, OffloadError>,
     seed: u64,
 ) -> Result<(), OffloadError> {
     let (m, n, k) = (xz.m, layer.shape.n, layer.shape.k);
@@ -381,6 +625,8 @@ fn cross_check(
     }
     let rows: Vec<usize> = positions.iter().map(|p| p.0).collect();
     let cols: Vec<usize> = positions.iter().map(|p| p.1).collect();
+    let index: Vec<usize> = positions.iter().map(|&(r, col)| r * n + col).collect();
+    let products = raw(&index)?;
     let (lx, la) = activation_rows(xz, &rows);
     let (w, wa) = weight_rows(layer, offset, &cols);
     let c = cols.len();
@@ -391,12 +637,12 @@ fn cross_check(
         };
         let y_cpu = dot(xr, w.row(i));
         let a_cpu = dot(ar, wa.row(i));
-        let idx = r * n + col;
-        let mut lanes = vec![(Lane::Signed, raw.y[idx], y_cpu, a_cpu)];
-        lanes.push((Lane::Abs, raw.a[idx], a_cpu, a_cpu));
-        if let Some(o) = raw.a_off {
+        let (y_gemm, a_gemm, o_gemm) = products[i];
+        let mut lanes = vec![(Lane::Signed, y_gemm, y_cpu, a_cpu)];
+        lanes.push((Lane::Abs, a_gemm, a_cpu, a_cpu));
+        if let Some(o) = o_gemm {
             let o_cpu = dot(ar, wa.row(c + i));
-            lanes.push((Lane::Offset, o[idx], o_cpu, o_cpu));
+            lanes.push((Lane::Offset, o, o_cpu, o_cpu));
         }
         for (lane, gemm, cpu, mag) in lanes {
             let tolerance = cross_check_tolerance(k, mag, gemm, cpu);
@@ -423,6 +669,7 @@ mod tests {
     use crate::ActDtype;
     use crate::data::{self, DataClass, DataSpec};
     use crate::layer::{LayerShape, Symmetry};
+    use crate::recipe::BiasStage;
 
     /// The device's DGEMM on the host: each element summed in order, independently.
     fn host_gemm(
@@ -679,5 +926,212 @@ mod tests {
             );
         }
         assert!(!off.y_at(1, 0).is_finite());
+    }
+
+    /// Host lanes standing in for a device's: the products of `host_gemm` (optionally off by
+    /// a little in every `y`), judged by the host twin; `judged` counts the reports it gave and
+    /// `declined` the outputs it left to the host.
+    struct HostLanes {
+        lanes: RawLanes,
+        m: usize,
+        n: usize,
+        judged: std::rc::Rc<std::cell::Cell<usize>>,
+        declined: std::rc::Rc<std::cell::Cell<usize>>,
+    }
+
+    impl ResidentProducts for HostLanes {
+        fn gather(&self, index: &[usize]) -> Result<Vec<[f64; 3]>, GemmError> {
+            let (y, a, o) = &self.lanes;
+            Ok(index
+                .iter()
+                .map(|&i| [y[i], a[i], o.as_ref().map_or(0.0, |o| o[i])])
+                .collect())
+        }
+
+        fn download(&self) -> Result<RawLanes, GemmError> {
+            Ok(self.lanes.clone())
+        }
+
+        fn judge(&self, request: &JudgeRequest<'_>) -> Result<Option<CompareReport>, GemmError> {
+            let (y, a, o) = &self.lanes;
+            let report = compare::judge_plain(request, self.m, self.n, y, a, o.as_deref());
+            let counter = if report.is_some() {
+                &self.judged
+            } else {
+                &self.declined
+            };
+            counter.set(counter.get() + 1);
+            Ok(report)
+        }
+    }
+
+    #[derive(Default)]
+    struct HostResidentGemm {
+        wrong: bool,
+        judged: std::rc::Rc<std::cell::Cell<usize>>,
+        declined: std::rc::Rc<std::cell::Cell<usize>>,
+    }
+
+    impl ResidentGemm<'static> for HostResidentGemm {
+        fn products(
+            &mut self,
+            x: &[f64],
+            w: &[f64],
+            w_offset: Option<&[f64]>,
+            _w_key: Option<u64>,
+            m: usize,
+            n: usize,
+            k: usize,
+        ) -> Result<Option<Box<dyn ResidentProducts>>, GemmError> {
+            let (mut y, a) = host_gemm(x, w, m, n, k)?;
+            if self.wrong {
+                y.iter_mut()
+                    .zip(&a)
+                    .for_each(|(v, t)| *v += 1e-6 * (1.0 + t));
+            }
+            let xa: Vec<f64> = x.iter().map(|v| v.abs()).collect();
+            let offset = w_offset.map(|o| host_gemm(&xa, o, m, n, k).map(|p| p.0));
+            Ok(Some(Box::new(HostLanes {
+                lanes: (y, a, offset.transpose()?),
+                m,
+                n,
+                judged: self.judged.clone(),
+                declined: self.declined.clone(),
+            })))
+        }
+    }
+
+    /// The resident reference is the host one (same products, brought back with the bias
+    /// added), and its judge's report is the host comparison's for every kind of output: every
+    /// element plain (judged next to the lanes), and with a poisoned, a NaN or an infinite
+    /// element (left to the host, whose rules for them are the only ones). Both dtypes, every
+    /// bias stage, with and without bias and offset lane, bound and bit-exact mode.
+    #[test]
+    fn a_resident_reference_judges_as_the_host_reference() {
+        let mut g = HostResidentGemm::default();
+        for dtype in [ActDtype::F16, ActDtype::Bf16] {
+            for with_bias in [false, true] {
+                let spec = DataSpec {
+                    class: DataClass::Realistic,
+                    m: 6,
+                    shape: LayerShape::new(40, 96, 32),
+                    dtype,
+                    symmetry: Symmetry::Asym,
+                    with_bias,
+                };
+                let generated = data::generate_seeded(5, 13, &spec).unwrap();
+                let (x, layer) = (generated.x, generated.layer);
+                for (bias, offset) in [
+                    (BiasStage::BeforeCast, None),
+                    (BiasStage::AfterCast, None),
+                    (BiasStage::Either, Some(128.0)),
+                ] {
+                    let recipe = NumericRecipe {
+                        bias,
+                        offset_accumulation: offset,
+                        ..NumericRecipe::fp32_exact_weights(dtype)
+                    };
+                    let host = reference_offloaded(
+                        &x,
+                        &layer,
+                        &recipe,
+                        NonFiniteX::Refuse,
+                        &mut host_gemm,
+                        DEFAULT_W_BUDGET_BYTES,
+                        3,
+                    )
+                    .unwrap();
+                    let resident = reference_resident(
+                        &x,
+                        &layer,
+                        &recipe,
+                        NonFiniteX::Refuse,
+                        &mut g,
+                        DEFAULT_W_BUDGET_BYTES,
+                        3,
+                    )
+                    .unwrap()
+                    .expect("host lanes are always kept");
+                    assert_eq!(resident.to_host().unwrap(), host);
+                    let model = BoundModel::new(&recipe, layer.shape.k, 1.0).unwrap();
+                    let rounded: Vec<u16> = (0..host.m * host.n)
+                        .map(|i| host.rounded_bits(i / host.n, i % host.n))
+                        .collect();
+                    // Off by a growing number of ulps: every bucket, some over the bound.
+                    let off: Vec<u16> = rounded
+                        .iter()
+                        .enumerate()
+                        .map(|(i, &b)| b.wrapping_add((i % 7) as u16 * (i % 3) as u16))
+                        .collect();
+                    let with = |i: usize, v: u16| {
+                        let mut o = off.clone();
+                        o[i] = v;
+                        o
+                    };
+                    let outputs = [
+                        (rounded.clone(), true),
+                        (off.clone(), true),
+                        (with(17, dtype.poison_bits()), false),
+                        (with(3, dtype.from_f64(f64::NAN)), false),
+                        (with(40, dtype.from_f64(f64::INFINITY)), false),
+                    ];
+                    for (out, plain) in outputs {
+                        let bits = OutputBits::new(&out, host.n);
+                        for mode in [CompareMode::Bound, CompareMode::BitExact] {
+                            let (judged, declined) = (g.judged.get(), g.declined.get());
+                            let expected = match mode {
+                                CompareMode::Bound => compare::compare(&host, &model, bits),
+                                CompareMode::BitExact => {
+                                    compare::compare_bit_exact(&host, &model, bits)
+                                }
+                            }
+                            .unwrap();
+                            let got = resident.compare(&model, bits, mode).unwrap();
+                            assert_eq!(got, expected, "{dtype:?} {bias:?} {offset:?} {mode:?}");
+                            assert_eq!(g.judged.get(), judged + usize::from(plain));
+                            assert_eq!(g.declined.get(), declined + usize::from(!plain));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Products that are off are caught by the cross-check on the gathered elements, a fault
+    /// of the reference.
+    #[test]
+    fn a_wrong_resident_product_is_caught_by_the_cross_check() {
+        let (x, layer) = case(5, 37, 96, true);
+        let recipe = NumericRecipe::fp32_exact_weights(ActDtype::Bf16);
+        let mut g = HostResidentGemm {
+            wrong: true,
+            ..HostResidentGemm::default()
+        };
+        let got = reference_resident(
+            &x,
+            &layer,
+            &recipe,
+            NonFiniteX::Refuse,
+            &mut g,
+            DEFAULT_W_BUDGET_BYTES,
+            3,
+        );
+        assert!(
+            matches!(got, Err(OffloadError::Disagrees { .. })),
+            "{:?}",
+            got.map(|r| r.is_some())
+        );
+    }
+
+    /// Where the host must form the reference (W over the budget: chunks), there is no
+    /// resident one.
+    #[test]
+    fn a_chunked_layer_gets_no_resident_reference() {
+        let (x, layer) = case(3, 24, 64, false);
+        let recipe = NumericRecipe::fp32_exact_weights(ActDtype::Bf16);
+        let mut g = HostResidentGemm::default();
+        let budget = 8 * 64 * 10;
+        let got = reference_resident(&x, &layer, &recipe, NonFiniteX::Refuse, &mut g, budget, 3);
+        assert!(got.unwrap().is_none());
     }
 }

@@ -3,13 +3,18 @@
 //! judged against the derived bound, large layers included. X and the exact weights are built
 //! on the host by the CPU reference's own decoding (`w4a16_reference::offload`); the kernels
 //! under test share nothing with it beyond the resident tensors. Each reference is
-//! cross-checked against the CPU f64 reference on a seeded sample of elements.
+//! cross-checked against the CPU f64 reference on a seeded sample of elements. Where the device
+//! can, the products stay there and the output is judged there ([`resident_reference_on`]):
+//! only the report comes back.
 
 use crate::device::Device;
+use crate::device::resident::DeviceResidentGemm;
 use w4a16_reference::NumericRecipe;
 use w4a16_reference::gemm::{NonFiniteX, Reference};
 use w4a16_reference::layer::{Activations, QuantizedLayer};
-use w4a16_reference::offload::{self, DEFAULT_W_BUDGET_BYTES, F64Gemm, GemmError, OffloadError};
+use w4a16_reference::offload::{
+    self, DEFAULT_W_BUDGET_BYTES, F64Gemm, GemmError, OffloadError, ResidentReference,
+};
 
 w4a16_reference::named_enum! {
     /// Where the reference's products are formed (`--reference`, recorded in report.json).
@@ -98,6 +103,27 @@ pub fn reference_on(
         recipe,
         non_finite_x,
         &mut DeviceGemm(device),
+        DEFAULT_W_BUDGET_BYTES,
+        seed,
+    )
+}
+
+/// [`reference_on`] with the lanes left on `device` and judged there; `None` where the device
+/// cannot keep them or the case needs the host reference (special rows, W over the budget).
+pub fn resident_reference_on<'d>(
+    device: &'d dyn Device,
+    x: &Activations,
+    layer: &QuantizedLayer,
+    recipe: &NumericRecipe,
+    non_finite_x: NonFiniteX,
+    seed: u64,
+) -> Result<Option<ResidentReference<'d>>, OffloadError> {
+    offload::reference_resident(
+        x,
+        layer,
+        recipe,
+        non_finite_x,
+        &mut DeviceResidentGemm(device),
         DEFAULT_W_BUDGET_BYTES,
         seed,
     )

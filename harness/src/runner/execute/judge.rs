@@ -13,15 +13,48 @@ use std::rc::Rc;
 use w4a16_kernels::{KernelId, set};
 use w4a16_reference::NumericRecipe;
 use w4a16_reference::bound::BoundModel;
-use w4a16_reference::compare::{self, OutputBits};
+use w4a16_reference::compare::{self, CompareMode, CompareReport, OutputBits};
 use w4a16_reference::gemm::{self, Reference};
 use w4a16_reference::layer::{Activations, QuantizedLayer};
-use w4a16_reference::offload::OffloadError;
+use w4a16_reference::offload::{OffloadError, ResidentReference};
 use w4a16_reference::verify::{self, VerifyBudget};
 
 /// Which reference a recipe needs: its magnitude lane's offset (bits) and whether the offset is
 /// accumulated (which changes the IEEE values of special rows).
 pub(super) type ReferenceKey = (Option<u64>, bool);
+
+/// A case's reference for one recipe key: on the host, or with its lanes resident on the
+/// device (`--reference gpu`), judged there and brought to the host only on demand.
+#[derive(Clone)]
+pub(super) enum Formed<'a> {
+    Host(Rc<Reference>),
+    Resident(Rc<ResidentReference<'a>>),
+}
+
+impl Formed<'_> {
+    /// Every element of `out` against the reference (bound, or bit-exact for `exact`).
+    fn compare(
+        &self,
+        model: &BoundModel,
+        out: OutputBits<'_>,
+        exact: bool,
+    ) -> Result<CompareReport, OffloadError> {
+        match (self, exact) {
+            (Formed::Host(r), false) => Ok(compare::compare(r, model, out)?),
+            (Formed::Host(r), true) => Ok(compare::compare_bit_exact(r, model, out)?),
+            (Formed::Resident(r), false) => r.compare(model, out, CompareMode::Bound),
+            (Formed::Resident(r), true) => r.compare(model, out, CompareMode::BitExact),
+        }
+    }
+
+    /// The reference on the host (downloaded from the device where it is resident).
+    fn host(&self) -> Result<Rc<Reference>, OffloadError> {
+        match self {
+            Formed::Host(r) => Ok(Rc::clone(r)),
+            Formed::Resident(r) => r.to_host().map(Rc::new),
+        }
+    }
+}
 
 /// A check that could not be judged: the reference side failed at `stage` with `error`.
 pub(crate) fn reference_failure(
@@ -40,7 +73,7 @@ pub(crate) fn reference_failure(
 fn reference_stage(e: &OffloadError) -> (Outcome, ReferenceStage) {
     match e {
         OffloadError::Input(_) => (Outcome::Fail, ReferenceStage::Reference),
-        OffloadError::Gemm { .. } | OffloadError::Length { .. } => {
+        OffloadError::Gemm { .. } | OffloadError::Length { .. } | OffloadError::Resident { .. } => {
             (Outcome::Fault, ReferenceStage::GpuReference)
         }
         OffloadError::Disagrees { .. } => (Outcome::Fault, ReferenceStage::CrossCheck),
@@ -53,26 +86,32 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         x: &Activations,
         logical: &QuantizedLayer,
         recipe: &NumericRecipe,
-    ) -> Option<Rc<Reference>> {
+    ) -> Option<Formed<'a>> {
         let key = (
             recipe.magnitude_offset().map(f64::to_bits),
             recipe.offset_accumulation.is_some(),
         );
         if let Some(i) = self.references.iter().position(|(k, _)| *k == key) {
-            return Some(Rc::clone(&self.references[i].1));
+            return Some(self.references[i].1.clone());
         }
         let policy = self.case.class.non_finite_x();
+        let seed = w4a16_reference::data::case_seed(&self.case.id);
         let result = match self.gpu_reference_device() {
             Some(device) => {
-                let seed = w4a16_reference::data::case_seed(&self.case.id);
-                super::reference_on(device, x, logical, recipe, policy, seed)
+                match super::resident_reference_on(device, x, logical, recipe, policy, seed) {
+                    Ok(Some(r)) => Ok(Formed::Resident(Rc::new(r))),
+                    Ok(None) => super::reference_on(device, x, logical, recipe, policy, seed)
+                        .map(|r| Formed::Host(Rc::new(r))),
+                    Err(e) => Err(e),
+                }
             }
-            None => gemm::reference_with(x, logical, recipe, policy).map_err(OffloadError::Input),
+            None => gemm::reference_with(x, logical, recipe, policy)
+                .map(|r| Formed::Host(Rc::new(r)))
+                .map_err(OffloadError::Input),
         };
         match result {
             Ok(r) => {
-                let r = Rc::new(r);
-                self.references.push((key, Rc::clone(&r)));
+                self.references.push((key, r.clone()));
                 Some(r)
             }
             Err(e) => {
@@ -161,15 +200,15 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         };
         // Exact-class data: every fp32 partial sum is exact, so only the recipe's cast(s) round;
         // the bit-exact comparison expects exactly those (bias after the cast rounds twice).
-        let report = if exact {
-            compare::compare_bit_exact(&reference, &model, bits)
-        } else {
-            compare::compare(&reference, &model, bits)
-        };
-        let report = match report {
+        let report = match reference.compare(&model, bits, exact) {
             Ok(r) => r,
-            Err(e) => {
+            Err(OffloadError::Input(e)) => {
                 return reference_failure(id, check, ReferenceStage::Compare, e);
+            }
+            Err(e) => {
+                let (outcome, stage) = reference_stage(&e);
+                let error = SourceError::new(e);
+                return Verdict::new(id, check, outcome).because(Cause::Reference { stage, error });
             }
         };
         let bucket = if exact {
@@ -197,7 +236,9 @@ impl<'c, 'a> CaseRun<'c, 'a> {
                 worst_at: report.worst_at,
                 ..problems
             };
-            self.fail(check, problems, x, logical, out, Some(&reference))
+            // The failure's artifact holds the reference: brought to the host now.
+            let host = reference.host();
+            self.fail(check, problems, x, logical, out, host.ok().as_deref())
         }
     }
 
@@ -223,8 +264,16 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         ) else {
             return;
         };
-        let Some(r) = self.reference(x, logical, &rf) else {
+        let Some(formed) = self.reference(x, logical, &rf) else {
             return;
+        };
+        let r = match formed.host() {
+            Ok(r) => r,
+            Err(e) => {
+                let (outcome, stage) = reference_stage(&e);
+                self.push_reference(check, outcome, stage, e);
+                return;
+            }
         };
         let dtype = self.case.dtype;
         let mut over = 0usize;

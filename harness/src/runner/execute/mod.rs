@@ -19,7 +19,7 @@ mod selection;
 #[cfg(test)]
 mod tests;
 
-pub use gpu_reference::{ReferenceChoice, reference_on};
+pub use gpu_reference::{ReferenceChoice, reference_on, resident_reference_on};
 use judge::ReferenceKey;
 pub(crate) use judge::reference_failure;
 pub use prepare::forget_prepared_layer;
@@ -37,7 +37,6 @@ use std::time::Instant;
 use w4a16_kernels::{Execution, KernelId, RunTarget, Target};
 use w4a16_reference::data;
 use w4a16_reference::formats::{Carrier, PaddingRule, Producer};
-use w4a16_reference::gemm::Reference;
 use w4a16_reference::layer::Activations;
 
 /// Without a device, layers above this many weights get static checks only (their data would
@@ -261,7 +260,7 @@ struct CaseRun<'c, 'a> {
     verdicts: Vec<Verdict>,
     /// Shared, not cloned, with the judging that borrows `self` mutably: a reference is
     /// M×N f64 twice or thrice.
-    references: Vec<(ReferenceKey, std::rc::Rc<Reference>)>,
+    references: Vec<(ReferenceKey, judge::Formed<'a>)>,
     times: PhaseTimes,
     /// The asymmetric carrier of a carrier case's layer, once built (`None` for every other
     /// case, and where the layer has none).

@@ -442,6 +442,61 @@ fn a_wrong_gpu_reference_is_a_fault_of_the_reference() {
     );
 }
 
+/// The resident GPU reference (lanes kept on the simulated device and judged there by the
+/// host twin of the CUDA judge) gives the verdicts the host-lanes GPU reference gives, failures
+/// (whose artifacts bring the lanes back) included; products that are off are a FAULT of the
+/// reference, found by the cross-check on the gathered elements.
+#[test]
+fn the_resident_gpu_reference_judges_as_the_host_lanes_one() {
+    let outcomes = |vs: &[Verdict]| -> Vec<(String, Outcome, String)> {
+        vs.iter()
+            .map(|v| (v.check.to_string(), v.outcome, v.detail.clone()))
+            .collect()
+    };
+    for macs in [2.0e9, 0.0] {
+        let host = run_with_reference(
+            DENSE_CASE,
+            Backend::Device(simulated::device_with_f64_gemm(false)),
+            ReferenceChoice::Gpu,
+            macs,
+        );
+        let before = simulated::resident_judgements();
+        let resident = run_with_reference(
+            DENSE_CASE,
+            Backend::Device(simulated::device_with_resident_f64_gemm(false)),
+            ReferenceChoice::Gpu,
+            macs,
+        );
+        assert!(
+            simulated::resident_judgements() > before,
+            "the resident path ran"
+        );
+        assert_eq!(outcomes(&host), outcomes(&resident));
+    }
+    let wrong = run_with_reference(
+        DENSE_CASE,
+        Backend::Device(simulated::device_with_resident_f64_gemm(true)),
+        ReferenceChoice::Gpu,
+        2.0e9,
+    );
+    let faulted: Vec<&Verdict> = wrong
+        .iter()
+        .filter(|v| v.check == Check::Reference)
+        .collect();
+    assert!(!faulted.is_empty(), "{wrong:#?}");
+    assert!(
+        faulted.iter().all(|v| v.outcome == Outcome::Fault
+            && matches!(
+                &v.cause,
+                Some(Cause::Reference {
+                    stage: ReferenceStage::CrossCheck,
+                    ..
+                })
+            )),
+        "{faulted:#?}"
+    );
+}
+
 /// `gpu` by default only where a CUDA device is open; asking for it elsewhere is an error.
 #[test]
 fn the_reference_choice_resolves_by_the_device() {

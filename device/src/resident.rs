@@ -1,0 +1,120 @@
+//! The GPU reference's lanes kept on the device (`--reference gpu`): the f64 products
+//! `y = X·Wᵀ`, `a = |X|·|W|ᵀ` and the offset lane stay where the DGEMM formed them, the kernel
+//! output is judged there ([`Device::resident_judge`]), and only the report comes back. The
+//! harness reaches them through [`DeviceResident`], the reference crate's
+//! [`ResidentProducts`] over a device.
+
+use std::any::Any;
+
+use w4a16_reference::compare::{self, CompareReport, JudgeRequest};
+use w4a16_reference::offload::{GemmError, RawLanes, ResidentGemm, ResidentProducts};
+
+use crate::{Device, DeviceFault};
+
+/// One reference's lanes on a device: what the backend keeps (`inner`, its own type) and the
+/// shape every caller checks against.
+pub struct ResidentLanes {
+    pub m: usize,
+    pub n: usize,
+    pub has_offset: bool,
+    pub inner: Box<dyn Any + Send + Sync>,
+}
+
+impl ResidentLanes {
+    /// The backend's own part, or a fault naming the mix-up (lanes of another backend).
+    pub fn inner<T: 'static>(&self, device: &str) -> Result<&T, DeviceFault> {
+        self.inner
+            .downcast_ref::<T>()
+            .ok_or_else(|| DeviceFault::Unsupported {
+                what: "resident reference lanes formed by another backend".into(),
+                device: device.to_string(),
+            })
+    }
+}
+
+/// Lanes in host memory: a device written in host code (the simulated one) keeps its products
+/// this way and judges them with the host twin of the on-device judge.
+pub struct HostLanes(pub RawLanes);
+
+impl HostLanes {
+    pub fn gather(&self, n_elements: usize, index: &[usize]) -> Vec<[f64; 3]> {
+        let (y, a, o) = &self.0;
+        index
+            .iter()
+            .filter(|&&i| i < n_elements)
+            .map(|&i| [y[i], a[i], o.as_ref().map_or(0.0, |o| o[i])])
+            .collect()
+    }
+
+    pub fn judge(&self, m: usize, n: usize, request: &JudgeRequest<'_>) -> Option<CompareReport> {
+        let (y, a, o) = &self.0;
+        compare::judge_plain(request, m, n, y, a, o.as_deref())
+    }
+}
+
+/// A device's resident lanes as the reference crate's [`ResidentProducts`].
+pub struct DeviceResident<'d> {
+    device: &'d dyn Device,
+    lanes: ResidentLanes,
+}
+
+fn boxed(e: DeviceFault) -> GemmError {
+    Box::new(e)
+}
+
+impl ResidentProducts for DeviceResident<'_> {
+    fn gather(&self, index: &[usize]) -> Result<Vec<[f64; 3]>, GemmError> {
+        self.device
+            .resident_gather(&self.lanes, index)
+            .map_err(boxed)
+    }
+
+    fn download(&self) -> Result<RawLanes, GemmError> {
+        self.device.resident_download(&self.lanes).map_err(boxed)
+    }
+
+    fn judge(&self, request: &JudgeRequest<'_>) -> Result<Option<CompareReport>, GemmError> {
+        self.device
+            .resident_judge(&self.lanes, request)
+            .map_err(boxed)
+    }
+}
+
+/// A device as the resident reference's GEMM.
+pub struct DeviceResidentGemm<'d>(pub &'d dyn Device);
+
+impl<'d> ResidentGemm<'d> for DeviceResidentGemm<'d> {
+    fn products(
+        &mut self,
+        x: &[f64],
+        w: &[f64],
+        w_offset: Option<&[f64]>,
+        w_key: Option<u64>,
+        m: usize,
+        n: usize,
+        k: usize,
+    ) -> Result<Option<Box<dyn ResidentProducts + 'd>>, GemmError> {
+        let lanes = self
+            .0
+            .reference_products_resident(x, w, w_offset, w_key, m, n, k)
+            .map_err(boxed)?;
+        Ok(lanes.map(|lanes| {
+            Box::new(DeviceResident {
+                device: self.0,
+                lanes,
+            }) as Box<dyn ResidentProducts + 'd>
+        }))
+    }
+
+    fn stands_in(&self) -> bool {
+        self.0.computes_nothing()
+    }
+}
+
+/// A backend without resident lanes was asked about some.
+pub fn no_resident_lanes(device: String) -> DeviceFault {
+    DeviceFault::Unsupported {
+        what: "resident reference lanes (this backend forms none)".into(),
+        device,
+    }
+}
