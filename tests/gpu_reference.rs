@@ -22,7 +22,7 @@ use w4a16_reference::data::{DataClass, DataSpec, case_seed, generate};
 use w4a16_reference::formats::{ResidentLayer, RowPadding};
 use w4a16_reference::gemm::{self, NonFiniteX};
 use w4a16_reference::layer::Symmetry;
-use w4a16_reference::offload::{ResidentGemm, cross_check_tolerance};
+use w4a16_reference::offload::{ResidentGemm, WeightOperand, cross_check_tolerance};
 use w4a16_reference::{ActDtype, BiasStage, LayerShape, NumericRecipe};
 
 fn spec(m: usize, n: usize, k: usize) -> DataSpec {
@@ -91,38 +91,61 @@ fn the_gpu_reference_agrees_with_the_cpu_reference_elementwise(kind: DeviceKind)
     let (m, n, k) = (8, 1024, 2048);
     let id = "gpu-reference/n1024-k2048/M=8/bf16/asym/g128/realistic/bias";
     let g = generate(id, &spec(m, n, k)).expect("data");
-    let recipe = (decl(KernelId::Fallback).recipe)(ActDtype::Bf16);
-    let gpu = reference_on(
-        dev.as_ref(),
-        &g.x,
-        &g.layer,
-        &recipe,
-        NonFiniteX::Refuse,
-        case_seed(id),
-    )
-    .expect("the GPU reference forms");
-    let cpu = gemm::reference_with(&g.x, &g.layer, &recipe, NonFiniteX::Refuse).expect("cpu");
-    assert_eq!((gpu.m, gpu.n, gpu.k), (cpu.m, cpu.n, cpu.k));
-    assert_eq!(gpu.bias, cpu.bias);
-    assert_eq!(gpu.a_offset.is_some(), cpu.a_offset.is_some());
-    let mut worst = 0.0f64;
-    for i in 0..m * n {
-        let tol = cross_check_tolerance(k, cpu.a[i], gpu.y[i], cpu.y[i]);
-        assert!(
-            (gpu.y[i] - cpu.y[i]).abs() <= tol,
-            "y[{}, {}]: GPU {:e}, CPU {:e}, tolerance {tol:e}",
-            i / n,
-            i % n,
-            gpu.y[i],
-            cpu.y[i]
-        );
-        let tol_a = cross_check_tolerance(k, cpu.a[i], gpu.a[i], cpu.a[i]);
-        assert!((gpu.a[i] - cpu.a[i]).abs() <= tol_a, "a at {i}");
-        if tol > 0.0 {
-            worst = worst.max((gpu.y[i] - cpu.y[i]).abs() / tol);
+    let fallback = (decl(KernelId::Fallback).recipe)(ActDtype::Bf16);
+    let with_offset = NumericRecipe {
+        offset_accumulation: Some(128.0),
+        ..fallback
+    };
+    for recipe in [fallback, with_offset] {
+        let cpu = gemm::reference_with(&g.x, &g.layer, &recipe, NonFiniteX::Refuse).expect("cpu");
+        let host_lanes = reference_on(
+            dev.as_ref(),
+            &g.x,
+            &g.layer,
+            &recipe,
+            NonFiniteX::Refuse,
+            case_seed(id),
+        )
+        .expect("the GPU reference forms");
+        // Decoded on the device, its lanes left there, brought back here to compare.
+        let resident = resident_reference_on(
+            dev.as_ref(),
+            &g.x,
+            &g.layer,
+            &recipe,
+            NonFiniteX::Refuse,
+            case_seed(id),
+        )
+        .expect("the resident reference forms")
+        .map(|r| r.to_host().expect("its lanes come back"));
+        for gpu in std::iter::once(host_lanes).chain(resident) {
+            assert_eq!((gpu.m, gpu.n, gpu.k), (cpu.m, cpu.n, cpu.k));
+            assert_eq!(gpu.bias, cpu.bias);
+            assert_eq!(gpu.a_offset.is_some(), cpu.a_offset.is_some());
+            let mut worst = 0.0f64;
+            for i in 0..m * n {
+                let tol = cross_check_tolerance(k, cpu.a[i], gpu.y[i], cpu.y[i]);
+                assert!(
+                    (gpu.y[i] - cpu.y[i]).abs() <= tol,
+                    "y[{}, {}]: GPU {:e}, CPU {:e}, tolerance {tol:e}",
+                    i / n,
+                    i % n,
+                    gpu.y[i],
+                    cpu.y[i]
+                );
+                let tol_a = cross_check_tolerance(k, cpu.a[i], gpu.a[i], cpu.a[i]);
+                assert!((gpu.a[i] - cpu.a[i]).abs() <= tol_a, "a at {i}");
+                if let (Some(go), Some(co)) = (&gpu.a_offset, &cpu.a_offset) {
+                    let tol_o = cross_check_tolerance(k, co[i], go[i], co[i]);
+                    assert!((go[i] - co[i]).abs() <= tol_o, "a_offset at {i}");
+                }
+                if tol > 0.0 {
+                    worst = worst.max((gpu.y[i] - cpu.y[i]).abs() / tol);
+                }
+            }
+            eprintln!("GPU vs CPU reference: worst |Δy| / tolerance = {worst:.3e}");
         }
     }
-    eprintln!("GPU vs CPU reference: worst |Δy| / tolerance = {worst:.3e}");
 }
 
 /// The judge that runs next to the resident lanes (`cuda/reference_judge.cu`) reports exactly
@@ -145,7 +168,6 @@ fn the_resident_judge_reports_what_its_host_twin_reports(kind: DeviceKind) {
                 let id = format!("gpu-reference/judge/{m}x{n}x{k}/{dtype}/{with_bias}");
                 let g = generate(&id, &spec).expect("data");
                 let x: Vec<f64> = (0..m * k).map(|i| g.x.get(i / k, i % k)).collect();
-                let w: Vec<f64> = (0..n * k).map(|i| g.layer.weight(i / k, i % k)).collect();
                 let bias: Vec<f64> = (0..n)
                     .map(|c| g.layer.bias.as_ref().map_or(0.0, |b| dtype.to_f64(b[c])))
                     .collect();
@@ -159,11 +181,9 @@ fn the_resident_judge_reports_what_its_host_twin_reports(kind: DeviceKind) {
                         offset_accumulation: offset,
                         ..NumericRecipe::fp32_exact_weights(dtype)
                     };
-                    // Any nonnegative rows serve as the offset lane's weights here.
-                    let w_offset: Option<Vec<f64>> =
-                        offset.map(|_| w.iter().map(|v| v.abs() + 0.5).collect());
+                    let weights = WeightOperand::new(&g.layer, offset);
                     let lanes = DeviceResidentGemm(dev.as_ref())
-                        .products(&x, &w, w_offset.as_deref(), None, m, n, k)
+                        .products(&x, &weights, None, m)
                         .expect("the products form");
                     let Some(lanes) = lanes else {
                         eprintln!(

@@ -185,3 +185,28 @@ extern "C" __global__ void gather_lanes(const double* __restrict__ y, const doub
         out[3 * i + 2] = has_offset ? offset[e] : 0.0;
     }
 }
+
+// The exact weights from the codes (one per byte, [N, K]) and the per-(n, group) scales and
+// zero points in f64: w = (q − z)·s, |w|, and with an offset lane |s|·(2·offset + z + q). Each
+// is a small integer times a 16-bit float, exact in f64: the host's decoding, bit for bit.
+extern "C" __global__ void decode_weights(const unsigned char* __restrict__ codes,
+                                          const double* __restrict__ scales,
+                                          const double* __restrict__ zeros, u64 n, u64 k,
+                                          u64 group, int has_offset, double offset,
+                                          double* __restrict__ w, double* __restrict__ w_abs,
+                                          double* __restrict__ w_offset) {
+    const u64 groups = (k + group - 1) / group;
+    const u64 total = n * k;
+    const u64 stride = (u64)gridDim.x * blockDim.x;
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
+        const u64 row = i / k, col = i - row * k;
+        const u64 g = row * groups + col / group;
+        const double q = (double)(codes[i] & 15), s = scales[g], z = zeros[g];
+        const double v = (q - z) * s;
+        w[i] = v;
+        w_abs[i] = fabs(v);
+        if (has_offset) {
+            w_offset[i] = fabs(s) * (2.0 * offset + z + q);
+        }
+    }
+}

@@ -28,7 +28,7 @@ use w4a16_kernels::source::KernelSources;
 use w4a16_kernels::{Execution, KernelDecl, KernelId, Target};
 use w4a16_reference::ActDtype;
 use w4a16_reference::compare::{CompareReport, JudgeRequest};
-use w4a16_reference::offload::RawLanes;
+use w4a16_reference::offload::{RawLanes, WeightOperand};
 
 use super::blas::BlasOp;
 use super::{
@@ -866,14 +866,11 @@ impl Backend for CudaDevice {
     fn reference_products_resident(
         &self,
         x: &[f64],
-        w: &[f64],
-        w_offset: Option<&[f64]>,
+        weights: &WeightOperand<'_>,
         w_key: Option<u64>,
         m: usize,
-        n: usize,
-        k: usize,
     ) -> Result<Option<ResidentLanes>, DeviceFault> {
-        self.products_resident(x, w, w_offset, w_key, m, n, k)
+        self.products_resident(x, weights, w_key, m)
     }
 
     fn resident_gather(

@@ -41,7 +41,7 @@ use w4a16_kernels::source::KernelSources;
 use w4a16_kernels::{Execution, KernelDecl, RunTarget, ScalarArg, Target, TensorRole};
 use w4a16_reference::ActDtype;
 use w4a16_reference::compare::{CompareReport, JudgeRequest};
-use w4a16_reference::offload::RawLanes;
+use w4a16_reference::offload::{RawLanes, WeightOperand};
 
 use crate::launch::{DeviceInputs, PackedArgs, pack_args};
 use w4a16_require::{Requirement, Skip};
@@ -359,22 +359,19 @@ pub trait Backend: Send + Sync {
         self.reference_gemm_f64(x, w, m, n, k)
     }
 
-    /// The GPU reference's products kept on the device (`--reference gpu`): `y = x·wᵀ`,
-    /// `a = |x|·|w|ᵀ` and, with `w_offset`, `|x|·w_offsetᵀ` (`[M, N]` each), judged there by
-    /// [`Device::resident_judge`] so that only the report comes back. `None`: this device
-    /// cannot keep them, and the caller forms the host reference instead.
-    #[allow(clippy::too_many_arguments)]
+    /// The GPU reference's products kept on the device (`--reference gpu`): the exact weights
+    /// decoded there from `weights`, then `y = x·wᵀ`, `a = |x|·|w|ᵀ` and, with an offset,
+    /// `|x|·w_offsetᵀ` (`[M, N]` each), judged there by [`Device::resident_judge`] so that only
+    /// the report comes back. `None`: this device cannot keep them, and the caller forms the
+    /// host reference instead.
     fn reference_products_resident(
         &self,
         x: &[f64],
-        w: &[f64],
-        w_offset: Option<&[f64]>,
+        weights: &WeightOperand<'_>,
         w_key: Option<u64>,
         m: usize,
-        n: usize,
-        k: usize,
     ) -> Result<Option<ResidentLanes>, DeviceFault> {
-        let _ = (x, w, w_offset, w_key, m, n, k);
+        let _ = (x, weights, w_key, m);
         Ok(None)
     }
 
@@ -498,22 +495,19 @@ pub trait Device: Send + Sync {
         self.reference_gemm_f64(x, w, m, n, k)
     }
 
-    /// The GPU reference's products kept on the device (`--reference gpu`): `y = x·wᵀ`,
-    /// `a = |x|·|w|ᵀ` and, with `w_offset`, `|x|·w_offsetᵀ` (`[M, N]` each), judged there by
-    /// [`Device::resident_judge`] so that only the report comes back. `None`: this device
-    /// cannot keep them, and the caller forms the host reference instead.
-    #[allow(clippy::too_many_arguments)]
+    /// The GPU reference's products kept on the device (`--reference gpu`): the exact weights
+    /// decoded there from `weights`, then `y = x·wᵀ`, `a = |x|·|w|ᵀ` and, with an offset,
+    /// `|x|·w_offsetᵀ` (`[M, N]` each), judged there by [`Device::resident_judge`] so that only
+    /// the report comes back. `None`: this device cannot keep them, and the caller forms the
+    /// host reference instead.
     fn reference_products_resident(
         &self,
         x: &[f64],
-        w: &[f64],
-        w_offset: Option<&[f64]>,
+        weights: &WeightOperand<'_>,
         w_key: Option<u64>,
         m: usize,
-        n: usize,
-        k: usize,
     ) -> Result<Option<ResidentLanes>, DeviceFault> {
-        let _ = (x, w, w_offset, w_key, m, n, k);
+        let _ = (x, weights, w_key, m);
         Ok(None)
     }
 
@@ -1025,14 +1019,11 @@ impl<B: Backend> Device for B {
     fn reference_products_resident(
         &self,
         x: &[f64],
-        w: &[f64],
-        w_offset: Option<&[f64]>,
+        weights: &WeightOperand<'_>,
         w_key: Option<u64>,
         m: usize,
-        n: usize,
-        k: usize,
     ) -> Result<Option<ResidentLanes>, DeviceFault> {
-        Backend::reference_products_resident(self, x, w, w_offset, w_key, m, n, k)
+        Backend::reference_products_resident(self, x, weights, w_key, m)
     }
 
     fn resident_gather(

@@ -7,7 +7,9 @@
 use std::any::Any;
 
 use w4a16_reference::compare::{self, CompareReport, JudgeRequest};
-use w4a16_reference::offload::{GemmError, RawLanes, ResidentGemm, ResidentProducts};
+use w4a16_reference::offload::{
+    GemmError, RawLanes, ResidentGemm, ResidentProducts, WeightOperand,
+};
 
 use crate::{Device, DeviceFault};
 
@@ -87,16 +89,13 @@ impl<'d> ResidentGemm<'d> for DeviceResidentGemm<'d> {
     fn products(
         &mut self,
         x: &[f64],
-        w: &[f64],
-        w_offset: Option<&[f64]>,
+        weights: &WeightOperand<'_>,
         w_key: Option<u64>,
         m: usize,
-        n: usize,
-        k: usize,
     ) -> Result<Option<Box<dyn ResidentProducts + 'd>>, GemmError> {
         let lanes = self
             .0
-            .reference_products_resident(x, w, w_offset, w_key, m, n, k)
+            .reference_products_resident(x, weights, w_key, m)
             .map_err(boxed)?;
         Ok(lanes.map(|lanes| {
             Box::new(DeviceResident {

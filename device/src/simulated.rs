@@ -557,21 +557,20 @@ impl Backend for Sim {
     fn reference_products_resident(
         &self,
         x: &[f64],
-        w: &[f64],
-        w_offset: Option<&[f64]>,
+        weights: &WeightOperand<'_>,
         _w_key: Option<u64>,
         m: usize,
-        n: usize,
-        k: usize,
     ) -> Result<Option<ResidentLanes>, DeviceFault> {
         if !self.resident {
             return Ok(None);
         }
-        let (y, a) = Backend::reference_gemm_f64(self, x, w, m, n, k)?;
+        let (n, k) = (weights.n, weights.k);
+        let (w, _, w_offset) = weights.decode();
+        let (y, a) = Backend::reference_gemm_f64(self, x, &w, m, n, k)?;
         let offset = match w_offset {
             Some(o) => {
                 let xa: Vec<f64> = x.iter().map(|v| v.abs()).collect();
-                Some(Backend::reference_gemm_f64(self, &xa, o, m, n, k)?.0)
+                Some(Backend::reference_gemm_f64(self, &xa, &o, m, n, k)?.0)
             }
             None => None,
         };

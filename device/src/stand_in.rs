@@ -78,17 +78,14 @@ impl Device for StandInDevice {
     fn reference_products_resident(
         &self,
         _x: &[f64],
-        _w: &[f64],
-        w_offset: Option<&[f64]>,
+        weights: &WeightOperand<'_>,
         _w_key: Option<u64>,
         m: usize,
-        n: usize,
-        _k: usize,
     ) -> Result<Option<ResidentLanes>, DeviceFault> {
         Ok(Some(ResidentLanes {
             m,
-            n,
-            has_offset: w_offset.is_some(),
+            n: weights.n,
+            has_offset: weights.offset.is_some(),
             inner: Box::new(()),
         }))
     }

@@ -370,22 +370,81 @@ pub trait ResidentProducts {
     fn judge(&self, request: &JudgeRequest<'_>) -> Result<Option<CompareReport>, GemmError>;
 }
 
+/// The layer as a device decodes it next to its DGEMM: the codes `[N, K]` (one per byte) and,
+/// per `(n, group)`, the scale and the zero point in f64. The exact weights are
+/// `w = (q − z)·s`, their magnitudes `|w|`, and with an offset lane `|s|·(2·offset + z + q)`:
+/// every one a small integer times a 16-bit float, exact in f64, so a device's decode gives the
+/// host's bits (and the cross-check decodes its sampled columns on the host, independently).
+pub struct WeightOperand<'a> {
+    pub n: usize,
+    pub k: usize,
+    pub group: usize,
+    pub codes: &'a [u8],
+    /// `[N, groups]`.
+    pub scales: Vec<f64>,
+    /// `[N, groups]`.
+    pub zeros: Vec<f64>,
+    /// The offset lane's offset, for offset-accumulating recipes.
+    pub offset: Option<f64>,
+}
+
+impl<'a> WeightOperand<'a> {
+    pub fn new(layer: &'a QuantizedLayer, offset: Option<f64>) -> Self {
+        let (n, groups) = (layer.shape.n, layer.shape.groups());
+        let per_group = |f: &dyn Fn(usize, usize) -> f64| -> Vec<f64> {
+            (0..n * groups).map(|i| f(i / groups, i % groups)).collect()
+        };
+        WeightOperand {
+            n,
+            k: layer.shape.k,
+            group: layer.shape.group,
+            codes: &layer.q,
+            scales: per_group(&|r, g| layer.scale(r, g)),
+            zeros: per_group(&|r, g| f64::from(layer.zero(r, g))),
+            offset,
+        }
+    }
+
+    /// `(w, |w|, offset rows)` `[N, K]` each, decoded on the host (a device in host code).
+    pub fn decode(&self) -> RawLanes {
+        let groups = self.k.div_ceil(self.group.max(1));
+        let at = |i: usize| {
+            let (r, c) = (i / self.k.max(1), i % self.k.max(1));
+            let g = r * groups + c / self.group.max(1);
+            (f64::from(self.codes[i] & 15), self.scales[g], self.zeros[g])
+        };
+        let len = self.n * self.k;
+        let w: Vec<f64> = (0..len)
+            .map(|i| {
+                let (q, s, z) = at(i);
+                (q - z) * s
+            })
+            .collect();
+        let wa = w.iter().map(|v| v.abs()).collect();
+        let off = self.offset.map(|o| {
+            (0..len)
+                .map(|i| {
+                    let (q, s, z) = at(i);
+                    s.abs() * (2.0 * o + z + q)
+                })
+                .collect()
+        });
+        (w, wa, off)
+    }
+}
+
 /// A GEMM whose products stay resident (`--reference gpu` on a device that can judge).
 pub trait ResidentGemm<'d> {
-    /// `y = x·wᵀ`, `a = |x|·|w|ᵀ` and, with `w_offset`, `|x|·w_offsetᵀ` (the offset rows are
-    /// nonnegative), `x[M, K]`, `w` and `w_offset` `[N, K]`, kept where they are formed; `w_key`
-    /// names `w` and `w_offset` for a layer's next batch size. `None`: this GEMM cannot keep
-    /// them (the caller forms a host reference instead).
-    #[allow(clippy::too_many_arguments)]
+    /// `y = x·wᵀ`, `a = |x|·|w|ᵀ` and, with an offset, `|x|·w_offsetᵀ` (the offset rows are
+    /// nonnegative), `x[M, K]`, the weights decoded from `weights` where the products are
+    /// formed, kept there; `w_key` names the weights for a layer's next batch size. `None`:
+    /// this GEMM cannot keep them (the caller forms a host reference instead).
     fn products(
         &mut self,
         x: &[f64],
-        w: &[f64],
-        w_offset: Option<&[f64]>,
+        weights: &WeightOperand<'_>,
         w_key: Option<u64>,
         m: usize,
-        n: usize,
-        k: usize,
     ) -> Result<Option<Box<dyn ResidentProducts + 'd>>, GemmError>;
 
     /// As [`F64Gemm::stands_in`]: products nobody formed are not cross-checked.
@@ -484,10 +543,11 @@ impl ResidentReference<'_> {
     }
 }
 
-/// [`reference_offloaded`] with the lanes left resident in `g`, cross-checked the same way
-/// (the sampled elements gathered from the device). `None` where a resident reference does
-/// not apply and the caller forms the host one: X with special rows (their IEEE values are
-/// patched on the host), W over `w_budget_bytes` (chunked), or a GEMM that cannot keep them.
+/// [`reference_offloaded`] with the weights decoded and the lanes left resident in `g`,
+/// cross-checked the same way (the sampled elements gathered from the device, against the host's
+/// own decoding of their columns). `None` where a resident reference does not apply and the
+/// caller forms the host one: X with special rows (their IEEE values are patched on the host),
+/// W over `w_budget_bytes` (chunked), or a GEMM that cannot keep them.
 pub fn reference_resident<'d>(
     x: &Activations,
     layer: &QuantizedLayer,
@@ -507,26 +567,12 @@ pub fn reference_resident<'d>(
     let offset = recipe.magnitude_offset();
     let mut lx = scratch::take(Role::XSigned, m * k);
     activations_into(&xz, &mut lx, None);
-    let (mut cache, key, mut spare) = take_weights(layer, offset, chunk);
-    if cache.chunks.is_empty() {
-        let (mut w, mut wa) = spare
-            .pop()
-            .map_or_else(Default::default, |s: WeightChunk| (s.w, s.wa));
-        weight_rows_into(layer, offset, 0..n, &mut w, &mut wa);
-        cache.chunks.push(WeightChunk {
-            n0: 0,
-            n1: n,
-            w,
-            wa,
-        });
-    }
-    let WeightChunk { w, wa, .. } = &cache.chunks[0];
-    let w_offset = offset.map(|_| &wa[n * k..]);
-    // Its own key space: the resident upload also holds the offset rows.
-    let w_key = key.map(|key| key ^ 0x5245_5349_4445_4E54);
-    let products = g.products(&lx, w, w_offset, w_key, m, n, k);
+    // The weights are decoded on the device: only the codes and the per-group scales and zero
+    // points go there, once per layer (the key names them, with the offset).
+    let weights = WeightOperand::new(layer, offset);
+    let w_key = Some(weight_key(layer, offset, n) ^ 0x5245_5349_4445_4E54);
+    let products = g.products(&lx, &weights, w_key, m);
     scratch::give(Role::XSigned, lx);
-    keep_weights(cache, key);
     let lanes = match products {
         Ok(Some(lanes)) => lanes,
         Ok(None) => return Ok(None),
@@ -976,14 +1022,14 @@ mod tests {
         fn products(
             &mut self,
             x: &[f64],
-            w: &[f64],
-            w_offset: Option<&[f64]>,
+            weights: &WeightOperand<'_>,
             _w_key: Option<u64>,
             m: usize,
-            n: usize,
-            k: usize,
         ) -> Result<Option<Box<dyn ResidentProducts>>, GemmError> {
-            let (mut y, a) = host_gemm(x, w, m, n, k)?;
+            let (n, k) = (weights.n, weights.k);
+            let (w, _, w_offset) = weights.decode();
+            let w_offset = w_offset.as_deref();
+            let (mut y, a) = host_gemm(x, &w, m, n, k)?;
             if self.wrong {
                 y.iter_mut()
                     .zip(&a)
@@ -1133,5 +1179,30 @@ mod tests {
         let budget = 8 * 64 * 10;
         let got = reference_resident(&x, &layer, &recipe, NonFiniteX::Refuse, &mut g, budget, 3);
         assert!(got.unwrap().is_none());
+    }
+
+    /// The operand a device decodes gives the CPU reference's exact weights, magnitudes and
+    /// offset rows, bit for bit (both asymmetric and symmetric layers).
+    #[test]
+    fn the_weight_operand_decodes_as_the_reference_does() {
+        for symmetry in [Symmetry::Asym, Symmetry::Sym] {
+            let spec = DataSpec {
+                class: DataClass::Realistic,
+                m: 1,
+                shape: LayerShape::new(24, 96, 32),
+                dtype: ActDtype::F16,
+                symmetry,
+                with_bias: false,
+            };
+            let layer = data::generate_seeded(1, 2, &spec).unwrap().layer;
+            let (n, k) = (layer.shape.n, layer.shape.k);
+            let (w, wa, off) = WeightOperand::new(&layer, Some(128.0)).decode();
+            let (mut hw, mut hwa) = (Vec::new(), Vec::new());
+            weight_rows_into(&layer, Some(128.0), 0..n, &mut hw, &mut hwa);
+            assert_eq!(w, hw);
+            assert_eq!(wa, hwa[..n * k]);
+            assert_eq!(off.expect("an offset lane"), hwa[n * k..]);
+            assert_eq!(WeightOperand::new(&layer, None).decode().2, None);
+        }
     }
 }

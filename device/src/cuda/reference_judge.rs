@@ -7,7 +7,7 @@
 use cudarc::cublas::{Gemm, GemmConfig, sys::cublasOperation_t};
 use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
 use w4a16_reference::compare::{CompareReport, JudgeRequest};
-use w4a16_reference::offload::RawLanes;
+use w4a16_reference::offload::{RawLanes, WeightOperand};
 use w4a16_reference::{ActDtype, BiasStage};
 
 use super::{CudaDevice, lock};
@@ -34,6 +34,7 @@ pub(super) struct JudgeFunctions {
     judge: CudaFunction,
     abs_copy: CudaFunction,
     gather: CudaFunction,
+    decode: CudaFunction,
 }
 
 /// The lanes of one reference on this device.
@@ -135,6 +136,7 @@ impl CudaDevice {
             judge: load("judge")?,
             abs_copy: load("abs_copy")?,
             gather: load("gather_lanes")?,
+            decode: load("decode_weights")?,
         };
         *lock(&self.judge) = Some(functions.clone());
         Ok(functions)
@@ -173,30 +175,77 @@ impl CudaDevice {
         Ok(dst)
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// The exact weights decoded on the device from the codes and per-group scales and zero
+    /// points: W, |W| and the offset rows, `[N, K]` each.
+    fn decode_resident(
+        &self,
+        f: &JudgeFunctions,
+        weights: &WeightOperand<'_>,
+        key: u64,
+        during: &str,
+    ) -> Result<ResidentLanesW, DeviceFault> {
+        let (n, k) = (weights.n, weights.k);
+        let len = n * k;
+        let codes = self.upload(&weights.codes[..len], during)?;
+        let scales = self.upload(&weights.scales, during)?;
+        let zeros = self.upload(&weights.zeros, during)?;
+        let mut w = self.scratch_f64(len, during)?;
+        let mut w_abs = self.scratch_f64(len, during)?;
+        let mut w_offset = match weights.offset {
+            Some(_) => Some(self.scratch_f64(len, during)?),
+            None => None,
+        };
+        let (nn, kk, group) = (n as u64, k as u64, weights.group.max(1) as u64);
+        let has_offset = i32::from(weights.offset.is_some());
+        let offset = weights.offset.unwrap_or(0.0);
+        let mut b = self.stream.launch_builder(&f.decode);
+        b.arg(&codes)
+            .arg(&scales)
+            .arg(&zeros)
+            .arg(&nn)
+            .arg(&kk)
+            .arg(&group);
+        b.arg(&has_offset).arg(&offset).arg(&mut w);
+        // Never written without an offset lane.
+        let mut unused = self.scratch_f64(1, during)?;
+        b.arg(&mut w_abs)
+            .arg(w_offset.as_mut().unwrap_or(&mut unused));
+        // SAFETY: `codes` holds N·K bytes, `scales` and `zeros` N·groups doubles (checked by
+        // the caller), `w`, `w_abs` and the offset rows N·K doubles each.
+        unsafe { b.launch(config(grid(len, MAX_BLOCKS))) }.map_err(|e| self.fault(e, during))?;
+        Ok(ResidentLanesW {
+            key,
+            w,
+            w_abs,
+            w_offset,
+        })
+    }
+
     pub(super) fn products_resident(
         &self,
         x: &[f64],
-        w: &[f64],
-        w_offset: Option<&[f64]>,
+        weights: &WeightOperand<'_>,
         w_key: Option<u64>,
         m: usize,
-        n: usize,
-        k: usize,
     ) -> Result<Option<ResidentLanes>, DeviceFault> {
+        let (n, k) = (weights.n, weights.k);
         let during = format!("the resident f64 reference M={m} N={n} K={k}");
-        let lengths_ok =
-            x.len() == m * k && w.len() == n * k && w_offset.is_none_or(|o| o.len() == n * k);
+        let groups = k.div_ceil(weights.group.max(1));
+        let lengths_ok = x.len() == m * k
+            && weights.codes.len() >= n * k
+            && weights.scales.len() == n * groups
+            && weights.zeros.len() == n * groups;
         if !lengths_ok {
             return Err(DeviceFault::Unsupported {
                 what: format!(
-                    "an f64 GEMM of x with {} values, w with {} and offset rows with {:?} \
-                     (expected M·K = {} and N·K = {})",
+                    "an f64 GEMM of x with {} values, {} codes and {} scales and {} zero                      points (expected M·K = {}, N·K = {} and N·groups = {})",
                     x.len(),
-                    w.len(),
-                    w_offset.map(<[f64]>::len),
+                    weights.codes.len(),
+                    weights.scales.len(),
+                    weights.zeros.len(),
                     m * k,
-                    n * k
+                    n * k,
+                    n * groups
                 ),
                 device: self.name.clone(),
             });
@@ -215,21 +264,14 @@ impl CudaDevice {
                 why: "no cuBLAS handle".into(),
             });
         };
-        let lanes_w = (2 + usize::from(w_offset.is_some())) * 8 * w.len();
+        let lanes_w = (2 + usize::from(weights.offset.is_some())) * 8 * n * k;
         let keep = w_key.filter(|_| lanes_w <= RESIDENT_LANES_W_BYTES);
         let mut resident = lock(&self.resident_lanes_w);
         let hit = matches!((&*resident, keep), (Some(r), Some(key)) if r.key == key);
         if !hit {
             *resident = None;
-            let dw = self.upload(w, &during)?;
-            let w_abs = self.abs_of(&f, &dw, w.len(), &during)?;
-            let w_offset = w_offset.map(|o| self.upload(o, &during)).transpose()?;
-            *resident = Some(ResidentLanesW {
-                key: keep.unwrap_or_default(),
-                w: dw,
-                w_abs,
-                w_offset,
-            });
+            *resident =
+                Some(self.decode_resident(&f, weights, keep.unwrap_or_default(), &during)?);
         }
         let Some(on_device) = resident.as_ref() else {
             unreachable!("set above")
@@ -249,7 +291,7 @@ impl CudaDevice {
         let y = product(&on_device.w, &dx)?;
         let a = product(&on_device.w_abs, &dxa)?;
         let offset = match &on_device.w_offset {
-            Some(o) if w_offset.is_some() => Some(product(o, &dxa)?),
+            Some(o) if weights.offset.is_some() => Some(product(o, &dxa)?),
             _ => None,
         };
         if keep.is_none() {

@@ -148,6 +148,44 @@ fn kill(child: &mut Child, own_group: bool) {
     let _ = child.wait();
 }
 
+/// When the first worker of this process started (the case-times log's clock).
+static CASE_TIMES_START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+
+/// With `W4A16_CASE_TIMES=FILE`, one line per finished case is appended to FILE: the id and
+/// its data, conversion, device and verification seconds, the seconds since the first line and
+/// the worker's thread (a diagnostic for the cost model that
+/// deals layers to workers; timings never enter reports' verdicts).
+fn case_times_log(id: &str, t: &PhaseTimes) {
+    static LOG: std::sync::OnceLock<Option<std::sync::Mutex<std::fs::File>>> =
+        std::sync::OnceLock::new();
+    let since = CASE_TIMES_START
+        .get_or_init(std::time::Instant::now)
+        .elapsed()
+        .as_secs_f64();
+    let log = LOG.get_or_init(|| {
+        let path = std::env::var_os("W4A16_CASE_TIMES")?;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| eprintln!("w4a16: W4A16_CASE_TIMES {}: {e}", path.to_string_lossy()))
+            .ok()?;
+        Some(std::sync::Mutex::new(file))
+    });
+    if let Some(file) = log {
+        let mut file = file.lock().unwrap_or_else(|p| p.into_inner());
+        let line = format!(
+            "{id} {:.4} {:.4} {:.4} {:.4} {since:.3} {:?}\n",
+            t.data_s,
+            t.convert_s,
+            t.device_s,
+            t.verify_s,
+            std::thread::current().id()
+        );
+        let _ = file.write_all(line.as_bytes());
+    }
+}
+
 /// As [`run_isolated`], for any [`WorkerCommand`].
 pub fn run_worker(
     worker: &WorkerCommand<'_>,
@@ -156,6 +194,7 @@ pub fn run_worker(
     stop: &StopFlag,
     mut on_verdict: impl FnMut(&Verdict),
 ) -> std::io::Result<RunOutput> {
+    CASE_TIMES_START.get_or_init(std::time::Instant::now);
     let mut verdicts = Vec::new();
     let mut times = PhaseTimes::default();
     let mut next = 0usize;
@@ -270,8 +309,9 @@ pub fn run_worker(
                                 eprintln!("w4a16: unreadable timing from worker ({e}): {json}")
                             }
                         }
-                    } else if l.starts_with("END ") {
+                    } else if let Some(id) = l.strip_prefix("END ") {
                         times.merge(&times_for_current);
+                        case_times_log(id, &times_for_current);
                         for v in got_for_current.drain(..) {
                             if let Some(w) = window.as_mut() {
                                 w.note(&v);
