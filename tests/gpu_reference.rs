@@ -22,7 +22,9 @@ use w4a16_reference::data::{DataClass, DataSpec, case_seed, generate};
 use w4a16_reference::formats::{ResidentLayer, RowPadding};
 use w4a16_reference::gemm::{self, NonFiniteX};
 use w4a16_reference::layer::Symmetry;
-use w4a16_reference::offload::{ResidentGemm, WeightOperand, cross_check_tolerance};
+use w4a16_reference::offload::{
+    ActivationOperand, ResidentGemm, WeightOperand, cross_check_tolerance,
+};
 use w4a16_reference::{ActDtype, BiasStage, LayerShape, NumericRecipe};
 
 fn spec(m: usize, n: usize, k: usize) -> DataSpec {
@@ -167,7 +169,6 @@ fn the_resident_judge_reports_what_its_host_twin_reports(kind: DeviceKind) {
                 };
                 let id = format!("gpu-reference/judge/{m}x{n}x{k}/{dtype}/{with_bias}");
                 let g = generate(&id, &spec).expect("data");
-                let x: Vec<f64> = (0..m * k).map(|i| g.x.get(i / k, i % k)).collect();
                 let bias: Vec<f64> = (0..n)
                     .map(|c| g.layer.bias.as_ref().map_or(0.0, |b| dtype.to_f64(b[c])))
                     .collect();
@@ -183,7 +184,7 @@ fn the_resident_judge_reports_what_its_host_twin_reports(kind: DeviceKind) {
                     };
                     let weights = WeightOperand::new(&g.layer, offset);
                     let lanes = DeviceResidentGemm(dev.as_ref())
-                        .products(&x, &weights, None, m)
+                        .products(&ActivationOperand::new(&g.x), &weights, None)
                         .expect("the products form");
                     let Some(lanes) = lanes else {
                         eprintln!(

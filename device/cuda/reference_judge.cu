@@ -162,15 +162,6 @@ extern "C" __global__ void judge(const u16* __restrict__ bits, u64 row_stride,
     }
 }
 
-// |v| of every element: |X| for the magnitude lanes, formed here instead of on the host.
-extern "C" __global__ void abs_copy(const double* __restrict__ src, double* __restrict__ dst,
-                                    u64 count) {
-    const u64 stride = (u64)gridDim.x * blockDim.x;
-    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < count; i += stride) {
-        dst[i] = fabs(src[i]);
-    }
-}
-
 // The raw lanes at `count` element indices (the cross-check's sample): out[3·i + lane], the
 // third lane 0 where there is no offset lane.
 extern "C" __global__ void gather_lanes(const double* __restrict__ y, const double* __restrict__ a,
@@ -208,5 +199,17 @@ extern "C" __global__ void decode_weights(const unsigned char* __restrict__ code
         if (has_offset) {
             w_offset[i] = fabs(s) * (2.0 * offset + z + q);
         }
+    }
+}
+
+// X and |X| in f64 from the activation bits (every f16 and bf16 value is exact in f64).
+extern "C" __global__ void widen_activations(const u16* __restrict__ bits, int bf16,
+                                             double* __restrict__ x, double* __restrict__ x_abs,
+                                             u64 count) {
+    const u64 stride = (u64)gridDim.x * blockDim.x;
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < count; i += stride) {
+        const double v = to_f64(bf16, bits[i]);
+        x[i] = v;
+        x_abs[i] = fabs(v);
     }
 }

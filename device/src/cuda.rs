@@ -28,7 +28,7 @@ use w4a16_kernels::source::KernelSources;
 use w4a16_kernels::{Execution, KernelDecl, KernelId, Target};
 use w4a16_reference::ActDtype;
 use w4a16_reference::compare::{CompareReport, JudgeRequest};
-use w4a16_reference::offload::{RawLanes, WeightOperand};
+use w4a16_reference::offload::{ActivationOperand, RawLanes, WeightOperand};
 
 use super::blas::BlasOp;
 use super::{
@@ -865,12 +865,11 @@ impl Backend for CudaDevice {
 
     fn reference_products_resident(
         &self,
-        x: &[f64],
+        x: &ActivationOperand<'_>,
         weights: &WeightOperand<'_>,
         w_key: Option<u64>,
-        m: usize,
     ) -> Result<Option<ResidentLanes>, DeviceFault> {
-        self.products_resident(x, weights, w_key, m)
+        self.products_resident(x, weights, w_key)
     }
 
     fn resident_gather(

@@ -41,7 +41,7 @@ use w4a16_kernels::source::KernelSources;
 use w4a16_kernels::{Execution, KernelDecl, RunTarget, ScalarArg, Target, TensorRole};
 use w4a16_reference::ActDtype;
 use w4a16_reference::compare::{CompareReport, JudgeRequest};
-use w4a16_reference::offload::{RawLanes, WeightOperand};
+use w4a16_reference::offload::{ActivationOperand, RawLanes, WeightOperand};
 
 use crate::launch::{DeviceInputs, PackedArgs, pack_args};
 use w4a16_require::{Requirement, Skip};
@@ -359,19 +359,18 @@ pub trait Backend: Send + Sync {
         self.reference_gemm_f64(x, w, m, n, k)
     }
 
-    /// The GPU reference's products kept on the device (`--reference gpu`): the exact weights
-    /// decoded there from `weights`, then `y = x·wᵀ`, `a = |x|·|w|ᵀ` and, with an offset,
+    /// The GPU reference's products kept on the device (`--reference gpu`): X widened and the
+    /// exact weights decoded there from `x` and `weights`, then `y = x·wᵀ`, `a = |x|·|w|ᵀ` and, with an offset,
     /// `|x|·w_offsetᵀ` (`[M, N]` each), judged there by [`Device::resident_judge`] so that only
     /// the report comes back. `None`: this device cannot keep them, and the caller forms the
     /// host reference instead.
     fn reference_products_resident(
         &self,
-        x: &[f64],
+        x: &ActivationOperand<'_>,
         weights: &WeightOperand<'_>,
         w_key: Option<u64>,
-        m: usize,
     ) -> Result<Option<ResidentLanes>, DeviceFault> {
-        let _ = (x, weights, w_key, m);
+        let _ = (x, weights, w_key);
         Ok(None)
     }
 
@@ -495,19 +494,18 @@ pub trait Device: Send + Sync {
         self.reference_gemm_f64(x, w, m, n, k)
     }
 
-    /// The GPU reference's products kept on the device (`--reference gpu`): the exact weights
-    /// decoded there from `weights`, then `y = x·wᵀ`, `a = |x|·|w|ᵀ` and, with an offset,
+    /// The GPU reference's products kept on the device (`--reference gpu`): X widened and the
+    /// exact weights decoded there from `x` and `weights`, then `y = x·wᵀ`, `a = |x|·|w|ᵀ` and, with an offset,
     /// `|x|·w_offsetᵀ` (`[M, N]` each), judged there by [`Device::resident_judge`] so that only
     /// the report comes back. `None`: this device cannot keep them, and the caller forms the
     /// host reference instead.
     fn reference_products_resident(
         &self,
-        x: &[f64],
+        x: &ActivationOperand<'_>,
         weights: &WeightOperand<'_>,
         w_key: Option<u64>,
-        m: usize,
     ) -> Result<Option<ResidentLanes>, DeviceFault> {
-        let _ = (x, weights, w_key, m);
+        let _ = (x, weights, w_key);
         Ok(None)
     }
 
@@ -1018,12 +1016,11 @@ impl<B: Backend> Device for B {
 
     fn reference_products_resident(
         &self,
-        x: &[f64],
+        x: &ActivationOperand<'_>,
         weights: &WeightOperand<'_>,
         w_key: Option<u64>,
-        m: usize,
     ) -> Result<Option<ResidentLanes>, DeviceFault> {
-        Backend::reference_products_resident(self, x, weights, w_key, m)
+        Backend::reference_products_resident(self, x, weights, w_key)
     }
 
     fn resident_gather(

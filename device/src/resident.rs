@@ -8,7 +8,7 @@ use std::any::Any;
 
 use w4a16_reference::compare::{self, CompareReport, JudgeRequest};
 use w4a16_reference::offload::{
-    GemmError, RawLanes, ResidentGemm, ResidentProducts, WeightOperand,
+    ActivationOperand, GemmError, RawLanes, ResidentGemm, ResidentProducts, WeightOperand,
 };
 
 use crate::{Device, DeviceFault};
@@ -88,14 +88,13 @@ pub struct DeviceResidentGemm<'d>(pub &'d dyn Device);
 impl<'d> ResidentGemm<'d> for DeviceResidentGemm<'d> {
     fn products(
         &mut self,
-        x: &[f64],
+        x: &ActivationOperand<'_>,
         weights: &WeightOperand<'_>,
         w_key: Option<u64>,
-        m: usize,
     ) -> Result<Option<Box<dyn ResidentProducts + 'd>>, GemmError> {
         let lanes = self
             .0
-            .reference_products_resident(x, weights, w_key, m)
+            .reference_products_resident(x, weights, w_key)
             .map_err(boxed)?;
         Ok(lanes.map(|lanes| {
             Box::new(DeviceResident {

@@ -556,15 +556,15 @@ impl Backend for Sim {
 
     fn reference_products_resident(
         &self,
-        x: &[f64],
+        x: &ActivationOperand<'_>,
         weights: &WeightOperand<'_>,
         _w_key: Option<u64>,
-        m: usize,
     ) -> Result<Option<ResidentLanes>, DeviceFault> {
         if !self.resident {
             return Ok(None);
         }
-        let (n, k) = (weights.n, weights.k);
+        let (m, n, k) = (x.m, weights.n, weights.k);
+        let x = &x.to_f64();
         let (w, _, w_offset) = weights.decode();
         let (y, a) = Backend::reference_gemm_f64(self, x, &w, m, n, k)?;
         let offset = match w_offset {

@@ -77,13 +77,12 @@ impl Device for StandInDevice {
     /// comparison is the device's, so the CPU side is the operands and the cross-check.
     fn reference_products_resident(
         &self,
-        _x: &[f64],
+        x: &ActivationOperand<'_>,
         weights: &WeightOperand<'_>,
         _w_key: Option<u64>,
-        m: usize,
     ) -> Result<Option<ResidentLanes>, DeviceFault> {
         Ok(Some(ResidentLanes {
-            m,
+            m: x.m,
             n: weights.n,
             has_offset: weights.offset.is_some(),
             inner: Box::new(()),

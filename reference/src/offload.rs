@@ -433,18 +433,51 @@ impl<'a> WeightOperand<'a> {
     }
 }
 
+/// X as a device widens it next to its DGEMM: the activation bits `[M, K]` (rows packed), 2
+/// bytes per element where f64 would be 8. Every 16-bit float is exact in f64.
+pub struct ActivationOperand<'a> {
+    pub m: usize,
+    pub k: usize,
+    pub dtype: ActDtype,
+    pub bits: std::borrow::Cow<'a, [u16]>,
+}
+
+impl<'a> ActivationOperand<'a> {
+    pub fn new(x: &'a Activations) -> Self {
+        let (m, k) = (x.m, x.k);
+        let bits = if x.row_stride == k || m == 0 {
+            std::borrow::Cow::Borrowed(&x.data[..m * k])
+        } else {
+            let rows = (0..m).flat_map(|r| &x.data[r * x.row_stride..r * x.row_stride + k]);
+            std::borrow::Cow::Owned(rows.copied().collect())
+        };
+        ActivationOperand {
+            m,
+            k,
+            dtype: x.dtype,
+            bits,
+        }
+    }
+
+    /// X in f64 on the host (a device in host code).
+    pub fn to_f64(&self) -> Vec<f64> {
+        let mut out = vec![0.0; self.bits.len()];
+        bits_to_f64(self.dtype, &self.bits, &mut out);
+        out
+    }
+}
+
 /// A GEMM whose products stay resident (`--reference gpu` on a device that can judge).
 pub trait ResidentGemm<'d> {
     /// `y = x·wᵀ`, `a = |x|·|w|ᵀ` and, with an offset, `|x|·w_offsetᵀ` (the offset rows are
-    /// nonnegative), `x[M, K]`, the weights decoded from `weights` where the products are
-    /// formed, kept there; `w_key` names the weights for a layer's next batch size. `None`:
-    /// this GEMM cannot keep them (the caller forms a host reference instead).
+    /// nonnegative), X widened and the weights decoded where the products are formed, and kept
+    /// there; `w_key` names the weights for a layer's next batch size. `None`: this GEMM cannot
+    /// keep them (the caller forms a host reference instead).
     fn products(
         &mut self,
-        x: &[f64],
+        x: &ActivationOperand<'_>,
         weights: &WeightOperand<'_>,
         w_key: Option<u64>,
-        m: usize,
     ) -> Result<Option<Box<dyn ResidentProducts + 'd>>, GemmError>;
 
     /// As [`F64Gemm::stands_in`]: products nobody formed are not cross-checked.
@@ -565,14 +598,12 @@ pub fn reference_resident<'d>(
         return Ok(None);
     }
     let offset = recipe.magnitude_offset();
-    let mut lx = scratch::take(Role::XSigned, m * k);
-    activations_into(&xz, &mut lx, None);
-    // The weights are decoded on the device: only the codes and the per-group scales and zero
-    // points go there, once per layer (the key names them, with the offset).
+    // X is widened and the weights decoded on the device: only the activation bits, the codes
+    // and the per-group scales and zero points go there, the weights once per layer (the key
+    // names them, with the offset).
     let weights = WeightOperand::new(layer, offset);
     let w_key = Some(weight_key(layer, offset, n) ^ 0x5245_5349_4445_4E54);
-    let products = g.products(&lx, &weights, w_key, m);
-    scratch::give(Role::XSigned, lx);
+    let products = g.products(&ActivationOperand::new(&xz), &weights, w_key);
     let lanes = match products {
         Ok(Some(lanes)) => lanes,
         Ok(None) => return Ok(None),
@@ -1021,12 +1052,12 @@ mod tests {
     impl ResidentGemm<'static> for HostResidentGemm {
         fn products(
             &mut self,
-            x: &[f64],
+            x: &ActivationOperand<'_>,
             weights: &WeightOperand<'_>,
             _w_key: Option<u64>,
-            m: usize,
         ) -> Result<Option<Box<dyn ResidentProducts>>, GemmError> {
-            let (n, k) = (weights.n, weights.k);
+            let (m, n, k) = (x.m, weights.n, weights.k);
+            let x = &x.to_f64();
             let (w, _, w_offset) = weights.decode();
             let w_offset = w_offset.as_deref();
             let (mut y, a) = host_gemm(x, &w, m, n, k)?;
@@ -1204,5 +1235,31 @@ mod tests {
             assert_eq!(off.expect("an offset lane"), hwa[n * k..]);
             assert_eq!(WeightOperand::new(&layer, None).decode().2, None);
         }
+    }
+
+    /// X goes to the device as its bits with the rows packed (a padded row stride dropped),
+    /// and widens to the values the host reads.
+    #[test]
+    fn the_activation_operand_packs_the_rows() {
+        let x = Activations {
+            m: 3,
+            k: 4,
+            row_stride: 6,
+            dtype: ActDtype::Bf16,
+            data: (0..18u16).map(|i| 0x3F80 + i).collect(),
+        };
+        let op = ActivationOperand::new(&x);
+        assert_eq!((op.m, op.k, op.bits.len()), (3, 4, 12));
+        let want: Vec<f64> = (0..12).map(|i| x.get(i / 4, i % 4)).collect();
+        assert_eq!(op.to_f64(), want);
+        let packed = Activations {
+            row_stride: 4,
+            data: op.bits.to_vec(),
+            ..x.clone()
+        };
+        assert!(matches!(
+            ActivationOperand::new(&packed).bits,
+            std::borrow::Cow::Borrowed(_)
+        ));
     }
 }

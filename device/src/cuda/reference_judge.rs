@@ -7,7 +7,7 @@
 use cudarc::cublas::{Gemm, GemmConfig, sys::cublasOperation_t};
 use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
 use w4a16_reference::compare::{CompareReport, JudgeRequest};
-use w4a16_reference::offload::{RawLanes, WeightOperand};
+use w4a16_reference::offload::{ActivationOperand, RawLanes, WeightOperand};
 use w4a16_reference::{ActDtype, BiasStage};
 
 use super::{CudaDevice, lock};
@@ -32,9 +32,9 @@ pub(super) const RESIDENT_LANES_W_BYTES: usize = 6 << 30;
 #[derive(Clone)]
 pub(super) struct JudgeFunctions {
     judge: CudaFunction,
-    abs_copy: CudaFunction,
     gather: CudaFunction,
     decode: CudaFunction,
+    widen: CudaFunction,
 }
 
 /// The lanes of one reference on this device.
@@ -134,9 +134,9 @@ impl CudaDevice {
         };
         let functions = JudgeFunctions {
             judge: load("judge")?,
-            abs_copy: load("abs_copy")?,
             gather: load("gather_lanes")?,
             decode: load("decode_weights")?,
+            widen: load("widen_activations")?,
         };
         *lock(&self.judge) = Some(functions.clone());
         Ok(functions)
@@ -154,25 +154,9 @@ impl CudaDevice {
 
     /// An f64 buffer of `len` elements the next call overwrites whole.
     fn scratch_f64(&self, len: usize, during: &str) -> Result<CudaSlice<f64>, DeviceFault> {
-        // SAFETY: every caller writes all `len` elements (a DGEMM with beta = 0, or abs_copy)
-        // before anything reads them.
+        // SAFETY: every caller writes all `len` elements (a DGEMM with beta = 0, or one of the
+        // judge module's kernels) before anything reads them.
         unsafe { self.stream.alloc::<f64>(len.max(1)) }.map_err(|e| self.fault(e, during))
-    }
-
-    fn abs_of(
-        &self,
-        f: &JudgeFunctions,
-        src: &CudaSlice<f64>,
-        len: usize,
-        during: &str,
-    ) -> Result<CudaSlice<f64>, DeviceFault> {
-        let mut dst = self.scratch_f64(len, during)?;
-        let count = len as u64;
-        let mut b = self.stream.launch_builder(&f.abs_copy);
-        b.arg(src).arg(&mut dst).arg(&count);
-        // SAFETY: `src` and `dst` hold `len` doubles each; the kernel touches indices < count.
-        unsafe { b.launch(config(grid(len, MAX_BLOCKS))) }.map_err(|e| self.fault(e, during))?;
-        Ok(dst)
     }
 
     /// The exact weights decoded on the device from the codes and per-group scales and zero
@@ -223,23 +207,25 @@ impl CudaDevice {
 
     pub(super) fn products_resident(
         &self,
-        x: &[f64],
+        x: &ActivationOperand<'_>,
         weights: &WeightOperand<'_>,
         w_key: Option<u64>,
-        m: usize,
     ) -> Result<Option<ResidentLanes>, DeviceFault> {
-        let (n, k) = (weights.n, weights.k);
+        let (m, n, k) = (x.m, weights.n, weights.k);
         let during = format!("the resident f64 reference M={m} N={n} K={k}");
         let groups = k.div_ceil(weights.group.max(1));
-        let lengths_ok = x.len() == m * k
+        let lengths_ok = x.bits.len() == m * k
+            && x.k == k
             && weights.codes.len() >= n * k
             && weights.scales.len() == n * groups
             && weights.zeros.len() == n * groups;
         if !lengths_ok {
             return Err(DeviceFault::Unsupported {
                 what: format!(
-                    "an f64 GEMM of x with {} values, {} codes and {} scales and {} zero                      points (expected M·K = {}, N·K = {} and N·groups = {})",
-                    x.len(),
+                    "an f64 GEMM of x with {} values (K = {}), {} codes, {} scales and {} zero \
+                     points (expected M·K = {}, N·K = {} and N·groups = {})",
+                    x.bits.len(),
+                    x.k,
                     weights.codes.len(),
                     weights.scales.len(),
                     weights.zeros.len(),
@@ -276,8 +262,7 @@ impl CudaDevice {
         let Some(on_device) = resident.as_ref() else {
             unreachable!("set above")
         };
-        let dx = self.upload(x, &during)?;
-        let dxa = self.abs_of(&f, &dx, x.len(), &during)?;
+        let (dx, dxa) = self.widen(&f, x, &during)?;
         let product = |dw: &CudaSlice<f64>, dx: &CudaSlice<f64>| {
             let mut dy = self.scratch_f64(m * n, &during)?;
             // SAFETY: the buffers hold exactly what the configuration reads and writes
@@ -306,6 +291,29 @@ impl CudaDevice {
             has_offset: offset.is_some(),
             inner: Box::new(CudaLanes { y, a, offset }),
         }))
+    }
+
+    /// X and |X| in f64, widened on the device from the activation bits.
+    fn widen(
+        &self,
+        f: &JudgeFunctions,
+        x: &ActivationOperand<'_>,
+        during: &str,
+    ) -> Result<(CudaSlice<f64>, CudaSlice<f64>), DeviceFault> {
+        let len = x.bits.len();
+        let bits = self.upload(&x.bits, during)?;
+        let mut dx = self.scratch_f64(len, during)?;
+        let mut dxa = self.scratch_f64(len, during)?;
+        let (bf16, count) = (i32::from(x.dtype == ActDtype::Bf16), len as u64);
+        let mut b = self.stream.launch_builder(&f.widen);
+        b.arg(&bits)
+            .arg(&bf16)
+            .arg(&mut dx)
+            .arg(&mut dxa)
+            .arg(&count);
+        // SAFETY: `bits` holds `len` values, `dx` and `dxa` `len` doubles each.
+        unsafe { b.launch(config(grid(len, MAX_BLOCKS))) }.map_err(|e| self.fault(e, during))?;
+        Ok((dx, dxa))
     }
 
     pub(super) fn gather_resident(

@@ -397,7 +397,10 @@ pub fn run_with(opts: RunOptions, devices: &dyn DeviceSource) -> Result<RunEnd, 
             _ => None,
         };
         let ids: Vec<String> = chosen.iter().map(|c| c.id.clone()).collect();
-        let cost = |id: &str| set.case(id).map_or(1.0, session::case_cost);
+        let cost = |id: &str| {
+            set.case(id)
+                .map_or(1.0, |c| session::case_cost(c, reference))
+        };
         let worker = isolate::WorkerCommand {
             exe: &exe,
             args: &args,

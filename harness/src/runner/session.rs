@@ -109,11 +109,20 @@ pub struct RunOutput {
     pub devices: BTreeMap<usize, PhaseTimes>,
 }
 
-/// A rough time model of a case (any unit): the layer's weights are read for data,
-/// conversion and verification; the batch adds verification work up to the sampled regime.
-pub fn case_cost(case: &Case) -> f64 {
-    let w = (case.shape.n * case.shape.k) as f64;
-    w * (1.0 + case.m.min(256) as f64 / 64.0)
+/// A rough time model of a case (seconds, roughly, on an H200 host with 14 workers), by where
+/// its reference is formed. The workers get whole layers by it ([`deal`]).
+///
+/// - CPU reference: the layer's weights are read for data, conversion and verification; the
+///   batch adds verification work up to the sampled regime (Freivalds above it).
+/// - GPU reference: every element is judged on the device, so the batch's cost keeps growing:
+///   X's generation (M·K), the kernels and the f64 products (M·N·K), and the layer's
+///   conversion (N·K). Fitted to the field's per-case times (`W4A16_CASE_TIMES`).
+pub fn case_cost(case: &Case, reference: ReferenceChoice) -> f64 {
+    let (m, n, k) = (case.m as f64, case.shape.n as f64, case.shape.k as f64);
+    match reference {
+        ReferenceChoice::Cpu => 1e-9 * n * k * (1.0 + m.min(256.0) / 64.0),
+        ReferenceChoice::Gpu => 1.7e-8 * m * k + 4.5e-12 * m * n * k + 1e-9 * n * k,
+    }
 }
 
 /// Puts `verdicts` in the order of `case_ids` (a case's own verdicts keep their order).
@@ -146,7 +155,11 @@ pub fn run_in_process_on(
         return Err("an in-process run on several devices was given no device".into());
     }
     let groups = by_layer(cases.iter().map(|c| c.id.as_str()));
-    let mut shards = deal(groups, |i| case_cost(cases[i]), backends.len());
+    let mut shards = deal(
+        groups,
+        |i| case_cost(cases[i], opts.reference),
+        backends.len(),
+    );
     shards.resize(backends.len(), Vec::new());
     let results: Vec<Result<RunOutput, String>> = std::thread::scope(|scope| {
         let handles: Vec<_> = shards
@@ -711,6 +724,35 @@ mod tests {
                 assert_eq!(files.len(), files_one.len());
             }
         }
+    }
+
+    /// With the GPU reference every element of a batch is judged, so a layer's cost keeps
+    /// growing with M (and X's generation with K); the CPU reference's stops at the sampled
+    /// regime. Layers are dealt by these costs.
+    #[test]
+    fn the_cost_model_follows_where_the_reference_is_formed() {
+        let set = cases::load_all(&cases::locate(None).unwrap()).unwrap();
+        let of = |layer: &str, m: usize| {
+            set.cases()
+                .find(|c| c.id.starts_with(&format!("field/{layer}/M={m}/")))
+                .unwrap_or_else(|| panic!("field/{layer}/M={m}"))
+        };
+        let (small, large) = (of("qwen3-8b.o_proj", 256), of("qwen3-8b.o_proj", 4096));
+        let cpu = |c| case_cost(c, ReferenceChoice::Cpu);
+        let gpu = |c| case_cost(c, ReferenceChoice::Gpu);
+        assert_eq!(cpu(small), cpu(large));
+        assert!(gpu(large) > 10.0 * gpu(small));
+        // Same N, 12× the K: the GPU reference's batch costs follow K (X's generation).
+        let (wide, deep) = (
+            of("qwen3-8b.o_proj", 4096),
+            of("large-vocab.k49152-n4096", 4096),
+        );
+        assert!(
+            gpu(deep) > 5.0 * gpu(wide),
+            "{} vs {}",
+            gpu(deep),
+            gpu(wide)
+        );
     }
 
     #[test]
