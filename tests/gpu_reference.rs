@@ -200,9 +200,9 @@ fn the_resident_judge_reports_what_its_host_twin_reports(kind: DeviceKind) {
                         .collect();
                     let output = |shift: &dyn Fn(usize) -> u16| {
                         let mut bits = vec![0x3C00u16; (m - 1) * stride + n];
-                        for i in 0..m * n {
+                        for (i, &v) in exact.iter().enumerate() {
                             let (r, c) = (i / n, i % n);
-                            bits[r * stride + c] = dtype.from_f64(exact[i]).wrapping_add(shift(i));
+                            bits[r * stride + c] = dtype.from_f64(v).wrapping_add(shift(i));
                         }
                         bits
                     };

@@ -201,7 +201,7 @@ impl OutputLayout {
     /// rows apart by at least their length and element-aligned: the layout of every view a
     /// kernel writes. `None` sends the rest to [`Self::read_elements`].
     fn rows_in_place(&self, payload_elements: usize) -> Option<usize> {
-        if self.byte_offset % 2 != 0 || (self.rows > 1 && self.row_stride < self.cols) {
+        if !self.byte_offset.is_multiple_of(2) || (self.rows > 1 && self.row_stride < self.cols) {
             return None;
         }
         let base = self.byte_offset / 2;
