@@ -18,7 +18,7 @@ use w4a16_kernels::KernelId;
 use w4a16_kernels::set::decl;
 use w4a16_reference::bound::BoundModel;
 use w4a16_reference::compare::{self, CompareMode, JudgeRequest, OutputBits};
-use w4a16_reference::data::{DataClass, DataSpec, case_seed, generate};
+use w4a16_reference::data::{DataClass, DataSpec, Generated, case_seed, generate};
 use w4a16_reference::formats::{ResidentLayer, RowPadding};
 use w4a16_reference::gemm::{self, NonFiniteX};
 use w4a16_reference::layer::Symmetry;
@@ -44,12 +44,16 @@ fn c_target(dev: &dyn Device) -> f64 {
     w4a16_harness::runner::session::c_target(&dir, dev.target()).expect("safety.toml")
 }
 
-#[apply(backends)]
-fn a_wrong_element_of_a_large_layer_is_reported_at_its_position(kind: DeviceKind) {
-    let Some(dev) = device(kind) else { return };
-    let (m, n, k) = (16, 8192, 8192);
-    let id = "gpu-reference/n8192-k8192/M=16/bf16/asym/g128/realistic/bias";
-    let g = generate(id, &spec(m, n, k)).expect("data");
+/// A layer too large for the CPU reference's full regime: M, N, K.
+const LARGE: (usize, usize, usize) = (16, 8192, 8192);
+const LARGE_ID: &str = "gpu-reference/n8192-k8192/M=16/bf16/asym/g128/realistic/bias";
+
+/// The [`LARGE`] layer's tensors, the fallback's recipe, and its output on `dev`.
+fn fallback_on_the_large_layer(
+    dev: &dyn Device,
+) -> (Generated, NumericRecipe, w4a16_harness::device::GemmOutput) {
+    let (m, n, k) = LARGE;
+    let g = generate(LARGE_ID, &spec(m, n, k)).expect("data");
     let resident = ResidentLayer::from_logical(&g.layer, RowPadding::NONE).expect("converts");
     let d = decl(KernelId::Fallback);
     let recipe = (d.recipe)(ActDtype::Bf16);
@@ -57,6 +61,14 @@ fn a_wrong_element_of_a_large_layer_is_reported_at_its_position(kind: DeviceKind
         .expect("the fallback takes the case");
     let entry = d.launch_entry(&inputs.validated().shape, dev.target());
     let out = dev.run_gemm(d, &entry, &inputs).expect("the fallback runs");
+    (g, recipe, out)
+}
+
+#[apply(backends)]
+fn a_wrong_element_of_a_large_layer_is_reported_at_its_position(kind: DeviceKind) {
+    let Some(dev) = device(kind) else { return };
+    let (m, n, k) = LARGE;
+    let (g, recipe, out) = fallback_on_the_large_layer(dev.as_ref());
     assert!(
         out.clean(),
         "guards, stray writes or unwritten elements: {out:?}"
@@ -68,7 +80,7 @@ fn a_wrong_element_of_a_large_layer_is_reported_at_its_position(kind: DeviceKind
         &g.layer,
         &recipe,
         NonFiniteX::Refuse,
-        case_seed(id),
+        case_seed(LARGE_ID),
     )
     .expect("the GPU reference forms and passes its cross-check");
     let model = BoundModel::new(&recipe, k, c_target(dev.as_ref())).expect("bound");
@@ -238,23 +250,15 @@ fn the_resident_judge_reports_what_its_host_twin_reports(kind: DeviceKind) {
 #[apply(backends)]
 fn a_wrong_element_is_reported_at_its_position_by_the_resident_judge(kind: DeviceKind) {
     let Some(dev) = device(kind) else { return };
-    let (m, n, k) = (16, 8192, 8192);
-    let id = "gpu-reference/n8192-k8192/M=16/bf16/asym/g128/realistic/bias";
-    let g = generate(id, &spec(m, n, k)).expect("data");
-    let resident = ResidentLayer::from_logical(&g.layer, RowPadding::NONE).expect("converts");
-    let d = decl(KernelId::Fallback);
-    let recipe = (d.recipe)(ActDtype::Bf16);
-    let inputs = DeviceInputs::gemm(d, &resident, &g.x, YSpec::dense(m, n, ActDtype::Bf16))
-        .expect("the fallback takes the case");
-    let entry = d.launch_entry(&inputs.validated().shape, dev.target());
-    let out = dev.run_gemm(d, &entry, &inputs).expect("the fallback runs");
+    let (m, n, k) = LARGE;
+    let (g, recipe, out) = fallback_on_the_large_layer(dev.as_ref());
     let reference = resident_reference_on(
         dev.as_ref(),
         &g.x,
         &g.layer,
         &recipe,
         NonFiniteX::Refuse,
-        case_seed(id),
+        case_seed(LARGE_ID),
     )
     .expect("the resident reference forms and passes its cross-check");
     let Some(reference) = reference else {
