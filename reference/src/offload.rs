@@ -1200,16 +1200,27 @@ mod tests {
         );
     }
 
-    /// Where the host must form the reference (W over the budget: chunks), there is no
-    /// resident one.
+    /// Where the host must form the reference there is no resident one: W over the budget
+    /// (chunks), and X with a non-finite row (its IEEE values are patched on the host). The
+    /// same layer and X with finite rows within the budget get one.
     #[test]
-    fn a_chunked_layer_gets_no_resident_reference() {
+    fn the_host_forms_what_a_resident_reference_cannot_hold() {
         let (x, layer) = case(3, 24, 64, false);
         let recipe = NumericRecipe::fp32_exact_weights(ActDtype::Bf16);
         let mut g = HostResidentGemm::default();
-        let budget = 8 * 64 * 10;
-        let got = reference_resident(&x, &layer, &recipe, NonFiniteX::Refuse, &mut g, budget, 3);
-        assert!(got.unwrap().is_none());
+        let mut resident = |x: &Activations, budget: usize| {
+            reference_resident(x, &layer, &recipe, NonFiniteX::Ieee, &mut g, budget, 3)
+                .unwrap()
+                .is_some()
+        };
+        assert!(resident(&x, DEFAULT_W_BUDGET_BYTES));
+        assert!(!resident(&x, 8 * 64 * 10), "chunked W");
+        let mut special = x.clone();
+        special.data[special.row_stride + 5] = ActDtype::Bf16.from_f64(f64::NAN);
+        assert!(
+            !resident(&special, DEFAULT_W_BUDGET_BYTES),
+            "a non-finite row"
+        );
     }
 
     /// The operand a device decodes gives the CPU reference's exact weights, magnitudes and

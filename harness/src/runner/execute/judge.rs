@@ -24,11 +24,14 @@ use w4a16_reference::verify::{self, VerifyBudget};
 pub(super) type ReferenceKey = (Option<u64>, bool);
 
 /// A case's reference for one recipe key: on the host, or with its lanes resident on the
-/// device (`--reference gpu`), judged there and brought to the host only on demand.
+/// device (`--reference gpu`), judged there and brought to the host only on demand (once).
 #[derive(Clone)]
 pub(super) enum Formed<'a> {
     Host(Rc<Reference>),
-    Resident(Rc<ResidentReference<'a>>),
+    Resident {
+        lanes: Rc<ResidentReference<'a>>,
+        host: Rc<std::cell::OnceCell<Rc<Reference>>>,
+    },
 }
 
 impl Formed<'_> {
@@ -42,16 +45,28 @@ impl Formed<'_> {
         match (self, exact) {
             (Formed::Host(r), false) => Ok(compare::compare(r, model, out)?),
             (Formed::Host(r), true) => Ok(compare::compare_bit_exact(r, model, out)?),
-            (Formed::Resident(r), false) => r.compare(model, out, CompareMode::Bound),
-            (Formed::Resident(r), true) => r.compare(model, out, CompareMode::BitExact),
+            (Formed::Resident { lanes, .. }, false) => {
+                lanes.compare(model, out, CompareMode::Bound)
+            }
+            (Formed::Resident { lanes, .. }, true) => {
+                lanes.compare(model, out, CompareMode::BitExact)
+            }
         }
     }
 
-    /// The reference on the host (downloaded from the device where it is resident).
+    /// The reference on the host (downloaded from the device where it is resident, once per
+    /// case: the fallback's second opinion and a failure's artifact may both need it).
     fn host(&self) -> Result<Rc<Reference>, OffloadError> {
         match self {
             Formed::Host(r) => Ok(Rc::clone(r)),
-            Formed::Resident(r) => r.to_host().map(Rc::new),
+            Formed::Resident { lanes, host } => {
+                if let Some(r) = host.get() {
+                    return Ok(Rc::clone(r));
+                }
+                let r = Rc::new(lanes.to_host()?);
+                let _ = host.set(Rc::clone(&r));
+                Ok(r)
+            }
         }
     }
 }
@@ -99,7 +114,10 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         let result = match self.gpu_reference_device() {
             Some(device) => {
                 match super::resident_reference_on(device, x, logical, recipe, policy, seed) {
-                    Ok(Some(r)) => Ok(Formed::Resident(Rc::new(r))),
+                    Ok(Some(r)) => Ok(Formed::Resident {
+                        lanes: Rc::new(r),
+                        host: Rc::default(),
+                    }),
                     Ok(None) => super::reference_on(device, x, logical, recipe, policy, seed)
                         .map(|r| Formed::Host(Rc::new(r))),
                     Err(e) => Err(e),
