@@ -232,13 +232,20 @@ pub fn validate_logical(layer: &QuantizedLayer) -> Result<(), LayerError> {
     if let Some(b) = &layer.bias {
         check("bias", "[N]", s.n, b.len())?;
     }
-    let range = |tensor, v: &[u8]| match v.iter().position(|&c| c > 15) {
-        Some(index) => Err(LayerError::CodeRange {
-            tensor,
-            index,
-            got: v[index],
-        }),
-        None => Ok(()),
+    let range = |tensor, v: &[u8]| {
+        // Every code of a layer is checked at each conversion: an OR over all of them (which
+        // vectorizes) says whether any is out of range; only then is the first one looked for.
+        if v.iter().fold(0u8, |acc, &c| acc | c) <= 15 {
+            return Ok(());
+        }
+        match v.iter().position(|&c| c > 15) {
+            Some(index) => Err(LayerError::CodeRange {
+                tensor,
+                index,
+                got: v[index],
+            }),
+            None => Ok(()),
+        }
     };
     range("q", &layer.q)?;
     if let Some(z) = &layer.zeros {
@@ -522,9 +529,18 @@ impl ResidentLayer {
         self.validate()?;
         let LayerShape { n, k, .. } = self.shape;
         let groups = self.shape.groups();
+        // A word (eight codes) at a time: the ExLlama shifts of `ResidentWeights::code`.
         let mut q = Vec::with_capacity(n * k);
         for r in 0..n {
-            q.extend((0..k).map(|c| self.weights.code(r, c)));
+            for c0 in (0..k).step_by(8) {
+                let word = self.weights.word(r, c0 / 8);
+                let take = (k - c0).min(8);
+                q.extend(
+                    EXLLAMA_SHIFTS[..take]
+                        .iter()
+                        .map(|s| ((word >> s) & 0xF) as u8),
+                );
+            }
         }
         let mut scales = Vec::with_capacity(n * groups);
         for r in 0..n {

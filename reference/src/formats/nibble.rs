@@ -9,6 +9,21 @@ pub const AWQ_ORDER: [usize; 8] = [0, 2, 4, 6, 1, 3, 5, 7];
 /// ExLlama shifts (SPEC §2): element `2p` at bits `4p`, element `2p+1` at bits `16+4p`.
 pub const EXLLAMA_SHIFTS: [u32; 8] = [0, 16, 4, 20, 8, 24, 12, 28];
 
+/// The AWQ shifts, derived from the order table (so the table stays the single statement of
+/// the interleave): element `AWQ_ORDER[p]` at bits `4p`.
+const AWQ_SHIFTS: [u32; 8] = {
+    let mut shifts = [0u32; 8];
+    let mut slot = 0;
+    while slot < 8 {
+        shifts[AWQ_ORDER[slot]] = 4 * slot as u32;
+        slot += 1;
+    }
+    shifts
+};
+
+/// Sequential: element `i` at bits `4i`.
+const SEQUENTIAL_SHIFTS: [u32; 8] = [0, 4, 8, 12, 16, 20, 24, 28];
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum NibbleOrder {
     /// Element `i` at bits `4i` (compressed-tensors, GPTQ).
@@ -28,15 +43,16 @@ impl NibbleOrder {
 
     /// Bit offset of element `e` (0..8) inside the word.
     pub fn shift(self, e: usize) -> u32 {
+        self.shifts()[e]
+    }
+
+    /// The bit offsets of elements 0..8 (a table per order: unpacking reads every code of a
+    /// layer).
+    pub fn shifts(self) -> &'static [u32; 8] {
         match self {
-            NibbleOrder::Sequential => 4 * e as u32,
-            NibbleOrder::ExLlama => EXLLAMA_SHIFTS[e],
-            // Derived from the order table rather than written out, so the table stays the
-            // single statement of the interleave.
-            NibbleOrder::AwqInterleaved => {
-                let slot = AWQ_ORDER.iter().position(|&c| c == e).expect("e < 8");
-                4 * slot as u32
-            }
+            NibbleOrder::Sequential => &SEQUENTIAL_SHIFTS,
+            NibbleOrder::ExLlama => &EXLLAMA_SHIFTS,
+            NibbleOrder::AwqInterleaved => &AWQ_SHIFTS,
         }
     }
 
@@ -49,7 +65,8 @@ impl NibbleOrder {
     }
 
     pub fn unpack(self, word: u32) -> [u8; 8] {
-        std::array::from_fn(|e| ((word >> self.shift(e)) & 0xF) as u8)
+        let shifts = self.shifts();
+        std::array::from_fn(|e| ((word >> shifts[e]) & 0xF) as u8)
     }
 
     /// Packs a run of codes (length a multiple of 8) into words.
@@ -62,7 +79,11 @@ impl NibbleOrder {
     }
 
     pub fn unpack_run(self, words: &[u32]) -> Vec<u8> {
-        words.iter().flat_map(|&w| self.unpack(w)).collect()
+        let mut codes = Vec::with_capacity(8 * words.len());
+        for &w in words {
+            codes.extend_from_slice(&self.unpack(w));
+        }
+        codes
     }
 }
 

@@ -89,19 +89,24 @@ impl Read {
         self.k / self.group
     }
 
-    /// `[N, K]` codes from `code(n, k)`.
+    /// `[N, K]` codes from `code(n, k)`, row by row (no division per element: every layer's
+    /// conversion reads all N·K codes).
     fn codes(&self, code: impl Fn(usize, usize) -> u8) -> Vec<u8> {
-        (0..self.n * self.k)
-            .map(|i| code(i / self.k, i % self.k))
-            .collect()
+        let mut q = Vec::with_capacity(self.n * self.k);
+        for n in 0..self.n {
+            q.extend((0..self.k).map(|k| code(n, k)));
+        }
+        q
     }
 
     /// `[N, K/G]` entries from `at(n, g)`.
     fn per_group<T>(&self, at: impl Fn(usize, usize) -> T) -> Vec<T> {
         let groups = self.groups();
-        (0..self.n * groups)
-            .map(|i| at(i / groups, i % groups))
-            .collect()
+        let mut out = Vec::with_capacity(self.n * groups);
+        for n in 0..self.n {
+            out.extend((0..groups).map(|g| at(n, g)));
+        }
+        out
     }
 
     fn finish(
@@ -216,8 +221,8 @@ fn ct_codes_and_scales(
     };
     expect(weight_packed, StoredDtype::I32, "[N, K/8]", &[n, k8])?;
     expect(weight_scale, r.dtype.into(), "[N, K/G]", &[n, r.groups()])?;
-    let wp = words(weight_packed);
-    let q = r.codes(|col, kk| nibble(wp[col * k8 + kk / 8], kk % 8));
+    // `[N, K/8]` words, eight codes each in order: the rows' codes are the words' in turn.
+    let q = NibbleOrder::Sequential.unpack_run(&words(weight_packed));
     Ok((r, q, half_bits(weight_scale).to_vec()))
 }
 
