@@ -12,6 +12,7 @@ use rstest_reuse::apply;
 use w4a16_harness::device::resident::DeviceResidentGemm;
 use w4a16_harness::device::{Device, DeviceKind};
 use w4a16_harness::launch::DeviceInputs;
+use w4a16_harness::require::Skip;
 use w4a16_harness::runner::execute::{reference_on, resident_reference_on};
 use w4a16_harness::tensor::YSpec;
 use w4a16_kernels::KernelId;
@@ -36,6 +37,16 @@ fn spec(m: usize, n: usize, k: usize) -> DataSpec {
         symmetry: Symmetry::Asym,
         with_bias: true,
     }
+}
+
+/// A backend whose device keeps no resident lanes (only CUDA does): a loud skip, or a failure
+/// where `W4A16_REQUIRE` demands this backend.
+fn no_resident_lanes(kind: DeviceKind, dev: &dyn Device) {
+    let skip = Skip {
+        requirement: common::requirement(kind),
+        reason: format!("no resident reference lanes on {}", dev.name()),
+    };
+    common::skip_or_fail(kind, &skip);
 }
 
 /// The target's safety factor from the committed cases (as a run reads it).
@@ -199,11 +210,7 @@ fn the_resident_judge_reports_what_its_host_twin_reports(kind: DeviceKind) {
                         .products(&ActivationOperand::new(&g.x), &weights, None)
                         .expect("the products form");
                     let Some(lanes) = lanes else {
-                        eprintln!(
-                            "W4A16-SKIP [{kind:?}] no resident reference lanes on {}",
-                            dev.name()
-                        );
-                        return;
+                        return no_resident_lanes(kind, dev.as_ref());
                     };
                     let (y, a, o) = lanes.download().expect("the lanes come back");
                     let model = BoundModel::new(&recipe, k, 1.0).expect("bound");
@@ -262,11 +269,7 @@ fn a_wrong_element_is_reported_at_its_position_by_the_resident_judge(kind: Devic
     )
     .expect("the resident reference forms and passes its cross-check");
     let Some(reference) = reference else {
-        eprintln!(
-            "W4A16-SKIP [{kind:?}] no resident reference lanes on {}",
-            dev.name()
-        );
-        return;
+        return no_resident_lanes(kind, dev.as_ref());
     };
     let model = BoundModel::new(&recipe, k, c_target(dev.as_ref())).expect("bound");
     let bits = OutputBits::new(&out.y_bits, n);
