@@ -24,7 +24,7 @@ use w4a16_reference::formats::{ResidentLayer, RowPadding};
 use w4a16_reference::gemm::{self, NonFiniteX};
 use w4a16_reference::layer::Symmetry;
 use w4a16_reference::offload::{
-    ActivationOperand, ResidentGemm, WeightOperand, cross_check_tolerance,
+    ActivationOperand, LayerWeights, ResidentGemm, WeightOperand, cross_check_tolerance,
 };
 use w4a16_reference::{ActDtype, BiasStage, LayerShape, NumericRecipe};
 
@@ -137,6 +137,7 @@ fn the_gpu_reference_agrees_with_the_cpu_reference_elementwise(kind: DeviceKind)
             dev.as_ref(),
             &g.x,
             &g.layer,
+            &LayerWeights::new(&g.layer).expect("the layer's weights"),
             &recipe,
             NonFiniteX::Refuse,
             case_seed(id),
@@ -263,6 +264,7 @@ fn a_wrong_element_is_reported_at_its_position_by_the_resident_judge(kind: Devic
         dev.as_ref(),
         &g.x,
         &g.layer,
+        &LayerWeights::new(&g.layer).expect("the layer's weights"),
         &recipe,
         NonFiniteX::Refuse,
         case_seed(LARGE_ID),

@@ -49,7 +49,11 @@ pub enum InputError {
     },
 }
 
-fn mismatch(what: &'static str, expected: impl ToString, got: impl ToString) -> InputError {
+pub(crate) fn mismatch(
+    what: &'static str,
+    expected: impl ToString,
+    got: impl ToString,
+) -> InputError {
     InputError::Mismatch {
         what,
         expected: expected.to_string(),
@@ -88,10 +92,60 @@ pub fn validate_with(
     recipe: &NumericRecipe,
     non_finite_x: NonFiniteX,
 ) -> Result<(), InputError> {
+    validate_layer(layer)?;
+    validate_against_layer(x, layer, recipe, non_finite_x)
+}
+
+/// The layer's own half of [`validate_with`]: a group size, tensor lengths, every code and zero
+/// point a nibble, scales and bias finite. It depends on nothing a batch size changes, so a
+/// caller that forms several references of one layer checks it once
+/// ([`crate::offload::LayerWeights`]).
+pub fn validate_layer(layer: &QuantizedLayer) -> Result<(), InputError> {
     let sh = layer.shape;
     if sh.group == 0 {
         return Err(mismatch("layer group size", "≥ 1", 0));
     }
+    let groups = sh.groups();
+    if layer.q.len() != sh.n * sh.k {
+        return Err(mismatch("layer q length (N·K)", sh.n * sh.k, layer.q.len()));
+    }
+    if layer.scales.len() != sh.n * groups {
+        return Err(mismatch(
+            "layer scales length (N·groups)",
+            sh.n * groups,
+            layer.scales.len(),
+        ));
+    }
+    if let Some(z) = &layer.zeros {
+        if z.len() != sh.n * groups {
+            return Err(mismatch(
+                "layer zeros length (N·groups)",
+                sh.n * groups,
+                z.len(),
+            ));
+        }
+        check_codes("layer zeros", z)?;
+    }
+    if let Some(b) = &layer.bias {
+        if b.len() != sh.n {
+            return Err(mismatch("layer bias length (N)", sh.n, b.len()));
+        }
+        check_finite("layer bias", b, layer.dtype)?;
+    }
+    check_codes("layer q", &layer.q)?;
+    check_finite("layer scales", &layer.scales, layer.dtype)
+}
+
+/// The per-case half of [`validate_with`] for a layer [`validate_layer`] accepted: X's shape,
+/// stride, length and dtype against the layer, the recipe against both, and X's values by the
+/// policy.
+pub fn validate_against_layer(
+    x: &Activations,
+    layer: &QuantizedLayer,
+    recipe: &NumericRecipe,
+    non_finite_x: NonFiniteX,
+) -> Result<(), InputError> {
+    let sh = layer.shape;
     if x.k != sh.k {
         return Err(mismatch("X columns (K)", sh.k, x.k));
     }
@@ -150,35 +204,6 @@ pub fn validate_with(
             "IEEE special values",
         ));
     }
-    let groups = sh.groups();
-    if layer.q.len() != sh.n * sh.k {
-        return Err(mismatch("layer q length (N·K)", sh.n * sh.k, layer.q.len()));
-    }
-    if layer.scales.len() != sh.n * groups {
-        return Err(mismatch(
-            "layer scales length (N·groups)",
-            sh.n * groups,
-            layer.scales.len(),
-        ));
-    }
-    if let Some(z) = &layer.zeros {
-        if z.len() != sh.n * groups {
-            return Err(mismatch(
-                "layer zeros length (N·groups)",
-                sh.n * groups,
-                z.len(),
-            ));
-        }
-        check_codes("layer zeros", z)?;
-    }
-    if let Some(b) = &layer.bias {
-        if b.len() != sh.n {
-            return Err(mismatch("layer bias length (N)", sh.n, b.len()));
-        }
-        check_finite("layer bias", b, layer.dtype)?;
-    }
-    check_codes("layer q", &layer.q)?;
-    check_finite("layer scales", &layer.scales, layer.dtype)?;
     if non_finite_x == NonFiniteX::Ieee {
         return Ok(());
     }

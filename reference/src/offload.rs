@@ -16,11 +16,12 @@ use crate::gemm::{
     self, InputError, LineAxis, Lines, NonFiniteX, Reference, SpecialRows, activation_rows,
     bits_to_f64, weight_rows, weight_rows_into,
 };
-use crate::layer::{Activations, QuantizedLayer};
+use crate::layer::{Activations, LayerShape, QuantizedLayer, SYMMETRIC_ZERO};
 use crate::recipe::NumericRecipe;
 use crate::scratch::{self, Role};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use std::borrow::Cow;
 
 /// Elements recomputed on the CPU per reference (the cross-check sample).
 pub const CROSS_CHECK_SAMPLES: usize = 32;
@@ -381,26 +382,25 @@ pub struct WeightOperand<'a> {
     pub group: usize,
     pub codes: &'a [u8],
     /// `[N, groups]`.
-    pub scales: Vec<f64>,
+    pub scales: Cow<'a, [f64]>,
     /// `[N, groups]`.
-    pub zeros: Vec<f64>,
+    pub zeros: Cow<'a, [f64]>,
     /// The offset lane's offset, for offset-accumulating recipes.
     pub offset: Option<f64>,
 }
 
 impl<'a> WeightOperand<'a> {
+    /// The operand of `layer`, its per-group values decoded here (see [`LayerWeights`] for
+    /// decoding them once per layer).
     pub fn new(layer: &'a QuantizedLayer, offset: Option<f64>) -> Self {
-        let (n, groups) = (layer.shape.n, layer.shape.groups());
-        let per_group = |f: &dyn Fn(usize, usize) -> f64| -> Vec<f64> {
-            (0..n * groups).map(|i| f(i / groups, i % groups)).collect()
-        };
+        let (scales, zeros) = per_group_values(layer);
         WeightOperand {
-            n,
+            n: layer.shape.n,
             k: layer.shape.k,
             group: layer.shape.group,
             codes: &layer.q,
-            scales: per_group(&|r, g| layer.scale(r, g)),
-            zeros: per_group(&|r, g| f64::from(layer.zero(r, g))),
+            scales: Cow::Owned(scales),
+            zeros: Cow::Owned(zeros),
             offset,
         }
     }
@@ -464,6 +464,70 @@ impl<'a> ActivationOperand<'a> {
         let mut out = vec![0.0; self.bits.len()];
         bits_to_f64(self.dtype, &self.bits, &mut out);
         out
+    }
+}
+
+/// The scales and zero points `[N, groups]` of `layer` in f64.
+fn per_group_values(layer: &QuantizedLayer) -> (Vec<f64>, Vec<f64>) {
+    let dtype = layer.dtype;
+    let scales = layer.scales.iter().map(|&b| dtype.to_f64(b)).collect();
+    let zeros = match &layer.zeros {
+        Some(z) => z.iter().map(|&q| f64::from(q)).collect(),
+        None => vec![f64::from(SYMMETRIC_ZERO); layer.scales.len()],
+    };
+    (scales, zeros)
+}
+
+/// The half of a resident reference that depends on the layer alone, formed once for all of its
+/// batch sizes (a worker runs a layer's cases one after another): the layer's own tensors
+/// checked ([`gemm::validate_layer`]), its per-group scales and zero points in f64 and its
+/// content key. Per case these were a fifth of the CPU side of a field run.
+pub struct LayerWeights {
+    shape: LayerShape,
+    dtype: ActDtype,
+    /// [`weight_key`] without the offset lane's offset.
+    key: u64,
+    scales: Vec<f64>,
+    zeros: Vec<f64>,
+}
+
+impl LayerWeights {
+    pub fn new(layer: &QuantizedLayer) -> Result<Self, InputError> {
+        gemm::validate_layer(layer)?;
+        let (scales, zeros) = per_group_values(layer);
+        Ok(LayerWeights {
+            shape: layer.shape,
+            dtype: layer.dtype,
+            key: weight_key(layer, None, layer.shape.n),
+            scales,
+            zeros,
+        })
+    }
+
+    /// Whether these were formed from a layer of `layer`'s shape and dtype. A same-shaped
+    /// stranger is not caught here: its weights would meet the cross-check, which decodes the
+    /// sampled columns from `layer` itself.
+    fn describes(&self, layer: &QuantizedLayer) -> bool {
+        self.shape == layer.shape && self.dtype == layer.dtype
+    }
+
+    /// The key of the decoded weights with `offset`'s lane (the device keeps them under it).
+    fn key(&self, offset: Option<f64>) -> u64 {
+        let offset = offset.map_or(u64::MAX, f64::to_bits);
+        xxhash_rust::xxh3::xxh3_64_with_seed(&offset.to_le_bytes(), self.key)
+            ^ 0x5245_5349_4445_4E54
+    }
+
+    fn operand<'a>(&'a self, layer: &'a QuantizedLayer, offset: Option<f64>) -> WeightOperand<'a> {
+        WeightOperand {
+            n: self.shape.n,
+            k: self.shape.k,
+            group: self.shape.group,
+            codes: &layer.q,
+            scales: Cow::Borrowed(&self.scales),
+            zeros: Cow::Borrowed(&self.zeros),
+            offset,
+        }
     }
 }
 
@@ -581,16 +645,25 @@ impl ResidentReference<'_> {
 /// own decoding of their columns). `None` where a resident reference does not apply and the
 /// caller forms the host one: X with special rows (their IEEE values are patched on the host),
 /// W over `w_budget_bytes` (chunked), or a GEMM that cannot keep them.
+#[allow(clippy::too_many_arguments)]
 pub fn reference_resident<'d>(
     x: &Activations,
     layer: &QuantizedLayer,
+    weights: &LayerWeights,
     recipe: &NumericRecipe,
     non_finite_x: NonFiniteX,
     g: &mut dyn ResidentGemm<'d>,
     w_budget_bytes: usize,
     seed: u64,
 ) -> Result<Option<ResidentReference<'d>>, OffloadError> {
-    gemm::validate_with(x, layer, recipe, non_finite_x)?;
+    if !weights.describes(layer) {
+        return Err(OffloadError::Input(gemm::mismatch(
+            "the layer's weights (LayerWeights)",
+            format!("{:?} {}", layer.shape, layer.dtype),
+            format!("{:?} {}", weights.shape, weights.dtype),
+        )));
+    }
+    gemm::validate_against_layer(x, layer, recipe, non_finite_x)?;
     let (xz, special) = SpecialRows::prepare(x, non_finite_x);
     let (m, n, k) = (x.m, layer.shape.n, layer.shape.k);
     let chunk = (w_budget_bytes / (8 * k.max(1))).clamp(1, n.max(1));
@@ -601,8 +674,8 @@ pub fn reference_resident<'d>(
     // X is widened and the weights decoded on the device: only the activation bits, the codes
     // and the per-group scales and zero points go there, the weights once per layer (the key
     // names them, with the offset).
-    let weights = WeightOperand::new(layer, offset);
-    let w_key = Some(weight_key(layer, offset, n) ^ 0x5245_5349_4445_4E54);
+    let w_key = Some(weights.key(offset));
+    let weights = weights.operand(layer, offset);
     let products = g.products(&ActivationOperand::new(&xz), &weights, w_key);
     let lanes = match products {
         Ok(Some(lanes)) => lanes,
@@ -1121,6 +1194,7 @@ mod tests {
                     let resident = reference_resident(
                         &x,
                         &layer,
+                        &LayerWeights::new(&layer).unwrap(),
                         &recipe,
                         NonFiniteX::Refuse,
                         &mut g,
@@ -1187,6 +1261,7 @@ mod tests {
         let got = reference_resident(
             &x,
             &layer,
+            &LayerWeights::new(&layer).unwrap(),
             &recipe,
             NonFiniteX::Refuse,
             &mut g,
@@ -1200,6 +1275,78 @@ mod tests {
         );
     }
 
+    /// One layer's weights serve every batch size: the same operand as decoding per case, a key
+    /// that names the content and the offset lane, the layer's own checks done once, and weights
+    /// of another layer refused by shape or caught by the cross-check.
+    #[test]
+    fn layer_weights_are_the_per_case_operand_formed_once() {
+        let (x, layer) = case(5, 37, 96, true);
+        let weights = LayerWeights::new(&layer).unwrap();
+        for offset in [None, Some(128.0)] {
+            let once = weights.operand(&layer, offset);
+            let per_case = WeightOperand::new(&layer, offset);
+            assert_eq!(once.scales, per_case.scales);
+            assert_eq!(once.zeros, per_case.zeros);
+            assert_eq!(
+                (once.n, once.k, once.group),
+                (per_case.n, per_case.k, per_case.group)
+            );
+            assert_eq!(once.offset, per_case.offset);
+        }
+        assert_ne!(weights.key(None), weights.key(Some(128.0)));
+        assert_eq!(
+            weights.key(None),
+            LayerWeights::new(&layer).unwrap().key(None)
+        );
+        let mut other = layer.clone();
+        other.q[0] ^= 1;
+        let stranger = LayerWeights::new(&other).unwrap();
+        assert_ne!(stranger.key(None), weights.key(None));
+        let mut bad = layer.clone();
+        bad.q[9] = 16;
+        assert!(matches!(
+            LayerWeights::new(&bad),
+            Err(InputError::CodeOutOfRange { index: 9, .. })
+        ));
+
+        let recipe = NumericRecipe::fp32_exact_weights(ActDtype::Bf16);
+        let mut g = HostResidentGemm::default();
+        let resident = |w: &LayerWeights, g: &mut HostResidentGemm| {
+            reference_resident(
+                &x,
+                &layer,
+                w,
+                &recipe,
+                NonFiniteX::Refuse,
+                g,
+                DEFAULT_W_BUDGET_BYTES,
+                3,
+            )
+            .map(|r| r.is_some())
+        };
+        assert!(matches!(resident(&weights, &mut g), Ok(true)));
+        // Another layer of the same shape: its products disagree with this layer's columns.
+        let spec = DataSpec {
+            class: DataClass::Realistic,
+            m: 5,
+            shape: layer.shape,
+            dtype: layer.dtype,
+            symmetry: Symmetry::Asym,
+            with_bias: true,
+        };
+        let unrelated = data::generate_seeded(8, 12, &spec).unwrap().layer;
+        let unrelated = LayerWeights::new(&unrelated).unwrap();
+        assert!(matches!(
+            resident(&unrelated, &mut g),
+            Err(OffloadError::Disagrees { .. })
+        ));
+        let (_, narrow) = case(5, 36, 96, true);
+        assert!(matches!(
+            resident(&LayerWeights::new(&narrow).unwrap(), &mut g),
+            Err(OffloadError::Input(_))
+        ));
+    }
+
     /// Where the host must form the reference there is no resident one: W over the budget
     /// (chunks), and X with a non-finite row (its IEEE values are patched on the host). The
     /// same layer and X with finite rows within the budget get one.
@@ -1209,9 +1356,18 @@ mod tests {
         let recipe = NumericRecipe::fp32_exact_weights(ActDtype::Bf16);
         let mut g = HostResidentGemm::default();
         let mut resident = |x: &Activations, budget: usize| {
-            reference_resident(x, &layer, &recipe, NonFiniteX::Ieee, &mut g, budget, 3)
-                .unwrap()
-                .is_some()
+            reference_resident(
+                x,
+                &layer,
+                &LayerWeights::new(&layer).unwrap(),
+                &recipe,
+                NonFiniteX::Ieee,
+                &mut g,
+                budget,
+                3,
+            )
+            .unwrap()
+            .is_some()
         };
         assert!(resident(&x, DEFAULT_W_BUDGET_BYTES));
         assert!(!resident(&x, 8 * 64 * 10), "chunked W");

@@ -13,7 +13,7 @@ use w4a16_reference::NumericRecipe;
 use w4a16_reference::gemm::{NonFiniteX, Reference};
 use w4a16_reference::layer::{Activations, QuantizedLayer};
 use w4a16_reference::offload::{
-    self, DEFAULT_W_BUDGET_BYTES, F64Gemm, GemmError, OffloadError, ResidentReference,
+    self, DEFAULT_W_BUDGET_BYTES, F64Gemm, GemmError, LayerWeights, OffloadError, ResidentReference,
 };
 
 w4a16_reference::named_enum! {
@@ -114,6 +114,7 @@ pub fn resident_reference_on<'d>(
     device: &'d dyn Device,
     x: &Activations,
     layer: &QuantizedLayer,
+    weights: &LayerWeights,
     recipe: &NumericRecipe,
     non_finite_x: NonFiniteX,
     seed: u64,
@@ -121,6 +122,7 @@ pub fn resident_reference_on<'d>(
     offload::reference_resident(
         x,
         layer,
+        weights,
         recipe,
         non_finite_x,
         &mut DeviceResidentGemm(device),

@@ -16,7 +16,7 @@ use w4a16_reference::bound::BoundModel;
 use w4a16_reference::compare::{self, CompareMode, CompareReport, OutputBits};
 use w4a16_reference::gemm::{self, Reference};
 use w4a16_reference::layer::{Activations, QuantizedLayer};
-use w4a16_reference::offload::{OffloadError, ResidentReference};
+use w4a16_reference::offload::{LayerWeights, OffloadError, ResidentReference};
 use w4a16_reference::verify::{self, VerifyBudget};
 
 /// Which reference a recipe needs: its magnitude lane's offset (bits) and whether the offset is
@@ -113,14 +113,31 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         let seed = w4a16_reference::data::case_seed(&self.case.id);
         let result = match self.gpu_reference_device() {
             Some(device) => {
-                match super::resident_reference_on(device, x, logical, recipe, policy, seed) {
-                    Ok(Some(r)) => Ok(Formed::Resident {
-                        lanes: Rc::new(r),
-                        host: Rc::default(),
-                    }),
-                    Ok(None) => super::reference_on(device, x, logical, recipe, policy, seed)
-                        .map(|r| Formed::Host(Rc::new(r))),
-                    Err(e) => Err(e),
+                // The prepared layer's weights, formed once per layer; any other layer's (a
+                // carrier's) for this case alone.
+                let prepared = self.prepared.clone();
+                let prepared = prepared.filter(|p| std::ptr::eq(&p.layer, logical));
+                let own;
+                let weights = match &prepared {
+                    Some(p) => p.layer_weights(),
+                    None => {
+                        own = LayerWeights::new(logical);
+                        own.as_ref()
+                    }
+                };
+                match weights {
+                    Err(e) => Err(OffloadError::Input(e.clone())),
+                    Ok(weights) => match super::resident_reference_on(
+                        device, x, logical, weights, recipe, policy, seed,
+                    ) {
+                        Ok(Some(r)) => Ok(Formed::Resident {
+                            lanes: Rc::new(r),
+                            host: Rc::default(),
+                        }),
+                        Ok(None) => super::reference_on(device, x, logical, recipe, policy, seed)
+                            .map(|r| Formed::Host(Rc::new(r))),
+                        Err(e) => Err(e),
+                    },
                 }
             }
             None => gemm::reference_with(x, logical, recipe, policy)

@@ -267,6 +267,8 @@ struct CaseRun<'c, 'a> {
     carrier: Option<Carrier>,
     /// The case's layer when it comes from a checkpoint rather than from seeded data.
     given: Option<&'c GivenLayer>,
+    /// The case's layer as this thread prepared it (shared with the layer's other batch sizes).
+    prepared: Option<std::rc::Rc<prepare::PreparedLayer>>,
 }
 
 impl<'c, 'a> CaseRun<'c, 'a> {
@@ -280,6 +282,7 @@ impl<'c, 'a> CaseRun<'c, 'a> {
             times: PhaseTimes::default(),
             carrier: None,
             given: None,
+            prepared: None,
         }
     }
 

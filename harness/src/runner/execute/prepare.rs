@@ -7,13 +7,15 @@ use super::{CaseRun, padding_rule, producer_of};
 use crate::runner::check::Check;
 use crate::runner::timing::Phase;
 use crate::runner::verdict::{Outcome, ReferenceStage, Verdict};
-use std::cell::RefCell;
+use std::cell::{OnceCell, RefCell};
 use std::rc::Rc;
 use std::time::Instant;
 use w4a16_kernels::Target;
 use w4a16_reference::data;
 use w4a16_reference::formats::{LoadTarget, Producer, ResidentLayer, RowPadding};
+use w4a16_reference::gemm::InputError;
 use w4a16_reference::layer::QuantizedLayer;
+use w4a16_reference::offload::LayerWeights;
 
 /// Drops this thread's prepared layer: a caller that knows no later case reuses it (a model
 /// check moving to its next layer) keeps the resident set at one layer.
@@ -38,6 +40,17 @@ pub(super) struct PreparedLayer {
     pub(super) layer: QuantizedLayer,
     pub(super) resident: Option<ResidentLayer>,
     convert_verdicts: Vec<Verdict>,
+    /// The layer's half of the GPU reference, formed by its first case that needs one.
+    weights: OnceCell<Result<LayerWeights, InputError>>,
+}
+
+impl PreparedLayer {
+    /// The layer's half of a resident reference, formed once for all of its batch sizes.
+    pub(super) fn layer_weights(&self) -> Result<&LayerWeights, &InputError> {
+        self.weights
+            .get_or_init(|| LayerWeights::new(&self.layer))
+            .as_ref()
+    }
 }
 
 thread_local! {
@@ -120,11 +133,13 @@ impl<'c, 'a> CaseRun<'c, 'a> {
                     layer,
                     resident,
                     convert_verdicts,
+                    weights: OnceCell::new(),
                 });
                 LAST_PREPARED.with(|slot| *slot.borrow_mut() = Some(Rc::clone(&p)));
                 p
             }
         };
+        self.prepared = Some(Rc::clone(&prepared));
         Some(prepared)
     }
 
