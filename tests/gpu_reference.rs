@@ -19,7 +19,9 @@ use w4a16_kernels::KernelId;
 use w4a16_kernels::set::decl;
 use w4a16_reference::bound::BoundModel;
 use w4a16_reference::compare::{self, CompareMode, JudgeRequest, OutputBits};
-use w4a16_reference::data::{DataClass, DataSpec, Generated, case_seed, generate};
+use w4a16_reference::data::{
+    DataClass, DataSpec, Generated, StreamKey, case_seed, generate, realistic_on_host,
+};
 use w4a16_reference::formats::{ResidentLayer, RowPadding};
 use w4a16_reference::gemm::{self, NonFiniteX};
 use w4a16_reference::layer::Symmetry;
@@ -47,6 +49,39 @@ fn no_resident_lanes(kind: DeviceKind, dev: &dyn Device) {
         reason: format!("no resident reference lanes on {}", dev.name()),
     };
     common::skip_or_fail(kind, &skip);
+}
+
+/// Realistic X drawn on the device is the host's draw bit for bit: both dtypes, counts that end
+/// inside a group of eight and inside a block, and one past a whole grid's stride.
+#[apply(backends)]
+fn realistic_x_drawn_on_the_device_is_the_hosts(kind: DeviceKind) {
+    let Some(dev) = device(kind) else { return };
+    for dtype in ActDtype::ALL {
+        for (i, count) in [1usize, 7, 8, 9, 1000, 8 * 4096 * 256 + 13]
+            .into_iter()
+            .enumerate()
+        {
+            let stream = StreamKey::activations(case_seed(&format!("draw/{dtype}/{i}")));
+            let drawn = dev
+                .draw_realistic(&stream, dtype, count)
+                .expect("the draw runs");
+            let Some(drawn) = drawn else {
+                let skip = Skip {
+                    requirement: common::requirement(kind),
+                    reason: format!("{} draws no activations", dev.name()),
+                };
+                return common::skip_or_fail(kind, &skip);
+            };
+            let host = realistic_on_host(&stream, dtype, count);
+            assert_eq!(drawn.len(), count);
+            if let Some(at) = (0..count).find(|&e| drawn[e] != host[e]) {
+                panic!(
+                    "{dtype} count {count}: element {at} is {:#06x}, the host drew {:#06x}",
+                    drawn[at], host[at]
+                );
+            }
+        }
+    }
 }
 
 /// The target's safety factor from the committed cases (as a run reads it).

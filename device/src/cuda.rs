@@ -9,6 +9,7 @@
 //! a context with a hung kernel can block).
 
 mod reference_judge;
+mod seeded_activations;
 
 use std::collections::HashMap;
 use std::mem::ManuallyDrop;
@@ -28,6 +29,7 @@ use w4a16_kernels::source::KernelSources;
 use w4a16_kernels::{Execution, KernelDecl, KernelId, Target};
 use w4a16_reference::ActDtype;
 use w4a16_reference::compare::{CompareReport, JudgeRequest};
+use w4a16_reference::data::StreamKey;
 use w4a16_reference::offload::{ActivationOperand, RawLanes, WeightOperand};
 
 use super::blas::BlasOp;
@@ -861,6 +863,15 @@ impl Backend for CudaDevice {
             *resident = None;
         }
         Ok((y, a))
+    }
+
+    fn draw_realistic(
+        &self,
+        stream: &StreamKey,
+        dtype: ActDtype,
+        count: usize,
+    ) -> Result<Option<Vec<u16>>, DeviceFault> {
+        CudaDevice::draw_realistic(self, stream, dtype, count)
     }
 
     fn reference_products_resident(

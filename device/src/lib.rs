@@ -41,6 +41,7 @@ use w4a16_kernels::source::KernelSources;
 use w4a16_kernels::{Execution, KernelDecl, RunTarget, ScalarArg, Target, TensorRole};
 use w4a16_reference::ActDtype;
 use w4a16_reference::compare::{CompareReport, JudgeRequest};
+use w4a16_reference::data::StreamKey;
 use w4a16_reference::offload::{ActivationOperand, RawLanes, WeightOperand};
 
 use crate::launch::{DeviceInputs, PackedArgs, pack_args};
@@ -359,6 +360,19 @@ pub trait Backend: Send + Sync {
         self.reference_gemm_f64(x, w, m, n, k)
     }
 
+    /// `count` realistic activations drawn on the device from `stream` (the bits of
+    /// `data::RealisticSource`), brought to the host; `None`: this device does not draw them,
+    /// and the host does.
+    fn draw_realistic(
+        &self,
+        stream: &StreamKey,
+        dtype: ActDtype,
+        count: usize,
+    ) -> Result<Option<Vec<u16>>, DeviceFault> {
+        let _ = (stream, dtype, count);
+        Ok(None)
+    }
+
     /// The GPU reference's products kept on the device (`--reference gpu`): X widened and the
     /// exact weights decoded there from `x` and `weights`, then `y = x·wᵀ`, `a = |x|·|w|ᵀ` and, with an offset,
     /// `|x|·w_offsetᵀ` (`[M, N]` each), judged there by [`Device::resident_judge`] so that only
@@ -492,6 +506,19 @@ pub trait Device: Send + Sync {
     ) -> Result<(Vec<f64>, Vec<f64>), DeviceFault> {
         let _ = w_key;
         self.reference_gemm_f64(x, w, m, n, k)
+    }
+
+    /// `count` realistic activations drawn on the device from `stream` (the bits of
+    /// `data::RealisticSource`), brought to the host; `None`: this device does not draw them,
+    /// and the host does.
+    fn draw_realistic(
+        &self,
+        stream: &StreamKey,
+        dtype: ActDtype,
+        count: usize,
+    ) -> Result<Option<Vec<u16>>, DeviceFault> {
+        let _ = (stream, dtype, count);
+        Ok(None)
     }
 
     /// The GPU reference's products kept on the device (`--reference gpu`): X widened and the
@@ -1012,6 +1039,15 @@ impl<B: Backend> Device for B {
         k: usize,
     ) -> Result<(Vec<f64>, Vec<f64>), DeviceFault> {
         Backend::reference_gemm_f64_keyed(self, x, w, w_key, m, n, k)
+    }
+
+    fn draw_realistic(
+        &self,
+        stream: &StreamKey,
+        dtype: ActDtype,
+        count: usize,
+    ) -> Result<Option<Vec<u16>>, DeviceFault> {
+        Backend::draw_realistic(self, stream, dtype, count)
     }
 
     fn reference_products_resident(

@@ -67,9 +67,18 @@ struct Sim {
     /// Whether that GEMM's products stay "on the device" (host lanes judged by the host twin of
     /// the on-device judge, `resident::HostLanes`), as the CUDA backend's do.
     resident: bool,
+    /// Whether it draws realistic X "on the device" (the host's draw, `data::realistic_on_host`)
+    /// as the CUDA backend does: not at all, right, or one ulp off in every element.
+    draws: Option<Draws>,
     /// Which of several pretend devices this is; it shows in [`Backend::name`] as a real
     /// device's ordinal does, so a verdict that quotes the device's name differs by device.
     ordinal: usize,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Draws {
+    Right,
+    Wrong,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -94,10 +103,12 @@ pub fn device_with_f64_gemm(wrong: bool) -> Box<dyn DeviceBench> {
 
 /// [`device_with_f64_gemm`] whose products stay resident and are judged where they are
 /// (`Device::resident_judge`), as on a CUDA device.
+/// It also draws realistic X, as a CUDA device does.
 pub fn device_with_resident_f64_gemm(wrong: bool) -> Box<dyn DeviceBench> {
     Box::new(Sim {
         blas: true,
         resident: true,
+        draws: Some(Draws::Right),
         f64_gemm: Some(if wrong {
             F64Gemm::Wrong
         } else {
@@ -105,6 +116,26 @@ pub fn device_with_resident_f64_gemm(wrong: bool) -> Box<dyn DeviceBench> {
         }),
         ..Sim::new(Misbehave::None)
     })
+}
+
+/// [`device_with_resident_f64_gemm`] whose drawn X is one ulp off in every element (a broken
+/// generator the data module's spot check must refuse).
+pub fn device_with_wrong_draws() -> Box<dyn DeviceBench> {
+    Box::new(Sim {
+        blas: true,
+        resident: true,
+        draws: Some(Draws::Wrong),
+        f64_gemm: Some(F64Gemm::Right),
+        ..Sim::new(Misbehave::None)
+    })
+}
+
+static DRAWN_ACTIVATIONS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// How many activation tensors simulated devices have drawn, in this process (a test's proof
+/// that the device's draw was used).
+pub fn drawn_activations() -> usize {
+    DRAWN_ACTIVATIONS.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 static RESIDENT_JUDGEMENTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
@@ -165,6 +196,7 @@ impl Sim {
             blas: true,
             f64_gemm: None,
             resident: false,
+            draws: None,
             ordinal: 0,
         }
     }
@@ -552,6 +584,23 @@ impl Backend for Sim {
             }
         }
         Ok((y, a))
+    }
+
+    fn draw_realistic(
+        &self,
+        stream: &StreamKey,
+        dtype: ActDtype,
+        count: usize,
+    ) -> Result<Option<Vec<u16>>, DeviceFault> {
+        let Some(draws) = self.draws else {
+            return Ok(None);
+        };
+        DRAWN_ACTIVATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut x = w4a16_reference::data::realistic_on_host(stream, dtype, count);
+        if draws == Draws::Wrong {
+            x.iter_mut().for_each(|v| *v = v.wrapping_add(1));
+        }
+        Ok(Some(x))
     }
 
     fn reference_products_resident(

@@ -59,14 +59,122 @@ enum Stream {
 }
 
 fn rng(seed: u64, stream: Stream) -> ChaCha8Rng {
-    let mut state = seed;
-    let mut key = [0u8; 32];
-    for chunk in key.chunks_exact_mut(8) {
-        chunk.copy_from_slice(&splitmix64(&mut state).to_le_bytes());
-    }
-    let mut r = ChaCha8Rng::from_seed(key);
-    r.set_stream(stream as u64);
+    let key = StreamKey::new(seed, stream);
+    let mut r = ChaCha8Rng::from_seed(key.key_bytes());
+    r.set_stream(key.stream);
     r
+}
+
+/// One tensor's ChaCha8 stream as a generator outside this module needs it (a GPU's): word `i`
+/// of the stream is word `i mod 16` of the ChaCha8 block numbered `i / 16`, the block's state
+/// being the four constants, `key` (little-endian words), the 64-bit block number in words
+/// 12–13 and `stream` in words 14–15 (rand_chacha's layout).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamKey {
+    pub key: [u32; 8],
+    pub stream: u64,
+}
+
+impl StreamKey {
+    /// The stream of the activations of a case with `seed` ([`case_seed`]).
+    pub fn activations(seed: u64) -> Self {
+        Self::new(seed, Stream::Activations)
+    }
+
+    fn new(seed: u64, stream: Stream) -> Self {
+        let mut state = seed;
+        let mut key = [0u32; 8];
+        for pair in key.chunks_exact_mut(2) {
+            let word = splitmix64(&mut state);
+            pair[0] = word as u32;
+            pair[1] = (word >> 32) as u32;
+        }
+        StreamKey {
+            key,
+            stream: stream as u64,
+        }
+    }
+
+    fn key_bytes(&self) -> [u8; 32] {
+        let mut bytes = [0u8; 32];
+        for (chunk, word) in bytes.chunks_exact_mut(4).zip(self.key) {
+            chunk.copy_from_slice(&word.to_le_bytes());
+        }
+        bytes
+    }
+}
+
+/// A generator of realistic X faster than this CPU (a GPU, where X is most of a run's data
+/// time): `count` values of `0.25·randn` in `dtype`, drawn from the start of `stream` as
+/// [`generate_activations`] draws them (element `i` from the stream's u32 words `6i..6i+6`:
+/// the sum `S` of their twelve 16-bit halves gives the f32 `(S − 393216)·2⁻¹⁸`, exact, rounded
+/// once to nearest even into `dtype`). `Ok(None)` leaves them to the host.
+pub trait RealisticSource {
+    fn realistic(
+        &self,
+        stream: &StreamKey,
+        dtype: ActDtype,
+        count: usize,
+    ) -> Result<Option<Vec<u16>>, String>;
+}
+
+/// [`RealisticSource::realistic`] drawn here: what a generator elsewhere must return (a
+/// simulated device draws this; a GPU test compares the device's draw with it).
+pub fn realistic_on_host(stream: &StreamKey, dtype: ActDtype, count: usize) -> Vec<u16> {
+    let mut r = ChaCha8Rng::from_seed(stream.key_bytes());
+    r.set_stream(stream.stream);
+    realistic_activations(&mut r, dtype, count)
+}
+
+/// Elements of an outside generator's X recomputed here, at seeded positions plus the first
+/// and the last: a generator that is off anywhere systematic (a wrong key word, counter,
+/// half or rounding) is caught on every case; its exactness everywhere is a GPU test's.
+pub const SOURCE_SPOT_CHECKS: usize = 16;
+
+/// `count` realistic values from `source` when it has them, spot-checked against the host
+/// stream, with `r` moved past the words they used; else drawn here.
+fn realistic_from(
+    r: &mut ChaCha8Rng,
+    key: &StreamKey,
+    dtype: ActDtype,
+    count: usize,
+    source: Option<&dyn RealisticSource>,
+) -> Result<Vec<u16>, DataError> {
+    let from_source = match source {
+        Some(s) => s
+            .realistic(key, dtype, count)
+            .map_err(|error| DataError::Generator { error })?,
+        None => None,
+    };
+    let Some(values) = from_source else {
+        return Ok(realistic_activations(r, dtype, count));
+    };
+    if values.len() != count {
+        return Err(DataError::GeneratorLength {
+            expected: count,
+            got: values.len(),
+        });
+    }
+    let start = r.get_word_pos();
+    let mut picks = ChaCha8Rng::from_seed(key.key_bytes());
+    picks.set_stream(u64::MAX - key.stream);
+    let mut at: Vec<usize> = (0..SOURCE_SPOT_CHECKS.saturating_sub(2))
+        .map(|_| below(&mut picks, count.max(1) as u32) as usize)
+        .collect();
+    at.extend([0, count.saturating_sub(1)]);
+    for index in at.into_iter().filter(|&i| i < count) {
+        r.set_word_pos(start + 6 * index as u128);
+        let host = dtype.from_f32(realistic_value(lane_sum(r)));
+        if values[index] != host {
+            return Err(DataError::GeneratorDisagrees {
+                index,
+                generator: values[index],
+                host,
+            });
+        }
+    }
+    r.set_word_pos(start + 6 * count as u128);
+    Ok(values)
 }
 
 /// Uniform in (0, 1]: a scale drawn from it is never zero before rounding.
@@ -272,6 +380,19 @@ pub enum DataError {
         "exact data class: expected K ≤ {max} so that fp32 partial sums stay exact, got K = {k}"
     )]
     ExactTooLarge { k: usize, max: usize },
+    #[error("the device's X generator failed: {error}")]
+    Generator { error: String },
+    #[error("the device's X generator returned {got} values, expected {expected}")]
+    GeneratorLength { expected: usize, got: usize },
+    #[error(
+        "the device's X generator disagrees with the host stream at element {index}: \
+         {generator:#06x}, expected {host:#06x}"
+    )]
+    GeneratorDisagrees {
+        index: usize,
+        generator: u16,
+        host: u16,
+    },
 }
 
 /// A case id without its batch segment (`M=…`): the cases of one layer at every batch size
@@ -322,6 +443,16 @@ fn check_spec(spec: &DataSpec) -> Result<(), DataError> {
 
 /// X of `spec`; the batch size is the only part of the spec the layer does not depend on.
 pub fn generate_activations(seed: u64, spec: &DataSpec) -> Result<Activations, DataError> {
+    generate_activations_from(seed, spec, None)
+}
+
+/// [`generate_activations`] with its realistic values from `source` where it has them (the same
+/// bits, spot-checked: [`SOURCE_SPOT_CHECKS`]); the classes' own draws and patterns stay here.
+pub fn generate_activations_from(
+    seed: u64,
+    spec: &DataSpec,
+    source: Option<&dyn RealisticSource>,
+) -> Result<Activations, DataError> {
     check_spec(spec)?;
     let DataSpec {
         class,
@@ -332,6 +463,7 @@ pub fn generate_activations(seed: u64, spec: &DataSpec) -> Result<Activations, D
     } = *spec;
     let k = shape.k;
     let bits = |v: f64| dtype.from_f64(v);
+    let key = StreamKey::new(seed, Stream::Activations);
     let mut rx = rng(seed, Stream::Activations);
     let large = 2f64.powi(-large_activation_shift(k, dtype));
     let mu = saturating_mean(k);
@@ -346,7 +478,7 @@ pub fn generate_activations(seed: u64, spec: &DataSpec) -> Result<Activations, D
         DataClass::Saturating => (0..m * k)
             .map(|_| bits(mu * (1.0 + randn(&mut rx) / 24.0)))
             .collect(),
-        _ => realistic_activations(&mut rx, dtype, m * k),
+        _ => realistic_from(&mut rx, &key, dtype, m * k, source)?,
     };
     if class == DataClass::SpecialValues {
         place_special_values(&mut x, m, k, dtype, &mut rx);

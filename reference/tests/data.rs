@@ -4,8 +4,9 @@
 use w4a16_reference::ActDtype;
 use w4a16_reference::NumericRecipe;
 use w4a16_reference::data::{
-    DataClass, DataError, DataSpec, EXACT_MAX_K, Generated, case_seed, fnv1a64, generate,
-    generate_seeded, large_activation_shift, layer_key,
+    DataClass, DataError, DataSpec, EXACT_MAX_K, Generated, RealisticSource, StreamKey, case_seed,
+    fnv1a64, generate, generate_activations, generate_activations_from, generate_seeded,
+    large_activation_shift, layer_key,
 };
 use w4a16_reference::gemm::{InputError, NonFiniteX, reference, reference_with};
 use w4a16_reference::layer::{LayerShape, Symmetry};
@@ -503,4 +504,141 @@ fn the_generated_tensors_are_pinned() {
         "special-values/bf16: 4ed5f619083f9f82",
     ];
     assert_eq!(got, expected);
+}
+
+/// The realistic-X generator as [`StreamKey`] and [`RealisticSource`] document it, written from
+/// the documents alone (the ChaCha8 block function, the word layout, the lane sum and one
+/// rounding): what a device generator must implement. `tamper` changes what it returns.
+struct Documented {
+    tamper: Tamper,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Tamper {
+    None,
+    /// Every 1000th element one ulp off.
+    Sparse,
+    /// The block counter starting at 1.
+    Counter,
+    Short,
+    Fails,
+    Declines,
+}
+
+fn chacha8_block(key: &StreamKey, block: u64) -> [u32; 16] {
+    let mut init = [0u32; 16];
+    init[..4].copy_from_slice(&[0x6170_7865, 0x3320_646e, 0x7962_2d32, 0x6b20_6574]);
+    init[4..12].copy_from_slice(&key.key);
+    init[12] = block as u32;
+    init[13] = (block >> 32) as u32;
+    init[14] = key.stream as u32;
+    init[15] = (key.stream >> 32) as u32;
+    let mut s = init;
+    let qr = |s: &mut [u32; 16], a: usize, b: usize, c: usize, d: usize| {
+        s[a] = s[a].wrapping_add(s[b]);
+        s[d] = (s[d] ^ s[a]).rotate_left(16);
+        s[c] = s[c].wrapping_add(s[d]);
+        s[b] = (s[b] ^ s[c]).rotate_left(12);
+        s[a] = s[a].wrapping_add(s[b]);
+        s[d] = (s[d] ^ s[a]).rotate_left(8);
+        s[c] = s[c].wrapping_add(s[d]);
+        s[b] = (s[b] ^ s[c]).rotate_left(7);
+    };
+    for _ in 0..4 {
+        for (a, b, c, d) in [(0, 4, 8, 12), (1, 5, 9, 13), (2, 6, 10, 14), (3, 7, 11, 15)] {
+            qr(&mut s, a, b, c, d);
+        }
+        for (a, b, c, d) in [(0, 5, 10, 15), (1, 6, 11, 12), (2, 7, 8, 13), (3, 4, 9, 14)] {
+            qr(&mut s, a, b, c, d);
+        }
+    }
+    std::array::from_fn(|i| s[i].wrapping_add(init[i]))
+}
+
+impl RealisticSource for Documented {
+    fn realistic(
+        &self,
+        stream: &StreamKey,
+        dtype: ActDtype,
+        count: usize,
+    ) -> Result<Option<Vec<u16>>, String> {
+        match self.tamper {
+            Tamper::Fails => return Err("out of memory".into()),
+            Tamper::Declines => return Ok(None),
+            _ => {}
+        }
+        let first = u64::from(self.tamper == Tamper::Counter);
+        let words = 6 * count;
+        let mut stream_words = Vec::with_capacity(words + 16);
+        let mut block = first;
+        while stream_words.len() < words {
+            stream_words.extend(chacha8_block(stream, block));
+            block += 1;
+        }
+        let mut out: Vec<u16> = stream_words[..words]
+            .chunks_exact(6)
+            .map(|w| {
+                let sum: u32 = w.iter().map(|&v| (v & 0xffff) + (v >> 16)).sum();
+                dtype.from_f32((sum as i32 - 393_216) as f32 / 262_144.0)
+            })
+            .collect();
+        match self.tamper {
+            Tamper::Sparse => out.iter_mut().step_by(1000).for_each(|v| *v ^= 1),
+            Tamper::Short => {
+                out.pop();
+            }
+            _ => {}
+        }
+        Ok(Some(out))
+    }
+}
+
+/// X from an outside generator that follows the documents is X drawn here, for every class
+/// that draws realistic values (special values and the row and column patterns continue the
+/// stream after them), both dtypes and counts that fill no whole number of blocks; one that
+/// does not is refused with the element it got wrong, its length or its own error, and one
+/// that declines leaves X to the host.
+#[test]
+fn an_outside_generator_of_realistic_x_gives_the_same_x_or_is_refused() {
+    let source = |tamper| Documented { tamper };
+    for class in DataClass::ALL {
+        for dtype in ActDtype::ALL {
+            for m in [1, 3, 37] {
+                let s = DataSpec {
+                    shape: LayerShape::new(8, 200, 40),
+                    ..spec(class, m, dtype, Symmetry::Asym)
+                };
+                let seed = case_seed(&format!("source/{class}/{dtype}/{m}"));
+                let host = generate_activations(seed, &s).unwrap();
+                for tamper in [Tamper::None, Tamper::Declines] {
+                    let got = generate_activations_from(seed, &s, Some(&source(tamper)));
+                    assert_eq!(got.unwrap(), host, "{class} {dtype} M={m}");
+                }
+            }
+        }
+    }
+    let s = spec(DataClass::Realistic, 64, ActDtype::Bf16, Symmetry::Sym);
+    let outside = |tamper| generate_activations_from(11, &s, Some(&source(tamper)));
+    assert!(matches!(
+        outside(Tamper::Counter),
+        Err(DataError::GeneratorDisagrees { .. })
+    ));
+    // Element 0 is always checked: the sparse error there is found at its index.
+    assert!(matches!(
+        outside(Tamper::Sparse),
+        Err(DataError::GeneratorDisagrees { index: 0, .. })
+    ));
+    assert_eq!(
+        outside(Tamper::Short),
+        Err(DataError::GeneratorLength {
+            expected: 64 * 256,
+            got: 64 * 256 - 1
+        })
+    );
+    assert_eq!(
+        outside(Tamper::Fails),
+        Err(DataError::Generator {
+            error: "out of memory".into()
+        })
+    );
 }

@@ -14,8 +14,12 @@ use super::{CudaDevice, lock};
 use crate::resident::ResidentLanes;
 use crate::{Backend, Capability, DeviceFault};
 
-/// The judge's source: harness code, compiled on its own (never with the kernels under test).
-const SOURCE: &str = include_str!("../../cuda/reference_judge.cu");
+/// The harness's device code: the judge and the realistic-X generator, compiled on their own
+/// (never with the kernels under test).
+const SOURCE: &str = concat!(
+    include_str!("../../cuda/reference_judge.cu"),
+    include_str!("../../cuda/seeded_activations.cu")
+);
 
 /// Threads per block of every entry (the judge's shared arrays are sized for it).
 const THREADS: u32 = 256;
@@ -28,13 +32,14 @@ const BLOCK_WORDS: usize = 13;
 /// A keyed W (and |W|, and the offset rows) is kept up to this many bytes in all.
 pub(super) const RESIDENT_LANES_W_BYTES: usize = 6 << 30;
 
-/// The judge module's entries.
+/// The harness module's entries.
 #[derive(Clone)]
-pub(super) struct JudgeFunctions {
+pub(super) struct HarnessFunctions {
     judge: CudaFunction,
     gather: CudaFunction,
     decode: CudaFunction,
     widen: CudaFunction,
+    pub(super) realistic: CudaFunction,
 }
 
 /// The lanes of one reference on this device.
@@ -80,11 +85,11 @@ pub(super) fn dgemm_config(
     })
 }
 
-fn grid(count: usize, max: usize) -> u32 {
+pub(super) fn grid(count: usize, max: usize) -> u32 {
     count.div_ceil(THREADS as usize).clamp(1, max) as u32
 }
 
-fn config(blocks: u32) -> LaunchConfig {
+pub(super) fn config(blocks: u32) -> LaunchConfig {
     LaunchConfig {
         grid_dim: (blocks, 1, 1),
         block_dim: (THREADS, 1, 1),
@@ -92,30 +97,35 @@ fn config(blocks: u32) -> LaunchConfig {
     }
 }
 
+/// The harness module for `arch`, every product and sum rounded on its own (`--fmad=false`)
+/// as on the host.
+fn compile(arch: &str) -> Result<cudarc::nvrtc::Ptx, cudarc::nvrtc::CompileError> {
+    let opts = cudarc::nvrtc::CompileOptions {
+        options: vec![
+            format!("--gpu-architecture={arch}"),
+            "--fmad=false".into(),
+            "--prec-div=true".into(),
+            "--ftz=false".into(),
+        ],
+        name: Some("reference_judge.cu".into()),
+        ..Default::default()
+    };
+    cudarc::nvrtc::compile_ptx_with_opts(SOURCE, opts)
+}
+
 impl CudaDevice {
-    /// The judge module, compiled by NVRTC for this device on first use, with every product
-    /// and sum rounded on its own (`--fmad=false`) as on the host.
-    fn judge_functions(&self) -> Result<JudgeFunctions, DeviceFault> {
+    /// The harness module, compiled by NVRTC for this device on first use.
+    pub(super) fn harness_functions(&self) -> Result<HarnessFunctions, DeviceFault> {
         if let Some(f) = lock(&self.judge).as_ref() {
             return Ok(f.clone());
         }
         let arch = self.nvrtc_arch();
         let compile_error = |log: String| DeviceFault::Compile {
-            source_file: "device/cuda/reference_judge.cu".into(),
+            source_file: "device/cuda/reference_judge.cu + seeded_activations.cu".into(),
             arch: arch.clone(),
             log,
         };
-        let opts = cudarc::nvrtc::CompileOptions {
-            options: vec![
-                format!("--gpu-architecture={arch}"),
-                "--fmad=false".into(),
-                "--prec-div=true".into(),
-                "--ftz=false".into(),
-            ],
-            name: Some("reference_judge.cu".into()),
-            ..Default::default()
-        };
-        let ptx = cudarc::nvrtc::compile_ptx_with_opts(SOURCE, opts).map_err(|e| match e {
+        let ptx = compile(&arch).map_err(|e| match e {
             cudarc::nvrtc::CompileError::CompileError { log, .. } => {
                 compile_error(log.to_string_lossy().into_owned())
             }
@@ -132,11 +142,12 @@ impl CudaDevice {
                 .load_function(name)
                 .map_err(|e| self.fault(e, during))
         };
-        let functions = JudgeFunctions {
+        let functions = HarnessFunctions {
             judge: load("judge")?,
             gather: load("gather_lanes")?,
             decode: load("decode_weights")?,
             widen: load("widen_activations")?,
+            realistic: load("realistic_activations")?,
         };
         *lock(&self.judge) = Some(functions.clone());
         Ok(functions)
@@ -163,7 +174,7 @@ impl CudaDevice {
     /// points: W, |W| and the offset rows, `[N, K]` each.
     fn decode_resident(
         &self,
-        f: &JudgeFunctions,
+        f: &HarnessFunctions,
         weights: &WeightOperand<'_>,
         key: u64,
         during: &str,
@@ -240,7 +251,7 @@ impl CudaDevice {
             return Ok(None);
         }
         let cfg = dgemm_config(m, n, k, &during)?;
-        let f = self.judge_functions()?;
+        let f = self.harness_functions()?;
         self.bind(&during)?;
         let guard = self.blas_handle()?;
         let Some(blas) = guard.as_ref() else {
@@ -296,7 +307,7 @@ impl CudaDevice {
     /// X and |X| in f64, widened on the device from the activation bits.
     fn widen(
         &self,
-        f: &JudgeFunctions,
+        f: &HarnessFunctions,
         x: &ActivationOperand<'_>,
         during: &str,
     ) -> Result<(CudaSlice<f64>, CudaSlice<f64>), DeviceFault> {
@@ -333,7 +344,7 @@ impl CudaDevice {
         if index.is_empty() {
             return Ok(Vec::new());
         }
-        let f = self.judge_functions()?;
+        let f = self.harness_functions()?;
         self.bind(during)?;
         let idx: Vec<u64> = index.iter().map(|&i| i as u64).collect();
         let didx = self.upload(&idx, during)?;
@@ -404,7 +415,7 @@ impl CudaDevice {
         if total == 0 {
             return Ok(Some(CompareReport::new(request.mode)));
         }
-        let f = self.judge_functions()?;
+        let f = self.harness_functions()?;
         self.bind(during)?;
         let needed = (m - 1) * out.row_stride + n;
         let bits = self.upload(&out.bits[..needed], during)?;
@@ -488,4 +499,32 @@ fn reduce_blocks(
 }
 
 /// Keeps the module's cached entries alive with the device (see `CudaDevice::judge`).
-pub(super) type JudgeCache = Option<JudgeFunctions>;
+pub(super) type JudgeCache = Option<HarnessFunctions>;
+
+#[cfg(test)]
+mod tests {
+    use w4a16_require::{Requirement, Skip, skip_or_fail};
+
+    /// The harness module compiles without a GPU wherever NVRTC loads, every entry the device
+    /// loads present (a syntax error in either source is found here, not on the GPU runner).
+    #[test]
+    fn the_harness_module_compiles_with_nvrtc() {
+        if let Err(u) = w4a16_kernels::nvrtc::nvrtc_loadable() {
+            let requirement = Requirement::Nvrtc;
+            return skip_or_fail(&Skip {
+                requirement,
+                reason: u.reason,
+            });
+        }
+        let ptx = super::compile("sm_90").expect("the harness module compiles").to_src();
+        for entry in [
+            "judge",
+            "gather_lanes",
+            "decode_weights",
+            "widen_activations",
+            "realistic_activations",
+        ] {
+            assert!(ptx.contains(&format!(".entry {entry}(")), "{entry}");
+        }
+    }
+}

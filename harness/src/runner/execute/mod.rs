@@ -361,7 +361,9 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         let recorded = self.given.and_then(|g| g.activations_for(spec.m));
         let x = self.times.time(Phase::Data, || match self.ctx.device {
             Some(_) if recorded.is_some() => Ok(recorded.expect("checked")),
-            Some(_) => data::generate_activations(seed, &spec),
+            Some(device) => {
+                data::generate_activations_from(seed, &spec, Some(&DeviceDraws(device)))
+            }
             // Without a device X only meets the static contract checks, which read its shape:
             // its values would feed nothing.
             None => Ok(Activations {
@@ -383,6 +385,24 @@ impl<'c, 'a> CaseRun<'c, 'a> {
             self.select_and_launch(&x, &prepared.layer, resident, seed);
         }
         (self.verdicts, self.times)
+    }
+}
+
+/// A device as the generator of realistic X (`Device::draw_realistic`): its values are
+/// spot-checked against the host stream by the data module, and a device that does not draw
+/// leaves X to the host.
+struct DeviceDraws<'d>(&'d dyn Device);
+
+impl data::RealisticSource for DeviceDraws<'_> {
+    fn realistic(
+        &self,
+        stream: &data::StreamKey,
+        dtype: w4a16_reference::ActDtype,
+        count: usize,
+    ) -> Result<Option<Vec<u16>>, String> {
+        self.0
+            .draw_realistic(stream, dtype, count)
+            .map_err(|e| e.to_string())
     }
 }
 

@@ -152,6 +152,7 @@ fn a_contract_refusal_is_typed_into_the_verdict_naming_the_tensor() {
 }
 
 /// A carrier case with padded scale rows (asymmetric) and a symmetric one.
+const REALISTIC_CASE: &str = "edges/op.k1024-n128/M=6/bf16/asym/g128/realistic/bias";
 const CARRIER_CASE: &str = "carrier/kern.k128-n72/M=5/f16/asym/g32/realistic/carrier-padded-scales";
 const CARRIER_SYM_CASE: &str = "carrier/kern.k384-n200/M=1/bf16/sym/g64/realistic/carrier";
 
@@ -461,6 +462,7 @@ fn the_resident_gpu_reference_judges_as_the_host_lanes_one() {
             macs,
         );
         let before = simulated::resident_judgements();
+        let drawn = simulated::drawn_activations();
         let resident = run_with_reference(
             DENSE_CASE,
             Backend::Device(simulated::device_with_resident_f64_gemm(false)),
@@ -472,6 +474,8 @@ fn the_resident_gpu_reference_judges_as_the_host_lanes_one() {
             "the resident path ran"
         );
         assert_eq!(outcomes(&host), outcomes(&resident));
+        // The exact class draws its own X on the host.
+        assert_eq!(simulated::drawn_activations(), drawn);
     }
     let wrong = run_with_reference(
         DENSE_CASE,
@@ -495,6 +499,56 @@ fn the_resident_gpu_reference_judges_as_the_host_lanes_one() {
             )),
         "{faulted:#?}"
     );
+}
+
+/// A device that draws realistic X (as a CUDA device does) gives the verdicts of one that
+/// leaves X to the host, for a plain and a carrier case; a device whose draw is off fails the
+/// case's data check with the element it got wrong, and nothing is launched on that X.
+#[test]
+fn x_drawn_on_the_device_gives_the_host_verdicts_or_fails_the_data_check() {
+    let outcomes = |vs: &[Verdict]| -> Vec<(String, Outcome, String)> {
+        vs.iter()
+            .map(|v| (v.check.to_string(), v.outcome, v.detail.clone()))
+            .collect()
+    };
+    for case in [REALISTIC_CASE, CARRIER_SYM_CASE] {
+        let host = run_with_reference(
+            case,
+            Backend::Device(simulated::device_with_f64_gemm(false)),
+            ReferenceChoice::Gpu,
+            0.0,
+        );
+        let drawn = simulated::drawn_activations();
+        let device = run_with_reference(
+            case,
+            Backend::Device(simulated::device_with_resident_f64_gemm(false)),
+            ReferenceChoice::Gpu,
+            0.0,
+        );
+        assert!(
+            simulated::drawn_activations() > drawn,
+            "{case}: X was drawn"
+        );
+        assert_eq!(outcomes(&host), outcomes(&device), "{case}");
+        let wrong = run_with_reference(
+            case,
+            Backend::Device(simulated::device_with_wrong_draws()),
+            ReferenceChoice::Gpu,
+            0.0,
+        );
+        let data: Vec<&Verdict> = wrong.iter().filter(|v| v.check == Check::Data).collect();
+        assert_eq!(data.len(), 1, "{wrong:#?}");
+        assert_eq!(data[0].outcome, Outcome::Fail);
+        assert!(
+            data[0].detail.contains("disagrees with the host stream"),
+            "{}",
+            data[0].detail
+        );
+        assert!(
+            wrong.iter().all(|v| !matches!(v.check, Check::Path(_))),
+            "{wrong:#?}"
+        );
+    }
 }
 
 /// `gpu` by default only where a CUDA device is open; asking for it elsewhere is an error.
