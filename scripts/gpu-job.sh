@@ -3,7 +3,7 @@
 # fuzzer, the differential suites and the field matrix (each with its sm_90 verdict snapshot
 # and its time split), and optionally the benchmark.
 #
-# Usage: scripts/gpu-job.sh [smoke] [fuzz] [suites] [field] [gpus] [moe] [emulated | emulated:gfxNNNN] [bench]
+# Usage: scripts/gpu-job.sh [smoke] [fuzz] [suites] [field] [field-twice] [gpus] [moe] [emulated | emulated:gfxNNNN] [bench]
 #                          [bench-moe] [perf] [check-models]
 #                          [sanitize | sanitize:TOOL] [mutants]
 #        (default: smoke fuzz suites field check-models)
@@ -66,6 +66,19 @@ for step in "${steps[@]}"; do
     [ -d proptest-regressions ] && cp -r proptest-regressions "$OUT/" ;;
   suites) run_suites suites smoke kernels checkpoints edges regressions moe carrier ;;
   field) run_suites field field ;;
+  field-twice)
+    # The field's wall time on this GPU (bench/run-field-sm_90-gpu-reference.json): a first run
+    # on a fresh machine (cold PTX and driver caches), then a second; each with its per-case
+    # times (W4A16_CASE_TIMES, what session::case_cost is fitted to) and the sm_90 snapshot.
+    for i in 1 2; do
+      start=$(date +%s.%N)
+      W4A16_CASE_TIMES="$OUT/case-times-field-$i.txt" timeout "${W4A16_RUN_TIMEOUT:-300}" \
+        stage/bin/w4a16 run --suite field --gpus all --jobs "$jobs" --snapshot check \
+        --report-dir "/tmp/w4a16-field-$i" >"$OUT/run-field-$i.log" 2>&1
+      echo "field run $i rc=$? wall=$(python3 -c "import time; print(round(time.time() - $start, 1))")s"
+      cp "/tmp/w4a16-field-$i/report.json" "$OUT/report-field-$i.json" 2>/dev/null
+      grep -A6 "time per phase" "$OUT/run-field-$i.log"
+    done ;;
   gpus)
     # The field matrix on GPU 0 alone, then on every GPU of the host (issue 16: the speed-up,
     # and reports that do not depend on the number of GPUs). Both check the sm_90 snapshot.

@@ -516,7 +516,9 @@ mod tests {
                 reason: u.reason,
             });
         }
-        let ptx = super::compile("sm_90").expect("the harness module compiles").to_src();
+        let ptx = super::compile("sm_90")
+            .expect("the harness module compiles")
+            .to_src();
         for entry in [
             "judge",
             "gather_lanes",
