@@ -120,20 +120,6 @@ fn check_gemm(dev: &dyn Device, kernel: KernelId, c: &Case, y_pad: usize) {
     }
 }
 
-/// Every kernel with a source compiles and loads on the device, in parallel, as a run's parent
-/// preloads the set before its workers start; the device stays healthy.
-#[apply(backends)]
-fn the_kernel_set_preloads_in_parallel(kind: DeviceKind) {
-    let Some(dev) = device(kind) else { return };
-    let decls: Vec<&KernelDecl> = w4a16_kernels::source::WITH_SOURCE
-        .iter()
-        .map(|&k| decl(k))
-        .collect();
-    dev.preload_kernels(&decls)
-        .expect("every module of the set compiles and loads");
-    assert!(matches!(dev.health(), Health::Ok));
-}
-
 #[apply(backends)]
 fn gemm_kernels_match_a_naive_computation(kind: DeviceKind) {
     let Some(dev) = device(kind) else { return };

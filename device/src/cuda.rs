@@ -865,19 +865,6 @@ impl Backend for CudaDevice {
         Ok((y, a))
     }
 
-    fn preload_kernels(&self, kernels: &[&KernelDecl]) -> Result<(), DeviceFault> {
-        std::thread::scope(|s| {
-            let loads: Vec<_> = kernels
-                .iter()
-                .filter(|k| k.source_file.is_some())
-                .map(|&k| s.spawn(move || self.module(k).map(|_| ())))
-                .collect();
-            loads
-                .into_iter()
-                .try_for_each(|h| h.join().expect("a module load thread panicked"))
-        })
-    }
-
     fn draw_realistic(
         &self,
         stream: &StreamKey,

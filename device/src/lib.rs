@@ -360,15 +360,6 @@ pub trait Backend: Send + Sync {
         self.reference_gemm_f64(x, w, m, n, k)
     }
 
-    /// Compiles and loads the modules of `kernels` now, in parallel, as their first launches
-    /// would: a run's parent does it once so that the on-disk caches (the PTX cache, the
-    /// driver's translation cache) are warm before its worker processes start, each of which
-    /// would otherwise translate every module itself. Errors are the launches' to report.
-    fn preload_kernels(&self, kernels: &[&KernelDecl]) -> Result<(), DeviceFault> {
-        let _ = kernels;
-        Ok(())
-    }
-
     /// `count` realistic activations drawn on the device from `stream` (the bits of
     /// `data::RealisticSource`), brought to the host; `None`: this device does not draw them,
     /// and the host does.
@@ -515,15 +506,6 @@ pub trait Device: Send + Sync {
     ) -> Result<(Vec<f64>, Vec<f64>), DeviceFault> {
         let _ = w_key;
         self.reference_gemm_f64(x, w, m, n, k)
-    }
-
-    /// Compiles and loads the modules of `kernels` now, in parallel, as their first launches
-    /// would: a run's parent does it once so that the on-disk caches (the PTX cache, the
-    /// driver's translation cache) are warm before its worker processes start, each of which
-    /// would otherwise translate every module itself. Errors are the launches' to report.
-    fn preload_kernels(&self, kernels: &[&KernelDecl]) -> Result<(), DeviceFault> {
-        let _ = kernels;
-        Ok(())
     }
 
     /// `count` realistic activations drawn on the device from `stream` (the bits of
@@ -1057,10 +1039,6 @@ impl<B: Backend> Device for B {
         k: usize,
     ) -> Result<(Vec<f64>, Vec<f64>), DeviceFault> {
         Backend::reference_gemm_f64_keyed(self, x, w, w_key, m, n, k)
-    }
-
-    fn preload_kernels(&self, kernels: &[&KernelDecl]) -> Result<(), DeviceFault> {
-        Backend::preload_kernels(self, kernels)
     }
 
     fn draw_realistic(

@@ -20,7 +20,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use w4a16_kernels::source::{self, KernelSources};
 use w4a16_kernels::target::Vendor;
-use w4a16_kernels::{KernelDecl, RunTarget, Target, nvrtc};
+use w4a16_kernels::{RunTarget, Target, nvrtc};
 
 /// Everything `w4a16 run` was asked for, typed.
 #[derive(Clone, Debug)]
@@ -360,23 +360,13 @@ pub fn run_with(opts: RunOptions, devices: &dyn DeviceSource) -> Result<RunEnd, 
         std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
     };
     let out = if isolated {
-        // One compile of the kernel set here fills the PTX cache for every worker, and one load
-        // of it on this device the driver's translation cache: on a fresh H200 each of 14
-        // workers translated every module itself (the field's first run: 7 s more per worker).
-        // A module that fails here fails again at its launch, where the case reports it.
+        drop(backend);
+        more_devices.clear();
+        // One compile of the kernel set here fills the PTX cache for every worker.
         if target.executing_vendor() == Vendor::Nvidia {
             let extra = target.nvrtc_options().map_err(|e| e.to_string())?;
             nvrtc::compile_all(&sources, &source::WITH_SOURCE, Target::Sm90.name(), &extra);
-            if let Backend::Device(device) = &backend {
-                let decls: Vec<&KernelDecl> = source::WITH_SOURCE
-                    .iter()
-                    .map(|&k| w4a16_kernels::set::decl(k))
-                    .collect();
-                let _ = device.preload_kernels(&decls);
-            }
         }
-        drop(backend);
-        more_devices.clear();
         let exe = match worker_exe {
             Some(exe) => exe,
             None => std::env::current_exe().map_err(|e| e.to_string())?,
