@@ -159,7 +159,7 @@ fn realistic_from(
     let mut picks = ChaCha8Rng::from_seed(key.key_bytes());
     picks.set_stream(u64::MAX - key.stream);
     let mut at: Vec<usize> = (0..SOURCE_SPOT_CHECKS.saturating_sub(2))
-        .map(|_| below(&mut picks, count.max(1) as u32) as usize)
+        .map(|_| (picks.next_u64() % count.max(1) as u64) as usize)
         .collect();
     at.extend([0, count.saturating_sub(1)]);
     for index in at.into_iter().filter(|&i| i < count) {

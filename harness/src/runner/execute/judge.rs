@@ -112,34 +112,7 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         let policy = self.case.class.non_finite_x();
         let seed = w4a16_reference::data::case_seed(&self.case.id);
         let result = match self.gpu_reference_device() {
-            Some(device) => {
-                // The prepared layer's weights, formed once per layer; any other layer's (a
-                // carrier's) for this case alone.
-                let prepared = self.prepared.clone();
-                let prepared = prepared.filter(|p| std::ptr::eq(&p.layer, logical));
-                let own;
-                let weights = match &prepared {
-                    Some(p) => p.layer_weights(),
-                    None => {
-                        own = LayerWeights::new(logical);
-                        own.as_ref()
-                    }
-                };
-                match weights {
-                    Err(e) => Err(OffloadError::Input(e.clone())),
-                    Ok(weights) => match super::resident_reference_on(
-                        device, x, logical, weights, recipe, policy, seed,
-                    ) {
-                        Ok(Some(r)) => Ok(Formed::Resident {
-                            lanes: Rc::new(r),
-                            host: Rc::default(),
-                        }),
-                        Ok(None) => super::reference_on(device, x, logical, recipe, policy, seed)
-                            .map(|r| Formed::Host(Rc::new(r))),
-                        Err(e) => Err(e),
-                    },
-                }
-            }
+            Some(device) => self.gpu_reference(device, x, logical, recipe, seed),
             None => gemm::reference_with(x, logical, recipe, policy)
                 .map(|r| Formed::Host(Rc::new(r)))
                 .map_err(OffloadError::Input),
@@ -154,6 +127,40 @@ impl<'c, 'a> CaseRun<'c, 'a> {
                 self.push_reference(Check::Reference, outcome, stage, e);
                 None
             }
+        }
+    }
+
+    /// The reference with its products on `device`: resident there where it can be, else with
+    /// its lanes brought to the host.
+    fn gpu_reference(
+        &self,
+        device: &'a dyn crate::device::Device,
+        x: &Activations,
+        logical: &QuantizedLayer,
+        recipe: &NumericRecipe,
+        seed: u64,
+    ) -> Result<Formed<'a>, OffloadError> {
+        let policy = self.case.class.non_finite_x();
+        // The prepared layer's weights, formed once per layer; any other layer's (a carrier's)
+        // for this case alone.
+        let prepared = self.prepared.clone();
+        let prepared = prepared.filter(|p| std::ptr::eq(&p.layer, logical));
+        let own;
+        let weights = match &prepared {
+            Some(p) => p.layer_weights(),
+            None => {
+                own = LayerWeights::new(logical);
+                own.as_ref()
+            }
+        };
+        let weights = weights.map_err(|e| OffloadError::Input(e.clone()))?;
+        match super::resident_reference_on(device, x, logical, weights, recipe, policy, seed)? {
+            Some(r) => Ok(Formed::Resident {
+                lanes: Rc::new(r),
+                host: Rc::default(),
+            }),
+            None => super::reference_on(device, x, logical, recipe, policy, seed)
+                .map(|r| Formed::Host(Rc::new(r))),
         }
     }
 

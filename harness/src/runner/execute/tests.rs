@@ -328,6 +328,13 @@ fn known_bad_entries_apply_the_shared_strict_xfail_rule() {
     );
 }
 
+/// Each verdict's check, outcome and detail: what two runs that should agree are compared by.
+fn outcomes(vs: &[Verdict]) -> Vec<(String, Outcome, String)> {
+    vs.iter()
+        .map(|v| (v.check.to_string(), v.outcome, v.detail.clone()))
+        .collect()
+}
+
 fn run_with_reference(
     case_id: &str,
     backend: Backend,
@@ -349,11 +356,6 @@ fn run_with_reference(
 /// and above the full-reference size it still judges every element instead of sampling.
 #[test]
 fn the_gpu_reference_judges_every_element_as_the_cpu_reference_does() {
-    let outcomes = |vs: &[Verdict]| -> Vec<(String, Outcome, String)> {
-        vs.iter()
-            .map(|v| (v.check.to_string(), v.outcome, v.detail.clone()))
-            .collect()
-    };
     let paths = |vs: &[Verdict]| -> Vec<(String, Outcome, String)> {
         let judged: Vec<Verdict> = vs
             .iter()
@@ -449,11 +451,6 @@ fn a_wrong_gpu_reference_is_a_fault_of_the_reference() {
 /// reference, found by the cross-check on the gathered elements.
 #[test]
 fn the_resident_gpu_reference_judges_as_the_host_lanes_one() {
-    let outcomes = |vs: &[Verdict]| -> Vec<(String, Outcome, String)> {
-        vs.iter()
-            .map(|v| (v.check.to_string(), v.outcome, v.detail.clone()))
-            .collect()
-    };
     for macs in [2.0e9, 0.0] {
         let host = run_with_reference(
             DENSE_CASE,
@@ -506,11 +503,6 @@ fn the_resident_gpu_reference_judges_as_the_host_lanes_one() {
 /// case's data check with the element it got wrong, and nothing is launched on that X.
 #[test]
 fn x_drawn_on_the_device_gives_the_host_verdicts_or_fails_the_data_check() {
-    let outcomes = |vs: &[Verdict]| -> Vec<(String, Outcome, String)> {
-        vs.iter()
-            .map(|v| (v.check.to_string(), v.outcome, v.detail.clone()))
-            .collect()
-    };
     for case in [REALISTIC_CASE, CARRIER_SYM_CASE] {
         let host = run_with_reference(
             case,
