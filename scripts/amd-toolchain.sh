@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the AMD device-code toolchain the code-object tests use (Debian 12 packages; see
-# DESIGN "Where things run"): clang-19 + lld-19 compile HIP to gfx code objects, llvm-19 gives
+# ARCHITECTURE.md, "Where things run"): clang-19 + lld-19 compile HIP to gfx code objects, llvm-19 gives
 # llvm-objdump-19, libamdhip64-dev the HIP headers (and libamdhip64 for `--features rocm`),
 # rocm-device-libs the device bitcode. Skipped when everything is already there.
 #

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Write small Hugging Face style W4A16 checkpoints with the REAL producer libraries.
 
-Issue 13, deliverable 4.  Each fixture is a model directory (config.json with the
+Each fixture is a model directory (config.json with the
 quantization_config the library writes, safetensors shard(s), index where sharded) whose
 quantized linears were packed by the producer library's own code:
 

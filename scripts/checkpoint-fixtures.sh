@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerate cases/checkpoints/ with the real producer libraries (issue 13, deliverable 4).
+# Regenerate cases/checkpoints/ with the real producer libraries.
 #
 # Runs on the GPU machine (python 3.12, torch, transformers, safetensors, numpy already there; no
 # network), from the repository root, with the wheels of what is missing in .whl/ (git-ignored;

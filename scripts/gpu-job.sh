@@ -80,7 +80,7 @@ for step in "${steps[@]}"; do
       grep -A6 "time per phase" "$OUT/run-field-$i.log"
     done ;;
   gpus)
-    # The field matrix on GPU 0 alone, then on every GPU of the host (issue 16: the speed-up,
+    # The field matrix on GPU 0 alone, then on every GPU of the host (the speed-up,
     # and reports that do not depend on the number of GPUs). Both check the sm_90 snapshot.
     # 14 workers per GPU, as on the one-GPU machine (16 cores), so the two runs differ in GPUs.
     n=$(nvidia-smi -L | wc -l); per=${W4A16_JOBS_PER_GPU:-14}

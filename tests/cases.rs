@@ -71,7 +71,7 @@ fn the_cases_folder_loads_with_every_suite() {
 #[test]
 fn models_toml_holds_the_spec_section_7_sizes() {
     let set = load();
-    // SPEC §7 as (K, N, G).
+    // docs/contract.md §7 as (K, N, G).
     #[rustfmt::skip]
     let spec: &[(usize, usize, usize)] = &[
         (2048, 32768, 128), (16384, 2048, 128), (2048, 2560, 128), (2048, 2048, 128),
@@ -123,7 +123,7 @@ fn the_field_suite_is_every_shape_by_every_batch_size_by_every_provider() {
     for c in &field.cases {
         assert_eq!(c.variant(), None, "{}", c.id);
         let model = set.shape(&c.shape_name).and_then(|s| s.model.clone());
-        assert!(model.is_some(), "{}: not a SPEC §7 shape", c.id);
+        assert!(model.is_some(), "{}: not a docs/contract.md §7 shape", c.id);
         assert_eq!(
             c.id,
             format!(
@@ -149,7 +149,7 @@ fn the_field_suite_is_every_shape_by_every_batch_size_by_every_provider() {
     assert_eq!(g32.shape.k, 21504);
 }
 
-/// Issue 3's differential matrix: every (dtype, symmetry, G, M) on each matrix shape, exact.
+/// The kernel set's differential matrix: every (dtype, symmetry, G, M) on each matrix shape, exact.
 #[test]
 fn the_kernels_suite_covers_the_differential_matrix() {
     const MS: [usize; 12] = [1, 2, 3, 4, 5, 6, 17, 64, 255, 256, 257, 1024];
@@ -342,7 +342,7 @@ fn the_moe_suite_names_every_routing_edge_case_of_issue_11() {
         set.moe_shapes()
             .iter()
             .any(|s| s.model.as_deref() == Some("qwen3.5-35b-a3b")),
-        "the SPEC §7 MoE model's expert layers"
+        "the docs/contract.md §7 MoE model's expert layers"
     );
 }
 
@@ -1059,7 +1059,7 @@ carrier = "on"
     }
 }
 
-/// The carrier suite: both dtypes, every fast-path G, decode and prefill M, ragged N, a SPEC §7
+/// The carrier suite: both dtypes, every fast-path G, decode and prefill M, ragged N, a docs/contract.md §7
 /// shape, padded scale rows for the stride trap, exact-class (bit-exact) cases, and symmetric
 /// layers whose carrier launch must be refused.
 #[test]
@@ -1106,7 +1106,7 @@ fn the_carrier_suite_covers_what_the_issue_asks() {
             .iter()
             .filter(asym)
             .any(|c| model.contains(c.shape_name.as_str())),
-        "no SPEC §7 shape"
+        "no docs/contract.md §7 shape"
     );
 }
 

@@ -1,4 +1,4 @@
-//! The prefill dequant option (SPEC §5): both command-line forms, refusals of unknown keys and
+//! The prefill dequant option (docs/contract.md §5): both command-line forms, refusals of unknown keys and
 //! values, the retired flag's messages, and the startup budget check.
 
 use w4a16_harness::cases::ModelDescription;
@@ -9,7 +9,7 @@ use w4a16_harness::config::{
 use w4a16_kernels::Target;
 
 const GIB: u64 = 1 << 30;
-/// SPEC §5's activation headroom, written from the spec rather than read from the crate's
+/// docs/contract.md §5's activation headroom, written from the spec rather than read from the crate's
 /// constant, so a headroom written as 4·10⁹ bytes (or any other drift) fails these tests.
 const SPEC_HEADROOM: u64 = 4 * 1024 * 1024 * 1024;
 
@@ -329,7 +329,7 @@ fn the_budget_counts_weights_padded_dense_cache_headroom_and_one_request_of_kv()
 }
 
 /// Qwen3-8B (36 layers; qkv 4096→6144, o 4096→4096, gate_up 4096→24576, down 12288→4096;
-/// asym G = 128; bf16; 8 KV heads × 128; 40960 tokens), worked out by hand from SPEC §5:
+/// asym G = 128; bf16; 8 KV heads × 128; 40960 tokens), worked out by hand from docs/contract.md §5:
 /// - gfx1151 weight rows 2048 B and 6144 B are multiples of 1024 → +128 B; dense rows 8192 B
 ///   and 24576 B are multiples of 2048 → +128 B. gfx1201 pads nothing.
 /// - resident = Σ N·row + N·(K/G)·2 + (N/8)·(K/G)·4, times 36: 3,787,849,728 B (gfx1151),

@@ -1,4 +1,4 @@
-//! Planted bugs caught by the ISA emulator on every gfx target (issue 15, "Done when"): the
+//! Planted bugs caught by the ISA emulator on every gfx target: the
 //! real clang-built code objects of a kernel copy with a seeded bug, run on the host.
 //!
 //! - `compat-wmma-operands-swapped` (kernels/mutants/compat.toml): the v_wmma builtins of the AMD

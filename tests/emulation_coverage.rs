@@ -1,4 +1,4 @@
-//! What the emulated AMD targets cover (issue 10, deliverable 4), from the preprocessed sources:
+//! What the emulated AMD targets cover, from the preprocessed sources:
 //! for each emulated target, the source lines of the kernel files, `compat.h` and
 //! `amd_emulation.h` that the real target compiles (clang-19 `-x hip --offload-arch=gfxNNNN -E`,
 //! the code-object build's options), which of those the emulated configuration compiles (the same

@@ -1,4 +1,4 @@
-//! Shape fuzzing for the kernels (issue 5): proptest cases valid by construction — K = groups·G,
+//! Shape fuzzing for the kernels: proptest cases valid by construction — K = groups·G,
 //! N a multiple of 8 unless symmetric, M across the dispatch thresholds, every producer — each
 //! run through the whole pipeline (producer → converter → selection and static cross-check →
 //! every kernel that takes it → f64 reference and bound, determinism, padding identity and the

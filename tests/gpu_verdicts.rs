@@ -235,7 +235,7 @@ fn every_emulated_target_has_its_verdict_snapshots() {
 
 /// Every committed `verdicts-<suite>@<target>.snap` (and `verdicts-<suite>.sanitize-<tool>@…`,
 /// a sanitizer run's) belongs to a known suite and target, lists
-/// exactly that suite's case ids, and holds no failing verdict (DESIGN rule 6: CI refuses stale
+/// exactly that suite's case ids, and holds no failing verdict (ARCHITECTURE.md rule 6: CI refuses stale
 /// and unreferenced snapshots even where the target's GPU is absent).
 #[test]
 fn committed_verdict_snapshots_are_current_and_passing() {

@@ -1,4 +1,4 @@
-//! A crash or a hang in one case becomes that case's verdict and the run goes on (DESIGN rule 8).
+//! A crash or a hang in one case becomes that case's verdict and the run goes on (ARCHITECTURE.md rule 8).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

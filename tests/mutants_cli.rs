@@ -1,4 +1,4 @@
-//! The CLI side of issue 9 item 6 without a GPU: `--kernel-sources` names a missing file, and
+//! The CLI side of `w4a16 mutants` without a GPU: `--kernel-sources` names a missing file, and
 //! `w4a16 mutants` skips loudly and writes no table.
 
 use std::path::{Path, PathBuf};

@@ -1,4 +1,4 @@
-//! Selection (SPEC §5): the priority list and its reasons, the hybrid's M-dispatch, padding,
+//! Selection (docs/contract.md §5): the priority list and its reasons, the hybrid's M-dispatch, padding,
 //! per-target tables snapshotted from the case files, tile invariants and shape fuzzing.
 
 use std::fmt::Write;
@@ -131,7 +131,7 @@ fn group_sizes_off_the_fast_path_fall_back_with_a_reason() {
 
 #[test]
 fn k_not_a_multiple_of_16_is_named_by_every_kernel() {
-    // SPEC §1: K % 16 == 0 is a shape rule of the whole set, the fallback included.
+    // docs/contract.md §1: K % 16 == 0 is a shape rule of the whole set, the fallback included.
     let sel = select::select(
         Target::Sm90,
         &req(256, 1000, 1000, 1, Symmetry::Sym),
@@ -149,7 +149,7 @@ fn k_not_a_multiple_of_16_is_named_by_every_kernel() {
     }
 }
 
-/// The hybrid refuses asymmetric N % 8 != 0 (SPEC §5); the fallback takes it, reading the
+/// The hybrid refuses asymmetric N % 8 != 0 (docs/contract.md §5); the fallback takes it, reading the
 /// partial last zero-point word of `[ceil(N/8), K/G]` row by row.
 #[test]
 fn asymmetric_n_not_a_multiple_of_8_goes_to_the_fallback() {
@@ -253,7 +253,7 @@ fn padding_follows_the_target_rule_and_the_case_axis() {
     assert_eq!(s.request.shape, LayerShape::new(512, 2048, 128));
 }
 
-/// SPEC §5: the fused path copies X per call, and on gfx11 those rows get +128 B when `K·2`
+/// docs/contract.md §5: the fused path copies X per call, and on gfx11 those rows get +128 B when `K·2`
 /// bytes is a multiple of 2048; decode (skinny) and the dense path take X as the caller has it.
 #[test]
 fn activation_rows_on_the_fused_path_follow_the_cache_cliff_rule() {
@@ -384,7 +384,7 @@ fn snapshot_settings(target: Target) -> insta::Settings {
     s
 }
 
-/// The MoE selection of every moe-suite case and of the SPEC §7 MoE layers at the benchmark's T,
+/// The MoE selection of every moe-suite case and of the docs/contract.md §7 MoE layers at the benchmark's T,
 /// per target: path, tile (`block_m`), the table and why.
 fn moe_table(set: &CaseSet, target: Target) -> String {
     use w4a16_harness::select::moe::{MoeRequest, row, select_moe};
@@ -602,7 +602,7 @@ fn a_table_with_unreachable_rungs_is_reported_by_name() {
     );
 }
 
-/// The M-dispatch of SPEC §5, restated for the property tests.
+/// The M-dispatch of docs/contract.md §5, restated for the property tests.
 fn expected_hybrid_path(m: usize, cfg: &KernelConfig, built: bool) -> Vec<KernelId> {
     if m <= 5 {
         vec![KernelId::Skinny]
@@ -684,7 +684,7 @@ proptest! {
         prop_assert_eq!(tiles::check_tile(tile, t, shape.group), Ok(()));
     }
 
-    /// The static cross-check of SPEC §5: whatever selection picks, the picked kernels'
+    /// The static cross-check of docs/contract.md §5: whatever selection picks, the picked kernels'
     /// declared contracts accept the layer's resident tensors.
     #[test]
     fn selection_never_picks_a_kernel_whose_contract_refuses_the_layer(

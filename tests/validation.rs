@@ -123,7 +123,7 @@ fn assert_msg(e: &ContractError, parts: &[&str]) {
     }
 }
 
-// ---- the zero-point hand-off of SPEC §2 ------------------------------------------------------
+// ---- the zero-point hand-off of docs/contract.md §2 ------------------------------------------------------
 
 #[test]
 fn unpacked_zero_points_are_refused_with_the_spec_message() {
@@ -800,7 +800,7 @@ fn misaligned_pointers_are_refused() {
     assert!(validate(decl(KernelId::Skinny), &li).is_ok());
 }
 
-// ---- X and Y row layouts (SPEC §2: strided, offset slices) ----------------------------------
+// ---- X and Y row layouts (docs/contract.md §2: strided, offset slices) ----------------------------------
 
 /// Every kernel that reads X and writes Y: the GEMMs and the dense (vendor BLAS) path.
 const XY_KERNELS: [KernelId; 4] = [
@@ -1317,7 +1317,7 @@ fn the_dense_path_takes_a_bias_of_n_elements() {
     );
 }
 
-// ---- the carrier hand-off (SPEC §2; FIELD §0 item 7, §6 items 4 and 9) ------------------------
+// ---- the carrier hand-off (docs/contract.md §2; docs/field.md §0 item 7, §6 items 4 and 9) ------------------------
 
 /// A valid fused_carrier launch on `lay` (M=2, N=256, K=1024, G=128) with its carrier.
 fn carrier_inputs(lay: &ResidentLayer, carrier: Option<&Carrier>) -> LaunchInputs {
@@ -1440,7 +1440,7 @@ fn plain_scales_where_the_carrier_is_expected_are_refused() {
     }
 }
 
-/// The trap of FIELD §6 item 4: the unpadded carrier read with the scales' padded row stride
+/// The trap of docs/field.md §6 item 4: the unpadded carrier read with the scales' padded row stride
 /// runs past its rows. Refused by stride (whatever bytes the view claims), before any launch.
 #[test]
 fn a_carrier_with_the_scales_padded_stride_is_refused() {

@@ -34,7 +34,7 @@ w4a16_reference::named_enum! {
     pub enum RowPadding {
         /// Unpadded strides on every target.
         None = "none",
-        /// The target's default rule: the gfx11 cache cliff (SPEC §5); other targets pad nothing.
+        /// The target's default rule: the gfx11 cache cliff (docs/contract.md §5); other targets pad nothing.
         #[default]
         CacheCliff = "cache-cliff",
         /// +128 B on every row on every target: kernels take strides at run time everywhere.
@@ -54,7 +54,7 @@ impl RowPadding {
 }
 
 w4a16_reference::named_enum! {
-    /// How X or Y sits in its buffer (SPEC §2: unit inner stride, row stride ≥ the row, may be a
+    /// How X or Y sits in its buffer (docs/contract.md §2: unit inner stride, row stride ≥ the row, may be a
     /// slice of a larger tensor at any offset the dtype allows). Each layout moves the row starts
     /// to a different alignment, so that a kernel whose vector accesses assume more than its
     /// declaration says reads or writes the wrong elements.
@@ -102,7 +102,7 @@ impl ViewLayout {
 }
 
 w4a16_reference::named_enum! {
-    /// Whether a case also runs `fused_carrier` on the asymmetric carrier (SPEC §2, FIELD §0 item 7),
+    /// Whether a case also runs `fused_carrier` on the asymmetric carrier (docs/contract.md §2, docs/field.md §0 item 7),
     /// and how the scales sit beside it. Off by default, leaving no trace in the id.
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
     pub enum CarrierMode {
@@ -115,7 +115,7 @@ w4a16_reference::named_enum! {
         On = "on",
         /// As `On`, with every resident scale row padded by [`CARRIER_SCALE_PAD`] elements: the
         /// carrier keeps its own row stride K/G, and the runner checks that the carrier handed over
-        /// with the scales' padded stride is refused before any launch (FIELD §6 item 4).
+        /// with the scales' padded stride is refused before any launch (docs/field.md §6 item 4).
         PaddedScales = "padded-scales",
     }
 }
@@ -151,7 +151,7 @@ impl CarrierMode {
     }
 }
 
-/// The checkpoint format the case's tensors go through before the resident layout (SPEC §3).
+/// The checkpoint format the case's tensors go through before the resident layout (docs/contract.md §3).
 /// A symmetric checkpoint that still carries zero points is `gptq-v1`/`gptq-v2` × `sym`: GPTQ
 /// writes `qzeros` for symmetric layers too.
 pub use w4a16_reference::formats::Producer;
@@ -265,7 +265,7 @@ impl Case {
     }
 
     /// Whether the case's producer can write this layer and the resident layout can hold it
-    /// (SPEC §1–2): cases that cannot exist only in suites with `allow_unsupported`, and must end
+    /// (docs/contract.md §1–2): cases that cannot exist only in suites with `allow_unsupported`, and must end
     /// as clean refusals. Asymmetric N % 8 != 0 is buildable for the producers that write it
     /// (compressed-tensors' partial last zero-point word, the legacy unpacked tensor); GPTQ and
     /// AWQ pack zero points in whole words along N and cannot.
@@ -456,7 +456,7 @@ impl CaseSet {
         self.shapes.iter().find(|s| s.name == name)
     }
 
-    /// The shapes of SPEC §7 (every `[[model]]` layer), in file order.
+    /// The shapes of docs/contract.md §7 (every `[[model]]` layer), in file order.
     /// The mixture-of-experts layers (`[[model.moe]]`, `[[moe_shape]]`).
     pub fn moe_shapes(&self) -> &[NamedMoeShape] {
         &self.moe_shapes

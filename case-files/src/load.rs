@@ -22,7 +22,7 @@ use super::{
     Producer, Provider, RoutingKind, RowPadding, Suite, ViewLayout,
 };
 
-/// The group size of model layers that do not name one (SPEC §7: "G = 128 unless noted").
+/// The group size of model layers that do not name one (docs/contract.md §7: "G = 128 unless noted").
 const DEFAULT_GROUP: usize = 128;
 
 /// Loads `dir/*.toml` and `dir/sweeps/*.toml` as case files and `dir/models/*.toml` as model
@@ -115,7 +115,7 @@ fn valid_name(name: &str, dots: bool) -> bool {
         })
 }
 
-/// Format-level rules of a layer shape (SPEC §1–2): the resident layout must be able to hold it.
+/// Format-level rules of a layer shape (docs/contract.md §1–2): the resident layout must be able to hold it.
 fn check_shape(k: usize, group: usize) -> Result<(), (&'static str, String)> {
     if !k.is_multiple_of(8) {
         return Err((
@@ -884,7 +884,7 @@ fn group_for(spec: GroupSpec, s: &NamedShape) -> Result<usize, String> {
     Ok(g)
 }
 
-/// Rules every case of a suite without `allow_unsupported` must meet (SPEC §1): K % 16 == 0,
+/// Rules every case of a suite without `allow_unsupported` must meet (docs/contract.md §1): K % 16 == 0,
 /// packed zero points need N % 8 == 0, and no format carries act-order.
 fn unsupported_reason(
     k: usize,
@@ -893,7 +893,10 @@ fn unsupported_reason(
     act_order: bool,
 ) -> Option<(&'static str, String)> {
     if !k.is_multiple_of(16) {
-        return Some(("shapes", format!("K={k} is not a multiple of 16 (SPEC §1)")));
+        return Some((
+            "shapes",
+            format!("K={k} is not a multiple of 16 (docs/contract.md §1)"),
+        ));
     }
     if symmetry == Symmetry::Asym && !n.is_multiple_of(8) {
         return Some((

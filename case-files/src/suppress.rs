@@ -1,4 +1,4 @@
-//! The one suppression mechanism (DESIGN rule 5), shared by known-bad cases
+//! The one suppression mechanism (ARCHITECTURE.md rule 5), shared by known-bad cases
 //! (`[[known_bad]]` in case files) and code-object gate exceptions
 //! (`[[exception]]` in `cases/exceptions/static-gates.toml`).
 //!
@@ -116,7 +116,7 @@ impl fmt::Display for Text {
 
 w4a16_reference::named_enum! {
     /// How a suppression is treated. Only strict expected failure exists: a suppression that
-    /// cannot notice its own fix rots (ANCHORS §3).
+    /// cannot notice its own fix rots (docs/field.md §5).
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
     pub enum Mode {
         XfailStrict = "xfail-strict",

@@ -1,4 +1,4 @@
-//! Static gates on code objects, and their exceptions as data (DESIGN rule 5).
+//! Static gates on code objects, and their exceptions as data (ARCHITECTURE.md rule 5).
 //!
 //! A gate is a property every build must have: no scratch, no spills, and the fast-path
 //! instruction families the field relies on. An exception (in

@@ -1,4 +1,4 @@
-//! Poison and guard (DESIGN rule 7): an output buffer is laid out as
+//! Poison and guard (ARCHITECTURE.md rule 7): an output buffer is laid out as
 //! `guard | payload | guard`, the payload filled with the dtype's NaN poison and the guards
 //! with a position-dependent byte pattern. After the launch the downloaded buffer tells what
 //! the kernel wrote: every logical element, nothing between rows, nothing outside.

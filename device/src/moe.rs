@@ -1115,7 +1115,7 @@ mod tests {
     }
 
     /// Unpacked zero points (the legacy `[N, K/G]` per expert in the activation dtype) are
-    /// refused as for the other kernels (FIELD §6.1), with the stacked shape in the message.
+    /// refused as for the other kernels (docs/field.md §6.1), with the stacked shape in the message.
     #[test]
     fn unpacked_zero_points_are_refused() {
         let layer = Layer::new();

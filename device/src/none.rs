@@ -1,4 +1,4 @@
-//! No GPU backend: every device check is a loud skip that says why (DESIGN rule 4).
+//! No GPU backend: every device check is a loud skip that says why (ARCHITECTURE.md rule 4).
 
 use w4a16_require::{Requirement, Skip};
 

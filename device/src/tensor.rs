@@ -323,7 +323,7 @@ impl DenseSpec {
         }
     }
 
-    /// The cache-cliff padding of SPEC §5: `+128 B` when `K·2` bytes is a multiple of 2048.
+    /// The cache-cliff padding of docs/contract.md §5: `+128 B` when `K·2` bytes is a multiple of 2048.
     pub fn cache_cliff_padded(n: usize, k: usize, dtype: ActDtype) -> Self {
         let row_bytes = k * dtype.size_bytes();
         let pad = if row_bytes.is_multiple_of(2048) {
@@ -441,7 +441,7 @@ impl MoeRouting {
     }
 }
 
-/// The stacked expert tensors of a MoE launch as the device holds them (SPEC §4 item 5):
+/// The stacked expert tensors of a MoE launch as the device holds them (docs/contract.md §4 item 5):
 /// weights `[E_local, N, K/8]` u32 with rows `w_row_stride_bytes` apart and experts
 /// `N·w_row_stride_bytes` apart, scales `[E_local, N, K/G]` with rows `scale_row_stride` apart and
 /// experts `N·scale_row_stride` apart, packed zero points `[E_local, N/8, K/G]` contiguous.

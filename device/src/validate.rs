@@ -1,4 +1,4 @@
-//! Validation at the launch boundary (DESIGN rule 1). Every rule here is read from the kernel's
+//! Validation at the launch boundary (ARCHITECTURE.md rule 1). Every rule here is read from the kernel's
 //! declaration (`KernelDecl::args` says which tensors and scalars a launch has, `ContractDecl`
 //! holds the shape rules); nothing restates a kernel's contract. A launch that passes yields a
 //! [`ValidatedLaunch`], the only thing the devices pack kernel arguments from.
@@ -98,7 +98,7 @@ pub enum ContractError {
         got: Vec<usize>,
     },
 
-    /// The packed/unpacked zero-point hand-off of SPEC §2 (`dim` 1 for the stacked experts of
+    /// The packed/unpacked zero-point hand-off of docs/contract.md §2 (`dim` 1 for the stacked experts of
     /// `moe`).
     #[error("zero points must be i32/u32 packed 8×u4 along dim {dim} with shape {formula} = {}; got {got}", fmt_shape(.expected))]
     ZeroPointLayout {
@@ -158,11 +158,11 @@ pub enum ContractError {
         compiled: String,
     },
 
-    /// The carrier hand-off of SPEC §2: one u32 word per (n, g), never the plain scales.
+    /// The carrier hand-off of docs/contract.md §2: one u32 word per (n, g), never the plain scales.
     #[error("carrier must be u32 [N, K/G] = {} (one word per (n, g): the scale's bits low, bias_eff or z high; plain scales are no carrier); got {got}", fmt_shape(.expected))]
     CarrierLayout { expected: Vec<usize>, got: String },
 
-    /// The carrier's own stride (FIELD §6 item 4): reading it with the scales' padded stride
+    /// The carrier's own stride (docs/field.md §6 item 4): reading it with the scales' padded stride
     /// runs past its rows.
     #[error(
         "carrier row stride must be exactly K/G = {expected} words (the carrier is never padded; a padded scales stride reads past it); got {got}"

@@ -1,4 +1,4 @@
-//! The instruction-coverage table of one target (issue 15): every op found in the target's code
+//! The instruction-coverage table of one target: every op found in the target's code
 //! objects with its count, whether `exec` implements it and whether a unit test runs it. The
 //! table is committed as `emu/coverage/<gfx>.md`; a test regenerates it and fails when stale.
 

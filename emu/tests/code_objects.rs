@@ -139,7 +139,7 @@ fn bytes_of(inst: &Inst) -> Vec<u8> {
     inst.words.iter().flat_map(|w| w.to_le_bytes()).collect()
 }
 
-/// issue 15 item 2: parse + Display agree with the bytes on every instruction of the set.
+/// Parse + Display agree with the bytes on every instruction of the set.
 #[test]
 fn every_instruction_prints_back_to_its_own_encoding() {
     let Some(mc) = llvm_mc() else {
@@ -218,7 +218,7 @@ fn sources(dir: &Path, out: &mut Vec<String>) {
     }
 }
 
-/// issue 15 done-when: the coverage table per target is committed, current and full: every
+/// The coverage table per target is committed, current and full: every
 /// instruction in the code objects is implemented and unit tested.
 #[test]
 fn the_committed_coverage_tables_are_current_and_full() {

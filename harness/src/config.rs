@@ -1,4 +1,4 @@
-//! The kernel configuration (SPEC §5): the prefill dequant option, its two command-line forms,
+//! The kernel configuration (docs/contract.md §5): the prefill dequant option, its two command-line forms,
 //! the retired flag it replaces, and the startup budget check it brings.
 //!
 //! The CLI passes its raw arguments through [`parse_args`] before clap sees them: the dotted
@@ -326,7 +326,7 @@ fn does_not_fit(r: &BudgetReport) -> String {
     )
 }
 
-/// The startup budget of SPEC §5: with the dense cache enabled, `gpu_memory_utilization ×
+/// The startup budget of docs/contract.md §5: with the dense cache enabled, `gpu_memory_utilization ×
 /// device memory` must cover the resident int4 weights, the dense cache (padding included),
 /// 4 GiB of activation headroom and the KV cache of one `max_model_len` request.
 pub fn check_startup_budget(

@@ -1,4 +1,4 @@
-//! `w4a16 mutants`: the harness measures its own detection power (issue 9 item 6). Every mutant
+//! `w4a16 mutants`: the harness measures its own detection power. Every mutant
 //! of the catalogue (`w4a16_kernels::mutants`) is written out as a full source tree and the
 //! chosen suites run against it through `w4a16 run --kernel-sources DIR --fail-fast`, one
 //! subprocess per suite, in order; a mutant is *killed* by the first failing check, *survives*
@@ -934,7 +934,9 @@ mod tests {
         let md = r.markdown();
         assert!(md.contains("kill rate **75 %**"), "{md}");
         assert!(md.contains("| edges | 2 | 1 | 3 | 75 % |"), "{md}");
-        assert!(md.contains("| scale-aliasing | FIELD §6.3 | 2 | 0 | 0 | 0 | 2 | 0 | 100 % |"));
+        assert!(
+            md.contains("| scale-aliasing | docs/field.md §6.3 | 2 | 0 | 0 | 0 | 2 | 0 | 100 % |")
+        );
         assert!(md.contains("`skinny-row-h-valid-off-by-one`"));
         assert!(md.contains("no failing check: 30 checks of smoke + kernels + edges passed"));
         assert!(md.contains("Stillborn"));

@@ -198,7 +198,7 @@ W4_DEV float fma_f32(float a, float b, float c) {
 
 // Keeps the optimizer from seeing through a bit pattern: clang's InstCombine otherwise folds
 // `bitcast((w & 0xF) | 0x6400) - 1024` back into an integer-to-float conversion and the
-// single v_and_or_b32 of the fast path disappears (FIELD §4 pitfall).
+// single v_and_or_b32 of the fast path disappears (docs/field.md §4 pitfall).
 W4_DEV u32 opaque(u32 v) {
 #if W4_NV
     asm("" : "+r"(v));

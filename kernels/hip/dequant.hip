@@ -2,7 +2,7 @@
 //
 //   out[n, k] = round((q[n, k] - z[n, k / G]) * s[n, k / G])
 //
-// (q - z) is exact (fp16/bf16 magic-offset trick, SPEC §4), the product with the scale is exact in
+// (q - z) is exact (fp16/bf16 magic-offset trick, docs/contract.md §4), the product with the scale is exact in
 // fp32, and the only rounding is the final one: bit-exact against the reference. Only the logical
 // [N, K] part is written; padding columns are left untouched.
 // Launch: grid (N, ceil(K / 8 / 256)), block 256; one thread per packed word (8 values).

@@ -13,7 +13,7 @@
 //
 // fused_carrier (this file compiled with -DW4_FUSED_CARRIER=1; kernels/src/source.rs declares the
 // switch): the same tiles, with the scale and zero point of each (n, g) read from one word of the
-// asymmetric carrier [N, K/G] u32 (SPEC §2), rows carrier_row_stride words apart (K/G: the carrier
+// asymmetric carrier [N, K/G] u32 (docs/contract.md §2), rows carrier_row_stride words apart (K/G: the carrier
 // is never padded); gemm_tile.h's CARRIER parameter says how the word becomes the weights.
 #include "compat.h"
 #include "gemm_tile.h"

@@ -15,7 +15,7 @@
 // layer's (or one expert's), already offset to it.
 //
 // CARRIER (fused_carrier only; false for fused and moe, whose code is unchanged by it): the scale
-// and zero point of each (n, g) come from one word of the asymmetric carrier [N, K/G] u32 (SPEC
+// and zero point of each (n, g) come from one word of the asymmetric carrier [N, K/G] u32 (docs/contract.md
 // §2), rows `srs` words apart. Low half: the scale's bits. High half: fp16 layers, bias_eff =
 // fl(-z*s), and the weight is formed as q*s + bias_eff (a rounded multiply and a rounded add; a
 // compiler may contract them into one FMA: the recipe's pre-rounded-bias bound covers both, not

@@ -13,7 +13,7 @@
 // waits for a DRAM round trip on them; the first spans of weights are already in flight meanwhile.
 //
 // Inside a warp, lane (g = lane/4, t = lane%4) loads 16 bytes (32 k) of rows g and g+8 per span.
-// Numerics (SPEC §4): nibble pairs become (offset + q) with one and-or, then (q - z) exactly in the
+// Numerics (docs/contract.md §4): nibble pairs become (offset + q) with one and-or, then (q - z) exactly in the
 // activation dtype; products and sums are fp32; each group's partial dot is multiplied by its scale
 // in fp32; bias is added in fp32 before the single rounding to the output dtype.
 //

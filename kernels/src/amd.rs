@@ -2,7 +2,7 @@
 //!
 //! Two toolchains are accepted: an installed ROCm (its clang links the device libraries itself)
 //! or Debian's `clang++-19` with `/usr/include/hip` and the `rocm-device-libs` bitcode, linked
-//! explicitly (DESIGN "Where things run"). Debian 12 ships device libraries from ROCm 5.2, which
+//! explicitly (ARCHITECTURE.md, "Where things run"). Debian 12 ships device libraries from ROCm 5.2, which
 //! lack the `oclc_isa_version_*` control files for gfx11/gfx12; those one-constant modules are
 //! generated here. Results are cached under `target/w4a16-codeobjects/<target>/<kernel>.co`,
 //! keyed by a hash of everything that goes into the compile, so test runs only rebuild what

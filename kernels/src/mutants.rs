@@ -1,7 +1,7 @@
 //! Seeded bugs: the catalogue of `kernels/mutants/*.toml` (data, not code) and its application to
 //! the kernel sources. Each mutant is one realistic mistake in one place of one file, labelled
 //! with the bug class it stands for; `w4a16 mutants` runs the suites against every mutant and
-//! reports which ones the harness catches (its detection power, issue 9 item 6).
+//! reports which ones the harness catches (its detection power).
 //!
 //! A pattern is an exact substring that must occur in the base sources as often as the entry
 //! says (once unless `occurs` says otherwise; `nth` then picks the one replaced), so that a
@@ -13,53 +13,53 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// The kinds of bug a mutant stands for: FIELD §6's fifteen classes, the two gaps of issue 9,
-/// and two families of plain kernel mistakes that FIELD does not number.
+/// The kinds of bug a mutant stands for: docs/field.md §6's fifteen classes, the four classes the
+/// project added (docs/field.md §8) and two families of plain kernel mistakes that neither numbers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum BugClass {
-    /// FIELD §6.1: packed `[N/8, G]` zero points read with another layout.
+    /// docs/field.md §6.1: packed `[N/8, G]` zero points read with another layout.
     ZeroPointLayout,
-    /// FIELD §6.2: the selected kernel's ABI is not what the build provides.
+    /// docs/field.md §6.2: the selected kernel's ABI is not what the build provides.
     SelectionAbi,
-    /// FIELD §6.3: one scale per K tile when the tile is wider than the group.
+    /// docs/field.md §6.3: one scale per K tile when the tile is wider than the group.
     ScaleAliasing,
-    /// FIELD §6.4: padded strides (weights, scales, X, Y, the dense copy) ignored or misused.
+    /// docs/field.md §6.4: padded strides (weights, scales, X, Y, the dense copy) ignored or misused.
     PaddedStrides,
-    /// FIELD §6.5: ragged M, N, K tails.
+    /// docs/field.md §6.5: ragged M, N, K tails.
     RaggedShapes,
-    /// FIELD §6.6: symmetric checkpoints that still carry qzeros.
+    /// docs/field.md §6.6: symmetric checkpoints that still carry qzeros.
     SymWithQzeros,
-    /// FIELD §6.7: symmetric layer + dense dequant cache (the zero point lost on that path).
+    /// docs/field.md §6.7: symmetric layer + dense dequant cache (the zero point lost on that path).
     SymDenseCache,
-    /// FIELD §6.8: bf16 asym, cast before subtract; the magic-offset cancellation.
+    /// docs/field.md §6.8: bf16 asym, cast before subtract; the magic-offset cancellation.
     Bf16Cancellation,
-    /// FIELD §6.9: fp16 rounding order (pre-rounded bias_eff, FMA vs mul + add).
+    /// docs/field.md §6.9: fp16 rounding order (pre-rounded bias_eff, FMA vs mul + add).
     Fp16Rounding,
-    /// FIELD §6.10: an arch-specific layout or reduction width used where it does not hold.
+    /// docs/field.md §6.10: an arch-specific layout or reduction width used where it does not hold.
     ArchGate,
-    /// FIELD §6.11: split-K summed in arrival order (atomics): nondeterministic bits.
+    /// docs/field.md §6.11: split-K summed in arrival order (atomics): nondeterministic bits.
     SplitKNondeterminism,
-    /// FIELD §6.12: the capacity gate and the shared-memory buffers disagree.
+    /// docs/field.md §6.12: the capacity gate and the shared-memory buffers disagree.
     LdsGate,
-    /// FIELD §6.13: bias in fp32 before the cast vs in the activation dtype after it; bias index.
+    /// docs/field.md §6.13: bias in fp32 before the cast vs in the activation dtype after it; bias index.
     BiasOrder,
-    /// FIELD §6.14: fused silu·mul precision order.
+    /// docs/field.md §6.14: fused silu·mul precision order.
     FusedSiluMul,
-    /// FIELD §6.15: group sizes the kernel does not really implement.
+    /// docs/field.md §6.15: group sizes the kernel does not really implement.
     GroupSizeGaps,
-    /// Issue 9 gap: 16-byte vector loads of X rows whose stride or base is not 16-byte aligned.
+    /// docs/field.md §8.1: 16-byte vector loads of X rows whose stride or base is not 16-byte aligned.
     UnalignedVectorX,
-    /// Issue 9 gap: reads past the end of a tensor whose values never reach an output.
+    /// docs/field.md §8.2: reads past the end of a tensor whose values never reach an output.
     UnusedOobRead,
-    /// SPEC §4: nibble order, shifts and magic offsets of the int4 unpack.
+    /// docs/contract.md §4: nibble order, shifts and magic offsets of the int4 unpack.
     NibbleUnpack,
     /// A missing barrier or a pipeline wait for too few copies: a race.
     MissingSync,
-    /// Issue 11: MoE routing mistakes: a slot computed with another expert's weights, the routed
+    /// docs/field.md §8.3: MoE routing mistakes: a slot computed with another expert's weights, the routed
     /// weight skipped, the align step's padding or slot order lost.
     ExpertRouting,
-    /// Issue 15: a matrix instruction's A and B fragments in each other's roles (the tile's
+    /// docs/field.md §8.4: a matrix instruction's A and B fragments in each other's roles (the tile's
     /// product comes out transposed); only running the machine code shows it.
     MatrixOperands,
 }
@@ -89,37 +89,38 @@ impl BugClass {
         BugClass::MatrixOperands,
     ];
 
-    /// Where the class is defined: `FIELD §6.n`, `issue 9`, `issue 11`, `issue 15`, `SPEC §4` or
-    /// `kernels`.
+    /// Where the class is defined: `docs/field.md §6.n` or `§8.n`, `docs/contract.md §4` or `kernels`.
     pub fn origin(self) -> &'static str {
         match self {
-            BugClass::ZeroPointLayout => "FIELD §6.1",
-            BugClass::SelectionAbi => "FIELD §6.2",
-            BugClass::ScaleAliasing => "FIELD §6.3",
-            BugClass::PaddedStrides => "FIELD §6.4",
-            BugClass::RaggedShapes => "FIELD §6.5",
-            BugClass::SymWithQzeros => "FIELD §6.6",
-            BugClass::SymDenseCache => "FIELD §6.7",
-            BugClass::Bf16Cancellation => "FIELD §6.8",
-            BugClass::Fp16Rounding => "FIELD §6.9",
-            BugClass::ArchGate => "FIELD §6.10",
-            BugClass::SplitKNondeterminism => "FIELD §6.11",
-            BugClass::LdsGate => "FIELD §6.12",
-            BugClass::BiasOrder => "FIELD §6.13",
-            BugClass::FusedSiluMul => "FIELD §6.14",
-            BugClass::GroupSizeGaps => "FIELD §6.15",
-            BugClass::UnalignedVectorX | BugClass::UnusedOobRead => "issue 9",
-            BugClass::NibbleUnpack => "SPEC §4",
+            BugClass::ZeroPointLayout => "docs/field.md §6.1",
+            BugClass::SelectionAbi => "docs/field.md §6.2",
+            BugClass::ScaleAliasing => "docs/field.md §6.3",
+            BugClass::PaddedStrides => "docs/field.md §6.4",
+            BugClass::RaggedShapes => "docs/field.md §6.5",
+            BugClass::SymWithQzeros => "docs/field.md §6.6",
+            BugClass::SymDenseCache => "docs/field.md §6.7",
+            BugClass::Bf16Cancellation => "docs/field.md §6.8",
+            BugClass::Fp16Rounding => "docs/field.md §6.9",
+            BugClass::ArchGate => "docs/field.md §6.10",
+            BugClass::SplitKNondeterminism => "docs/field.md §6.11",
+            BugClass::LdsGate => "docs/field.md §6.12",
+            BugClass::BiasOrder => "docs/field.md §6.13",
+            BugClass::FusedSiluMul => "docs/field.md §6.14",
+            BugClass::GroupSizeGaps => "docs/field.md §6.15",
+            BugClass::UnalignedVectorX => "docs/field.md §8.1",
+            BugClass::UnusedOobRead => "docs/field.md §8.2",
+            BugClass::NibbleUnpack => "docs/contract.md §4",
             BugClass::MissingSync => "kernels",
-            BugClass::ExpertRouting => "issue 11",
-            BugClass::MatrixOperands => "issue 15",
+            BugClass::ExpertRouting => "docs/field.md §8.3",
+            BugClass::MatrixOperands => "docs/field.md §8.4",
         }
     }
 
-    /// The classes every catalogue must cover (by a mutant or a recorded reason): FIELD §6 and
-    /// the two gaps of issue 9.
+    /// The classes every catalogue must cover (by a mutant or a recorded reason): the field's fifteen
+    /// (docs/field.md §6) and the two read gaps (docs/field.md §8.1–8.2).
     pub fn required(self) -> bool {
-        self.origin().starts_with("FIELD") || self.origin() == "issue 9"
+        self.origin().starts_with("docs/field.md §6.")
+            || matches!(self, BugClass::UnalignedVectorX | BugClass::UnusedOobRead)
     }
 
     /// The catalogue spelling (`zero-point-layout`).
@@ -173,7 +174,7 @@ fn one() -> usize {
     1
 }
 
-/// A FIELD §6 class (or gap) without a kernel-source form here, with the reason and the
+/// A docs/field.md §6 class (or gap) without a kernel-source form here, with the reason and the
 /// closest kernel-side mutants.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -527,7 +528,7 @@ mod tests {
         assert_eq!(BugClass::UnusedOobRead.name(), "unused-oob-read");
         let field = BugClass::ALL
             .iter()
-            .filter(|c| c.origin().starts_with("FIELD"))
+            .filter(|c| c.origin().starts_with("docs/field.md §6."))
             .count();
         assert_eq!(field, 15);
         assert_eq!(BugClass::ALL.iter().filter(|c| c.required()).count(), 17);

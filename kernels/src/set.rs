@@ -176,7 +176,7 @@ pub fn entry_name(kernel: crate::KernelId, dtype: w4a16_reference::ActDtype) -> 
 // ---------------------------------------------------------------------------------------------
 // The declarations.
 
-/// The group sizes of the fast path (SPEC §1).
+/// The group sizes of the fast path (docs/contract.md §1).
 pub const FAST_GROUPS: &[usize] = &[32, 64, 128];
 
 /// Threads of a `skinny` block: 8 warps as `(32 * KS, RT)`.

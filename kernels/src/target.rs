@@ -57,7 +57,7 @@ impl Target {
         }
     }
 
-    /// The gfx11 cache-cliff row padding of SPEC §5 applies by default.
+    /// The gfx11 cache-cliff row padding of docs/contract.md §5 applies by default.
     pub fn pads_cache_cliff(self) -> bool {
         self.is_gfx11()
     }

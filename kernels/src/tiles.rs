@@ -1,5 +1,5 @@
 //! Tile tables of the `fused` kernel, per target and activation dtype, restricted to the variants
-//! that `kernels/hip/fused.hip` compiles. Every tile keeps the invariants of SPEC §5: BK ≤ G for
+//! that `kernels/hip/fused.hip` compiles. Every tile keeps the invariants of docs/contract.md §5: BK ≤ G for
 //! every fast-path group size, BK % 8 == 0, positive sizes, and a shared-memory footprint the
 //! target can give one block.
 
@@ -186,7 +186,7 @@ pub enum TileInvariantError {
     DequantSplit { tile: Tile },
 }
 
-/// Checks the SPEC §5 invariants of `tile` for `group` on `target`, and that `fused.hip` can
+/// Checks the docs/contract.md §5 invariants of `tile` for `group` on `target`, and that `fused.hip` can
 /// instantiate it (a warp grid of whole fragments, the dequant split).
 pub fn check_tile(tile: Tile, target: Target, group: usize) -> Result<(), TileInvariantError> {
     if tile.bm == 0 || tile.bn == 0 || tile.bk == 0 || tile.warps == 0 {
@@ -224,7 +224,7 @@ mod tests {
     const BATCHES: [usize; 18] = [
         1, 2, 3, 4, 5, 6, 8, 16, 17, 32, 64, 65, 128, 256, 512, 1024, 2048, 4096,
     ];
-    /// (K, N) pairs from SPEC §7 plus small and ragged ones.
+    /// (K, N) pairs from docs/contract.md §7 plus small and ragged ones.
     const SHAPES: [(usize, usize); 10] = [
         (2048, 32768),
         (16384, 2048),

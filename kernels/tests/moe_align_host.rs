@@ -249,7 +249,7 @@ fn the_block_runs_as_many_threads_as_declared() {
     assert!(!tu.lines().any(|l| l.trim() == source::COMPAT_INCLUDE));
 }
 
-/// The routings of issue 11 (E ∈ {8, 64, 128, 257}, top_k ∈ {1, 2, 6, 8}, T = 1, T not a multiple
+/// The hand-made routings (E ∈ {8, 64, 128, 257}, top_k ∈ {1, 2, 6, 8}, T = 1, T not a multiple
 /// of block_m), hand-made ones (empty experts, every token on one expert, one token routed to the
 /// same expert twice), several windows of experts and several chunks of slots.
 #[test]

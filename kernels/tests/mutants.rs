@@ -1,7 +1,7 @@
 //! The seeded-bug catalogue (`kernels/mutants/*.toml`) against the sources of this checkout:
 //! every entry parses and is well formed, its pattern occurs exactly as stated (so a kernel edit
-//! cannot disarm a mutant silently), applying it changes exactly one place, every class of FIELD
-//! §6 and issue 9's two gaps is covered or has a recorded reason, and — with NVRTC — every mutant
+//! cannot disarm a mutant silently), applying it changes exactly one place, every class of
+//! docs/field.md §6 and the two read gaps of §8 is covered or has a recorded reason, and — with NVRTC — every mutant
 //! compiles for sm_90 except those marked stillborn, which must not. Without NVRTC the compile
 //! check is a loud skip (`W4A16_REQUIRE=nvrtc` makes it a failure).
 
@@ -112,7 +112,7 @@ fn every_required_class_is_covered_or_has_a_recorded_reason() {
             assert!(!r.reason.trim().is_empty(), "{class}: empty reason");
         }
     }
-    // The two gaps of issue 9 have real mutants, not only reasons.
+    // The two read gaps (docs/field.md §8.1–8.2) have real mutants, not only reasons.
     for gap in [BugClass::UnalignedVectorX, BugClass::UnusedOobRead] {
         assert!(with_mutant.contains(&gap), "{gap}");
     }

@@ -1,4 +1,4 @@
-//! The per-element bound of SPEC §6, derived from a kernel's numeric recipe.
+//! The per-element bound of docs/contract.md §6, derived from a kernel's numeric recipe.
 //!
 //! `|ŷ − y| ≤ c·(γ_K·A + u_w·a) + u_out·|y|`, `A = a` (or `a_offset` for offset-accumulating
 //! recipes), made a theorem by the small terms the spec formula leaves out:
@@ -32,7 +32,7 @@
 //!   `E_acc = c·[(γ_K·(1+u) + u)·a + u(1+u)(1+γ_K)·a_c + (2K+2)·2⁻¹⁵⁰]`, with `A = a_c`.
 //!   (Overflow of `q·s` or `z·s` is outside the bound, as for every recipe.)
 //!
-//! * Routed weight (MoE, SPEC §4 item 5): `ŷ = fl_out(fl32(acc·r))` against `y·r`, no bias. The
+//! * Routed weight (MoE, docs/contract.md §4 item 5): `ŷ = fl_out(fl32(acc·r))` against `y·r`, no bias. The
 //!   fp32 product is one more rounding before the cast, like the before-cast bias add, plus the
 //!   fp32 underflow of a product (an addition near zero is exact, a product is not):
 //!   `(1+u_out)(1+u32)·|r|·E_acc + (u_out + u32·(1+u_out))·|y·r| + (1+u_out)·2⁻¹⁵⁰ + η`.

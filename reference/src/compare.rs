@@ -2,7 +2,7 @@
 //! behind, and bit-exact agreement with the correctly rounded result.
 //!
 //! Rules: an element still holding the poison pattern counts in `poison_left` only. The rest
-//! follows SPEC §6 "The range edge" ([`acceptable`]): a finite result gets
+//! follows docs/contract.md §6 "The range edge" ([`acceptable`]): a finite result gets
 //! `ratio = |ŷ − y| / bound`; ±Inf is a correct result where `[y − bound, y + bound]` reaches the
 //! dtype's overflow threshold on that side ([`ActDtype::overflow_threshold`]), with the ratio
 //! `distance from y to the threshold / bound` ([`infinity_ratio`], 0 when y itself rounds to
@@ -307,7 +307,7 @@ impl CompareReport {
     }
 }
 
-/// SPEC §6 "The range edge": the ratio of the error to the bound for a result `bits` against the
+/// docs/contract.md §6 "The range edge": the ratio of the error to the bound for a result `bits` against the
 /// exact value `y`, where either may be non-finite. `None` for a result that no real in
 /// `[y − bound, y + bound]` can round to whatever the bound (a NaN where `y` is not NaN, a
 /// finite value or the wrong infinity where `y` is ±Inf or NaN, the opposite infinity).
@@ -345,7 +345,7 @@ pub fn infinity_ratio(dtype: ActDtype, negative: bool, y: f64, bound: f64) -> f6
     distance.max(0.0) / bound
 }
 
-/// Whether a result is acceptable for the exact value `y` and its bound (SPEC §6, with the
+/// Whether a result is acceptable for the exact value `y` and its bound (docs/contract.md §6, with the
 /// range edge): [`element_ratio`] at most 1.
 pub fn acceptable(dtype: ActDtype, bits: u16, y: f64, bound: f64) -> bool {
     element_ratio(dtype, bits, y, || bound).is_some_and(|r| r <= 1.0)

@@ -1,4 +1,4 @@
-//! Seeded data keyed by the case id (DESIGN rule 10): the same id gives the same tensors on
+//! Seeded data keyed by the case id (ARCHITECTURE.md rule 10): the same id gives the same tensors on
 //! every machine.
 //!
 //! - seed = FNV-1a 64 of the id's UTF-8 bytes (a fixed algorithm, unlike std's `DefaultHasher`).
@@ -298,7 +298,7 @@ crate::named_enum! {
         /// Realistic values, but X is zero except its last column (k = K−1): the reduction tail,
         /// the last group and the last nibble of the last word decide the whole result.
         LastCol = "last-col",
-        /// True outputs that cross the dtype's overflow threshold in a known share of elements (SPEC
+        /// True outputs that cross the dtype's overflow threshold in a known share of elements (docs/contract.md
         /// §6 "The range edge"; ±Inf is the correct result there). x = μ·(1 + randn/24) ∈
         /// [0.75μ, 1.25μ] and every weight of column n has the same sign (q − z = ±d, d ∈ 1..8; the
         /// sign flips every 4 columns), so no sum anywhere (fp32 accumulators, split-K partials,

@@ -59,7 +59,7 @@ impl ActDtype {
         }
     }
 
-    /// The overflow threshold of round-to-nearest-even (SPEC §6 "The range edge"): the largest
+    /// The overflow threshold of round-to-nearest-even (docs/contract.md §6 "The range edge"): the largest
     /// finite value plus half its ulp. A real of magnitude ≥ this rounds to ±Inf (the tie at the
     /// threshold goes to the even neighbour, which is Inf); anything smaller rounds to a finite
     /// value. fp16 65504 + 16 = 65520; bf16 2¹²⁸ − 2¹²⁰ + 2¹¹⁹ = 2¹²⁸·(1 − 2⁻⁹).
@@ -160,7 +160,7 @@ impl ActDtype {
         self.to_f32(bits) as f64
     }
 
-    /// The NaN pattern written into outputs before a launch (DESIGN rule 7).
+    /// The NaN pattern written into outputs before a launch (ARCHITECTURE.md rule 7).
     #[inline]
     pub fn poison_bits(self) -> u16 {
         match self {

@@ -1,4 +1,4 @@
-//! The f64 reference (SPEC §6): per output element the value `y` and the magnitude
+//! The f64 reference (docs/contract.md §6): per output element the value `y` and the magnitude
 //! `a = Σ_k |x_k|·|w_k|` (and, for offset-accumulating and pre-rounded-bias recipes,
 //! `a_offset`, see [`NumericRecipe::magnitude_offset`]).
 //!
@@ -69,13 +69,13 @@ pub enum NonFiniteX {
     #[default]
     Refuse,
     /// X may hold NaN and ±Inf (the special-values data class). The reference follows IEEE rules
-    /// (SPEC §6): NaN propagates, Inf·0 is NaN, +Inf + −Inf is NaN; recipes that accumulate
+    /// (docs/contract.md §6): NaN propagates, Inf·0 is NaN, +Inf + −Inf is NaN; recipes that accumulate
     /// `Σx·(offset + q)` and subtract `(offset + z)·Σx` give NaN for any Inf in the row (Inf − Inf).
     /// Every element of a row with a non-finite x is therefore NaN or ±Inf ([`SpecialRows`]).
     Ieee,
 }
 
-/// Checks that X, the layer and the recipe describe one operation (SPEC §1) and that every code
+/// Checks that X, the layer and the recipe describe one operation (docs/contract.md §1) and that every code
 /// is a nibble and every value finite, so that later stages can index without checks.
 pub fn validate(
     x: &Activations,

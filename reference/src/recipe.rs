@@ -1,4 +1,4 @@
-//! Where a kernel rounds: the reference reads this to derive each kernel's bound (SPEC §6).
+//! Where a kernel rounds: the reference reads this to derive each kernel's bound (docs/contract.md §6).
 
 use crate::dtype::ActDtype;
 use serde::{Deserialize, Serialize};
@@ -33,7 +33,7 @@ pub struct NumericRecipe {
     /// The kernel's result is exact by construction when the data are (the dequant kernel).
     pub single_rounding: bool,
     /// The dequantized weight is formed as `q·s + bias_eff` with `bias_eff = −z·s` rounded to
-    /// the activation dtype beforehand (the fp16 asymmetric carrier, FIELD §6 item 9), then
+    /// the activation dtype beforehand (the fp16 asymmetric carrier, docs/field.md §6 item 9), then
     /// rounded again, by one FMA or by a rounded multiply and a rounded add (the bound covers
     /// both). Not bit-exact against `(q − z)·s`: the bound then needs the carrier magnitude
     /// `Σ|x|·|s|·(q + z)` (the offset magnitude at offset 0) in place of `a` for `A`.

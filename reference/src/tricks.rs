@@ -1,12 +1,12 @@
-//! CPU emulation of the dequantization bit tricks the kernels use (SPEC §4 fast-path numerics,
-//! FIELD §4), so that each can be checked exhaustively against the exact `(q − z)·s`.
+//! CPU emulation of the dequantization bit tricks the kernels use (docs/contract.md §4 fast-path numerics,
+//! docs/field.md §4), so that each can be checked exhaustively against the exact `(q − z)·s`.
 //!
 //! Half-precision arithmetic goes through the `half` crate, which computes each operation in
 //! fp32 and rounds once to the 16-bit format. That equals the hardware's correctly rounded
 //! fp16/bf16 operation: fp32 carries at least `2p + 2` bits for `p` = 11 (fp16) and 8 (bf16), so
 //! the double rounding is innocuous for +, −, ×.
 //!
-//! ExLlama word order (SPEC §2): element `2p` of a group of eight at bits `4p`, element `2p + 1`
+//! ExLlama word order (docs/contract.md §2): element `2p` of a group of eight at bits `4p`, element `2p + 1`
 //! at bits `16 + 4p`, `p = 0..3`. Masking with `0x000F000F` after shifting by `4p` therefore yields
 //! elements `2p` and `2p + 1` in the low and high 16-bit halves: K order with shifts 0, 4, 8, 12.
 
@@ -103,7 +103,7 @@ pub fn fp16_fma(a: f16, b: f16, c: f16) -> f16 {
     f16::from_f64(a.to_f64() * b.to_f64() + c.to_f64())
 }
 
-/// The HIP fp16 decode (FIELD §4): per 8-bit step, `lo = (w & 0x000F000F) | 0x64006400`
+/// The HIP fp16 decode (docs/field.md §4): per 8-bit step, `lo = (w & 0x000F000F) | 0x64006400`
 /// (`1024 + q`, elements 0 and 1) and `hi = (w & 0x00F000F0) | 0x64006400` (`1024 + 16·q`,
 /// elements 2 and 3), then `w >>= 8` for elements 4..7. Symmetric (`z = None`): `lo − 1032` and
 /// `fma(hi, 1/16, −72)`. Asymmetric: `lo − 1024` and `fma(hi, 1/16, −64)` give `q`, then `− z`.
@@ -145,7 +145,7 @@ pub fn fp16_prefill(q: u8, z: u8, s: f16) -> f16 {
 }
 
 /// The fork's asymmetric fp16 prefill: `(b − 1024)·s + bias_eff` with `bias_eff = fl(−z·s)`
-/// already rounded. Not bit-identical to `(q − z)·s` (FIELD §4).
+/// already rounded. Not bit-identical to `(q − z)·s` (docs/field.md §4).
 pub fn fp16_prefill_fork(q: u8, z: u8, s: f16) -> f16 {
     let bias_eff = f16::from_f32(-f32::from(z)) * s;
     (fp16_biased(q) - f16::from_bits(FP16_MAGIC)) * s + bias_eff
@@ -156,7 +156,7 @@ pub fn bf16_prefill(q: u8, z: u8, s: bf16) -> bf16 {
     bf16::from_f32(f32::from(i16::from(q) - i16::from(z))) * s
 }
 
-/// The HIP bf16 decode with the offset subtracted after the dot (FIELD §4), for one group:
+/// The HIP bf16 decode with the offset subtracted after the dot (docs/field.md §4), for one group:
 /// `(Σ x·(128 + q) − (128 + z)·Σ x)·s` in fp32. Products `x·(128 + q)` are exact (8 × 8 bits);
 /// each sum is accumulated in K order with one fp32 rounding per addition; `Σ x` is the dot
 /// with bf16 ones. `z = None` is symmetric (136).

@@ -338,7 +338,7 @@ fn bias_after_cast_pays_for_the_rounding_before_the_bias() {
         // y ≈ 0 because the bias cancels a large product: only the after-cast bound sees u·|y − b|.
         let (y, a, b) = (1e-3, 10.0, -4.0);
         let extra = after.element(y, a, a, b) - before.element(y, a, a, b);
-        // SPEC §6's numbers, written here rather than read from the crate: u_out = 2⁻¹¹ (fp16)
+        // docs/contract.md §6's numbers, written here rather than read from the crate: u_out = 2⁻¹¹ (fp16)
         // or 2⁻⁸ (bf16), γ_K = K·2⁻²⁴ / (1 − K·2⁻²⁴) with K = 4096 = 2¹².
         let u = match dtype {
             ActDtype::F16 => 1.0 / 2048.0,
@@ -398,7 +398,7 @@ fn ratio_buckets_have_documented_edges() {
 }
 
 /// A reference of one row with chosen exact values, to put elements exactly where the range
-/// edge is (SPEC §6): `a` sets the accumulation part of the bound.
+/// edge is (docs/contract.md §6): `a` sets the accumulation part of the bound.
 fn edge_reference(dtype: ActDtype, ys: &[f64], a: f64) -> Reference {
     let n = ys.len();
     Reference {

@@ -1,4 +1,4 @@
-//! The asymmetric carrier (SPEC §2, FIELD §0 item 7 and §6 item 9): its words against the scales
+//! The asymmetric carrier (docs/contract.md §2, docs/field.md §0 item 7 and §6 item 9): its words against the scales
 //! and zero points it is built from, its refusals, the weight a carrier kernel forms from it, and
 //! the pre-rounded-bias bound: loose enough for fp16 FMA and mul+add evaluation, tight enough to
 //! fail a wrong carrier.

@@ -299,7 +299,7 @@ fn large_activation_shift_keeps_the_worst_case_below_a_quarter_of_max() {
         assert_eq!(large_activation_shift(k, ActDtype::F16), p, "K = {k}");
         assert_eq!(large_activation_shift(k, ActDtype::Bf16), 0, "K = {k}");
     }
-    // The shapes: every true |y| is below 65504/4, and x keeps a large positive mean
+    // The shapes that once false-alarmed: every true |y| is below 65504/4, and x keeps a large positive mean
     // against its spread (the bf16 cancellation hazard is relative and survives the shift).
     for (k, n) in [(4864, 24), (8192, 16)] {
         for symmetry in [Symmetry::Sym, Symmetry::Asym] {

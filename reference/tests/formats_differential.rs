@@ -1,4 +1,4 @@
-//! The checkpoint differential (issue 5): every producer's own reading of its checkpoint
+//! The checkpoint differential: every producer's own reading of its checkpoint
 //! recovers the layer it was built from, and agrees with converter → resident → logical; a wrong
 //! reading is shown to disagree, so the comparison can fail.
 

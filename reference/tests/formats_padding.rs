@@ -1,10 +1,10 @@
-//! Row padding against the cache cliff (SPEC §5).
+//! Row padding against the cache cliff (docs/contract.md §5).
 
 use w4a16_reference::formats::{
     PaddingRule, RowPadding, dense_row_stride_elems, weight_row_stride_bytes,
 };
 
-/// The row sizes of the upstream pad-rule tests (FIELD §3.4): padded iff K/2 B is a multiple of
+/// The row sizes of the upstream pad-rule tests (docs/field.md §3.4): padded iff K/2 B is a multiple of
 /// 1024.
 #[test]
 fn weight_rows_pad_on_multiples_of_1024_bytes() {

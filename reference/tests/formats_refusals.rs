@@ -1,5 +1,5 @@
 //! Converters refuse what they cannot take, with a typed error whose message names the tensor,
-//! what was expected and what it got (SPEC §2–3).
+//! what was expected and what it got (docs/contract.md §2–3).
 
 mod common;
 
@@ -409,7 +409,7 @@ fn legacy_zero_points_must_be_small_integers() {
     assert_mentions(&msg, &["weight_zero_point", "0..=15", "got 2.5"]);
 }
 
-/// A strided view with too few bytes behind it is refused, never read (SPEC §5).
+/// A strided view with too few bytes behind it is refused, never read (docs/contract.md §5).
 #[test]
 fn undersized_strided_views_refused() {
     // [N = 4, K = 64]: rows of 32 B at a stride of 160 B need 3·160 + 32 = 512 B.

@@ -1,4 +1,4 @@
-//! Every producer → resident conversion keeps every dequantized value (SPEC §3), with and
+//! Every producer → resident conversion keeps every dequantized value (docs/contract.md §3), with and
 //! without row padding.
 
 mod common;
@@ -137,7 +137,7 @@ fn gptq_v1_round_trips_every_zero_point() {
     }
 }
 
-/// Words written out by hand from SPEC §2–3, so that a producer and its converter cannot agree
+/// Words written out by hand from docs/contract.md §2–3, so that a producer and its converter cannot agree
 /// on a wrong order. Layer: N = K = G = 8, q[n][k] = n + k + 1 (row 0 and column 0 are 1..8),
 /// z[n] = n + 1.
 #[test]

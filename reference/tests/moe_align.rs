@@ -1,5 +1,5 @@
 //! Routing and the align step: the routings are what they claim, the reference align equals an
-//! independent sort-and-pad oracle and satisfies the exact checker over the grid, and
+//! independent sort-and-pad oracle and satisfies the exact checker over the routing grid, and
 //! each kind of corruption of a correct output is caught with the variant that names it.
 
 use rand::{Rng, SeedableRng};

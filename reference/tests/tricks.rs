@@ -175,7 +175,7 @@ fn fork_asymmetric_prefill_is_not_bit_identical_but_stays_within_two_roundings()
     }
     assert!(
         differs > 0,
-        "FIELD §4 says the fork form is not bit-identical"
+        "docs/field.md §4 says the fork form is not bit-identical"
     );
 }
 

@@ -1,4 +1,4 @@
-//! Loud skips (DESIGN rule 4): a check that cannot run here says why, and
+//! Loud skips (ARCHITECTURE.md rule 4): a check that cannot run here says why, and
 //! `W4A16_REQUIRE=gpu,amd-toolchain,nvrtc` turns that skip into a failure.
 //!
 //! # Tests of one backend, and what `gpu` demands of them

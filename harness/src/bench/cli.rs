@@ -31,7 +31,7 @@ pub(super) fn device_or_exit(sources: &KernelSources) -> Result<Box<dyn DeviceBe
     })
 }
 
-/// `w4a16 bench [--json PATH]`: issue 3's suite on the first device that opens, the table on
+/// `w4a16 bench [--json PATH]`: the speed benchmark's suite on the first device that opens, the table on
 /// stdout. Without a GPU, a loud skip (a failure under `W4A16_REQUIRE=gpu`).
 pub fn cli(json: Option<&Path>, sources: &KernelSources) -> ExitCode {
     let device = match device_or_exit(sources) {

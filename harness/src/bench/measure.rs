@@ -42,7 +42,7 @@ pub struct RunInfo {
     pub weight_copies: usize,
 }
 
-/// Issue 3's suite on `device`.
+/// The speed benchmark's suite on `device`.
 pub fn run_benchmarks(
     device: &dyn DeviceBench,
     plan: BenchPlan,

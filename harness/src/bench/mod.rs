@@ -1,4 +1,4 @@
-//! The speed benchmark of issue 3: `skinny` against the device's own copy bandwidth, `fused`
+//! The speed benchmark: `skinny` against the device's own copy bandwidth, `fused`
 //! against the vendor BLAS on the dequantized copy, all in one run on one device.
 //!
 //! Conventions (also written into every report, so a table never travels without them):

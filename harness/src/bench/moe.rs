@@ -1,4 +1,4 @@
-//! The MoE benchmark (issue 11): `moe_align` + `moe` on the qwen3.5-35b-a3b expert layers
+//! The MoE benchmark: `moe_align` + `moe` on the qwen3.5-35b-a3b expert layers
 //! (E = 256, top-8, G = 128) at T ∈ {1, 16, 256, 2048}, against the same work as one `fused`
 //! launch per active expert on its gathered rows (the way an engine without a grouped kernel
 //! runs a MoE layer). Both sides are timed on the device in one run, side by side, and read cold
@@ -46,7 +46,7 @@ pub struct MoeBenchSuite {
 }
 
 impl MoeBenchSuite {
-    /// Issue 11: the qwen3.5-35b-a3b experts (gate_up K=2048 N=1024, down K=512 N=2048), bf16,
+    /// The qwen3.5-35b-a3b experts (gate_up K=2048 N=1024, down K=512 N=2048), bf16,
     /// symmetric and asymmetric.
     pub fn issue11() -> Self {
         let qwen = |name: &str, k: usize, n: usize| MoeBenchShape {

@@ -1,5 +1,5 @@
 //! From raw timings to the report: bytes moved, rates, ratios, the conventions every report
-//! carries and issue 3's targets judged. Arithmetic only; no device here.
+//! carries and the benchmark's targets judged. Arithmetic only; no device here.
 
 use super::{BenchError, FusedTiming, RunInfo, SkinnyTiming};
 
@@ -9,7 +9,7 @@ use w4a16_reference::{ActDtype, LayerShape};
 
 use crate::device::Timing;
 
-/// Issue 3's targets.
+/// The benchmark's targets (bench/README.md).
 pub const SKINNY_OF_COPY_TARGET: f64 = 0.75;
 pub const SKINNY_M5_OVER_M1_TARGET: f64 = 1.3;
 pub const FUSED_OVER_DENSE_TARGET: f64 = 0.4;
@@ -124,7 +124,7 @@ pub struct FusedResult {
     pub dequant_us: TimeUs,
 }
 
-/// One of issue 3's targets, evaluated.
+/// One of the benchmark's targets, evaluated.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct TargetCheck {
     pub what: String,
@@ -167,7 +167,7 @@ pub fn conventions(weight_copies: usize) -> Vec<String> {
     ]
 }
 
-/// Turns raw timings into the report: bytes, rates, ratios and issue 3's targets.
+/// Turns raw timings into the report: bytes, rates, ratios and the benchmark's targets.
 pub fn build_report(
     info: &RunInfo,
     shape: LayerShape,

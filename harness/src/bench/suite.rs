@@ -1,5 +1,5 @@
 //! What to measure: the shape, the copy-ceiling size, the rotated input copies and the
-//! `skinny`/`fused` cases (issue 3's suite).
+//! `skinny`/`fused` cases (the speed benchmark's suite).
 
 use w4a16_reference::layer::Symmetry;
 use w4a16_reference::{ActDtype, LayerShape};
@@ -32,7 +32,7 @@ pub struct BenchSuite {
 }
 
 impl BenchSuite {
-    /// Issue 3: K = 4096, N = 14336, G = 128; a 1 GiB copy; `skinny` at M = 1..5 in fp16 and
+    /// The benchmark shape: K = 4096, N = 14336, G = 128; a 1 GiB copy; `skinny` at M = 1..5 in fp16 and
     /// bf16 (symmetric) plus M = 1 asymmetric; `fused` at M = 2048 in fp16 and bf16. Eight
     /// rotated copies put ~240 MB of weights between two reads of the same buffer.
     pub fn issue3() -> Self {

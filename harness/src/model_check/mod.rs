@@ -34,7 +34,7 @@ use w4a16_reference::layer::{Activations, LayerShape, Symmetry};
 /// and a prefill batch (fused, or the dense cache when enabled).
 pub const DEFAULT_BATCHES: [usize; 4] = [1, 5, 6, 256];
 
-/// What the engine would be started with, for the startup budget (SPEC §5).
+/// What the engine would be started with, for the startup budget (docs/contract.md §5).
 #[derive(Clone, Copy, Debug)]
 pub struct BudgetInputs {
     pub device_memory_bytes: u64,

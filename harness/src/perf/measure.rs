@@ -745,7 +745,7 @@ mod tests {
         let providers = distinct(&|c| format!("{:?}/{:?}", c.dtype, c.symmetry));
         assert_eq!(providers, set.providers().len());
         assert_eq!(timed.len(), shapes * ms * providers);
-        // SPEC §7 as the case files spell it today: 38 shapes × 14 M × 4 providers.
+        // docs/contract.md §7 as the case files spell it today: 38 shapes × 14 M × 4 providers.
         assert_eq!((shapes, ms, providers), (38, 14, 4));
         assert!(
             not_timed.is_empty(),

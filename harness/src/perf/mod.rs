@@ -1,4 +1,4 @@
-//! Perf mode (issue 12): the selected path of every case of a suite timed with cold inputs,
+//! Perf mode: the selected path of every case of a suite timed with cold inputs,
 //! judged against per-target goldens (`perf/<target>.json`) through a ratio to a control
 //! measured beside it in the same run, optionally beside a control build and the peers.
 //!

@@ -1,4 +1,4 @@
-//! Failure artifacts (DESIGN rule 9): inputs, reference and output of a failed check, as JSON,
+//! Failure artifacts (ARCHITECTURE.md rule 9): inputs, reference and output of a failed check, as JSON,
 //! so the failure can be studied without rerunning it. Large tensors are left out (the case id
 //! and seed rebuild them exactly).
 

@@ -90,7 +90,7 @@ pub enum Check {
     /// as them (`carrier`; a carrier case's producer step).
     Carrier,
     /// The carrier handed over with the scales' padded row stride is refused before any launch
-    /// (`carrier-stride-trap`, FIELD §6 item 4).
+    /// (`carrier-stride-trap`, docs/field.md §6 item 4).
     CarrierStrideTrap,
     /// Seeded data generation for the case.
     Data,

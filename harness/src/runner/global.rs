@@ -1,4 +1,4 @@
-//! Checks that belong to no case: the exhaustive dequant-trick emulation (SPEC §4) over all
+//! Checks that belong to no case: the exhaustive dequant-trick emulation (docs/contract.md §4) over all
 //! 16 × 16 (q, z) pairs in every nibble slot, for both dtypes.
 
 use super::check::Check;

@@ -1,4 +1,4 @@
-//! Fault isolation (DESIGN rule 8): GPU cases run in a worker process. A device fault that
+//! Fault isolation (ARCHITECTURE.md rule 8): GPU cases run in a worker process. A device fault that
 //! poisons the context, a crash or a hang becomes that case's verdict; a fresh worker picks up
 //! the remaining cases, so the run always finishes.
 //!

@@ -42,7 +42,7 @@ struct SafetyEntry {
     reason: String,
 }
 
-/// `c_target` for `target` from `cases/targets/safety.toml` (SPEC §6: data, not code).
+/// `c_target` for `target` from `cases/targets/safety.toml` (docs/contract.md §6: data, not code).
 pub fn c_target(cases_dir: &Path, target: Target) -> Result<f64, String> {
     let path = cases_dir.join("targets").join("safety.toml");
     let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -326,7 +326,7 @@ pub fn deal(groups: Vec<Vec<usize>>, cost: impl Fn(usize) -> f64, jobs: usize) -
         .collect()
 }
 
-/// Runs `case_ids` in `jobs` worker processes of `exe` (DESIGN rule 8), each given `worker_args`.
+/// Runs `case_ids` in `jobs` worker processes of `exe` (ARCHITECTURE.md rule 8), each given `worker_args`.
 /// `cost` estimates a case's time (any unit): it balances the workers, each of which gets whole
 /// layers so that it converts each layer once.
 pub fn run_isolated_jobs(

@@ -1,4 +1,4 @@
-//! What one check of one case concluded. Rows are stable across runs (DESIGN rule 6): no
+//! What one check of one case concluded. Rows are stable across runs (ARCHITECTURE.md rule 6): no
 //! timings, paths or driver strings; the error/bound ratio only as a coarse bucket.
 
 pub use super::check::{Check, KernelPath};
@@ -20,7 +20,7 @@ w4a16_reference::named_enum! {
         Pass = "pass",
         /// The case was meant to be refused and was, with a typed error before any launch.
         Refused = "refused",
-        /// A known-bad case (data, DESIGN rule 5) that still fails, as recorded.
+        /// A known-bad case (data, ARCHITECTURE.md rule 5) that still fails, as recorded.
         ExpectedFail = "xfail",
         /// Wrong answer, unexpected refusal, guard/poison violation, nondeterminism.
         Fail = "FAIL",
@@ -440,7 +440,7 @@ impl Verdict {
     }
 }
 
-/// `W4A16_REQUIRE` applied to a run's verdicts (DESIGN rule 4): a skip whose requirement is in
+/// `W4A16_REQUIRE` applied to a run's verdicts (ARCHITECTURE.md rule 4): a skip whose requirement is in
 /// `required` becomes a FAIL that says so (its cause kept), so the summary, the reports and the
 /// exit code all count it. Returns how many verdicts it turned.
 pub fn apply_required(verdicts: &mut [Verdict], required: &[Requirement]) -> usize {
@@ -455,7 +455,7 @@ pub fn apply_required(verdicts: &mut [Verdict], required: &[Requirement]) -> usi
     turned
 }
 
-/// Counts for the summary line, plus skip reasons grouped (loud skips, DESIGN rule 4).
+/// Counts for the summary line, plus skip reasons grouped (loud skips, ARCHITECTURE.md rule 4).
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Summary {
     pub passed: usize,

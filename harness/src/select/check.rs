@@ -1,4 +1,4 @@
-//! The static cross-check of SPEC §5: every kernel a selection would launch must accept, by its
+//! The static cross-check of docs/contract.md §5: every kernel a selection would launch must accept, by its
 //! declared contract, the tensors the layer really has on the device. A selection that would
 //! fail at launch is found here, without a GPU.
 //!

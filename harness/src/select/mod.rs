@@ -1,4 +1,4 @@
-//! Kernel selection as the engine does it (SPEC §5): a priority list of linear kernels (the
+//! Kernel selection as the engine does it (docs/contract.md §5): a priority list of linear kernels (the
 //! hybrid, then the fallback), each with a `can_implement` that gives a reason for every
 //! rejection, and the hybrid's M-dispatch (skinny, fused, or dequant cache + dense). Pure
 //! logic: no device, so every target's tables are checked on any machine.
@@ -282,7 +282,7 @@ pub fn select(target: Target, req: &LayerRequest, config: &KernelConfig) -> Sele
     }
 }
 
-/// The hybrid's M-dispatch (SPEC §5).
+/// The hybrid's M-dispatch (docs/contract.md §5).
 fn hybrid_dispatch(req: &LayerRequest, config: &KernelConfig) -> (Vec<KernelId>, String) {
     let m = req.m;
     if m <= SKINNY_MAX_M {

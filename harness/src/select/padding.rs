@@ -1,5 +1,5 @@
 //! Row strides of the resident weights, the dense cache and the activation rows the fused path
-//! copies (SPEC §5, cache-cliff padding). Padding changes strides, never logical shapes.
+//! copies (docs/contract.md §5, cache-cliff padding). Padding changes strides, never logical shapes.
 
 use w4a16_kernels::{KernelId, Target};
 use w4a16_reference::ActDtype;
@@ -39,7 +39,7 @@ pub fn dense_row_stride(target: Target, k: usize, dtype: ActDtype, padding: RowP
     dense_row_stride_elems(k, padding_rule(target, padding))
 }
 
-/// Elements between rows of X where the engine copies X per call (the fused path, SPEC §5):
+/// Elements between rows of X where the engine copies X per call (the fused path, docs/contract.md §5):
 /// `+128 B` when the row `K·2` bytes is a multiple of 2048 on the gfx11 cache cliff; forced
 /// padding adds the same to every row on every target.
 pub fn activation_row_stride(
@@ -137,7 +137,7 @@ mod tests {
 
     #[test]
     fn gfx1151_pads_weight_rows_on_1024_byte_multiples_only() {
-        // FIELD §3.4: row bytes 1024, 2048, 4096, 5120, 6144, 7168, 8192 pad; 1280, 1536, 2560,
+        // docs/field.md §3.4: row bytes 1024, 2048, 4096, 5120, 6144, 7168, 8192 pad; 1280, 1536, 2560,
         // 4864, 9472, 12800 do not.
         for bytes in [1024, 2048, 4096, 5120, 6144, 7168, 8192] {
             let s = weight_row_stride_bytes(Target::Gfx1151, bytes * 2, RowPadding::CacheCliff);
@@ -147,7 +147,7 @@ mod tests {
             let s = weight_row_stride_bytes(Target::Gfx1151, bytes * 2, RowPadding::CacheCliff);
             assert_eq!(s, bytes, "{bytes} B rows");
         }
-        // K = 512 → 256 B; K = 8192 → 4096 + 128 B (FIELD §5, stored stride test).
+        // K = 512 → 256 B; K = 8192 → 4096 + 128 B (docs/field.md §5, stored stride test).
         assert_eq!(
             weight_row_stride_bytes(Target::Gfx1151, 512, RowPadding::CacheCliff),
             256

@@ -10,7 +10,7 @@
 //! projection, N = 1024, keeps 16 column blocks per expert), 128 above.
 //!
 //! Per target: the gfx11 parts keep BM = 32 for every prefill launch, the block size of the
-//! field's gfx11 MoE WMMA kernel (FIELD §3.5, block_m = 32); gfx1201 and any other device go to
+//! field's gfx11 MoE WMMA kernel (docs/field.md §3.5, block_m = 32); gfx1201 and any other device go to
 //! BM = 64 once the mean expert holds more than 64 slots. Every tile is one of [`MOE_VARIANTS`],
 //! which `kernels/hip/moe.hip` instantiates, and keeps the fused kernel's invariants (BK = 32 ≤ G,
 //! whole fragments, the dequant split) plus the row table moe adds to shared memory.

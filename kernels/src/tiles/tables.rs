@@ -1,5 +1,5 @@
 //! The fused kernel's tile tables, per target and activation dtype: data, shaped after the
-//! field's Triton tables (FIELD.md §3.3), each field rung mapped to the nearest tile our kernel
+//! field's Triton tables (docs/field.md §3.3), each field rung mapped to the nearest tile our kernel
 //! compiles.
 //!
 //! The field's tiles are (BM, BN, BK, warps[, stages]); ours are narrower in four ways, and each

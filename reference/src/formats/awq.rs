@@ -1,4 +1,4 @@
-//! AWQ (SPEC §3): `qweight [K, N/8]` i32 packed along **N** with the AWQ interleave (bit slot p
+//! AWQ (docs/contract.md §3): `qweight [K, N/8]` i32 packed along **N** with the AWQ interleave (bit slot p
 //! holds column `8w + AWQ_ORDER[p]`), `scales [K/G, N]`, `qzeros [K/G, N/8]` with the same
 //! interleave.
 

@@ -1,8 +1,8 @@
-//! The asymmetric carrier (SPEC §2, FIELD §0 item 7): the fork's fused path reads an asymmetric
+//! The asymmetric carrier (docs/contract.md §2, docs/field.md §0 item 7): the fork's fused path reads an asymmetric
 //! layer's scales and zero points as one u32 word per (n, g), `[N, K/G]`, never padded. The low
 //! half holds the scale's bits; the high half holds `bias_eff = −z·s` rounded to fp16 (fp16
 //! layers) or the raw z (bf16 layers). A kernel then forms the fp16 weight as `q·s + bias_eff`,
-//! which is not bit-exact against `(q − z)·s` (FIELD §6 item 9): [`Carrier::weight`] says what it
+//! which is not bit-exact against `(q − z)·s` (docs/field.md §6 item 9): [`Carrier::weight`] says what it
 //! gives under either evaluation, and the recipe's `pre_rounded_bias` bounds it.
 //!
 //! Symmetric layers have no carrier (they read their scales directly), and the legacy unpacked

@@ -1,4 +1,4 @@
-//! compressed-tensors `pack-quantized` (SPEC §3): `weight_packed [N, K/8]` i32 with sequential
+//! compressed-tensors `pack-quantized` (docs/contract.md §3): `weight_packed [N, K/8]` i32 with sequential
 //! nibbles along K, `weight_scale [N, K/G]`, `weight_zero_point [ceil(N/8), K/G]` i32 packed
 //! along N (asymmetric only; when N % 8 != 0 the last row of words is partial, its unused high
 //! nibbles 0, as the library's `pack_to_int32` pads it).

@@ -140,7 +140,7 @@ pub trait Checkpoint: fmt::Debug + Send + Sync {
         target: &LoadTarget,
         padding: RowPadding,
     ) -> Result<Converted, ConvertError>;
-    /// The layer as the format's own reference dequantizer reads these tensors (SPEC §3),
+    /// The layer as the format's own reference dequantizer reads these tensors (docs/contract.md §3),
     /// written apart from [`Checkpoint::to_resident`] so that the two readings can disagree.
     /// Shapes come from the tensors alone; see [`super::own`].
     fn decode_own_semantics(&self) -> Result<QuantizedLayer, ConvertError>;

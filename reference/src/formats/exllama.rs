@@ -1,4 +1,4 @@
-//! The resident packing (SPEC §2): weights along K in ExLlama order, zero points along N.
+//! The resident packing (docs/contract.md §2): weights along K in ExLlama order, zero points along N.
 
 use super::nibble::NibbleOrder;
 

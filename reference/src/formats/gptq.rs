@@ -1,4 +1,4 @@
-//! GPTQ (AutoGPTQ, SPEC §3): `qweight [K/8, N]` i32 packed along K (sequential nibbles),
+//! GPTQ (AutoGPTQ, docs/contract.md §3): `qweight [K/8, N]` i32 packed along K (sequential nibbles),
 //! `scales [K/G, N]`, `qzeros [K/G, N/8]` i32 packed along N (sequential).
 //!
 //! v1 checkpoints store `z − 1`. A 4-bit field cannot hold −1, so z = 0 is stored as nibble 15

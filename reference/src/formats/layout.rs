@@ -1,5 +1,5 @@
-//! Building the resident layout (SPEC §2) from a logical layer and back, the row-padding rules
-//! against the cache cliff (SPEC §5), and the checks that a strided view is really backed by
+//! Building the resident layout (docs/contract.md §2) from a logical layer and back, the row-padding rules
+//! against the cache cliff (docs/contract.md §5), and the checks that a strided view is really backed by
 //! enough memory.
 
 use super::exllama::{pack_exllama_row, pack_zero_points, unpack_zero_points};
@@ -12,7 +12,7 @@ use crate::dtype::ActDtype;
 use crate::layer::{LayerShape, QuantizedLayer};
 use serde::{Deserialize, Serialize};
 
-/// What the cache-cliff rule adds to an aliasing row (SPEC §5).
+/// What the cache-cliff rule adds to an aliasing row (docs/contract.md §5).
 pub const CACHE_CLIFF_PAD_BYTES: usize = 128;
 
 /// Filler for weight padding bytes: nibbles 5 and 10, so a kernel that reads padding as codes
@@ -26,7 +26,7 @@ pub enum PaddingRule {
     /// Rows are exactly as long as their data.
     #[default]
     None,
-    /// The gfx11 rule of SPEC §5 (+128 B on aliasing row strides).
+    /// The gfx11 rule of docs/contract.md §5 (+128 B on aliasing row strides).
     CacheCliff,
     /// Fixed extra bytes per weight row and elements per dense row, so targets that pad nothing
     /// still run padded layouts.

@@ -1,4 +1,4 @@
-//! The legacy unpacked-zero-point layout (SPEC §2–3): weights and scales as compressed-tensors,
+//! The legacy unpacked-zero-point layout (docs/contract.md §2–3): weights and scales as compressed-tensors,
 //! zero points `[N, K/G]` in the activation dtype. A legacy loader passes that tensor through as
 //! it is; the result, [`ZeroPoints::UnpackedLegacy`], exists so that packed-zp kernels can be
 //! shown to refuse it.

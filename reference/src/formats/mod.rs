@@ -1,4 +1,4 @@
-//! Checkpoint formats going in (SPEC §3) and the resident layout every kernel reads (SPEC §2).
+//! Checkpoint formats going in (docs/contract.md §3) and the resident layout every kernel reads (docs/contract.md §2).
 
 pub mod awq;
 pub mod carrier;

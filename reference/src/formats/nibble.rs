@@ -3,10 +3,10 @@
 //! Every format packs eight codes per word; they differ only in which bit slot holds which
 //! element. Keeping the three orders in one table means pack and unpack cannot drift apart.
 
-/// The AWQ interleave (SPEC §3): bit slot `p` holds column `AWQ_ORDER[p]`.
+/// The AWQ interleave (docs/contract.md §3): bit slot `p` holds column `AWQ_ORDER[p]`.
 pub const AWQ_ORDER: [usize; 8] = [0, 2, 4, 6, 1, 3, 5, 7];
 
-/// ExLlama shifts (SPEC §2): element `2p` at bits `4p`, element `2p+1` at bits `16+4p`.
+/// ExLlama shifts (docs/contract.md §2): element `2p` at bits `4p`, element `2p+1` at bits `16+4p`.
 pub const EXLLAMA_SHIFTS: [u32; 8] = [0, 16, 4, 20, 8, 24, 12, 28];
 
 /// The AWQ shifts, derived from the order table (so the table stays the single statement of

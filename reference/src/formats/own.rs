@@ -1,4 +1,4 @@
-//! Each producer's own reading of its checkpoint, written per element from SPEC §3's table and
+//! Each producer's own reading of its checkpoint, written per element from docs/contract.md §3's table and
 //! the formats' reference dequantizers (AutoGPTQ, AutoAWQ, compressed-tensors), not from the
 //! converters. The runner compares "checkpoint → converter → resident" against this reading;
 //! only the sequential nibble primitive and the tensor checks are shared with the converters.

@@ -1,4 +1,4 @@
-//! The checkpoint producers a case can name (SPEC §3), and how each writes a logical layer.
+//! The checkpoint producers a case can name (docs/contract.md §3), and how each writes a logical layer.
 
 use super::awq::AwqLayer;
 use super::compressed::CompressedTensorsLayer;

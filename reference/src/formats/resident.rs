@@ -1,4 +1,4 @@
-//! The resident layout (SPEC §2): what every kernel of the set reads.
+//! The resident layout (docs/contract.md §2): what every kernel of the set reads.
 
 use crate::dtype::ActDtype;
 use crate::layer::LayerShape;

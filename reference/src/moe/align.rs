@@ -1,4 +1,4 @@
-//! The reference `moe_align` (SPEC §4 item 5): slots grouped by global expert, experts
+//! The reference `moe_align` (docs/contract.md §4 item 5): slots grouped by global expert, experts
 //! ascending, slots ascending within an expert's run, each run padded with the sentinel `S` to a
 //! multiple of `block_m`; experts without slots get no block. The order is fully determined, so
 //! a device result can be checked entry by entry ([`super::check::check_align`]).

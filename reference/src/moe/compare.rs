@@ -1,5 +1,5 @@
 //! A device's C against the grouped reference: every element of a computed row within its bound
-//! (SPEC §6, with the routed-weight rounding), every element of a zero row exactly ±0, and for
+//! (docs/contract.md §6, with the routed-weight rounding), every element of a zero row exactly ±0, and for
 //! failing rows a diagnosis: does the row match what another local expert gives for the same
 //! token (the slot went to the wrong expert)?
 

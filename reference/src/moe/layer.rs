@@ -1,5 +1,5 @@
 //! An MoE layer: `E_local` experts of one shape, each a resident layer, and their stacked device
-//! form (SPEC §4 item 5): weights `[E, N, K/8]` u32 with a row stride in bytes and an expert
+//! form (docs/contract.md §4 item 5): weights `[E, N, K/8]` u32 with a row stride in bytes and an expert
 //! stride of `N` rows, scales `[E, N, K/G]` with a row stride in elements, packed zero points
 //! `[E, N/8, K/G]` contiguous.
 
@@ -250,7 +250,7 @@ fn symmetry_of(l: &ResidentLayer) -> Symmetry {
     }
 }
 
-/// The experts as the `moe` kernel reads them (SPEC §4 item 5). Weight padding words hold
+/// The experts as the `moe` kernel reads them (docs/contract.md §4 item 5). Weight padding words hold
 /// [`WEIGHT_PAD_BYTE`] and scale padding the dtype's NaN poison, as in the resident layout, so a
 /// kernel that reads padding shows up.
 #[derive(Clone, Debug, PartialEq)]

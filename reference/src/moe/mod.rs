@@ -1,4 +1,4 @@
-//! Mixture-of-experts (SPEC §4 item 5): routing, the expert map, the reference `moe_align` and its
+//! Mixture-of-experts (docs/contract.md §4 item 5): routing, the expert map, the reference `moe_align` and its
 //! exact checker, the MoE layer with its stacked device layout, and the grouped GEMM reference
 //! with its comparison. The grouped reference is the dense reference ([`crate::gemm`]) run per
 //! expert on the rows its slots read, and its bound is the dense bound plus the routed-weight

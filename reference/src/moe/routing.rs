@@ -1,5 +1,5 @@
 //! Which experts each token goes to: the router (softmax over seeded logits, then top-k) and the
-//! hand-made routings of issue 11 (experts that get no token, every slot on one expert, one token
+//! hand-made routings (experts that get no token, every slot on one expert, one token
 //! sent to the same expert twice).
 //!
 //! A routing is `[T, top_k]` row-major: slot `s = t·top_k + j` is token `t`'s `j`-th choice,

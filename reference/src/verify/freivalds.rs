@@ -12,7 +12,7 @@
 //! whole rows and tiles, the column check whole columns; a single element is seen when its
 //! error exceeds its line's tolerance (sampled verification checks chosen lines exactly).
 //!
-//! Non-finite outputs (SPEC §6 "The range edge") are checked one by one and left out of the
+//! Non-finite outputs (docs/contract.md §6 "The range edge") are checked one by one and left out of the
 //! projections: a ±Inf against the exact reference dot product of its element (f64, with the
 //! element's own bound: correct where `[y − bound, y + bound]` reaches the overflow threshold),
 //! its exact value then subtracted on the reference side of its row and column (and its

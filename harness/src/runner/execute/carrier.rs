@@ -113,7 +113,7 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         Some(c)
     }
 
-    /// FIELD §6 item 4: the unpadded carrier handed over with the scales' padded row stride
+    /// docs/field.md §6 item 4: the unpadded carrier handed over with the scales' padded row stride
     /// must be refused, typed, before any launch.
     fn stride_trap(&mut self, x: &Activations, resident: &ResidentLayer) {
         let Some(c) = &self.carrier else { return };

@@ -324,7 +324,7 @@ impl<'c, 'a> CaseRun<'c, 'a> {
             let (y, a, b) = (r.y_at(m, n), r.a_at(m, n), r.bias[n]);
             let acc = r.a_offset.as_ref().map_or(a, |o| o[i]);
             let tol = mf.element(y, a, acc, b) + mb.element(y, a, a, b);
-            // The range edge (SPEC §6): both at the same Inf, or one at Inf and the other within
+            // The range edge (docs/contract.md §6): both at the same Inf, or one at Inf and the other within
             // `tol` of its overflow threshold, agree.
             if !compare::agree_within(dtype, fast[i], fb[i], tol) {
                 over += 1;

@@ -159,7 +159,7 @@ impl<'c, 'a> CaseRun<'c, 'a> {
             .map_err(Cause::Device)
     }
 
-    /// Padded and unpadded layouts must give bit-identical results (SPEC §5), and so must
+    /// Padded and unpadded layouts must give bit-identical results (docs/contract.md §5), and so must
     /// strided and offset views of X and Y against contiguous ones: `views` are the X view and
     /// Y the padded run had.
     #[allow(clippy::too_many_arguments)]

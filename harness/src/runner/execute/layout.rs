@@ -12,7 +12,7 @@ use w4a16_reference::layer::Activations;
 impl<'c, 'a> CaseRun<'c, 'a> {
     /// X's row stride and offset (elements) for `kernel`: the layout's, except that the
     /// default layout on a kernel that gets the engine's per-call copy of X (fused) follows
-    /// the target's activation-row padding rule (SPEC §5).
+    /// the target's activation-row padding rule (docs/contract.md §5).
     fn x_geometry(&self, kernel: KernelId, k: usize, layout: ViewLayout) -> (usize, usize) {
         if layout.is_default() && crate::select::padding::copies_x(kernel) {
             let stride = crate::select::padding::activation_row_stride(

@@ -98,11 +98,11 @@ pub struct RunContext<'a> {
     /// Why there is no device (reported on every GPU-bound check).
     pub no_device: Option<Skip>,
     pub config: KernelConfig,
-    /// Per-target safety factor of SPEC §6, from data.
+    /// Per-target safety factor of docs/contract.md §6, from data.
     pub c_target: f64,
     pub known_bad: &'a [KnownBad],
     pub today: cases::Date,
-    /// Failure artifacts go here (DESIGN rule 9); `None` writes none.
+    /// Failure artifacts go here (ARCHITECTURE.md rule 9); `None` writes none.
     pub artifacts: Option<PathBuf>,
     /// Above this many multiply-adds (M·N·K) the full reference gives way to Freivalds plus
     /// sampled lines.
@@ -141,7 +141,7 @@ impl RunContext<'_> {
     }
 }
 
-/// The command that reruns exactly one case (DESIGN rule 9).
+/// The command that reruns exactly one case (ARCHITECTURE.md rule 9).
 pub fn repro_command(case_id: &str, target: RunTarget) -> String {
     format!("cargo run --release --bin w4a16 -- repro '{case_id}' --target {target}")
 }
