@@ -5,11 +5,11 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
-use w4a16_harness::cases::Date;
-use w4a16_harness::codeobject::abi::{self, ArgProblem};
-use w4a16_harness::codeobject::disasm::{self, Disassembly};
-use w4a16_harness::codeobject::gates::{self, ExceptionSet, Verdict};
-use w4a16_harness::codeobject::{self as co, CodeObjectInfo, snapshot};
+use w4a16_cases::Date;
+use w4a16_codeobject::abi::{self, ArgProblem};
+use w4a16_codeobject::disasm::{self, Disassembly};
+use w4a16_codeobject::gates::{self, ExceptionSet, Verdict};
+use w4a16_codeobject::{self as co, CodeObjectInfo, snapshot};
 use w4a16_harness::require::{Requirement, Skip, skip_or_fail};
 use w4a16_kernels::amd::{self, AmdBuildError, Builder, CodeObject, KernelSource};
 use w4a16_kernels::decl::{ArgDecl, ArgKind};
@@ -250,10 +250,9 @@ fn snapshots_per_target() {
 #[test]
 fn static_gates_hold_on_every_target() {
     let b = built_or_skip!();
-    let exceptions = ExceptionSet::load(&gates::exceptions_path(
-        &w4a16_harness::cases::locate(None).unwrap(),
-    ))
-    .unwrap_or_else(|e| panic!("{e}"));
+    let exceptions =
+        ExceptionSet::load(&gates::exceptions_path(&w4a16_cases::locate(None).unwrap()))
+            .unwrap_or_else(|e| panic!("{e}"));
     let mut results = Vec::new();
     for (c, info, dis) in &b.objects {
         for k in &info.kernels {
@@ -536,6 +535,6 @@ fn compile_errors_name_source_and_target() {
 /// it is a typo).
 #[test]
 fn exceptions_file_parses() {
-    let path = gates::exceptions_path(&w4a16_harness::cases::locate(None).unwrap());
+    let path = gates::exceptions_path(&w4a16_cases::locate(None).unwrap());
     ExceptionSet::load(&path).unwrap_or_else(|e| panic!("{e}"));
 }

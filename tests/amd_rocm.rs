@@ -7,12 +7,11 @@
 
 mod common;
 
-use w4a16_harness::codeobject;
-use w4a16_harness::device::{Device, DeviceFault, DeviceKind};
-use w4a16_harness::device::{hipblas, rocm};
-use w4a16_harness::launch::DeviceInputs;
+use w4a16_device::launch::DeviceInputs;
+use w4a16_device::tensor::{DenseSpec, YSpec};
+use w4a16_device::{Device, DeviceFault, DeviceKind};
+use w4a16_device::{hipblas, rocm};
 use w4a16_harness::require::{Requirement, Skip, skip_or_fail};
-use w4a16_harness::tensor::{DenseSpec, YSpec};
 use w4a16_kernels::target::Vendor;
 use w4a16_kernels::{KernelId, Target, set};
 use w4a16_reference::data::{DataClass, DataSpec, generate};
@@ -65,7 +64,7 @@ fn code_objects_are_selected_by_target() {
                 Err(e) => panic!("{e}"),
             };
             let info =
-                codeobject::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                w4a16_codeobject::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
             assert_eq!(info.gfx(), target.name(), "{}", path.display());
             for dtype in ActDtype::ALL {
                 for entry in decl.entries(dtype) {

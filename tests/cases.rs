@@ -6,19 +6,17 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use w4a16_harness::cases::{
-    self, CarrierMode, CaseSet, DataClass, Date, Producer, RowPadding, ViewLayout,
-};
-use w4a16_harness::codeobject::gates::{self, ExceptionSet};
+use w4a16_cases::{self, CarrierMode, CaseSet, DataClass, Date, Producer, RowPadding, ViewLayout};
+use w4a16_codeobject::gates::{self, ExceptionSet};
 use w4a16_reference::ActDtype;
 use w4a16_reference::layer::Symmetry;
 
 fn cases_dir() -> PathBuf {
-    w4a16_harness::cases::locate(None).expect("the cases folder")
+    w4a16_cases::locate(None).expect("the cases folder")
 }
 
 fn load() -> CaseSet {
-    cases::load_all(&cases_dir()).unwrap_or_else(|e| panic!("cases/ must load: {e}"))
+    w4a16_cases::load_all(&cases_dir()).unwrap_or_else(|e| panic!("cases/ must load: {e}"))
 }
 
 fn src(path: &str, text: &str) -> (PathBuf, String) {
@@ -60,7 +58,7 @@ fn the_cases_folder_loads_with_every_suite() {
     let mut sorted = names.clone();
     sorted.sort();
     assert_eq!(names, sorted, "suites are listed in name order");
-    eprint!("{}", cases::render_counts(&set));
+    eprint!("{}", w4a16_cases::render_counts(&set));
     for s in set.suites() {
         if s.name != "regressions" {
             assert!(s.cases > 0, "suite {} is empty", s.name);
@@ -162,7 +160,7 @@ fn the_kernels_suite_covers_the_differential_matrix() {
         .filter(|n| n.starts_with("kern."))
         .collect();
     assert!(matrix_shapes.len() >= 2, "{matrix_shapes:?}");
-    let has = |f: &dyn Fn(&cases::Case) -> bool| kern.cases.iter().any(f);
+    let has = |f: &dyn Fn(&w4a16_cases::Case) -> bool| kern.cases.iter().any(f);
     for shape in &matrix_shapes {
         let s = set.shape(shape).unwrap().shape;
         assert!(
@@ -205,7 +203,7 @@ fn the_kernels_suite_covers_the_differential_matrix() {
 
 /// Every shape `skinny_capacity_edges` generates from the declared capacities, at its M, in
 /// both dtypes and symmetries: the edges then move with the constants.
-fn assert_covers_skinny_capacity_edges(suite: &cases::Suite) {
+fn assert_covers_skinny_capacity_edges(suite: &w4a16_cases::Suite) {
     let edges = w4a16_kernels::set::skinny_capacity_edges();
     assert!(!edges.is_empty());
     for e in &edges {
@@ -242,7 +240,7 @@ fn the_edges_suite_covers_every_generated_skinny_capacity_edge() {
 #[test]
 fn the_counts_table_has_a_row_per_suite_and_the_total() {
     let set = load();
-    let table = cases::render_counts(&set);
+    let table = w4a16_cases::render_counts(&set);
     let lines: Vec<&str> = table.lines().collect();
     assert_eq!(lines.len(), set.suites().len() + 2, "{table}");
     assert!(lines[0].starts_with("suite") && lines[0].contains("M values"));
@@ -306,7 +304,7 @@ fn the_moe_suite_names_every_routing_edge_case_of_issue_11() {
         .iter()
         .filter_map(|c| c.moe.map(|r| (c, r)))
         .collect();
-    let has = |what: &str, f: &dyn Fn(&cases::Case, &cases::MoeRouting) -> bool| {
+    let has = |what: &str, f: &dyn Fn(&w4a16_cases::Case, &w4a16_cases::MoeRouting) -> bool| {
         assert!(moe.iter().any(|(c, r)| f(c, r)), "no moe case with {what}");
     };
     for e in [8, 64, 128, 257] {
@@ -316,15 +314,15 @@ fn the_moe_suite_names_every_routing_edge_case_of_issue_11() {
         has(&format!("top_k = {k}"), &|_, r| r.top_k == k);
     }
     for kind in [
-        cases::RoutingKind::Softmax,
-        cases::RoutingKind::EmptyExperts,
-        cases::RoutingKind::AllOnOneExpert,
-        cases::RoutingKind::SameExpertTwice,
+        w4a16_cases::RoutingKind::Softmax,
+        w4a16_cases::RoutingKind::EmptyExperts,
+        w4a16_cases::RoutingKind::AllOnOneExpert,
+        w4a16_cases::RoutingKind::SameExpertTwice,
     ] {
         has(kind.name(), &|_, r| r.routing == kind);
     }
     has("experts mapped away", &|_, r| {
-        r.map == cases::MapKind::EveryOther
+        r.map == w4a16_cases::MapKind::EveryOther
     });
     has("T = 1", &|c, _| c.m == 1);
     has("no routed weight", &|_, r| !r.routed_weight);
@@ -439,7 +437,7 @@ fn gptq_symmetric_checkpoints_carry_zero_points() {
 
 #[test]
 fn overlapping_sweeps_are_deduplicated_in_first_seen_order() {
-    let set = cases::load_sources(&[
+    let set = w4a16_cases::load_sources(&[
         src("shapes.toml", SHAPES),
         src(
             "s.toml",
@@ -483,7 +481,7 @@ symmetry = ["sym"]
 
 #[test]
 fn variants_name_every_non_default_axis() {
-    let set = cases::load_sources(&[
+    let set = w4a16_cases::load_sources(&[
         src("shapes.toml", SHAPES),
         src(
             "s.toml",
@@ -517,7 +515,7 @@ producer = ["awq"]
 
 #[test]
 fn layout_axes_add_an_id_segment_only_off_the_default() {
-    let set = cases::load_sources(&[
+    let set = w4a16_cases::load_sources(&[
         src("shapes.toml", SHAPES),
         src(
             "s.toml",
@@ -588,7 +586,7 @@ fn layout_axes_cover_every_view_in_the_differential_suites_and_keep_old_ids() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("snapshots");
     for suite in ["kernels", "edges", "checkpoints"] {
         let s = set.suite(suite).unwrap();
-        let strided = |c: &&cases::Case| !c.x_layout.is_default() || !c.y_layout.is_default();
+        let strided = |c: &&w4a16_cases::Case| !c.x_layout.is_default() || !c.y_layout.is_default();
         let ids: HashSet<&str> = s.cases.iter().map(|c| c.id.as_str()).collect();
         let snap =
             std::fs::read_to_string(dir.join(format!("verdicts-{suite}@sm_90.snap"))).unwrap();
@@ -610,9 +608,9 @@ fn layout_axes_cover_every_view_in_the_differential_suites_and_keep_old_ids() {
             for (tensor, of) in [
                 (
                     "x",
-                    (|c: &cases::Case| c.x_layout) as fn(&cases::Case) -> ViewLayout,
+                    (|c: &w4a16_cases::Case| c.x_layout) as fn(&w4a16_cases::Case) -> ViewLayout,
                 ),
-                ("y", |c: &cases::Case| c.y_layout),
+                ("y", |c: &w4a16_cases::Case| c.y_layout),
             ] {
                 assert!(
                     kern.cases
@@ -628,7 +626,7 @@ fn layout_axes_cover_every_view_in_the_differential_suites_and_keep_old_ids() {
 
 #[test]
 fn explicit_cases_take_inline_shapes() {
-    let set = cases::load_sources(&[src(
+    let set = w4a16_cases::load_sources(&[src(
         "r.toml",
         r#"
 [suite]
@@ -659,7 +657,7 @@ note = "proptest seed"
 
 #[test]
 fn the_loader_message_names_file_key_and_what_was_expected() {
-    let err = cases::load_sources(&[
+    let err = w4a16_cases::load_sources(&[
         src("shapes.toml", SHAPES),
         src(
             "cases/sweeps/decode.toml",
@@ -675,7 +673,7 @@ fn the_loader_message_names_file_key_and_what_was_expected() {
 
 #[test]
 fn known_bad_entries_match_by_id_glob_and_target_pattern() {
-    let set = cases::load_sources(&[
+    let set = w4a16_cases::load_sources(&[
         src("shapes.toml", SHAPES),
         src(
             "s.toml",
@@ -742,7 +740,7 @@ mode = "xfail-strict"
 #[test]
 fn every_invalid_case_file_is_refused_naming_the_file_and_the_key() {
     let dir = cases_dir();
-    let valid = cases::case_files(&dir).unwrap();
+    let valid = w4a16_cases::case_files(&dir).unwrap();
     let mut invalid: Vec<PathBuf> = std::fs::read_dir(dir.join("invalid"))
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -763,7 +761,7 @@ fn every_invalid_case_file_is_refused_naming_the_file_and_the_key() {
             .trim();
         let mut files = valid.clone();
         files.push(path.clone());
-        let err = match cases::load_files(&files) {
+        let err = match w4a16_cases::load_files(&files) {
             Ok(_) => panic!("{} was accepted", path.display()),
             Err(e) => e,
         };
@@ -840,7 +838,7 @@ fn both_suppression_files_load() {
         assert!(kb.key.starts_with("known_bad["), "{kb:?}");
         assert!(set.cases().any(|c| kb.scope.id.matches(&c.id)), "{kb:?}");
     }
-    let path = gates::exceptions_path(&w4a16_harness::cases::locate(None).unwrap());
+    let path = gates::exceptions_path(&w4a16_cases::locate(None).unwrap());
     let exc = ExceptionSet::load(&path).unwrap_or_else(|e| panic!("{e}"));
     for e in &exc.exceptions {
         assert_eq!(e.file, path);
@@ -865,7 +863,7 @@ m = [1]
     let known_bad = format!("[[known_bad]]\nid = \"t/**\"\n{shared}");
     let exception = format!("[[exception]]\nkernel = \"fused\"\ngate = \"fused-wmma\"\n{shared}");
     let load_kb = |text: &str| {
-        cases::load_sources(&[
+        w4a16_cases::load_sources(&[
             src("shapes.toml", SHAPES),
             src("s.toml", suite),
             src("known_bad.toml", text),
@@ -940,7 +938,7 @@ fn a_model_description_that_disagrees_is_refused() {
         .unwrap()
         .replace("n = 4096\n", "n = 4104\n");
     std::fs::write(dir.join("models/qwen3-8b.toml"), text).unwrap();
-    let err = cases::load_all(&dir).unwrap_err();
+    let err = w4a16_cases::load_all(&dir).unwrap_err();
     assert_eq!(err.file, dir.join("models/qwen3-8b.toml"));
     assert_eq!(err.key, "linear[1]");
     assert!(
@@ -1004,7 +1002,7 @@ fn unsupported_layers_live_only_in_suites_that_allow_them() {
 /// explicit cases.
 #[test]
 fn the_carrier_axis_adds_an_id_segment_only_when_on() {
-    let set = cases::load_sources(&[
+    let set = w4a16_cases::load_sources(&[
         src("shapes.toml", SHAPES),
         src(
             "s.toml",
@@ -1066,7 +1064,7 @@ carrier = "on"
 fn the_carrier_suite_covers_what_the_issue_asks() {
     let set = load();
     let s = set.suite("carrier").expect("cases/sweeps/carrier.toml");
-    let asym = |c: &&cases::Case| c.symmetry == Symmetry::Asym;
+    let asym = |c: &&w4a16_cases::Case| c.symmetry == Symmetry::Asym;
     for d in ActDtype::ALL {
         for g in [32, 64, 128] {
             for mode in [CarrierMode::On, CarrierMode::PaddedScales] {
@@ -1126,7 +1124,7 @@ fn buildable_asymmetric_ragged_n_is_what_the_producer_can_write() {
         .expect("an asymmetric ragged-N selection case")
         .clone();
     for p in Producer::ALL {
-        let case = cases::Case {
+        let case = w4a16_cases::Case {
             producer: p,
             ..base.clone()
         };

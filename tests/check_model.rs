@@ -10,7 +10,7 @@
 //! - every broken checkpoint of `cases/invalid-checkpoints/` fails the run with its message.
 
 use std::path::{Path, PathBuf};
-use w4a16_harness::cases::Date;
+use w4a16_cases::Date;
 use w4a16_harness::config::KernelConfig;
 use w4a16_harness::model_check::{
     CheckModelOptions, LayerKind, LayerStatus, ModelCheck, check_model,
@@ -22,7 +22,7 @@ use w4a16_harness::runner::{Check, Outcome};
 use w4a16_kernels::{Execution, Target};
 
 fn cases_dir() -> PathBuf {
-    w4a16_harness::cases::locate(None).expect("the cases folder")
+    w4a16_cases::locate(None).expect("the cases folder")
 }
 
 fn folders(root: &Path) -> Vec<PathBuf> {

@@ -1,7 +1,7 @@
 //! The prefill dequant option (docs/contract.md §5): both command-line forms, refusals of unknown keys and
 //! values, the retired flag's messages, and the startup budget check.
 
-use w4a16_harness::cases::ModelDescription;
+use w4a16_cases::ModelDescription;
 use w4a16_harness::config::{
     BudgetError, ConfigError, KernelConfig, PREFILL_DEQUANT_KEY, PrefillDequant, StartupRequest,
     check_startup_budget, parse_args,
@@ -248,7 +248,7 @@ fn the_retired_flag_is_refused_without_or_with_a_strange_value() {
 
 fn qwen3_8b() -> ModelDescription {
     ModelDescription::load(
-        &w4a16_harness::cases::locate(None)
+        &w4a16_cases::locate(None)
             .expect("the cases folder")
             .join("models/qwen3-8b.toml"),
     )

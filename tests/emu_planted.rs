@@ -18,9 +18,9 @@
 use rstest::rstest;
 use std::path::PathBuf;
 use std::sync::OnceLock;
-use w4a16_harness::cases::{self, CaseSet};
+use w4a16_cases::CaseSet;
+use w4a16_device::{Device, DeviceFault};
 use w4a16_harness::config::KernelConfig;
-use w4a16_harness::device::{self, Device, DeviceFault};
 use w4a16_harness::require::{Requirement, Skip, skip_or_fail};
 use w4a16_harness::runner::execute::{Mode, ReferenceChoice, RunContext, run_case};
 use w4a16_harness::runner::{Cause, Check, Outcome, Verdict, cli_run, session};
@@ -85,7 +85,7 @@ fn run_on_emulator(target: Target, sources: &KernelSources) -> Vec<Verdict> {
         .cases()
         .find(|c| c.id == CASE)
         .unwrap_or_else(|| panic!("{CASE} is not in {}", dir.display()));
-    let dev = match device::open_emu(target, sources) {
+    let dev = match w4a16_device::open_emu(target, sources) {
         Ok(d) => d,
         Err(skip) => panic!(
             "the ISA emulator for {target} did not open: {}",
@@ -101,7 +101,7 @@ fn run_on_emulator(target: Target, sources: &KernelSources) -> Vec<Verdict> {
         c_target: session::c_target(dir, target).expect("safety factors load"),
         // No suppression may hide a plant.
         known_bad: &[],
-        today: cases::Date::today_utc(),
+        today: w4a16_cases::Date::today_utc(),
         artifacts: None,
         full_reference_macs: 2.0e9,
         sample_flops: 2.0e9,

@@ -22,19 +22,20 @@ use proptest::prelude::*;
 use proptest::test_runner::{FileFailurePersistence, TestError, TestRunner};
 use rstest_reuse::apply;
 use std::path::PathBuf;
-use w4a16_harness::cases::{self, Case, strategy};
+use w4a16_cases::Case;
+use w4a16_device::{Allocation, Device, DeviceBench, DeviceKind};
 use w4a16_harness::config::KernelConfig;
-use w4a16_harness::device::{self, Allocation, Device, DeviceBench, DeviceKind};
 use w4a16_harness::require::{Requirement, Skip};
 use w4a16_harness::runner::execute::{Mode, RunContext, run_case};
 use w4a16_harness::runner::session::{self, Backend};
 use w4a16_harness::runner::{Outcome, Verdict};
+use w4a16_harness::strategy;
 use w4a16_kernels::RunTarget;
 use w4a16_kernels::source::KernelSources;
 
 /// `W4A16_CASES` where the binary runs away from its checkout (the staged GPU run).
 fn cases_dir() -> PathBuf {
-    w4a16_harness::cases::locate(None).expect("the cases folder")
+    w4a16_cases::locate(None).expect("the cases folder")
 }
 
 /// The target to fuzz: `W4A16_FUZZ_TARGET` (e.g. `gfx1151-emu`, the AMD configuration emulated
@@ -64,7 +65,7 @@ fn open(kind: DeviceKind) -> Result<(RunTarget, Box<dyn DeviceBench>), Skip> {
                     want.name()
                 )));
             }
-            let d = device::open_emulated_with(
+            let d = w4a16_device::open_emulated_with(
                 want.target,
                 &KernelSources::Embedded,
                 Allocation::Guarded,
@@ -72,7 +73,7 @@ fn open(kind: DeviceKind) -> Result<(RunTarget, Box<dyn DeviceBench>), Skip> {
             Ok((want, d))
         }
         want => {
-            let d = device::open_kind(kind)?;
+            let d = w4a16_device::open_kind(kind)?;
             let here = d.run_target();
             match want {
                 Some(want) if want != here => Err(gpu_skip(format!(
@@ -107,7 +108,7 @@ fn run(case: &Case, target: RunTarget, backend: &Backend) -> Vec<Verdict> {
         config: KernelConfig::default(),
         c_target: session::c_target(&cases_dir(), target.target).expect("safety factors load"),
         known_bad: &[],
-        today: cases::Date::today_utc(),
+        today: w4a16_cases::Date::today_utc(),
         artifacts: Some(std::env::temp_dir().join("w4a16-gpu-fuzz-artifacts")),
         full_reference_macs: 2.0e9,
         sample_flops: 2.0e9,

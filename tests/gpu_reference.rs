@@ -9,12 +9,12 @@ mod common;
 
 use common::{backends, device};
 use rstest_reuse::apply;
-use w4a16_harness::device::resident::DeviceResidentGemm;
-use w4a16_harness::device::{Device, DeviceKind};
-use w4a16_harness::launch::DeviceInputs;
+use w4a16_device::launch::DeviceInputs;
+use w4a16_device::resident::DeviceResidentGemm;
+use w4a16_device::tensor::YSpec;
+use w4a16_device::{Device, DeviceKind};
 use w4a16_harness::require::Skip;
 use w4a16_harness::runner::execute::{reference_on, resident_reference_on};
-use w4a16_harness::tensor::YSpec;
 use w4a16_kernels::KernelId;
 use w4a16_kernels::set::decl;
 use w4a16_reference::bound::BoundModel;
@@ -86,7 +86,7 @@ fn realistic_x_drawn_on_the_device_is_the_hosts(kind: DeviceKind) {
 
 /// The target's safety factor from the committed cases (as a run reads it).
 fn c_target(dev: &dyn Device) -> f64 {
-    let dir = w4a16_harness::cases::locate(None).expect("the committed cases are found");
+    let dir = w4a16_cases::locate(None).expect("the committed cases are found");
     w4a16_harness::runner::session::c_target(&dir, dev.target()).expect("safety.toml")
 }
 
@@ -97,7 +97,7 @@ const LARGE_ID: &str = "gpu-reference/n8192-k8192/M=16/bf16/asym/g128/realistic/
 /// The [`LARGE`] layer's tensors, the fallback's recipe, and its output on `dev`.
 fn fallback_on_the_large_layer(
     dev: &dyn Device,
-) -> (Generated, NumericRecipe, w4a16_harness::device::GemmOutput) {
+) -> (Generated, NumericRecipe, w4a16_device::GemmOutput) {
     let (m, n, k) = LARGE;
     let g = generate(LARGE_ID, &spec(m, n, k)).expect("data");
     let resident = ResidentLayer::from_logical(&g.layer, RowPadding::NONE).expect("converts");

@@ -11,9 +11,9 @@ mod common;
 
 use common::{backends, device};
 use rstest_reuse::apply;
-use w4a16_harness::device::{BenchPlan, Device, DeviceFault, DeviceKind, GemmOutput, Health};
-use w4a16_harness::launch::DeviceInputs;
-use w4a16_harness::tensor::{DenseSpec, YSpec};
+use w4a16_device::launch::DeviceInputs;
+use w4a16_device::tensor::{DenseSpec, YSpec};
+use w4a16_device::{BenchPlan, Device, DeviceFault, DeviceKind, GemmOutput, Health};
 use w4a16_kernels::set::decl;
 use w4a16_kernels::{KernelDecl, KernelId};
 use w4a16_reference::data::{DataClass, DataSpec, generate};

@@ -11,15 +11,14 @@ use common::{backends, emulated_targets};
 use rstest_reuse::apply;
 use std::collections::BTreeSet;
 use std::path::Path;
-use w4a16_harness::cases;
-use w4a16_harness::device::DeviceKind;
+use w4a16_device::DeviceKind;
 use w4a16_harness::runner::budget::CaseBudget;
 use w4a16_harness::runner::session::{self, Backend, SessionOptions};
 use w4a16_harness::runner::snapshot::{LeftOut, SnapshotFile};
 use w4a16_harness::runner::{Outcome, snapshot};
 
 fn cases_dir() -> std::path::PathBuf {
-    w4a16_harness::cases::locate(None).expect("the cases folder")
+    w4a16_cases::locate(None).expect("the cases folder")
 }
 
 fn run_suite(suite: &str, kind: DeviceKind) {
@@ -30,14 +29,14 @@ fn run_suite(suite: &str, kind: DeviceKind) {
 
 /// Runs `suite` on `device`, compares its verdicts with the committed snapshot of the device's
 /// target, and fails on any failing check.
-fn run_suite_on(suite: &str, device: Box<dyn w4a16_harness::device::DeviceBench>) {
+fn run_suite_on(suite: &str, device: Box<dyn w4a16_device::DeviceBench>) {
     let kind = device.kind();
     let target = device.run_target();
     let backend = Backend::Device(device);
-    let set = cases::load_all(&cases_dir()).unwrap();
+    let set = w4a16_cases::load_all(&cases_dir()).unwrap();
     let budget = CaseBudget::of(target, Some(kind), set.suite(suite));
     let suite_cases = &set.suite(suite).unwrap().cases;
-    let chosen: Vec<&cases::Case> = suite_cases.iter().filter(|c| budget.admits(c)).collect();
+    let chosen: Vec<&w4a16_cases::Case> = suite_cases.iter().filter(|c| budget.admits(c)).collect();
     if chosen.len() < suite_cases.len() {
         eprintln!(
             "{suite}: {} of {} cases above {budget} not run on {target}",
@@ -181,7 +180,7 @@ const EMULATED_SUITES: [&str; 8] = [
 /// of a layer's batch sizes.
 #[test]
 fn the_emulation_budget_keeps_every_differential_case() {
-    let set = cases::load_all(&cases_dir()).unwrap();
+    let set = w4a16_cases::load_all(&cases_dir()).unwrap();
     let emu = CaseBudget::of(
         w4a16_kernels::RunTarget::parse("gfx1151-emu").unwrap(),
         Some(DeviceKind::Cuda),
@@ -239,7 +238,7 @@ fn every_emulated_target_has_its_verdict_snapshots() {
 /// and unreferenced snapshots even where the target's GPU is absent).
 #[test]
 fn committed_verdict_snapshots_are_current_and_passing() {
-    let set = cases::load_all(&cases_dir()).unwrap();
+    let set = w4a16_cases::load_all(&cases_dir()).unwrap();
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("snapshots");
     let mut checked = 0;
     for entry in std::fs::read_dir(&dir).unwrap() {
@@ -282,7 +281,7 @@ fn committed_verdict_snapshots_are_current_and_passing() {
         // the cases within its budget, says in its header how many it left out, and holds rows
         // for those either all (kept from a GPU's recording) or none.
         let budget = CaseBudget::of(run, snapshot::recorded_by_in(&text), Some(suite_cases));
-        let (admitted, left_out): (Vec<&cases::Case>, Vec<&cases::Case>) =
+        let (admitted, left_out): (Vec<&w4a16_cases::Case>, Vec<&w4a16_cases::Case>) =
             suite_cases.cases.iter().partition(|c| budget.admits(c));
         let left_out: BTreeSet<&str> = left_out.iter().map(|c| c.id.as_str()).collect();
         assert_eq!(

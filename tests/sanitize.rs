@@ -13,7 +13,7 @@ const FILTER: &str = "smoke/*/M=1/f16/**";
 fn run(report_dir: &Path, require: Option<&str>) -> std::process::Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_w4a16"));
     cmd.arg("--cases")
-        .arg(w4a16_harness::cases::locate(None).expect("the cases folder"))
+        .arg(w4a16_cases::locate(None).expect("the cases folder"))
         .args(["run", "--suite", "smoke", "--filter", FILTER])
         .args(["--sanitize", "memcheck", "--report-dir"])
         .arg(report_dir)

@@ -5,16 +5,17 @@ use std::fmt::Write;
 
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
-use w4a16_harness::cases::{self, CaseSet, RowPadding, strategy};
+use w4a16_cases::{CaseSet, RowPadding};
 use w4a16_harness::config::{KernelConfig, PrefillDequant};
 use w4a16_harness::select::reach::{self, TileReach};
 use w4a16_harness::select::{self, DeclaredContracts, LayerKernel, LayerRequest, Selection};
+use w4a16_harness::strategy;
 use w4a16_kernels::{KernelId, Target, tiles};
 use w4a16_reference::ActDtype;
 use w4a16_reference::layer::{LayerShape, Symmetry};
 
 fn load() -> CaseSet {
-    cases::load_all(&cases::locate(None).expect("the cases folder")).unwrap()
+    w4a16_cases::load_all(&w4a16_cases::locate(None).expect("the cases folder")).unwrap()
 }
 
 const DISABLE: KernelConfig = KernelConfig {
@@ -403,7 +404,7 @@ fn moe_table(set: &CaseSet, target: Target) -> String {
                     experts: s.experts,
                     dtype,
                     symmetry: Symmetry::Asym,
-                    padding: w4a16_harness::cases::RowPadding::default(),
+                    padding: w4a16_cases::RowPadding::default(),
                     producer: w4a16_reference::formats::Producer::CompressedTensors,
                 };
                 rows.insert(row(&r, &select_moe(target, &r)));
@@ -432,7 +433,7 @@ fn moe_refusals_name_every_broken_rule() {
         experts: 8,
         dtype: ActDtype::F16,
         symmetry: Symmetry::Asym,
-        padding: w4a16_harness::cases::RowPadding::default(),
+        padding: w4a16_cases::RowPadding::default(),
         producer: w4a16_reference::formats::Producer::LegacyUnpackedZp,
     };
     let MoeSelection::Refused { reasons } = select_moe(Target::Gfx1151, &r) else {

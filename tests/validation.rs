@@ -3,9 +3,9 @@
 //! valid symmetric, asymmetric and padded launches pass for every kernel that takes them; and
 //! the argument buffer is packed at the declared offsets.
 
-use w4a16_harness::launch::{DeviceInputs, HostBytes, RawArg, pack_args};
-use w4a16_harness::tensor::{DenseSpec, ElemType, LaunchInputs, TensorView, XBuffer, YSpec};
-use w4a16_harness::validate::{ArgValue, ContractError, validate};
+use w4a16_device::launch::{DeviceInputs, HostBytes, RawArg, pack_args};
+use w4a16_device::tensor::{DenseSpec, ElemType, LaunchInputs, TensorView, XBuffer, YSpec};
+use w4a16_device::validate::{ArgValue, ContractError, validate};
 use w4a16_kernels::decl::{RowLayoutRule, arg_offsets};
 use w4a16_kernels::{ArgDecl, ArgKind, KernelDecl, KernelId, ScalarArg, TensorRole, set};
 use w4a16_reference::formats::{
@@ -1326,7 +1326,7 @@ fn carrier_inputs(lay: &ResidentLayer, carrier: Option<&Carrier>) -> LaunchInput
     LaunchInputs::gemm_carrier_view(
         lay,
         carrier,
-        w4a16_harness::tensor::activations_view(&xs),
+        w4a16_device::tensor::activations_view(&xs),
         &YSpec::dense(2, 256, dtype),
     )
 }
@@ -1432,7 +1432,7 @@ fn plain_scales_where_the_carrier_is_expected_are_refused() {
         );
         // And the other way round: fused takes no carrier.
         let mut li = plain.clone();
-        li.carrier = Some(w4a16_harness::tensor::carrier_view(&c));
+        li.carrier = Some(w4a16_device::tensor::carrier_view(&c));
         assert_msg(
             &refuse(KernelId::Fused, &li),
             &["fused takes no carrier argument; got u32 [256, 8]"],

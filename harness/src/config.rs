@@ -11,9 +11,9 @@ use serde::Serialize;
 use w4a16_kernels::{KernelId, Target};
 use w4a16_reference::layer::Symmetry;
 
-use crate::cases::RowPadding;
-use crate::cases::model::ModelDescription;
 use crate::select::{self, LayerRequest, padding};
+use w4a16_cases::RowPadding;
+use w4a16_cases::model::ModelDescription;
 
 /// The one key of `kernel_config`.
 pub const PREFILL_DEQUANT_KEY: &str = "rdna_hybrid_w4a16_prefill_dequant";

@@ -2,7 +2,7 @@
 //! mode, on top of the case files (`w4a16-cases`), code-object inspection
 //! (`w4a16-codeobject`) and the devices with their launch-boundary validation
 //! (`w4a16-device`). Those crates are re-exported at the paths they had inside the harness, so
-//! `w4a16_harness::device::Device` and `crate::cases::Case` still name them.
+//! `w4a16_device::Device` and `w4a16_cases::Case` still name them.
 
 pub mod bench;
 pub mod config;
@@ -13,17 +13,6 @@ pub mod require;
 pub mod runner;
 pub mod select;
 pub mod strategy;
-
-pub use w4a16_codeobject as codeobject;
-pub use w4a16_device as device;
-pub use w4a16_device::{launch, tensor, validate};
-
-/// The case files, and beside them the shape strategies for property tests, which draw on the
-/// selection's thresholds and requests and so live in the harness.
-pub mod cases {
-    pub use crate::strategy;
-    pub use w4a16_cases::*;
-}
 
 #[cfg(test)]
 mod named_tests {

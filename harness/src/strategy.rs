@@ -288,8 +288,8 @@ mod tests {
     /// A promoted entry loads back as the very case that failed: same fields, same id.
     #[test]
     fn a_promoted_fuzz_case_loads_with_the_same_id() {
-        let dir = crate::cases::locate(None).expect("the cases folder");
-        let files = crate::cases::case_files(&dir).unwrap();
+        let dir = w4a16_cases::locate(None).expect("the cases folder");
+        let files = w4a16_cases::case_files(&dir).unwrap();
         let mut runner = TestRunner::deterministic();
         let strategy = kernel_case(16, 512);
         for _ in 0..64 {
@@ -306,7 +306,7 @@ mod tests {
                 })
                 .collect();
             let set =
-                crate::cases::load_sources(&sources).unwrap_or_else(|e| panic!("{}: {e}", case.id));
+                w4a16_cases::load_sources(&sources).unwrap_or_else(|e| panic!("{}: {e}", case.id));
             let loaded = set
                 .case(&case.id)
                 .unwrap_or_else(|| panic!("{} not among the loaded cases", case.id));

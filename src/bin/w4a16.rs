@@ -11,9 +11,9 @@ use clap::{Parser, Subcommand};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
-use w4a16_harness::cases::{self, Case, CaseSet};
+use w4a16_cases::{Case, CaseSet};
+use w4a16_device::{Allocation, Health};
 use w4a16_harness::config::{self, KernelConfig};
-use w4a16_harness::device::{Allocation, Health};
 use w4a16_harness::mutants;
 use w4a16_harness::perf::PerfError;
 use w4a16_harness::perf::golden::GoldenFile;
@@ -415,7 +415,7 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
                         Some(dir) => dir,
                         None => snapshot::snapshot_dir(
                             None,
-                            &cases::locate(cli.cases).map_err(|e| e.to_string())?,
+                            &w4a16_cases::locate(cli.cases).map_err(|e| e.to_string())?,
                         ),
                     },
                 )),
@@ -556,11 +556,7 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
                 suites
             };
             check_suites(&set, &suites)?;
-            let budget = RunBudget::of(
-                target,
-                Some(w4a16_harness::device::DeviceKind::Emulator),
-                &set,
-            );
+            let budget = RunBudget::of(target, Some(w4a16_device::DeviceKind::Emulator), &set);
             let (chosen, left_out): (Vec<&Case>, Vec<&Case>) =
                 choose(&set, &suites, filter.as_deref())
                     .into_iter()
@@ -572,7 +568,7 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
                 );
             }
             let sources = kernel_sources_arg(kernel_sources.as_deref())?;
-            let device = match w4a16_harness::device::open_emu(target.target, &sources) {
+            let device = match w4a16_device::open_emu(target.target, &sources) {
                 Ok(d) => d,
                 Err(skip) => {
                     w4a16_harness::require::announce_skip(skip.requirement.name(), &skip.reason);
@@ -687,7 +683,7 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
                 .mutants
                 .iter()
                 .filter(|m| {
-                    only.is_empty() || only.iter().any(|g| cases::glob::glob_match(g, &m.id))
+                    only.is_empty() || only.iter().any(|g| w4a16_cases::glob::glob_match(g, &m.id))
                 })
                 .collect();
             if chosen.is_empty() {
@@ -869,7 +865,7 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
         } => {
             let sources = kernel_sources_arg(kernel_sources.as_deref())?;
             let end = cli_run::run(RunOptions {
-                cases_dir: cases::locate(cli.cases).map_err(|e| e.to_string())?,
+                cases_dir: w4a16_cases::locate(cli.cases).map_err(|e| e.to_string())?,
                 suites,
                 filter,
                 target: target.run_target(),
@@ -1008,7 +1004,7 @@ fn snapshots_of_report(
         .iter()
         .filter(|v| !v.check.run_wide())
         .map(|v| v.case_id.split('/').next().unwrap_or_default());
-    let device: Option<w4a16_harness::device::DeviceKind> = match json.get("device") {
+    let device: Option<w4a16_device::DeviceKind> = match json.get("device") {
         None => None,
         Some(d) => Some(serde_json::from_value(d.clone()).map_err(|e| {
             format!(
@@ -1123,7 +1119,9 @@ fn perf_command(
         .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
     let mut suite = set.suite(&args.suite).expect("checked above").clone();
     if let Some(f) = &args.filter {
-        suite.cases.retain(|c| cases::glob::glob_match(f, &c.id));
+        suite
+            .cases
+            .retain(|c| w4a16_cases::glob::glob_match(f, &c.id));
         if suite.cases.is_empty() {
             return Err(format!("--filter {f:?}: no case of {} matches", args.suite));
         }

@@ -14,7 +14,7 @@
 use std::sync::OnceLock;
 
 use rstest_reuse::template;
-use w4a16_harness::device::{DeviceBench, DeviceKind, open_kind};
+use w4a16_device::{DeviceBench, DeviceKind, open_kind};
 use w4a16_harness::require::{Requirement, Skip, backend_skip_or_fail};
 
 #[template]
@@ -36,7 +36,7 @@ pub fn emulated_targets(#[case] target: w4a16_kernels::Target) {}
 /// objects: a failure under `W4A16_REQUIRE=amd-toolchain`).
 pub fn emulator(target: w4a16_kernels::Target) -> Option<Box<dyn DeviceBench>> {
     let sources = w4a16_kernels::source::KernelSources::Embedded;
-    match w4a16_harness::device::open_emu(target, &sources) {
+    match w4a16_device::open_emu(target, &sources) {
         Ok(d) => Some(d),
         Err(skip) => {
             w4a16_harness::require::skip_or_fail(&skip);

@@ -5,7 +5,7 @@ use super::{render_table, run_benchmarks};
 use std::path::Path;
 use std::process::ExitCode;
 
-use crate::device::{Allocation, BenchPlan, DeviceBench, open_default_with};
+use w4a16_device::{Allocation, BenchPlan, DeviceBench, open_default_with};
 use w4a16_kernels::source::KernelSources;
 
 /// The plan `w4a16 bench` uses. The warm-up launches stay queued ahead of the timed ones, so

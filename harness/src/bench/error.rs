@@ -4,8 +4,8 @@
 use w4a16_reference::data::DataError;
 use w4a16_reference::formats::LayoutError;
 
-use crate::device::DeviceFault;
-use crate::validate::ContractError;
+use w4a16_device::DeviceFault;
+use w4a16_device::validate::ContractError;
 
 /// Why a benchmark run stopped; each names the measurement it was taking.
 #[derive(Debug, thiserror::Error)]

@@ -11,9 +11,9 @@ use w4a16_reference::formats::{PaddingRule, ResidentLayer, RowPadding, dense_row
 use w4a16_reference::layer::Symmetry;
 use w4a16_reference::{ActDtype, Activations, LayerShape};
 
-use crate::device::{BenchPlan, DeviceBench, Timing};
-use crate::launch::DeviceInputs;
-use crate::tensor::{DenseSpec, YSpec};
+use w4a16_device::launch::DeviceInputs;
+use w4a16_device::tensor::{DenseSpec, YSpec};
+use w4a16_device::{BenchPlan, DeviceBench, Timing};
 
 /// Raw measurements of one `skinny` case.
 #[derive(Clone, Debug)]

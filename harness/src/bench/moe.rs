@@ -15,10 +15,10 @@ use w4a16_reference::layer::{Activations, LayerShape, Symmetry};
 use w4a16_reference::moe::{MoeLayer, MoeSpec, Routing, RoutingKind, route};
 
 use super::{BenchError, TimeUs, dev, progress};
-use crate::device::{BenchPlan, DeviceBench, MoeLaunch};
-use crate::launch::DeviceInputs;
-use crate::tensor::{XBuffer, YSpec};
 use std::path::Path;
+use w4a16_device::launch::DeviceInputs;
+use w4a16_device::tensor::{XBuffer, YSpec};
+use w4a16_device::{BenchPlan, DeviceBench, MoeLaunch};
 
 use std::process::ExitCode;
 use w4a16_kernels::source::KernelSources;

@@ -7,7 +7,7 @@ use serde::Serialize;
 use w4a16_reference::layer::Symmetry;
 use w4a16_reference::{ActDtype, LayerShape};
 
-use crate::device::Timing;
+use w4a16_device::Timing;
 
 /// The benchmark's targets (bench/README.md).
 pub const SKINNY_OF_COPY_TARGET: f64 = 0.75;

@@ -6,10 +6,10 @@ use std::sync::Mutex;
 use w4a16_kernels::Target;
 
 use super::*;
-use crate::device::{
+use w4a16_device::launch::DeviceInputs;
+use w4a16_device::{
     BenchPlan, DequantOutput, Device, DeviceBench, DeviceFault, GemmOutput, Health, Timing,
 };
-use crate::launch::DeviceInputs;
 use w4a16_kernels::{KernelDecl, KernelId};
 use w4a16_reference::layer::Symmetry;
 use w4a16_reference::{ActDtype, LayerShape};

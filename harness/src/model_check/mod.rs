@@ -11,7 +11,6 @@ pub mod fused;
 pub mod oracle;
 pub mod report;
 
-use crate::cases::{self, CarrierMode, Case, ViewLayout};
 use crate::config::{
     BudgetError, BudgetReport, PrefillDequant, StartupRequest, check_startup_budget,
 };
@@ -24,6 +23,7 @@ use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
+use w4a16_cases::{CarrierMode, Case, ViewLayout};
 use w4a16_checkpoint::{CheckpointDefect, CheckpointError, LinearEntry, LoadedLinear, ModelDir};
 use w4a16_reference::ActDtype;
 use w4a16_reference::data::DataClass;
@@ -218,7 +218,7 @@ pub fn check_model(
     let selected = |module: &str| {
         opts.filter
             .as_deref()
-            .is_none_or(|f| cases::glob::glob_match(f, module))
+            .is_none_or(|f| w4a16_cases::glob::glob_match(f, module))
     };
     let fused: Vec<_> = model
         .fused_groups()
@@ -770,18 +770,18 @@ impl Run<'_, '_> {
                 dtype: layer.dtype,
                 symmetry: layer.symmetry,
                 class: DataClass::Realistic,
-                padding: cases::RowPadding::CacheCliff,
+                padding: w4a16_cases::RowPadding::CacheCliff,
                 bias: false,
                 act_order: false,
                 producer,
                 x_layout: ViewLayout::default(),
                 y_layout: ViewLayout::default(),
                 carrier: CarrierMode::Off,
-                moe: Some(cases::MoeRouting {
+                moe: Some(w4a16_cases::MoeRouting {
                     experts,
                     top_k,
-                    routing: cases::RoutingKind::Softmax,
-                    map: cases::MapKind::All,
+                    routing: w4a16_cases::RoutingKind::Softmax,
+                    map: w4a16_cases::MapKind::All,
                     routed_weight,
                 }),
             };
@@ -935,7 +935,7 @@ impl Run<'_, '_> {
 
 /// The model as the startup budget sees it: every detected quantized linear once (one "block"
 /// holding them all) and the KV cache of every attention layer.
-fn budget_model(model: &ModelDir, name: &str) -> Result<cases::ModelDescription, String> {
+fn budget_model(model: &ModelDir, name: &str) -> Result<w4a16_cases::ModelDescription, String> {
     let config = model.config();
     let mut linears = Vec::new();
     for entry in model.linears() {
@@ -943,7 +943,7 @@ fn budget_model(model: &ModelDir, name: &str) -> Result<cases::ModelDescription,
             .shape_of(entry)
             .map_err(|e| format!("cannot size {}: {e}", entry.module))?;
         let group = entry.scheme.group_size.resolve(k);
-        linears.push(cases::model::Linear {
+        linears.push(w4a16_cases::model::Linear {
             name: entry.module.clone(),
             shape: LayerShape::new(n, k, group),
         });
@@ -953,7 +953,7 @@ fn budget_model(model: &ModelDir, name: &str) -> Result<cases::ModelDescription,
     } else {
         Symmetry::Asym
     };
-    Ok(cases::ModelDescription {
+    Ok(w4a16_cases::ModelDescription {
         name: name.to_string(),
         file: model.path().join(w4a16_checkpoint::config::CONFIG_JSON),
         layers: 1,
@@ -963,8 +963,8 @@ fn budget_model(model: &ModelDir, name: &str) -> Result<cases::ModelDescription,
         kv_heads: config.num_key_value_heads as u64,
         head_dim: config.head_dim as u64,
         kv_dtype: match config.dtype {
-            ActDtype::F16 => cases::model::KvDtype::F16,
-            ActDtype::Bf16 => cases::model::KvDtype::Bf16,
+            ActDtype::F16 => w4a16_cases::model::KvDtype::F16,
+            ActDtype::Bf16 => w4a16_cases::model::KvDtype::Bf16,
         },
         max_model_len: config.max_position_embeddings.unwrap_or(4096) as u64,
         linears,
@@ -1004,7 +1004,7 @@ impl LaunchLayer {
             dtype: self.dtype,
             symmetry: self.symmetry,
             class: DataClass::Realistic,
-            padding: cases::RowPadding::CacheCliff,
+            padding: w4a16_cases::RowPadding::CacheCliff,
             bias: self.bias,
             act_order: false,
             producer: self.producer,

@@ -23,13 +23,13 @@ use w4a16_reference::{ActDtype, Activations, LayerShape};
 
 use super::key::{ControlKind, KernelLabel, Measured, PerfKey};
 use crate::bench::Traffic;
-use crate::cases::{Provider, RowPadding, Suite};
 use crate::config::{KernelConfig, PrefillDequant};
-use crate::device::{BenchPlan, DeviceBench, DeviceFault, Timing};
-use crate::launch::DeviceInputs;
 use crate::select::{self, LayerRequest, padding};
-use crate::tensor::{DenseSpec, XBuffer, YSpec};
-use crate::validate::ContractError;
+use w4a16_cases::{Provider, RowPadding, Suite};
+use w4a16_device::launch::DeviceInputs;
+use w4a16_device::tensor::{DenseSpec, XBuffer, YSpec};
+use w4a16_device::validate::ContractError;
+use w4a16_device::{BenchPlan, DeviceBench, DeviceFault, Timing};
 
 /// How each case is timed: `reps` per-launch samples per side (9–30), after `warmup` launches
 /// left queued, rotating through at least `copies` separately allocated copies of the inputs,
@@ -610,8 +610,8 @@ mod tests {
     use std::collections::BTreeSet;
 
     use super::*;
-    use crate::cases::{self, CarrierMode, Case, DEFAULT_PRODUCER, ViewLayout};
-    use crate::device::{simulated, stand_in::StandInDevice};
+    use w4a16_cases::{CarrierMode, Case, DEFAULT_PRODUCER, ViewLayout};
+    use w4a16_device::{simulated, stand_in::StandInDevice};
 
     fn providers() -> Vec<Provider> {
         let p = |name: &str, dtype, symmetry| Provider {
@@ -730,7 +730,7 @@ mod tests {
 
     #[test]
     fn the_field_suite_is_every_shape_at_every_m_for_every_provider() {
-        let set = cases::load_all(&cases::locate(None).unwrap()).unwrap();
+        let set = w4a16_cases::load_all(&w4a16_cases::locate(None).unwrap()).unwrap();
         let field = set.suite("field").unwrap();
         let (timed, not_timed) = perf_cases(
             field,
@@ -771,7 +771,7 @@ mod tests {
 
     #[test]
     fn moe_cases_are_listed_as_not_timed_with_the_reason() {
-        let set = cases::load_all(&cases::locate(None).unwrap()).unwrap();
+        let set = w4a16_cases::load_all(&w4a16_cases::locate(None).unwrap()).unwrap();
         let moe = set.suite("moe").unwrap();
         let (timed, not_timed) =
             perf_cases(moe, set.providers(), Target::Sm90, &KernelConfig::default());

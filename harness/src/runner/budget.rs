@@ -4,9 +4,9 @@
 //! every case. A budgeted run's snapshot says how many cases it left out (see
 //! [`super::snapshot::LeftOut`]).
 
-use crate::cases::{Case, CaseSet, Suite};
-use crate::device::DeviceKind;
 use serde::{Deserialize, Serialize};
+use w4a16_cases::{Case, CaseSet, Suite};
+use w4a16_device::DeviceKind;
 use w4a16_kernels::{RunTarget, emulation};
 
 /// Multiply-adds above which a case is not run on the ISA emulator, unless its sweep or suite
@@ -142,10 +142,9 @@ impl<'s> RunBudget<'s> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cases;
 
     fn case_of(m: usize, n: usize, k: usize) -> Case {
-        let set = cases::load_all(&cases::locate(None).unwrap()).unwrap();
+        let set = w4a16_cases::load_all(&w4a16_cases::locate(None).unwrap()).unwrap();
         let mut c = set.suite("smoke").unwrap().cases[0].clone();
         c.m = m;
         c.shape = w4a16_reference::layer::LayerShape::new(n, k, c.shape.group);
@@ -157,7 +156,7 @@ mod tests {
     /// device leave nothing out.
     #[test]
     fn each_interpreter_has_its_bound_and_gpus_have_none() {
-        let set = cases::load_all(&cases::locate(None).unwrap()).unwrap();
+        let set = w4a16_cases::load_all(&w4a16_cases::locate(None).unwrap()).unwrap();
         let native = RunTarget::parse("gfx1151").unwrap();
         let emulated = RunTarget::parse("gfx1151-emu").unwrap();
         let isa = CaseBudget::of(native, Some(DeviceKind::Emulator), set.suite("smoke"));

@@ -11,13 +11,13 @@ use super::session::{self, Backend, SessionOptions};
 use super::shard::{self, ShardRecord, ShardSpec};
 use super::snapshot::{self, LeftOut, SnapshotFile, SnapshotMode};
 use super::{PhaseTimes, Summary, Verdict, execute, global, isolate, report, verdict};
-use crate::cases::{self, Case, CaseSet};
 use crate::config::KernelConfig;
-use crate::device::{Allocation, DeviceKind};
 use crate::require::Skip;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+use w4a16_cases::{Case, CaseSet};
+use w4a16_device::{Allocation, DeviceKind};
 use w4a16_kernels::source::{self, KernelSources};
 use w4a16_kernels::target::Vendor;
 use w4a16_kernels::{RunTarget, Target, nvrtc};
@@ -101,7 +101,7 @@ pub trait DeviceSource {
 }
 
 /// The devices of this machine and build: [`session::open_backend_at`] and
-/// [`crate::device::device_count`].
+/// [`w4a16_device::device_count`].
 pub struct SystemDevices;
 
 impl DeviceSource for SystemDevices {
@@ -115,7 +115,7 @@ impl DeviceSource for SystemDevices {
         session::open_backend_at(target, ordinal, sources, allocation)
     }
     fn count(&self, kind: DeviceKind) -> Result<usize, Skip> {
-        crate::device::device_count(kind)
+        w4a16_device::device_count(kind)
     }
 }
 
@@ -146,7 +146,7 @@ impl DeviceSource for SimulatedDevices {
             ),
             _ => (
                 target,
-                Backend::Device(crate::device::simulated::device_at(ordinal)),
+                Backend::Device(w4a16_device::simulated::device_at(ordinal)),
             ),
         }
     }
@@ -185,7 +185,7 @@ pub fn run_with(opts: RunOptions, devices: &dyn DeviceSource) -> Result<RunEnd, 
             "--shard {s} with --snapshot update: a shard holds only its share of each suite; record the snapshots from the merged shards (`w4a16 merge DIR… --snapshot update`)"
         ));
     }
-    let set = cases::load_all(&dir).map_err(|e| e.to_string())?;
+    let set = w4a16_cases::load_all(&dir).map_err(|e| e.to_string())?;
     check_suites(&set, &suites)?;
     // No dead tile-table rung: every rung is chosen by the derived selection sweep.
     crate::select::reach::check_shipped().map_err(|e| e.to_string())?;
@@ -641,8 +641,8 @@ fn join(ordinals: &[usize]) -> String {
 
 /// The case folder (`--cases`, `W4A16_CASES` or the nearest `cases/`) and everything in it.
 pub fn load_with_dir(explicit: Option<PathBuf>) -> Result<(PathBuf, CaseSet), String> {
-    let dir = cases::locate(explicit).map_err(|e| e.to_string())?;
-    let set = cases::load_all(&dir).map_err(|e| e.to_string())?;
+    let dir = w4a16_cases::locate(explicit).map_err(|e| e.to_string())?;
+    let set = w4a16_cases::load_all(&dir).map_err(|e| e.to_string())?;
     Ok((dir, set))
 }
 
@@ -699,7 +699,7 @@ pub fn require_backend(
 pub fn choose<'s>(set: &'s CaseSet, suites: &[String], filter: Option<&str>) -> Vec<&'s Case> {
     set.cases()
         .filter(|c| suites.is_empty() || suites.contains(&c.suite))
-        .filter(|c| filter.is_none_or(|f| cases::glob::glob_match(f, &c.id)))
+        .filter(|c| filter.is_none_or(|f| w4a16_cases::glob::glob_match(f, &c.id)))
         .collect()
 }
 

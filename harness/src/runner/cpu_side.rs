@@ -4,11 +4,11 @@
 
 use super::session::{Backend, RunOutput, SessionOptions, run_in_process};
 use super::timing::PhaseTimes;
-use crate::cases::{Case, CaseSet};
-use crate::device::stand_in::StandInDevice;
 use serde::Serialize;
 use std::fmt;
 use std::time::Instant;
+use w4a16_cases::{Case, CaseSet};
+use w4a16_device::stand_in::StandInDevice;
 
 /// The measured sample and what it extrapolates to.
 #[derive(Clone, Debug, Serialize)]

@@ -3,11 +3,11 @@
 //! suite's wall time. The answer to "does the emulated gfx check fit a CI runner?".
 
 use super::session::{Backend, RunOutput, SessionOptions, run_in_process};
-use crate::cases::{Case, CaseSet};
-use crate::device::{DeviceBench, EmulatedWork};
 use serde::Serialize;
 use std::fmt;
 use std::time::Instant;
+use w4a16_cases::{Case, CaseSet};
+use w4a16_device::{DeviceBench, EmulatedWork};
 
 /// One timed run of the emulator.
 #[derive(Clone, Debug, Serialize)]

@@ -13,12 +13,12 @@ use super::execute::RunContext;
 use super::execute::reference_failure;
 use super::timing::{Phase, PhaseTimes};
 use super::verdict::{Cause, Mismatch, Outcome, OutputProblems, ReferenceStage, Verdict};
-use crate::cases::{Case, MoeRouting};
-use crate::device::{DeviceFault, MoeLaunch, MoeOutput};
 use crate::require::{Requirement, Skip};
 use crate::select::moe::{MoeRequest, MoeSelection, select_moe};
-use crate::tensor::XBuffer;
-use crate::validate::ContractError;
+use w4a16_cases::{Case, MoeRouting};
+use w4a16_device::tensor::XBuffer;
+use w4a16_device::validate::ContractError;
+use w4a16_device::{DeviceFault, MoeLaunch, MoeOutput};
 use w4a16_kernels::{KernelId, set};
 use w4a16_reference::bound::BoundModel;
 use w4a16_reference::compare::{self, CompareMode};
@@ -482,17 +482,16 @@ mod tests {
     //! device every device check is a loud skip.
 
     use super::*;
-    use crate::cases;
-    use crate::device::simulated;
     use crate::runner::session::{Backend, SessionOptions, run_in_process};
+    use w4a16_device::simulated;
     use w4a16_kernels::Target;
 
     const CASE: &str =
         "moe/moe.k256-n64-e8/T=7/f16/asym/g64/realistic/e8-top2/softmax/map-every-other";
 
     fn run_on(backend: Backend) -> Vec<Verdict> {
-        let dir = cases::locate(None).expect("the cases folder");
-        let set = cases::load_all(&dir).expect("the committed cases load");
+        let dir = w4a16_cases::locate(None).expect("the cases folder");
+        let set = w4a16_cases::load_all(&dir).expect("the committed cases load");
         let case = set.case(CASE).expect("the case exists");
         let opts = SessionOptions::new(dir.clone(), Target::Sm90);
         run_in_process(&set, &[case], &backend, &opts, &|_| {})

@@ -3,10 +3,10 @@
 use super::shard::ShardRecord;
 use super::timing::PhaseTimes;
 use super::verdict::{Outcome, Summary, Verdict};
-use crate::device::DeviceKind;
 use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
 use serde::Serialize;
 use std::collections::BTreeMap;
+use w4a16_device::DeviceKind;
 
 #[derive(Serialize)]
 struct JsonReport<'a> {

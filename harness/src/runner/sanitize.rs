@@ -8,15 +8,15 @@
 //! Elsewhere (ROCm, no GPU, a simulated device, no compute-sanitizer binary) every case gets a
 //! loud `sanitize:<tool>` skip with the reason, a failure under `W4A16_REQUIRE=gpu`.
 //!
-//! [`Allocation::Exact`]: crate::device::Allocation::Exact
+//! [`Allocation::Exact`]: w4a16_device::Allocation::Exact
 
 use super::check::{Check, SanitizeScope};
 use super::verdict::{Outcome, Verdict};
-use crate::device::DeviceKind;
 use crate::require::{Requirement, Skip};
 use std::collections::BTreeSet;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
+use w4a16_device::DeviceKind;
 use w4a16_kernels::{KernelId, RunTarget};
 
 w4a16_reference::named_enum! {
@@ -657,7 +657,7 @@ mod tests {
 =========     and is 1 bytes after the nearest allocation at 0x7f3a4e200000 of size 1,519 bytes
 =========     Saved host backtrace up to driver entry point at kernel launch time
 =========         Host Frame: [0x2f4f1f] in libcuda.so.1
-=========         Host Frame: w4a16_harness::device::cuda::CudaDevice::launch [0x1c2b3d] in w4a16
+=========         Host Frame: w4a16_device::cuda::CudaDevice::launch [0x1c2b3d] in w4a16
 ========= \n";
 
     /// memcheck, a write one element past Y, in the documentation's `kernel():offset` form.

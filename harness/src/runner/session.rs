@@ -7,9 +7,7 @@ use super::gpus;
 use super::isolate;
 use super::timing::PhaseTimes;
 use super::verdict::{Outcome, Verdict};
-use crate::cases::{self, Case, CaseSet};
 use crate::config::KernelConfig;
-use crate::device::{self, Device, DeviceBench};
 use crate::require::Skip;
 use rayon::prelude::*;
 use serde::Deserialize;
@@ -18,6 +16,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+use w4a16_cases::{Case, CaseSet};
+use w4a16_device::{Device, DeviceBench};
 use w4a16_kernels::source::KernelSources;
 use w4a16_kernels::{Execution, RunTarget, Target};
 
@@ -76,7 +76,7 @@ pub enum Backend {
 
 impl Backend {
     /// What the opened device is; `None` when none opened.
-    pub fn device_kind(&self) -> Option<device::DeviceKind> {
+    pub fn device_kind(&self) -> Option<w4a16_device::DeviceKind> {
         match self {
             Backend::Device(d) => Some(d.kind()),
             Backend::None(_) => None,
@@ -247,7 +247,7 @@ pub fn run_in_process(
         config: opts.config,
         c_target: c,
         known_bad: set.known_bad(),
-        today: cases::Date::today_utc(),
+        today: w4a16_cases::Date::today_utc(),
         artifacts: opts.artifacts.clone(),
         full_reference_macs: opts.full_reference_macs,
         sample_flops: opts.sample_flops,
@@ -458,7 +458,7 @@ pub fn open_backend(target: Option<RunTarget>) -> (RunTarget, Backend) {
     open_backend_with(
         target,
         &KernelSources::Embedded,
-        device::Allocation::Guarded,
+        w4a16_device::Allocation::Guarded,
     )
 }
 
@@ -468,7 +468,7 @@ pub fn open_backend(target: Option<RunTarget>) -> (RunTarget, Backend) {
 pub fn open_backend_with(
     target: Option<RunTarget>,
     sources: &KernelSources,
-    allocation: device::Allocation,
+    allocation: w4a16_device::Allocation,
 ) -> (RunTarget, Backend) {
     open_backend_at(target, 0, sources, allocation)
 }
@@ -478,15 +478,15 @@ pub fn open_backend_at(
     target: Option<RunTarget>,
     ordinal: usize,
     sources: &KernelSources,
-    allocation: device::Allocation,
+    allocation: w4a16_device::Allocation,
 ) -> (RunTarget, Backend) {
     if let Some(want) = target.filter(RunTarget::is_emulated) {
-        return match device::open_emulated_at(ordinal, want.target, sources, allocation) {
+        return match w4a16_device::open_emulated_at(ordinal, want.target, sources, allocation) {
             Ok(d) => (want, Backend::Device(d)),
             Err(skip) => (want, Backend::None(skip)),
         };
     }
-    match device::open_at(ordinal, sources, allocation) {
+    match w4a16_device::open_at(ordinal, sources, allocation) {
         Ok(d) => {
             let t = d.run_target();
             match target {
@@ -512,7 +512,7 @@ fn emulated_or_skip(
 ) -> (RunTarget, Backend) {
     let amd = want.target.vendor() == w4a16_kernels::target::Vendor::Amd;
     if amd && !want.is_emulated() {
-        return match device::open_emu(want.target, sources) {
+        return match w4a16_device::open_emu(want.target, sources) {
             Ok(d) => (want, Backend::Device(d)),
             Err(skip) => (
                 want,
@@ -556,14 +556,14 @@ pub fn invalid_case_file_checks(cases_dir: &Path) -> Vec<Verdict> {
                         .map(|k| k.trim().to_string())
                 })
             });
-            let valid = cases::case_files(cases_dir).unwrap_or_default();
-            if let Err(e) = cases::load_files(&valid) {
+            let valid = w4a16_cases::case_files(cases_dir).unwrap_or_default();
+            if let Err(e) = w4a16_cases::load_files(&valid) {
                 return Verdict::new(id, Check::Loader, Outcome::Fail)
                     .detail(format!("the valid case files do not load: {e}"));
             }
             let mut with_bad = valid;
             with_bad.push(f.clone());
-            match cases::load_files(&with_bad) {
+            match w4a16_cases::load_files(&with_bad) {
                 Ok(_) => Verdict::new(id, Check::Loader, Outcome::Fail)
                     .detail("a deliberately broken file was accepted"),
                 Err(e) if e.file == *f && expected_key.as_deref() == Some(e.key.as_str()) => {
@@ -585,7 +585,7 @@ mod tests {
 
     #[test]
     fn the_selected_path_suites_are_suites_of_the_case_folder() {
-        let set = cases::load_all(&cases::locate(None).unwrap()).unwrap();
+        let set = w4a16_cases::load_all(&w4a16_cases::locate(None).unwrap()).unwrap();
         for suite in SELECTED_PATH_SUITES {
             assert!(set.suite(suite).is_some(), "no suite {suite}");
             assert_eq!(mode_for_suite(suite), Mode::Selected);
@@ -621,7 +621,7 @@ mod tests {
             dir.path(),
             target,
             Some(reference),
-            Some(crate::device::DeviceKind::Simulated),
+            Some(w4a16_device::DeviceKind::Simulated),
             verdicts,
             (1.0, workers, &out.times),
         )
@@ -633,7 +633,7 @@ mod tests {
             .collect();
         let files = suites.into_iter().map(|s| {
             SnapshotFile::new(s, "sm_90", None)
-                .recorded_by(Some(crate::device::DeviceKind::Simulated))
+                .recorded_by(Some(w4a16_device::DeviceKind::Simulated))
         });
         cli_run::snapshots(&snaps, SnapshotMode::Update, files, verdicts).unwrap();
         let mut got = BTreeMap::new();
@@ -668,8 +668,8 @@ mod tests {
 
     #[test]
     fn verdicts_reports_and_snapshots_do_not_depend_on_the_number_of_devices() {
-        let dir = cases::locate(None).unwrap();
-        let set = cases::load_all(&dir).unwrap();
+        let dir = w4a16_cases::locate(None).unwrap();
+        let set = w4a16_cases::load_all(&dir).unwrap();
         // The three smallest layers of two suites (two snapshot files), at small batches:
         // the simulated device runs on this host's CPU.
         let mut cases: Vec<&Case> = Vec::new();
@@ -690,7 +690,7 @@ mod tests {
             let mut opts = SessionOptions::new(dir.clone(), Target::Sm90);
             opts.reference = reference;
             let run = |n: usize| {
-                let backends: Vec<(usize, Backend)> = device::simulated::devices(n)
+                let backends: Vec<(usize, Backend)> = w4a16_device::simulated::devices(n)
                     .into_iter()
                     .enumerate()
                     .map(|(o, d)| (o, Backend::Device(d)))
@@ -733,7 +733,7 @@ mod tests {
     /// regime. Layers are dealt by these costs.
     #[test]
     fn the_cost_model_follows_where_the_reference_is_formed() {
-        let set = cases::load_all(&cases::locate(None).unwrap()).unwrap();
+        let set = w4a16_cases::load_all(&w4a16_cases::locate(None).unwrap()).unwrap();
         let of = |layer: &str, m: usize| {
             set.cases()
                 .find(|c| c.id.starts_with(&format!("field/{layer}/M={m}/")))

@@ -24,13 +24,13 @@ use super::report::Timing;
 use super::session;
 use super::snapshot::{self, LeftOut, SnapshotFile, SnapshotRow};
 use super::{PhaseTimes, Verdict};
-use crate::cases::Case;
-use crate::device::DeviceKind;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use w4a16_cases::Case;
+use w4a16_device::DeviceKind;
 
 /// `--shard I/N`: this job runs share I (1-based) of N.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -10,10 +10,10 @@
 use super::budget::{CaseBudget, Interpreter};
 use super::sanitize::SanitizerTool;
 use super::verdict::Verdict;
-use crate::device::DeviceKind;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
+use w4a16_device::DeviceKind;
 
 /// The repo-root `snapshots/` folder, relative to this file (insta resolves it from here;
 /// `INSTA_WORKSPACE_ROOT` relocates it when binaries run on another machine). Tests only: the
@@ -65,7 +65,7 @@ impl LeftOut {
     pub fn of<'c>(
         budget: CaseBudget<'_>,
         suite: &str,
-        cases: impl IntoIterator<Item = &'c crate::cases::Case>,
+        cases: impl IntoIterator<Item = &'c w4a16_cases::Case>,
     ) -> Option<LeftOut> {
         let by = budget.interpreter()?;
         let cases: BTreeSet<String> = cases
@@ -849,7 +849,7 @@ mod cli_tests {
     /// committed file byte for byte: an unchanged run leaves the files as they are.
     #[test]
     fn rendering_a_committed_snapshot_reproduces_it_byte_for_byte() {
-        let set = crate::cases::load_all(&crate::cases::locate(None).unwrap()).unwrap();
+        let set = w4a16_cases::load_all(&w4a16_cases::locate(None).unwrap()).unwrap();
         let mut files = 0;
         for entry in std::fs::read_dir(committed_dir()).unwrap() {
             let path = entry.unwrap().path();
@@ -1020,7 +1020,7 @@ mod cli_tests {
     /// the committed snapshots are found from the repository's `cases/`.
     #[test]
     fn the_snapshot_folder_is_found_beside_the_cases_folder() {
-        let cases = crate::cases::locate(None).expect("the cases folder");
+        let cases = w4a16_cases::locate(None).expect("the cases folder");
         let dir = snapshot_dir(None, &cases);
         assert_eq!(dir, std::fs::canonicalize(committed_dir()).unwrap());
         assert!(dir.join("verdicts-smoke@sm_90.snap").is_file());

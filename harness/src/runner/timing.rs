@@ -15,7 +15,7 @@ pub enum Phase {
     Data,
     /// Producer checkpoint, its own reading, the converter and the read-back.
     Convert,
-    /// Everything behind the [`crate::device::Device`] call: upload, poison, launch, the
+    /// Everything behind the [`w4a16_device::Device`] call: upload, poison, launch, the
     /// synchronise, download and the guard-band check.
     Device,
     /// The f64 reference (or Freivalds plus sampled lines), the comparison against the bound,

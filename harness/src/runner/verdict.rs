@@ -2,13 +2,13 @@
 //! timings, paths or driver strings; the error/bound ratio only as a coarse bucket.
 
 pub use super::check::{Check, KernelPath};
-use crate::device::DeviceFault;
 use crate::require::{Requirement, Skip};
-use crate::validate::ContractError;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
+use w4a16_device::DeviceFault;
+use w4a16_device::validate::ContractError;
 use w4a16_kernels::KernelId;
 
 w4a16_reference::named_enum! {
@@ -529,7 +529,7 @@ impl fmt::Display for Summary {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::Capability;
+    use w4a16_device::Capability;
 
     fn no(requirement: Requirement) -> Skip {
         Skip {

@@ -15,7 +15,7 @@ use w4a16_reference::ActDtype;
 use w4a16_reference::layer::Symmetry;
 
 use super::{Selection, Strides};
-use crate::tensor::{ALLOCATION_ALIGN, ElemType, LaunchInputs, TensorView};
+use w4a16_device::tensor::{ALLOCATION_ALIGN, ElemType, LaunchInputs, TensorView};
 
 /// Element type of a planned tensor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -165,7 +165,7 @@ impl DeclaredContracts {
 impl ContractValidator for DeclaredContracts {
     fn validate(&self, launch: &PlannedLaunch) -> Result<(), String> {
         let decl = w4a16_kernels::set::decl(launch.kernel);
-        crate::validate::validate(decl, &Self::launch_inputs(launch))
+        w4a16_device::validate::validate(decl, &Self::launch_inputs(launch))
             .map(|_| ())
             .map_err(|e| e.to_string())
     }

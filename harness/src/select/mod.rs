@@ -15,8 +15,8 @@ use w4a16_kernels::{KernelId, Target, tiles};
 use w4a16_reference::ActDtype;
 use w4a16_reference::layer::{LayerShape, Symmetry};
 
-use crate::cases::{Case, RowPadding};
 use crate::config::{KernelConfig, PrefillDequant};
+use w4a16_cases::{Case, RowPadding};
 
 pub use check::{
     ContractValidator, CrossCheckError, DeclaredContracts, PlannedLaunch, PlannedTensor,

@@ -11,7 +11,7 @@ use w4a16_reference::ActDtype;
 use w4a16_reference::formats::Producer;
 use w4a16_reference::layer::{LayerShape, Symmetry};
 
-use crate::cases::{Case, MoeRouting, RowPadding};
+use w4a16_cases::{Case, MoeRouting, RowPadding};
 
 /// One MoE layer call as the engine sees it: T tokens, each routed to `top_k` of `experts`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

@@ -7,7 +7,7 @@ use w4a16_reference::formats::{
     PaddingRule, dense_row_stride_elems, layout::CACHE_CLIFF_PAD_BYTES,
 };
 
-use crate::cases::RowPadding;
+use w4a16_cases::RowPadding;
 
 /// Bytes added to a row that sits on the gfx11 cache cliff (and to every row when forced).
 pub const CLIFF_PAD_BYTES: usize = CACHE_CLIFF_PAD_BYTES;

@@ -5,9 +5,8 @@ use super::{kernel_sources_arg, require_gpu_checks};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use w4a16_harness::cases;
+use w4a16_device::{Allocation, Device};
 use w4a16_harness::config::KernelConfig;
-use w4a16_harness::device::{Allocation, Device};
 use w4a16_harness::model_check::{
     self, BudgetInputs, CheckModelOptions, DEFAULT_BATCHES, LayerStatus, Progress, report,
 };
@@ -82,7 +81,7 @@ pub fn check_model(
         None => None,
     };
     let sources = kernel_sources_arg(args.kernel_sources.as_deref())?;
-    let cases_dir = cases::locate(cases_dir).map_err(|e| e.to_string())?;
+    let cases_dir = w4a16_cases::locate(cases_dir).map_err(|e| e.to_string())?;
     let opts = CheckModelOptions {
         batches: args.batches,
         strict: args.strict,
@@ -146,7 +145,7 @@ fn one_target(
         config,
         c_target,
         known_bad: &[],
-        today: cases::Date::today_utc(),
+        today: w4a16_cases::Date::today_utc(),
         artifacts: Some(report_dir.join("artifacts")),
         full_reference_macs: 2.0e9,
         sample_flops: 2.0e9,

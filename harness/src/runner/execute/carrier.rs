@@ -3,11 +3,11 @@
 //! (`carrier-stride-trap`), before fused_carrier is launched at all.
 
 use super::{CaseRun, path_check};
-use crate::cases::{CarrierMode, ViewLayout};
 use crate::runner::check::Check;
 use crate::runner::verdict::{Outcome, ReferenceStage};
-use crate::tensor::{LaunchInputs, TensorView};
-use crate::validate::ContractError;
+use w4a16_cases::{CarrierMode, ViewLayout};
+use w4a16_device::tensor::{LaunchInputs, TensorView};
+use w4a16_device::validate::ContractError;
 use w4a16_kernels::{KernelId, set};
 use w4a16_reference::formats::{Carrier, CarrierError, ResidentLayer, ZeroPoints};
 use w4a16_reference::layer::Activations;
@@ -123,14 +123,14 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         let y = self.y_spec(x.m, ViewLayout::default());
         let mut inputs = LaunchInputs::gemm_carrier_view(resident, Some(c), xv, &y);
         inputs.carrier = Some(TensorView::matrix(
-            crate::tensor::ElemType::U32,
+            w4a16_device::tensor::ElemType::U32,
             c.n,
             c.groups,
             stride,
             c.words.len() * 4,
         ));
         let check = Check::CarrierStrideTrap;
-        match crate::validate::validate(decl, &inputs) {
+        match w4a16_device::validate::validate(decl, &inputs) {
             Err(e @ ContractError::CarrierRowStride { .. }) => {
                 self.push_contract(check, Outcome::Refused, (decl.id, e), |c| {
                     format!("the carrier with the scales' padded row stride was refused before launch: {c}")

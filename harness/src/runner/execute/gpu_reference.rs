@@ -7,8 +7,8 @@
 //! can, the products stay there and the output is judged there ([`resident_reference_on`]):
 //! only the report comes back.
 
-use crate::device::Device;
-use crate::device::resident::DeviceResidentGemm;
+use w4a16_device::Device;
+use w4a16_device::resident::DeviceResidentGemm;
 use w4a16_reference::NumericRecipe;
 use w4a16_reference::gemm::{NonFiniteX, Reference};
 use w4a16_reference::layer::{Activations, QuantizedLayer};
@@ -34,7 +34,7 @@ impl ReferenceChoice {
         requested: Option<ReferenceChoice>,
         device: Option<&dyn Device>,
     ) -> Result<ReferenceChoice, String> {
-        let cuda = device.filter(|d| d.kind() == crate::device::DeviceKind::Cuda);
+        let cuda = device.filter(|d| d.kind() == w4a16_device::DeviceKind::Cuda);
         match (requested, cuda) {
             (Some(ReferenceChoice::Gpu), None) => Err(format!(
                 "--reference gpu needs a CUDA device for its f64 GEMM; {}",

@@ -4,12 +4,12 @@
 
 use super::ReferenceChoice;
 use super::{CaseRun, repro_command};
-use crate::device::GemmOutput;
 use crate::runner::check::Check;
 use crate::runner::verdict::{
     Cause, Mismatch, Outcome, OutputProblems, ReferenceStage, SourceError, Verdict,
 };
 use std::rc::Rc;
+use w4a16_device::GemmOutput;
 use w4a16_kernels::{KernelId, set};
 use w4a16_reference::NumericRecipe;
 use w4a16_reference::bound::BoundModel;
@@ -134,7 +134,7 @@ impl<'c, 'a> CaseRun<'c, 'a> {
     /// its lanes brought to the host.
     fn gpu_reference(
         &self,
-        device: &'a dyn crate::device::Device,
+        device: &'a dyn w4a16_device::Device,
         x: &Activations,
         logical: &QuantizedLayer,
         recipe: &NumericRecipe,
@@ -165,7 +165,7 @@ impl<'c, 'a> CaseRun<'c, 'a> {
     }
 
     /// The device whose f64 GEMM forms the reference (`--reference gpu`), if any.
-    fn gpu_reference_device(&self) -> Option<&'a dyn crate::device::Device> {
+    fn gpu_reference_device(&self) -> Option<&'a dyn w4a16_device::Device> {
         match self.ctx.reference {
             ReferenceChoice::Gpu => self.ctx.device,
             ReferenceChoice::Cpu => None,

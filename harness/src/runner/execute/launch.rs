@@ -2,13 +2,13 @@
 //! checks in differential mode) or the dequant + vendor-BLAS pair, each output then judged.
 
 use super::{CaseRun, Mode, path_check};
-use crate::device::{Device, GemmOutput};
-use crate::launch::DeviceInputs;
 use crate::runner::check::Check;
 use crate::runner::timing::Phase;
 use crate::runner::verdict::{Cause, Mismatch, Outcome};
-use crate::tensor::{TensorView, XBuffer, YSpec};
 use std::time::Instant;
+use w4a16_device::launch::DeviceInputs;
+use w4a16_device::tensor::{TensorView, XBuffer, YSpec};
+use w4a16_device::{Device, GemmOutput};
 use w4a16_kernels::decl::LaunchShape;
 use w4a16_kernels::{KernelDecl, KernelId, set};
 use w4a16_reference::formats::{Carrier, ResidentLayer, RowPadding};

@@ -3,8 +3,8 @@
 //! in its buffer and the dense copy's row stride. Views only; no launch here.
 
 use super::CaseRun;
-use crate::cases::ViewLayout;
-use crate::tensor::{DenseSpec, TensorView, XBuffer, YSpec};
+use w4a16_cases::ViewLayout;
+use w4a16_device::tensor::{DenseSpec, TensorView, XBuffer, YSpec};
 use w4a16_kernels::KernelId;
 use w4a16_reference::formats::ResidentLayer;
 use w4a16_reference::layer::Activations;

@@ -27,13 +27,13 @@ pub use prepare::forget_prepared_layer;
 use super::check::{Check, KernelPath};
 use super::timing::{Phase, PhaseTimes};
 use super::verdict::{Cause, Outcome, ReferenceStage, SourceError, Verdict};
-use crate::cases::{self, Case, KnownBad, Xfail};
 use crate::config::KernelConfig;
-use crate::device::{Device, DeviceFault};
 use crate::require::Skip;
-use crate::validate::ContractError;
 use std::path::PathBuf;
 use std::time::Instant;
+use w4a16_cases::{Case, KnownBad, Xfail};
+use w4a16_device::validate::ContractError;
+use w4a16_device::{Device, DeviceFault};
 use w4a16_kernels::{Execution, KernelId, RunTarget, Target};
 use w4a16_reference::data;
 use w4a16_reference::formats::{Carrier, PaddingRule, Producer};
@@ -101,7 +101,7 @@ pub struct RunContext<'a> {
     /// Per-target safety factor of docs/contract.md §6, from data.
     pub c_target: f64,
     pub known_bad: &'a [KnownBad],
-    pub today: cases::Date,
+    pub today: w4a16_cases::Date,
     /// Failure artifacts go here (ARCHITECTURE.md rule 9); `None` writes none.
     pub artifacts: Option<PathBuf>,
     /// Above this many multiply-adds (M·N·K) the full reference gives way to Freivalds plus
@@ -209,7 +209,7 @@ fn run_timed(
         }
     };
     if let Some(kb) =
-        cases::known_bad::known_bad_for(ctx.known_bad, &case.id, &ctx.run_target().name())
+        w4a16_cases::known_bad::known_bad_for(ctx.known_bad, &case.id, &ctx.run_target().name())
     {
         apply_known_bad(&mut out, kb, ctx.today);
     }
@@ -219,8 +219,8 @@ fn run_timed(
 }
 
 /// The case's verdicts under its known-bad entry, by the one strict-xfail rule
-/// ([`cases::strict_xfail`]) that the code-object gates use too.
-fn apply_known_bad(verdicts: &mut [Verdict], kb: &KnownBad, today: cases::Date) {
+/// ([`w4a16_cases::strict_xfail`]) that the code-object gates use too.
+fn apply_known_bad(verdicts: &mut [Verdict], kb: &KnownBad, today: w4a16_cases::Date) {
     let failed = verdicts
         .iter()
         .any(|v| matches!(v.outcome, Outcome::Fail | Outcome::Fault));

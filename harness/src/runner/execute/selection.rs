@@ -4,14 +4,14 @@
 //! X/Y views told apart from a real one.
 
 use super::{CaseRun, Mode, path_check, producer_of};
-use crate::cases::ViewLayout;
 use crate::runner::check::{Check, KernelPath};
 use crate::runner::timing::Phase;
 use crate::runner::verdict::{Cause, Outcome, SourceError};
 use crate::select::{self, LayerRequest};
-use crate::tensor::LaunchInputs;
-use crate::validate::ContractError;
 use std::time::Instant;
+use w4a16_cases::ViewLayout;
+use w4a16_device::tensor::LaunchInputs;
+use w4a16_device::validate::ContractError;
 use w4a16_kernels::{KernelDecl, KernelId, TensorRole, set};
 use w4a16_reference::formats::{Producer, ResidentLayer};
 use w4a16_reference::layer::{Activations, QuantizedLayer};
@@ -208,7 +208,7 @@ impl<'c, 'a> CaseRun<'c, 'a> {
             }
             _ => LaunchInputs::gemm_view(resident, xv, &y),
         };
-        crate::validate::validate(decl, &inputs).map(|_| ())
+        w4a16_device::validate::validate(decl, &inputs).map(|_| ())
     }
 
     /// Differential mode: whether every kernel of `path` takes the case with its X/Y layouts.

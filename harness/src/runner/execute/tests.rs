@@ -2,10 +2,10 @@
 //! its reason, what it does wrong is a FAULT, and a contract refusal keeps its typed error.
 
 use super::*;
-use crate::device::{Capability, simulated};
 use crate::require::Requirement;
 use crate::runner::session::{Backend, SessionOptions, run_in_process};
 use crate::runner::verdict::{Summary, apply_required};
+use w4a16_device::{Capability, simulated};
 
 /// A small differential case whose dense path runs (the smoke suite's `dequant+dense`).
 const DENSE_CASE: &str = "smoke/op.k1024-n128/M=1/f16/asym/g128/exact/bias";
@@ -13,8 +13,8 @@ const DENSE_CASE: &str = "smoke/op.k1024-n128/M=1/f16/asym/g128/exact/bias";
 const LEGACY_CASE: &str = "checkpoints/ckpt.k256-n128/M=1/bf16/asym/g128/exact/legacy-unpacked-zp";
 
 fn run_on(case_id: &str, backend: Backend) -> Vec<Verdict> {
-    let dir = cases::locate(None).expect("the committed cases are found");
-    let set = cases::load_all(&dir).expect("the committed cases load");
+    let dir = w4a16_cases::locate(None).expect("the committed cases are found");
+    let set = w4a16_cases::load_all(&dir).expect("the committed cases load");
     let case = set.case(case_id).expect("the case exists");
     let opts = SessionOptions::new(dir.clone(), Target::Sm90);
     run_in_process(&set, &[case], &backend, &opts, &|_| {})
@@ -285,9 +285,9 @@ fn without_a_device_gpu_checks_skip_with_the_reason_and_need_the_gpu() {
 /// stays a pass), nothing failing is XPASS, and past the date every verdict is EXPIRED.
 #[test]
 fn known_bad_entries_apply_the_shared_strict_xfail_rule() {
-    use crate::cases::glob::Glob;
-    use crate::cases::known_bad::CaseIds;
-    use crate::cases::suppress::{Mode, Shared};
+    use w4a16_cases::glob::Glob;
+    use w4a16_cases::known_bad::CaseIds;
+    use w4a16_cases::suppress::{Mode, Shared};
     let kb = KnownBad {
         scope: CaseIds {
             id: Glob::new("**"),
@@ -296,7 +296,7 @@ fn known_bad_entries_apply_the_shared_strict_xfail_rule() {
             target: Glob::new("*"),
             reason: "bf16 tail".into(),
             tracking: "issue #0".into(),
-            expires: cases::Date::new(2026, 6, 30).unwrap(),
+            expires: w4a16_cases::Date::new(2026, 6, 30).unwrap(),
             mode: Mode::XfailStrict,
             file: "known_bad.toml".into(),
             key: "known_bad[0]".into(),
@@ -304,8 +304,8 @@ fn known_bad_entries_apply_the_shared_strict_xfail_rule() {
     };
     let v = |o| Verdict::new("c", "skinny".parse().unwrap(), o);
     let (on, after) = (
-        cases::Date::new(2026, 6, 30).unwrap(),
-        cases::Date::new(2026, 7, 1).unwrap(),
+        w4a16_cases::Date::new(2026, 6, 30).unwrap(),
+        w4a16_cases::Date::new(2026, 7, 1).unwrap(),
     );
     let outcomes = |mut vs: Vec<Verdict>, today| {
         apply_known_bad(&mut vs, &kb, today);
@@ -341,8 +341,8 @@ fn run_with_reference(
     reference: ReferenceChoice,
     full_reference_macs: f64,
 ) -> Vec<Verdict> {
-    let dir = cases::locate(None).expect("the committed cases are found");
-    let set = cases::load_all(&dir).expect("the committed cases load");
+    let dir = w4a16_cases::locate(None).expect("the committed cases are found");
+    let set = w4a16_cases::load_all(&dir).expect("the committed cases load");
     let case = set.case(case_id).expect("the case exists");
     let mut opts = SessionOptions::new(dir.clone(), Target::Sm90);
     opts.reference = reference;

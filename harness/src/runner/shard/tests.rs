@@ -2,7 +2,6 @@
 //! for every I, then `merge`, against one unsharded run of the same suite.
 
 use super::*;
-use crate::cases;
 use crate::config::KernelConfig;
 use crate::runner::cli_run::{self, RunOptions};
 use crate::runner::gpus::Gpus;
@@ -47,7 +46,7 @@ fn a_shard_is_i_of_n_counted_from_one_and_anything_else_is_refused_naming_the_fl
 /// layer of each other, and the same split however often it is computed.
 #[test]
 fn shards_take_whole_layers_once_each_balanced_by_case_count() {
-    let set = cases::load_all(&cases::locate(None).unwrap()).unwrap();
+    let set = w4a16_cases::load_all(&w4a16_cases::locate(None).unwrap()).unwrap();
     let chosen: Vec<&Case> = set.cases().filter(|c| c.suite == "field").collect();
     assert!(chosen.len() > 1000, "{}", chosen.len());
     let layer = |c: &Case| w4a16_reference::data::layer_key(&c.id);
@@ -104,7 +103,7 @@ fn options(
     shard: Option<ShardSpec>,
 ) -> RunOptions {
     RunOptions {
-        cases_dir: cases::locate(None).unwrap(),
+        cases_dir: w4a16_cases::locate(None).unwrap(),
         suites: vec![SUITE.to_string()],
         filter: None,
         target: Some(RunTarget::native(Target::Sm90)),
