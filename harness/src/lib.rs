@@ -1,8 +1,8 @@
 //! The harness: selection, the case runner, verdicts, snapshots, reports, benchmarks and perf
 //! mode, on top of the case files (`w4a16-cases`), code-object inspection
 //! (`w4a16-codeobject`) and the devices with their launch-boundary validation
-//! (`w4a16-device`). Those crates are re-exported at the paths they had inside the harness, so
-//! `w4a16_device::Device` and `w4a16_cases::Case` still name them.
+//! (`w4a16-device`). Code names those crates directly (`w4a16_device::Device`), so each module's
+//! imports show its real dependencies.
 
 pub mod bench;
 pub mod config;
