@@ -52,14 +52,15 @@ pub enum NonFiniteX {
     #[default]
     Refuse,
     /// X may hold NaN and ±Inf (the special-values data class). The reference follows IEEE rules
-    /// (docs/contract.md §6): NaN propagates, Inf·0 is NaN, +Inf + −Inf is NaN; recipes that accumulate
-    /// `Σx·(offset + q)` and subtract `(offset + z)·Σx` give NaN for any Inf in the row (Inf − Inf).
-    /// Every element of a row with a non-finite x is therefore NaN or ±Inf ([`SpecialRows`]).
+    /// (docs/contract.md §6): NaN propagates, Inf·0 is NaN, +Inf + −Inf is NaN; recipes that
+    /// accumulate `Σx·(offset + q)` and subtract `(offset + z)·Σx` give NaN for any Inf in the
+    /// row (Inf − Inf). Every element of a row with a non-finite x is therefore NaN or ±Inf
+    /// ([`SpecialRows`](super::SpecialRows)).
     Ieee,
 }
 
-/// Checks that X, the layer and the recipe describe one operation (docs/contract.md §1) and that every code
-/// is a nibble and every value finite, so that later stages can index without checks.
+/// Checks that X, the layer and the recipe describe one operation (docs/contract.md §1) and that
+/// every code is a nibble and every value finite, so that later stages can index without checks.
 pub fn validate(
     x: &Activations,
     layer: &QuantizedLayer,
