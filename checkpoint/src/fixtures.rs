@@ -95,6 +95,104 @@ fn without(mut tensors: Vec<Tensor>, suffix: &str) -> Vec<Tensor> {
 
 /// Every broken checkpoint, in name order.
 pub fn invalid_checkpoints() -> Result<Vec<InvalidCheckpoint>, CheckpointError> {
+    let mut out = broken_configs()?;
+    out.extend(broken_tensors()?);
+    out.extend(broken_files()?);
+    out.sort_by_key(|c| c.name);
+    Ok(out)
+}
+
+/// A checkpoint broken in config.json alone: a sound q_proj from `producer` (seeded by `seed`)
+/// under its config, edited by `edit`.
+struct ConfigBreak {
+    name: &'static str,
+    description: &'static str,
+    expected: &'static str,
+    producer: Producer,
+    seed: u64,
+    symmetric: bool,
+    edit: fn(&mut Value),
+}
+
+/// The config.json family: quantization methods, formats and dtypes the kernels do not take.
+const CONFIG_BREAKS: [ConfigBreak; 6] = [
+    ConfigBreak {
+        name: "unknown-quant-method-exl2",
+        description: "quantization_config.quant_method \"exl2\"",
+        expected: "quantization_config.quant_method: expected \"compressed-tensors\", \"gptq\" or \"awq\", got \"exl2\"",
+        producer: Producer::GptqV1,
+        seed: 5,
+        symmetric: true,
+        edit: |cfg| cfg["quantization_config"] = json!({"quant_method": "exl2", "bits": 4.0}),
+    },
+    ConfigBreak {
+        name: "awq-version-gemv",
+        description: "AWQ with version \"gemv\" (another packing)",
+        expected: "quantization_config.version: expected \"gemm\"",
+        producer: Producer::Awq,
+        seed: 6,
+        symmetric: false,
+        edit: |cfg| cfg["quantization_config"]["version"] = json!("gemv"),
+    },
+    ConfigBreak {
+        name: "ct-format-marlin-24",
+        description: "compressed-tensors with format \"marlin-24\" (2:4 sparse Marlin packing)",
+        expected: "quantization_config.format: expected \"pack-quantized\", got \"marlin-24\"",
+        producer: Producer::CompressedTensors,
+        seed: 11,
+        symmetric: true,
+        edit: |cfg| cfg["quantization_config"]["format"] = json!("marlin-24"),
+    },
+    ConfigBreak {
+        name: "gptq-bits-8",
+        description: "GPTQ with bits = 8",
+        expected: "quantization_config.bits: expected 4 (W4A16), got 8",
+        producer: Producer::GptqV1,
+        seed: 12,
+        symmetric: true,
+        edit: |cfg| cfg["quantization_config"]["bits"] = json!(8),
+    },
+    ConfigBreak {
+        name: "float32-model",
+        description: "config.json torch_dtype = float32 (the kernels take f16/bf16 activations)",
+        expected: "config.json: torch_dtype: expected \"float16\" or \"bfloat16\"",
+        producer: Producer::CompressedTensors,
+        seed: 14,
+        symmetric: true,
+        edit: |cfg| cfg["torch_dtype"] = json!("float32"),
+    },
+    ConfigBreak {
+        name: "missing-quantization-config",
+        description: "config.json without quantization_config and no quantize_config.json",
+        expected: "config.json: no quantization_config",
+        producer: Producer::CompressedTensors,
+        seed: 15,
+        symmetric: true,
+        edit: |cfg| {
+            cfg.as_object_mut()
+                .expect("object")
+                .remove("quantization_config");
+        },
+    },
+];
+
+fn broken_configs() -> Result<Vec<InvalidCheckpoint>, CheckpointError> {
+    CONFIG_BREAKS
+        .iter()
+        .map(|b| {
+            let mut cfg = config(b.producer, b.symmetric, ActDtype::F16);
+            (b.edit)(&mut cfg);
+            let t = q_proj(b.producer, b.seed, b.symmetric, ActDtype::F16);
+            Ok(Builder::new(&cfg)
+                .shard(SHARD, &t)?
+                .done(b.name, b.description, b.expected))
+        })
+        .collect()
+}
+
+/// The tensor family: a tensor missing, extra, of the wrong dtype or shape, or a g_idx that
+/// permutes the groups.
+fn broken_tensors() -> Result<Vec<InvalidCheckpoint>, CheckpointError> {
     use ActDtype::{Bf16, F16};
     use Producer::{Awq, CompressedTensors as Ct, GptqV1, GptqV2};
     let mut out = Vec::new();
@@ -149,30 +247,6 @@ pub fn invalid_checkpoints() -> Result<Vec<InvalidCheckpoint>, CheckpointError> 
         "k_proj.weight_shape: N = 64 disagrees with config.json num_key_value_heads × head_dim = 2 × 16 = 32",
     ));
 
-    let mut cfg = config(GptqV1, true, F16);
-    cfg["quantization_config"] = json!({"quant_method": "exl2", "bits": 4.0});
-    out.push(
-        Builder::new(&cfg)
-            .shard(SHARD, &q_proj(GptqV1, 5, true, F16))?
-            .done(
-                "unknown-quant-method-exl2",
-                "quantization_config.quant_method \"exl2\"",
-                "quantization_config.quant_method: expected \"compressed-tensors\", \"gptq\" or \"awq\", got \"exl2\"",
-            ),
-    );
-
-    let mut cfg = config(Awq, false, F16);
-    cfg["quantization_config"]["version"] = json!("gemv");
-    out.push(
-        Builder::new(&cfg)
-            .shard(SHARD, &q_proj(Awq, 6, false, F16))?
-            .done(
-                "awq-version-gemv",
-                "AWQ with version \"gemv\" (another packing)",
-                "quantization_config.version: expected \"gemm\"",
-            ),
-    );
-
     // Scales written as bf16 in a float16 model.
     let t = q_proj(GptqV2, 7, false, Bf16);
     out.push(
@@ -184,6 +258,41 @@ pub fn invalid_checkpoints() -> Result<Vec<InvalidCheckpoint>, CheckpointError> 
                 "q_proj.scales: expected dtype f16",
             ),
     );
+
+    out.push(unpacked_zero_points()?);
+    Ok(out)
+}
+
+/// The old ABI: zero points unpacked [N, K/G] in the activation dtype.
+fn unpacked_zero_points() -> Result<InvalidCheckpoint, CheckpointError> {
+    use ActDtype::F16;
+    use Producer::CompressedTensors as Ct;
+    let layer = seeded_layer(13, 64, 64, G, F16, false, false);
+    let mut t = producer_tensors(Ct, &layer, Q).expect("writable");
+    for x in &mut t {
+        if x.name.ends_with("weight_zero_point") {
+            let z = layer
+                .zeros
+                .as_ref()
+                .expect("asymmetric")
+                .iter()
+                .map(|&z| F16.from_f64(f64::from(z)))
+                .collect();
+            *x = Tensor::new(x.name.clone(), vec![64, 2], TensorData::F16(z));
+        }
+    }
+    Ok(Builder::new(&config(Ct, false, F16)).shard(SHARD, &t)?.done(
+        "ct-unpacked-zero-points",
+        "compressed-tensors asymmetric layer with zero points unpacked as f16 [N, K/G] (the legacy ABI)",
+        "q_proj.weight_zero_point: expected dtype i32 with shape [ceil(N/8), K/G] = [8, 2], got f16 [64, 2]",
+    ))
+}
+
+/// The file family: a shard cut short, an index that points at the wrong shard.
+fn broken_files() -> Result<Vec<InvalidCheckpoint>, CheckpointError> {
+    use ActDtype::F16;
+    use Producer::{CompressedTensors as Ct, GptqV2};
+    let mut out = Vec::new();
 
     let mut bytes = serialize(&q_proj(Ct, 8, false, F16))?;
     bytes.truncate(bytes.len() - 100);
@@ -226,79 +335,6 @@ pub fn invalid_checkpoints() -> Result<Vec<InvalidCheckpoint>, CheckpointError> 
                 "weight_map puts model.layers.0.self_attn.v_proj.qweight in model-00001-of-00002.safetensors, but model-00001-of-00002.safetensors has no tensor of that name",
             ),
     );
-
-    let mut cfg = config(Ct, true, F16);
-    cfg["quantization_config"]["format"] = json!("marlin-24");
-    out.push(
-        Builder::new(&cfg)
-            .shard(SHARD, &q_proj(Ct, 11, true, F16))?
-            .done(
-                "ct-format-marlin-24",
-                "compressed-tensors with format \"marlin-24\" (2:4 sparse Marlin packing)",
-                "quantization_config.format: expected \"pack-quantized\", got \"marlin-24\"",
-            ),
-    );
-
-    let mut cfg = config(GptqV1, true, F16);
-    cfg["quantization_config"]["bits"] = json!(8);
-    out.push(
-        Builder::new(&cfg)
-            .shard(SHARD, &q_proj(GptqV1, 12, true, F16))?
-            .done(
-                "gptq-bits-8",
-                "GPTQ with bits = 8",
-                "quantization_config.bits: expected 4 (W4A16), got 8",
-            ),
-    );
-
-    // The old ABI: zero points unpacked [N, K/G] in the activation dtype.
-    let layer = seeded_layer(13, 64, 64, G, F16, false, false);
-    let mut t = producer_tensors(Ct, &layer, Q).expect("writable");
-    for x in &mut t {
-        if x.name.ends_with("weight_zero_point") {
-            let z = layer
-                .zeros
-                .as_ref()
-                .expect("asymmetric")
-                .iter()
-                .map(|&z| F16.from_f64(f64::from(z)))
-                .collect();
-            *x = Tensor::new(x.name.clone(), vec![64, 2], TensorData::F16(z));
-        }
-    }
-    out.push(Builder::new(&config(Ct, false, F16)).shard(SHARD, &t)?.done(
-        "ct-unpacked-zero-points",
-        "compressed-tensors asymmetric layer with zero points unpacked as f16 [N, K/G] (the legacy ABI)",
-        "q_proj.weight_zero_point: expected dtype i32 with shape [ceil(N/8), K/G] = [8, 2], got f16 [64, 2]",
-    ));
-
-    let mut cfg = config(Ct, true, F16);
-    cfg["torch_dtype"] = json!("float32");
-    out.push(
-        Builder::new(&cfg)
-            .shard(SHARD, &q_proj(Ct, 14, true, F16))?
-            .done(
-                "float32-model",
-                "config.json torch_dtype = float32 (the kernels take f16/bf16 activations)",
-                "config.json: torch_dtype: expected \"float16\" or \"bfloat16\"",
-            ),
-    );
-
-    let mut cfg = config(Ct, true, F16);
-    cfg.as_object_mut()
-        .expect("object")
-        .remove("quantization_config");
-    out.push(
-        Builder::new(&cfg)
-            .shard(SHARD, &q_proj(Ct, 15, true, F16))?
-            .done(
-                "missing-quantization-config",
-                "config.json without quantization_config and no quantize_config.json",
-                "config.json: no quantization_config",
-            ),
-    );
-
-    out.sort_by_key(|c| c.name);
     Ok(out)
 }
 

@@ -110,64 +110,103 @@ pub fn gptq_v1_overflow_cells(
     (hit, cells)
 }
 
-/// Reads the module's tensors, checks them and builds the reference checkpoint.
+/// Reads the module's tensors, checks them and builds the reference checkpoint. The checks run
+/// in a fixed order (tensors present, dimensions, architecture, grouping, each tensor's dtype
+/// and shape, g_idx), so a checkpoint with several faults always names the same one first.
 pub fn load_linear(
     config: &ModelConfig,
     shards: &ShardSet,
     entry: &LinearEntry,
 ) -> Result<LoadedLinear, CheckpointError> {
-    let mut r = Reader {
-        config,
-        shards,
-        entry,
-        tensors: BTreeMap::new(),
-    };
-    for (suffix, name) in &entry.tensors {
-        r.tensors.insert(suffix.clone(), shards.tensor(name)?);
-    }
+    let mut r = Reader::read(config, shards, entry)?;
     let main = match entry.method {
         QuantMethod::CompressedTensors => "weight_packed",
         _ => "qweight",
     };
-    // Detection guarantees these; an entry built by hand may not.
-    let required: &[&str] = match entry.method {
-        QuantMethod::CompressedTensors => &["weight_packed", "weight_scale", "weight_shape"],
-        _ => &["qweight", "scales"],
-    };
-    if let Some(missing) = required.iter().find(|s| !r.tensors.contains_key(**s)) {
-        return Err(CheckpointError::MissingTensor {
-            shard: r.shard(main),
-            module: entry.module.clone(),
-            tensor: r.name(missing),
-            rule: format!("a {} linear needs {}", entry.producer, required.join(", ")),
-        });
-    }
+    r.require_tensors(main)?;
     let shard = shards
         .shard_of(&r.name(main))
         .map(|s| s.path().to_path_buf())
         .unwrap_or_default();
     let (n, k) = r.dims()?;
     r.architecture(n, k)?;
-    let group = entry.scheme.group_size.resolve(k);
-    if group == 0 || !k.is_multiple_of(group) {
-        return Err(r.convert(main, ConvertError::Group { k, got: group }));
-    }
+    let group = r.group_size(main, k)?;
     let groups = k / group;
-    if entry.method == QuantMethod::CompressedTensors && !k.is_multiple_of(8) {
-        return Err(r.convert(
-            "weight_packed",
-            ConvertError::PackedDim {
-                tensor: r.name("weight_packed"),
-                dim: "K",
-                got: k,
-            },
-        ));
-    }
     let dt: StoredDtype = config.dtype.into();
-    let mut notes = Vec::new();
+    r.check_tensors(&expected_tensors(entry.method, dt, n, k, groups), dt)?;
+    let notes: Vec<String> = r.check_g_idx(main, k, group)?.into_iter().collect();
     let mut defects = Vec::new();
-    // (suffix, dtype, layout, shape)
-    let expect: Vec<(&str, StoredDtype, &'static str, Vec<usize>)> = match entry.method {
+    let checkpoint: Box<dyn Checkpoint> = match entry.method {
+        QuantMethod::CompressedTensors => Box::new(CompressedTensorsLayer {
+            config: CompressedTensorsConfig {
+                group_size: group,
+                symmetric: entry.scheme.symmetric,
+            },
+            weight_packed: r.take("weight_packed").expect("required"),
+            weight_scale: r.take("weight_scale").expect("required"),
+            weight_zero_point: r.take("weight_zero_point"),
+            bias: r.take("bias"),
+        }),
+        QuantMethod::Gptq(version) => {
+            let qzeros = r.take("qzeros");
+            if version == GptqVersion::V1
+                && let Some(t) = &qzeros
+            {
+                defects.extend(r.gptq_v1_defect(t, (n, k), group));
+            }
+            Box::new(GptqLayer {
+                config: GptqConfig {
+                    group_size: group,
+                    sym: entry.scheme.symmetric,
+                    // A trivial g_idx was accepted above: contiguous groups.
+                    desc_act: false,
+                    version,
+                },
+                qweight: r.take("qweight").expect("required"),
+                qzeros,
+                scales: r.take("scales").expect("required"),
+                bias: r.take("bias"),
+            })
+        }
+        QuantMethod::Awq => Box::new(AwqLayer {
+            config: AwqConfig {
+                group_size: group,
+                zero_point: !entry.scheme.symmetric,
+            },
+            qweight: r.take("qweight").expect("required"),
+            qzeros: r.take("qzeros"),
+            scales: r.take("scales").expect("required"),
+            bias: r.take("bias"),
+        }),
+    };
+    Ok(LoadedLinear {
+        entry: entry.clone(),
+        checkpoint,
+        target: LoadTarget {
+            n,
+            k,
+            dtype: config.dtype,
+        },
+        group_size: group,
+        shard,
+        defects,
+        notes,
+    })
+}
+
+/// One tensor a method stores: `(suffix, dtype, layout, shape)`.
+type ExpectedTensor = (&'static str, StoredDtype, &'static str, Vec<usize>);
+
+/// The tensors `method` stores for an `[N, K]` linear in `groups` groups, in the model's dtype
+/// `dt` where they hold values.
+fn expected_tensors(
+    method: QuantMethod,
+    dt: StoredDtype,
+    n: usize,
+    k: usize,
+    groups: usize,
+) -> Vec<ExpectedTensor> {
+    match method {
         QuantMethod::CompressedTensors => vec![
             (
                 "weight_packed",
@@ -206,154 +245,7 @@ pub fn load_linear(
             ),
             ("bias", dt, "[N]", vec![n]),
         ],
-    };
-    for (suffix, dtype, layout, shape) in &expect {
-        if let Some(t) = r.tensors.get(*suffix) {
-            if *dtype == dt && t.dtype() != dt {
-                return Err(CheckpointError::Dtype {
-                    shard: r.shard(suffix),
-                    tensor: t.name.clone(),
-                    expected: dt.to_string(),
-                    got: t.dtype().to_string(),
-                    rule: format!(
-                        "{suffix} {layout} is stored in the model's dtype, config.json torch_dtype = {}",
-                        match config.dtype {
-                            w4a16_reference::ActDtype::F16 => "float16",
-                            w4a16_reference::ActDtype::Bf16 => "bfloat16",
-                        }
-                    ),
-                });
-            }
-            if let Err(e) = w4a16_reference::formats::expect_tensor(t, *dtype, layout, shape) {
-                return Err(r.convert(suffix, e));
-            }
-        }
     }
-    let g_idx_suffix = match entry.method {
-        QuantMethod::CompressedTensors => "weight_g_idx",
-        _ => "g_idx",
-    };
-    match r.tensors.get(g_idx_suffix) {
-        Some(t) => {
-            let values: Vec<i64> = match &t.data {
-                TensorData::I32(v) if t.shape == [k] => v.iter().map(|&x| i64::from(x)).collect(),
-                TensorData::I64(v) if t.shape == [k] => v.clone(),
-                _ => {
-                    return Err(r.convert(
-                        g_idx_suffix,
-                        ConvertError::Dtype {
-                            tensor: t.name.clone(),
-                            layout: "[K]",
-                            shape: vec![k],
-                            expected: StoredDtype::I32,
-                            got: t.dtype(),
-                            got_shape: t.shape.clone(),
-                        },
-                    ));
-                }
-            };
-            if let Some(i) = (0..k).find(|&i| values[i] != (i / group) as i64) {
-                return Err(CheckpointError::ActOrder {
-                    shard: r.shard(g_idx_suffix),
-                    tensor: t.name.clone(),
-                    detail: format!(
-                        "g_idx is not trivial: expected g_idx[k] = k / G (G = {group}) for every k, got g_idx[{i}] = {} (a permuted group order; re-quantize without desc_act/actorder)",
-                        values[i]
-                    ),
-                });
-            }
-            notes.push(format!(
-                "{}: trivial g_idx (g_idx[k] = k / {group}); read as contiguous groups",
-                t.name
-            ));
-        }
-        None if entry.scheme.act_order => {
-            return Err(CheckpointError::ActOrder {
-                shard: r.shard(main),
-                tensor: format!("{}.{g_idx_suffix}", entry.module),
-                detail: format!(
-                    "{} enables act-order (desc_act / actorder \"group\") but the module has no {g_idx_suffix} to say the group order",
-                    config.quantization.file
-                ),
-            });
-        }
-        None => {}
-    }
-    let take = |r: &mut Reader<'_>, s: &str| r.tensors.remove(s);
-    let checkpoint: Box<dyn Checkpoint> = match entry.method {
-        QuantMethod::CompressedTensors => Box::new(CompressedTensorsLayer {
-            config: CompressedTensorsConfig {
-                group_size: group,
-                symmetric: entry.scheme.symmetric,
-            },
-            weight_packed: take(&mut r, "weight_packed").expect("required"),
-            weight_scale: take(&mut r, "weight_scale").expect("required"),
-            weight_zero_point: take(&mut r, "weight_zero_point"),
-            bias: take(&mut r, "bias"),
-        }),
-        QuantMethod::Gptq(version) => {
-            let qzeros = take(&mut r, "qzeros");
-            if version == GptqVersion::V1
-                && let Some(t) = &qzeros
-            {
-                let words: Vec<u32> = match &t.data {
-                    TensorData::I32(v) => v.iter().map(|&x| x as u32).collect(),
-                    _ => Vec::new(),
-                };
-                let (hit, cells) = gptq_v1_overflow_cells(&words, groups, n / 8);
-                if hit > 0 {
-                    let rows: BTreeSet<usize> = cells.iter().map(|c| c.0).collect();
-                    let gs: BTreeSet<usize> = cells.iter().map(|c| c.1).collect();
-                    defects.push(CheckpointDefect::GptqV1ZeroOverflow(GptqV1Overflow {
-                        shard: r.shard("qzeros"),
-                        module: entry.module.clone(),
-                        tensor: t.name.clone(),
-                        fraction: (cells.len() * group) as f64 / (n * k) as f64,
-                        words: hit,
-                        rows: rows.len(),
-                        groups: gs.len(),
-                        cells,
-                    }));
-                }
-            }
-            Box::new(GptqLayer {
-                config: GptqConfig {
-                    group_size: group,
-                    sym: entry.scheme.symmetric,
-                    // A trivial g_idx was accepted above: contiguous groups.
-                    desc_act: false,
-                    version,
-                },
-                qweight: take(&mut r, "qweight").expect("required"),
-                qzeros,
-                scales: take(&mut r, "scales").expect("required"),
-                bias: take(&mut r, "bias"),
-            })
-        }
-        QuantMethod::Awq => Box::new(AwqLayer {
-            config: AwqConfig {
-                group_size: group,
-                zero_point: !entry.scheme.symmetric,
-            },
-            qweight: take(&mut r, "qweight").expect("required"),
-            qzeros: take(&mut r, "qzeros"),
-            scales: take(&mut r, "scales").expect("required"),
-            bias: take(&mut r, "bias"),
-        }),
-    };
-    Ok(LoadedLinear {
-        entry: entry.clone(),
-        checkpoint,
-        target: LoadTarget {
-            n,
-            k,
-            dtype: config.dtype,
-        },
-        group_size: group,
-        shard,
-        defects,
-        notes,
-    })
 }
 
 struct Reader<'a> {
@@ -361,6 +253,194 @@ struct Reader<'a> {
     shards: &'a ShardSet,
     entry: &'a LinearEntry,
     tensors: BTreeMap<String, Tensor>,
+}
+
+/// The steps of [`load_linear`], in the order it runs them.
+impl<'a> Reader<'a> {
+    /// Every tensor the entry names, read from its shard.
+    fn read(
+        config: &'a ModelConfig,
+        shards: &'a ShardSet,
+        entry: &'a LinearEntry,
+    ) -> Result<Self, CheckpointError> {
+        let mut r = Reader {
+            config,
+            shards,
+            entry,
+            tensors: BTreeMap::new(),
+        };
+        for (suffix, name) in &entry.tensors {
+            r.tensors.insert(suffix.clone(), shards.tensor(name)?);
+        }
+        Ok(r)
+    }
+
+    /// The tensors the method cannot do without. Detection guarantees these; an entry built by
+    /// hand may not.
+    fn require_tensors(&self, main: &str) -> Result<(), CheckpointError> {
+        let required: &[&str] = match self.entry.method {
+            QuantMethod::CompressedTensors => &["weight_packed", "weight_scale", "weight_shape"],
+            _ => &["qweight", "scales"],
+        };
+        match required.iter().find(|s| !self.tensors.contains_key(**s)) {
+            Some(missing) => Err(CheckpointError::MissingTensor {
+                shard: self.shard(main),
+                module: self.entry.module.clone(),
+                tensor: self.name(missing),
+                rule: format!(
+                    "a {} linear needs {}",
+                    self.entry.producer,
+                    required.join(", ")
+                ),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// The group size resolved for `k`: it divides K, and compressed-tensors packs K by 8.
+    fn group_size(&self, main: &str, k: usize) -> Result<usize, CheckpointError> {
+        let group = self.entry.scheme.group_size.resolve(k);
+        if group == 0 || !k.is_multiple_of(group) {
+            return Err(self.convert(main, ConvertError::Group { k, got: group }));
+        }
+        if self.entry.method == QuantMethod::CompressedTensors && !k.is_multiple_of(8) {
+            return Err(self.convert(
+                "weight_packed",
+                ConvertError::PackedDim {
+                    tensor: self.name("weight_packed"),
+                    dim: "K",
+                    got: k,
+                },
+            ));
+        }
+        Ok(group)
+    }
+
+    /// Each present tensor of `expect` in its dtype and shape; a tensor held in the model's
+    /// dtype `dt` is named against config.json's torch_dtype.
+    fn check_tensors(
+        &self,
+        expect: &[ExpectedTensor],
+        dt: StoredDtype,
+    ) -> Result<(), CheckpointError> {
+        for (suffix, dtype, layout, shape) in expect {
+            let Some(t) = self.tensors.get(*suffix) else {
+                continue;
+            };
+            if *dtype == dt && t.dtype() != dt {
+                return Err(CheckpointError::Dtype {
+                    shard: self.shard(suffix),
+                    tensor: t.name.clone(),
+                    expected: dt.to_string(),
+                    got: t.dtype().to_string(),
+                    rule: format!(
+                        "{suffix} {layout} is stored in the model's dtype, config.json torch_dtype = {}",
+                        match self.config.dtype {
+                            w4a16_reference::ActDtype::F16 => "float16",
+                            w4a16_reference::ActDtype::Bf16 => "bfloat16",
+                        }
+                    ),
+                });
+            }
+            if let Err(e) = w4a16_reference::formats::expect_tensor(t, *dtype, layout, shape) {
+                return Err(self.convert(suffix, e));
+            }
+        }
+        Ok(())
+    }
+
+    /// g_idx accepted only when trivial (`g_idx[k] = k / G`), with a note saying so; act-order
+    /// without a g_idx is refused. A permuted group order is not a layout the kernels read.
+    fn check_g_idx(
+        &self,
+        main: &str,
+        k: usize,
+        group: usize,
+    ) -> Result<Option<String>, CheckpointError> {
+        let entry = self.entry;
+        let g_idx_suffix = match entry.method {
+            QuantMethod::CompressedTensors => "weight_g_idx",
+            _ => "g_idx",
+        };
+        let Some(t) = self.tensors.get(g_idx_suffix) else {
+            if entry.scheme.act_order {
+                return Err(CheckpointError::ActOrder {
+                    shard: self.shard(main),
+                    tensor: format!("{}.{g_idx_suffix}", entry.module),
+                    detail: format!(
+                        "{} enables act-order (desc_act / actorder \"group\") but the module has no {g_idx_suffix} to say the group order",
+                        self.config.quantization.file
+                    ),
+                });
+            }
+            return Ok(None);
+        };
+        let values: Vec<i64> = match &t.data {
+            TensorData::I32(v) if t.shape == [k] => v.iter().map(|&x| i64::from(x)).collect(),
+            TensorData::I64(v) if t.shape == [k] => v.clone(),
+            _ => {
+                return Err(self.convert(
+                    g_idx_suffix,
+                    ConvertError::Dtype {
+                        tensor: t.name.clone(),
+                        layout: "[K]",
+                        shape: vec![k],
+                        expected: StoredDtype::I32,
+                        got: t.dtype(),
+                        got_shape: t.shape.clone(),
+                    },
+                ));
+            }
+        };
+        if let Some(i) = (0..k).find(|&i| values[i] != (i / group) as i64) {
+            return Err(CheckpointError::ActOrder {
+                shard: self.shard(g_idx_suffix),
+                tensor: t.name.clone(),
+                detail: format!(
+                    "g_idx is not trivial: expected g_idx[k] = k / G (G = {group}) for every k, got g_idx[{i}] = {} (a permuted group order; re-quantize without desc_act/actorder)",
+                    values[i]
+                ),
+            });
+        }
+        Ok(Some(format!(
+            "{}: trivial g_idx (g_idx[k] = k / {group}); read as contiguous groups",
+            t.name
+        )))
+    }
+
+    /// Takes a tensor out for the checkpoint being built.
+    fn take(&mut self, suffix: &str) -> Option<Tensor> {
+        self.tensors.remove(suffix)
+    }
+
+    /// The v1 packer defect in `qzeros` of an `[N, K]` layer, where any word shows it.
+    fn gptq_v1_defect(
+        &self,
+        qzeros: &Tensor,
+        (n, k): (usize, usize),
+        group: usize,
+    ) -> Option<CheckpointDefect> {
+        let words: Vec<u32> = match &qzeros.data {
+            TensorData::I32(v) => v.iter().map(|&x| x as u32).collect(),
+            _ => Vec::new(),
+        };
+        let (hit, cells) = gptq_v1_overflow_cells(&words, k / group, n / 8);
+        if hit == 0 {
+            return None;
+        }
+        let rows: BTreeSet<usize> = cells.iter().map(|c| c.0).collect();
+        let gs: BTreeSet<usize> = cells.iter().map(|c| c.1).collect();
+        Some(CheckpointDefect::GptqV1ZeroOverflow(GptqV1Overflow {
+            shard: self.shard("qzeros"),
+            module: self.entry.module.clone(),
+            tensor: qzeros.name.clone(),
+            fraction: (cells.len() * group) as f64 / (n * k) as f64,
+            words: hit,
+            rows: rows.len(),
+            groups: gs.len(),
+            cells,
+        }))
+    }
 }
 
 impl Reader<'_> {

@@ -395,196 +395,226 @@ fn setups() -> Vec<Setup> {
     v
 }
 
+/// Each corruption is drawn from `rng` in a fixed order (the steps below, trial after trial), so
+/// a failure names the same corruption on every run.
 #[test]
 fn corruptions_are_caught_with_the_variant_that_names_them() {
     let mut rng = ChaCha8Rng::seed_from_u64(2024);
     for su in setups() {
-        let (s, sentinel, ntpp) = (su.r.slots(), su.sentinel(), su.ntpp);
-        assert_eq!(su.check(&su.sorted, &su.ids, ntpp), Ok(()));
+        assert_eq!(su.check(&su.sorted, &su.ids, su.ntpp), Ok(()));
         for _trial in 0..8 {
-            // Two slots of different experts swapped.
-            let (a, b) = {
-                let ra = rng.random_range(0..su.runs.len());
-                let mut rb = rng.random_range(0..su.runs.len());
-                while su.runs.len() > 1 && rb == ra {
-                    rb = rng.random_range(0..su.runs.len());
-                }
-                let pick = |r: usize, rng: &mut ChaCha8Rng| {
-                    su.runs[r].0 + rng.random_range(0..su.runs[r].1)
-                };
-                (pick(ra, &mut rng), pick(rb, &mut rng))
-            };
-            if su.runs.len() > 1 {
-                let mut bad = su.sorted.clone();
-                bad.swap(a, b);
-                let entry = a.min(b);
-                assert!(
-                    matches!(su.check(&bad, &su.ids, ntpp), Err(AlignMismatch::SlotInWrongExpert { entry: x, .. }) if x == entry),
-                    "swap {a} {b}: {:?}",
-                    su.check(&bad, &su.ids, ntpp)
-                );
-            }
-
-            // A wrong value in a padding entry.
-            let padding: Vec<usize> = (0..ntpp as usize)
-                .filter(|&i| su.sorted[i] == sentinel)
-                .collect();
-            if !padding.is_empty() {
-                let at = padding[rng.random_range(0..padding.len())];
-                for wrong in [sentinel + 1, -1, i32::MIN] {
-                    let mut bad = su.sorted.clone();
-                    bad[at] = wrong;
-                    assert_eq!(
-                        su.check(&bad, &su.ids, ntpp),
-                        Err(AlignMismatch::SentinelWrong {
-                            entry: at,
-                            expected: sentinel,
-                            got: wrong
-                        })
-                    );
-                }
-                // A slot copied into padding: duplicated.
-                let slot_at = su.runs[rng.random_range(0..su.runs.len())].0;
-                let mut bad = su.sorted.clone();
-                bad[at] = bad[slot_at];
-                let (first, second) = (slot_at.min(at), slot_at.max(at));
-                assert_eq!(
-                    su.check(&bad, &su.ids, ntpp),
-                    Err(AlignMismatch::DuplicateSlot {
-                        slot: su.sorted[slot_at] as usize,
-                        first_entry: first,
-                        entry: second
-                    })
-                );
-            }
-
-            // num_tokens_post_padded off by one, and off by a block.
-            let bm = su.bm as i32;
-            for got in [ntpp + 1, ntpp - 1] {
-                assert_eq!(
-                    su.check(&su.sorted, &su.ids, got),
-                    Err(AlignMismatch::TokensPostPaddedNotMultiple {
-                        got,
-                        block_m: su.bm
-                    })
-                );
-            }
-            for got in [ntpp + bm, ntpp - bm, -bm] {
-                assert_eq!(
-                    su.check(&su.sorted, &su.ids, got),
-                    Err(AlignMismatch::TokensPostPadded {
-                        expected: ntpp as usize,
-                        got
-                    })
-                );
-            }
-
-            // A wrong expert id.
-            let block = rng.random_range(0..ntpp as usize / su.bm);
-            let mut ids = su.ids.clone();
-            let expected = ids[block];
-            ids[block] = if expected == -1 {
-                0
-            } else {
-                expected + 1 + rng.random_range(0..3)
-            };
-            assert_eq!(
-                su.check(&su.sorted, &ids, ntpp),
-                Err(AlignMismatch::WrongExpertId {
-                    block,
-                    expected,
-                    got: ids[block]
-                })
-            );
-            ids[block] = -1 - i32::from(expected == -1);
-            assert!(
-                matches!(su.check(&su.sorted, &ids, ntpp), Err(AlignMismatch::WrongExpertId { block: b, .. }) if b == block)
-            );
-
-            // A dropped slot (its entry left as padding).
-            let run = su.runs[rng.random_range(0..su.runs.len())];
-            let at = run.0 + rng.random_range(0..run.1);
-            let mut bad = su.sorted.clone();
-            bad[at] = sentinel;
-            assert_eq!(
-                su.check(&bad, &su.ids, ntpp),
-                Err(AlignMismatch::MissingSlot {
-                    slot: su.sorted[at] as usize,
-                    expert: run.3
-                })
-            );
-
-            // A slot value out of range where a slot belongs.
-            let mut bad = su.sorted.clone();
-            bad[at] = sentinel + 5;
-            assert_eq!(
-                su.check(&bad, &su.ids, ntpp),
-                Err(AlignMismatch::SlotOutOfRange {
-                    entry: at,
-                    got: sentinel + 5,
-                    slots: s
-                })
-            );
-
-            // Two slots of one run out of order.
-            if let Some(run) = su
-                .runs
-                .iter()
-                .filter(|r| r.1 >= 2)
-                .nth(rng.random_range(0..4))
-            {
-                let i = run.0 + rng.random_range(0..run.1 - 1);
-                let mut bad = su.sorted.clone();
-                bad.swap(i, i + 1);
-                assert_eq!(
-                    su.check(&bad, &su.ids, ntpp),
-                    Err(AlignMismatch::SlotOrder {
-                        entry: i + 1,
-                        slot: su.sorted[i] as usize,
-                        previous: su.sorted[i + 1] as usize,
-                        expert: run.3
-                    })
-                );
-            }
-
-            // A run's last slot moved behind its padding.
-            if let Some(run) = su.runs.iter().find(|r| r.2 > r.1) {
-                let last = run.0 + run.1 - 1;
-                let end = run.0 + run.2 - 1;
-                let mut bad = su.sorted.clone();
-                bad.swap(last, end);
-                assert_eq!(
-                    su.check(&bad, &su.ids, ntpp),
-                    Err(AlignMismatch::PaddingBeforeSlot {
-                        entry: end,
-                        slot: su.sorted[last] as usize,
-                        expert: run.3
-                    })
-                );
-            }
+            swapped_experts(&su, &mut rng);
+            corrupted_padding(&su, &mut rng);
+            wrong_tokens_post_padded(&su);
+            wrong_expert_id(&su, &mut rng);
+            dropped_slot(&su, &mut rng);
+            slots_out_of_order(&su, &mut rng);
+            padding_before_slot(&su);
         }
-
-        // Buffers shorter than num_tokens_post_padded asks for.
-        assert_eq!(
-            su.check(&su.sorted[..ntpp as usize - 1], &su.ids, ntpp),
-            Err(AlignMismatch::BufferTooShort {
-                buffer: AlignBuffer::SortedTokenIds,
-                needed: ntpp as usize,
-                got: ntpp as usize - 1
-            })
-        );
-        let blocks = ntpp as usize / su.bm;
-        assert_eq!(
-            su.check(&su.sorted, &su.ids[..blocks - 1], ntpp),
-            Err(AlignMismatch::BufferTooShort {
-                buffer: AlignBuffer::ExpertIds,
-                needed: blocks,
-                got: blocks - 1
-            })
-        );
-        // What lies past the valid part is not read.
-        let mut tail = su.sorted.clone();
-        tail.truncate(ntpp as usize);
-        assert_eq!(su.check(&tail, &su.ids[..blocks], ntpp), Ok(()));
+        short_buffers(&su);
     }
+}
+
+/// Two slots of different experts swapped (the draws are made with one run too).
+fn swapped_experts(su: &Setup, rng: &mut ChaCha8Rng) {
+    let ntpp = su.ntpp;
+    let (a, b) = {
+        let ra = rng.random_range(0..su.runs.len());
+        let mut rb = rng.random_range(0..su.runs.len());
+        while su.runs.len() > 1 && rb == ra {
+            rb = rng.random_range(0..su.runs.len());
+        }
+        let pick =
+            |r: usize, rng: &mut ChaCha8Rng| su.runs[r].0 + rng.random_range(0..su.runs[r].1);
+        (pick(ra, rng), pick(rb, rng))
+    };
+    if su.runs.len() > 1 {
+        let mut bad = su.sorted.clone();
+        bad.swap(a, b);
+        let entry = a.min(b);
+        assert!(
+            matches!(su.check(&bad, &su.ids, ntpp), Err(AlignMismatch::SlotInWrongExpert { entry: x, .. }) if x == entry),
+            "swap {a} {b}: {:?}",
+            su.check(&bad, &su.ids, ntpp)
+        );
+    }
+}
+
+/// A wrong value in a padding entry, and a slot copied into padding (duplicated).
+fn corrupted_padding(su: &Setup, rng: &mut ChaCha8Rng) {
+    let (sentinel, ntpp) = (su.sentinel(), su.ntpp);
+    let padding: Vec<usize> = (0..ntpp as usize)
+        .filter(|&i| su.sorted[i] == sentinel)
+        .collect();
+    if padding.is_empty() {
+        return;
+    }
+    let at = padding[rng.random_range(0..padding.len())];
+    for wrong in [sentinel + 1, -1, i32::MIN] {
+        let mut bad = su.sorted.clone();
+        bad[at] = wrong;
+        assert_eq!(
+            su.check(&bad, &su.ids, ntpp),
+            Err(AlignMismatch::SentinelWrong {
+                entry: at,
+                expected: sentinel,
+                got: wrong
+            })
+        );
+    }
+    let slot_at = su.runs[rng.random_range(0..su.runs.len())].0;
+    let mut bad = su.sorted.clone();
+    bad[at] = bad[slot_at];
+    let (first, second) = (slot_at.min(at), slot_at.max(at));
+    assert_eq!(
+        su.check(&bad, &su.ids, ntpp),
+        Err(AlignMismatch::DuplicateSlot {
+            slot: su.sorted[slot_at] as usize,
+            first_entry: first,
+            entry: second
+        })
+    );
+}
+
+/// num_tokens_post_padded off by one, and off by a block.
+fn wrong_tokens_post_padded(su: &Setup) {
+    let (ntpp, bm) = (su.ntpp, su.bm as i32);
+    for got in [ntpp + 1, ntpp - 1] {
+        assert_eq!(
+            su.check(&su.sorted, &su.ids, got),
+            Err(AlignMismatch::TokensPostPaddedNotMultiple {
+                got,
+                block_m: su.bm
+            })
+        );
+    }
+    for got in [ntpp + bm, ntpp - bm, -bm] {
+        assert_eq!(
+            su.check(&su.sorted, &su.ids, got),
+            Err(AlignMismatch::TokensPostPadded {
+                expected: ntpp as usize,
+                got
+            })
+        );
+    }
+}
+
+/// A wrong expert id: another expert, then the "no expert" id (or one below it).
+fn wrong_expert_id(su: &Setup, rng: &mut ChaCha8Rng) {
+    let ntpp = su.ntpp;
+    let block = rng.random_range(0..ntpp as usize / su.bm);
+    let mut ids = su.ids.clone();
+    let expected = ids[block];
+    ids[block] = if expected == -1 {
+        0
+    } else {
+        expected + 1 + rng.random_range(0..3)
+    };
+    assert_eq!(
+        su.check(&su.sorted, &ids, ntpp),
+        Err(AlignMismatch::WrongExpertId {
+            block,
+            expected,
+            got: ids[block]
+        })
+    );
+    ids[block] = -1 - i32::from(expected == -1);
+    assert!(
+        matches!(su.check(&su.sorted, &ids, ntpp), Err(AlignMismatch::WrongExpertId { block: b, .. }) if b == block)
+    );
+}
+
+/// A dropped slot (its entry left as padding), and at the same entry a slot value out of range.
+fn dropped_slot(su: &Setup, rng: &mut ChaCha8Rng) {
+    let (s, sentinel, ntpp) = (su.r.slots(), su.sentinel(), su.ntpp);
+    let run = su.runs[rng.random_range(0..su.runs.len())];
+    let at = run.0 + rng.random_range(0..run.1);
+    let mut bad = su.sorted.clone();
+    bad[at] = sentinel;
+    assert_eq!(
+        su.check(&bad, &su.ids, ntpp),
+        Err(AlignMismatch::MissingSlot {
+            slot: su.sorted[at] as usize,
+            expert: run.3
+        })
+    );
+    let mut bad = su.sorted.clone();
+    bad[at] = sentinel + 5;
+    assert_eq!(
+        su.check(&bad, &su.ids, ntpp),
+        Err(AlignMismatch::SlotOutOfRange {
+            entry: at,
+            got: sentinel + 5,
+            slots: s
+        })
+    );
+}
+
+/// Two slots of one run out of order.
+fn slots_out_of_order(su: &Setup, rng: &mut ChaCha8Rng) {
+    let Some(run) = su
+        .runs
+        .iter()
+        .filter(|r| r.1 >= 2)
+        .nth(rng.random_range(0..4))
+    else {
+        return;
+    };
+    let i = run.0 + rng.random_range(0..run.1 - 1);
+    let mut bad = su.sorted.clone();
+    bad.swap(i, i + 1);
+    assert_eq!(
+        su.check(&bad, &su.ids, su.ntpp),
+        Err(AlignMismatch::SlotOrder {
+            entry: i + 1,
+            slot: su.sorted[i] as usize,
+            previous: su.sorted[i + 1] as usize,
+            expert: run.3
+        })
+    );
+}
+
+/// A run's last slot moved behind its padding.
+fn padding_before_slot(su: &Setup) {
+    let Some(run) = su.runs.iter().find(|r| r.2 > r.1) else {
+        return;
+    };
+    let last = run.0 + run.1 - 1;
+    let end = run.0 + run.2 - 1;
+    let mut bad = su.sorted.clone();
+    bad.swap(last, end);
+    assert_eq!(
+        su.check(&bad, &su.ids, su.ntpp),
+        Err(AlignMismatch::PaddingBeforeSlot {
+            entry: end,
+            slot: su.sorted[last] as usize,
+            expert: run.3
+        })
+    );
+}
+
+/// Buffers shorter than num_tokens_post_padded asks for; what lies past the valid part is not
+/// read.
+fn short_buffers(su: &Setup) {
+    let ntpp = su.ntpp;
+    assert_eq!(
+        su.check(&su.sorted[..ntpp as usize - 1], &su.ids, ntpp),
+        Err(AlignMismatch::BufferTooShort {
+            buffer: AlignBuffer::SortedTokenIds,
+            needed: ntpp as usize,
+            got: ntpp as usize - 1
+        })
+    );
+    let blocks = ntpp as usize / su.bm;
+    assert_eq!(
+        su.check(&su.sorted, &su.ids[..blocks - 1], ntpp),
+        Err(AlignMismatch::BufferTooShort {
+            buffer: AlignBuffer::ExpertIds,
+            needed: blocks,
+            got: blocks - 1
+        })
+    );
+    let mut tail = su.sorted.clone();
+    tail.truncate(ntpp as usize);
+    assert_eq!(su.check(&tail, &su.ids[..blocks], ntpp), Ok(()));
 }

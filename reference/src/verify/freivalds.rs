@@ -29,7 +29,7 @@ use crate::gemm::{
     validate_with, weight_pass, weight_rows,
 };
 use crate::layer::{Activations, QuantizedLayer};
-use ndarray::{Array2, ArrayView2, Axis, concatenate};
+use ndarray::{Array1, Array2, ArrayView2, Axis, concatenate};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
@@ -296,6 +296,57 @@ fn output_sums(
     sums
 }
 
+/// One check's inputs, shared by its steps.
+struct Case<'a> {
+    /// X with the rows in `special` zeroed.
+    x: &'a Activations,
+    special: &'a SpecialRows,
+    layer: &'a QuantizedLayer,
+    model: &'a BoundModel,
+    out: OutputBits<'a>,
+    /// `[N]` bias values (zeros without bias).
+    bias: Vec<f64>,
+}
+
+impl Case<'_> {
+    /// The magnitude lane's offset.
+    fn offset(&self) -> Option<f64> {
+        self.model.recipe.magnitude_offset()
+    }
+
+    /// The offset that decides IEEE special values (only offset accumulation turns an Inf into
+    /// Inf − Inf; the pre-rounded bias keeps w = 0 ⇔ ŵ = 0).
+    fn special_offset(&self) -> Option<f64> {
+        self.model.recipe.offset_accumulation
+    }
+}
+
+/// The ±1 vectors: `r` `[N, TRIALS]` multiplies Y from the right, `s` `[M, TRIALS]` from the left.
+struct Signs {
+    r: Array2<f64>,
+    s: Array2<f64>,
+}
+
+/// The reference side of both projections, from the three passes over X and W, and the sampled
+/// lines formed in the same passes.
+struct Projections {
+    /// `[M, TRIALS]`: `X·(Wᵀ·r)` per trial.
+    row_rhs: Array2<f64>,
+    /// `[M, 1 (+ 1)]`: `|X|·Σ_n|w|`, then (offset recipes) `|X|·Σ_n(offset magnitude)`.
+    row_mag: Array2<f64>,
+    /// `[TRIALS, N]`: `(sᵀ·X)·Wᵀ` per trial.
+    col_dots: Array2<f64>,
+    /// `[N]`: `Σ_m a(m, n)`, and (offset recipes) `Σ_m a_offset(m, n)`.
+    col_mag: Array1<f64>,
+    col_off: Option<Array1<f64>>,
+    /// The row and column magnitudes before any element is taken out of them: the slack of the
+    /// f64 sums is formed from these.
+    row_mag_all: Array1<f64>,
+    col_mag_all: Array1<f64>,
+    row_lines: Lines,
+    col_lines: Lines,
+}
+
 /// The check, plus the exact reference lines for `rows` and `cols` computed in the same passes
 /// (sampled verification fused in: the sampled rows ride the W pass, the columns the X pass).
 /// `x` is X with the rows in `special` zeroed ([`SpecialRows::prepare`]); the returned lines hold
@@ -311,15 +362,60 @@ pub(crate) fn run(
     rows: &[usize],
     cols: &[usize],
 ) -> (FreivaldsReport, Lines, Lines) {
-    let (m_rows, n_cols, k) = (x.m, layer.shape.n, layer.shape.k);
-    // The magnitude lane's offset, and the offset that decides IEEE special values (only
-    // offset accumulation turns an Inf into Inf − Inf; the pre-rounded bias keeps w = 0 ⇔ ŵ = 0).
-    let offset = model.recipe.magnitude_offset();
-    let special_offset = model.recipe.offset_accumulation;
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let r = signs(&mut rng, n_cols);
-    let s = signs(&mut rng, m_rows);
+    let r = signs(&mut rng, layer.shape.n);
+    let s = signs(&mut rng, x.m);
+    let signs = Signs { r, s };
     let bias = bias_values(layer);
+    let case = Case {
+        x,
+        special,
+        layer,
+        model,
+        out,
+        bias,
+    };
+    let mut p = projections(&case, &signs, rows, cols);
+
+    // Y pass.
+    let mut skip = vec![false; x.m];
+    for row in &special.rows {
+        skip[row.m] = true;
+    }
+    let ys = output_sums(out, x.dtype, &signs.r, &signs.s, &skip);
+    let (wrong, checked_one_by_one) = check_one_by_one(&case, &signs, &ys, &mut p);
+
+    let mut report = FreivaldsReport {
+        trials: TRIALS,
+        seed,
+        failed_rows: Vec::new(),
+        failed_cols: Vec::new(),
+        worst_ratio: 0.0,
+        worst_line: None,
+        checked_one_by_one,
+        nonfinite: wrong.len(),
+        nonfinite_at: wrong.iter().take(MAX_POSITIONS).copied().collect(),
+        poison_left: ys.poison,
+    };
+    judge_rows(&case, &signs, &ys, &skip, &p, &mut report);
+    judge_cols(&case, &signs, &ys, &p, &mut report);
+    for &(m, n) in &wrong {
+        report.failed_rows.push(m);
+        report.failed_cols.push(n);
+    }
+    for v in [&mut report.failed_rows, &mut report.failed_cols] {
+        v.sort_unstable();
+        v.dedup();
+    }
+    (report, p.row_lines, p.col_lines)
+}
+
+/// The passes over X, W and X again: the reference side of both projections and their
+/// magnitudes, with the sampled rows and columns riding along.
+fn projections(case: &Case<'_>, signs: &Signs, rows: &[usize], cols: &[usize]) -> Projections {
+    let (x, layer, special) = (case.x, case.layer, case.special);
+    let (offset, special_offset) = (case.offset(), case.special_offset());
+    let (r, s) = (&signs.r, &signs.s);
 
     // X pass 1: sᵀ·X per trial and Σ_m |x_mk|; sampled columns X·W_colsᵀ, |X|·|W_cols|ᵀ.
     let (wc, wca) = weight_rows(layer, offset, cols);
@@ -386,32 +482,46 @@ pub(crate) fn run(
             abs: Some(mags),
         },
     );
-    let mut row_rhs = xp2.signed.expect("signed lanes");
-    let mut row_mag = xp2.abs.expect("abs lanes");
-    let (mut col_dots, mut col_mag) = (col_dots, col_mag);
-    let mut col_off = col_off;
-    // Slack of the f64 sums: from the magnitudes before anything is taken out of them.
-    let (row_mag_all, col_mag_all) = (row_mag.column(0).to_owned(), col_mag.clone());
-
-    // Y pass.
-    let mut skip = vec![false; m_rows];
-    for row in &special.rows {
-        skip[row.m] = true;
+    let row_rhs = xp2.signed.expect("signed lanes");
+    let row_mag = xp2.abs.expect("abs lanes");
+    Projections {
+        row_mag_all: row_mag.column(0).to_owned(),
+        col_mag_all: col_mag.clone(),
+        row_rhs,
+        row_mag,
+        col_dots,
+        col_mag,
+        col_off,
+        row_lines,
+        col_lines,
     }
-    let ys = output_sums(out, x.dtype, &r, &s, &skip);
-    let dtype = x.dtype;
+}
+
+/// The elements checked one by one, each taken out of the projections where it is finite on the
+/// reference side: every element of a special row against its IEEE value, and ±Inf/NaN outputs
+/// elsewhere against the exact element. Returns the wrong ones and how many were checked.
+fn check_one_by_one(
+    case: &Case<'_>,
+    signs: &Signs,
+    ys: &OutputSums,
+    p: &mut Projections,
+) -> (Vec<(usize, usize)>, usize) {
+    let (layer, model, out, dtype) = (case.layer, case.model, case.out, case.x.dtype);
+    let (offset, special_offset) = (case.offset(), case.special_offset());
+    let (r, s) = (&signs.r, &signs.s);
     let mut wrong: Vec<(usize, usize)> = Vec::new();
     let mut checked_one_by_one = 0;
 
     // Rows of X with NaN/±Inf: every element against its IEEE value, nothing in the sums.
-    for row in &special.rows {
-        for n in 0..n_cols {
+    for row in &case.special.rows {
+        for n in 0..layer.shape.n {
             let bits = out.get(row.m, n);
             if bits == dtype.poison_bits() {
                 continue; // counted by the Y pass
             }
             checked_one_by_one += 1;
-            let y = special
+            let y = case
+                .special
                 .value(layer, special_offset, row.m, n)
                 .expect("a special row");
             if element_ratio(dtype, bits, y, || f64::INFINITY).is_none() {
@@ -433,99 +543,106 @@ pub(crate) fn run(
             wrong.push((m, n)); // the reference is finite outside the special rows
         }
     }
-    let exact = elements_unchecked(x, layer, offset, &infinite);
+    let exact = elements_unchecked(case.x, layer, offset, &infinite);
     for (&(m, n), &(y, a, acc)) in infinite.iter().zip(&exact) {
         checked_one_by_one += 1;
-        let b = bias[n];
+        let b = case.bias[n];
         let ok = element_ratio(dtype, out.get(m, n), y, || model.element(y, a, acc, b))
             .is_some_and(|ratio| ratio <= 1.0);
         if !ok {
             wrong.push((m, n));
         }
         for t in 0..TRIALS {
-            row_rhs[[m, t]] -= r[[n, t]] * y;
-            col_dots[[t, n]] -= s[[m, t]] * y;
+            p.row_rhs[[m, t]] -= r[[n, t]] * y;
+            p.col_dots[[t, n]] -= s[[m, t]] * y;
         }
-        row_mag[[m, 0]] -= a;
-        col_mag[n] -= a;
+        p.row_mag[[m, 0]] -= a;
+        p.col_mag[n] -= a;
         if offset.is_some() {
-            row_mag[[m, 1]] -= acc;
-            if let Some(o) = col_off.as_mut() {
+            p.row_mag[[m, 1]] -= acc;
+            if let Some(o) = p.col_off.as_mut() {
                 o[n] -= acc;
             }
         }
     }
+    (wrong, checked_one_by_one)
+}
 
+/// Each row's projections `Y·r` against `X·(Wᵀ·r) + r·bias` within the sum of the row's bounds
+/// and the f64 error of forming both sides.
+fn judge_rows(
+    case: &Case<'_>,
+    signs: &Signs,
+    ys: &OutputSums,
+    skip: &[bool],
+    p: &Projections,
+    report: &mut FreivaldsReport,
+) {
+    let (n_cols, k) = (case.layer.shape.n, case.layer.shape.k);
+    let bias = &case.bias;
     let any_bias = bias.iter().any(|&b| b != 0.0);
     let bias_abs: f64 = bias.iter().map(|b| b.abs()).sum();
-    let bias_col = ArrayView2::from_shape((n_cols, 1), &bias).expect("bias");
-    let rb = r.t().dot(&bias_col);
-    // Rows of X with NaN/±Inf are out of both sides of the projections, their bias included.
-    let mut s_sum = s.sum_axis(Axis(0));
-    for row in &special.rows {
-        for t in 0..TRIALS {
-            s_sum[t] -= s[[row.m, t]];
-        }
-    }
+    let bias_col = ArrayView2::from_shape((n_cols, 1), bias.as_slice()).expect("bias");
+    let rb = signs.r.t().dot(&bias_col);
     let row_gamma = gamma(n_cols + k + 4, U64).unwrap_or(f64::INFINITY);
-    let col_gamma = gamma(m_rows + k + 4, U64).unwrap_or(f64::INFINITY);
-
-    let mut report = FreivaldsReport {
-        trials: TRIALS,
-        seed,
-        failed_rows: Vec::new(),
-        failed_cols: Vec::new(),
-        worst_ratio: 0.0,
-        worst_line: None,
-        checked_one_by_one,
-        nonfinite: wrong.len(),
-        nonfinite_at: wrong.iter().take(MAX_POSITIONS).copied().collect(),
-        poison_left: ys.poison,
-    };
-    let terms = model.terms(any_bias);
-    for m in 0..m_rows {
-        let sum_a = row_mag[[m, 0]].max(0.0);
-        let sum_acc = if offset.is_some() {
-            row_mag[[m, 1]].max(0.0)
+    let terms = case.model.terms(any_bias);
+    // `skip` has one entry per row of X.
+    for (m, &skipped) in skip.iter().enumerate() {
+        let sum_a = p.row_mag[[m, 0]].max(0.0);
+        let sum_acc = if case.offset().is_some() {
+            p.row_mag[[m, 1]].max(0.0)
         } else {
             sum_a
         };
         let tol = terms.eval(sum_acc, sum_a, sum_a + bias_abs, sum_a)
             + n_cols.saturating_sub(1) as f64 * terms.floor;
-        let slack = row_gamma * (ys.rows[[m, TRIALS]] + row_mag_all[m] + bias_abs);
+        let slack = row_gamma * (ys.rows[[m, TRIALS]] + p.row_mag_all[m] + bias_abs);
         let limit = tol * (1.0 + 2.0 * row_gamma) + slack;
         let ratio = (0..TRIALS)
             .map(|t| {
-                let bias_part = if skip[m] { 0.0 } else { rb[[t, 0]] };
-                (ys.rows[[m, t]] - (row_rhs[[m, t]] + bias_part)).abs() / limit
+                // Rows of X with NaN/±Inf are out of both sides, their bias included.
+                let bias_part = if skipped { 0.0 } else { rb[[t, 0]] };
+                (ys.rows[[m, t]] - (p.row_rhs[[m, t]] + bias_part)).abs() / limit
             })
             .fold(0.0, f64::max);
-        note(&mut report, Line::Row(m), ratio, ys.row_bad[m]);
+        note(report, Line::Row(m), ratio, ys.row_bad[m]);
     }
+}
+
+/// Each column's projections `sᵀ·Y` against `(sᵀ·X)·Wᵀ + (Σ s)·bias` within the sum of the
+/// column's bounds and the f64 error of forming both sides.
+fn judge_cols(
+    case: &Case<'_>,
+    signs: &Signs,
+    ys: &OutputSums,
+    p: &Projections,
+    report: &mut FreivaldsReport,
+) {
+    let (m_rows, k) = (case.x.m, case.layer.shape.k);
+    let s = &signs.s;
+    // Rows of X with NaN/±Inf are out of both sides of the projections, their bias included.
+    let mut s_sum = s.sum_axis(Axis(0));
+    for row in &case.special.rows {
+        for t in 0..TRIALS {
+            s_sum[t] -= s[[row.m, t]];
+        }
+    }
+    let col_gamma = gamma(m_rows + k + 4, U64).unwrap_or(f64::INFINITY);
     let mf = m_rows as f64;
-    for n in 0..n_cols {
-        let b = bias[n];
-        let terms = model.terms(b != 0.0);
-        let sum_a = col_mag[n].max(0.0);
-        let sum_acc = col_off.as_ref().map_or(sum_a, |o| o[n].max(0.0));
+    for n in 0..case.layer.shape.n {
+        let b = case.bias[n];
+        let terms = case.model.terms(b != 0.0);
+        let sum_a = p.col_mag[n].max(0.0);
+        let sum_acc = p.col_off.as_ref().map_or(sum_a, |o| o[n].max(0.0));
         let tol = terms.eval(sum_acc, sum_a, sum_a + mf * b.abs(), sum_a)
             + (mf - 1.0).max(0.0) * terms.floor;
-        let slack = col_gamma * (ys.cols[[TRIALS, n]] + col_mag_all[n] + mf * b.abs());
+        let slack = col_gamma * (ys.cols[[TRIALS, n]] + p.col_mag_all[n] + mf * b.abs());
         let limit = tol * (1.0 + 2.0 * col_gamma) + slack;
         let ratio = (0..TRIALS)
-            .map(|t| (ys.cols[[t, n]] - (col_dots[[t, n]] + s_sum[t] * b)).abs() / limit)
+            .map(|t| (ys.cols[[t, n]] - (p.col_dots[[t, n]] + s_sum[t] * b)).abs() / limit)
             .fold(0.0, f64::max);
-        note(&mut report, Line::Col(n), ratio, ys.col_bad[n]);
+        note(report, Line::Col(n), ratio, ys.col_bad[n]);
     }
-    for &(m, n) in &wrong {
-        report.failed_rows.push(m);
-        report.failed_cols.push(n);
-    }
-    for v in [&mut report.failed_rows, &mut report.failed_cols] {
-        v.sort_unstable();
-        v.dedup();
-    }
-    (report, row_lines, col_lines)
 }
 
 fn note(report: &mut FreivaldsReport, line: Line, ratio: f64, bad: bool) {
