@@ -2,7 +2,7 @@
 //! values, the retired flag's messages, and the startup budget check.
 
 use w4a16_cases::ModelDescription;
-use w4a16_harness::config::{
+use w4a16_select::config::{
     BudgetError, ConfigError, KernelConfig, PREFILL_DEQUANT_KEY, PrefillDequant, StartupRequest,
     check_startup_budget, parse_args,
 };

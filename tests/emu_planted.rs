@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 use w4a16_cases::CaseSet;
 use w4a16_device::{Device, DeviceFault};
-use w4a16_harness::config::KernelConfig;
+use w4a16_select::config::KernelConfig;
 use w4a16_harness::require::{Requirement, Skip, skip_or_fail};
 use w4a16_harness::runner::execute::{Mode, ReferenceChoice, RunContext, run_case};
 use w4a16_harness::runner::{Cause, Check, Outcome, Verdict, cli_run, session};

@@ -24,7 +24,7 @@ use rstest_reuse::apply;
 use std::path::PathBuf;
 use w4a16_cases::Case;
 use w4a16_device::{Allocation, Device, DeviceBench, DeviceKind};
-use w4a16_harness::config::KernelConfig;
+use w4a16_select::config::KernelConfig;
 use w4a16_harness::require::{Requirement, Skip};
 use w4a16_harness::runner::execute::{Mode, RunContext, run_case};
 use w4a16_harness::runner::session::{self, Backend};

@@ -11,7 +11,7 @@ pub mod fused;
 pub mod oracle;
 pub mod report;
 
-use crate::config::{
+use w4a16_select::config::{
     BudgetError, BudgetReport, PrefillDequant, StartupRequest, check_startup_budget,
 };
 use crate::runner::check::Check;

@@ -23,8 +23,8 @@ use w4a16_reference::{ActDtype, Activations, LayerShape};
 
 use super::key::{ControlKind, KernelLabel, Measured, PerfKey};
 use crate::bench::Traffic;
-use crate::config::{KernelConfig, PrefillDequant};
-use crate::select::{self, LayerRequest, padding};
+use w4a16_select::config::{KernelConfig, PrefillDequant};
+use w4a16_select::{LayerRequest, padding};
 use w4a16_cases::{Provider, RowPadding, Suite};
 use w4a16_device::launch::DeviceInputs;
 use w4a16_device::tensor::{DenseSpec, XBuffer, YSpec};
@@ -232,7 +232,7 @@ pub fn perf_cases(
         let mut req = LayerRequest::from_case(case);
         req.bias = false;
         req.dense_cache_built = config.prefill_dequant == PrefillDequant::Enable;
-        let sel = select::select(target, &req, config);
+        let sel = w4a16_select::select(target, &req, config);
         if sel.path.is_empty() {
             let why: Vec<String> = sel
                 .rejections

@@ -14,7 +14,7 @@ use super::execute::reference_failure;
 use super::timing::{Phase, PhaseTimes};
 use super::verdict::{Cause, Mismatch, Outcome, OutputProblems, ReferenceStage, Verdict};
 use crate::require::{Requirement, Skip};
-use crate::select::moe::{MoeRequest, MoeSelection, select_moe};
+use w4a16_select::moe::{MoeRequest, MoeSelection, select_moe};
 use w4a16_cases::{Case, MoeRouting};
 use w4a16_device::tensor::XBuffer;
 use w4a16_device::validate::ContractError;
@@ -296,7 +296,7 @@ impl MoeRun<'_, '_> {
         let case = self.case;
         let padding = RowPadding::from_rule(
             case.shape.k,
-            crate::select::padding::padding_rule(self.ctx.target, case.padding),
+            w4a16_select::padding::padding_rule(self.ctx.target, case.padding),
         );
         let key = format!(
             "{}/{}/{}/{}/g{}/{}/e{}/{:?}",

@@ -7,7 +7,7 @@ use super::gpus;
 use super::isolate;
 use super::timing::PhaseTimes;
 use super::verdict::{Outcome, Verdict};
-use crate::config::KernelConfig;
+use w4a16_select::config::KernelConfig;
 use crate::require::Skip;
 use rayon::prelude::*;
 use serde::Deserialize;
@@ -22,7 +22,7 @@ use w4a16_kernels::source::KernelSources;
 use w4a16_kernels::{Execution, RunTarget, Target};
 
 /// The suites whose cases run as the engine would (the selected path only); every other suite
-/// runs differentially: each of [`crate::select::LINEAR_PATHS`] that takes the case. A test
+/// runs differentially: each of [`w4a16_select::LINEAR_PATHS`] that takes the case. A test
 /// checks each name is a suite of the case folder, so a renamed suite cannot quietly turn
 /// differential.
 pub const SELECTED_PATH_SUITES: [&str; 2] = ["field", "checkpoints"];

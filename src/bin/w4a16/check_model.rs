@@ -6,7 +6,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use w4a16_device::{Allocation, Device};
-use w4a16_harness::config::KernelConfig;
+use w4a16_select::config::KernelConfig;
 use w4a16_harness::model_check::{
     self, BudgetInputs, CheckModelOptions, DEFAULT_BATCHES, LayerStatus, Progress, report,
 };

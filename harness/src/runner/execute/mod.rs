@@ -27,7 +27,7 @@ pub use prepare::forget_prepared_layer;
 use super::check::{Check, KernelPath};
 use super::timing::{Phase, PhaseTimes};
 use super::verdict::{Cause, Outcome, ReferenceStage, SourceError, Verdict};
-use crate::config::KernelConfig;
+use w4a16_select::config::KernelConfig;
 use crate::require::Skip;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -151,7 +151,7 @@ fn producer_of(case: &Case) -> Producer {
 }
 
 fn padding_rule(case: &Case, target: Target) -> PaddingRule {
-    crate::select::padding::padding_rule(target, case.padding)
+    w4a16_select::padding::padding_rule(target, case.padding)
 }
 
 /// Runs one case and applies its known-bad entry, if any.

@@ -2,7 +2,7 @@
 //! for every I, then `merge`, against one unsharded run of the same suite.
 
 use super::*;
-use crate::config::KernelConfig;
+use w4a16_select::config::KernelConfig;
 use crate::runner::cli_run::{self, RunOptions};
 use crate::runner::gpus::Gpus;
 use crate::runner::snapshot::SnapshotMode;

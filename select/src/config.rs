@@ -11,7 +11,7 @@ use serde::Serialize;
 use w4a16_kernels::{KernelId, Target};
 use w4a16_reference::layer::Symmetry;
 
-use crate::select::{self, LayerRequest, padding};
+use crate::{DENSE_MIN_M, LayerRequest, padding, select};
 use w4a16_cases::RowPadding;
 use w4a16_cases::model::ModelDescription;
 
@@ -357,9 +357,9 @@ pub fn check_startup_budget(
         };
         resident += (weights + scales + zeros) * model.layers;
         // The cache exists only for layers whose prefill would use it: ask selection.
-        let mut probe = LayerRequest::new(s, select::DENSE_MIN_M, model.dtype, model.symmetry);
+        let mut probe = LayerRequest::new(s, DENSE_MIN_M, model.dtype, model.symmetry);
         probe.dense_cache_built = true;
-        let sel = select::select(req.target, &probe, config);
+        let sel = select(req.target, &probe, config);
         if sel.path.contains(&KernelId::Dense)
             && let Some(stride) = sel.strides.dense_row_stride
         {

@@ -1,9 +1,13 @@
-//! Kernel selection as the engine does it (docs/contract.md §5): a priority list of linear kernels (the
-//! hybrid, then the fallback), each with a `can_implement` that gives a reason for every
-//! rejection, and the hybrid's M-dispatch (skinny, fused, or dequant cache + dense). Pure
-//! logic: no device, so every target's tables are checked on any machine.
+//! Kernel selection as the engine does it (docs/contract.md §5): a priority list of linear
+//! kernels (the hybrid, then the fallback), each with a `can_implement` that gives a reason for
+//! every rejection, and the hybrid's M-dispatch (skinny, fused, or dequant cache + dense); the
+//! MoE method's choice; the kernel configuration that steers them. Pure logic: no device, so
+//! every target's tables are checked on any machine. A layer below the harness (ARCHITECTURE.md):
+//! it reads case files and kernel declarations, and hands planned launches to the
+//! launch-boundary validation.
 
 pub mod check;
+pub mod config;
 pub mod moe;
 pub mod padding;
 mod print;
@@ -317,6 +321,17 @@ fn hybrid_dispatch(req: &LayerRequest, config: &KernelConfig) -> (Vec<KernelId>,
         vec![KernelId::Fused],
         format!("{} < M = {m} < {DENSE_MIN_M}: fused", SKINNY_MAX_M),
     )
+}
+
+#[cfg(test)]
+mod named_tests {
+    use crate::LayerKernel;
+    use crate::config::PrefillDequant;
+
+    w4a16_reference::named_enum_tests! {
+        prefill_dequant: PrefillDequant,
+        layer_kernel: LayerKernel,
+    }
 }
 
 #[cfg(test)]

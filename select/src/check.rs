@@ -14,7 +14,7 @@ use w4a16_kernels::{KernelId, Target, TensorRole};
 use w4a16_reference::ActDtype;
 use w4a16_reference::layer::Symmetry;
 
-use super::{Selection, Strides};
+use crate::{Selection, Strides};
 use w4a16_device::tensor::{ALLOCATION_ALIGN, ElemType, LaunchInputs, TensorView};
 
 /// Element type of a planned tensor.
