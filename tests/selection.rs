@@ -8,7 +8,9 @@ use proptest::test_runner::FileFailurePersistence;
 use w4a16_cases::{CaseSet, RowPadding};
 use w4a16_select::config::{KernelConfig, PrefillDequant};
 use w4a16_select::reach::{self, TileReach};
-use w4a16_select::{DeclaredContracts, LayerKernel, LayerRequest, Selection};
+use w4a16_select::{
+    DeclaredContracts, Dispatch, LayerKernel, LayerRequest, RejectReason, Selection,
+};
 use w4a16_harness::strategy;
 use w4a16_kernels::{KernelId, Target, tiles};
 use w4a16_reference::ActDtype;
@@ -77,7 +79,12 @@ fn an_enabled_option_without_a_built_cache_stays_on_fused() {
     r.dense_cache_built = false;
     let sel = w4a16_select::select(Target::Gfx1151, &r, &ENABLE);
     assert_eq!(path(&sel), [KernelId::Fused]);
-    assert!(sel.dispatch.contains("no cache built"), "{}", sel.dispatch);
+    assert_eq!(sel.dispatch, Dispatch::NoCacheBuilt { m: 512 });
+    assert!(
+        sel.dispatch.to_string().contains("no cache built"),
+        "{}",
+        sel.dispatch
+    );
     assert!(sel.strides.dense_row_stride.is_none());
 }
 
@@ -92,8 +99,14 @@ fn wave64_targets_never_take_the_hybrid() {
     assert_eq!(path(&sel), [KernelId::Fallback]);
     assert_eq!(sel.rejections.len(), 1);
     assert_eq!(sel.rejections[0].kernel, LayerKernel::Hybrid);
+    assert_eq!(
+        sel.rejections[0].reason,
+        RejectReason::NotWave32 {
+            target: Target::Gfx942
+        }
+    );
     assert!(
-        sel.rejections[0].reason.contains("wave64"),
+        sel.rejections[0].reason.to_string().contains("wave64"),
         "{}",
         sel.rejections[0].reason
     );
@@ -115,7 +128,7 @@ fn group_sizes_off_the_fast_path_fall_back_with_a_reason() {
         assert!(
             sel.rejections
                 .iter()
-                .any(|r| r.kernel == LayerKernel::Hybrid && r.reason.contains(needle)),
+                .any(|r| r.kernel == LayerKernel::Hybrid && r.reason.to_string().contains(needle)),
             "{:?}",
             sel.rejections
         );
@@ -143,7 +156,9 @@ fn k_not_a_multiple_of_16_is_named_by_every_kernel() {
         assert!(
             sel.rejections
                 .iter()
-                .any(|r| r.kernel == k && r.reason == "K = 1000 must be divisible by 16"),
+                .any(|r| r.kernel == k
+                    && r.reason == RejectReason::KNotMultipleOf16 { k: 1000 }
+                    && r.reason.to_string() == "K = 1000 must be divisible by 16"),
             "{k}: {:?}",
             sel.rejections
         );
@@ -165,11 +180,13 @@ fn asymmetric_n_not_a_multiple_of_8_goes_to_the_fallback() {
         assert_eq!(
             sel.rejections
                 .iter()
-                .map(|r| (r.kernel, r.reason.as_str()))
+                .map(|r| (r.kernel, r.reason, r.reason.to_string()))
                 .collect::<Vec<_>>(),
             vec![(
                 LayerKernel::Hybrid,
+                RejectReason::ZeroPointsNNotMultipleOf8 { n: 204 },
                 "asymmetric zero points are packed 8 per u32 along N: N = 204 must be divisible by 8"
+                    .to_owned()
             )]
         );
         assert!(w4a16_select::cross_check(&sel, &DeclaredContracts).is_ok());
@@ -192,7 +209,7 @@ fn act_order_is_refused_by_every_kernel() {
     assert_eq!(
         sel.rejections
             .iter()
-            .filter(|r| r.reason.contains("act-order"))
+            .filter(|r| r.reason == RejectReason::ActOrder)
             .count(),
         2
     );
@@ -441,7 +458,7 @@ fn moe_refusals_name_every_broken_rule() {
     };
     for needle in ["group size 40", "K=1000", "N=36", "unpacked", "top_k = 9"] {
         assert!(
-            reasons.iter().any(|r| r.contains(needle)),
+            reasons.iter().any(|r| r.to_string().contains(needle)),
             "{needle}: {reasons:?}"
         );
     }
@@ -636,7 +653,7 @@ proptest! {
             let rejected = sel.rejections.iter().any(|x| x.kernel == *k);
             prop_assert_eq!(rejected, i < pos, "{} rejected={} but chosen={:?}", k, rejected, sel.layer_kernel);
         }
-        prop_assert!(sel.rejections.iter().all(|x| !x.reason.is_empty()));
+        prop_assert!(sel.rejections.iter().all(|x| !x.reason.to_string().is_empty()));
         match sel.layer_kernel {
             None => prop_assert!(sel.path.is_empty()),
             Some(LayerKernel::Fallback) => prop_assert_eq!(&sel.path, &vec![KernelId::Fallback]),

@@ -234,14 +234,9 @@ pub fn perf_cases(
         req.dense_cache_built = config.prefill_dequant == PrefillDequant::Enable;
         let sel = w4a16_select::select(target, &req, config);
         if sel.path.is_empty() {
-            let why: Vec<String> = sel
-                .rejections
-                .iter()
-                .map(|r| format!("{}: {}", r.kernel.name(), r.reason))
-                .collect();
             not_timed.push((
                 case.id.clone(),
-                format!("no kernel takes the layer: {}", why.join("; ")),
+                format!("no kernel takes the layer: {}", sel.rejection_list()),
             ));
             continue;
         }

@@ -135,7 +135,7 @@ impl MoeRun<'_, '_> {
             MoeSelection::Chosen(s) => s,
             MoeSelection::Refused { reasons } => {
                 // Every case of a MoE sweep is a layer the set takes: a refusal is a failure.
-                let detail = format!("no kernel takes this MoE layer: {}", reasons.join("; "));
+                let detail = format!("no kernel takes this MoE layer: {reasons}");
                 self.verdict(Check::Selection(None), Outcome::Fail, detail);
                 return;
             }

@@ -36,7 +36,7 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         };
         let check = Check::Selection(Some(path.clone()));
         match w4a16_select::cross_check(&sel, &w4a16_select::DeclaredContracts) {
-            Ok(()) => self.push(check, Outcome::Pass, sel.dispatch.clone()),
+            Ok(()) => self.push(check, Outcome::Pass, sel.dispatch.to_string()),
             Err(e) => self.push_cause(check, Outcome::Fail, Cause::Selection(SourceError::new(e))),
         }
         self.push_no_device(Check::Path(path));
@@ -69,15 +69,10 @@ impl<'c, 'a> CaseRun<'c, 'a> {
             .as_ref()
             .and_then(|(_, e)| self.declared_layout_refusal(e));
         let Some(sel_path) = KernelPath::new(sel.path.clone()) else {
-            let why: Vec<String> = sel
-                .rejections
-                .iter()
-                .map(|r| format!("{}: {}", r.kernel.name(), r.reason))
-                .collect();
             self.push(
                 Check::Selection(None),
                 Outcome::Refused,
-                format!("no kernel takes the layer: {}", why.join("; ")),
+                format!("no kernel takes the layer: {}", sel.rejection_list()),
             );
             return;
         };
@@ -114,7 +109,7 @@ impl<'c, 'a> CaseRun<'c, 'a> {
                 );
                 return;
             }
-            (None, false) => self.push(check, Outcome::Pass, sel.dispatch.clone()),
+            (None, false) => self.push(check, Outcome::Pass, sel.dispatch.to_string()),
         }
 
         let paths: Vec<Vec<KernelId>> = match self.mode {
