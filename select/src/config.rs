@@ -45,6 +45,13 @@ impl KernelConfig {
         KernelConfig { prefill_dequant }
     }
 
+    /// Whether loading builds the dense prefill cache: exactly when the option is enabled, since
+    /// startup refuses an enabled configuration whose cache does not fit
+    /// ([`check_startup_budget`]); a layer the hybrid does not take never reads it.
+    pub fn builds_dense_cache(&self) -> bool {
+        self.prefill_dequant == PrefillDequant::Enable
+    }
+
     /// The JSON form: `{"rdna_hybrid_w4a16_prefill_dequant": "enable"}`.
     pub fn from_json(json: &str) -> Result<KernelConfig, ConfigError> {
         let mut cfg = KernelConfig::default();
@@ -358,7 +365,7 @@ pub fn check_startup_budget(
         resident += (weights + scales + zeros) * model.layers;
         // The cache exists only for layers whose prefill would use it: ask selection.
         let mut probe = LayerRequest::new(s, DENSE_MIN_M, model.dtype, model.symmetry);
-        probe.dense_cache_built = true;
+        probe.dense_cache_built = config.builds_dense_cache();
         let sel = select(req.target, &probe, config);
         if sel.path.contains(&KernelId::Dense)
             && let Some(stride) = sel.strides.dense_row_stride
@@ -372,7 +379,7 @@ pub fn check_startup_budget(
     let report = BudgetReport {
         model: model.name.clone(),
         target: req.target,
-        checked: config.prefill_dequant == PrefillDequant::Enable,
+        checked: config.builds_dense_cache(),
         resident_bytes: resident,
         dense_cache_bytes: dense,
         headroom_bytes: ACTIVATION_HEADROOM_BYTES,

@@ -92,6 +92,8 @@ impl LayerRequest {
         }
     }
 
+    /// The request `case` makes with the dense cache built (its M-dispatch as if the option
+    /// were enabled); [`LayerRequest::from_case_under`] for a configuration's own.
     pub fn from_case(case: &Case) -> Self {
         LayerRequest {
             shape: case.shape,
@@ -102,6 +104,15 @@ impl LayerRequest {
             act_order: case.act_order,
             padding: case.padding,
             dense_cache_built: true,
+        }
+    }
+
+    /// The request `case` makes under `config`: the dense cache built as the configuration
+    /// builds it ([`KernelConfig::builds_dense_cache`]), the one place that fact is derived.
+    pub fn from_case_under(case: &Case, config: &KernelConfig) -> Self {
+        LayerRequest {
+            dense_cache_built: config.builds_dense_cache(),
+            ..Self::from_case(case)
         }
     }
 

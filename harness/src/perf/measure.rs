@@ -23,7 +23,7 @@ use w4a16_reference::{ActDtype, Activations, LayerShape};
 
 use super::key::{ControlKind, KernelLabel, Measured, PerfKey};
 use crate::bench::Traffic;
-use w4a16_select::config::{KernelConfig, PrefillDequant};
+use w4a16_select::config::KernelConfig;
 use w4a16_select::{LayerRequest, padding};
 use w4a16_cases::{Provider, RowPadding, Suite};
 use w4a16_device::launch::DeviceInputs;
@@ -229,9 +229,8 @@ pub fn perf_cases(
             continue;
         }
         // The plain layer (see the module doc): no bias; act-order stays, as no kernel takes it.
-        let mut req = LayerRequest::from_case(case);
+        let mut req = LayerRequest::from_case_under(case, config);
         req.bias = false;
-        req.dense_cache_built = config.prefill_dequant == PrefillDequant::Enable;
         let sel = w4a16_select::select(target, &req, config);
         if sel.path.is_empty() {
             not_timed.push((
@@ -607,6 +606,7 @@ mod tests {
     use super::*;
     use w4a16_cases::{CarrierMode, Case, DEFAULT_PRODUCER, ViewLayout};
     use w4a16_device::{simulated, stand_in::StandInDevice};
+    use w4a16_select::config::PrefillDequant;
 
     fn providers() -> Vec<Provider> {
         let p = |name: &str, dtype, symmetry| Provider {

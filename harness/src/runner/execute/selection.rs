@@ -23,7 +23,7 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         let case = self.case;
         let sel = w4a16_select::select(
             self.ctx.target,
-            &LayerRequest::from_case(case),
+            &LayerRequest::from_case_under(case, &self.ctx.config),
             &self.ctx.config,
         );
         let Some(path) = KernelPath::new(sel.path.clone()) else {
@@ -50,9 +50,7 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         seed: u64,
     ) {
         let case = self.case;
-        let mut req = LayerRequest::from_case(case);
-        req.dense_cache_built =
-            self.ctx.config.prefill_dequant == w4a16_select::config::PrefillDequant::Enable;
+        let req = LayerRequest::from_case_under(case, &self.ctx.config);
         let sel = w4a16_select::select(self.ctx.target, &req, &self.ctx.config);
         let legacy = producer_of(case) == Producer::LegacyUnpackedZp;
 
