@@ -195,7 +195,7 @@ fn arguments_after_a_double_dash_are_left_alone() {
 
 fn retired(args: &[&str]) -> String {
     match err(args) {
-        ConfigError::Retired(msg) => msg,
+        e @ ConfigError::Retired { .. } => e.to_string(),
         e => panic!("{args:?}: expected the retired-flag refusal, got {e}"),
     }
 }

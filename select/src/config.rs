@@ -98,8 +98,9 @@ pub enum ConfigError {
         first: String,
         second: String,
     },
-    #[error("{0}")]
-    Retired(String),
+    /// The retired flag, with the value it was given: the message names its replacement.
+    #[error("{}", retired_message(.value.as_deref()))]
+    Retired { value: Option<String> },
 }
 
 /// Which values were set, to refuse contradictions between the two forms.
@@ -236,7 +237,7 @@ pub fn parse_args<S: AsRef<str>>(args: &[S]) -> Result<ParsedArgs, ConfigError> 
         };
         if arg == RETIRED_FLAG || arg.starts_with(&format!("{RETIRED_FLAG}=")) {
             let value = value_of(RETIRED_FLAG).ok().map(|(v, _)| v);
-            return Err(ConfigError::Retired(retired_message(value.as_deref())));
+            return Err(ConfigError::Retired { value });
         }
         if arg == KERNEL_CONFIG_FLAG || arg.starts_with(&format!("{KERNEL_CONFIG_FLAG}=")) {
             let (json, used) = value_of(KERNEL_CONFIG_FLAG)?;
