@@ -6,15 +6,15 @@ use std::fmt::Write;
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
 use w4a16_cases::{CaseSet, RowPadding};
+use w4a16_harness::strategy;
+use w4a16_kernels::{KernelId, Target, tiles};
+use w4a16_reference::ActDtype;
+use w4a16_reference::layer::{LayerShape, Symmetry};
 use w4a16_select::config::{KernelConfig, PrefillDequant};
 use w4a16_select::reach::{self, TileReach};
 use w4a16_select::{
     DeclaredContracts, Dispatch, LayerKernel, LayerRequest, RejectReason, Selection,
 };
-use w4a16_harness::strategy;
-use w4a16_kernels::{KernelId, Target, tiles};
-use w4a16_reference::ActDtype;
-use w4a16_reference::layer::{LayerShape, Symmetry};
 
 fn load() -> CaseSet {
     w4a16_cases::load_all(&w4a16_cases::locate(None).expect("the cases folder")).unwrap()
@@ -154,11 +154,9 @@ fn k_not_a_multiple_of_16_is_named_by_every_kernel() {
     assert_eq!(sel.layer_kernel, None);
     for k in LayerKernel::PRIORITY {
         assert!(
-            sel.rejections
-                .iter()
-                .any(|r| r.kernel == k
-                    && r.reason == RejectReason::KNotMultipleOf16 { k: 1000 }
-                    && r.reason.to_string() == "K = 1000 must be divisible by 16"),
+            sel.rejections.iter().any(|r| r.kernel == k
+                && r.reason == RejectReason::KNotMultipleOf16 { k: 1000 }
+                && r.reason.to_string() == "K = 1000 must be divisible by 16"),
             "{k}: {:?}",
             sel.rejections
         );

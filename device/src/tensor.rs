@@ -326,7 +326,11 @@ impl DenseSpec {
     /// The cache-cliff padding of docs/contract.md §5: `+128 B` when `K·2` bytes is a multiple of 2048.
     /// The rule is the reference layout's, which the loader lays the cache out by.
     pub fn cache_cliff_padded(n: usize, k: usize, dtype: ActDtype) -> Self {
-        debug_assert_eq!(dtype.size_bytes(), 2, "the dense cache holds 2-byte elements");
+        debug_assert_eq!(
+            dtype.size_bytes(),
+            2,
+            "the dense cache holds 2-byte elements"
+        );
         DenseSpec {
             n,
             k,

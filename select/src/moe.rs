@@ -115,7 +115,9 @@ impl MoeChoice {
 pub enum MoeSelection {
     Chosen(MoeChoice),
     /// No kernel of the set takes the layer; one reason per broken rule.
-    Refused { reasons: MoeRefusals },
+    Refused {
+        reasons: MoeRefusals,
+    },
 }
 
 /// The rules of `moe`'s declared contract the layer breaks.

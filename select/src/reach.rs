@@ -13,8 +13,8 @@ use w4a16_kernels::tiles::{self, DeadRung, RungId, TileTable};
 use w4a16_reference::ActDtype;
 use w4a16_reference::layer::{LayerShape, Symmetry};
 
-use crate::{LayerRequest, SKINNY_MAX_M, Selection, wave32_capable};
 use crate::config::{KernelConfig, PrefillDequant};
+use crate::{LayerRequest, SKINNY_MAX_M, Selection, wave32_capable};
 
 /// Which table serves a (target, dtype): `tiles::table`, or a stand-in in tests.
 pub type TableOf = fn(Target, ActDtype) -> &'static TileTable;

@@ -23,13 +23,13 @@ use w4a16_reference::{ActDtype, Activations, LayerShape};
 
 use super::key::{ControlKind, KernelLabel, Measured, PerfKey};
 use crate::bench::Traffic;
-use w4a16_select::config::KernelConfig;
-use w4a16_select::{LayerRequest, padding};
 use w4a16_cases::{Provider, RowPadding, Suite};
 use w4a16_device::launch::DeviceInputs;
 use w4a16_device::tensor::{DenseSpec, XBuffer, YSpec};
 use w4a16_device::validate::ContractError;
 use w4a16_device::{BenchPlan, DeviceBench, DeviceFault, Timing};
+use w4a16_select::config::KernelConfig;
+use w4a16_select::{LayerRequest, padding};
 
 /// How each case is timed: `reps` per-launch samples per side (9–30), after `warmup` launches
 /// left queued, rotating through at least `copies` separately allocated copies of the inputs,

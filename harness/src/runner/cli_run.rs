@@ -11,7 +11,6 @@ use super::session::{self, Backend, SessionOptions};
 use super::shard::{self, ShardRecord, ShardSpec};
 use super::snapshot::{self, LeftOut, SnapshotFile, SnapshotMode};
 use super::{PhaseTimes, Summary, Verdict, execute, global, isolate, report, verdict};
-use w4a16_select::config::KernelConfig;
 use crate::require::Skip;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -21,6 +20,7 @@ use w4a16_device::{Allocation, DeviceKind};
 use w4a16_kernels::source::{self, KernelSources};
 use w4a16_kernels::target::Vendor;
 use w4a16_kernels::{RunTarget, Target, nvrtc};
+use w4a16_select::config::KernelConfig;
 
 /// Everything `w4a16 run` was asked for, typed.
 #[derive(Clone, Debug)]

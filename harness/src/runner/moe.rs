@@ -14,7 +14,6 @@ use super::execute::reference_failure;
 use super::timing::{Phase, PhaseTimes};
 use super::verdict::{Cause, Mismatch, Outcome, OutputProblems, ReferenceStage, Verdict};
 use crate::require::{Requirement, Skip};
-use w4a16_select::moe::{MoeRequest, MoeSelection, select_moe};
 use w4a16_cases::{Case, MoeRouting};
 use w4a16_device::tensor::XBuffer;
 use w4a16_device::validate::ContractError;
@@ -29,6 +28,7 @@ use w4a16_reference::moe::{
     ExpertMap, GroupedReport, MoeLayer, MoeSpec, Routing, StackedExperts, check_align,
     compare_grouped_mode, grouped_reference_with, route,
 };
+use w4a16_select::moe::{MoeRequest, MoeSelection, select_moe};
 
 /// The checks a MoE case makes on the device, in order.
 fn device_checks() -> [Check; 3] {

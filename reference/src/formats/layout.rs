@@ -74,7 +74,9 @@ pub fn dense_row_stride_elems(k: usize, rule: PaddingRule) -> usize {
     const ELEM: usize = 2;
     match rule {
         PaddingRule::None => k,
-        PaddingRule::CacheCliff => k + cache_cliff_pad_bytes(k * ELEM, ELEM_CLIFF_PERIOD_BYTES) / ELEM,
+        PaddingRule::CacheCliff => {
+            k + cache_cliff_pad_bytes(k * ELEM, ELEM_CLIFF_PERIOD_BYTES) / ELEM
+        }
         PaddingRule::Forced {
             dense_extra_elems, ..
         } => k + dense_extra_elems,
