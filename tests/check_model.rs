@@ -11,7 +11,6 @@
 
 use std::path::{Path, PathBuf};
 use w4a16_cases::Date;
-use w4a16_harness::config::KernelConfig;
 use w4a16_harness::model_check::{
     CheckModelOptions, LayerKind, LayerStatus, ModelCheck, check_model,
 };
@@ -20,6 +19,7 @@ use w4a16_harness::runner::execute::RunContext;
 use w4a16_harness::runner::session;
 use w4a16_harness::runner::{Check, Outcome};
 use w4a16_kernels::{Execution, Target};
+use w4a16_select::config::KernelConfig;
 
 fn cases_dir() -> PathBuf {
     w4a16_cases::locate(None).expect("the cases folder")
@@ -360,8 +360,8 @@ fn recorded_activations_feed_every_layer_and_a_wrong_file_is_refused_naming_it()
 
 #[test]
 fn with_the_prefill_dequant_cache_enabled_prefill_takes_it_and_the_budget_is_checked() {
-    use w4a16_harness::config::PrefillDequant;
     use w4a16_harness::model_check::{BudgetInputs, BudgetOutcome};
+    use w4a16_select::config::PrefillDequant;
     let enable = KernelConfig::with_prefill_dequant(PrefillDequant::Enable);
     let dir = fixture("ct-asym-g128-f16-sharded");
     let budget = |gib: u64| CheckModelOptions {

@@ -2,11 +2,11 @@
 //! values, the retired flag's messages, and the startup budget check.
 
 use w4a16_cases::ModelDescription;
-use w4a16_harness::config::{
+use w4a16_kernels::Target;
+use w4a16_select::config::{
     BudgetError, ConfigError, KernelConfig, PREFILL_DEQUANT_KEY, PrefillDequant, StartupRequest,
     check_startup_budget, parse_args,
 };
-use w4a16_kernels::Target;
 
 const GIB: u64 = 1 << 30;
 /// docs/contract.md §5's activation headroom, written from the spec rather than read from the crate's
@@ -195,7 +195,7 @@ fn arguments_after_a_double_dash_are_left_alone() {
 
 fn retired(args: &[&str]) -> String {
     match err(args) {
-        ConfigError::Retired(msg) => msg,
+        e @ ConfigError::Retired { .. } => e.to_string(),
         e => panic!("{args:?}: expected the retired-flag refusal, got {e}"),
     }
 }

@@ -20,7 +20,6 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 use w4a16_cases::CaseSet;
 use w4a16_device::{Device, DeviceFault};
-use w4a16_harness::config::KernelConfig;
 use w4a16_harness::require::{Requirement, Skip, skip_or_fail};
 use w4a16_harness::runner::execute::{Mode, ReferenceChoice, RunContext, run_case};
 use w4a16_harness::runner::{Cause, Check, Outcome, Verdict, cli_run, session};
@@ -28,6 +27,7 @@ use w4a16_kernels::amd::{AmdBuildError, Builder};
 use w4a16_kernels::mutants::{Catalogue, catalogue_dir};
 use w4a16_kernels::source::KernelSources;
 use w4a16_kernels::{Execution, KernelId, Target};
+use w4a16_select::config::KernelConfig;
 
 /// A ragged N (8 rows in a wider tile, so rows past N exist in the tile), M above the skinny
 /// threshold (the selection picks fused), asymmetric (zero points read too).

@@ -24,7 +24,6 @@ use rstest_reuse::apply;
 use std::path::PathBuf;
 use w4a16_cases::Case;
 use w4a16_device::{Allocation, Device, DeviceBench, DeviceKind};
-use w4a16_harness::config::KernelConfig;
 use w4a16_harness::require::{Requirement, Skip};
 use w4a16_harness::runner::execute::{Mode, RunContext, run_case};
 use w4a16_harness::runner::session::{self, Backend};
@@ -32,6 +31,7 @@ use w4a16_harness::runner::{Outcome, Verdict};
 use w4a16_harness::strategy;
 use w4a16_kernels::RunTarget;
 use w4a16_kernels::source::KernelSources;
+use w4a16_select::config::KernelConfig;
 
 /// `W4A16_CASES` where the binary runs away from its checkout (the staged GPU run).
 fn cases_dir() -> PathBuf {

@@ -6,13 +6,15 @@ use std::fmt::Write;
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
 use w4a16_cases::{CaseSet, RowPadding};
-use w4a16_harness::config::{KernelConfig, PrefillDequant};
-use w4a16_harness::select::reach::{self, TileReach};
-use w4a16_harness::select::{self, DeclaredContracts, LayerKernel, LayerRequest, Selection};
 use w4a16_harness::strategy;
 use w4a16_kernels::{KernelId, Target, tiles};
 use w4a16_reference::ActDtype;
 use w4a16_reference::layer::{LayerShape, Symmetry};
+use w4a16_select::config::{KernelConfig, PrefillDequant};
+use w4a16_select::reach::{self, TileReach};
+use w4a16_select::{
+    DeclaredContracts, Dispatch, LayerKernel, LayerRequest, RejectReason, Selection,
+};
 
 fn load() -> CaseSet {
     w4a16_cases::load_all(&w4a16_cases::locate(None).expect("the cases folder")).unwrap()
@@ -42,7 +44,7 @@ fn the_hybrid_dispatches_on_m_at_5_6_255_256_257() {
         Target::Sm90,
     ] {
         let at = |m, cfg: &KernelConfig| {
-            select::select(target, &req(4096, 4096, 128, m, Symmetry::Asym), cfg)
+            w4a16_select::select(target, &req(4096, 4096, 128, m, Symmetry::Asym), cfg)
         };
         for m in 1..=5 {
             assert_eq!(path(&at(m, &ENABLE)), [KernelId::Skinny], "{target} M={m}");
@@ -75,15 +77,20 @@ fn the_hybrid_dispatches_on_m_at_5_6_255_256_257() {
 fn an_enabled_option_without_a_built_cache_stays_on_fused() {
     let mut r = req(4096, 4096, 128, 512, Symmetry::Sym);
     r.dense_cache_built = false;
-    let sel = select::select(Target::Gfx1151, &r, &ENABLE);
+    let sel = w4a16_select::select(Target::Gfx1151, &r, &ENABLE);
     assert_eq!(path(&sel), [KernelId::Fused]);
-    assert!(sel.dispatch.contains("no cache built"), "{}", sel.dispatch);
+    assert_eq!(sel.dispatch, Dispatch::NoCacheBuilt { m: 512 });
+    assert!(
+        sel.dispatch.to_string().contains("no cache built"),
+        "{}",
+        sel.dispatch
+    );
     assert!(sel.strides.dense_row_stride.is_none());
 }
 
 #[test]
 fn wave64_targets_never_take_the_hybrid() {
-    let sel = select::select(
+    let sel = w4a16_select::select(
         Target::Gfx942,
         &req(4096, 4096, 128, 1, Symmetry::Sym),
         &ENABLE,
@@ -92,8 +99,14 @@ fn wave64_targets_never_take_the_hybrid() {
     assert_eq!(path(&sel), [KernelId::Fallback]);
     assert_eq!(sel.rejections.len(), 1);
     assert_eq!(sel.rejections[0].kernel, LayerKernel::Hybrid);
+    assert_eq!(
+        sel.rejections[0].reason,
+        RejectReason::NotWave32 {
+            target: Target::Gfx942
+        }
+    );
     assert!(
-        sel.rejections[0].reason.contains("wave64"),
+        sel.rejections[0].reason.to_string().contains("wave64"),
         "{}",
         sel.rejections[0].reason
     );
@@ -106,7 +119,7 @@ fn group_sizes_off_the_fast_path_fall_back_with_a_reason() {
         (4096, "channelwise (G = K = 4096)"),
         (16, "G = 16"),
     ] {
-        let sel = select::select(
+        let sel = w4a16_select::select(
             Target::Gfx1151,
             &req(4096, 4096, group, 6, Symmetry::Asym),
             &DISABLE,
@@ -115,13 +128,13 @@ fn group_sizes_off_the_fast_path_fall_back_with_a_reason() {
         assert!(
             sel.rejections
                 .iter()
-                .any(|r| r.kernel == LayerKernel::Hybrid && r.reason.contains(needle)),
+                .any(|r| r.kernel == LayerKernel::Hybrid && r.reason.to_string().contains(needle)),
             "{:?}",
             sel.rejections
         );
     }
     for group in [32, 64, 128] {
-        let sel = select::select(
+        let sel = w4a16_select::select(
             Target::Gfx1151,
             &req(4096, 4096, group, 6, Symmetry::Asym),
             &DISABLE,
@@ -133,7 +146,7 @@ fn group_sizes_off_the_fast_path_fall_back_with_a_reason() {
 #[test]
 fn k_not_a_multiple_of_16_is_named_by_every_kernel() {
     // docs/contract.md §1: K % 16 == 0 is a shape rule of the whole set, the fallback included.
-    let sel = select::select(
+    let sel = w4a16_select::select(
         Target::Sm90,
         &req(256, 1000, 1000, 1, Symmetry::Sym),
         &DISABLE,
@@ -141,9 +154,9 @@ fn k_not_a_multiple_of_16_is_named_by_every_kernel() {
     assert_eq!(sel.layer_kernel, None);
     for k in LayerKernel::PRIORITY {
         assert!(
-            sel.rejections
-                .iter()
-                .any(|r| r.kernel == k && r.reason == "K = 1000 must be divisible by 16"),
+            sel.rejections.iter().any(|r| r.kernel == k
+                && r.reason == RejectReason::KNotMultipleOf16 { k: 1000 }
+                && r.reason.to_string() == "K = 1000 must be divisible by 16"),
             "{k}: {:?}",
             sel.rejections
         );
@@ -155,7 +168,7 @@ fn k_not_a_multiple_of_16_is_named_by_every_kernel() {
 #[test]
 fn asymmetric_n_not_a_multiple_of_8_goes_to_the_fallback() {
     for m in [1, 6, 256] {
-        let sel = select::select(
+        let sel = w4a16_select::select(
             Target::Gfx1151,
             &req(204, 1024, 128, m, Symmetry::Asym),
             &ENABLE,
@@ -165,17 +178,19 @@ fn asymmetric_n_not_a_multiple_of_8_goes_to_the_fallback() {
         assert_eq!(
             sel.rejections
                 .iter()
-                .map(|r| (r.kernel, r.reason.as_str()))
+                .map(|r| (r.kernel, r.reason, r.reason.to_string()))
                 .collect::<Vec<_>>(),
             vec![(
                 LayerKernel::Hybrid,
+                RejectReason::ZeroPointsNNotMultipleOf8 { n: 204 },
                 "asymmetric zero points are packed 8 per u32 along N: N = 204 must be divisible by 8"
+                    .to_owned()
             )]
         );
-        assert!(select::cross_check(&sel, &DeclaredContracts).is_ok());
+        assert!(w4a16_select::cross_check(&sel, &DeclaredContracts).is_ok());
     }
     // The same N is fine without zero points.
-    let sym = select::select(
+    let sym = w4a16_select::select(
         Target::Gfx1151,
         &req(204, 1024, 128, 1, Symmetry::Sym),
         &DISABLE,
@@ -187,12 +202,12 @@ fn asymmetric_n_not_a_multiple_of_8_goes_to_the_fallback() {
 fn act_order_is_refused_by_every_kernel() {
     let mut r = req(4096, 4096, 128, 1, Symmetry::Sym);
     r.act_order = true;
-    let sel = select::select(Target::Sm90, &r, &DISABLE);
+    let sel = w4a16_select::select(Target::Sm90, &r, &DISABLE);
     assert_eq!(sel.layer_kernel, None);
     assert_eq!(
         sel.rejections
             .iter()
-            .filter(|r| r.reason.contains("act-order"))
+            .filter(|r| r.reason == RejectReason::ActOrder)
             .count(),
         2
     );
@@ -203,7 +218,7 @@ fn padding_follows_the_target_rule_and_the_case_axis() {
     let at = |t, k, m, padding| {
         let mut r = req(512, k, 128, m, Symmetry::Sym);
         r.padding = padding;
-        select::select(t, &r, &ENABLE)
+        w4a16_select::select(t, &r, &ENABLE)
     };
     // gfx11: weight rows of 1024 B multiples pad; dense rows of 2048 B multiples pad.
     let s = at(Target::Gfx1151, 2048, 256, RowPadding::CacheCliff);
@@ -261,7 +276,7 @@ fn activation_rows_on_the_fused_path_follow_the_cache_cliff_rule() {
     let at = |t, k, m, padding| {
         let mut r = req(512, k, 128, m, Symmetry::Sym);
         r.padding = padding;
-        select::select(t, &r, &DISABLE)
+        w4a16_select::select(t, &r, &DISABLE)
     };
     for (k, padded) in [(1024, true), (4096, true), (1280, false), (2560, false)] {
         let s = at(Target::Gfx1151, k, 64, RowPadding::CacheCliff);
@@ -269,9 +284,9 @@ fn activation_rows_on_the_fused_path_follow_the_cache_cliff_rule() {
         let want = if padded { k + 64 } else { k };
         assert_eq!(s.strides.x_row_stride, want, "K = {k}");
         assert!(
-            select::row(&s).contains(&format!(" xpad={} ", want - k)),
+            w4a16_select::row(&s).contains(&format!(" xpad={} ", want - k)),
             "{}",
-            select::row(&s)
+            w4a16_select::row(&s)
         );
         // decode takes the caller's X
         assert_eq!(
@@ -301,7 +316,7 @@ fn activation_rows_on_the_fused_path_follow_the_cache_cliff_rule() {
     );
     // The padded X is one the fused kernel's declaration takes.
     let s = at(Target::Gfx1151, 4096, 64, RowPadding::CacheCliff);
-    select::cross_check(&s, &DeclaredContracts).unwrap();
+    w4a16_select::cross_check(&s, &DeclaredContracts).unwrap();
 }
 
 #[test]
@@ -310,7 +325,7 @@ fn every_field_shape_takes_the_hybrid_on_wave32_targets_and_the_fallback_on_gfx9
     for case in &set.suite("field").unwrap().cases {
         let r = LayerRequest::from_case(case);
         for t in Target::ALL {
-            let sel = select::select(t, &r, &ENABLE);
+            let sel = w4a16_select::select(t, &r, &ENABLE);
             let want = if t == Target::Gfx942 {
                 LayerKernel::Fallback
             } else {
@@ -325,7 +340,7 @@ fn every_field_shape_takes_the_hybrid_on_wave32_targets_and_the_fallback_on_gfx9
 fn the_pretty_printer_shows_path_reasons_and_strides() {
     let mut r = req(204, 4096, 256, 300, Symmetry::Sym);
     r.bias = true;
-    let text = select::render(&select::select(Target::Gfx1151, &r, &ENABLE));
+    let text = w4a16_select::render(&w4a16_select::select(Target::Gfx1151, &r, &ENABLE));
     let expected = [
         "target    gfx1151 (wave32)",
         "layer     M=300 N=204 K=4096 G=256 f16 sym  bias=yes act-order=no padding=cache-cliff",
@@ -335,7 +350,7 @@ fn the_pretty_printer_shows_path_reasons_and_strides() {
         "rejected  hybrid: G = 256 is not a fast-path group size (32, 64, 128)",
     ];
     assert_eq!(text.lines().collect::<Vec<_>>(), expected);
-    let fused = select::render(&select::select(
+    let fused = w4a16_select::render(&w4a16_select::select(
         Target::Sm90,
         &req(256, 512, 64, 33, Symmetry::Asym),
         &DISABLE,
@@ -360,10 +375,10 @@ fn table(set: &CaseSet, suite: &str, target: Target) -> String {
     let mut out = String::new();
     for case in &set.suite(suite).unwrap().cases {
         let r = LayerRequest::from_case(case);
-        let off = select::select(target, &r, &DISABLE);
-        let on = select::select(target, &r, &ENABLE);
+        let off = w4a16_select::select(target, &r, &DISABLE);
+        let on = w4a16_select::select(target, &r, &ENABLE);
         let id = case.id.strip_prefix(&format!("{suite}/")).unwrap();
-        let _ = write!(out, "{id} | {}", select::row(&off));
+        let _ = write!(out, "{id} | {}", w4a16_select::row(&off));
         if on.path != off.path {
             let dpad = on
                 .strides
@@ -388,7 +403,7 @@ fn snapshot_settings(target: Target) -> insta::Settings {
 /// The MoE selection of every moe-suite case and of the docs/contract.md §7 MoE layers at the benchmark's T,
 /// per target: path, tile (`block_m`), the table and why.
 fn moe_table(set: &CaseSet, target: Target) -> String {
-    use w4a16_harness::select::moe::{MoeRequest, row, select_moe};
+    use w4a16_select::moe::{MoeRequest, row, select_moe};
     let mut rows = std::collections::BTreeSet::new();
     for c in &set.suite("moe").unwrap().cases {
         let r = MoeRequest::from_case(c, c.moe.expect("a MoE case"));
@@ -425,7 +440,7 @@ fn moe_selection_per_target() {
 
 #[test]
 fn moe_refusals_name_every_broken_rule() {
-    use w4a16_harness::select::moe::{MoeRequest, MoeSelection, select_moe};
+    use w4a16_select::moe::{MoeRequest, MoeSelection, select_moe};
     let r = MoeRequest {
         shape: LayerShape::new(36, 1000, 40),
         tokens: 4,
@@ -441,7 +456,7 @@ fn moe_refusals_name_every_broken_rule() {
     };
     for needle in ["group size 40", "K=1000", "N=36", "unpacked", "top_k = 9"] {
         assert!(
-            reasons.iter().any(|r| r.contains(needle)),
+            reasons.iter().any(|r| r.to_string().contains(needle)),
             "{needle}: {reasons:?}"
         );
     }
@@ -490,7 +505,7 @@ fn every_rung_of_every_tile_table_is_chosen_by_the_selection_sweeps() {
             let r = LayerRequest::from_case(case);
             for t in Target::ALL {
                 for cfg in [DISABLE, ENABLE] {
-                    reach.record(&select::select(t, &r, &cfg));
+                    reach.record(&w4a16_select::select(t, &r, &cfg));
                 }
             }
         }
@@ -553,7 +568,7 @@ fn a_table_with_unreachable_rungs_is_reported_by_name() {
     let mut reach = TileReach::with_tables(tables);
     reach.sweep(|t, r| {
         // Selection as it is, reading the stand-in table where selection picks a tile.
-        let mut sel = select::select(t, r, &DISABLE);
+        let mut sel = w4a16_select::select(t, r, &DISABLE);
         if sel.tile.is_some() {
             let (n, k, g) = (r.shape.n, r.shape.k, r.shape.group);
             let pick = tables(t, r.dtype).pick(r.m, n, k, g);
@@ -583,7 +598,7 @@ fn a_table_with_unreachable_rungs_is_reported_by_name() {
     );
     // A selection that reads another table than the one declared for its target is named too.
     let mut reach = TileReach::new();
-    let mut sel = select::select(
+    let mut sel = w4a16_select::select(
         Target::Gfx1151,
         &req(4096, 4096, 128, 64, Symmetry::Sym),
         &DISABLE,
@@ -630,13 +645,13 @@ proptest! {
     /// Any request, on any target: no panic, a consistent answer, a reason for every skip.
     #[test]
     fn selection_never_panics_and_always_explains(t in strategy::target(), r in strategy::any_layer_request(), cfg in config()) {
-        let sel = select::select(t, &r, &cfg);
+        let sel = w4a16_select::select(t, &r, &cfg);
         let pos = sel.layer_kernel.map_or(LayerKernel::PRIORITY.len(), |k| LayerKernel::PRIORITY.iter().position(|x| *x == k).unwrap());
         for (i, k) in LayerKernel::PRIORITY.iter().enumerate() {
             let rejected = sel.rejections.iter().any(|x| x.kernel == *k);
             prop_assert_eq!(rejected, i < pos, "{} rejected={} but chosen={:?}", k, rejected, sel.layer_kernel);
         }
-        prop_assert!(sel.rejections.iter().all(|x| !x.reason.is_empty()));
+        prop_assert!(sel.rejections.iter().all(|x| !x.reason.to_string().is_empty()));
         match sel.layer_kernel {
             None => prop_assert!(sel.path.is_empty()),
             Some(LayerKernel::Fallback) => prop_assert_eq!(&sel.path, &vec![KernelId::Fallback]),
@@ -645,13 +660,13 @@ proptest! {
         prop_assert_eq!(sel.tile.is_some(), sel.path.contains(&KernelId::Fused));
         prop_assert_eq!(sel.strides.dense_row_stride.is_some(), sel.path.contains(&KernelId::Dense));
         prop_assert!(sel.strides.weight_row_stride_bytes >= r.shape.k / 2);
-        prop_assert!(!select::render(&sel).is_empty());
+        prop_assert!(!w4a16_select::render(&sel).is_empty());
     }
 
     /// Valid shapes (by construction) take the hybrid wherever it runs.
     #[test]
     fn valid_shapes_take_the_hybrid_on_wave32_targets(t in strategy::target(), r in strategy::layer_request(), cfg in config()) {
-        let sel = select::select(t, &r, &cfg);
+        let sel = w4a16_select::select(t, &r, &cfg);
         if t == Target::Gfx942 {
             prop_assert_eq!(sel.layer_kernel, Some(LayerKernel::Fallback));
         } else {
@@ -665,7 +680,7 @@ proptest! {
     fn decode_has_no_k_times_m_limit((shape, m) in strategy::lds_boundary(4096), t in strategy::target()) {
         prop_assume!(t != Target::Gfx942);
         let r = LayerRequest::new(shape, m, ActDtype::Bf16, Symmetry::Asym);
-        prop_assert_eq!(select::select(t, &r, &ENABLE).path, vec![KernelId::Skinny]);
+        prop_assert_eq!(w4a16_select::select(t, &r, &ENABLE).path, vec![KernelId::Skinny]);
     }
 
     /// Tile tables: BK ≤ G, BK % 8 == 0, positive sizes, fits the target's shared memory.
@@ -693,11 +708,11 @@ proptest! {
         r in strategy::any_layer_request(),
         cfg in config(),
     ) {
-        let sel = select::select(t, &r, &cfg);
+        let sel = w4a16_select::select(t, &r, &cfg);
         if sel.layer_kernel.is_some() {
-            let checked = select::cross_check(&sel, &DeclaredContracts);
+            let checked = w4a16_select::cross_check(&sel, &DeclaredContracts);
             if let Err(e) = &checked {
-                prop_assert!(false, "{}\n{}", e, select::render(&sel));
+                prop_assert!(false, "{}\n{}", e, w4a16_select::render(&sel));
             }
         }
     }
@@ -712,12 +727,12 @@ fn every_case_file_selection_passes_the_contract_cross_check() {
         let r = LayerRequest::from_case(case);
         for t in Target::ALL {
             for cfg in [DISABLE, ENABLE] {
-                let sel = select::select(t, &r, &cfg);
+                let sel = w4a16_select::select(t, &r, &cfg);
                 if sel.layer_kernel.is_none() {
                     continue;
                 }
                 checked += 1;
-                match select::cross_check(&sel, &DeclaredContracts) {
+                match w4a16_select::cross_check(&sel, &DeclaredContracts) {
                     Ok(()) => {}
                     Err(e) => failures.push(format!("{} ({cfg}): {e}", case.id)),
                 }
@@ -741,21 +756,21 @@ fn every_case_file_selection_passes_the_contract_cross_check() {
 fn the_cross_check_finds_a_selection_that_would_crash_at_launch() {
     // The field's bug: a selection that hands a decode batch to a kernel that cannot take it.
     let r = req(256, 1024, 128, 6, Symmetry::Asym);
-    let mut sel = select::select(Target::Gfx1151, &r, &DISABLE);
-    assert!(select::cross_check(&sel, &DeclaredContracts).is_ok());
+    let mut sel = w4a16_select::select(Target::Gfx1151, &r, &DISABLE);
+    assert!(w4a16_select::cross_check(&sel, &DeclaredContracts).is_ok());
     sel.path = vec![KernelId::Skinny];
-    let e = select::cross_check(&sel, &DeclaredContracts).unwrap_err();
+    let e = w4a16_select::cross_check(&sel, &DeclaredContracts).unwrap_err();
     assert_eq!(e.kernel, KernelId::Skinny);
     assert!(e.to_string().contains("M = 6"), "{e}");
     // Zero points that cannot be packed (N % 8 != 0) are refused by the contract too.
-    let mut sel = select::select(Target::Gfx1151, &r, &DISABLE);
+    let mut sel = w4a16_select::select(Target::Gfx1151, &r, &DISABLE);
     sel.request.shape.n = 204;
-    let e = select::cross_check(&sel, &DeclaredContracts).unwrap_err();
+    let e = w4a16_select::cross_check(&sel, &DeclaredContracts).unwrap_err();
     assert!(e.to_string().contains("N = 204"), "{e}");
     // A validator that refuses everything is reported with the layer.
-    let sel = select::select(Target::Sm90, &r, &DISABLE);
-    let refuse = |_: &select::PlannedLaunch| Err("no".to_owned());
-    let e = select::cross_check(&sel, &refuse).unwrap_err();
+    let sel = w4a16_select::select(Target::Sm90, &r, &DISABLE);
+    let refuse = |_: &w4a16_select::PlannedLaunch| Err("no".to_owned());
+    let e = w4a16_select::cross_check(&sel, &refuse).unwrap_err();
     assert_eq!(
         e.to_string(),
         "selection on sm_90 picks fused for M=6 N=256 K=1024 G=128 f16 asym, but its contract refuses the layer: no"

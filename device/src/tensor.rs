@@ -324,17 +324,20 @@ impl DenseSpec {
     }
 
     /// The cache-cliff padding of docs/contract.md §5: `+128 B` when `K·2` bytes is a multiple of 2048.
+    /// The rule is the reference layout's, which the loader lays the cache out by.
     pub fn cache_cliff_padded(n: usize, k: usize, dtype: ActDtype) -> Self {
-        let row_bytes = k * dtype.size_bytes();
-        let pad = if row_bytes.is_multiple_of(2048) {
-            128 / dtype.size_bytes()
-        } else {
-            0
-        };
+        debug_assert_eq!(
+            dtype.size_bytes(),
+            2,
+            "the dense cache holds 2-byte elements"
+        );
         DenseSpec {
             n,
             k,
-            row_stride: k + pad,
+            row_stride: w4a16_reference::formats::dense_row_stride_elems(
+                k,
+                w4a16_reference::formats::PaddingRule::CacheCliff,
+            ),
             dtype,
         }
     }

@@ -1,30 +1,23 @@
-//! The harness: selection, the case runner, verdicts, snapshots, reports, benchmarks and perf
-//! mode, on top of the case files (`w4a16-cases`), code-object inspection
-//! (`w4a16-codeobject`) and the devices with their launch-boundary validation
-//! (`w4a16-device`). Code names those crates directly (`w4a16_device::Device`), so each module's
-//! imports show its real dependencies.
+//! The harness: the case runner, verdicts, snapshots, reports, benchmarks and perf mode, on top
+//! of selection and the kernel configuration (`w4a16-select`), the case files (`w4a16-cases`),
+//! code-object inspection (`w4a16-codeobject`) and the devices with their launch-boundary
+//! validation (`w4a16-device`). Each is named by its own crate; nothing is re-exported here.
 
 pub mod bench;
-pub mod config;
 pub mod model_check;
 pub mod mutants;
 pub mod perf;
 pub mod require;
 pub mod runner;
-pub mod select;
 pub mod strategy;
 
 #[cfg(test)]
 mod named_tests {
-    use crate::config::PrefillDequant;
     use crate::runner::Outcome;
     use crate::runner::sanitize::SanitizerTool;
-    use crate::select::LayerKernel;
 
     w4a16_reference::named_enum_tests! {
-        prefill_dequant: PrefillDequant,
-        sanitizer_tool: SanitizerTool,
-        layer_kernel: LayerKernel;
+        sanitizer_tool: SanitizerTool;
         names_only { outcome: Outcome }
     }
 

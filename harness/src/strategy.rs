@@ -11,8 +11,8 @@ use w4a16_kernels::Target;
 use w4a16_reference::ActDtype;
 use w4a16_reference::layer::{LayerShape, Symmetry};
 
-use crate::select::{DENSE_MIN_M, HYBRID_GROUPS, LayerRequest, SKINNY_MAX_M};
 use w4a16_cases::{Case, DataClass, Producer, RowPadding, ViewLayout, producer_applies_to};
+use w4a16_select::{DENSE_MIN_M, HYBRID_GROUPS, LayerRequest, SKINNY_MAX_M};
 
 /// Every target the selection model knows.
 pub fn target() -> impl Strategy<Value = Target> {

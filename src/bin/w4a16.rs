@@ -13,7 +13,6 @@ use std::process::ExitCode;
 use std::time::Duration;
 use w4a16_cases::{Case, CaseSet};
 use w4a16_device::{Allocation, Health};
-use w4a16_harness::config::{self, KernelConfig};
 use w4a16_harness::mutants;
 use w4a16_harness::perf::PerfError;
 use w4a16_harness::perf::golden::GoldenFile;
@@ -35,13 +34,14 @@ use w4a16_harness::runner::snapshot::{LeftOut, SnapshotFile, SnapshotMode};
 use w4a16_harness::runner::{
     Cause, Check, Outcome, PhaseTimes, Summary, Verdict, WorkerFailure, cpu_side, isolate, snapshot,
 };
-use w4a16_harness::select::{self, LayerRequest};
 use w4a16_kernels::mutants::{Catalogue, Mutant};
 use w4a16_kernels::source::KernelSources;
 use w4a16_kernels::target::Vendor;
 use w4a16_kernels::{KernelId, RunTarget, Target};
 use w4a16_reference::ActDtype;
 use w4a16_reference::layer::{LayerShape, Symmetry};
+use w4a16_select::LayerRequest;
+use w4a16_select::config::{self, KernelConfig};
 
 #[derive(Parser)]
 #[command(name = "w4a16", about = "Correctness and differential testing for W4A16 GPU kernels", after_help = KERNEL_CONFIG_HELP)]
@@ -796,8 +796,8 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
                 if asym { Symmetry::Asym } else { Symmetry::Sym },
             );
             req.bias = bias;
-            let sel = select::select(target, &req, &config);
-            println!("{}", select::render(&sel));
+            let sel = w4a16_select::select(target, &req, &config);
+            println!("{}", w4a16_select::render(&sel));
             Ok(ExitCode::SUCCESS)
         }
         Command::Repro {

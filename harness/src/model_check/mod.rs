@@ -11,9 +11,6 @@ pub mod fused;
 pub mod oracle;
 pub mod report;
 
-use crate::config::{
-    BudgetError, BudgetReport, PrefillDequant, StartupRequest, check_startup_budget,
-};
 use crate::runner::check::Check;
 use crate::runner::execute::{self, GivenLayer, Mode, RunContext};
 use crate::runner::timing::PhaseTimes;
@@ -29,6 +26,9 @@ use w4a16_reference::ActDtype;
 use w4a16_reference::data::DataClass;
 use w4a16_reference::formats::{Checkpoint, Producer};
 use w4a16_reference::layer::{Activations, LayerShape, Symmetry};
+use w4a16_select::config::{
+    BudgetError, BudgetReport, PrefillDequant, StartupRequest, check_startup_budget,
+};
 
 /// The batch sizes a layer runs at unless told otherwise: decode (skinny's range and its edge)
 /// and a prefill batch (fused, or the dense cache when enabled).

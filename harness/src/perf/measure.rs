@@ -23,13 +23,13 @@ use w4a16_reference::{ActDtype, Activations, LayerShape};
 
 use super::key::{ControlKind, KernelLabel, Measured, PerfKey};
 use crate::bench::Traffic;
-use crate::config::{KernelConfig, PrefillDequant};
-use crate::select::{self, LayerRequest, padding};
 use w4a16_cases::{Provider, RowPadding, Suite};
 use w4a16_device::launch::DeviceInputs;
 use w4a16_device::tensor::{DenseSpec, XBuffer, YSpec};
 use w4a16_device::validate::ContractError;
 use w4a16_device::{BenchPlan, DeviceBench, DeviceFault, Timing};
+use w4a16_select::config::KernelConfig;
+use w4a16_select::{LayerRequest, padding};
 
 /// How each case is timed: `reps` per-launch samples per side (9–30), after `warmup` launches
 /// left queued, rotating through at least `copies` separately allocated copies of the inputs,
@@ -229,19 +229,13 @@ pub fn perf_cases(
             continue;
         }
         // The plain layer (see the module doc): no bias; act-order stays, as no kernel takes it.
-        let mut req = LayerRequest::from_case(case);
+        let mut req = LayerRequest::from_case_under(case, config);
         req.bias = false;
-        req.dense_cache_built = config.prefill_dequant == PrefillDequant::Enable;
-        let sel = select::select(target, &req, config);
+        let sel = w4a16_select::select(target, &req, config);
         if sel.path.is_empty() {
-            let why: Vec<String> = sel
-                .rejections
-                .iter()
-                .map(|r| format!("{}: {}", r.kernel.name(), r.reason))
-                .collect();
             not_timed.push((
                 case.id.clone(),
-                format!("no kernel takes the layer: {}", why.join("; ")),
+                format!("no kernel takes the layer: {}", sel.rejection_list()),
             ));
             continue;
         }
@@ -612,6 +606,7 @@ mod tests {
     use super::*;
     use w4a16_cases::{CarrierMode, Case, DEFAULT_PRODUCER, ViewLayout};
     use w4a16_device::{simulated, stand_in::StandInDevice};
+    use w4a16_select::config::PrefillDequant;
 
     fn providers() -> Vec<Provider> {
         let p = |name: &str, dtype, symmetry| Provider {

@@ -11,7 +11,6 @@ use super::session::{self, Backend, SessionOptions};
 use super::shard::{self, ShardRecord, ShardSpec};
 use super::snapshot::{self, LeftOut, SnapshotFile, SnapshotMode};
 use super::{PhaseTimes, Summary, Verdict, execute, global, isolate, report, verdict};
-use crate::config::KernelConfig;
 use crate::require::Skip;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -21,6 +20,7 @@ use w4a16_device::{Allocation, DeviceKind};
 use w4a16_kernels::source::{self, KernelSources};
 use w4a16_kernels::target::Vendor;
 use w4a16_kernels::{RunTarget, Target, nvrtc};
+use w4a16_select::config::KernelConfig;
 
 /// Everything `w4a16 run` was asked for, typed.
 #[derive(Clone, Debug)]
@@ -188,7 +188,7 @@ pub fn run_with(opts: RunOptions, devices: &dyn DeviceSource) -> Result<RunEnd, 
     let set = w4a16_cases::load_all(&dir).map_err(|e| e.to_string())?;
     check_suites(&set, &suites)?;
     // No dead tile-table rung: every rung is chosen by the derived selection sweep.
-    crate::select::reach::check_shipped().map_err(|e| e.to_string())?;
+    w4a16_select::reach::check_shipped().map_err(|e| e.to_string())?;
     let snapshot_dir = snapshot::snapshot_dir(snapshot_dir.as_deref(), &dir);
     let chosen = choose(&set, &suites, filter.as_deref());
     let (target, backend) = devices.open(target, gpus.first(), &sources, Allocation::Guarded);

@@ -14,7 +14,6 @@ use super::execute::reference_failure;
 use super::timing::{Phase, PhaseTimes};
 use super::verdict::{Cause, Mismatch, Outcome, OutputProblems, ReferenceStage, Verdict};
 use crate::require::{Requirement, Skip};
-use crate::select::moe::{MoeRequest, MoeSelection, select_moe};
 use w4a16_cases::{Case, MoeRouting};
 use w4a16_device::tensor::XBuffer;
 use w4a16_device::validate::ContractError;
@@ -29,6 +28,7 @@ use w4a16_reference::moe::{
     ExpertMap, GroupedReport, MoeLayer, MoeSpec, Routing, StackedExperts, check_align,
     compare_grouped_mode, grouped_reference_with, route,
 };
+use w4a16_select::moe::{MoeRequest, MoeSelection, select_moe};
 
 /// The checks a MoE case makes on the device, in order.
 fn device_checks() -> [Check; 3] {
@@ -135,7 +135,7 @@ impl MoeRun<'_, '_> {
             MoeSelection::Chosen(s) => s,
             MoeSelection::Refused { reasons } => {
                 // Every case of a MoE sweep is a layer the set takes: a refusal is a failure.
-                let detail = format!("no kernel takes this MoE layer: {}", reasons.join("; "));
+                let detail = format!("no kernel takes this MoE layer: {reasons}");
                 self.verdict(Check::Selection(None), Outcome::Fail, detail);
                 return;
             }
@@ -296,7 +296,7 @@ impl MoeRun<'_, '_> {
         let case = self.case;
         let padding = RowPadding::from_rule(
             case.shape.k,
-            crate::select::padding::padding_rule(self.ctx.target, case.padding),
+            w4a16_select::padding::padding_rule(self.ctx.target, case.padding),
         );
         let key = format!(
             "{}/{}/{}/{}/g{}/{}/e{}/{:?}",

@@ -7,7 +7,6 @@ use super::gpus;
 use super::isolate;
 use super::timing::PhaseTimes;
 use super::verdict::{Outcome, Verdict};
-use crate::config::KernelConfig;
 use crate::require::Skip;
 use rayon::prelude::*;
 use serde::Deserialize;
@@ -20,9 +19,10 @@ use w4a16_cases::{Case, CaseSet};
 use w4a16_device::{Device, DeviceBench};
 use w4a16_kernels::source::KernelSources;
 use w4a16_kernels::{Execution, RunTarget, Target};
+use w4a16_select::config::KernelConfig;
 
 /// The suites whose cases run as the engine would (the selected path only); every other suite
-/// runs differentially: each of [`crate::select::LINEAR_PATHS`] that takes the case. A test
+/// runs differentially: each of [`w4a16_select::LINEAR_PATHS`] that takes the case. A test
 /// checks each name is a suite of the case folder, so a renamed suite cannot quietly turn
 /// differential.
 pub const SELECTED_PATH_SUITES: [&str; 2] = ["field", "checkpoints"];

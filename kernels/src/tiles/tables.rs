@@ -23,7 +23,7 @@
 //! not target and are left out. Tall = `K ≥ 2N` throughout, as in the field.
 //!
 //! Every rung is reached: the selection sweeps derive boundary layers from these thresholds and
-//! fail naming any rung no case lands on (`harness/src/select/reach.rs`).
+//! fail naming any rung no case lands on (`select/src/reach.rs`).
 
 use super::ladder::{FieldTile, Rung, Segment, ShapeRule, TileTable, field};
 use super::{

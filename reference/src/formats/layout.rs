@@ -37,32 +37,46 @@ pub enum PaddingRule {
     },
 }
 
+/// The cache-cliff rule itself (docs/contract.md §5), the one copy every layer calls: a row of
+/// `row_bytes` that is a positive multiple of `period` bytes maps onto the same cache sets as its
+/// neighbours, so it gets [`CACHE_CLIFF_PAD_BYTES`] more; any other row gets nothing.
+fn cache_cliff_pad_bytes(row_bytes: usize, period: usize) -> usize {
+    if row_bytes > 0 && row_bytes.is_multiple_of(period) {
+        CACHE_CLIFF_PAD_BYTES
+    } else {
+        0
+    }
+}
+
+/// Rows of int4 weights (`K/2` bytes) alias from this many bytes.
+const WEIGHT_CLIFF_PERIOD_BYTES: usize = 1024;
+/// Rows of 2-byte elements (the dense cache, the engine's per-call copy of X) alias from this
+/// many bytes.
+const ELEM_CLIFF_PERIOD_BYTES: usize = 2048;
+
 /// Row stride in bytes of the int4 weights `[N, K/2]`: +128 B when `K/2` is a multiple of 1024
 /// under [`PaddingRule::CacheCliff`].
 pub fn weight_row_stride_bytes(k: usize, rule: PaddingRule) -> usize {
     let row = k / 2;
     match rule {
         PaddingRule::None => row,
-        PaddingRule::CacheCliff if row > 0 && row.is_multiple_of(1024) => {
-            row + CACHE_CLIFF_PAD_BYTES
-        }
-        PaddingRule::CacheCliff => row,
+        PaddingRule::CacheCliff => row + cache_cliff_pad_bytes(row, WEIGHT_CLIFF_PERIOD_BYTES),
         PaddingRule::Forced {
             weight_extra_bytes, ..
         } => row + weight_extra_bytes,
     }
 }
 
-/// Row stride in elements of the dense dequant cache `[N, K]` (2-byte elements): +128 B when
-/// `K·2` bytes is a multiple of 2048 under [`PaddingRule::CacheCliff`].
+/// Row stride in elements of a `[rows, K]` matrix of 2-byte elements: the dense dequant cache,
+/// and X where the engine copies it per call. +128 B when `K·2` bytes is a multiple of 2048
+/// under [`PaddingRule::CacheCliff`].
 pub fn dense_row_stride_elems(k: usize, rule: PaddingRule) -> usize {
     const ELEM: usize = 2;
     match rule {
         PaddingRule::None => k,
-        PaddingRule::CacheCliff if k > 0 && (k * ELEM).is_multiple_of(2048) => {
-            k + CACHE_CLIFF_PAD_BYTES / ELEM
+        PaddingRule::CacheCliff => {
+            k + cache_cliff_pad_bytes(k * ELEM, ELEM_CLIFF_PERIOD_BYTES) / ELEM
         }
-        PaddingRule::CacheCliff => k,
         PaddingRule::Forced {
             dense_extra_elems, ..
         } => k + dense_extra_elems,

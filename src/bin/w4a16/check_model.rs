@@ -6,13 +6,13 @@ use indicatif::{ProgressBar, ProgressStyle};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use w4a16_device::{Allocation, Device};
-use w4a16_harness::config::KernelConfig;
 use w4a16_harness::model_check::{
     self, BudgetInputs, CheckModelOptions, DEFAULT_BATCHES, LayerStatus, Progress, report,
 };
 use w4a16_harness::runner::execute::RunContext;
 use w4a16_harness::runner::session::{self, Backend};
 use w4a16_kernels::source::KernelSources;
+use w4a16_select::config::KernelConfig;
 
 /// `w4a16 check-model`'s options.
 #[derive(clap::Args)]

@@ -14,8 +14,8 @@ impl<'c, 'a> CaseRun<'c, 'a> {
     /// default layout on a kernel that gets the engine's per-call copy of X (fused) follows
     /// the target's activation-row padding rule (docs/contract.md §5).
     fn x_geometry(&self, kernel: KernelId, k: usize, layout: ViewLayout) -> (usize, usize) {
-        if layout.is_default() && crate::select::padding::copies_x(kernel) {
-            let stride = crate::select::padding::activation_row_stride(
+        if layout.is_default() && w4a16_select::padding::copies_x(kernel) {
+            let stride = w4a16_select::padding::activation_row_stride(
                 self.ctx.target,
                 k,
                 self.case.dtype,
@@ -52,7 +52,7 @@ impl<'c, 'a> CaseRun<'c, 'a> {
     }
 
     pub(super) fn dense_spec(&self, resident: &ResidentLayer) -> DenseSpec {
-        let stride = crate::select::padding::dense_row_stride(
+        let stride = w4a16_select::padding::dense_row_stride(
             self.ctx.target,
             resident.shape.k,
             resident.dtype,

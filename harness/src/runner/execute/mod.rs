@@ -27,7 +27,6 @@ pub use prepare::forget_prepared_layer;
 use super::check::{Check, KernelPath};
 use super::timing::{Phase, PhaseTimes};
 use super::verdict::{Cause, Outcome, ReferenceStage, SourceError, Verdict};
-use crate::config::KernelConfig;
 use crate::require::Skip;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -38,6 +37,7 @@ use w4a16_kernels::{Execution, KernelId, RunTarget, Target};
 use w4a16_reference::data;
 use w4a16_reference::formats::{Carrier, PaddingRule, Producer};
 use w4a16_reference::layer::Activations;
+use w4a16_select::config::KernelConfig;
 
 /// Without a device, layers above this many weights get static checks only (their data would
 /// feed nothing but skipped launches).
@@ -151,7 +151,7 @@ fn producer_of(case: &Case) -> Producer {
 }
 
 fn padding_rule(case: &Case, target: Target) -> PaddingRule {
-    crate::select::padding::padding_rule(target, case.padding)
+    w4a16_select::padding::padding_rule(target, case.padding)
 }
 
 /// Runs one case and applies its known-bad entry, if any.

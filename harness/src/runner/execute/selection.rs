@@ -7,7 +7,6 @@ use super::{CaseRun, Mode, path_check, producer_of};
 use crate::runner::check::{Check, KernelPath};
 use crate::runner::timing::Phase;
 use crate::runner::verdict::{Cause, Outcome, SourceError};
-use crate::select::{self, LayerRequest};
 use std::time::Instant;
 use w4a16_cases::ViewLayout;
 use w4a16_device::tensor::LaunchInputs;
@@ -15,15 +14,16 @@ use w4a16_device::validate::ContractError;
 use w4a16_kernels::{KernelDecl, KernelId, TensorRole, set};
 use w4a16_reference::formats::{Producer, ResidentLayer};
 use w4a16_reference::layer::{Activations, QuantizedLayer};
+use w4a16_select::LayerRequest;
 
 impl<'c, 'a> CaseRun<'c, 'a> {
     /// Without a device, a large layer's data would only feed skipped launches: check the
     /// selection against the declared contracts on the planned tensors instead.
     pub(super) fn select_statically(&mut self) {
         let case = self.case;
-        let sel = select::select(
+        let sel = w4a16_select::select(
             self.ctx.target,
-            &LayerRequest::from_case(case),
+            &LayerRequest::from_case_under(case, &self.ctx.config),
             &self.ctx.config,
         );
         let Some(path) = KernelPath::new(sel.path.clone()) else {
@@ -35,8 +35,8 @@ impl<'c, 'a> CaseRun<'c, 'a> {
             return;
         };
         let check = Check::Selection(Some(path.clone()));
-        match select::cross_check(&sel, &select::check::DeclaredContracts) {
-            Ok(()) => self.push(check, Outcome::Pass, sel.dispatch.clone()),
+        match w4a16_select::cross_check(&sel, &w4a16_select::DeclaredContracts) {
+            Ok(()) => self.push(check, Outcome::Pass, sel.dispatch.to_string()),
             Err(e) => self.push_cause(check, Outcome::Fail, Cause::Selection(SourceError::new(e))),
         }
         self.push_no_device(Check::Path(path));
@@ -50,10 +50,8 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         seed: u64,
     ) {
         let case = self.case;
-        let mut req = LayerRequest::from_case(case);
-        req.dense_cache_built =
-            self.ctx.config.prefill_dequant == crate::config::PrefillDequant::Enable;
-        let sel = select::select(self.ctx.target, &req, &self.ctx.config);
+        let req = LayerRequest::from_case_under(case, &self.ctx.config);
+        let sel = w4a16_select::select(self.ctx.target, &req, &self.ctx.config);
         let legacy = producer_of(case) == Producer::LegacyUnpackedZp;
 
         // Static cross-check with the real resident tensors: the chosen path's declared
@@ -69,15 +67,10 @@ impl<'c, 'a> CaseRun<'c, 'a> {
             .as_ref()
             .and_then(|(_, e)| self.declared_layout_refusal(e));
         let Some(sel_path) = KernelPath::new(sel.path.clone()) else {
-            let why: Vec<String> = sel
-                .rejections
-                .iter()
-                .map(|r| format!("{}: {}", r.kernel.name(), r.reason))
-                .collect();
             self.push(
                 Check::Selection(None),
                 Outcome::Refused,
-                format!("no kernel takes the layer: {}", why.join("; ")),
+                format!("no kernel takes the layer: {}", sel.rejection_list()),
             );
             return;
         };
@@ -114,7 +107,7 @@ impl<'c, 'a> CaseRun<'c, 'a> {
                 );
                 return;
             }
-            (None, false) => self.push(check, Outcome::Pass, sel.dispatch.clone()),
+            (None, false) => self.push(check, Outcome::Pass, sel.dispatch.to_string()),
         }
 
         let paths: Vec<Vec<KernelId>> = match self.mode {
@@ -132,7 +125,7 @@ impl<'c, 'a> CaseRun<'c, 'a> {
                 // Every path the selection can reach (declared once in `select`), where the
                 // case's layout is taken.
                 let mut p = Vec::new();
-                for path in crate::select::LINEAR_PATHS {
+                for path in w4a16_select::LINEAR_PATHS {
                     if self.takes_case_layout(path, x, resident) {
                         p.push(path.to_vec());
                     }

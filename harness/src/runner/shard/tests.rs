@@ -2,7 +2,6 @@
 //! for every I, then `merge`, against one unsharded run of the same suite.
 
 use super::*;
-use crate::config::KernelConfig;
 use crate::runner::cli_run::{self, RunOptions};
 use crate::runner::gpus::Gpus;
 use crate::runner::snapshot::SnapshotMode;
@@ -10,6 +9,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 use w4a16_kernels::source::KernelSources;
 use w4a16_kernels::{RunTarget, Target};
+use w4a16_select::config::KernelConfig;
 
 /// Several layers, several batch sizes per layer, and quick on the simulated device.
 const SUITE: &str = "smoke";

@@ -1,13 +1,17 @@
-//! Kernel selection as the engine does it (docs/contract.md §5): a priority list of linear kernels (the
-//! hybrid, then the fallback), each with a `can_implement` that gives a reason for every
-//! rejection, and the hybrid's M-dispatch (skinny, fused, or dequant cache + dense). Pure
-//! logic: no device, so every target's tables are checked on any machine.
+//! Kernel selection as the engine does it (docs/contract.md §5): a priority list of linear
+//! kernels (the hybrid, then the fallback), each with a `can_implement` that gives a reason for
+//! every rejection, and the hybrid's M-dispatch (skinny, fused, or dequant cache + dense); the
+//! MoE method's choice; the kernel configuration that steers them. Pure logic: no device, so
+//! every target's tables are checked on any machine. A layer below the harness: it reads case
+//! files and kernel declarations, and hands planned launches to the launch-boundary validation.
 
 pub mod check;
+pub mod config;
 pub mod moe;
 pub mod padding;
 mod print;
 pub mod reach;
+mod reason;
 
 use serde::Serialize;
 use w4a16_kernels::decl::Tile;
@@ -23,6 +27,7 @@ pub use check::{
     TensorElem, cross_check, plan_launches,
 };
 pub use print::{render, row};
+pub use reason::{Dispatch, MoeRefusal, MoeRefusals, RejectReason};
 
 /// Batches up to this M take the skinny (decode) kernel: the largest M skinny declares.
 pub const SKINNY_MAX_M: usize = w4a16_kernels::set::SKINNY_M_MAX;
@@ -87,6 +92,8 @@ impl LayerRequest {
         }
     }
 
+    /// The request `case` makes with the dense cache built (its M-dispatch as if the option
+    /// were enabled); [`LayerRequest::from_case_under`] for a configuration's own.
     pub fn from_case(case: &Case) -> Self {
         LayerRequest {
             shape: case.shape,
@@ -100,6 +107,15 @@ impl LayerRequest {
         }
     }
 
+    /// The request `case` makes under `config`: the dense cache built as the configuration
+    /// builds it ([`KernelConfig::builds_dense_cache`]), the one place that fact is derived.
+    pub fn from_case_under(case: &Case, config: &KernelConfig) -> Self {
+        LayerRequest {
+            dense_cache_built: config.builds_dense_cache(),
+            ..Self::from_case(case)
+        }
+    }
+
     pub fn asymmetric(&self) -> bool {
         self.symmetry == Symmetry::Asym
     }
@@ -109,7 +125,7 @@ impl LayerRequest {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Rejection {
     pub kernel: LayerKernel,
-    pub reason: String,
+    pub reason: RejectReason,
 }
 
 /// Row strides of every tensor the chosen path touches (elements unless named bytes).
@@ -141,8 +157,8 @@ pub struct Selection {
     /// Kernels run per call, in order: `[skinny]`, `[fused]`, `[dequant, dense]` (the dequant
     /// runs once at load, the dense per call), `[fallback]`, or empty.
     pub path: Vec<KernelId>,
-    /// Why the hybrid's M-dispatch took this path.
-    pub dispatch: String,
+    /// Why this path: the hybrid's M-dispatch, the fallback, or no kernel.
+    pub dispatch: Dispatch,
     /// The fused kernel's tile (fused path only).
     pub tile: Option<Tile>,
     /// The rung of the target's tile table that gave `tile` (fused path only).
@@ -165,59 +181,58 @@ impl Selection {
                 .join("+")
         }
     }
+
+    /// Every rejection as `kernel: reason`, `; `-separated: why no kernel takes the layer, as
+    /// the runner's and perf mode's refusals give it.
+    pub fn rejection_list(&self) -> String {
+        let why: Vec<String> = self
+            .rejections
+            .iter()
+            .map(|r| format!("{}: {}", r.kernel.name(), r.reason))
+            .collect();
+        why.join("; ")
+    }
 }
 
 /// Every reason `kernel` cannot take `req` on `target`; empty when it can.
-pub fn can_implement(kernel: LayerKernel, target: Target, req: &LayerRequest) -> Vec<String> {
+pub fn can_implement(kernel: LayerKernel, target: Target, req: &LayerRequest) -> Vec<RejectReason> {
     let LayerShape { n, k, group } = req.shape;
     let mut why = Vec::new();
     if req.m == 0 {
-        why.push("M = 0: nothing to compute".to_owned());
+        why.push(RejectReason::MZero);
     }
     match kernel {
         LayerKernel::Hybrid => {
             if !wave32_capable(target) {
-                why.push(format!(
-                    "{target} is wave{}; needs wave32 (gfx11, gfx12, sm_80+)",
-                    target.wave_size()
-                ));
+                why.push(RejectReason::NotWave32 { target });
             }
             if !HYBRID_GROUPS.contains(&group) {
-                let what = if group == k && group > 0 {
-                    format!("channelwise (G = K = {k})")
-                } else {
-                    format!("G = {group}")
-                };
-                why.push(format!(
-                    "{what} is not a fast-path group size (32, 64, 128)"
-                ));
+                why.push(RejectReason::NotFastGroup { k, group });
             }
             if k % 16 != 0 {
-                why.push(format!("K = {k} must be divisible by 16"));
+                why.push(RejectReason::KNotMultipleOf16 { k });
             }
             if group == 0 || k % group != 0 {
-                why.push(format!("K = {k} must be a multiple of G = {group}"));
+                why.push(RejectReason::KNotMultipleOfGroup { k, group });
             }
             if req.asymmetric() && n % 8 != 0 {
-                why.push(format!("asymmetric zero points are packed 8 per u32 along N: N = {n} must be divisible by 8"));
+                why.push(RejectReason::ZeroPointsNNotMultipleOf8 { n });
             }
             if req.act_order {
-                why.push("act-order (g_idx) is not supported".to_owned());
+                why.push(RejectReason::ActOrder);
             }
         }
         LayerKernel::Fallback => {
             if k % 16 != 0 {
-                why.push(format!("K = {k} must be divisible by 16"));
+                why.push(RejectReason::KNotMultipleOf16 { k });
             }
             if group == 0 || group % 8 != 0 || k % group != 0 {
-                why.push(format!(
-                    "G = {group} must be a multiple of 8 that divides K = {k}"
-                ));
+                why.push(RejectReason::FallbackGroup { k, group });
             }
             // Asymmetric N % 8 != 0 is taken: the zero points' partial last word
             // ([ceil(N/8), K/G]) is read row by row (the contract's `packed_zero_points_any_n`).
             if req.act_order {
-                why.push("act-order (g_idx) is not supported".to_owned());
+                why.push(RejectReason::ActOrder);
             }
         }
     }
@@ -244,17 +259,12 @@ pub fn select(target: Target, req: &LayerRequest, config: &KernelConfig) -> Sele
         rejections.extend(why.into_iter().map(|reason| Rejection { kernel, reason }));
     }
 
-    let (path, dispatch) = match chosen {
-        None => (
-            Vec::new(),
-            "no kernel of the priority list takes this layer".to_owned(),
-        ),
-        Some(LayerKernel::Fallback) => (
-            vec![KernelId::Fallback],
-            "fallback: every shape the formats allow".to_owned(),
-        ),
+    let dispatch = match chosen {
+        None => Dispatch::NoKernel,
+        Some(LayerKernel::Fallback) => Dispatch::Fallback,
         Some(LayerKernel::Hybrid) => hybrid_dispatch(req, config),
     };
+    let path = dispatch.path().to_vec();
     let uses_dense = path.contains(&KernelId::Dense);
     let weight_row_stride_bytes = padding::weight_row_stride_bytes(target, k, req.padding);
     let strides = Strides {
@@ -283,40 +293,30 @@ pub fn select(target: Target, req: &LayerRequest, config: &KernelConfig) -> Sele
 }
 
 /// The hybrid's M-dispatch (docs/contract.md §5).
-fn hybrid_dispatch(req: &LayerRequest, config: &KernelConfig) -> (Vec<KernelId>, String) {
+fn hybrid_dispatch(req: &LayerRequest, config: &KernelConfig) -> Dispatch {
     let m = req.m;
     if m <= SKINNY_MAX_M {
-        return (
-            vec![KernelId::Skinny],
-            format!("M = {m} ≤ {SKINNY_MAX_M}: decode"),
-        );
+        return Dispatch::Decode { m };
     }
-    if m >= DENSE_MIN_M {
-        match (config.prefill_dequant, req.dense_cache_built) {
-            (PrefillDequant::Enable, true) => {
-                return (
-                    vec![KernelId::Dequant, KernelId::Dense],
-                    format!("M = {m} ≥ {DENSE_MIN_M}, prefill dequant enabled and cache built"),
-                );
-            }
-            (PrefillDequant::Enable, false) => {
-                return (
-                    vec![KernelId::Fused],
-                    format!("M = {m} ≥ {DENSE_MIN_M}, prefill dequant enabled but no cache built"),
-                );
-            }
-            (PrefillDequant::Disable, _) => {
-                return (
-                    vec![KernelId::Fused],
-                    format!("M = {m} ≥ {DENSE_MIN_M}, prefill dequant disabled"),
-                );
-            }
-        }
+    if m < DENSE_MIN_M {
+        return Dispatch::MidM { m };
     }
-    (
-        vec![KernelId::Fused],
-        format!("{} < M = {m} < {DENSE_MIN_M}: fused", SKINNY_MAX_M),
-    )
+    match (config.prefill_dequant, req.dense_cache_built) {
+        (PrefillDequant::Enable, true) => Dispatch::DenseCache { m },
+        (PrefillDequant::Enable, false) => Dispatch::NoCacheBuilt { m },
+        (PrefillDequant::Disable, _) => Dispatch::PrefillDequantDisabled { m },
+    }
+}
+
+#[cfg(test)]
+mod named_tests {
+    use crate::LayerKernel;
+    use crate::config::PrefillDequant;
+
+    w4a16_reference::named_enum_tests! {
+        prefill_dequant: PrefillDequant,
+        layer_kernel: LayerKernel,
+    }
 }
 
 #[cfg(test)]

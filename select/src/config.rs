@@ -11,7 +11,7 @@ use serde::Serialize;
 use w4a16_kernels::{KernelId, Target};
 use w4a16_reference::layer::Symmetry;
 
-use crate::select::{self, LayerRequest, padding};
+use crate::{DENSE_MIN_M, LayerRequest, padding, select};
 use w4a16_cases::RowPadding;
 use w4a16_cases::model::ModelDescription;
 
@@ -43,6 +43,13 @@ pub struct KernelConfig {
 impl KernelConfig {
     pub fn with_prefill_dequant(prefill_dequant: PrefillDequant) -> Self {
         KernelConfig { prefill_dequant }
+    }
+
+    /// Whether loading builds the dense prefill cache: exactly when the option is enabled, since
+    /// startup refuses an enabled configuration whose cache does not fit
+    /// ([`check_startup_budget`]); a layer the hybrid does not take never reads it.
+    pub fn builds_dense_cache(&self) -> bool {
+        self.prefill_dequant == PrefillDequant::Enable
     }
 
     /// The JSON form: `{"rdna_hybrid_w4a16_prefill_dequant": "enable"}`.
@@ -91,8 +98,9 @@ pub enum ConfigError {
         first: String,
         second: String,
     },
-    #[error("{0}")]
-    Retired(String),
+    /// The retired flag, with the value it was given: the message names its replacement.
+    #[error("{}", retired_message(.value.as_deref()))]
+    Retired { value: Option<String> },
 }
 
 /// Which values were set, to refuse contradictions between the two forms.
@@ -229,7 +237,7 @@ pub fn parse_args<S: AsRef<str>>(args: &[S]) -> Result<ParsedArgs, ConfigError> 
         };
         if arg == RETIRED_FLAG || arg.starts_with(&format!("{RETIRED_FLAG}=")) {
             let value = value_of(RETIRED_FLAG).ok().map(|(v, _)| v);
-            return Err(ConfigError::Retired(retired_message(value.as_deref())));
+            return Err(ConfigError::Retired { value });
         }
         if arg == KERNEL_CONFIG_FLAG || arg.starts_with(&format!("{KERNEL_CONFIG_FLAG}=")) {
             let (json, used) = value_of(KERNEL_CONFIG_FLAG)?;
@@ -357,9 +365,9 @@ pub fn check_startup_budget(
         };
         resident += (weights + scales + zeros) * model.layers;
         // The cache exists only for layers whose prefill would use it: ask selection.
-        let mut probe = LayerRequest::new(s, select::DENSE_MIN_M, model.dtype, model.symmetry);
-        probe.dense_cache_built = true;
-        let sel = select::select(req.target, &probe, config);
+        let mut probe = LayerRequest::new(s, DENSE_MIN_M, model.dtype, model.symmetry);
+        probe.dense_cache_built = config.builds_dense_cache();
+        let sel = select(req.target, &probe, config);
         if sel.path.contains(&KernelId::Dense)
             && let Some(stride) = sel.strides.dense_row_stride
         {
@@ -372,7 +380,7 @@ pub fn check_startup_budget(
     let report = BudgetReport {
         model: model.name.clone(),
         target: req.target,
-        checked: config.prefill_dequant == PrefillDequant::Enable,
+        checked: config.builds_dense_cache(),
         resident_bytes: resident,
         dense_cache_bytes: dense,
         headroom_bytes: ACTIVATION_HEADROOM_BYTES,

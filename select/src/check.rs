@@ -14,8 +14,9 @@ use w4a16_kernels::{KernelId, Target, TensorRole};
 use w4a16_reference::ActDtype;
 use w4a16_reference::layer::Symmetry;
 
-use super::{Selection, Strides};
+use crate::{LayerRequest, Selection, Strides};
 use w4a16_device::tensor::{ALLOCATION_ALIGN, ElemType, LaunchInputs, TensorView};
+use w4a16_device::validate::ContractError;
 
 /// Element type of a planned tensor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -104,12 +105,21 @@ impl PlannedLaunch {
 /// Checks a planned launch against the kernel's declared contract. The launch-boundary
 /// validation implements it; tests may pass a closure.
 pub trait ContractValidator {
-    /// `Err` carries the contract's message (which tensor, what was expected, what it got).
-    fn validate(&self, launch: &PlannedLaunch) -> Result<(), String>;
+    /// What a refusal says: which tensor (or size), what the contract expects, what the launch
+    /// had.
+    type Refusal: fmt::Display + fmt::Debug;
+
+    fn validate(&self, launch: &PlannedLaunch) -> Result<(), Self::Refusal>;
 }
 
-impl<F: Fn(&PlannedLaunch) -> Result<(), String>> ContractValidator for F {
-    fn validate(&self, launch: &PlannedLaunch) -> Result<(), String> {
+impl<F, E> ContractValidator for F
+where
+    F: Fn(&PlannedLaunch) -> Result<(), E>,
+    E: fmt::Display + fmt::Debug,
+{
+    type Refusal = E;
+
+    fn validate(&self, launch: &PlannedLaunch) -> Result<(), E> {
         self(launch)
     }
 }
@@ -163,34 +173,47 @@ impl DeclaredContracts {
 }
 
 impl ContractValidator for DeclaredContracts {
-    fn validate(&self, launch: &PlannedLaunch) -> Result<(), String> {
+    type Refusal = ContractError;
+
+    fn validate(&self, launch: &PlannedLaunch) -> Result<(), ContractError> {
         let decl = w4a16_kernels::set::decl(launch.kernel);
-        w4a16_device::validate::validate(decl, &Self::launch_inputs(launch))
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+        w4a16_device::validate::validate(decl, &Self::launch_inputs(launch)).map(|_| ())
     }
 }
 
 /// A selection whose kernel's contract refuses the layer: a failed case, found statically.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CrossCheckError {
+/// `refusal` is the validator's own (the declared contracts' [`ContractError`] by default).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "selection on {target} picks {kernel} for {}, but its contract refuses the layer: {refusal}",
+    LayerLabel(request)
+)]
+pub struct CrossCheckError<R = ContractError> {
     pub target: Target,
     pub kernel: KernelId,
-    pub layer: String,
-    pub message: String,
+    /// The layer call the selection was made for.
+    pub request: LayerRequest,
+    pub refusal: R,
 }
 
-impl fmt::Display for CrossCheckError {
+/// `M=.. N=.. K=.. G=.. dtype symmetry`: the layer a cross-check error names.
+struct LayerLabel<'a>(&'a LayerRequest);
+
+impl fmt::Display for LayerLabel<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let r = self.0;
         write!(
             f,
-            "selection on {} picks {} for {}, but its contract refuses the layer: {}",
-            self.target, self.kernel, self.layer, self.message
+            "M={} N={} K={} G={} {} {}",
+            r.m,
+            r.shape.n,
+            r.shape.k,
+            r.shape.group,
+            r.dtype.name(),
+            r.symmetry.name()
         )
     }
 }
-
-impl std::error::Error for CrossCheckError {}
 
 /// The launches a selection implies, each with the layer's resident tensors as laid out on the
 /// selection's target.
@@ -310,26 +333,17 @@ pub fn plan_launches(sel: &Selection) -> Vec<PlannedLaunch> {
 }
 
 /// Runs every planned launch of `sel` through `validator`; the first refusal is the error.
-pub fn cross_check(
+pub fn cross_check<V: ContractValidator + ?Sized>(
     sel: &Selection,
-    validator: &dyn ContractValidator,
-) -> Result<(), CrossCheckError> {
+    validator: &V,
+) -> Result<(), CrossCheckError<V::Refusal>> {
     for launch in plan_launches(sel) {
-        if let Err(message) = validator.validate(&launch) {
-            let r = &sel.request;
+        if let Err(refusal) = validator.validate(&launch) {
             return Err(CrossCheckError {
                 target: sel.target,
                 kernel: launch.kernel,
-                layer: format!(
-                    "M={} N={} K={} G={} {} {}",
-                    r.m,
-                    r.shape.n,
-                    r.shape.k,
-                    r.shape.group,
-                    r.dtype.name(),
-                    r.symmetry.name()
-                ),
-                message,
+                request: sel.request,
+                refusal,
             });
         }
     }

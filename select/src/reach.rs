@@ -13,8 +13,8 @@ use w4a16_kernels::tiles::{self, DeadRung, RungId, TileTable};
 use w4a16_reference::ActDtype;
 use w4a16_reference::layer::{LayerShape, Symmetry};
 
-use super::{LayerRequest, SKINNY_MAX_M, Selection, wave32_capable};
 use crate::config::{KernelConfig, PrefillDequant};
+use crate::{LayerRequest, SKINNY_MAX_M, Selection, wave32_capable};
 
 /// Which table serves a (target, dtype): `tiles::table`, or a stand-in in tests.
 pub type TableOf = fn(Target, ActDtype) -> &'static TileTable;
@@ -153,7 +153,7 @@ pub fn check_shipped() -> Result<TileReach, UnreachedRungs> {
         prefill_dequant: PrefillDequant::Disable,
     };
     let mut reach = TileReach::new();
-    reach.sweep(|t, r| super::select(t, r, &config));
+    reach.sweep(|t, r| crate::select(t, r, &config));
     reach.check().map(|()| reach)
 }
 

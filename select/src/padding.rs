@@ -9,9 +9,6 @@ use w4a16_reference::formats::{
 
 use w4a16_cases::RowPadding;
 
-/// Bytes added to a row that sits on the gfx11 cache cliff (and to every row when forced).
-pub const CLIFF_PAD_BYTES: usize = CACHE_CLIFF_PAD_BYTES;
-
 /// The reference layout's rule for a case's padding on a target: the case files say "the
 /// target's default", the layout needs the concrete rule. Forced padding adds the cliff pad to
 /// every weight row and every dense row (2-byte elements).
@@ -21,8 +18,8 @@ pub fn padding_rule(target: Target, padding: RowPadding) -> PaddingRule {
         RowPadding::CacheCliff if target.pads_cache_cliff() => PaddingRule::CacheCliff,
         RowPadding::CacheCliff => PaddingRule::None,
         RowPadding::Forced => PaddingRule::Forced {
-            weight_extra_bytes: CLIFF_PAD_BYTES,
-            dense_extra_elems: CLIFF_PAD_BYTES / 2,
+            weight_extra_bytes: CACHE_CLIFF_PAD_BYTES,
+            dense_extra_elems: CACHE_CLIFF_PAD_BYTES / 2,
         },
     }
 }
@@ -39,27 +36,17 @@ pub fn dense_row_stride(target: Target, k: usize, dtype: ActDtype, padding: RowP
     dense_row_stride_elems(k, padding_rule(target, padding))
 }
 
-/// Elements between rows of X where the engine copies X per call (the fused path, docs/contract.md §5):
-/// `+128 B` when the row `K·2` bytes is a multiple of 2048 on the gfx11 cache cliff; forced
-/// padding adds the same to every row on every target.
+/// Elements between rows of X where the engine copies X per call (the fused path,
+/// docs/contract.md §5). X rows are 2-byte elements like the dense cache's, so the copy is padded
+/// by the same rule: `+128 B` when the row `K·2` bytes is a multiple of 2048 on the gfx11 cache
+/// cliff; forced padding adds the same to every row on every target.
 pub fn activation_row_stride(
     target: Target,
     k: usize,
     dtype: ActDtype,
     padding: RowPadding,
 ) -> usize {
-    let elem = dtype.size_bytes();
-    let pad = CLIFF_PAD_BYTES / elem;
-    match padding {
-        RowPadding::None => k,
-        RowPadding::CacheCliff
-            if target.pads_cache_cliff() && k > 0 && (k * elem).is_multiple_of(2048) =>
-        {
-            k + pad
-        }
-        RowPadding::CacheCliff => k,
-        RowPadding::Forced => k + pad,
-    }
+    dense_row_stride(target, k, dtype, padding)
 }
 
 /// Whether a kernel gets X as the engine's per-call copy (laid out by

@@ -5,7 +5,7 @@ use std::fmt::Write;
 use w4a16_kernels::decl::Tile;
 use w4a16_kernels::tiles;
 
-use super::Selection;
+use crate::Selection;
 
 fn tile_str(t: &Tile) -> String {
     format!("{}x{}x{}w{}", t.bm, t.bn, t.bk, t.warps)

@@ -11,6 +11,7 @@ use w4a16_reference::ActDtype;
 use w4a16_reference::formats::Producer;
 use w4a16_reference::layer::{LayerShape, Symmetry};
 
+use crate::{MoeRefusal, MoeRefusals};
 use w4a16_cases::{Case, MoeRouting, RowPadding};
 
 /// One MoE layer call as the engine sees it: T tokens, each routed to `top_k` of `experts`.
@@ -115,48 +116,45 @@ pub enum MoeSelection {
     Chosen(MoeChoice),
     /// No kernel of the set takes the layer; one reason per broken rule.
     Refused {
-        reasons: Vec<String>,
+        reasons: MoeRefusals,
     },
 }
 
-/// The rules of `moe`'s declared contract the layer breaks, in words.
-fn refusals(r: &MoeRequest) -> Vec<String> {
+/// The rules of `moe`'s declared contract the layer breaks.
+fn refusals(r: &MoeRequest) -> MoeRefusals {
     let c = set::MOE.contract;
     let LayerShape { n, k, group } = r.shape;
     let mut out = Vec::new();
-    if let GroupRule::OneOf(groups) = c.groups
-        && !groups.contains(&group)
+    if let GroupRule::OneOf(allowed) = c.groups
+        && !allowed.contains(&group)
     {
-        out.push(format!(
-            "moe: group size {group} is not one of {groups:?} (the set has no MoE fallback)"
-        ));
+        out.push(MoeRefusal::GroupNotAllowed { group, allowed });
     }
     if !k.is_multiple_of(c.k_multiple) {
-        out.push(format!("moe: K={k} is not a multiple of {}", c.k_multiple));
+        out.push(MoeRefusal::KNotMultiple {
+            k,
+            multiple: c.k_multiple,
+        });
     }
     if r.symmetry == Symmetry::Asym && !n.is_multiple_of(8) {
-        out.push(format!(
-            "moe: zero points are packed 8 per u32 along N, and N={n} is not a multiple of 8"
-        ));
+        out.push(MoeRefusal::ZeroPointsNNotMultipleOf8 { n });
     }
     if r.symmetry == Symmetry::Asym
         && c.packed_zero_points
         && r.producer == Producer::LegacyUnpackedZp
     {
-        out.push(
-            "moe: zero points unpacked [N, K/G]; moe takes packed [E, N/8, K/G] u32".to_owned(),
-        );
+        out.push(MoeRefusal::UnpackedZeroPoints);
     }
     if r.top_k == 0 || r.top_k > r.experts {
-        out.push(format!(
-            "moe_align: top_k = {} must be 1..={} (the experts)",
-            r.top_k, r.experts
-        ));
+        out.push(MoeRefusal::TopK {
+            top_k: r.top_k,
+            experts: r.experts,
+        });
     }
     if r.tokens == 0 {
-        out.push("moe_align: no tokens".to_owned());
+        out.push(MoeRefusal::NoTokens);
     }
-    out
+    MoeRefusals(out)
 }
 
 /// The MoE selection on `target`.
@@ -213,6 +211,6 @@ pub fn row(r: &MoeRequest, sel: &MoeSelection) -> String {
     );
     match sel {
         MoeSelection::Chosen(c) => format!("{head}: {}", c.describe()),
-        MoeSelection::Refused { reasons } => format!("{head}: refused: {}", reasons.join("; ")),
+        MoeSelection::Refused { reasons } => format!("{head}: refused: {reasons}"),
     }
 }
