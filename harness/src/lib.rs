@@ -18,7 +18,7 @@ pub mod strategy;
 mod named_tests {
     use crate::config::PrefillDequant;
     use crate::runner::Outcome;
-    use crate::runner::sanitize::SanitizerTool;
+    use crate::runner::verdict::SanitizerTool;
     use crate::select::LayerKernel;
 
     w4a16_reference::named_enum_tests! {

@@ -8,11 +8,12 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Instant;
 
-use super::check::{Check, KernelPath};
 use super::execute::RunContext;
 use super::execute::reference_failure;
 use super::timing::{Phase, PhaseTimes};
-use super::verdict::{Cause, Mismatch, Outcome, OutputProblems, ReferenceStage, Verdict};
+use super::verdict::{
+    Cause, Check, KernelPath, Mismatch, Outcome, OutputProblems, ReferenceStage, Verdict,
+};
 use crate::require::{Requirement, Skip};
 use crate::select::moe::{MoeRequest, MoeSelection, select_moe};
 use w4a16_cases::{Case, MoeRouting};
