@@ -102,14 +102,25 @@ pub fn search_dirs(cuda_home: Option<&OsStr>, path: Option<&OsStr>) -> Vec<PathB
     dirs
 }
 
-/// The first `compute-sanitizer` file in `dirs`, or the paths looked at.
-pub fn locate_in(dirs: &[PathBuf]) -> Result<PathBuf, Vec<PathBuf>> {
-    let candidates: Vec<PathBuf> = dirs.iter().map(|d| d.join("compute-sanitizer")).collect();
-    candidates
-        .iter()
-        .find(|c| c.is_file())
-        .cloned()
-        .ok_or(candidates)
+/// No `compute-sanitizer` file in any folder searched: the loud skip's reason names each path
+/// looked at, and how to point the harness at a toolkit.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "compute-sanitizer not found (looked for {}; set CUDA_HOME to a CUDA toolkit)",
+    .looked.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+)]
+pub struct SanitizerNotFound {
+    /// The candidate paths, in search order.
+    pub looked: Vec<PathBuf>,
+}
+
+/// The first `compute-sanitizer` file in `dirs`.
+pub fn locate_in(dirs: &[PathBuf]) -> Result<PathBuf, SanitizerNotFound> {
+    let looked: Vec<PathBuf> = dirs.iter().map(|d| d.join("compute-sanitizer")).collect();
+    match looked.iter().find(|c| c.is_file()) {
+        Some(found) => Ok(found.clone()),
+        None => Err(SanitizerNotFound { looked }),
+    }
 }
 
 /// compute-sanitizer from `$CUDA_HOME/bin`, `/usr/local/cuda/bin` or `PATH`; a loud skip that
@@ -119,16 +130,9 @@ pub fn locate() -> Result<PathBuf, Skip> {
         std::env::var_os("CUDA_HOME").as_deref(),
         std::env::var_os("PATH").as_deref(),
     );
-    locate_in(&dirs).map_err(|looked| Skip {
+    locate_in(&dirs).map_err(|not_found| Skip {
         requirement: Requirement::Gpu,
-        reason: format!(
-            "compute-sanitizer not found (looked for {}; set CUDA_HOME to a CUDA toolkit)",
-            looked
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
+        reason: not_found.to_string(),
     })
 }
 

@@ -401,9 +401,18 @@ fn the_sanitizer_is_looked_for_in_cuda_home_the_default_toolkit_and_path() {
         ]
     );
     if !Path::new("/usr/local/cuda/bin/compute-sanitizer").exists() {
-        let looked = locate_in(&dirs).unwrap_err();
-        assert_eq!(looked.len(), 4);
-        assert_eq!(looked[0], bin.join("compute-sanitizer"));
+        let not_found = locate_in(&dirs).unwrap_err();
+        assert_eq!(not_found.looked.len(), 4);
+        assert_eq!(not_found.looked[0], bin.join("compute-sanitizer"));
+        assert_eq!(
+            not_found.to_string(),
+            format!(
+                "compute-sanitizer not found (looked for {}, /usr/local/cuda/bin/compute-sanitizer, {}, {}; set CUDA_HOME to a CUDA toolkit)",
+                bin.join("compute-sanitizer").display(),
+                dir.join("empty/compute-sanitizer").display(),
+                dir.join("other/compute-sanitizer").display()
+            )
+        );
     }
     std::fs::write(bin.join("compute-sanitizer"), "#!/bin/sh\n").unwrap();
     assert_eq!(locate_in(&dirs), Ok(bin.join("compute-sanitizer")));
