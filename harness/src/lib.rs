@@ -14,7 +14,7 @@ pub mod strategy;
 #[cfg(test)]
 mod named_tests {
     use crate::runner::Outcome;
-    use crate::runner::sanitize::SanitizerTool;
+    use crate::runner::verdict::SanitizerTool;
 
     w4a16_reference::named_enum_tests! {
         sanitizer_tool: SanitizerTool;

@@ -11,9 +11,9 @@ pub mod fused;
 pub mod oracle;
 pub mod report;
 
-use crate::runner::check::Check;
 use crate::runner::execute::{self, GivenLayer, Mode, RunContext};
 use crate::runner::timing::PhaseTimes;
+use crate::runner::verdict::Check;
 use crate::runner::verdict::{Cause, CheckpointRefusal, Outcome, SourceError, Verdict};
 use fused::{FusedPart, FusedProjection};
 use serde::Serialize;

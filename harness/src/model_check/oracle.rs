@@ -4,7 +4,7 @@
 //! (`WeightRounding::ToActivationDtype`). Both come from `w4a16-oracle.safetensors`, written
 //! beside the checkpoint by the library itself (scripts/checkpoint-fixtures.py).
 
-use crate::runner::check::Check;
+use crate::runner::verdict::Check;
 use crate::runner::verdict::{Outcome, Verdict};
 use w4a16_checkpoint::Oracle;
 use w4a16_reference::compare::{self, OutputBits};

@@ -6,10 +6,11 @@
 use super::budget::RunBudget;
 use super::execute::ReferenceChoice;
 use super::gpus::{Gpus, GpusError};
-use super::sanitize::{self, SanitizerTool};
+use super::sanitize;
 use super::session::{self, Backend, SessionOptions};
 use super::shard::{self, ShardRecord, ShardSpec};
 use super::snapshot::{self, LeftOut, SnapshotFile, SnapshotMode};
+use super::verdict::SanitizerTool;
 use super::{PhaseTimes, Summary, Verdict, execute, global, isolate, report, verdict};
 use crate::require::Skip;
 use std::path::{Path, PathBuf};

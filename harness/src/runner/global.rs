@@ -1,7 +1,7 @@
 //! Checks that belong to no case: the exhaustive dequant-trick emulation (docs/contract.md §4) over all
 //! 16 × 16 (q, z) pairs in every nibble slot, for both dtypes.
 
-use super::check::Check;
+use super::verdict::Check;
 use super::verdict::{Outcome, Verdict};
 use w4a16_reference::tricks;
 

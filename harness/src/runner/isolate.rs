@@ -8,10 +8,10 @@
 //! takes the remaining cases. Under a sanitizer, its `=========` lines are charged to the case
 //! whose `BEGIN` came last ([`super::sanitize`]). Anything else is passed through to stderr.
 
-use super::check::Check;
 use super::sanitize::{self, CaseWindow, ReportLine, Sanitizer};
 use super::session::{RunOutput, StopFlag};
 use super::timing::PhaseTimes;
+use super::verdict::Check;
 use super::verdict::{Cause, Outcome, Verdict, WorkerFailure};
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;

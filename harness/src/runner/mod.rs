@@ -3,7 +3,6 @@
 
 pub mod artifact;
 pub mod budget;
-pub mod check;
 pub mod cli_run;
 pub mod cpu_side;
 pub mod emulator_speed;
@@ -20,9 +19,8 @@ pub mod snapshot;
 pub mod timing;
 pub mod verdict;
 
-pub use check::{Check, KernelPath};
 pub use timing::PhaseTimes;
 pub use verdict::{
-    Cause, CheckpointRefusal, Mismatch, Outcome, ReferenceStage, SourceError, Summary, Verdict,
-    WorkerFailure,
+    Cause, Check, CheckpointRefusal, KernelPath, Mismatch, Outcome, ReferenceStage, SourceError,
+    Summary, Verdict, WorkerFailure,
 };

@@ -8,16 +8,17 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Instant;
 
-use super::check::{Check, KernelPath};
 use super::execute::RunContext;
 use super::execute::reference_failure;
 use super::timing::{Phase, PhaseTimes};
-use super::verdict::{Cause, Mismatch, Outcome, OutputProblems, ReferenceStage, Verdict};
+use super::verdict::{
+    Cause, Check, KernelPath, Mismatch, Outcome, OutputProblems, ReferenceStage, Verdict,
+};
 use crate::require::{Requirement, Skip};
 use w4a16_cases::{Case, MoeRouting};
 use w4a16_device::tensor::XBuffer;
 use w4a16_device::validate::ContractError;
-use w4a16_device::{DeviceFault, MoeLaunch, MoeOutput};
+use w4a16_device::{Device, DeviceFault, MoeLaunch, MoeOutput};
 use w4a16_kernels::{KernelId, set};
 use w4a16_reference::bound::BoundModel;
 use w4a16_reference::compare::{self, CompareMode};
@@ -28,7 +29,7 @@ use w4a16_reference::moe::{
     ExpertMap, GroupedReport, MoeLayer, MoeSpec, Routing, StackedExperts, check_align,
     compare_grouped_mode, grouped_reference_with, route,
 };
-use w4a16_select::moe::{MoeRequest, MoeSelection, select_moe};
+use w4a16_select::moe::{MoeChoice, MoeRequest, MoeSelection, select_moe};
 
 /// The checks a MoE case makes on the device, in order.
 fn device_checks() -> [Check; 3] {
@@ -61,6 +62,14 @@ pub(crate) fn forget_prepared_experts() {
     LAST_EXPERTS.with(|slot| slot.borrow_mut().take());
 }
 
+/// A MoE case's seeded data: the expert map, the routing and X, and the experts' spec.
+struct MoeData {
+    map: ExpertMap,
+    routing: Routing,
+    x: Activations,
+    spec: MoeSpec,
+}
+
 struct MoeRun<'c, 'a> {
     case: &'c Case,
     routing: MoeRouting,
@@ -90,20 +99,22 @@ pub(crate) fn run_moe_case(
     (run.verdicts, run.times)
 }
 
-impl MoeRun<'_, '_> {
+impl<'a> MoeRun<'_, 'a> {
     fn verdict(&mut self, check: Check, outcome: Outcome, detail: impl Into<String>) {
         self.verdicts
             .push(Verdict::new(&self.case.id, check, outcome).detail(detail));
     }
 
-    /// The case's data could not be built at `stage`: a `data` failure, its error typed.
-    fn data_failure(
+    /// The case's data could not be built at `stage`: a `data` failure, its error typed; `None`
+    /// for the step that needed the data.
+    fn data_failure<T>(
         &mut self,
         stage: ReferenceStage,
         error: impl std::error::Error + Send + Sync + 'static,
-    ) {
+    ) -> Option<T> {
         let v = reference_failure(&self.case.id, Check::Data, stage, error);
         self.verdicts.push(v);
+        None
     }
 
     /// A device fault: a SKIP where a capability is missing, else a FAULT.
@@ -128,38 +139,60 @@ impl MoeRun<'_, '_> {
     }
 
     fn run(&mut self) {
-        let case = self.case;
-        let request = MoeRequest::from_case(case, self.routing);
-        let selection = select_moe(self.ctx.target, &request);
-        let sel = match selection {
-            MoeSelection::Chosen(s) => s,
+        let Some(sel) = self.select() else {
+            return;
+        };
+        let Some(device) = self.device_or_skip() else {
+            return;
+        };
+        let Some(data) = self.data() else {
+            return;
+        };
+        let Some(experts) = self.prepared(&data.spec) else {
+            return;
+        };
+        self.launch_and_check(device, &sel, &data, &experts);
+    }
+
+    /// The MoE selection, its verdict pushed; `None` when no kernel takes the layer.
+    fn select(&mut self) -> Option<MoeChoice> {
+        let request = MoeRequest::from_case(self.case, self.routing);
+        match select_moe(self.ctx.target, &request) {
+            MoeSelection::Chosen(sel) => {
+                let detail = sel.describe();
+                self.verdict(Check::Selection(Some(moe_path())), Outcome::Pass, detail);
+                Some(sel)
+            }
             MoeSelection::Refused { reasons } => {
                 // Every case of a MoE sweep is a layer the set takes: a refusal is a failure.
                 let detail = format!("no kernel takes this MoE layer: {reasons}");
                 self.verdict(Check::Selection(None), Outcome::Fail, detail);
-                return;
+                None
             }
-        };
-        self.verdict(
-            Check::Selection(Some(moe_path())),
-            Outcome::Pass,
-            sel.describe(),
-        );
-        let Some(device) = self.ctx.device else {
-            let skip = self.ctx.no_device.clone().unwrap_or_else(|| Skip {
-                requirement: Requirement::Gpu,
-                reason: "no GPU".into(),
-            });
-            for check in device_checks() {
-                let mut v = Verdict::skipped(&case.id, check, skip.clone());
-                v.detail = format!("needs a GPU: {}", v.detail);
-                self.verdicts.push(v);
-            }
-            return;
-        };
+        }
+    }
 
-        // Data: routing and X from the case id, the experts from the layer key.
-        let seed = data::case_seed(&case.id);
+    /// The device the case runs on; without one, every device check is a loud skip.
+    fn device_or_skip(&mut self) -> Option<&'a dyn Device> {
+        if let Some(device) = self.ctx.device {
+            return Some(device);
+        }
+        let skip = self.ctx.no_device.clone().unwrap_or_else(|| Skip {
+            requirement: Requirement::Gpu,
+            reason: "no GPU".into(),
+        });
+        for check in device_checks() {
+            let mut v = Verdict::skipped(&self.case.id, check, skip.clone());
+            v.detail = format!("needs a GPU: {}", v.detail);
+            self.verdicts.push(v);
+        }
+        None
+    }
+
+    /// The case's seeded data: routing and X from the case id (the experts come from the layer
+    /// key, [`Self::prepared`]); `None` after a `data` failure.
+    fn data(&mut self) -> Option<MoeData> {
+        let seed = data::case_seed(&self.case.id);
         let map = match ExpertMap::new(self.routing.map, self.routing.experts) {
             Ok(m) => m,
             Err(e) => return self.data_failure(ReferenceStage::ExpertMap, e),
@@ -168,7 +201,7 @@ impl MoeRun<'_, '_> {
         let routing = route(
             self.routing.routing,
             seed ^ ROUTING_SEED_SALT,
-            case.m,
+            self.case.m,
             self.routing.experts,
             self.routing.top_k,
         );
@@ -177,29 +210,44 @@ impl MoeRun<'_, '_> {
             Err(e) => return self.data_failure(ReferenceStage::Routing, e),
         };
         let spec = self.spec(map.local_experts());
-        let x = match data::generate_activations(seed, &spec.data_spec(case.m)) {
+        let x = match data::generate_activations(seed, &spec.data_spec(self.case.m)) {
             Ok(x) => x,
             Err(e) => return self.data_failure(ReferenceStage::Activations, e),
         };
         self.times.add(Phase::Data, start.elapsed());
-        let Some(experts) = self.prepared(&spec) else {
-            return;
-        };
-        let uses_map = self.routing.map != w4a16_reference::moe::MapKind::All;
-        let map_ref = uses_map.then_some(&map);
+        Some(MoeData {
+            map,
+            routing,
+            x,
+            spec,
+        })
+    }
 
+    /// Validates and launches the pipeline twice, then judges the alignment, C and determinism.
+    fn launch_and_check(
+        &mut self,
+        device: &dyn Device,
+        sel: &MoeChoice,
+        data: &MoeData,
+        experts: &PreparedExperts,
+    ) {
+        let uses_map = self.routing.map != w4a16_reference::moe::MapKind::All;
+        let map_ref = uses_map.then_some(&data.map);
         let st = &experts.stacked;
         let launch = MoeLaunch {
-            x: XBuffer::as_laid_out(&x),
+            x: XBuffer::as_laid_out(&data.x),
             weights: &st.weights,
             scales: &st.scales,
             zeros: st.zeros.as_deref(),
             w_row_stride_bytes: st.w_row_stride_bytes,
             scale_row_stride: st.scale_row_stride,
-            topk_ids: &routing.ids,
-            topk_weights: self.routing.routed_weight.then_some(&routing.weights[..]),
+            topk_ids: &data.routing.ids,
+            topk_weights: self
+                .routing
+                .routed_weight
+                .then_some(&data.routing.weights[..]),
             expert_map: map_ref.map(|m| &m.local_of[..]),
-            tokens: case.m,
+            tokens: self.case.m,
             top_k: self.routing.top_k,
             experts: self.routing.experts,
             experts_local: st.experts,
@@ -229,54 +277,82 @@ impl MoeRun<'_, '_> {
         };
 
         let start = Instant::now();
-        // The alignment, exactly.
-        match check_align(
-            &routing,
-            sel.tile.bm as usize,
+        self.check_alignment(align_check, sel, &data.routing, map_ref, &first);
+        // C against the grouped reference.
+        let v = self.judge(
+            path_check,
+            &data.x,
+            &experts.layer,
+            &data.routing,
             map_ref,
-            &first.sorted_token_ids,
-            &first.expert_ids,
-            first.num_tokens_post_padded,
-        ) {
+            &first,
+        );
+        self.verdicts.push(v);
+        self.check_determinism(det_check, &first, second);
+        self.times.add(Phase::Verify, start.elapsed());
+    }
+
+    /// The device's alignment, exactly against the ordering contract.
+    fn check_alignment(
+        &mut self,
+        check: Check,
+        sel: &MoeChoice,
+        routing: &Routing,
+        map: Option<&ExpertMap>,
+        out: &MoeOutput,
+    ) {
+        let aligned = check_align(
+            routing,
+            sel.tile.bm as usize,
+            map,
+            &out.sorted_token_ids,
+            &out.expert_ids,
+            out.num_tokens_post_padded,
+        );
+        match aligned {
             Ok(()) => self.verdict(
-                align_check,
+                check,
                 Outcome::Pass,
                 format!(
                     "block_m {}: {} slots padded to {}",
                     sel.tile.bm,
                     routing.slots(),
-                    first.num_tokens_post_padded
+                    out.num_tokens_post_padded
                 ),
             ),
             Err(e) => {
                 self.verdicts
-                    .push(Verdict::new(&case.id, align_check, Outcome::Fail).because(
+                    .push(Verdict::new(&self.case.id, check, Outcome::Fail).because(
                         Cause::Mismatch(Mismatch::Alignment {
                             detail: e.to_string(),
                         }),
                     ))
             }
         }
-        // C against the grouped reference.
-        let v = self.judge(path_check, &x, &experts.layer, &routing, map_ref, &first);
-        self.verdicts.push(v);
-        // The pipeline again: the same bits.
+    }
+
+    /// The pipeline's second run gave the same bits as its first.
+    fn check_determinism(
+        &mut self,
+        check: Check,
+        first: &MoeOutput,
+        second: Option<Result<MoeOutput, DeviceFault>>,
+    ) {
         match second {
             Some(Ok(again)) => {
-                let differ = differing(&first, &again);
+                let differ = differing(first, &again);
                 if differ == 0 {
-                    self.verdict(det_check, Outcome::Pass, "two runs, identical bits");
+                    self.verdict(check, Outcome::Pass, "two runs, identical bits");
                 } else {
                     self.verdicts
-                        .push(Verdict::new(&case.id, det_check, Outcome::Fail).because(
+                        .push(Verdict::new(&self.case.id, check, Outcome::Fail).because(
                             Cause::Mismatch(Mismatch::Nondeterministic { elements: differ }),
                         ));
                 }
             }
-            Some(Err(fault)) => self.push_device(det_check, fault),
+            Some(Err(fault)) => self.push_device(check, fault),
             None => {}
         }
-        self.times.add(Phase::Verify, start.elapsed());
     }
 
     fn spec(&self, local_experts: usize) -> MoeSpec {
@@ -336,10 +412,7 @@ impl MoeRun<'_, '_> {
                 LAST_EXPERTS.with(|slot| *slot.borrow_mut() = Some(Rc::clone(&p)));
                 Some(p)
             }
-            Err(e) => {
-                self.data_failure(ReferenceStage::Experts, e);
-                None
-            }
+            Err(e) => self.data_failure(ReferenceStage::Experts, e),
         }
     }
 

@@ -1,11 +1,11 @@
 //! A run over many cases on one target: picks the device, spreads cases over fault-isolated
 //! workers (GPU) or threads (CPU-only), and gathers verdicts. Shared by the CLI and the tests.
 
-use super::check::Check;
 use super::execute::{Mode, ReferenceChoice, RunContext, run_case_timed};
 use super::gpus;
 use super::isolate;
 use super::timing::PhaseTimes;
+use super::verdict::Check;
 use super::verdict::{Outcome, Verdict};
 use crate::require::Skip;
 use rayon::prelude::*;

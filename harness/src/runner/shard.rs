@@ -22,7 +22,8 @@
 use super::execute::ReferenceChoice;
 use super::report::Timing;
 use super::session;
-use super::snapshot::{self, LeftOut, SnapshotFile, SnapshotRow};
+use super::snapshot::{self, LeftOut, SnapshotFile};
+use super::verdict::SnapshotRow;
 use super::{PhaseTimes, Verdict};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};

@@ -3,8 +3,7 @@
 //! (`carrier-stride-trap`), before fused_carrier is launched at all.
 
 use super::{CaseRun, path_check};
-use crate::runner::check::Check;
-use crate::runner::verdict::{Outcome, ReferenceStage};
+use crate::runner::verdict::{Check, Outcome, ReferenceStage};
 use w4a16_cases::{CarrierMode, ViewLayout};
 use w4a16_device::tensor::{LaunchInputs, TensorView};
 use w4a16_device::validate::ContractError;

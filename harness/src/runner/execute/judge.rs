@@ -4,9 +4,8 @@
 
 use super::ReferenceChoice;
 use super::{CaseRun, repro_command};
-use crate::runner::check::Check;
 use crate::runner::verdict::{
-    Cause, Mismatch, Outcome, OutputProblems, ReferenceStage, SourceError, Verdict,
+    Cause, Check, Mismatch, Outcome, OutputProblems, ReferenceStage, SourceError, Verdict,
 };
 use std::rc::Rc;
 use w4a16_device::GemmOutput;

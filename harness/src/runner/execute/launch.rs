@@ -2,9 +2,8 @@
 //! checks in differential mode) or the dequant + vendor-BLAS pair, each output then judged.
 
 use super::{CaseRun, Mode, path_check};
-use crate::runner::check::Check;
 use crate::runner::timing::Phase;
-use crate::runner::verdict::{Cause, Mismatch, Outcome};
+use crate::runner::verdict::{Cause, Check, Mismatch, Outcome};
 use std::time::Instant;
 use w4a16_device::launch::DeviceInputs;
 use w4a16_device::tensor::{TensorView, XBuffer, YSpec};

@@ -24,9 +24,8 @@ use judge::ReferenceKey;
 pub(crate) use judge::reference_failure;
 pub use prepare::forget_prepared_layer;
 
-use super::check::{Check, KernelPath};
 use super::timing::{Phase, PhaseTimes};
-use super::verdict::{Cause, Outcome, ReferenceStage, SourceError, Verdict};
+use super::verdict::{Cause, Check, KernelPath, Outcome, ReferenceStage, SourceError, Verdict};
 use crate::require::Skip;
 use std::path::PathBuf;
 use std::time::Instant;

@@ -4,9 +4,8 @@
 //! batch size convert it once.
 
 use super::{CaseRun, padding_rule, producer_of};
-use crate::runner::check::Check;
 use crate::runner::timing::Phase;
-use crate::runner::verdict::{Outcome, ReferenceStage, Verdict};
+use crate::runner::verdict::{Check, Outcome, ReferenceStage, Verdict};
 use std::cell::{OnceCell, RefCell};
 use std::rc::Rc;
 use std::time::Instant;

@@ -4,9 +4,8 @@
 //! X/Y views told apart from a real one.
 
 use super::{CaseRun, Mode, path_check, producer_of};
-use crate::runner::check::{Check, KernelPath};
 use crate::runner::timing::Phase;
-use crate::runner::verdict::{Cause, Outcome, SourceError};
+use crate::runner::verdict::{Cause, Check, KernelPath, Outcome, SourceError};
 use std::time::Instant;
 use w4a16_cases::ViewLayout;
 use w4a16_device::tensor::LaunchInputs;
