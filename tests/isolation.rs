@@ -4,8 +4,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 use w4a16_harness::runner::isolate::{WorkerCommand, run_isolated, run_worker};
 use w4a16_harness::runner::sanitize::Sanitizer;
-use w4a16_harness::runner::verdict::SanitizerTool;
 use w4a16_harness::runner::session::StopFlag;
+use w4a16_harness::runner::verdict::SanitizerTool;
 use w4a16_harness::runner::{Outcome, Verdict};
 use w4a16_kernels::Target;
 

@@ -27,10 +27,10 @@ use w4a16_harness::runner::cli_run::{
 };
 use w4a16_harness::runner::execute::ReferenceChoice;
 use w4a16_harness::runner::gpus::Gpus;
-use w4a16_harness::runner::verdict::SanitizerTool;
 use w4a16_harness::runner::session::{self, Backend, SessionOptions};
 use w4a16_harness::runner::shard::{self, ShardSpec};
 use w4a16_harness::runner::snapshot::{LeftOut, SnapshotFile, SnapshotMode};
+use w4a16_harness::runner::verdict::SanitizerTool;
 use w4a16_harness::runner::{
     Cause, Check, Outcome, PhaseTimes, Summary, Verdict, WorkerFailure, cpu_side, isolate, snapshot,
 };
