@@ -115,8 +115,12 @@ pub trait RealisticSource {
         stream: &StreamKey,
         dtype: ActDtype,
         count: usize,
-    ) -> Result<Option<Vec<u16>>, String>;
+    ) -> Result<Option<Vec<u16>>, GeneratorError>;
 }
+
+/// Why a generator elsewhere could not draw: its own error (a device's), carried as it is into
+/// [`DataError::Generator`]'s message.
+pub type GeneratorError = Box<dyn std::error::Error + Send + Sync>;
 
 /// [`RealisticSource::realistic`] drawn here: what a generator elsewhere must return (a
 /// simulated device draws this; a GPU test compares the device's draw with it).
@@ -143,7 +147,9 @@ fn realistic_from(
     let from_source = match source {
         Some(s) => s
             .realistic(key, dtype, count)
-            .map_err(|error| DataError::Generator { error })?,
+            .map_err(|e| DataError::Generator {
+                error: e.to_string(),
+            })?,
         None => None,
     };
     let Some(values) = from_source else {

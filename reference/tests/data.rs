@@ -4,9 +4,9 @@
 use w4a16_reference::ActDtype;
 use w4a16_reference::NumericRecipe;
 use w4a16_reference::data::{
-    DataClass, DataError, DataSpec, EXACT_MAX_K, Generated, RealisticSource, StreamKey, case_seed,
-    fnv1a64, generate, generate_activations, generate_activations_from, generate_seeded,
-    large_activation_shift, layer_key,
+    DataClass, DataError, DataSpec, EXACT_MAX_K, Generated, GeneratorError, RealisticSource,
+    StreamKey, case_seed, fnv1a64, generate, generate_activations, generate_activations_from,
+    generate_seeded, large_activation_shift, layer_key,
 };
 use w4a16_reference::gemm::{InputError, NonFiniteX, reference, reference_with};
 use w4a16_reference::layer::{LayerShape, Symmetry};
@@ -561,7 +561,7 @@ impl RealisticSource for Documented {
         stream: &StreamKey,
         dtype: ActDtype,
         count: usize,
-    ) -> Result<Option<Vec<u16>>, String> {
+    ) -> Result<Option<Vec<u16>>, GeneratorError> {
         match self.tamper {
             Tamper::Fails => return Err("out of memory".into()),
             Tamper::Declines => return Ok(None),

@@ -398,10 +398,8 @@ impl data::RealisticSource for DeviceDraws<'_> {
         stream: &data::StreamKey,
         dtype: w4a16_reference::ActDtype,
         count: usize,
-    ) -> Result<Option<Vec<u16>>, String> {
-        self.0
-            .draw_realistic(stream, dtype, count)
-            .map_err(|e| e.to_string())
+    ) -> Result<Option<Vec<u16>>, data::GeneratorError> {
+        Ok(self.0.draw_realistic(stream, dtype, count)?)
     }
 }
 
