@@ -37,6 +37,7 @@ use super::{
     Allocation, Backend, BlasGemm, Capability, DeviceFault, DeviceKind, FaultClass, Health, skip,
     watchdog_timeout,
 };
+use crate::fault::UnknownArch;
 use crate::launch::{PackedArgs, RawArg};
 use crate::resident::ResidentLanes;
 use w4a16_require::{Requirement, Skip};
@@ -93,12 +94,10 @@ pub fn code_name(code: CUresult) -> String {
 
 /// The harness target for a compute capability. Only the architectures we have snapshots and
 /// tile tables for are accepted; anything else is named in the error.
-pub fn target_for_compute_capability(major: i32, minor: i32) -> Result<Target, String> {
+pub fn target_for_compute_capability(major: i32, minor: i32) -> Result<Target, UnknownArch> {
     match (major, minor) {
         (9, 0) => Ok(Target::Sm90),
-        _ => Err(format!(
-            "sm_{major}{minor} (compute capability {major}.{minor}) has no harness target; known NVIDIA targets: sm_90"
-        )),
+        _ => Err(UnknownArch::ComputeCapability { major, minor }),
     }
 }
 
@@ -1005,7 +1004,7 @@ mod tests {
     #[test]
     fn only_sm90_maps_to_a_target() {
         assert_eq!(target_for_compute_capability(9, 0), Ok(Target::Sm90));
-        let err = target_for_compute_capability(8, 6).unwrap_err();
+        let err = target_for_compute_capability(8, 6).unwrap_err().to_string();
         assert!(err.contains("sm_86") && err.contains("sm_90"), "{err}");
     }
 }

@@ -47,7 +47,9 @@ use w4a16_reference::offload::{ActivationOperand, RawLanes, WeightOperand};
 use crate::launch::{DeviceInputs, PackedArgs, pack_args};
 use w4a16_require::{Requirement, Skip};
 
-pub use fault::{Capability, DeviceFault, FaultClass, Health, watchdog_timeout};
+pub use fault::{
+    BadWatchdog, Capability, DeviceFault, FaultClass, Health, UnknownArch, watchdog_timeout,
+};
 pub use guard::{GUARD_BYTES, GuardSide, GuardViolation, OutputLayout, OutputReport};
 pub use moe::{ALIGN_POISON, AlignOutput, MoeInputs, MoeLaunch, MoeOutput, MoeTiming};
 pub use resident::ResidentLanes;

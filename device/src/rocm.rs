@@ -30,6 +30,7 @@ use w4a16_kernels::{KernelDecl, Target};
 pub use super::amd_code::code_object_for;
 use super::hipblas::{BlasHandle, HipBlas};
 use super::{Backend, BlasGemm, DeviceFault, FaultClass, Health, skip, watchdog_timeout};
+use crate::fault::UnknownArch;
 use crate::launch::PackedArgs;
 use w4a16_codeobject::{self as codeobject, abi};
 use w4a16_require::{Requirement, Skip};
@@ -156,7 +157,7 @@ pub fn classify(code: c_int) -> FaultClass {
 }
 
 /// The harness target of a `gcnArchName` such as `gfx1151:sramecc-:xnack-`.
-pub fn target_for_arch(gcn_arch_name: &str) -> Result<Target, String> {
+pub fn target_for_arch(gcn_arch_name: &str) -> Result<Target, UnknownArch> {
     let gfx = gcn_arch_name.split(':').next().unwrap_or("").trim();
     match Target::parse(gfx) {
         Some(t) if t.vendor() == w4a16_kernels::target::Vendor::Amd => Ok(t),
@@ -166,10 +167,10 @@ pub fn target_for_arch(gcn_arch_name: &str) -> Result<Target, String> {
                 .filter(|t| t.vendor() == w4a16_kernels::target::Vendor::Amd)
                 .map(|t| t.name())
                 .collect();
-            Err(format!(
-                "{gcn_arch_name:?} has no harness target; known AMD targets: {}",
-                known.join(", ")
-            ))
+            Err(UnknownArch::GcnArch {
+                gcn_arch_name: gcn_arch_name.to_string(),
+                known: known.join(", "),
+            })
         }
     }
 }
@@ -829,7 +830,7 @@ mod tests {
             target_for_arch("gfx942:sramecc+:xnack-"),
             Ok(Target::Gfx942)
         );
-        let err = target_for_arch("gfx1030").unwrap_err();
+        let err = target_for_arch("gfx1030").unwrap_err().to_string();
         assert!(err.contains("gfx1030") && err.contains("gfx1151"), "{err}");
         assert!(target_for_arch("sm_90").is_err());
     }
