@@ -34,8 +34,8 @@ use w4a16_reference::offload::{ActivationOperand, RawLanes, WeightOperand};
 
 use super::blas::BlasOp;
 use super::{
-    Allocation, Backend, BlasGemm, Capability, DeviceFault, DeviceKind, FaultClass, Health, skip,
-    watchdog_timeout,
+    Allocation, BlasGemm, Capability, DeviceFault, DeviceInfo, DeviceKind, FaultClass, Health,
+    ReferenceOffload, Runtime, skip, watchdog_timeout,
 };
 use crate::fault::UnknownArch;
 use crate::launch::{PackedArgs, RawArg};
@@ -174,16 +174,6 @@ pub struct CudaDevice {
     emulating: Option<Target>,
 }
 
-/// Device 0.
-pub fn open() -> Result<CudaDevice, Skip> {
-    CudaDevice::open(0)
-}
-
-/// Device 0, compiling its kernels from `sources`.
-pub fn open_with(sources: KernelSources) -> Result<CudaDevice, Skip> {
-    CudaDevice::open_with(0, sources)
-}
-
 /// The CUDA devices the driver sees (`CUDA_VISIBLE_DEVICES` applied); no driver is a skip.
 pub fn device_count() -> Result<usize, Skip> {
     // SAFETY: probing only tries to dlopen the library; no symbol is called.
@@ -203,11 +193,8 @@ pub fn device_count() -> Result<usize, Skip> {
 }
 
 impl CudaDevice {
-    pub fn open(ordinal: usize) -> Result<CudaDevice, Skip> {
-        CudaDevice::open_with(ordinal, KernelSources::Embedded)
-    }
-
-    pub fn open_with(ordinal: usize, sources: KernelSources) -> Result<CudaDevice, Skip> {
+    /// Device `ordinal`, compiling its kernels from `sources` (`crate::open` is the way in).
+    pub(crate) fn open_with(ordinal: usize, sources: KernelSources) -> Result<CudaDevice, Skip> {
         let count = device_count()?;
         if count == 0 {
             return Err(skip(Requirement::Gpu, "no CUDA device"));
@@ -310,7 +297,7 @@ impl CudaDevice {
     }
 
     fn ensure_healthy(&self) -> Result<(), DeviceFault> {
-        match Backend::health(self) {
+        match self.health() {
             Health::Ok => Ok(()),
             Health::Lost { cause } => Err(DeviceFault::ContextLost { cause }),
         }
@@ -483,10 +470,7 @@ fn addr(b: &CudaBuffer, stream: &CudaStream) -> u64 {
     }
 }
 
-impl Backend for CudaDevice {
-    type Buffer = CudaBuffer;
-    type Event = CudaEvent;
-
+impl DeviceInfo for CudaDevice {
     fn target(&self) -> Target {
         self.emulating.unwrap_or(self.target)
     }
@@ -522,6 +506,159 @@ impl Backend for CudaDevice {
     fn allocation(&self) -> Allocation {
         self.allocation
     }
+}
+
+impl ReferenceOffload for CudaDevice {
+    /// Two cuBLAS DGEMMs on fresh f64 buffers (nothing shared with the kernels' buffers): the
+    /// row-major `y[M, N] = x[M, K]·w[N, K]ᵀ` is the column-major `yᵀ = w·xᵀ`, so the call is
+    /// `gemm(T, N, m = N, n = M, k = K, A = w, lda = K, B = x, ldb = K, C = y, ldc = N)` (as in
+    /// `blas.rs`); then the same on `|x|`, `|w|`. W is dropped before `|W|` is uploaded.
+    fn reference_gemm_f64(
+        &self,
+        x: &[f64],
+        w: &[f64],
+        m: usize,
+        n: usize,
+        k: usize,
+    ) -> Result<(Vec<f64>, Vec<f64>), DeviceFault> {
+        self.reference_gemm_f64_keyed(x, w, None, m, n, k)
+    }
+
+    /// W and |W| stay on the device under `w_key` (within [`RESIDENT_W_BYTES`]); X is sent each
+    /// call. A key that does not match the resident one replaces it.
+    fn reference_gemm_f64_keyed(
+        &self,
+        x: &[f64],
+        w: &[f64],
+        w_key: Option<u64>,
+        m: usize,
+        n: usize,
+        k: usize,
+    ) -> Result<(Vec<f64>, Vec<f64>), DeviceFault> {
+        use cudarc::cublas::Gemm;
+        let during = format!("cuBLAS DGEMM (reference) M={m} N={n} K={k}");
+        if x.len() != m * k || w.len() != n * k {
+            return Err(DeviceFault::Unsupported {
+                what: format!(
+                    "an f64 GEMM of x with {} values and w with {} values (expected M·K = {} and \
+                     N·K = {})",
+                    x.len(),
+                    w.len(),
+                    m * k,
+                    n * k
+                ),
+                device: self.name.clone(),
+            });
+        }
+        if m == 0 || n == 0 {
+            return Ok((Vec::new(), Vec::new()));
+        }
+        let cfg = reference_judge::dgemm_config(m, n, k, &during)?;
+        self.bind(&during)?;
+        let blas = self.blas_handle()?;
+        let Some(blas) = blas.as_ref() else {
+            return Err(DeviceFault::MissingCapability {
+                capability: Capability::F64Gemm,
+                device: self.name.clone(),
+                why: "no cuBLAS handle".into(),
+            });
+        };
+        if k == 0 {
+            return Ok((vec![0.0; m * n], vec![0.0; m * n]));
+        }
+        let mut resident = self.resident_w.lock().unwrap_or_else(|p| p.into_inner());
+        let keep = w_key.filter(|_| 2 * 8 * w.len() <= RESIDENT_W_BYTES);
+        let hit = matches!((&*resident, keep), (Some(r), Some(key)) if r.key == key);
+        if !hit {
+            *resident = None;
+            let upload = |v: &[f64]| {
+                self.stream
+                    .memcpy_stod(v)
+                    .map_err(|e| self.fault(e, &during))
+            };
+            let w_abs: Vec<f64> = w.iter().map(|v| v.abs()).collect();
+            let fresh = ResidentW {
+                key: keep.unwrap_or_default(),
+                w: upload(w)?,
+                w_abs: upload(&w_abs)?,
+            };
+            *resident = Some(fresh);
+        }
+        let Some(on_device) = resident.as_ref() else {
+            unreachable!("set above")
+        };
+        let product = |xs: &[f64], dw: &CudaSlice<f64>| -> Result<Vec<f64>, DeviceFault> {
+            let dx = self
+                .stream
+                .memcpy_stod(xs)
+                .map_err(|e| self.fault(e, &during))?;
+            let mut dy = self
+                .stream
+                .alloc_zeros::<f64>(m * n)
+                .map_err(|e| self.fault(e, &during))?;
+            // SAFETY: the buffers were allocated above with exactly the sizes the configuration
+            // reads and writes (lda = ldb = K, ldc = N, column-major extents as documented).
+            unsafe { blas.gemm(cfg, dw, &dx, &mut dy) }.map_err(|e| DeviceFault::Call {
+                during: during.clone(),
+                code: format!("{:?}", e.0),
+            })?;
+            self.synchronize(&during)?;
+            self.stream
+                .memcpy_dtov(&dy)
+                .map_err(|e| self.fault(e, &during))
+        };
+        let y = product(x, &on_device.w)?;
+        let xa: Vec<f64> = x.iter().map(|v| v.abs()).collect();
+        let a = product(&xa, &on_device.w_abs)?;
+        if keep.is_none() {
+            *resident = None;
+        }
+        Ok((y, a))
+    }
+
+    fn draw_realistic(
+        &self,
+        stream: &StreamKey,
+        dtype: ActDtype,
+        count: usize,
+    ) -> Result<Option<Vec<u16>>, DeviceFault> {
+        CudaDevice::draw_realistic(self, stream, dtype, count)
+    }
+
+    fn reference_products_resident(
+        &self,
+        x: &ActivationOperand<'_>,
+        weights: &WeightOperand<'_>,
+        w_key: Option<u64>,
+    ) -> Result<Option<ResidentLanes>, DeviceFault> {
+        self.products_resident(x, weights, w_key)
+    }
+
+    fn resident_gather(
+        &self,
+        lanes: &ResidentLanes,
+        index: &[usize],
+    ) -> Result<Vec<[f64; 3]>, DeviceFault> {
+        self.gather_resident(lanes, index)
+    }
+
+    fn resident_download(&self, lanes: &ResidentLanes) -> Result<RawLanes, DeviceFault> {
+        self.download_resident(lanes)
+    }
+
+    fn resident_judge(
+        &self,
+        lanes: &ResidentLanes,
+        request: &JudgeRequest<'_>,
+    ) -> Result<Option<CompareReport>, DeviceFault> {
+        self.judge_resident(lanes, request)
+    }
+}
+
+impl Runtime for CudaDevice {
+    type Buffer = CudaBuffer;
+
+    type Event = CudaEvent;
 
     fn alloc(&self, bytes: usize) -> Result<CudaBuffer, DeviceFault> {
         let during = format!("allocating {bytes} bytes");
@@ -755,151 +892,6 @@ impl Backend for CudaDevice {
             during,
             code: format!("{:?}", e.0),
         })
-    }
-
-    /// Two cuBLAS DGEMMs on fresh f64 buffers (nothing shared with the kernels' buffers): the
-    /// row-major `y[M, N] = x[M, K]·w[N, K]ᵀ` is the column-major `yᵀ = w·xᵀ`, so the call is
-    /// `gemm(T, N, m = N, n = M, k = K, A = w, lda = K, B = x, ldb = K, C = y, ldc = N)` (as in
-    /// `blas.rs`); then the same on `|x|`, `|w|`. W is dropped before `|W|` is uploaded.
-    fn reference_gemm_f64(
-        &self,
-        x: &[f64],
-        w: &[f64],
-        m: usize,
-        n: usize,
-        k: usize,
-    ) -> Result<(Vec<f64>, Vec<f64>), DeviceFault> {
-        self.reference_gemm_f64_keyed(x, w, None, m, n, k)
-    }
-
-    /// W and |W| stay on the device under `w_key` (within [`RESIDENT_W_BYTES`]); X is sent each
-    /// call. A key that does not match the resident one replaces it.
-    fn reference_gemm_f64_keyed(
-        &self,
-        x: &[f64],
-        w: &[f64],
-        w_key: Option<u64>,
-        m: usize,
-        n: usize,
-        k: usize,
-    ) -> Result<(Vec<f64>, Vec<f64>), DeviceFault> {
-        use cudarc::cublas::Gemm;
-        let during = format!("cuBLAS DGEMM (reference) M={m} N={n} K={k}");
-        if x.len() != m * k || w.len() != n * k {
-            return Err(DeviceFault::Unsupported {
-                what: format!(
-                    "an f64 GEMM of x with {} values and w with {} values (expected M·K = {} and \
-                     N·K = {})",
-                    x.len(),
-                    w.len(),
-                    m * k,
-                    n * k
-                ),
-                device: self.name.clone(),
-            });
-        }
-        if m == 0 || n == 0 {
-            return Ok((Vec::new(), Vec::new()));
-        }
-        let cfg = reference_judge::dgemm_config(m, n, k, &during)?;
-        self.bind(&during)?;
-        let blas = self.blas_handle()?;
-        let Some(blas) = blas.as_ref() else {
-            return Err(DeviceFault::MissingCapability {
-                capability: Capability::F64Gemm,
-                device: self.name.clone(),
-                why: "no cuBLAS handle".into(),
-            });
-        };
-        if k == 0 {
-            return Ok((vec![0.0; m * n], vec![0.0; m * n]));
-        }
-        let mut resident = self.resident_w.lock().unwrap_or_else(|p| p.into_inner());
-        let keep = w_key.filter(|_| 2 * 8 * w.len() <= RESIDENT_W_BYTES);
-        let hit = matches!((&*resident, keep), (Some(r), Some(key)) if r.key == key);
-        if !hit {
-            *resident = None;
-            let upload = |v: &[f64]| {
-                self.stream
-                    .memcpy_stod(v)
-                    .map_err(|e| self.fault(e, &during))
-            };
-            let w_abs: Vec<f64> = w.iter().map(|v| v.abs()).collect();
-            let fresh = ResidentW {
-                key: keep.unwrap_or_default(),
-                w: upload(w)?,
-                w_abs: upload(&w_abs)?,
-            };
-            *resident = Some(fresh);
-        }
-        let Some(on_device) = resident.as_ref() else {
-            unreachable!("set above")
-        };
-        let product = |xs: &[f64], dw: &CudaSlice<f64>| -> Result<Vec<f64>, DeviceFault> {
-            let dx = self
-                .stream
-                .memcpy_stod(xs)
-                .map_err(|e| self.fault(e, &during))?;
-            let mut dy = self
-                .stream
-                .alloc_zeros::<f64>(m * n)
-                .map_err(|e| self.fault(e, &during))?;
-            // SAFETY: the buffers were allocated above with exactly the sizes the configuration
-            // reads and writes (lda = ldb = K, ldc = N, column-major extents as documented).
-            unsafe { blas.gemm(cfg, dw, &dx, &mut dy) }.map_err(|e| DeviceFault::Call {
-                during: during.clone(),
-                code: format!("{:?}", e.0),
-            })?;
-            self.synchronize(&during)?;
-            self.stream
-                .memcpy_dtov(&dy)
-                .map_err(|e| self.fault(e, &during))
-        };
-        let y = product(x, &on_device.w)?;
-        let xa: Vec<f64> = x.iter().map(|v| v.abs()).collect();
-        let a = product(&xa, &on_device.w_abs)?;
-        if keep.is_none() {
-            *resident = None;
-        }
-        Ok((y, a))
-    }
-
-    fn draw_realistic(
-        &self,
-        stream: &StreamKey,
-        dtype: ActDtype,
-        count: usize,
-    ) -> Result<Option<Vec<u16>>, DeviceFault> {
-        CudaDevice::draw_realistic(self, stream, dtype, count)
-    }
-
-    fn reference_products_resident(
-        &self,
-        x: &ActivationOperand<'_>,
-        weights: &WeightOperand<'_>,
-        w_key: Option<u64>,
-    ) -> Result<Option<ResidentLanes>, DeviceFault> {
-        self.products_resident(x, weights, w_key)
-    }
-
-    fn resident_gather(
-        &self,
-        lanes: &ResidentLanes,
-        index: &[usize],
-    ) -> Result<Vec<[f64; 3]>, DeviceFault> {
-        self.gather_resident(lanes, index)
-    }
-
-    fn resident_download(&self, lanes: &ResidentLanes) -> Result<RawLanes, DeviceFault> {
-        self.download_resident(lanes)
-    }
-
-    fn resident_judge(
-        &self,
-        lanes: &ResidentLanes,
-        request: &JudgeRequest<'_>,
-    ) -> Result<Option<CompareReport>, DeviceFault> {
-        self.judge_resident(lanes, request)
     }
 
     fn record(&self) -> Result<CudaEvent, DeviceFault> {

@@ -247,7 +247,10 @@ pub enum UnknownArch {
     ComputeCapability { major: i32, minor: i32 },
     /// `known`: the AMD targets, comma-separated.
     #[error("{gcn_arch_name:?} has no harness target; known AMD targets: {known}")]
-    GcnArch { gcn_arch_name: String, known: String },
+    GcnArch {
+        gcn_arch_name: String,
+        known: String,
+    },
 }
 
 #[cfg(test)]

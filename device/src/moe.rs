@@ -1,4 +1,4 @@
-//! The MoE launch path, written once for every [`Backend`]: the routing step `moe_align` and the
+//! The MoE launch path, written once for every [`Runtime`]: the routing step `moe_align` and the
 //! grouped GEMM `moe` on the align step's own device outputs (they never round-trip through the
 //! host), with the dense path's conventions: inputs uploaded as their host buffers (at their
 //! views' extent under [`Allocation::Exact`]), every output poisoned and inside guard bands, each
@@ -17,8 +17,8 @@ use w4a16_kernels::{KernelDecl, KernelId, TensorRole, Tile};
 use w4a16_reference::ActDtype;
 
 use super::{
-    Allocation, Backend, DeviceFault, GemmOutput, GuardViolation, Health, OutputLayout,
-    OutputReport,
+    Allocation, DeviceFault, GemmOutput, GuardViolation, Health, OutputLayout, OutputReport,
+    Runtime,
 };
 use crate::launch::{PackedArgs, pack_args};
 use crate::tensor::{ElemType, LaunchInputs, MoeRouting, StackedSpec, TensorView, XBuffer, YSpec};
@@ -339,9 +339,9 @@ const ALIGN_OUTPUTS: [TensorRole; 3] = [
 ];
 
 /// One poisoned, guarded output buffer and where its tensor sits in it.
-struct Output<B: Backend> {
+struct Output<R: Runtime> {
     role: TensorRole,
-    buffer: B::Buffer,
+    buffer: R::Buffer,
     layout: OutputLayout,
 }
 
@@ -365,11 +365,11 @@ fn ints(report: &OutputReport) -> Vec<i32> {
         .collect()
 }
 
-fn output<B: Backend>(
-    b: &B,
+fn output<R: Runtime>(
+    b: &R,
     role: TensorRole,
     layout: OutputLayout,
-) -> Result<Output<B>, DeviceFault> {
+) -> Result<Output<R>, DeviceFault> {
     let init = layout.initial_bytes();
     let mut buffer = b.alloc(init.len().max(1))?;
     b.upload(&mut buffer, &init)?;
@@ -381,15 +381,15 @@ fn output<B: Backend>(
 }
 
 /// Everything staged on the device for one MoE launch.
-struct Staged<B: Backend> {
-    inputs: Vec<(TensorRole, B::Buffer)>,
-    align: Vec<Output<B>>,
+struct Staged<R: Runtime> {
+    inputs: Vec<(TensorRole, R::Buffer)>,
+    align: Vec<Output<R>>,
 }
 
-impl<B: Backend> Staged<B> {
+impl<R: Runtime> Staged<R> {
     /// The device address of `role`'s tensor: an uploaded input, or an align output past its
     /// guard band.
-    fn address(&self, b: &B, role: TensorRole) -> Option<u64> {
+    fn address(&self, b: &R, role: TensorRole) -> Option<u64> {
         self.inputs
             .iter()
             .find(|(r, _)| *r == role)
@@ -403,7 +403,7 @@ impl<B: Backend> Staged<B> {
     }
 }
 
-fn check_ready<B: Backend>(b: &B) -> Result<(), DeviceFault> {
+fn check_ready<R: Runtime>(b: &R) -> Result<(), DeviceFault> {
     if let Health::Lost { cause } = b.health() {
         return Err(DeviceFault::ContextLost { cause });
     }
@@ -411,7 +411,7 @@ fn check_ready<B: Backend>(b: &B) -> Result<(), DeviceFault> {
 }
 
 /// Uploads the inputs of both launches and the poisoned align outputs.
-fn stage<B: Backend>(b: &B, inputs: &MoeInputs<'_>) -> Result<Staged<B>, DeviceFault> {
+fn stage<R: Runtime>(b: &R, inputs: &MoeInputs<'_>) -> Result<Staged<R>, DeviceFault> {
     let allocation = b.allocation();
     let mut staged = Vec::new();
     for (role, bytes) in inputs.host_inputs() {
@@ -443,8 +443,8 @@ fn stage<B: Backend>(b: &B, inputs: &MoeInputs<'_>) -> Result<Staged<B>, DeviceF
     })
 }
 
-fn packed<B: Backend>(
-    b: &B,
+fn packed<R: Runtime>(
+    b: &R,
     kernel: &KernelDecl,
     validated: &ValidatedLaunch,
     address: &dyn Fn(TensorRole) -> Option<u64>,
@@ -470,10 +470,10 @@ fn packed<B: Backend>(
 }
 
 /// Launches `moe_align` on staged inputs, synchronises and reads its outputs back.
-fn align_on_device<B: Backend>(
-    b: &B,
+fn align_on_device<R: Runtime>(
+    b: &R,
     inputs: &MoeInputs<'_>,
-    s: &Staged<B>,
+    s: &Staged<R>,
 ) -> Result<AlignOutput, DeviceFault> {
     let args = packed(b, &MOE_ALIGN, &inputs.align, &|role| s.address(b, role))?;
     let shape = &inputs.align.shape;
@@ -503,8 +503,8 @@ fn align_on_device<B: Backend>(
 }
 
 /// [`super::Device::run_moe_align`] for every backend.
-pub(super) fn run_moe_align<B: Backend>(
-    b: &B,
+pub(crate) fn run_moe_align<R: Runtime>(
+    b: &R,
     inputs: &MoeInputs<'_>,
 ) -> Result<AlignOutput, DeviceFault> {
     check_ready(b)?;
@@ -514,7 +514,7 @@ pub(super) fn run_moe_align<B: Backend>(
 
 /// [`super::Device::run_moe`] for every backend: align, then `moe` on the align step's device
 /// buffers, then C read back through its guards.
-pub(super) fn run_moe<B: Backend>(b: &B, inputs: &MoeInputs<'_>) -> Result<MoeOutput, DeviceFault> {
+pub(crate) fn run_moe<R: Runtime>(b: &R, inputs: &MoeInputs<'_>) -> Result<MoeOutput, DeviceFault> {
     check_ready(b)?;
     let staged = stage(b, inputs)?;
     let aligned = align_on_device(b, inputs, &staged)?;
@@ -565,9 +565,9 @@ pub struct MoeTiming {
 
 /// One copy of a MoE launch staged for timing: its buffers (alive while the timing runs), the
 /// packed arguments of both launches and where they go.
-struct TimedCopy<B: Backend> {
-    _staged: Staged<B>,
-    _c: Output<B>,
+struct TimedCopy<R: Runtime> {
+    _staged: Staged<R>,
+    _c: Output<R>,
     align_args: PackedArgs,
     moe_args: PackedArgs,
     align_entry: String,
@@ -576,7 +576,7 @@ struct TimedCopy<B: Backend> {
     moe_geometry: LaunchGeometry,
 }
 
-fn timed_copy<B: Backend>(b: &B, inputs: &MoeInputs<'_>) -> Result<TimedCopy<B>, DeviceFault> {
+fn timed_copy<R: Runtime>(b: &R, inputs: &MoeInputs<'_>) -> Result<TimedCopy<R>, DeviceFault> {
     let staged = stage(b, inputs)?;
     // One checked run first: a pipeline that faults is not timed.
     align_on_device(b, inputs, &staged)?;
@@ -613,8 +613,8 @@ fn timed_copy<B: Backend>(b: &B, inputs: &MoeInputs<'_>) -> Result<TimedCopy<B>,
     })
 }
 
-impl<B: Backend> TimedCopy<B> {
-    fn align(&self, b: &B) -> Result<(), DeviceFault> {
+impl<R: Runtime> TimedCopy<R> {
+    fn align(&self, b: &R) -> Result<(), DeviceFault> {
         b.launch(
             &MOE_ALIGN,
             &self.align_entry,
@@ -623,7 +623,7 @@ impl<B: Backend> TimedCopy<B> {
         )
     }
 
-    fn gemm(&self, b: &B) -> Result<(), DeviceFault> {
+    fn gemm(&self, b: &R) -> Result<(), DeviceFault> {
         b.launch(&MOE, &self.moe_entry, &self.moe_geometry, &self.moe_args)
     }
 }
@@ -631,8 +631,8 @@ impl<B: Backend> TimedCopy<B> {
 /// [`super::DeviceBench::bench_moe`] for every backend: every copy staged once; sample `i` runs copy
 /// `i % copies.len()`, whose `moe` reads the align outputs its own align step rewrites (the
 /// same each time: the step is deterministic).
-pub(super) fn time_moe<B: Backend>(
-    b: &B,
+pub(crate) fn time_moe<R: Runtime>(
+    b: &R,
     copies: &[MoeInputs<'_>],
     plan: super::BenchPlan,
 ) -> Result<MoeTiming, DeviceFault> {
@@ -648,11 +648,11 @@ pub(super) fn time_moe<B: Backend>(
     let pick = |i: usize| &timed[i % timed.len()];
     let what = |s: &str| format!("benchmark of {s}");
     Ok(MoeTiming {
-        align: super::bench(b, plan, &what(&first.align_entry), &mut |i| {
+        align: crate::timing::bench(b, plan, &what(&first.align_entry), &mut |i| {
             pick(i).align(b)
         })?,
-        gemm: super::bench(b, plan, &what(&first.moe_entry), &mut |i| pick(i).gemm(b))?,
-        pipeline: super::bench(
+        gemm: crate::timing::bench(b, plan, &what(&first.moe_entry), &mut |i| pick(i).gemm(b))?,
+        pipeline: crate::timing::bench(
             b,
             plan,
             &what(&format!("{} + {}", first.align_entry, first.moe_entry)),

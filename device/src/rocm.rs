@@ -29,7 +29,10 @@ use w4a16_kernels::{KernelDecl, Target};
 
 pub use super::amd_code::code_object_for;
 use super::hipblas::{BlasHandle, HipBlas};
-use super::{Backend, BlasGemm, DeviceFault, FaultClass, Health, skip, watchdog_timeout};
+use super::{
+    BlasGemm, DeviceFault, DeviceInfo, DeviceKind, FaultClass, Health, ReferenceOffload, Runtime,
+    skip, watchdog_timeout,
+};
 use crate::fault::UnknownArch;
 use crate::launch::PackedArgs;
 use w4a16_codeobject::{self as codeobject, abi};
@@ -249,16 +252,6 @@ unsafe impl Send for RocmDevice {}
 // SAFETY: as above.
 unsafe impl Sync for RocmDevice {}
 
-/// Device 0.
-pub fn open() -> Result<RocmDevice, Skip> {
-    RocmDevice::open(0)
-}
-
-/// Device 0, building its code objects from `sources`.
-pub fn open_with(sources: KernelSources) -> Result<RocmDevice, Skip> {
-    RocmDevice::open_with(0, sources)
-}
-
 /// Reads `gcnArchName` through an oversized buffer, so a runtime whose `hipDeviceProp_t` grew
 /// past the bindings' layout cannot write out of bounds.
 fn device_names(ordinal: c_int) -> Result<(String, String), c_int> {
@@ -313,11 +306,14 @@ pub fn device_count() -> Result<usize, Skip> {
 }
 
 impl RocmDevice {
+    /// Device `ordinal` with the embedded kernels, as its concrete type: for this backend's own
+    /// tests (its loader, its hipBLAS path); everything else opens through `crate::open`.
     pub fn open(ordinal: usize) -> Result<RocmDevice, Skip> {
         RocmDevice::open_with(ordinal, KernelSources::Embedded)
     }
 
-    pub fn open_with(ordinal: usize, sources: KernelSources) -> Result<RocmDevice, Skip> {
+    /// Device `ordinal`, building its code objects from `sources`.
+    pub(crate) fn open_with(ordinal: usize, sources: KernelSources) -> Result<RocmDevice, Skip> {
         let count = device_count()?;
         if count == 0 {
             return Err(skip(
@@ -408,7 +404,7 @@ impl RocmDevice {
 
     /// Refuses work on a lost device and makes this device current for the calling thread.
     fn bind(&self, during: &str) -> Result<(), DeviceFault> {
-        if let Health::Lost { cause } = Backend::health(self) {
+        if let Health::Lost { cause } = self.health() {
             return Err(DeviceFault::ContextLost { cause });
         }
         // SAFETY: ordinal validated at open.
@@ -427,7 +423,7 @@ impl RocmDevice {
         }
         let file = kernel.source_file.ok_or_else(|| DeviceFault::Unsupported {
             what: format!("a kernel launch of {} (it has no source file)", kernel.id),
-            device: Backend::name(self),
+            device: self.name(),
         })?;
         let mut modules = lock(&self.modules);
         if !modules.contains_key(file) {
@@ -540,10 +536,7 @@ impl Drop for RocmDevice {
     }
 }
 
-impl Backend for RocmDevice {
-    type Buffer = RocmBuffer;
-    type Event = RocmEvent;
-
+impl DeviceInfo for RocmDevice {
     fn target(&self) -> Target {
         self.target
     }
@@ -558,6 +551,18 @@ impl Backend for RocmDevice {
     fn health(&self) -> Health {
         Health::from_lost(&self.lost)
     }
+
+    fn kind(&self) -> DeviceKind {
+        DeviceKind::Rocm
+    }
+}
+
+impl ReferenceOffload for RocmDevice {}
+
+impl Runtime for RocmDevice {
+    type Buffer = RocmBuffer;
+
+    type Event = RocmEvent;
 
     fn alloc(&self, bytes: usize) -> Result<RocmBuffer, DeviceFault> {
         let during = format!("allocating {bytes} bytes");
@@ -718,7 +723,7 @@ impl Backend for RocmDevice {
         for ((operand, needed), buf) in g.operand_extents().into_iter().zip([dense, x, &*y]) {
             self.sized(buf, needed, &format!("{during}: {operand:?}"))?;
         }
-        let lib = HipBlas::get().map_err(|e| e.fault(Backend::name(self)))?;
+        let lib = HipBlas::get().map_err(|e| e.fault(self.name()))?;
         let mut blas = lock(&self.blas);
         let handle = match blas.take() {
             Some(h) => h,
@@ -726,10 +731,7 @@ impl Backend for RocmDevice {
             // runtime hipBLAS was checked to share (`HipBlas::get`).
             None => unsafe { lib.create_handle(self.stream) }.map_err(|(step, status)| {
                 status
-                    .check(
-                        &format!("{step} ({})", lib.path().display()),
-                        &Backend::name(self),
-                    )
+                    .check(&format!("{step} ({})", lib.path().display()), &self.name())
                     .err()
                     .unwrap_or_else(|| DeviceFault::Call {
                         during: step.to_string(),
@@ -754,7 +756,7 @@ impl Backend for RocmDevice {
         };
         *blas = Some(handle);
         let during = format!("{during} ({}, {})", lib.gemm_symbol(), lib.path().display());
-        status.check(&during, &Backend::name(self))
+        status.check(&during, &self.name())
     }
 
     fn record(&self) -> Result<RocmEvent, DeviceFault> {

@@ -16,6 +16,11 @@ use std::time::Duration;
 use w4a16_kernels::decl::LaunchGeometry;
 use w4a16_kernels::{ArgKind, KernelDecl, KernelId, ScalarArg, Target, TensorRole};
 
+use w4a16_reference::ActDtype;
+use w4a16_reference::compare::{CompareReport, JudgeRequest};
+use w4a16_reference::data::StreamKey;
+use w4a16_reference::offload::{ActivationOperand, RawLanes, WeightOperand};
+
 use super::*;
 use crate::launch::{PackedArgs, RawArg};
 use crate::resident::HostLanes;
@@ -70,7 +75,7 @@ struct Sim {
     /// Whether it draws realistic X "on the device" (the host's draw, `data::realistic_on_host`)
     /// as the CUDA backend does: not at all, right, or one ulp off in every element.
     draws: Option<Draws>,
-    /// Which of several pretend devices this is; it shows in [`Backend::name`] as a real
+    /// Which of several pretend devices this is; it shows in [`DeviceInfo::name`] as a real
     /// device's ordinal does, so a verdict that quotes the device's name differs by device.
     ordinal: usize,
 }
@@ -102,7 +107,7 @@ pub fn device_with_f64_gemm(wrong: bool) -> Box<dyn DeviceBench> {
 }
 
 /// [`device_with_f64_gemm`] whose products stay resident and are judged where they are
-/// (`Device::resident_judge`), as on a CUDA device.
+/// (`ReferenceOffload::resident_judge`), as on a CUDA device.
 /// It also draws realistic X, as a CUDA device does.
 pub fn device_with_resident_f64_gemm(wrong: bool) -> Box<dyn DeviceBench> {
     Box::new(Sim {
@@ -358,31 +363,143 @@ impl Sim {
     }
 }
 
-impl Backend for Sim {
-    type Buffer = SimBuf;
-    type Event = u64;
-
+impl DeviceInfo for Sim {
     fn target(&self) -> Target {
         Target::Sm90
     }
+
     fn name(&self) -> String {
         match self.ordinal {
             0 => "simulated".into(),
             n => format!("simulated (device {n})"),
         }
     }
+
     fn kind(&self) -> DeviceKind {
         DeviceKind::Simulated
     }
+
     fn allocation(&self) -> Allocation {
         self.allocation
     }
+
     fn health(&self) -> Health {
         match self.lost.lock().unwrap().clone() {
             None => Health::Ok,
             Some(cause) => Health::Lost { cause },
         }
     }
+}
+
+impl ReferenceOffload for Sim {
+    fn reference_gemm_f64(
+        &self,
+        x: &[f64],
+        w: &[f64],
+        m: usize,
+        n: usize,
+        k: usize,
+    ) -> Result<(Vec<f64>, Vec<f64>), DeviceFault> {
+        let Some(mode) = self.f64_gemm else {
+            return Err(DeviceFault::MissingCapability {
+                capability: Capability::F64Gemm,
+                device: self.name(),
+                why: "the simulated device has no f64 GEMM".into(),
+            });
+        };
+        let (mut y, mut a) = (vec![0.0; m * n], vec![0.0; m * n]);
+        for r in 0..m {
+            for c in 0..n {
+                let (xr, wr) = (&x[r * k..(r + 1) * k], &w[c * k..(c + 1) * k]);
+                let (s, t) = xr
+                    .iter()
+                    .zip(wr)
+                    .fold((0.0, 0.0), |(s, t), (p, q)| (p * q + s, (p * q).abs() + t));
+                y[r * n + c] = s;
+                a[r * n + c] = t;
+                if mode == F64Gemm::Wrong {
+                    y[r * n + c] += 1e-6 * (1.0 + t);
+                }
+            }
+        }
+        Ok((y, a))
+    }
+
+    fn draw_realistic(
+        &self,
+        stream: &StreamKey,
+        dtype: ActDtype,
+        count: usize,
+    ) -> Result<Option<Vec<u16>>, DeviceFault> {
+        let Some(draws) = self.draws else {
+            return Ok(None);
+        };
+        DRAWN_ACTIVATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut x = w4a16_reference::data::realistic_on_host(stream, dtype, count);
+        if draws == Draws::Wrong {
+            x.iter_mut().for_each(|v| *v = v.wrapping_add(1));
+        }
+        Ok(Some(x))
+    }
+
+    fn reference_products_resident(
+        &self,
+        x: &ActivationOperand<'_>,
+        weights: &WeightOperand<'_>,
+        _w_key: Option<u64>,
+    ) -> Result<Option<ResidentLanes>, DeviceFault> {
+        if !self.resident {
+            return Ok(None);
+        }
+        let (m, n, k) = (x.m, weights.n, weights.k);
+        let x = &x.to_f64();
+        let (w, _, w_offset) = weights.decode();
+        let (y, a) = self.reference_gemm_f64(x, &w, m, n, k)?;
+        let offset = match w_offset {
+            Some(o) => {
+                let xa: Vec<f64> = x.iter().map(|v| v.abs()).collect();
+                Some(self.reference_gemm_f64(&xa, &o, m, n, k)?.0)
+            }
+            None => None,
+        };
+        Ok(Some(ResidentLanes {
+            m,
+            n,
+            has_offset: offset.is_some(),
+            inner: Box::new(HostLanes((y, a, offset))),
+        }))
+    }
+
+    fn resident_gather(
+        &self,
+        lanes: &ResidentLanes,
+        index: &[usize],
+    ) -> Result<Vec<[f64; 3]>, DeviceFault> {
+        let host: &HostLanes = lanes.inner(&self.name())?;
+        Ok(host.gather(lanes.m * lanes.n, index))
+    }
+
+    fn resident_download(&self, lanes: &ResidentLanes) -> Result<RawLanes, DeviceFault> {
+        let host: &HostLanes = lanes.inner(&self.name())?;
+        Ok(host.0.clone())
+    }
+
+    fn resident_judge(
+        &self,
+        lanes: &ResidentLanes,
+        request: &JudgeRequest<'_>,
+    ) -> Result<Option<CompareReport>, DeviceFault> {
+        let host: &HostLanes = lanes.inner(&self.name())?;
+        RESIDENT_JUDGEMENTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(host.judge(lanes.m, lanes.n, request))
+    }
+}
+
+impl Runtime for Sim {
+    type Buffer = SimBuf;
+
+    type Event = u64;
+
     fn alloc(&self, bytes: usize) -> Result<SimBuf, DeviceFault> {
         let mut next = self.next.lock().unwrap();
         let base = *next;
@@ -392,22 +509,27 @@ impl Backend for Sim {
         self.live.lock().unwrap().insert(base, data.clone());
         Ok(SimBuf { base, data })
     }
+
     fn address(&self, buf: &SimBuf) -> u64 {
         buf.base
     }
+
     fn upload(&self, dst: &mut SimBuf, src: &[u8]) -> Result<(), DeviceFault> {
         dst.data.lock().unwrap()[..src.len()].copy_from_slice(src);
         Ok(())
     }
+
     fn download(&self, src: &SimBuf) -> Result<Vec<u8>, DeviceFault> {
         Ok(src.data.lock().unwrap().clone())
     }
+
     fn copy(&self, dst: &mut SimBuf, src: &SimBuf, bytes: usize) -> Result<(), DeviceFault> {
         self.copies.lock().unwrap().push((src.base, dst.base));
         let s = src.data.lock().unwrap()[..bytes].to_vec();
         dst.data.lock().unwrap()[..bytes].copy_from_slice(&s);
         Ok(())
     }
+
     fn launch(
         &self,
         kernel: &KernelDecl,
@@ -535,6 +657,7 @@ impl Backend for Sim {
             _ => Ok(()),
         }
     }
+
     /// Records the call and computes nothing: the tests read what the BLAS was handed.
     fn blas_gemm(
         &self,
@@ -546,122 +669,24 @@ impl Backend for Sim {
         if !self.blas {
             return Err(DeviceFault::MissingCapability {
                 capability: Capability::VendorBlas,
-                device: Backend::name(self),
+                device: self.name(),
                 why: "the simulated BLAS library is not installed".into(),
             });
         }
         self.blas_calls.lock().unwrap().push(*g);
         Ok(())
     }
-    fn reference_gemm_f64(
-        &self,
-        x: &[f64],
-        w: &[f64],
-        m: usize,
-        n: usize,
-        k: usize,
-    ) -> Result<(Vec<f64>, Vec<f64>), DeviceFault> {
-        let Some(mode) = self.f64_gemm else {
-            return Err(DeviceFault::MissingCapability {
-                capability: Capability::F64Gemm,
-                device: Backend::name(self),
-                why: "the simulated device has no f64 GEMM".into(),
-            });
-        };
-        let (mut y, mut a) = (vec![0.0; m * n], vec![0.0; m * n]);
-        for r in 0..m {
-            for c in 0..n {
-                let (xr, wr) = (&x[r * k..(r + 1) * k], &w[c * k..(c + 1) * k]);
-                let (s, t) = xr
-                    .iter()
-                    .zip(wr)
-                    .fold((0.0, 0.0), |(s, t), (p, q)| (p * q + s, (p * q).abs() + t));
-                y[r * n + c] = s;
-                a[r * n + c] = t;
-                if mode == F64Gemm::Wrong {
-                    y[r * n + c] += 1e-6 * (1.0 + t);
-                }
-            }
-        }
-        Ok((y, a))
-    }
 
-    fn draw_realistic(
-        &self,
-        stream: &StreamKey,
-        dtype: ActDtype,
-        count: usize,
-    ) -> Result<Option<Vec<u16>>, DeviceFault> {
-        let Some(draws) = self.draws else {
-            return Ok(None);
-        };
-        DRAWN_ACTIVATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let mut x = w4a16_reference::data::realistic_on_host(stream, dtype, count);
-        if draws == Draws::Wrong {
-            x.iter_mut().for_each(|v| *v = v.wrapping_add(1));
-        }
-        Ok(Some(x))
-    }
-
-    fn reference_products_resident(
-        &self,
-        x: &ActivationOperand<'_>,
-        weights: &WeightOperand<'_>,
-        _w_key: Option<u64>,
-    ) -> Result<Option<ResidentLanes>, DeviceFault> {
-        if !self.resident {
-            return Ok(None);
-        }
-        let (m, n, k) = (x.m, weights.n, weights.k);
-        let x = &x.to_f64();
-        let (w, _, w_offset) = weights.decode();
-        let (y, a) = Backend::reference_gemm_f64(self, x, &w, m, n, k)?;
-        let offset = match w_offset {
-            Some(o) => {
-                let xa: Vec<f64> = x.iter().map(|v| v.abs()).collect();
-                Some(Backend::reference_gemm_f64(self, &xa, &o, m, n, k)?.0)
-            }
-            None => None,
-        };
-        Ok(Some(ResidentLanes {
-            m,
-            n,
-            has_offset: offset.is_some(),
-            inner: Box::new(HostLanes((y, a, offset))),
-        }))
-    }
-
-    fn resident_gather(
-        &self,
-        lanes: &ResidentLanes,
-        index: &[usize],
-    ) -> Result<Vec<[f64; 3]>, DeviceFault> {
-        let host: &HostLanes = lanes.inner(&Backend::name(self))?;
-        Ok(host.gather(lanes.m * lanes.n, index))
-    }
-
-    fn resident_download(&self, lanes: &ResidentLanes) -> Result<RawLanes, DeviceFault> {
-        let host: &HostLanes = lanes.inner(&Backend::name(self))?;
-        Ok(host.0.clone())
-    }
-
-    fn resident_judge(
-        &self,
-        lanes: &ResidentLanes,
-        request: &JudgeRequest<'_>,
-    ) -> Result<Option<CompareReport>, DeviceFault> {
-        let host: &HostLanes = lanes.inner(&Backend::name(self))?;
-        RESIDENT_JUDGEMENTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Ok(host.judge(lanes.m, lanes.n, request))
-    }
     fn record(&self) -> Result<u64, DeviceFault> {
         Ok(*self.launches.lock().unwrap() as u64)
     }
+
     fn elapsed_us(&self, start: &u64, end: &u64) -> Result<f64, DeviceFault> {
         Ok((end - start) as f64 * 10.0)
     }
+
     fn synchronize(&self, during: &str) -> Result<(), DeviceFault> {
-        if let Health::Lost { cause } = Backend::health(self) {
+        if let Health::Lost { cause } = self.health() {
             return Err(DeviceFault::ContextLost { cause });
         }
         if self.mode == Misbehave::Hang {
@@ -901,7 +926,7 @@ mod tests {
         let text = err.to_string();
         assert!(text.contains("CUDA_ERROR_ILLEGAL_ADDRESS"), "{text}");
         assert!(text.contains("outside every allocation"), "{text}");
-        assert!(matches!(Backend::health(&sim), Health::Lost { .. }));
+        assert!(matches!(sim.health(), Health::Lost { .. }));
         // The same kernel with guards: the write is absorbed by the band and seen only there.
         let (_, out) = run_with(Misbehave::PastEnd, Allocation::Guarded, 0);
         assert_eq!(out.unwrap().guard_violations.len(), 1);
@@ -918,8 +943,8 @@ mod tests {
     #[test]
     fn the_simulator_is_no_cuda_device() {
         let sim = Sim::new(Misbehave::None);
-        assert_eq!(Device::kind(&sim), DeviceKind::Simulated);
-        assert_eq!(Device::allocation(&sim), Allocation::Guarded);
+        assert_eq!(DeviceInfo::kind(&sim), DeviceKind::Simulated);
+        assert_eq!(DeviceInfo::allocation(&sim), Allocation::Guarded);
     }
 
     #[test]
@@ -944,7 +969,7 @@ mod tests {
         let (sim, out) = run(Misbehave::Sticky, 0);
         let err = out.unwrap_err();
         assert!(err.context_unusable(), "{err}");
-        assert!(matches!(Backend::health(&sim), Health::Lost { .. }));
+        assert!(matches!(sim.health(), Health::Lost { .. }));
         let err = sim.bench_copy(1024, BenchPlan::default()).unwrap_err();
         assert!(matches!(err, DeviceFault::ContextLost { .. }), "{err}");
     }
