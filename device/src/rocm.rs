@@ -39,66 +39,7 @@ use w4a16_codeobject::{self as codeobject, abi};
 use w4a16_require::{Requirement, Skip};
 
 #[allow(non_camel_case_types)]
-mod ffi {
-    use super::*;
-    pub type hipStream_t = *mut c_void;
-    pub type hipModule_t = *mut c_void;
-    pub type hipFunction_t = *mut c_void;
-    pub type hipEvent_t = *mut c_void;
-
-    pub const HIP_MEMCPY_HOST_TO_DEVICE: c_int = 1;
-    pub const HIP_MEMCPY_DEVICE_TO_HOST: c_int = 2;
-    pub const HIP_MEMCPY_DEVICE_TO_DEVICE: c_int = 3;
-    /// `HIP_LAUNCH_PARAM_*` of hip_runtime_api.h (macros, so not in the bindings).
-    pub const LAUNCH_PARAM_BUFFER_POINTER: usize = 0x01;
-    pub const LAUNCH_PARAM_BUFFER_SIZE: usize = 0x02;
-    pub const LAUNCH_PARAM_END: usize = 0x03;
-
-    unsafe extern "C" {
-        pub fn hipGetDeviceCount(count: *mut c_int) -> c_int;
-        pub fn hipGetDeviceProperties(prop: *mut c_void, device: c_int) -> c_int;
-        pub fn hipSetDevice(device: c_int) -> c_int;
-        pub fn hipStreamCreate(stream: *mut hipStream_t) -> c_int;
-        pub fn hipStreamDestroy(stream: hipStream_t) -> c_int;
-        pub fn hipMalloc(ptr: *mut *mut c_void, size: usize) -> c_int;
-        pub fn hipFree(ptr: *mut c_void) -> c_int;
-        pub fn hipMemcpy(dst: *mut c_void, src: *const c_void, bytes: usize, kind: c_int) -> c_int;
-        pub fn hipMemcpyAsync(
-            dst: *mut c_void,
-            src: *const c_void,
-            bytes: usize,
-            kind: c_int,
-            stream: hipStream_t,
-        ) -> c_int;
-        pub fn hipModuleLoadData(module: *mut hipModule_t, image: *const c_void) -> c_int;
-        pub fn hipModuleUnload(module: hipModule_t) -> c_int;
-        pub fn hipModuleGetFunction(
-            f: *mut hipFunction_t,
-            module: hipModule_t,
-            name: *const c_char,
-        ) -> c_int;
-        #[allow(clippy::too_many_arguments)]
-        pub fn hipModuleLaunchKernel(
-            f: hipFunction_t,
-            gx: c_uint,
-            gy: c_uint,
-            gz: c_uint,
-            bx: c_uint,
-            by: c_uint,
-            bz: c_uint,
-            shared: c_uint,
-            stream: hipStream_t,
-            params: *mut *mut c_void,
-            extra: *mut *mut c_void,
-        ) -> c_int;
-        pub fn hipGetLastError() -> c_int;
-        pub fn hipEventCreate(event: *mut hipEvent_t) -> c_int;
-        pub fn hipEventRecord(event: hipEvent_t, stream: hipStream_t) -> c_int;
-        pub fn hipEventQuery(event: hipEvent_t) -> c_int;
-        pub fn hipEventElapsedTime(ms: *mut f32, start: hipEvent_t, end: hipEvent_t) -> c_int;
-        pub fn hipEventDestroy(event: hipEvent_t) -> c_int;
-    }
-}
+mod ffi;
 
 const HIP_SUCCESS: c_int = 0;
 const HIP_ERROR_NOT_READY: c_int = 600;
@@ -817,57 +758,4 @@ impl Runtime for RocmDevice {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn arch_names_map_to_targets() {
-        assert_eq!(
-            target_for_arch("gfx1151:sramecc-:xnack-"),
-            Ok(Target::Gfx1151)
-        );
-        assert_eq!(target_for_arch("gfx1100"), Ok(Target::Gfx1100));
-        assert_eq!(target_for_arch("gfx1201"), Ok(Target::Gfx1201));
-        assert_eq!(
-            target_for_arch("gfx942:sramecc+:xnack-"),
-            Ok(Target::Gfx942)
-        );
-        let err = target_for_arch("gfx1030").unwrap_err().to_string();
-        assert!(err.contains("gfx1030") && err.contains("gfx1151"), "{err}");
-        assert!(target_for_arch("sm_90").is_err());
-    }
-
-    #[test]
-    fn faults_are_classified_like_cuda() {
-        for (code, class) in [
-            (700, FaultClass::Sticky),
-            (719, FaultClass::Sticky),
-            (710, FaultClass::Sticky),
-            (100, FaultClass::Fatal),
-            (1, FaultClass::Launch),
-            (701, FaultClass::Launch),
-            (500, FaultClass::Launch),
-            (2, FaultClass::Call),
-        ] {
-            assert_eq!(classify(code), class, "{}", code_name(code));
-        }
-        assert!(
-            DeviceFault::from_status(classify(700), "sync", &code_name(700)).context_unusable()
-        );
-        assert_eq!(code_name(700), "hipErrorIllegalAddress");
-        assert_eq!(code_name(12345), "hipError(12345)");
-    }
-
-    #[test]
-    fn launch_parameter_markers_match_hip() {
-        // hip_runtime_api.h: HIP_LAUNCH_PARAM_BUFFER_POINTER ((void*)0x01), _SIZE 0x02, _END 0x03
-        assert_eq!(
-            (
-                ffi::LAUNCH_PARAM_BUFFER_POINTER,
-                ffi::LAUNCH_PARAM_BUFFER_SIZE,
-                ffi::LAUNCH_PARAM_END
-            ),
-            (1, 2, 3)
-        );
-    }
-}
+mod tests;
