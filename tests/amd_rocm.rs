@@ -9,7 +9,7 @@ mod common;
 
 use w4a16_device::launch::DeviceInputs;
 use w4a16_device::tensor::{DenseSpec, YSpec};
-use w4a16_device::{Device, DeviceFault, DeviceKind};
+use w4a16_device::{Device, DeviceFault, DeviceInfo, DeviceKind};
 use w4a16_device::{hipblas, rocm};
 use w4a16_harness::require::{Requirement, Skip, skip_or_fail};
 use w4a16_kernels::target::Vendor;
@@ -20,10 +20,10 @@ use w4a16_reference::{ActDtype, LayerShape};
 
 #[test]
 fn an_amd_device_loads_every_entry_or_the_skip_says_no_amd_device_rocm() {
-    match rocm::open() {
+    match rocm::RocmDevice::open(0) {
         Ok(dev) => {
-            let t = Device::target(&dev);
-            assert_eq!(t.vendor(), Vendor::Amd, "{}", Device::name(&dev));
+            let t = DeviceInfo::target(&dev);
+            assert_eq!(t.vendor(), Vendor::Amd, "{}", DeviceInfo::name(&dev));
             assert!(
                 dev.arch_name().starts_with(t.name()),
                 "{} vs {t}",
@@ -138,7 +138,7 @@ fn hipblas_is_searched_beside_the_linked_runtime_and_loads_or_skips_naming_it_ro
 /// bitwise repeatable (atomics are not allowed on the handle).
 #[test]
 fn the_dense_path_runs_in_hipblas_with_padded_strides_and_bias_rocm() {
-    let dev = match rocm::open() {
+    let dev = match rocm::RocmDevice::open(0) {
         Ok(d) => d,
         Err(skip) => {
             common::skip_or_fail(DeviceKind::Rocm, &skip);

@@ -85,7 +85,8 @@ fn run_on_emulator(target: Target, sources: &KernelSources) -> Vec<Verdict> {
         .cases()
         .find(|c| c.id == CASE)
         .unwrap_or_else(|| panic!("{CASE} is not in {}", dir.display()));
-    let dev = match w4a16_device::open_emu(target, sources) {
+    let request = w4a16_device::DeviceRequest::emulator(target);
+    let dev = match w4a16_device::open(request.with_sources(sources.clone())) {
         Ok(d) => d,
         Err(skip) => panic!(
             "the ISA emulator for {target} did not open: {}",

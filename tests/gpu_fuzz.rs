@@ -23,14 +23,13 @@ use proptest::test_runner::{FileFailurePersistence, TestError, TestRunner};
 use rstest_reuse::apply;
 use std::path::PathBuf;
 use w4a16_cases::Case;
-use w4a16_device::{Allocation, Device, DeviceBench, DeviceKind};
+use w4a16_device::{Device, DeviceBench, DeviceKind, DeviceRequest};
 use w4a16_harness::require::{Requirement, Skip};
 use w4a16_harness::runner::execute::{Mode, RunContext, run_case};
 use w4a16_harness::runner::session::{self, Backend};
 use w4a16_harness::runner::{Outcome, Verdict};
 use w4a16_harness::strategy;
 use w4a16_kernels::RunTarget;
-use w4a16_kernels::source::KernelSources;
 use w4a16_select::config::KernelConfig;
 
 /// `W4A16_CASES` where the binary runs away from its checkout (the staged GPU run).
@@ -65,15 +64,11 @@ fn open(kind: DeviceKind) -> Result<(RunTarget, Box<dyn DeviceBench>), Skip> {
                     want.name()
                 )));
             }
-            let d = w4a16_device::open_emulated_with(
-                want.target,
-                &KernelSources::Embedded,
-                Allocation::Guarded,
-            )?;
+            let d = w4a16_device::open(DeviceRequest::emulated_on_cuda(want.target))?;
             Ok((want, d))
         }
         want => {
-            let d = w4a16_device::open_kind(kind)?;
+            let d = w4a16_device::open(DeviceRequest::kind(kind))?;
             let here = d.run_target();
             match want {
                 Some(want) if want != here => Err(gpu_skip(format!(

@@ -53,7 +53,7 @@ fn kernel_sources_with_a_missing_file_is_refused_naming_it() {
 
 #[test]
 fn mutants_without_a_gpu_skip_loudly_and_write_no_table() {
-    if w4a16_device::open_default().is_ok() {
+    if w4a16_device::open(w4a16_device::DeviceRequest::first_gpu()).is_ok() {
         w4a16_harness::require::announce_skip(
             "no-gpu",
             "a GPU is present: `w4a16 mutants` would measure for real",
@@ -111,7 +111,7 @@ fn the_measurement_drives_run_through_kernel_sources_and_reads_its_report() {
     use w4a16_harness::mutants::{self, MutantStatus, Plan, SuiteRunner};
     use w4a16_kernels::mutants::Catalogue;
     use w4a16_kernels::source::KernelSources;
-    if w4a16_device::open_default().is_ok() {
+    if w4a16_device::open(w4a16_device::DeviceRequest::first_gpu()).is_ok() {
         w4a16_harness::require::announce_skip(
             "no-gpu",
             "a GPU is present: the plumbing test would measure for real",

@@ -19,7 +19,8 @@ use w4a16_kernels::{KernelDecl, Target};
 use crate::amd_code::code_object_for;
 use crate::launch::PackedArgs;
 use crate::{
-    Allocation, Backend, BlasGemm, Capability, DeviceFault, DeviceKind, EmulatedWork, Health,
+    Allocation, BlasGemm, Capability, DeviceFault, DeviceInfo, DeviceKind, EmulatedWork, Health,
+    ReferenceOffload, Runtime,
 };
 use w4a16_codeobject::{self as codeobject, abi};
 use w4a16_require::{Requirement, Skip};
@@ -75,7 +76,7 @@ pub struct EmuDevice {
 }
 
 /// Opens the emulator for `target` (gfx11/gfx12 only); a target it cannot run is a skip.
-pub fn open_with(target: Target, sources: KernelSources) -> Result<EmuDevice, Skip> {
+pub(crate) fn open_with(target: Target, sources: KernelSources) -> Result<EmuDevice, Skip> {
     if w4a16_emu::inst::Gen::of_target(target.name()).is_none() {
         return Err(crate::skip(
             Requirement::AmdToolchain,
@@ -142,7 +143,7 @@ impl EmuDevice {
     fn load(&self, kernel: &KernelDecl) -> Result<Loaded, DeviceFault> {
         let file = kernel.source_file.ok_or_else(|| DeviceFault::Unsupported {
             what: format!("a kernel launch of {} (it has no source file)", kernel.id),
-            device: Backend::name(self),
+            device: self.name(),
         })?;
         if let Some(l) = lock(&self.programs).get(file) {
             return Ok(l.clone());
@@ -186,10 +187,7 @@ struct Loaded {
     info: Arc<codeobject::CodeObjectInfo>,
 }
 
-impl Backend for EmuDevice {
-    type Buffer = EmuBuffer;
-    type Event = Instant;
-
+impl DeviceInfo for EmuDevice {
     fn emulated_work(&self) -> Option<EmulatedWork> {
         Some(lock(&self.work).clone())
     }
@@ -197,21 +195,34 @@ impl Backend for EmuDevice {
     fn target(&self) -> Target {
         self.target
     }
+
     fn name(&self) -> String {
         format!(
             "the ISA emulator ({}; dense GEMM by a host stand-in for the vendor BLAS)",
             self.target
         )
     }
+
     fn health(&self) -> Health {
         Health::Ok
     }
+
     fn kind(&self) -> DeviceKind {
         DeviceKind::Emulator
     }
+
     fn allocation(&self) -> Allocation {
         Allocation::Exact
     }
+}
+
+impl ReferenceOffload for EmuDevice {}
+
+impl Runtime for EmuDevice {
+    type Buffer = EmuBuffer;
+
+    type Event = Instant;
+
     fn alloc(&self, bytes: usize) -> Result<EmuBuffer, DeviceFault> {
         let base = lock(&self.memory).alloc(bytes, format!("{bytes} B buffer"));
         Ok(EmuBuffer {
@@ -219,9 +230,11 @@ impl Backend for EmuDevice {
             memory: self.memory.clone(),
         })
     }
+
     fn address(&self, buf: &EmuBuffer) -> u64 {
         buf.base
     }
+
     fn upload(&self, dst: &mut EmuBuffer, src: &[u8]) -> Result<(), DeviceFault> {
         lock(&self.memory)
             .write(dst.base, src, 0)
@@ -230,6 +243,7 @@ impl Backend for EmuDevice {
                 code: e.to_string(),
             })
     }
+
     fn download(&self, src: &EmuBuffer) -> Result<Vec<u8>, DeviceFault> {
         let m = lock(&self.memory);
         m.allocation(src.base)
@@ -239,6 +253,7 @@ impl Backend for EmuDevice {
                 code: format!("no allocation at {:#x}", src.base),
             })
     }
+
     fn copy(&self, dst: &mut EmuBuffer, src: &EmuBuffer, bytes: usize) -> Result<(), DeviceFault> {
         let mut m = lock(&self.memory);
         let mut data = vec![0u8; bytes];
@@ -249,6 +264,7 @@ impl Backend for EmuDevice {
                 code: e.to_string(),
             })
     }
+
     fn launch(
         &self,
         kernel: &KernelDecl,
@@ -299,6 +315,7 @@ impl Backend for EmuDevice {
         );
         Ok(())
     }
+
     /// The dense path's GEMM by the host stand-in for the vendor BLAS (`blas::host_gemm_ex`):
     /// the dequant kernel before it is the target's machine code; the library call is read as
     /// hipBLAS would read it (the same column-major call the ROCm backend makes), so the
@@ -345,17 +362,20 @@ impl Backend for EmuDevice {
         }
         Ok(())
     }
+
     /// Emulated time says nothing about a GPU's: benchmarks and perf mode skip, saying so.
     fn record(&self) -> Result<Instant, DeviceFault> {
         Err(DeviceFault::MissingCapability {
             capability: Capability::Timing,
-            device: Backend::name(self),
+            device: self.name(),
             why: "emulated execution has no device clock; benchmark on the target's GPU".into(),
         })
     }
+
     fn elapsed_us(&self, start: &Instant, end: &Instant) -> Result<f64, DeviceFault> {
         Ok(end.duration_since(*start).as_secs_f64() * 1e6)
     }
+
     fn synchronize(&self, _during: &str) -> Result<(), DeviceFault> {
         Ok(())
     }

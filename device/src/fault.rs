@@ -210,6 +210,7 @@ impl Health {
 /// The watchdog limit for one synchronisation: `W4A16_WATCHDOG_S` seconds (default 20).
 pub fn watchdog_timeout() -> Duration {
     parse_watchdog(std::env::var("W4A16_WATCHDOG_S").ok().as_deref()).unwrap_or_else(|bad| {
+        let bad = bad.value;
         eprintln!("W4A16: ignoring W4A16_WATCHDOG_S={bad:?} (want positive seconds); using {DEFAULT_WATCHDOG_S} s");
         Duration::from_secs_f64(DEFAULT_WATCHDOG_S)
     })
@@ -217,15 +218,39 @@ pub fn watchdog_timeout() -> Duration {
 
 pub const DEFAULT_WATCHDOG_S: f64 = 20.0;
 
+/// A `W4A16_WATCHDOG_S` that is not a positive finite number of seconds (below 10^6).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("W4A16_WATCHDOG_S={value:?} is not a positive number of seconds")]
+pub struct BadWatchdog {
+    pub value: String,
+}
+
 /// `None` → default; a positive finite number of seconds → that; anything else → the bad value.
-pub fn parse_watchdog(value: Option<&str>) -> Result<Duration, String> {
+pub fn parse_watchdog(value: Option<&str>) -> Result<Duration, BadWatchdog> {
     match value.map(str::trim) {
         None | Some("") => Ok(Duration::from_secs_f64(DEFAULT_WATCHDOG_S)),
         Some(v) => match v.parse::<f64>() {
             Ok(s) if s.is_finite() && s > 0.0 && s < 1e6 => Ok(Duration::from_secs_f64(s)),
-            _ => Err(v.to_string()),
+            _ => Err(BadWatchdog {
+                value: v.to_string(),
+            }),
         },
     }
+}
+
+/// A GPU whose architecture has no harness target: no snapshots or tile tables for it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum UnknownArch {
+    #[error(
+        "sm_{major}{minor} (compute capability {major}.{minor}) has no harness target; known NVIDIA targets: sm_90"
+    )]
+    ComputeCapability { major: i32, minor: i32 },
+    /// `known`: the AMD targets, comma-separated.
+    #[error("{gcn_arch_name:?} has no harness target; known AMD targets: {known}")]
+    GcnArch {
+        gcn_arch_name: String,
+        known: String,
+    },
 }
 
 #[cfg(test)]
@@ -236,9 +261,9 @@ mod tests {
     fn watchdog_values() {
         assert_eq!(parse_watchdog(None), Ok(Duration::from_secs(20)));
         assert_eq!(parse_watchdog(Some("2.5")), Ok(Duration::from_millis(2500)));
-        assert_eq!(parse_watchdog(Some("0")), Err("0".into()));
-        assert_eq!(parse_watchdog(Some("-1")), Err("-1".into()));
-        assert_eq!(parse_watchdog(Some("soon")), Err("soon".into()));
+        assert_eq!(parse_watchdog(Some("0")).unwrap_err().value, "0");
+        assert_eq!(parse_watchdog(Some("-1")).unwrap_err().value, "-1");
+        assert_eq!(parse_watchdog(Some("soon")).unwrap_err().value, "soon");
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! The GPU reference's lanes kept on the device (`--reference gpu`): the f64 products
 //! `y = X·Wᵀ`, `a = |X|·|W|ᵀ` and the offset lane stay where the DGEMM formed them, the kernel
-//! output is judged there ([`Device::resident_judge`]), and only the report comes back. The
+//! output is judged there ([`ReferenceOffload::resident_judge`](crate::ReferenceOffload::resident_judge)), and only the report comes back. The
 //! harness reaches them through [`DeviceResident`], the reference crate's
 //! [`ResidentProducts`] over a device.
 

@@ -29,72 +29,17 @@ use w4a16_kernels::{KernelDecl, Target};
 
 pub use super::amd_code::code_object_for;
 use super::hipblas::{BlasHandle, HipBlas};
-use super::{Backend, BlasGemm, DeviceFault, FaultClass, Health, skip, watchdog_timeout};
+use super::{
+    BlasGemm, DeviceFault, DeviceInfo, DeviceKind, FaultClass, Health, ReferenceOffload, Runtime,
+    skip, watchdog_timeout,
+};
+use crate::fault::UnknownArch;
 use crate::launch::PackedArgs;
 use w4a16_codeobject::{self as codeobject, abi};
 use w4a16_require::{Requirement, Skip};
 
 #[allow(non_camel_case_types)]
-mod ffi {
-    use super::*;
-    pub type hipStream_t = *mut c_void;
-    pub type hipModule_t = *mut c_void;
-    pub type hipFunction_t = *mut c_void;
-    pub type hipEvent_t = *mut c_void;
-
-    pub const HIP_MEMCPY_HOST_TO_DEVICE: c_int = 1;
-    pub const HIP_MEMCPY_DEVICE_TO_HOST: c_int = 2;
-    pub const HIP_MEMCPY_DEVICE_TO_DEVICE: c_int = 3;
-    /// `HIP_LAUNCH_PARAM_*` of hip_runtime_api.h (macros, so not in the bindings).
-    pub const LAUNCH_PARAM_BUFFER_POINTER: usize = 0x01;
-    pub const LAUNCH_PARAM_BUFFER_SIZE: usize = 0x02;
-    pub const LAUNCH_PARAM_END: usize = 0x03;
-
-    unsafe extern "C" {
-        pub fn hipGetDeviceCount(count: *mut c_int) -> c_int;
-        pub fn hipGetDeviceProperties(prop: *mut c_void, device: c_int) -> c_int;
-        pub fn hipSetDevice(device: c_int) -> c_int;
-        pub fn hipStreamCreate(stream: *mut hipStream_t) -> c_int;
-        pub fn hipStreamDestroy(stream: hipStream_t) -> c_int;
-        pub fn hipMalloc(ptr: *mut *mut c_void, size: usize) -> c_int;
-        pub fn hipFree(ptr: *mut c_void) -> c_int;
-        pub fn hipMemcpy(dst: *mut c_void, src: *const c_void, bytes: usize, kind: c_int) -> c_int;
-        pub fn hipMemcpyAsync(
-            dst: *mut c_void,
-            src: *const c_void,
-            bytes: usize,
-            kind: c_int,
-            stream: hipStream_t,
-        ) -> c_int;
-        pub fn hipModuleLoadData(module: *mut hipModule_t, image: *const c_void) -> c_int;
-        pub fn hipModuleUnload(module: hipModule_t) -> c_int;
-        pub fn hipModuleGetFunction(
-            f: *mut hipFunction_t,
-            module: hipModule_t,
-            name: *const c_char,
-        ) -> c_int;
-        #[allow(clippy::too_many_arguments)]
-        pub fn hipModuleLaunchKernel(
-            f: hipFunction_t,
-            gx: c_uint,
-            gy: c_uint,
-            gz: c_uint,
-            bx: c_uint,
-            by: c_uint,
-            bz: c_uint,
-            shared: c_uint,
-            stream: hipStream_t,
-            params: *mut *mut c_void,
-            extra: *mut *mut c_void,
-        ) -> c_int;
-        pub fn hipGetLastError() -> c_int;
-        pub fn hipEventCreate(event: *mut hipEvent_t) -> c_int;
-        pub fn hipEventRecord(event: hipEvent_t, stream: hipStream_t) -> c_int;
-        pub fn hipEventQuery(event: hipEvent_t) -> c_int;
-        pub fn hipEventElapsedTime(ms: *mut f32, start: hipEvent_t, end: hipEvent_t) -> c_int;
-        pub fn hipEventDestroy(event: hipEvent_t) -> c_int;
-    }
-}
+mod ffi;
 
 const HIP_SUCCESS: c_int = 0;
 const HIP_ERROR_NOT_READY: c_int = 600;
@@ -156,7 +101,7 @@ pub fn classify(code: c_int) -> FaultClass {
 }
 
 /// The harness target of a `gcnArchName` such as `gfx1151:sramecc-:xnack-`.
-pub fn target_for_arch(gcn_arch_name: &str) -> Result<Target, String> {
+pub fn target_for_arch(gcn_arch_name: &str) -> Result<Target, UnknownArch> {
     let gfx = gcn_arch_name.split(':').next().unwrap_or("").trim();
     match Target::parse(gfx) {
         Some(t) if t.vendor() == w4a16_kernels::target::Vendor::Amd => Ok(t),
@@ -166,10 +111,10 @@ pub fn target_for_arch(gcn_arch_name: &str) -> Result<Target, String> {
                 .filter(|t| t.vendor() == w4a16_kernels::target::Vendor::Amd)
                 .map(|t| t.name())
                 .collect();
-            Err(format!(
-                "{gcn_arch_name:?} has no harness target; known AMD targets: {}",
-                known.join(", ")
-            ))
+            Err(UnknownArch::GcnArch {
+                gcn_arch_name: gcn_arch_name.to_string(),
+                known: known.join(", "),
+            })
         }
     }
 }
@@ -248,16 +193,6 @@ unsafe impl Send for RocmDevice {}
 // SAFETY: as above.
 unsafe impl Sync for RocmDevice {}
 
-/// Device 0.
-pub fn open() -> Result<RocmDevice, Skip> {
-    RocmDevice::open(0)
-}
-
-/// Device 0, building its code objects from `sources`.
-pub fn open_with(sources: KernelSources) -> Result<RocmDevice, Skip> {
-    RocmDevice::open_with(0, sources)
-}
-
 /// Reads `gcnArchName` through an oversized buffer, so a runtime whose `hipDeviceProp_t` grew
 /// past the bindings' layout cannot write out of bounds.
 fn device_names(ordinal: c_int) -> Result<(String, String), c_int> {
@@ -312,11 +247,14 @@ pub fn device_count() -> Result<usize, Skip> {
 }
 
 impl RocmDevice {
+    /// Device `ordinal` with the embedded kernels, as its concrete type: for this backend's own
+    /// tests (its loader, its hipBLAS path); everything else opens through `crate::open`.
     pub fn open(ordinal: usize) -> Result<RocmDevice, Skip> {
         RocmDevice::open_with(ordinal, KernelSources::Embedded)
     }
 
-    pub fn open_with(ordinal: usize, sources: KernelSources) -> Result<RocmDevice, Skip> {
+    /// Device `ordinal`, building its code objects from `sources`.
+    pub(crate) fn open_with(ordinal: usize, sources: KernelSources) -> Result<RocmDevice, Skip> {
         let count = device_count()?;
         if count == 0 {
             return Err(skip(
@@ -407,7 +345,7 @@ impl RocmDevice {
 
     /// Refuses work on a lost device and makes this device current for the calling thread.
     fn bind(&self, during: &str) -> Result<(), DeviceFault> {
-        if let Health::Lost { cause } = Backend::health(self) {
+        if let Health::Lost { cause } = self.health() {
             return Err(DeviceFault::ContextLost { cause });
         }
         // SAFETY: ordinal validated at open.
@@ -426,7 +364,7 @@ impl RocmDevice {
         }
         let file = kernel.source_file.ok_or_else(|| DeviceFault::Unsupported {
             what: format!("a kernel launch of {} (it has no source file)", kernel.id),
-            device: Backend::name(self),
+            device: self.name(),
         })?;
         let mut modules = lock(&self.modules);
         if !modules.contains_key(file) {
@@ -539,10 +477,7 @@ impl Drop for RocmDevice {
     }
 }
 
-impl Backend for RocmDevice {
-    type Buffer = RocmBuffer;
-    type Event = RocmEvent;
-
+impl DeviceInfo for RocmDevice {
     fn target(&self) -> Target {
         self.target
     }
@@ -557,6 +492,18 @@ impl Backend for RocmDevice {
     fn health(&self) -> Health {
         Health::from_lost(&self.lost)
     }
+
+    fn kind(&self) -> DeviceKind {
+        DeviceKind::Rocm
+    }
+}
+
+impl ReferenceOffload for RocmDevice {}
+
+impl Runtime for RocmDevice {
+    type Buffer = RocmBuffer;
+
+    type Event = RocmEvent;
 
     fn alloc(&self, bytes: usize) -> Result<RocmBuffer, DeviceFault> {
         let during = format!("allocating {bytes} bytes");
@@ -717,7 +664,7 @@ impl Backend for RocmDevice {
         for ((operand, needed), buf) in g.operand_extents().into_iter().zip([dense, x, &*y]) {
             self.sized(buf, needed, &format!("{during}: {operand:?}"))?;
         }
-        let lib = HipBlas::get().map_err(|e| e.fault(Backend::name(self)))?;
+        let lib = HipBlas::get().map_err(|e| e.fault(self.name()))?;
         let mut blas = lock(&self.blas);
         let handle = match blas.take() {
             Some(h) => h,
@@ -725,10 +672,7 @@ impl Backend for RocmDevice {
             // runtime hipBLAS was checked to share (`HipBlas::get`).
             None => unsafe { lib.create_handle(self.stream) }.map_err(|(step, status)| {
                 status
-                    .check(
-                        &format!("{step} ({})", lib.path().display()),
-                        &Backend::name(self),
-                    )
+                    .check(&format!("{step} ({})", lib.path().display()), &self.name())
                     .err()
                     .unwrap_or_else(|| DeviceFault::Call {
                         during: step.to_string(),
@@ -753,7 +697,7 @@ impl Backend for RocmDevice {
         };
         *blas = Some(handle);
         let during = format!("{during} ({}, {})", lib.gemm_symbol(), lib.path().display());
-        status.check(&during, &Backend::name(self))
+        status.check(&during, &self.name())
     }
 
     fn record(&self) -> Result<RocmEvent, DeviceFault> {
@@ -814,57 +758,4 @@ impl Backend for RocmDevice {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn arch_names_map_to_targets() {
-        assert_eq!(
-            target_for_arch("gfx1151:sramecc-:xnack-"),
-            Ok(Target::Gfx1151)
-        );
-        assert_eq!(target_for_arch("gfx1100"), Ok(Target::Gfx1100));
-        assert_eq!(target_for_arch("gfx1201"), Ok(Target::Gfx1201));
-        assert_eq!(
-            target_for_arch("gfx942:sramecc+:xnack-"),
-            Ok(Target::Gfx942)
-        );
-        let err = target_for_arch("gfx1030").unwrap_err();
-        assert!(err.contains("gfx1030") && err.contains("gfx1151"), "{err}");
-        assert!(target_for_arch("sm_90").is_err());
-    }
-
-    #[test]
-    fn faults_are_classified_like_cuda() {
-        for (code, class) in [
-            (700, FaultClass::Sticky),
-            (719, FaultClass::Sticky),
-            (710, FaultClass::Sticky),
-            (100, FaultClass::Fatal),
-            (1, FaultClass::Launch),
-            (701, FaultClass::Launch),
-            (500, FaultClass::Launch),
-            (2, FaultClass::Call),
-        ] {
-            assert_eq!(classify(code), class, "{}", code_name(code));
-        }
-        assert!(
-            DeviceFault::from_status(classify(700), "sync", &code_name(700)).context_unusable()
-        );
-        assert_eq!(code_name(700), "hipErrorIllegalAddress");
-        assert_eq!(code_name(12345), "hipError(12345)");
-    }
-
-    #[test]
-    fn launch_parameter_markers_match_hip() {
-        // hip_runtime_api.h: HIP_LAUNCH_PARAM_BUFFER_POINTER ((void*)0x01), _SIZE 0x02, _END 0x03
-        assert_eq!(
-            (
-                ffi::LAUNCH_PARAM_BUFFER_POINTER,
-                ffi::LAUNCH_PARAM_BUFFER_SIZE,
-                ffi::LAUNCH_PARAM_END
-            ),
-            (1, 2, 3)
-        );
-    }
-}
+mod tests;

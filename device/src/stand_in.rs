@@ -7,7 +7,12 @@
 //! every element, and Freivalds plus the sampled lines do the same passes whether they pass or
 //! fail, so zeros cost what a real output costs.
 
+use w4a16_kernels::{KernelDecl, Target};
+use w4a16_reference::compare::{CompareReport, JudgeRequest};
+use w4a16_reference::offload::{ActivationOperand, RawLanes, WeightOperand};
+
 use super::*;
+use crate::launch::DeviceInputs;
 
 pub struct StandInDevice {
     target: Target,
@@ -39,7 +44,7 @@ fn zeros_like_y(inputs: &DeviceInputs<'_>) -> GemmOutput {
     }
 }
 
-impl Device for StandInDevice {
+impl DeviceInfo for StandInDevice {
     fn target(&self) -> Target {
         self.target
     }
@@ -52,14 +57,16 @@ impl Device for StandInDevice {
         Health::Ok
     }
 
-    fn host_only(&self) -> bool {
-        true
+    fn kind(&self) -> DeviceKind {
+        DeviceKind::Simulated
     }
 
-    fn computes_nothing(&self) -> bool {
-        true
+    fn allocation(&self) -> Allocation {
+        Allocation::Guarded
     }
+}
 
+impl ReferenceOffload for StandInDevice {
     /// The GPU reference's products, not formed: with `--reference gpu` the CPU side is the
     /// exact f64 operands, the seeded cross-check's CPU elements and the verification.
     fn reference_gemm_f64(
@@ -109,13 +116,15 @@ impl Device for StandInDevice {
     ) -> Result<Option<CompareReport>, DeviceFault> {
         Ok(Some(CompareReport::new(request.mode)))
     }
+}
 
-    fn kind(&self) -> DeviceKind {
-        DeviceKind::Simulated
+impl Device for StandInDevice {
+    fn host_only(&self) -> bool {
+        true
     }
 
-    fn allocation(&self) -> Allocation {
-        Allocation::Guarded
+    fn computes_nothing(&self) -> bool {
+        true
     }
 
     fn run_gemm(

@@ -568,7 +568,8 @@ fn run(cli: Cli, config: KernelConfig) -> Result<ExitCode, String> {
                 );
             }
             let sources = kernel_sources_arg(kernel_sources.as_deref())?;
-            let device = match w4a16_device::open_emu(target.target, &sources) {
+            let request = w4a16_device::DeviceRequest::emulator(target.target);
+            let device = match w4a16_device::open(request.with_sources(sources)) {
                 Ok(d) => d,
                 Err(skip) => {
                     w4a16_harness::require::announce_skip(skip.requirement.name(), &skip.reason);

@@ -3,7 +3,7 @@
 //! loudly under the per-vendor rule of `w4a16_require` (its crate docs): under
 //! `W4A16_REQUIRE=gpu` a case fails only when no GPU backend opened on this machine at all.
 //!
-//! A backend is one line of the template (and one arm of `device::open_kind`); [`GPU_BACKENDS`]
+//! A backend is one line of the template (and one arm of `w4a16_device::open`); [`GPU_BACKENDS`]
 //! lists the GPU ones, which alone count as "this machine's GPU" (an ISA emulator opens
 //! everywhere and does not belong there).
 
@@ -14,7 +14,7 @@
 use std::sync::OnceLock;
 
 use rstest_reuse::template;
-use w4a16_device::{DeviceBench, DeviceKind, open_kind};
+use w4a16_device::{DeviceBench, DeviceKind, DeviceRequest, open};
 use w4a16_harness::require::{Requirement, Skip, backend_skip_or_fail};
 
 #[template]
@@ -35,8 +35,7 @@ pub fn emulated_targets(#[case] target: w4a16_kernels::Target) {}
 /// The ISA emulator for `target`, or `None` after a loud skip (no LLVM disassembler or no code
 /// objects: a failure under `W4A16_REQUIRE=amd-toolchain`).
 pub fn emulator(target: w4a16_kernels::Target) -> Option<Box<dyn DeviceBench>> {
-    let sources = w4a16_kernels::source::KernelSources::Embedded;
-    match w4a16_device::open_emu(target, &sources) {
+    match open(DeviceRequest::emulator(target)) {
         Ok(d) => Some(d),
         Err(skip) => {
             w4a16_harness::require::skip_or_fail(&skip);
@@ -65,7 +64,7 @@ fn opening_here() -> &'static [DeviceKind] {
     OPEN.get_or_init(|| {
         GPU_BACKENDS
             .into_iter()
-            .filter(|&k| open_kind(k).is_ok())
+            .filter(|&k| open(DeviceRequest::kind(k)).is_ok())
             .collect()
     })
 }
@@ -79,7 +78,7 @@ pub fn skip_or_fail(kind: DeviceKind, skip: &Skip) {
 
 /// This backend's device, or `None` after [`skip_or_fail`].
 pub fn device(kind: DeviceKind) -> Option<Box<dyn DeviceBench>> {
-    match open_kind(kind) {
+    match open(DeviceRequest::kind(kind)) {
         Ok(d) => Some(d),
         Err(skip) => {
             skip_or_fail(kind, &skip);

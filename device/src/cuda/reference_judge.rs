@@ -12,7 +12,7 @@ use w4a16_reference::{ActDtype, BiasStage};
 
 use super::{CudaDevice, lock};
 use crate::resident::ResidentLanes;
-use crate::{Backend, Capability, DeviceFault};
+use crate::{Capability, DeviceFault, Runtime};
 
 /// The harness's device code: the judge and the realistic-X generator, compiled on their own
 /// (never with the kernels under test).

@@ -9,7 +9,7 @@ use w4a16_reference::data::StreamKey;
 
 use super::CudaDevice;
 use super::reference_judge::{config, grid};
-use crate::{Backend, DeviceFault};
+use crate::{DeviceFault, Runtime};
 
 /// At most this many blocks; each thread strides over groups of eight elements.
 const MAX_BLOCKS: usize = 4096;

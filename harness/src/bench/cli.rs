@@ -5,7 +5,7 @@ use super::{render_table, run_benchmarks};
 use std::path::Path;
 use std::process::ExitCode;
 
-use w4a16_device::{Allocation, BenchPlan, DeviceBench, open_default_with};
+use w4a16_device::{BenchPlan, DeviceBench, DeviceRequest, open};
 use w4a16_kernels::source::KernelSources;
 
 /// The plan `w4a16 bench` uses. The warm-up launches stay queued ahead of the timed ones, so
@@ -20,7 +20,7 @@ pub const CLI_PLAN: BenchPlan = BenchPlan {
 /// The device a benchmark runs on, or how the command ends without one: a loud skip, a failure
 /// under `W4A16_REQUIRE=gpu`.
 pub(super) fn device_or_exit(sources: &KernelSources) -> Result<Box<dyn DeviceBench>, ExitCode> {
-    open_default_with(sources, Allocation::Guarded).map_err(|skip| {
+    open(DeviceRequest::first_gpu().with_sources(sources.clone())).map_err(|skip| {
         if skip.requirement.is_required() {
             eprintln!("W4A16_REQUIRE={} but {skip}", skip.requirement);
             ExitCode::FAILURE

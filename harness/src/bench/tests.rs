@@ -8,7 +8,8 @@ use w4a16_kernels::Target;
 use super::*;
 use w4a16_device::launch::DeviceInputs;
 use w4a16_device::{
-    BenchPlan, DequantOutput, Device, DeviceBench, DeviceFault, GemmOutput, Health, Timing,
+    BenchPlan, DequantOutput, Device, DeviceBench, DeviceFault, DeviceInfo, DeviceKind, GemmOutput,
+    Health, ReferenceOffload, Timing,
 };
 use w4a16_kernels::{KernelDecl, KernelId};
 use w4a16_reference::layer::Symmetry;
@@ -159,7 +160,7 @@ fn mnk(i: &DeviceInputs<'_>) -> (usize, usize, usize) {
     (l.m, l.n, l.k)
 }
 
-impl Device for Fake {
+impl DeviceInfo for Fake {
     fn target(&self) -> Target {
         Target::Sm90
     }
@@ -169,6 +170,14 @@ impl Device for Fake {
     fn health(&self) -> Health {
         Health::Ok
     }
+    fn kind(&self) -> DeviceKind {
+        DeviceKind::Simulated
+    }
+}
+
+impl ReferenceOffload for Fake {}
+
+impl Device for Fake {
     fn run_gemm(
         &self,
         _: &KernelDecl,

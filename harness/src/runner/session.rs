@@ -481,12 +481,19 @@ pub fn open_backend_at(
     allocation: w4a16_device::Allocation,
 ) -> (RunTarget, Backend) {
     if let Some(want) = target.filter(RunTarget::is_emulated) {
-        return match w4a16_device::open_emulated_at(ordinal, want.target, sources, allocation) {
+        let request = w4a16_device::DeviceRequest::emulated_on_cuda(want.target);
+        let request = request.at(ordinal).with_sources(sources.clone());
+        return match w4a16_device::open(request.with_allocation(allocation)) {
             Ok(d) => (want, Backend::Device(d)),
             Err(skip) => (want, Backend::None(skip)),
         };
     }
-    match w4a16_device::open_at(ordinal, sources, allocation) {
+    let request = w4a16_device::DeviceRequest::first_gpu().at(ordinal);
+    match w4a16_device::open(
+        request
+            .with_sources(sources.clone())
+            .with_allocation(allocation),
+    ) {
         Ok(d) => {
             let t = d.run_target();
             match target {
@@ -512,7 +519,8 @@ fn emulated_or_skip(
 ) -> (RunTarget, Backend) {
     let amd = want.target.vendor() == w4a16_kernels::target::Vendor::Amd;
     if amd && !want.is_emulated() {
-        return match w4a16_device::open_emu(want.target, sources) {
+        let request = w4a16_device::DeviceRequest::emulator(want.target);
+        return match w4a16_device::open(request.with_sources(sources.clone())) {
             Ok(d) => (want, Backend::Device(d)),
             Err(skip) => (
                 want,

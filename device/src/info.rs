@@ -1,0 +1,130 @@
+//! What every device says about itself, whatever runs its launches: its target, name, health,
+//! what executes it and how it sizes buffers ([`DeviceInfo`], shared by [`crate::Runtime`] and
+//! [`crate::Device`] so that each is declared once).
+
+use w4a16_kernels::{Execution, RunTarget, Target};
+
+use crate::Health;
+
+/// What a device says about itself. Runs record it (report.json's `device`, the verdict
+/// snapshots' header) and the runner picks its flow by it.
+pub trait DeviceInfo: Send + Sync {
+    /// The configuration the kernels are built in (an emulated AMD target on a CUDA device).
+    fn target(&self) -> Target;
+    /// Native unless the device emulates an AMD target's configuration.
+    fn execution(&self) -> Execution {
+        Execution::Native
+    }
+    /// The target as a run names it (`sm_90`, `gfx1151-emu`).
+    fn run_target(&self) -> RunTarget {
+        RunTarget {
+            target: self.target(),
+            execution: self.execution(),
+        }
+    }
+    fn name(&self) -> String;
+    fn health(&self) -> Health;
+    /// What executes the launches; every device states it (host code says
+    /// [`DeviceKind::Simulated`]).
+    fn kind(&self) -> DeviceKind;
+    /// How the launch flow sizes buffers on this device.
+    fn allocation(&self) -> Allocation {
+        Allocation::Guarded
+    }
+    /// What this device has emulated so far; `None` for hardware and host stand-ins.
+    fn emulated_work(&self) -> Option<EmulatedWork> {
+        None
+    }
+}
+
+/// How a device sizes the buffers of a launch.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Allocation {
+    /// Inputs as their host buffers, the output inside `GUARD_BYTES` of guard band on each side:
+    /// a stray write lands in a band and is seen on download.
+    #[default]
+    Guarded,
+    /// Every tensor, the output included, at exactly its view's extent (`required_bytes`), no
+    /// guard and no slack: an access past a view lands outside every allocation, where a
+    /// sanitizer (compute-sanitizer's memcheck; the simulator in tests) reports it.
+    Exact,
+}
+
+/// What executes a launch; says, e.g., whether NVIDIA's compute-sanitizer can watch it. Runs
+/// record it (report.json's `device`, the verdict snapshots' header): an emulated verdict is
+/// not a hardware one, and a reader must see which it is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DeviceKind {
+    Cuda,
+    Rocm,
+    /// Host code standing in for a device (the test simulator, the CPU-side stand-in).
+    Simulated,
+    /// The ISA emulator running an AMD target's real code objects on the host.
+    Emulator,
+}
+
+impl DeviceKind {
+    pub const ALL: [DeviceKind; 4] = [
+        DeviceKind::Cuda,
+        DeviceKind::Rocm,
+        DeviceKind::Simulated,
+        DeviceKind::Emulator,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            DeviceKind::Cuda => "CUDA",
+            DeviceKind::Rocm => "ROCm",
+            DeviceKind::Simulated => "a simulated device",
+            DeviceKind::Emulator => "the ISA emulator",
+        }
+    }
+
+    /// What ran the launches, as a verdict snapshot's header says it.
+    pub fn recorded_by(self) -> &'static str {
+        match self {
+            DeviceKind::Cuda => "a CUDA GPU",
+            DeviceKind::Rocm => "a ROCm GPU",
+            DeviceKind::Simulated => {
+                "a simulated device (host code following each kernel's contract)"
+            }
+            DeviceKind::Emulator => {
+                "the ISA emulator (the target's code objects executed on the host; dense GEMM by a host stand-in for the vendor BLAS)"
+            }
+        }
+    }
+}
+
+/// Work an emulating device has done since it opened (the ISA emulator's throughput figure),
+/// in all and per kernel entry point (which kernel a slow emulated suite spends its time in).
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct EmulatedWork {
+    pub launches: u64,
+    /// Instructions executed, counted once per wave (each runs for up to 32 lanes).
+    pub wave_instructions: u64,
+    /// Seconds spent inside the emulator's launches.
+    pub seconds: f64,
+    pub per_kernel: std::collections::BTreeMap<String, KernelWork>,
+}
+
+/// One kernel entry point's share of [`EmulatedWork`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct KernelWork {
+    pub launches: u64,
+    pub wave_instructions: u64,
+    pub seconds: f64,
+}
+
+impl EmulatedWork {
+    /// Counts one launch of `kernel`.
+    pub fn add_launch(&mut self, kernel: &str, wave_instructions: u64, seconds: f64) {
+        self.launches += 1;
+        self.wave_instructions += wave_instructions;
+        self.seconds += seconds;
+        let k = self.per_kernel.entry(kernel.to_string()).or_default();
+        k.launches += 1;
+        k.wave_instructions += wave_instructions;
+        k.seconds += seconds;
+    }
+}

@@ -1,0 +1,238 @@
+//! The steps of the checked launch flow on a [`Runtime`]: readiness, staging the inputs and
+//! the poisoned, guarded output, argument packing, the kernel launch, and the vendor-BLAS
+//! call of the dense path. [`crate::Device`] and [`crate::DeviceBench`] are built from them.
+
+use w4a16_kernels::decl::{LaunchGeometry, LaunchShape};
+use w4a16_kernels::{KernelDecl, ScalarArg, TensorRole};
+
+use crate::fault::{DeviceFault, Health};
+use crate::guard::{OutputLayout, OutputReport};
+use crate::info::Allocation;
+use crate::launch::{DeviceInputs, PackedArgs, pack_args};
+use crate::outputs::BlasGemm;
+use crate::runtime::Runtime;
+
+/// Uploaded inputs of one launch and the guarded output buffer.
+pub(crate) struct Staged<R: Runtime> {
+    pub(crate) inputs: Vec<(TensorRole, R::Buffer)>,
+    pub(crate) output: R::Buffer,
+    pub(crate) layout: OutputLayout,
+}
+
+impl<R: Runtime> Staged<R> {
+    fn buffer(&self, role: TensorRole) -> Option<&R::Buffer> {
+        self.inputs.iter().find(|(r, _)| *r == role).map(|(_, b)| b)
+    }
+}
+
+pub(crate) fn check_ready<R: Runtime + ?Sized>(
+    b: &R,
+    kernel: &KernelDecl,
+    inputs: &DeviceInputs<'_>,
+) -> Result<(), DeviceFault> {
+    if let Health::Lost { cause } = b.health() {
+        return Err(DeviceFault::ContextLost { cause });
+    }
+    if inputs.kernel() != kernel.id {
+        return Err(DeviceFault::WrongKernel {
+            kernel: kernel.id,
+            validated: inputs.kernel(),
+        });
+    }
+    Ok(())
+}
+
+/// Uploads every input and builds the poisoned, guarded output. `prefill` puts values into
+/// logical output elements instead of the poison (bias for `beta = 1`).
+pub(crate) fn stage<R: Runtime>(
+    b: &R,
+    inputs: &DeviceInputs<'_>,
+    prefill: Option<&dyn Fn(usize, usize) -> Option<u16>>,
+) -> Result<Staged<R>, DeviceFault> {
+    let allocation = b.allocation();
+    let mut staged = Vec::new();
+    for role in inputs.launch().present_roles() {
+        if role == inputs.output_role() {
+            continue;
+        }
+        let Some(host) = inputs.host(role) else {
+            continue;
+        };
+        let bytes = host.le_bytes();
+        // Exact: the view's extent only (validation proved the host buffer holds it).
+        let len = match allocation {
+            Allocation::Guarded => bytes.len(),
+            Allocation::Exact => inputs
+                .launch()
+                .view(role)
+                .and_then(|v| v.required_bytes())
+                .map_or(bytes.len(), |r| r.min(bytes.len())),
+        };
+        let mut buf = b.alloc(len.max(1))?;
+        b.upload(&mut buf, &bytes[..len])?;
+        staged.push((role, buf));
+    }
+    let view =
+        inputs
+            .launch()
+            .view(inputs.output_role())
+            .ok_or_else(|| DeviceFault::Unsupported {
+                what: "a launch without an output tensor".into(),
+                device: b.name(),
+            })?;
+    let poison = inputs.launch().dtype.poison_bits();
+    let layout = match allocation {
+        Allocation::Guarded => OutputLayout::for_view(view, poison),
+        Allocation::Exact => OutputLayout::exact_for_view(view, poison),
+    };
+    let init = match prefill {
+        Some(f) => layout.initial_bytes_with(f),
+        None => layout.initial_bytes(),
+    };
+    let mut output = b.alloc(init.len().max(1))?;
+    b.upload(&mut output, &init)?;
+    Ok(Staged {
+        inputs: staged,
+        output,
+        layout,
+    })
+}
+
+pub(crate) fn packed_for<R: Runtime>(
+    b: &R,
+    kernel: &KernelDecl,
+    inputs: &DeviceInputs<'_>,
+    s: &Staged<R>,
+) -> Result<PackedArgs, DeviceFault> {
+    let out_role = inputs.output_role();
+    let out_base = b.address(&s.output) + s.layout.base_offset() as u64;
+    let address = |role: TensorRole| -> u64 {
+        if role == out_role {
+            out_base
+        } else {
+            s.buffer(role).map_or(0, |buf| b.address(buf))
+        }
+    };
+    pack_args(kernel, inputs.validated(), &address).map_err(|_| DeviceFault::WrongKernel {
+        kernel: kernel.id,
+        validated: inputs.kernel(),
+    })
+}
+
+pub(crate) fn geometry_for<R: Runtime>(
+    b: &R,
+    kernel: &KernelDecl,
+    shape: &LaunchShape,
+) -> LaunchGeometry {
+    (kernel.geometry)(shape, b.target())
+}
+
+pub(crate) fn run_kernel<R: Runtime>(
+    b: &R,
+    kernel: &KernelDecl,
+    entry: &str,
+    inputs: &DeviceInputs<'_>,
+) -> Result<OutputReport, DeviceFault> {
+    check_ready(b, kernel, inputs)?;
+    if kernel.source_file.is_none() {
+        return Err(DeviceFault::Unsupported {
+            what: format!(
+                "{} as a kernel launch (it runs in the vendor BLAS)",
+                kernel.id
+            ),
+            device: b.name(),
+        });
+    }
+    let staged = stage(b, inputs, None)?;
+    let args = packed_for(b, kernel, inputs, &staged)?;
+    let geometry = geometry_for(b, kernel, &inputs.validated().shape);
+    b.launch(kernel, entry, &geometry, &args)?;
+    b.synchronize(&format!("{entry} ({})", kernel.id))?;
+    let bytes = b.download(&staged.output)?;
+    Ok(staged.layout.inspect(&bytes))
+}
+
+/// The BLAS call for a launch validated against the dense declaration.
+pub(crate) fn blas_for(inputs: &DeviceInputs<'_>) -> Result<BlasGemm, DeviceFault> {
+    let li = inputs.launch();
+    let v = inputs.validated();
+    let lead = |role: TensorRole| li.view(role).and_then(|t| t.strides.first().copied());
+    let missing = |what: &str| DeviceFault::Unsupported {
+        what: format!("a dense GEMM without {what}"),
+        device: "any device".into(),
+    };
+    let offset = |role: TensorRole| li.view(role).map_or(0, |t| t.byte_offset);
+    // The validated stride arguments are the leading dimensions; the views only back them up.
+    let ld =
+        |scalar: ScalarArg, role: TensorRole| v.scalar(scalar).map(|s| s as usize).or(lead(role));
+    Ok(BlasGemm {
+        m: li.m,
+        n: li.n,
+        k: li.k,
+        dtype: li.dtype,
+        x_ld: ld(ScalarArg::XRowStride, TensorRole::X).ok_or_else(|| missing("x"))?,
+        dense_ld: ld(ScalarArg::DenseRowStride, TensorRole::Dense)
+            .ok_or_else(|| missing("the dense copy"))?,
+        y_ld: ld(ScalarArg::YRowStride, TensorRole::Y).ok_or_else(|| missing("y"))?,
+        x_offset: offset(TensorRole::X),
+        dense_offset: offset(TensorRole::Dense),
+        y_offset: offset(TensorRole::Y),
+        beta: if li.bias.is_some() { 1.0 } else { 0.0 },
+    })
+}
+
+/// Y prefilled with the broadcast bias, so that `beta = 1` adds it inside the BLAS epilogue.
+/// Where that epilogue rounds is the vendor's choice (before or after adding C), so the dense
+/// path declares `BiasStage::Either` (`dense_recipe` in kernels/src/set.rs says why).
+pub(crate) fn bias_prefill<'a>(
+    inputs: &'a DeviceInputs<'_>,
+) -> Option<impl Fn(usize, usize) -> Option<u16> + 'a> {
+    let bias = inputs.host(TensorRole::Bias)?;
+    let bytes = bias.le_bytes().into_owned();
+    Some(move |_r: usize, c: usize| {
+        bytes
+            .get(2 * c..2 * c + 2)
+            .map(|b| u16::from_le_bytes([b[0], b[1]]))
+    })
+}
+
+pub(crate) fn run_blas<R: Runtime>(
+    b: &R,
+    kernel: &KernelDecl,
+    inputs: &DeviceInputs<'_>,
+) -> Result<(Staged<R>, BlasGemm), DeviceFault> {
+    check_ready(b, kernel, inputs)?;
+    let g = blas_for(inputs)?;
+    let prefill = bias_prefill(inputs);
+    let staged = stage(
+        b,
+        inputs,
+        prefill
+            .as_ref()
+            .map(|f| f as &dyn Fn(usize, usize) -> Option<u16>),
+    )?;
+    Ok((staged, g))
+}
+
+pub(crate) fn blas_operands<'s, R: Runtime>(
+    inputs: &'s [(TensorRole, R::Buffer)],
+    b: &R,
+) -> Result<(&'s R::Buffer, &'s R::Buffer), DeviceFault> {
+    let find = |role: TensorRole| inputs.iter().find(|(r, _)| *r == role).map(|(_, buf)| buf);
+    let missing = |what: &str| DeviceFault::Unsupported {
+        what: format!("a dense GEMM without {what}"),
+        device: b.name(),
+    };
+    Ok((
+        find(TensorRole::X).ok_or_else(|| missing("x"))?,
+        find(TensorRole::Dense).ok_or_else(|| missing("the dense copy"))?,
+    ))
+}
+
+/// The output offset inside the guarded buffer is added to Y's own view offset.
+pub(crate) fn with_guard_offset(g: &BlasGemm, layout: &OutputLayout) -> BlasGemm {
+    BlasGemm {
+        y_offset: layout.base_offset() + g.y_offset,
+        ..*g
+    }
+}
