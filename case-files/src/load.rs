@@ -1226,7 +1226,7 @@ fn check_known_bad(
     let shared = kb.shared(f.path, here.clone());
     shared
         .check_target(&Target::ALL)
-        .map_err(|m| f.err(format!("{here}.target"), m))?;
+        .map_err(|m| f.err(format!("{here}.target"), m.to_string()))?;
     Ok(KnownBad {
         scope: CaseIds { id: kb.id.clone() },
         shared,
