@@ -12,8 +12,8 @@
 //! `W4A16_CODEOBJECT_DIR` (cache; default `$CARGO_TARGET_DIR` or the workspace `target/`),
 //! `ROCM_PATH`/`HIP_PATH` (an installed ROCm, tried before `/opt/rocm` and Debian clang-19).
 //!
-//! [`toolchain`] finds the compiler and the device libraries, [`device_libs`] picks (and, where
-//! Debian lacks them, generates) the bitcode each target links, [`builder`] compiles into the
+//! `toolchain` finds the compiler and the device libraries, `device_libs` picks (and, where
+//! Debian lacks them, generates) the bitcode each target links, `builder` compiles into the
 //! keyed cache.
 
 mod builder;

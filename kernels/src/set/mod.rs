@@ -1,7 +1,7 @@
 //! The kernel set, one declaration per kernel (ARCHITECTURE.md rule 1): the argument lists
-//! ([`args`]) ARE the launch ABI; the HIP sources, launch packing, validation and the code-object
-//! checks all follow them. Each declaration gathers its contract, recipe ([`recipes`]) and launch
-//! geometry ([`geometry`]); `skinny`'s capacities and edge shapes are in [`skinny`].
+//! (`args`) ARE the launch ABI; the HIP sources, launch packing, validation and the code-object
+//! checks all follow them. Each declaration gathers its contract, recipe (`recipes`) and launch
+//! geometry (`geometry`); `skinny`'s capacities and edge shapes are in `skinny`.
 
 mod args;
 mod geometry;
