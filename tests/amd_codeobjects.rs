@@ -6,9 +6,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use w4a16_cases::Date;
+use w4a16_cases::gate_exceptions;
 use w4a16_codeobject::abi::{self, ArgProblem};
 use w4a16_codeobject::disasm::{self, Disassembly};
-use w4a16_codeobject::gates::{self, ExceptionSet, Verdict};
+use w4a16_codeobject::gates::{self, Verdict};
 use w4a16_codeobject::{self as co, CodeObjectInfo, snapshot};
 use w4a16_harness::require::{Requirement, Skip, skip_or_fail};
 use w4a16_kernels::amd::{self, AmdBuildError, Builder, CodeObject, KernelSource};
@@ -250,9 +251,10 @@ fn snapshots_per_target() {
 #[test]
 fn static_gates_hold_on_every_target() {
     let b = built_or_skip!();
-    let exceptions =
-        ExceptionSet::load(&gates::exceptions_path(&w4a16_cases::locate(None).unwrap()))
-            .unwrap_or_else(|e| panic!("{e}"));
+    let exceptions = gate_exceptions::load(&gate_exceptions::exceptions_path(
+        &w4a16_cases::locate(None).unwrap(),
+    ))
+    .unwrap_or_else(|e| panic!("{e}"));
     let mut results = Vec::new();
     for (c, info, dis) in &b.objects {
         for k in &info.kernels {
@@ -462,12 +464,12 @@ fn gates_fail_on_a_kernel_that_breaks_them() {
 
     let strict = gates::judge(
         results.clone(),
-        &ExceptionSet::parse("", Path::new("none.toml")).unwrap(),
+        &gate_exceptions::parse("", Path::new("none.toml")).unwrap(),
         Date::today_utc(),
         &[t],
     );
     assert_eq!(strict.problems.len(), 2, "{strict}");
-    let excepted = ExceptionSet::parse(
+    let excepted = gate_exceptions::parse(
         &format!(
             "[[exception]]\ntarget = \"{t}\"\nentry = \"w4a16_dequant_f16\"\ngate = \"no-scratch\"\n\
              reason = \"test\"\ntracking = \"test\"\nexpires = 2999-12-31\nmode = \"xfail-strict\"\n\
@@ -535,6 +537,6 @@ fn compile_errors_name_source_and_target() {
 /// it is a typo).
 #[test]
 fn exceptions_file_parses() {
-    let path = gates::exceptions_path(&w4a16_cases::locate(None).unwrap());
-    ExceptionSet::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    let path = gate_exceptions::exceptions_path(&w4a16_cases::locate(None).unwrap());
+    gate_exceptions::load(&path).unwrap_or_else(|e| panic!("{e}"));
 }

@@ -6,8 +6,8 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
+use w4a16_cases::gate_exceptions;
 use w4a16_cases::{self, CarrierMode, CaseSet, DataClass, Date, Producer, RowPadding, ViewLayout};
-use w4a16_codeobject::gates::{self, ExceptionSet};
 use w4a16_reference::ActDtype;
 use w4a16_reference::layer::Symmetry;
 
@@ -810,7 +810,7 @@ fn every_invalid_gate_exceptions_file_is_refused_naming_the_file_and_the_key() {
     for path in invalid {
         let text = std::fs::read_to_string(&path).unwrap();
         let (expected_key, expected_message) = expectations(&path, &text);
-        let err = match ExceptionSet::load(&path) {
+        let err = match gate_exceptions::load(&path) {
             Ok(_) => panic!("{} was accepted", path.display()),
             Err(e) => e,
         };
@@ -838,8 +838,8 @@ fn both_suppression_files_load() {
         assert!(kb.key.starts_with("known_bad["), "{kb:?}");
         assert!(set.cases().any(|c| kb.scope.id.matches(&c.id)), "{kb:?}");
     }
-    let path = gates::exceptions_path(&w4a16_cases::locate(None).unwrap());
-    let exc = ExceptionSet::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    let path = gate_exceptions::exceptions_path(&w4a16_cases::locate(None).unwrap());
+    let exc = gate_exceptions::load(&path).unwrap_or_else(|e| panic!("{e}"));
     for e in &exc.exceptions {
         assert_eq!(e.file, path);
         assert!(e.key.starts_with("exception["), "{e:?}");
@@ -869,7 +869,7 @@ m = [1]
             src("known_bad.toml", text),
         ])
     };
-    let load_exc = |text: &str| ExceptionSet::parse(text, Path::new("static-gates.toml"));
+    let load_exc = |text: &str| gate_exceptions::parse(text, Path::new("static-gates.toml"));
     let kb = load_kb(&known_bad).unwrap_or_else(|e| panic!("{e}"));
     let exc = load_exc(&exception).unwrap_or_else(|e| panic!("{e}"));
     let (a, b) = (&kb.known_bad()[0], &exc.exceptions[0]);

@@ -3,7 +3,7 @@
 //! known-bad entries and model descriptions live beside them. See [`schema`] for the format.
 
 mod error;
-pub mod glob;
+pub mod gate_exceptions;
 pub mod known_bad;
 mod load;
 pub mod model;
@@ -22,7 +22,9 @@ pub use error::{CaseFileError, DataFile};
 pub use known_bad::KnownBad;
 pub use load::{case_files, load_all, load_files, load_sources};
 pub use model::ModelDescription;
-pub use suppress::{Date, Mode, Suppression, Xfail, strict_xfail};
+pub use suppress::{Date, Mode, Suppression, SuppressionError, Xfail, strict_xfail};
+/// The pattern language lives below the case files (the code-object gates match with it too).
+pub use w4a16_kernels::glob;
 
 /// How the case's data are drawn: the reference crate's classes, so a case file names exactly
 /// what the data generator builds.

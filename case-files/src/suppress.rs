@@ -16,82 +16,18 @@ use serde::de::{self, Deserializer};
 use w4a16_kernels::Target;
 
 use super::glob::Glob;
-
-/// A calendar date (UTC), enough for expiry checks without a date-time dependency.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Date {
-    pub year: u16,
-    pub month: u8,
-    pub day: u8,
-}
-
-impl Date {
-    /// A valid calendar date, or `None`.
-    pub fn new(year: u16, month: u8, day: u8) -> Option<Date> {
-        let leap =
-            (year.is_multiple_of(4) && !year.is_multiple_of(100)) || year.is_multiple_of(400);
-        let days = match month {
-            1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
-            4 | 6 | 9 | 11 => 30,
-            2 if leap => 29,
-            2 => 28,
-            _ => return None,
-        };
-        (1..=days)
-            .contains(&day)
-            .then_some(Date { year, month, day })
-    }
-
-    /// `YYYY-MM-DD`.
-    pub fn parse(s: &str) -> Option<Date> {
-        let mut it = s.splitn(3, '-');
-        let (y, m, d) = (it.next()?, it.next()?, it.next()?);
-        if y.len() != 4 || m.len() != 2 || d.len() != 2 {
-            return None;
-        }
-        Date::new(y.parse().ok()?, m.parse().ok()?, d.parse().ok()?)
-    }
-
-    /// Today in UTC, from the system clock.
-    pub fn today_utc() -> Date {
-        let secs = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
-        Date::from_days_since_epoch((secs / 86_400) as i64)
-    }
-
-    /// Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
-    pub fn from_days_since_epoch(days: i64) -> Date {
-        let z = days + 719_468;
-        let era = z.div_euclid(146_097);
-        let doe = z.rem_euclid(146_097);
-        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-        let mp = (5 * doy + 2) / 153;
-        let day = (doy - (153 * mp + 2) / 5 + 1) as u8;
-        let month = if mp < 10 { mp + 3 } else { mp - 9 } as u8;
-        let year = (yoe + era * 400 + i64::from(month <= 2)) as u16;
-        Date { year, month, day }
-    }
-}
-
-impl fmt::Display for Date {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:04}-{:02}-{:02}", self.year, self.month, self.day)
-    }
-}
+pub use w4a16_kernels::xfail::{Date, Mode, Xfail, strict_xfail};
 
 /// A TOML local date (`expires = 2026-06-30`, unquoted); a date-time or an impossible day is
-/// refused at the key.
-impl<'de> Deserialize<'de> for Date {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Date, D::Error> {
-        let dt = toml::value::Datetime::deserialize(d)?;
-        match (dt.date, dt.time, dt.offset) {
-            (Some(x), None, None) => Date::new(x.year, x.month, x.day),
-            _ => None,
-        }
-        .ok_or_else(|| de::Error::custom(format!("expected a date like 2026-06-30, got {dt}")))
+/// refused at the key. A function, not a `Deserialize` impl: [`Date`] is the kernels crate's,
+/// which reads no file format.
+pub fn toml_date<'de, D: Deserializer<'de>>(d: D) -> Result<Date, D::Error> {
+    let dt = toml::value::Datetime::deserialize(d)?;
+    match (dt.date, dt.time, dt.offset) {
+        (Some(x), None, None) => Date::new(x.year, x.month, x.day),
+        _ => None,
     }
+    .ok_or_else(|| de::Error::custom(format!("expected a date like 2026-06-30, got {dt}")))
 }
 
 /// Free text that must say something (`reason`, `tracking`).
@@ -114,19 +50,8 @@ impl fmt::Display for Text {
     }
 }
 
-w4a16_reference::named_enum! {
-    /// How a suppression is treated. Only strict expected failure exists: a suppression that
-    /// cannot notice its own fix rots (docs/field.md §5).
-    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-    pub enum Mode {
-        XfailStrict = "xfail-strict",
-    }
-}
-
 /// Declares the serde table of one kind of suppression: its scope keys, then the shared keys,
 /// each with its one type. Every kind is an expansion of this, so the shared keys cannot drift.
-/// Exported for the code-object crate's gate exceptions.
-#[macro_export]
 macro_rules! suppression_table {
     ($(#[$meta:meta])* $vis:vis struct $name:ident { $($(#[$fmeta:meta])* $field:ident: $ty:ty,)* }) => {
         $(#[$meta])*
@@ -140,6 +65,7 @@ macro_rules! suppression_table {
             /// Issue or ticket that tracks the fix.
             pub tracking: $crate::suppress::Text,
             /// Last day the entry is valid; from the next day the run fails.
+            #[serde(deserialize_with = "crate::suppress::toml_date")]
             pub expires: $crate::suppress::Date,
             pub mode: $crate::suppress::Mode,
         }
@@ -164,7 +90,7 @@ macro_rules! suppression_table {
         }
     };
 }
-pub use crate::suppression_table;
+pub(crate) use suppression_table;
 
 /// The keys every suppression has, checked.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -207,38 +133,32 @@ impl<S> Suppression<S> {
 
 impl Shared {
     /// Refuses a target pattern that matches none of `targets`: a typo would suppress nothing.
-    pub fn check_target(&self, targets: &[Target]) -> Result<(), String> {
+    pub fn check_target(&self, targets: &[Target]) -> Result<(), SuppressionError> {
         if targets.iter().any(|t| self.target.matches(t.name())) {
             return Ok(());
         }
-        let names: Vec<&str> = targets.iter().map(|t| t.name()).collect();
-        Err(format!(
-            "\"{}\" matches no target ({})",
-            self.target,
-            names.join(", ")
-        ))
+        Err(SuppressionError::TargetMatchesNothing {
+            pattern: self.target.clone(),
+            expected: targets.to_vec(),
+        })
     }
 }
 
-/// What a strict expected failure makes of an observation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Xfail {
-    /// It failed, as the entry says: not held against the run (XFAIL).
-    Caught,
-    /// Nothing failed: the entry is stale and fails the run until it is removed (XPASS).
-    UnexpectedPass,
-    /// The entry's last day has passed: the run fails whatever was observed (EXPIRED).
-    Expired,
+/// A suppression the schema accepted but that cannot mean what it says.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SuppressionError {
+    /// The target pattern names none of the targets this file's entries may cover.
+    #[error("\"{pattern}\" matches no target ({})", names(expected))]
+    TargetMatchesNothing {
+        pattern: Glob,
+        /// The targets it was expected to match one of.
+        expected: Vec<Target>,
+    },
 }
 
-/// The one strict-xfail rule, for known-bad cases and gate exceptions alike: past `expires`
-/// the entry fails the run; before it, a failure is caught and a pass is an unexpected pass.
-pub fn strict_xfail(mode: Mode, failed: bool, expires: Date, today: Date) -> Xfail {
-    match mode {
-        Mode::XfailStrict if today > expires => Xfail::Expired,
-        Mode::XfailStrict if failed => Xfail::Caught,
-        Mode::XfailStrict => Xfail::UnexpectedPass,
-    }
+fn names(targets: &[Target]) -> String {
+    let names: Vec<&str> = targets.iter().map(|t| t.name()).collect();
+    names.join(", ")
 }
 
 #[cfg(test)]
@@ -249,49 +169,31 @@ mod tests {
         Date::parse(s).unwrap()
     }
 
-    #[test]
-    fn dates_parse_validate_and_come_from_epoch_days() {
-        assert_eq!(Date::parse("2026-02-28"), Date::new(2026, 2, 28));
-        assert_eq!(Date::parse("2026-02-29"), None);
-        assert_eq!(
-            Date::parse("2024-02-29").map(|d| d.to_string()).as_deref(),
-            Some("2024-02-29")
-        );
-        assert_eq!(Date::parse("2026-13-01"), None);
-        assert_eq!(Date::parse("26-01-01"), None);
-        assert_eq!(Date::from_days_since_epoch(0), date("1970-01-01"));
-        assert_eq!(Date::from_days_since_epoch(19_782), date("2024-02-29"));
-        assert_eq!(Date::from_days_since_epoch(20_000), date("2024-10-04"));
-        assert_eq!(Date::from_days_since_epoch(20_454), date("2026-01-01"));
-        assert!(date("2025-01-31") < date("2025-02-01"));
-        assert!(Date::today_utc() > date("2025-01-01"));
-    }
-
     #[derive(Debug, Deserialize)]
     struct D {
+        #[serde(deserialize_with = "toml_date")]
         expires: Date,
     }
 
-    fn read(v: &str) -> Result<Date, String> {
-        toml::from_str::<D>(&format!("expires = {v}"))
-            .map(|d| d.expires)
-            .map_err(|e| e.message().to_owned())
+    /// The date, or serde's message for it.
+    fn read(v: &str) -> Result<Date, toml::de::Error> {
+        toml::from_str::<D>(&format!("expires = {v}")).map(|d| d.expires)
+    }
+
+    fn message(v: &str) -> String {
+        read(v).unwrap_err().message().to_owned()
     }
 
     #[test]
     fn dates_read_from_toml_are_local_dates() {
-        assert_eq!(read("2026-06-30"), Ok(date("2026-06-30")));
-        assert!(
-            read("\"2026-06-30\"")
-                .unwrap_err()
-                .contains("expected a TOML datetime")
-        );
+        assert_eq!(read("2026-06-30").unwrap(), date("2026-06-30"));
+        assert!(message("\"2026-06-30\"").contains("expected a TOML datetime"));
         assert_eq!(
-            read("2026-06-30T12:00:00").unwrap_err(),
+            message("2026-06-30T12:00:00"),
             "expected a date like 2026-06-30, got 2026-06-30T12:00:00"
         );
         assert_eq!(
-            read("2026-06-30T12:00:00Z").unwrap_err(),
+            message("2026-06-30T12:00:00Z"),
             "expected a date like 2026-06-30, got 2026-06-30T12:00:00Z"
         );
     }
@@ -317,26 +219,10 @@ mod tests {
         assert!(s.check_target(&[Target::Gfx1151]).is_ok());
         assert_eq!(
             s.check_target(&[Target::Gfx1201, Target::Gfx942])
-                .unwrap_err(),
+                .unwrap_err()
+                .to_string(),
             "\"gfx11*\" matches no target (gfx1201, gfx942)"
         );
-    }
-
-    #[test]
-    fn strict_xfail_catches_failures_flags_passes_and_expires() {
-        let (exp, before, on, after) = (
-            date("2026-06-30"),
-            date("2026-01-01"),
-            date("2026-06-30"),
-            date("2026-07-01"),
-        );
-        let x = |failed, today| strict_xfail(Mode::XfailStrict, failed, exp, today);
-        assert_eq!(x(true, before), Xfail::Caught);
-        assert_eq!(x(true, on), Xfail::Caught);
-        assert_eq!(x(false, before), Xfail::UnexpectedPass);
-        assert_eq!(x(false, on), Xfail::UnexpectedPass);
-        assert_eq!(x(true, after), Xfail::Expired);
-        assert_eq!(x(false, after), Xfail::Expired);
     }
 
     #[test]

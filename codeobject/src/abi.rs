@@ -1,4 +1,4 @@
-//! Launch-ABI conformance: the argument list declared in Rust (`kernels/src/set.rs`) against
+//! Launch-ABI conformance: the argument list declared in Rust (`kernels/src/set/args.rs`) against
 //! each code object's kernel-argument metadata. Launch packing uses `arg_offsets` of the
 //! declaration, so any disagreement here is a kernel reading the wrong bytes on the device.
 

@@ -4,17 +4,17 @@
 //! instruction families the field relies on. An exception (in
 //! `cases/exceptions/static-gates.toml`) turns one failing gate into an expected failure that
 //! is still evaluated: if it starts passing, or the exception's date passes, the suite fails.
-//! Exceptions are the same [`Suppression`] as known-bad cases (one date type, one glob, one
-//! schema for the shared keys, one strict-xfail rule); only their scope (gate, entries) is theirs.
+//! Exceptions follow the same rule as known-bad cases (one date type, one glob, one
+//! strict-xfail rule, all from `w4a16_kernels`). The file is read by the case-file layer
+//! (`w4a16_cases::gate_exceptions`), which hands over plain [`GateException`] values: this
+//! crate reads code objects, not case files.
 
 use super::KernelInfo;
-use serde::{Deserialize, Deserializer};
 use std::collections::BTreeMap;
 use std::fmt;
-use std::path::{Path, PathBuf};
-use w4a16_cases::glob::Glob;
-use w4a16_cases::suppress::{Suppression, Xfail, suppression_table};
-use w4a16_cases::{CaseFileError, DataFile, Date};
+use std::path::PathBuf;
+use w4a16_kernels::glob::Glob;
+use w4a16_kernels::xfail::{Date, Mode, Xfail, strict_xfail};
 use w4a16_kernels::{KernelId, Target};
 use w4a16_reference::ActDtype;
 
@@ -166,102 +166,51 @@ impl fmt::Display for EntryMatch {
     }
 }
 
-fn kernel_name<'de, D: Deserializer<'de>>(d: D) -> Result<Option<KernelId>, D::Error> {
-    KernelId::deserialize(d).map(Some)
+/// One `[[exception]]` of the gate exceptions file, checked by the case-file layer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GateException {
+    /// The entries it covers.
+    pub entries: EntryMatch,
+    pub gate: Gate,
+    /// Glob over target names (`gfx12*`).
+    pub target: Glob,
+    pub reason: String,
+    /// Issue or ticket that tracks the fix.
+    pub tracking: String,
+    /// Last day the exception is valid; from the next day the suite fails.
+    pub expires: Date,
+    pub mode: Mode,
+    /// Where it was written, for messages: the file and `exception[2]`.
+    pub file: PathBuf,
+    pub key: String,
 }
 
-suppression_table! {
-    /// One `[[exception]]` table as written: the shared suppression keys plus the gate and the
-    /// entries it covers.
-    struct ExceptionRaw {
-        /// Glob on the entry name; exclusive with `kernel`.
-        #[serde(default)]
-        entry: Option<Glob>,
-        /// Every entry of one kernel; exclusive with `entry`.
-        #[serde(default, deserialize_with = "kernel_name")]
-        kernel: Option<KernelId>,
-        gate: Gate,
+impl GateException {
+    /// Whether it covers the gate result `r`.
+    pub fn covers(&self, r: &GateResult) -> bool {
+        self.gate == r.gate
+            && self.target.matches(r.target.name())
+            && match &self.entries {
+                EntryMatch::Entry(g) => g.matches(&r.entry),
+                EntryMatch::Kernel(k) => split_entry(&r.entry).is_some_and(|(kk, _, _)| kk == *k),
+            }
+    }
+
+    pub fn is_expired(&self, today: Date) -> bool {
+        today > self.expires
+    }
+
+    /// [`strict_xfail`] with this exception's expiry.
+    pub fn judge(&self, failed: bool, today: Date) -> Xfail {
+        strict_xfail(self.mode, failed, self.expires, today)
     }
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ExceptionFile {
-    #[serde(default)]
-    exception: Vec<ExceptionRaw>,
-}
-
-/// What a gate exception covers.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct GateScope {
-    pub entries: EntryMatch,
-    pub gate: Gate,
-}
-
-/// One `[[exception]]`, checked: a [`Suppression`] over gate results.
-pub type Exception = Suppression<GateScope>;
-
-/// Whether `e` covers the gate result `r` (a function, not a method: [`Suppression`] is the
-/// case-files crate's type).
-pub fn covers(e: &Exception, r: &GateResult) -> bool {
-    e.scope.gate == r.gate
-        && e.target.matches(r.target.name())
-        && match &e.scope.entries {
-            EntryMatch::Entry(g) => g.matches(&r.entry),
-            EntryMatch::Kernel(k) => split_entry(&r.entry).is_some_and(|(kk, _, _)| kk == *k),
-        }
-}
-
-/// The parsed exceptions file.
+/// The exceptions file, read.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ExceptionSet {
     pub file: PathBuf,
-    pub exceptions: Vec<Exception>,
-}
-
-/// The static-gate exceptions file of the case folder `cases_dir` (see [`w4a16_cases::locate`]).
-pub fn exceptions_path(cases_dir: &Path) -> PathBuf {
-    cases_dir.join("exceptions").join("static-gates.toml")
-}
-
-impl ExceptionSet {
-    pub fn load(path: &Path) -> Result<ExceptionSet, CaseFileError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| CaseFileError::new(path, "", format!("cannot read: {e}")))?;
-        ExceptionSet::parse(&text, path)
-    }
-
-    /// Reads the file through the shared suppression schema; beyond serde, an entry needs
-    /// exactly one of `entry` and `kernel`, and its target must name an AMD code-object target.
-    pub fn parse(text: &str, file: &Path) -> Result<ExceptionSet, CaseFileError> {
-        let (raw, data): (ExceptionFile, _) = DataFile::parse(file, text)?;
-        let mut exceptions = Vec::new();
-        for (i, e) in raw.exception.into_iter().enumerate() {
-            let key = format!("exception[{i}]");
-            let entries = match (&e.entry, e.kernel) {
-                (Some(g), None) => EntryMatch::Entry(g.clone()),
-                (None, Some(k)) => EntryMatch::Kernel(k),
-                _ => {
-                    return Err(data.at(key, "needs exactly one of `entry` (a glob) or `kernel`"));
-                }
-            };
-            let shared = e.shared(file, key.clone());
-            shared
-                .check_target(&Target::AMD_CODE_OBJECT_TARGETS)
-                .map_err(|m| data.at(format!("{key}.target"), m))?;
-            exceptions.push(Exception {
-                scope: GateScope {
-                    entries,
-                    gate: e.gate,
-                },
-                shared,
-            });
-        }
-        Ok(ExceptionSet {
-            file: file.to_path_buf(),
-            exceptions,
-        })
-    }
+    pub exceptions: Vec<GateException>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -305,8 +254,8 @@ impl GateReport {
     }
 }
 
-/// Applies exceptions to gate results by the one strict-xfail rule
-/// ([`w4a16_cases::strict_xfail`]) that known-bad cases follow too. `evaluated` lists the
+/// Applies exceptions to gate results by the one strict-xfail rule ([`strict_xfail`]) that
+/// known-bad cases follow too. `evaluated` lists the
 /// targets that were built, so an exception for a target not built this run is not reported as
 /// matching nothing.
 pub fn judge(
@@ -322,7 +271,7 @@ pub fn judge(
         if e.is_expired(today) {
             problems.push(format!(
                 "{file}: {} ({} on {} for {}) expired on {}: fix the kernel or renew the exception ({})",
-                e.key, e.scope.gate, e.target, e.scope.entries, e.expires, e.tracking
+                e.key, e.gate, e.target, e.entries, e.expires, e.tracking
             ));
             used[i] = true;
         }
@@ -330,7 +279,7 @@ pub fn judge(
     let rows = results
         .into_iter()
         .map(|r| {
-            let exc = set.exceptions.iter().position(|e| covers(e, &r));
+            let exc = set.exceptions.iter().position(|e| e.covers(&r));
             let verdict = match (exc, &r.outcome) {
                 (None, Outcome::Pass) => Verdict::Pass,
                 (None, Outcome::Fail(why)) => {
@@ -373,7 +322,7 @@ pub fn judge(
         if !used[i] && evaluated.iter().any(|t| e.target.matches(t.name())) {
             problems.push(format!(
                 "{file}: {} (gate {}, target {}, {}) matches no gate result: remove or fix it",
-                e.key, e.scope.gate, e.target, e.scope.entries
+                e.key, e.gate, e.target, e.entries
             ));
         }
     }
@@ -502,84 +451,46 @@ mod tests {
         assert_eq!(ok.len(), 3);
     }
 
-    const FILE: &str = r#"
-[[exception]]
-target = "gfx12*"
-kernel = "fused"
-gate = "fused-wmma"
-reason = "gfx12 WMMA layout not done"
-tracking = "issue 4"
-expires = 2030-01-01
-mode = "xfail-strict"
-"#;
+    /// What `cases/exceptions/static-gates.toml` would say for gfx12's fused WMMA.
+    fn set() -> ExceptionSet {
+        ExceptionSet {
+            file: "static-gates.toml".into(),
+            exceptions: vec![GateException {
+                entries: EntryMatch::Kernel(KernelId::Fused),
+                gate: Gate::FusedWmma,
+                target: Glob::new("gfx12*"),
+                reason: "gfx12 WMMA layout not done".into(),
+                tracking: "issue 4".into(),
+                expires: date("2030-01-01"),
+                mode: Mode::XfailStrict,
+                file: "static-gates.toml".into(),
+                key: "exception[0]".into(),
+            }],
+        }
+    }
 
-    fn set(text: &str) -> ExceptionSet {
-        ExceptionSet::parse(text, Path::new("static-gates.toml")).unwrap()
+    fn no_exceptions() -> ExceptionSet {
+        ExceptionSet {
+            file: "static-gates.toml".into(),
+            exceptions: vec![],
+        }
     }
 
     #[test]
-    fn exception_file_errors_name_file_key_and_line() {
-        let parse = |t: &str| {
-            ExceptionSet::parse(t, Path::new("x.toml"))
-                .unwrap_err()
-                .to_string()
+    fn exceptions_cover_their_gate_target_and_entries() {
+        let e = &set().exceptions[0];
+        assert!(e.covers(&fail(Target::Gfx1201, "w4a16_fused_f16", Gate::FusedWmma)));
+        assert!(!e.covers(&fail(Target::Gfx1201, "w4a16_fused_f16", Gate::NoSpill)));
+        assert!(!e.covers(&fail(Target::Gfx1151, "w4a16_fused_f16", Gate::FusedWmma)));
+        assert!(!e.covers(&fail(Target::Gfx1201, "w4a16_moe_f16", Gate::FusedWmma)));
+        let by_entry = GateException {
+            entries: EntryMatch::Entry(Glob::new("w4a16_moe_*")),
+            ..e.clone()
         };
-        assert_eq!(
-            parse(&FILE.replace("fused-wmma", "fused-mma")),
-            "x.toml: key \"exception[0].gate\": unknown value `fused-mma`; expected one of `no-scratch`, `no-spill`, `fp16-v_and_or_b32`, `fused-wmma` (line 5)"
-        );
-        assert!(
-            parse(&FILE.replace("\"fused\"", "\"fuse\"")).starts_with(
-                "x.toml: key \"exception[0].kernel\": unknown value `fuse`; expected one of `skinny`, `fused`,"
-            )
-        );
-        assert_eq!(
-            parse(&FILE.replace("2030-01-01", "\"2030-01-01\"")),
-            "x.toml: key \"exception[0].expires\": expected an unquoted date such as 2026-06-30, got \"2030-01-01\" (line 8)"
-        );
-        assert_eq!(
-            parse(&FILE.replace("reason = \"gfx12 WMMA layout not done\"\n", "")),
-            "x.toml: key \"exception[0].reason\": required key is missing (line 2)"
-        );
-        assert_eq!(
-            parse(&FILE.replace("tracking = \"issue 4\"", "tracking = \" \"")),
-            "x.toml: key \"exception[0].tracking\": must not be empty (line 7)"
-        );
-        assert_eq!(
-            parse(&FILE.replace(
-                "kernel = \"fused\"",
-                "kernel = \"fused\"\nentry = \"w4a16_fused_*\""
-            )),
-            "x.toml: key \"exception[0]\": needs exactly one of `entry` (a glob) or `kernel` (line 2)"
-        );
-        assert_eq!(
-            parse(&FILE.replace("gfx12*", "sm_90")),
-            "x.toml: key \"exception[0].target\": \"sm_90\" matches no target (gfx1100, gfx1151, gfx1201) (line 3)"
-        );
-        assert!(
-            parse(&FILE.replace("tracking", "trackin"))
-                .starts_with("x.toml: key \"exception[0].trackin\": unknown key; expected one of")
-        );
-        let m = parse(&FILE.replace("mode = \"xfail-strict\"", "mode = \"skip\""));
-        assert!(
-            m.starts_with(
-                "x.toml: key \"exception[0].mode\": unknown value `skip`; expected `xfail-strict`"
-            ),
-            "{m}"
-        );
-        assert!(parse("[[exception]\n").starts_with("x.toml: "));
-        assert_eq!(set("").exceptions.len(), 0);
-    }
-
-    #[test]
-    fn exceptions_read_the_shared_keys_like_known_bad_entries() {
-        let e = &set(FILE).exceptions[0];
-        assert_eq!(e.key, "exception[0]");
-        assert_eq!(e.target.as_str(), "gfx12*");
-        assert_eq!(e.expires, date("2030-01-01"));
-        assert_eq!(e.tracking, "issue 4");
-        assert_eq!(e.scope.entries, EntryMatch::Kernel(KernelId::Fused));
-        assert_eq!(e.scope.gate, Gate::FusedWmma);
+        assert!(by_entry.covers(&fail(Target::Gfx1201, "w4a16_moe_f16", Gate::FusedWmma)));
+        assert!(!by_entry.covers(&fail(Target::Gfx1201, "w4a16_fused_f16", Gate::FusedWmma)));
+        assert_eq!(e.judge(true, date("2030-01-01")), Xfail::Caught);
+        assert_eq!(e.judge(true, date("2030-01-02")), Xfail::Expired);
     }
 
     fn fail(t: Target, entry: &str, gate: Gate) -> GateResult {
@@ -601,7 +512,7 @@ mode = "xfail-strict"
 
     #[test]
     fn exception_turns_failure_into_expected_failure() {
-        let s = set(FILE);
+        let s = set();
         let today = date("2026-01-01");
         let targets = [Target::Gfx1151, Target::Gfx1201];
         let r = judge(
@@ -622,7 +533,7 @@ mode = "xfail-strict"
         // Without the exception the same failure fails the suite.
         let r = judge(
             vec![fail(Target::Gfx1201, "w4a16_fused_f16", Gate::FusedWmma)],
-            &set(""),
+            &no_exceptions(),
             today,
             &targets,
         );
@@ -634,7 +545,7 @@ mode = "xfail-strict"
 
     #[test]
     fn stale_expired_and_unmatched_exceptions_fail() {
-        let s = set(FILE);
+        let s = set();
         let targets = [Target::Gfx1201];
         // Stale: the gate passes now.
         let r = judge(

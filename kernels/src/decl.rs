@@ -1,4 +1,4 @@
-//! The declaration types. Each kernel is declared once, in `set.rs`.
+//! The declaration types. Each kernel is declared once, in `set/` (`set/mod.rs`).
 
 use crate::target::Target;
 use w4a16_reference::{ActDtype, NumericRecipe};

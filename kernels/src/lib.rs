@@ -6,12 +6,14 @@
 pub mod amd;
 pub mod decl;
 pub mod emulation;
+pub mod glob;
 pub mod mutants;
 pub mod nvrtc;
 pub mod set;
 pub mod source;
 pub mod target;
 pub mod tiles;
+pub mod xfail;
 
 pub use decl::{ArgDecl, ArgKind, KernelDecl, KernelId, RoutedDims, ScalarArg, TensorRole, Tile};
 pub use target::{Execution, RunTarget, Target};

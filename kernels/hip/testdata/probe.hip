@@ -1,4 +1,4 @@
-// A small stand-in with the frozen GEMM signature (kernels/src/set.rs, GEMM_ARGS). The code-object
+// A small stand-in with the frozen GEMM signature (kernels/src/set/args.rs, GEMM_ARGS). The code-object
 // tests build it to exercise the build cache, metadata parsing and the launch-ABI check
 // independently of the real kernels; it is never launched.
 #include <hip/hip_runtime.h>

@@ -87,8 +87,8 @@ pub static GFX12_LADDER: Segment = Segment {
     ],
 };
 
-/// gfx1151's per-model overrides (upstream after #55711), (G, K, N) exact, below M = 129;
-/// the field's stages (4, 2, 1) become our 3.
+/// gfx1151's per-model overrides (upstream's later table, docs/field.md §3.3), (G, K, N) exact,
+/// below M = 129; the field's stages (4, 2, 1) become our 3.
 #[rustfmt::skip]
 pub static GFX1151_OVERRIDES: Segment = Segment {
     name: "gfx1151-overrides",
@@ -135,7 +135,8 @@ pub static GFX1151_SCALAR_LARGE: Segment = Segment {
     ],
 };
 
-/// gfx1151 fp16 above M = 128 (upstream after #55711; also the fork's gfx11 fp16 above 128).
+/// gfx1151 fp16 above M = 128 (upstream's later table, docs/field.md §3.3; also the fork's gfx11
+/// fp16 above 128).
 /// The field caps BN at 32 when N ≤ 1024 and M ≤ 512 (its 128x128 and 128x256 rungs); with
 /// BN = 256 halved to 128 the M ≤ 256 and M < 2048 rungs give the same tile and are one rung.
 #[rustfmt::skip]

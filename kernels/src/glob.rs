@@ -1,6 +1,8 @@
-//! The one pattern language of case files: `*` matches within one `/`-separated segment, `**`
-//! matches across segments, `?` matches one character other than `/`. Case ids, shape names
-//! and target names all use it.
+//! The one pattern language of case files and suppressions: `*` matches within one
+//! `/`-separated segment, `**` matches across segments, `?` matches one character other than
+//! `/`. Case ids, shape names, target names and code-object entry names all use it. It lives
+//! below the case files so the code-object gates match with it without reading case files
+//! (`w4a16_cases::glob` re-exports it).
 
 use std::fmt;
 

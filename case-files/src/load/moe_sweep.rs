@@ -1,0 +1,170 @@
+//! A `[[moe_sweep]]`: shapes × tokens × dtype × symmetry × G × class × E × top_k × routing ×
+//! map × routed weight × padding, each point a MoE case.
+
+use w4a16_reference::ActDtype;
+use w4a16_reference::layer::{LayerShape, Symmetry};
+
+use super::Parsed;
+use super::point::{Point, build_case, product};
+use super::rules::{exact_too_large, group_for, unsupported_reason};
+use super::sweep::{UNSUPPORTED_HINT, match_shapes};
+use crate::error::CaseFileError;
+use crate::schema::{CountSpec, GroupSpec, MoeSweepRaw, SuiteRaw};
+use crate::{
+    CarrierMode, Case, CaseSet, DataClass, MapKind, MoeRouting, NamedShape, RoutingKind,
+    RowPadding, ViewLayout,
+};
+
+/// One list axis of a MoE sweep: its own value, else the default; never empty.
+fn moe_axis<T: Clone>(
+    f: &Parsed,
+    own: &Option<Vec<T>>,
+    here: &str,
+    name: &str,
+    default: Vec<T>,
+) -> Result<(Vec<T>, String), CaseFileError> {
+    let key = format!("{here}.{name}");
+    let v = own.clone().unwrap_or(default);
+    if v.is_empty() {
+        return Err(f.err(key, "expected at least one value"));
+    }
+    Ok((v, key))
+}
+
+/// The cases of one `[[moe_sweep]]`: shapes × tokens × dtype × symmetry × G × class × E × top_k ×
+/// routing × map × routed weight × padding.
+pub(super) fn expand_moe_sweep(
+    f: &Parsed,
+    suite: &SuiteRaw,
+    sw: &MoeSweepRaw,
+    here: &str,
+    set: &CaseSet,
+) -> Result<Vec<Case>, CaseFileError> {
+    let shapes = match_shapes(
+        f,
+        &sw.shapes,
+        &format!("{here}.shapes"),
+        &set.moe_shapes,
+        |s| &s.name,
+        "[[model.moe]] or [[moe_shape]]",
+    )?;
+    if sw.tokens.is_empty() {
+        return Err(f.err(
+            format!("{here}.tokens"),
+            "expected at least one token count",
+        ));
+    }
+    let dtype = moe_axis(f, &sw.dtype, here, "dtype", ActDtype::ALL.to_vec())?.0;
+    let symmetry = moe_axis(
+        f,
+        &sw.symmetry,
+        here,
+        "symmetry",
+        vec![Symmetry::Sym, Symmetry::Asym],
+    )?;
+    let group = moe_axis(f, &sw.group, here, "group", vec![GroupSpec::Shape])?;
+    let class = moe_axis(f, &sw.class, here, "class", vec![DataClass::Realistic])?;
+    let experts = moe_axis(f, &sw.experts, here, "experts", vec![CountSpec::Shape])?;
+    let top_k = moe_axis(f, &sw.top_k, here, "top_k", vec![CountSpec::Shape])?;
+    let routing = moe_axis(f, &sw.routing, here, "routing", vec![RoutingKind::Softmax])?.0;
+    let map = moe_axis(f, &sw.map, here, "map", vec![MapKind::All])?.0;
+    let weighted = moe_axis(f, &sw.routed_weight, here, "routed_weight", vec![true])?.0;
+    let padding = moe_axis(f, &sw.padding, here, "padding", vec![RowPadding::default()])?.0;
+
+    let mut out = Vec::new();
+    let lens = [
+        shapes.len(),
+        sw.tokens.len(),
+        dtype.len(),
+        symmetry.0.len(),
+        group.0.len(),
+        class.0.len(),
+        experts.0.len(),
+        top_k.0.len(),
+        routing.len(),
+        map.len(),
+        weighted.len(),
+        padding.len(),
+    ];
+    for [s, t, dt, sym, gspec, cl, e_spec, k_spec, rk, mk, w, pad] in product(lens) {
+        let s = shapes[s];
+        let (sym, gspec, cl) = (symmetry.0[sym], group.0[gspec], class.0[cl]);
+        let (rk, mk) = (routing[rk], map[mk]);
+        let named = NamedShape {
+            name: s.name.clone(),
+            shape: s.shape,
+            model: s.model.clone(),
+        };
+        let count = |spec: CountSpec, own: usize| match spec {
+            CountSpec::Size(v) => v,
+            CountSpec::Shape => own,
+        };
+        // Each check reads only the axes before it, so the first point that fails one is where
+        // the nested loops this replaced failed: the same error for the same file.
+        if !suite.allow_unsupported
+            && let Some(why) = unsupported_reason(s.shape.k, s.shape.n, sym, false)
+        {
+            return Err(f.err(
+                symmetry.1.clone(),
+                format!("shape \"{}\": {why}{UNSUPPORTED_HINT}", s.name),
+            ));
+        }
+        let g = group_for(gspec, &named).map_err(|e| f.err(group.1.clone(), e.to_string()))?;
+        if let Some(msg) = exact_too_large(cl, s.shape.k) {
+            return Err(f.err(class.1.clone(), format!("shape \"{}\": {msg}", s.name)));
+        }
+        let e = count(experts.0[e_spec], s.experts);
+        let k = count(top_k.0[k_spec], s.top_k);
+        if k > e {
+            return Err(f.err(
+                top_k.1.clone(),
+                format!(
+                    "shape \"{}\": top_k = {k} is more than the {e} experts",
+                    s.name
+                ),
+            ));
+        }
+        // The routing must be makeable (an empty expert needs E ≥ top_k + 2, a repeated
+        // expert top_k ≥ 2, …): the rules do not depend on T, so one token decides.
+        if let Err(err) = w4a16_reference::moe::route(rk, 0, 1, e, k) {
+            return Err(f.err(
+                format!("{here}.routing"),
+                format!("shape \"{}\", E = {e}, top_k = {k}: {err}", s.name),
+            ));
+        }
+        if mk == MapKind::EveryOther && e < 2 {
+            return Err(f.err(
+                format!("{here}.map"),
+                "an expert map needs at least 2 experts",
+            ));
+        }
+        out.push(build_case(
+            &suite.name,
+            &s.name,
+            LayerShape::new(s.shape.n, s.shape.k, g),
+            Point {
+                m: sw.tokens[t].0,
+                dtype: dtype[dt],
+                symmetry: sym,
+                class: cl,
+                padding: padding[pad],
+                bias: false,
+                act_order: false,
+                producer: crate::DEFAULT_PRODUCER,
+                x_layout: ViewLayout::default(),
+                y_layout: ViewLayout::default(),
+                // MoE cases never carry the carrier (the moe kernel reads scales and zero
+                // points).
+                carrier: CarrierMode::Off,
+                moe: Some(MoeRouting {
+                    experts: e,
+                    top_k: k,
+                    routing: rk,
+                    map: mk,
+                    routed_weight: weighted[w],
+                }),
+            },
+        ));
+    }
+    Ok(out)
+}
