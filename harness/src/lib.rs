@@ -9,6 +9,7 @@ pub mod config;
 pub mod model_check;
 pub mod mutants;
 pub mod perf;
+pub mod report;
 pub mod require;
 pub mod runner;
 pub mod select;
