@@ -48,10 +48,10 @@ impl Table {
         }
     }
 
-    /// Adds a column (a conditional one, after the fixed ones).
-    pub fn column(&mut self, title: impl Into<String>, align: Align) -> &mut Table {
+    /// Adds a left-aligned column (a conditional one, after the fixed ones).
+    pub fn column(&mut self, title: impl Into<String>) -> &mut Table {
         self.header.push(title.into());
-        self.align.push(align);
+        self.align.push(Align::Left);
         self
     }
 
