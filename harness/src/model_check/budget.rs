@@ -1,8 +1,8 @@
 //! The startup budget of a model check (with the prefill dequant cache enabled): the model as
 //! the budget sees it, checked against the device memory given.
 
-use super::run::Run;
 use super::BudgetOutcome;
+use super::run::Run;
 use crate::config::{BudgetError, PrefillDequant, StartupRequest, check_startup_budget};
 use w4a16_checkpoint::{CheckpointError, ModelDir};
 use w4a16_reference::ActDtype;
@@ -54,7 +54,8 @@ impl Run<'_, '_> {
                 reason: e.to_string(),
             },
         })
-    }}
+    }
+}
 
 /// The model as the startup budget sees it: every detected quantized linear once (one "block"
 /// holding them all) and the KV cache of every attention layer.

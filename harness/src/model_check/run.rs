@@ -55,7 +55,11 @@ impl Run<'_, '_> {
     }
 
     /// Reads one linear (timed) and returns it with its `checkpoint` verdict pushed.
-    pub(super) fn load(&mut self, entry: &LinearEntry, record: &mut LayerRecord) -> Option<LoadedLinear> {
+    pub(super) fn load(
+        &mut self,
+        entry: &LinearEntry,
+        record: &mut LayerRecord,
+    ) -> Option<LoadedLinear> {
         let start = Instant::now();
         let loaded = self.model.load(entry);
         let read = start.elapsed().as_secs_f64();
@@ -80,7 +84,11 @@ impl Run<'_, '_> {
 
     /// The `checkpoint` verdict of a loaded linear: its notes, and its defects (refused under
     /// `--strict`). Returns whether the layer may go on to the kernels.
-    pub(super) fn checkpoint_verdict(&mut self, loaded: &LoadedLinear, record: &mut LayerRecord) -> bool {
+    pub(super) fn checkpoint_verdict(
+        &mut self,
+        loaded: &LoadedLinear,
+        record: &mut LayerRecord,
+    ) -> bool {
         record.shard = Some(loaded.shard.display().to_string());
         record.shape = Some(LayerShape::new(
             loaded.target.n,
@@ -321,7 +329,13 @@ impl Run<'_, '_> {
     }
 
     /// One case's verdicts and time, with the path its selection took at batch `m`.
-    pub(super) fn absorb(&mut self, m: usize, vs: Vec<Verdict>, t: &PhaseTimes, record: &mut LayerRecord) {
+    pub(super) fn absorb(
+        &mut self,
+        m: usize,
+        vs: Vec<Verdict>,
+        t: &PhaseTimes,
+        record: &mut LayerRecord,
+    ) {
         for v in &vs {
             if let Check::Selection(path) = &v.check {
                 record.selected.push(SelectedPath {

@@ -96,7 +96,10 @@ impl MutantsReport {
         }
         writer::write_atomic(table, self.markdown().as_bytes())?;
         let json = table.with_extension("json");
-        writer::write_atomic(&json, writer::json::pretty_line(self, "a mutants report").as_bytes())?;
+        writer::write_atomic(
+            &json,
+            writer::json::pretty_line(self, "a mutants report").as_bytes(),
+        )?;
         Ok(json)
     }
 

@@ -299,7 +299,6 @@ impl MutantsReport {
             mutants,
         }
     }
-
 }
 
 #[cfg(test)]

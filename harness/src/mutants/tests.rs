@@ -116,9 +116,7 @@ fn kill_rates_per_suite_and_class_from_synthetic_outcomes() {
     let md = r.markdown();
     assert!(md.contains("kill rate **75 %**"), "{md}");
     assert!(md.contains("| edges | 2 | 1 | 3 | 75 % |"), "{md}");
-    assert!(
-        md.contains("| scale-aliasing | docs/field.md §6.3 | 2 | 0 | 0 | 0 | 2 | 0 | 100 % |")
-    );
+    assert!(md.contains("| scale-aliasing | docs/field.md §6.3 | 2 | 0 | 0 | 0 | 2 | 0 | 100 % |"));
     assert!(md.contains("`skinny-row-h-valid-off-by-one`"));
     assert!(md.contains("no failing check: 30 checks of smoke + kernels + edges passed"));
     assert!(md.contains("Stillborn"));

@@ -139,10 +139,9 @@ pub fn write(dir: &Path, files: &ReportFiles) -> Result<Vec<PathBuf>, WriteError
 /// `bytes` into `path` through a temporary file beside it and a rename: a reader sees the old
 /// file or the new one, never a part.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
-    let name = path.file_name().map_or_else(
-        || "report".into(),
-        |n| n.to_string_lossy().into_owned(),
-    );
+    let name = path
+        .file_name()
+        .map_or_else(|| "report".into(), |n| n.to_string_lossy().into_owned());
     let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
     let written = std::fs::write(&tmp, bytes)
         .map_err(WriteError::at(path))
@@ -171,7 +170,10 @@ mod tests {
             .with("summary.md", "new");
         let paths = write(&out, &second).unwrap();
         assert_eq!(paths, [out.join("report.json"), out.join("summary.md")]);
-        assert_eq!(std::fs::read_to_string(out.join("summary.md")).unwrap(), "new");
+        assert_eq!(
+            std::fs::read_to_string(out.join("summary.md")).unwrap(),
+            "new"
+        );
         let mut names: Vec<String> = std::fs::read_dir(&out)
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -196,6 +198,9 @@ mod tests {
         std::fs::write(&file, "").unwrap();
         let e = write(&file.join("sub"), &ReportFiles::new().with("x", "")).unwrap_err();
         assert_eq!(e.path, file.join("sub"));
-        assert!(e.to_string().starts_with(&file.join("sub").display().to_string()));
+        assert!(
+            e.to_string()
+                .starts_with(&file.join("sub").display().to_string())
+        );
     }
 }

@@ -67,18 +67,18 @@ pub fn json_full(
     let summary = Summary::of(verdicts);
     writer::json::pretty(
         &JsonReport {
-        target,
-        reference,
-        device,
-        summary: &summary,
-        timing: timing.map(|(wall_s, workers, phases)| Timing {
-            wall_s,
-            workers,
-            phases,
-        }),
-        shard,
-        verdicts,
-    },
+            target,
+            reference,
+            device,
+            summary: &summary,
+            timing: timing.map(|(wall_s, workers, phases)| Timing {
+                wall_s,
+                workers,
+                phases,
+            }),
+            shard,
+            verdicts,
+        },
         "a run's verdicts",
     )
 }

@@ -28,9 +28,7 @@ fn run() -> PerfRun {
     let policy = JudgePolicy::default();
     let goldens = crate::perf::judge::tests::goldens(
         (1..=3)
-            .map(|m| {
-                golden_entry(&measured(m, "skinny:w4a16_skinny_f16", 30.0, 0.02, 15)).unwrap()
-            })
+            .map(|m| golden_entry(&measured(m, "skinny:w4a16_skinny_f16", 30.0, 0.02, 15)).unwrap())
             .collect(),
         None,
     );
