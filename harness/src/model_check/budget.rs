@@ -15,7 +15,7 @@ pub enum BudgetModelError {
     #[error("cannot size {module}: {source}")]
     Unsized {
         module: String,
-        source: CheckpointError,
+        source: Box<CheckpointError>,
     },
 }
 
@@ -70,7 +70,7 @@ fn budget_model(
             .shape_of(entry)
             .map_err(|source| BudgetModelError::Unsized {
                 module: entry.module.clone(),
-                source,
+                source: Box::new(source),
             })?;
         let group = entry.scheme.group_size.resolve(k);
         linears.push(w4a16_cases::model::Linear {
