@@ -7,6 +7,7 @@ pub mod bench;
 pub mod model_check;
 pub mod mutants;
 pub mod perf;
+pub mod report;
 pub mod require;
 pub mod runner;
 pub mod strategy;

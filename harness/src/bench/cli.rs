@@ -47,15 +47,9 @@ pub fn cli(json: Option<&Path>, sources: &KernelSources) -> ExitCode {
     };
     print!("{}", render_table(&report));
     if let Some(path) = json {
-        let text = match serde_json::to_string_pretty(&report) {
-            Ok(t) => t,
-            Err(e) => {
-                eprintln!("bench: serialising the report: {e}");
-                return ExitCode::FAILURE;
-            }
-        };
-        if let Err(e) = std::fs::write(path, text + "\n") {
-            eprintln!("bench: writing {}: {e}", path.display());
+        let text = crate::report::json::pretty_line(&report, "a bench report");
+        if let Err(e) = crate::report::write_atomic(path, text.as_bytes()) {
+            eprintln!("bench: writing {}: {}", path.display(), e.source);
             return ExitCode::FAILURE;
         }
     }

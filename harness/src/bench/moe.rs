@@ -407,11 +407,9 @@ pub fn cli(json: Option<&Path>, sources: &KernelSources) -> ExitCode {
     };
     print!("{}", render(&report));
     if let Some(path) = json {
-        let written = serde_json::to_string_pretty(&report)
-            .map_err(|e| e.to_string())
-            .and_then(|t| std::fs::write(path, t + "\n").map_err(|e| e.to_string()));
-        if let Err(e) = written {
-            eprintln!("bench --moe: writing {}: {e}", path.display());
+        let text = crate::report::json::pretty_line(&report, "a MoE bench report");
+        if let Err(e) = crate::report::write_atomic(path, text.as_bytes()) {
+            eprintln!("bench --moe: writing {}: {}", path.display(), e.source);
             return ExitCode::FAILURE;
         }
     }

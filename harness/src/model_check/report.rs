@@ -1,32 +1,36 @@
 //! A model check's reports: `model-report.json` (every layer and verdict), `model-junit.xml`
 //! (one test suite per layer, one test case per check) and `model-summary.md` (a table per
-//! layer with the kernel selected at each batch size, the defects and refusals, the time split).
+//! layer with the kernel selected at each batch size, the defects and refusals, the time split),
+//! written by the one report writer ([`crate::report`]).
 
 use super::{BudgetOutcome, LayerRecord, LayerStatus, ModelCheck};
+use crate::report::markdown::Table;
+use crate::report::{self as writer, ReportFiles, WriteError};
 use crate::runner::verdict::{Outcome, Summary, Verdict};
 use quick_junit::{Report, TestCase, TestSuite};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-/// Writes the three reports into `dir`; returns their paths.
-pub fn write_all(check: &ModelCheck, dir: &Path) -> std::io::Result<Vec<PathBuf>> {
-    std::fs::create_dir_all(dir)?;
-    let files = [
-        ("model-report.json", json(check)),
-        ("model-junit.xml", junit(check)),
-        ("model-summary.md", markdown(check)),
-    ];
-    let mut out = Vec::new();
-    for (name, text) in files {
-        let path = dir.join(name);
-        std::fs::write(&path, text)?;
-        out.push(path);
-    }
-    Ok(out)
+/// The files a model check's report owns in its folder, in the order they are written.
+pub const FILES: [&str; 3] = ["model-report.json", "model-junit.xml", "model-summary.md"];
+
+/// The three files of `check`'s report.
+pub fn files(check: &ModelCheck) -> ReportFiles {
+    let [json_name, junit_name, md_name] = FILES;
+    ReportFiles::new()
+        .with(json_name, json(check))
+        .with(junit_name, junit(check))
+        .with(md_name, markdown(check))
+}
+
+/// Writes the three reports into `dir` (created), replacing an earlier check's; returns their
+/// paths.
+pub fn write_all(check: &ModelCheck, dir: &Path) -> Result<Vec<PathBuf>, WriteError> {
+    writer::write(dir, &files(check))
 }
 
 pub fn json(check: &ModelCheck) -> String {
-    serde_json::to_string_pretty(check).expect("a model check serializes")
+    writer::json::pretty(check, "a model check")
 }
 
 fn verdicts_of<'v>(check: &'v ModelCheck, layer: &LayerRecord) -> Vec<&'v Verdict> {
@@ -47,7 +51,7 @@ pub fn junit(check: &ModelCheck) -> String {
     let mut push_suite = |name: &str, vs: Vec<&Verdict>| {
         let mut suite = TestSuite::new(name);
         for v in vs {
-            let status = crate::runner::report::junit_status(v);
+            let status = writer::junit::verdict_status(v);
             let batch = v
                 .case_id
                 .split('/')
@@ -71,7 +75,7 @@ pub fn junit(check: &ModelCheck) -> String {
     if !model_level.is_empty() {
         push_suite("model", model_level);
     }
-    report.to_string().expect("JUnit XML serializes")
+    writer::junit::render(&report).expect("JUnit XML serializes")
 }
 
 fn status_name(s: LayerStatus) -> &'static str {
@@ -87,6 +91,58 @@ fn gib(bytes: u64) -> String {
     format!("{:.2} GiB", bytes as f64 / (1u64 << 30) as f64)
 }
 
+/// One row per layer: its kind, producer, shape, the path selected at each batch size, status
+/// and time.
+fn layers_table(check: &ModelCheck) -> Table {
+    let mut t = Table::new([
+        "layer",
+        "kind",
+        "producer",
+        "N×K",
+        "G",
+        "dtype",
+        "sym",
+        "selected per M",
+        "status",
+        "time (s)",
+    ]);
+    for l in &check.layers {
+        let (shape, group) = l.shape.map_or(("?".to_string(), "?".to_string()), |s| {
+            (format!("{}×{}", s.n, s.k), s.group.to_string())
+        });
+        let selected: Vec<String> = l
+            .selected
+            .iter()
+            .map(|s| format!("M={}: {}", s.m, s.path))
+            .collect();
+        let kind = match l.kind {
+            super::LayerKind::Linear => "linear",
+            super::LayerKind::FusedPart => "fused part",
+            super::LayerKind::FusedProjection => "fused",
+            super::LayerKind::Experts => "experts",
+        };
+        t.row([
+            format!("`{}`", l.module),
+            kind.to_string(),
+            l.producer.map_or("?".into(), |p| p.to_string()),
+            shape,
+            group,
+            l.dtype.map_or("?", |d| d.name()).to_string(),
+            l.symmetry.map_or("?", |s| s.name()).to_string(),
+            if selected.is_empty() {
+                "—".to_string()
+            } else {
+                selected.join(", ")
+            },
+            status_name(l.status).to_string(),
+            format!("{:.2}", l.read_s + l.times.total_s()),
+        ]);
+    }
+    t
+}
+
+/// `model-summary.md`: the model, the result, refusals and defects, the layers table, the
+/// failures, the startup budget and where the time went.
 pub fn markdown(check: &ModelCheck) -> String {
     let mut md = String::new();
     let summary = Summary::of(&check.verdicts);
@@ -128,42 +184,7 @@ pub fn markdown(check: &ModelCheck) -> String {
         md.push('\n');
     }
     let _ = writeln!(md, "## Layers\n");
-    let _ = writeln!(
-        md,
-        "| layer | kind | producer | N×K | G | dtype | sym | selected per M | status | time (s) |"
-    );
-    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|");
-    for l in &check.layers {
-        let (shape, group) = l.shape.map_or(("?".to_string(), "?".to_string()), |s| {
-            (format!("{}×{}", s.n, s.k), s.group.to_string())
-        });
-        let selected: Vec<String> = l
-            .selected
-            .iter()
-            .map(|s| format!("M={}: {}", s.m, s.path))
-            .collect();
-        let kind = match l.kind {
-            super::LayerKind::Linear => "linear",
-            super::LayerKind::FusedPart => "fused part",
-            super::LayerKind::FusedProjection => "fused",
-            super::LayerKind::Experts => "experts",
-        };
-        let _ = writeln!(
-            md,
-            "| `{}` | {kind} | {} | {shape} | {group} | {} | {} | {} | {} | {:.2} |",
-            l.module,
-            l.producer.map_or("?".into(), |p| p.to_string()),
-            l.dtype.map_or("?", |d| d.name()),
-            l.symmetry.map_or("?", |s| s.name()),
-            if selected.is_empty() {
-                "—".to_string()
-            } else {
-                selected.join(", ")
-            },
-            status_name(l.status),
-            l.read_s + l.times.total_s()
-        );
-    }
+    md.push_str(&layers_table(check).render());
     md.push('\n');
     let failing: Vec<&Verdict> = check
         .verdicts

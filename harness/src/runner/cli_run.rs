@@ -11,7 +11,7 @@ use super::session::{self, Backend, SessionOptions};
 use super::shard::{self, ShardRecord, ShardSpec};
 use super::snapshot::{self, LeftOut, SnapshotFile, SnapshotMode};
 use super::verdict::SanitizerTool;
-use super::{PhaseTimes, Summary, Verdict, execute, global, isolate, report, verdict};
+use super::{PhaseTimes, Summary, Verdict, global, isolate, report, verdict};
 use crate::require::Skip;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -737,36 +737,17 @@ pub fn write_reports_of(
     timing: (f64, usize, &PhaseTimes),
     shard: Option<&ShardRecord>,
 ) -> Result<(), String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let t = &target.name();
-    let mut md = report::markdown(t, verdicts, |v| execute::repro_command(&v.case_id, target));
-    let (wall_s, workers, times) = timing;
-    let share = |x: f64| 100.0 * x / times.total_s().max(f64::MIN_POSITIVE);
-    md.push_str(&format!(
-        "\n_{wall_s:.0} s wall on {workers} workers; of their summed time: device {:.0}%, reference + verification {:.0}%, data + conversion {:.0}%._\n",
-        share(times.device_s),
-        share(times.verify_s),
-        share(times.data_s + times.convert_s),
-    ));
-    for (name, text) in [
-        (
-            "report.json",
-            report::json_full(
-                t,
-                reference.map(ReferenceChoice::name),
-                device,
-                verdicts,
-                Some(timing),
-                shard,
-            ),
-        ),
-        ("junit.xml", report::junit(t, verdicts)),
-        ("summary.md", md),
-    ] {
-        std::fs::write(dir.join(name), text)
-            .map_err(|e| format!("{}: {e}", dir.join(name).display()))?;
+    report::RunReport {
+        target,
+        reference,
+        device,
+        verdicts,
+        timing,
+        shard,
     }
-    Ok(())
+    .write(dir)
+    .map(drop)
+    .map_err(|e| e.to_string())
 }
 
 /// Compares (or records) one verdict snapshot per file key, each holding the verdicts of its

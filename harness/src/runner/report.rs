@@ -1,12 +1,21 @@
-//! Machine-readable reports (JSON, JUnit XML) and a Markdown summary for a pull-request comment.
+//! A run's report folder: `report.json`, `junit.xml` and `summary.md` (a Markdown summary for
+//! a pull-request comment). The content is built here; [`crate::report`] writes it.
 
+use super::execute::{self, ReferenceChoice};
 use super::shard::ShardRecord;
 use super::timing::PhaseTimes;
-use super::verdict::{Outcome, Summary, Verdict};
-use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
+use super::verdict::{Summary, Verdict};
+use crate::report::markdown::{self, Align, Table};
+use crate::report::{self as writer, ReportFiles, WriteError};
+use quick_junit::{Report, TestCase, TestCaseStatus, TestSuite};
 use serde::Serialize;
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use w4a16_device::DeviceKind;
+use w4a16_kernels::RunTarget;
+
+/// The files a run's report owns in its folder, in the order they are written.
+pub const FILES: [&str; 3] = ["report.json", "junit.xml", "summary.md"];
 
 #[derive(Serialize)]
 struct JsonReport<'a> {
@@ -56,43 +65,27 @@ pub fn json_full(
     shard: Option<&ShardRecord>,
 ) -> String {
     let summary = Summary::of(verdicts);
-    serde_json::to_string_pretty(&JsonReport {
-        target,
-        reference,
-        device,
-        summary: &summary,
-        timing: timing.map(|(wall_s, workers, phases)| Timing {
-            wall_s,
-            workers,
-            phases,
-        }),
-        shard,
-        verdicts,
-    })
-    .expect("verdicts serialize")
+    writer::json::pretty(
+        &JsonReport {
+            target,
+            reference,
+            device,
+            summary: &summary,
+            timing: timing.map(|(wall_s, workers, phases)| Timing {
+                wall_s,
+                workers,
+                phases,
+            }),
+            shard,
+            verdicts,
+        },
+        "a run's verdicts",
+    )
 }
 
-/// A verdict as a JUnit test case status: refusals and expected failures pass, skips carry their
-/// reason, faults are errors, the rest failures. Shared by every JUnit report.
+/// A verdict as a JUnit test case status (see [`writer::junit::verdict_status`]).
 pub fn junit_status(v: &Verdict) -> TestCaseStatus {
-    match v.outcome {
-        Outcome::Pass | Outcome::Refused | Outcome::ExpectedFail => TestCaseStatus::success(),
-        Outcome::Skip => {
-            let mut s = TestCaseStatus::skipped();
-            s.set_message(v.detail.clone());
-            s
-        }
-        Outcome::Fault => {
-            let mut s = TestCaseStatus::non_success(NonSuccessKind::Error);
-            s.set_message(v.detail.clone());
-            s
-        }
-        Outcome::Fail | Outcome::UnexpectedPass | Outcome::Expired => {
-            let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
-            s.set_message(format!("{}: {}", v.outcome, v.detail));
-            s
-        }
-    }
+    writer::junit::verdict_status(v)
 }
 
 /// JUnit XML: one suite per case-id prefix (the suite name), one test case per check.
@@ -113,7 +106,7 @@ pub fn junit(target: &str, verdicts: &[Verdict]) -> String {
         }
         report.add_test_suite(suite);
     }
-    report.to_string().expect("junit serializes")
+    writer::junit::render(&report).expect("junit serializes")
 }
 
 /// A Markdown summary: the counts, every failure with its repro line, skip reasons.
@@ -122,32 +115,41 @@ pub fn markdown(target: &str, verdicts: &[Verdict], repro: impl Fn(&Verdict) -> 
     let mut out = String::new();
     let status = if s.failures() == 0 { "✅" } else { "❌" };
     out.push_str(&format!("### {status} W4A16 harness on `{target}`\n\n"));
-    out.push_str("| passed | refused | xfail | failed | faults | xpass | expired | skipped |\n");
-    out.push_str("|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-    out.push_str(&format!(
-        "| {} | {} | {} | {} | {} | {} | {} | {} |\n\n",
-        s.passed,
-        s.refused,
-        s.expected_fail,
-        s.failed,
-        s.faults,
-        s.unexpected_pass,
-        s.expired,
-        s.skipped
-    ));
+    let mut counts = Table::aligned(
+        [
+            "passed", "refused", "xfail", "failed", "faults", "xpass", "expired", "skipped",
+        ]
+        .map(|h| (h, Align::Right)),
+    );
+    counts.row(
+        [
+            s.passed,
+            s.refused,
+            s.expected_fail,
+            s.failed,
+            s.faults,
+            s.unexpected_pass,
+            s.expired,
+            s.skipped,
+        ]
+        .map(|n| n.to_string()),
+    );
+    out.push_str(&counts.render());
+    out.push('\n');
     let failures: Vec<&Verdict> = verdicts.iter().filter(|v| v.outcome.is_failure()).collect();
     if !failures.is_empty() {
-        out.push_str("<details open><summary>Failures</summary>\n\n| case | check | outcome | detail | repro |\n|---|---|---|---|---|\n");
+        let mut table = Table::new(["case", "check", "outcome", "detail", "repro"]);
         for v in failures.iter().take(200) {
-            out.push_str(&format!(
-                "| `{}` | {} | {} | {} | `{}` |\n",
-                v.case_id,
-                v.check,
-                v.outcome,
-                v.detail.replace('|', "\\|").replace('\n', " "),
-                repro(v)
-            ));
+            table.row([
+                format!("`{}`", v.case_id),
+                v.check.to_string(),
+                v.outcome.to_string(),
+                markdown::escape_line(&v.detail),
+                format!("`{}`", repro(v)),
+            ]);
         }
+        out.push_str("<details open><summary>Failures</summary>\n\n");
+        out.push_str(&table.render());
         if failures.len() > 200 {
             out.push_str(&format!(
                 "\n… and {} more (see the JSON report)\n",
@@ -165,11 +167,63 @@ pub fn markdown(target: &str, verdicts: &[Verdict], repro: impl Fn(&Verdict) -> 
     out
 }
 
+/// What a run (or the merge of its shards) reports: the inputs of its three files.
+#[derive(Clone, Copy)]
+pub struct RunReport<'a> {
+    pub target: RunTarget,
+    /// Which reference (`--reference gpu|cpu`) judged the run.
+    pub reference: Option<ReferenceChoice>,
+    pub device: Option<DeviceKind>,
+    pub verdicts: &'a [Verdict],
+    /// Wall seconds, workers and the phase split.
+    pub timing: (f64, usize, &'a PhaseTimes),
+    /// For one shard of a run (`--shard I/N`), which share it is.
+    pub shard: Option<&'a ShardRecord>,
+}
+
+impl RunReport<'_> {
+    /// report.json, junit.xml and summary.md (with where the time went).
+    pub fn files(&self) -> ReportFiles {
+        let t = &self.target.name();
+        let target = self.target;
+        let mut md = markdown(t, self.verdicts, |v| {
+            execute::repro_command(&v.case_id, target)
+        });
+        let (wall_s, workers, times) = self.timing;
+        let share = |x: f64| 100.0 * x / times.total_s().max(f64::MIN_POSITIVE);
+        md.push_str(&format!(
+            "\n_{wall_s:.0} s wall on {workers} workers; of their summed time: device {:.0}%, reference + verification {:.0}%, data + conversion {:.0}%._\n",
+            share(times.device_s),
+            share(times.verify_s),
+            share(times.data_s + times.convert_s),
+        ));
+        let json = json_full(
+            t,
+            self.reference.map(ReferenceChoice::name),
+            self.device,
+            self.verdicts,
+            Some(self.timing),
+            self.shard,
+        );
+        let [json_name, junit_name, md_name] = FILES;
+        ReportFiles::new()
+            .with(json_name, json)
+            .with(junit_name, junit(t, self.verdicts))
+            .with(md_name, md)
+    }
+
+    /// Writes the report into `dir` (created), replacing an earlier run's.
+    pub fn write(&self, dir: &Path) -> Result<Vec<PathBuf>, WriteError> {
+        writer::write(dir, &self.files())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     use crate::runner::Check;
+    use crate::runner::verdict::Outcome;
     use w4a16_kernels::KernelId;
 
     fn sample() -> Vec<Verdict> {

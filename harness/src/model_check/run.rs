@@ -1,0 +1,460 @@
+//! One model check in progress ([`Run`]): each linear and fused projection read, checked
+//! against its producer's own reading and the oracle, and run at every batch size.
+
+use super::fused::{FusedPart, FusedProjection};
+use super::{CheckModelOptions, LayerKind, LayerRecord, LayerStatus, SelectedPath, oracle};
+use crate::runner::execute::{self, GivenLayer, Mode, RunContext};
+use crate::runner::timing::PhaseTimes;
+use crate::runner::verdict::Check;
+use crate::runner::verdict::{Cause, CheckpointRefusal, Outcome, SourceError, Verdict};
+use std::sync::Arc;
+use std::time::Instant;
+use w4a16_cases::{CarrierMode, Case, ViewLayout};
+use w4a16_checkpoint::{CheckpointDefect, LinearEntry, LoadedLinear, ModelDir};
+use w4a16_reference::ActDtype;
+use w4a16_reference::data::DataClass;
+use w4a16_reference::formats::{Checkpoint, Producer};
+use w4a16_reference::layer::{Activations, LayerShape, Symmetry};
+
+/// One model check in progress: what it reads from and what it has found so far.
+pub(super) struct Run<'r, 'a> {
+    pub(super) name: String,
+    pub(super) model: &'r ModelDir,
+    pub(super) opts: &'r CheckModelOptions,
+    pub(super) ctx: &'r RunContext<'a>,
+    pub(super) recorded: Option<w4a16_checkpoint::ActivationsFile>,
+    pub(super) oracle: Option<w4a16_checkpoint::Oracle>,
+    pub(super) layers: Vec<LayerRecord>,
+    pub(super) verdicts: Vec<Verdict>,
+    pub(super) times: PhaseTimes,
+    pub(super) read_s: f64,
+}
+
+impl Run<'_, '_> {
+    fn layer_id(&self, module: &str) -> String {
+        format!("{}/{module}", self.name)
+    }
+
+    pub(super) fn empty_record(&self, module: &str, kind: LayerKind) -> LayerRecord {
+        LayerRecord {
+            id: self.layer_id(module),
+            module: module.to_string(),
+            kind,
+            producer: None,
+            shard: None,
+            shape: None,
+            dtype: None,
+            symmetry: None,
+            selected: Vec::new(),
+            defects: Vec::new(),
+            notes: Vec::new(),
+            status: LayerStatus::Pass,
+            read_s: 0.0,
+            times: PhaseTimes::default(),
+        }
+    }
+
+    /// Reads one linear (timed) and returns it with its `checkpoint` verdict pushed.
+    pub(super) fn load(
+        &mut self,
+        entry: &LinearEntry,
+        record: &mut LayerRecord,
+    ) -> Option<LoadedLinear> {
+        let start = Instant::now();
+        let loaded = self.model.load(entry);
+        let read = start.elapsed().as_secs_f64();
+        record.read_s += read;
+        self.read_s += read;
+        record.producer = Some(entry.producer);
+        match loaded {
+            Ok(l) => Some(l),
+            Err(e) => {
+                record.status = LayerStatus::Refused;
+                self.verdicts.push(
+                    Verdict::new(&record.id, Check::Checkpoint, Outcome::Fail).because(
+                        Cause::Checkpoint(CheckpointRefusal::Load {
+                            error: SourceError::new(e),
+                        }),
+                    ),
+                );
+                None
+            }
+        }
+    }
+
+    /// The `checkpoint` verdict of a loaded linear: its notes, and its defects (refused under
+    /// `--strict`). Returns whether the layer may go on to the kernels.
+    pub(super) fn checkpoint_verdict(
+        &mut self,
+        loaded: &LoadedLinear,
+        record: &mut LayerRecord,
+    ) -> bool {
+        record.shard = Some(loaded.shard.display().to_string());
+        record.shape = Some(LayerShape::new(
+            loaded.target.n,
+            loaded.target.k,
+            loaded.group_size,
+        ));
+        record.dtype = Some(loaded.target.dtype);
+        record.symmetry = Some(symmetry(loaded));
+        record.notes.extend(loaded.notes.iter().cloned());
+        record.defects = loaded
+            .defects
+            .iter()
+            .map(CheckpointDefect::to_string)
+            .collect();
+        let shard = loaded
+            .shard
+            .file_name()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if loaded.defects.is_empty() {
+            let mut detail = format!(
+                "{} {}×{} g{} {} from {shard}",
+                loaded.entry.producer,
+                loaded.target.n,
+                loaded.target.k,
+                loaded.group_size,
+                loaded.target.dtype.name()
+            );
+            for n in &loaded.notes {
+                detail.push_str("; ");
+                detail.push_str(n);
+            }
+            self.verdicts
+                .push(Verdict::new(&record.id, Check::Checkpoint, Outcome::Pass).detail(detail));
+            return true;
+        }
+        let defects = record.defects.join("; ");
+        if self.opts.strict {
+            record.status = LayerStatus::Refused;
+            self.verdicts.push(
+                Verdict::new(&record.id, Check::Checkpoint, Outcome::Fail).because(
+                    Cause::Checkpoint(CheckpointRefusal::StrictDefects { defects }),
+                ),
+            );
+            false
+        } else {
+            record.status = LayerStatus::Defect;
+            // Reported, not failed: the kernels are still checked against what the file says
+            // (which is what every engine reads); the defect is the checkpoint's.
+            self.verdicts.push(
+                Verdict::new(&record.id, Check::Checkpoint, Outcome::ExpectedFail).detail(format!(
+                    "checkpoint defect (refused under --strict): {defects}"
+                )),
+            );
+            true
+        }
+    }
+
+    pub(super) fn linear(&mut self, entry: &LinearEntry, in_fused: bool) -> LayerRecord {
+        let kind = if in_fused {
+            LayerKind::FusedPart
+        } else {
+            LayerKind::Linear
+        };
+        let mut record = self.empty_record(&entry.module, kind);
+        let Some(loaded) = self.load(entry, &mut record) else {
+            return record;
+        };
+        let go_on = self.checkpoint_verdict(&loaded, &mut record);
+        let checkpoint: Arc<dyn Checkpoint> = Arc::from(loaded.checkpoint);
+        self.oracle_check(&entry.module, checkpoint.as_ref(), &mut record);
+        if go_on {
+            let shape = record.shape.expect("set by checkpoint_verdict");
+            let layer = LaunchLayer {
+                module: entry.module.clone(),
+                input_of: entry.module.clone(),
+                shape,
+                dtype: loaded.target.dtype,
+                symmetry: record.symmetry.expect("set"),
+                producer: entry.producer,
+                bias: entry.tensors.contains_key("bias"),
+                checkpoint,
+            };
+            if in_fused {
+                // Converted alone (its `convert` verdict at one batch size); launched fused.
+                self.run_cases(&layer, &[], &mut record);
+            } else {
+                let batches = self.opts.batches.clone();
+                self.run_cases(&layer, &batches, &mut record);
+            }
+        }
+        finish(&mut record, &self.verdicts);
+        execute::forget_prepared_layer();
+        record
+    }
+
+    pub(super) fn fused(&mut self, name: &str, parts: &[String]) -> LayerRecord {
+        let mut record = self.empty_record(name, LayerKind::FusedProjection);
+        let mut loaded_parts = Vec::new();
+        for module in parts {
+            let Some(entry) = self.model.linear(module) else {
+                continue;
+            };
+            let entry = entry.clone();
+            let Some(loaded) = self.load(&entry, &mut record) else {
+                return record;
+            };
+            record.producer = Some(entry.producer);
+            record
+                .defects
+                .extend(loaded.defects.iter().map(CheckpointDefect::to_string));
+            if !loaded.defects.is_empty() && self.opts.strict {
+                record.status = LayerStatus::Refused;
+                self.verdicts.push(
+                    Verdict::new(&record.id, Check::FusedProjection, Outcome::Fail).because(
+                        Cause::Checkpoint(CheckpointRefusal::StrictPart {
+                            module: module.to_string(),
+                        }),
+                    ),
+                );
+                return record;
+            }
+            loaded_parts.push((entry, loaded));
+        }
+        let first_shard = loaded_parts
+            .first()
+            .map(|(_, l)| l.shard.display().to_string());
+        record.shard = first_shard;
+        let bias = loaded_parts
+            .iter()
+            .any(|(e, _)| e.tensors.contains_key("bias"));
+        let producer = loaded_parts.first().map(|(e, _)| e.producer);
+        let fused_parts: Vec<FusedPart> = loaded_parts
+            .into_iter()
+            .map(|(entry, l)| FusedPart {
+                symmetric: symmetry(&l) == Symmetry::Sym,
+                module: entry.module,
+                target: l.target,
+                group: l.group_size,
+                checkpoint: Arc::from(l.checkpoint),
+            })
+            .collect();
+        let fusion = match FusedProjection::new(fused_parts) {
+            Ok(f) => f,
+            Err(e) => {
+                record.status = LayerStatus::Refused;
+                self.verdicts.push(
+                    Verdict::new(&record.id, Check::FusedProjection, Outcome::Fail).because(
+                        Cause::Checkpoint(CheckpointRefusal::Unfusable {
+                            error: SourceError::new(e),
+                        }),
+                    ),
+                );
+                return record;
+            }
+        };
+        let target = fusion.target();
+        let shape = LayerShape::new(target.n, target.k, fusion.group());
+        let symmetry = if fusion.parts()[0].symmetric {
+            Symmetry::Sym
+        } else {
+            Symmetry::Asym
+        };
+        let names: Vec<&str> = fusion.parts().iter().map(|p| p.module.as_str()).collect();
+        self.verdicts.push(
+            Verdict::new(&record.id, Check::FusedProjection, Outcome::Pass).detail(format!(
+                "{} stacked along N: {}×{} g{}",
+                names.join(" | "),
+                shape.n,
+                shape.k,
+                shape.group
+            )),
+        );
+        record.shape = Some(shape);
+        record.dtype = Some(target.dtype);
+        record.symmetry = Some(symmetry);
+        if !record.defects.is_empty() {
+            record.status = LayerStatus::Defect;
+        }
+        let layer = LaunchLayer {
+            module: name.to_string(),
+            input_of: names[0].to_string(),
+            shape,
+            dtype: target.dtype,
+            symmetry,
+            producer: producer.expect("a fused projection has parts"),
+            bias,
+            checkpoint: Arc::new(fusion),
+        };
+        let batches = self.opts.batches.clone();
+        self.run_cases(&layer, &batches, &mut record);
+        finish(&mut record, &self.verdicts);
+        execute::forget_prepared_layer();
+        record
+    }
+
+    /// The layer's cases, one per batch size (the conversion alone when `batches` is empty).
+    fn run_cases(&mut self, layer: &LaunchLayer, batches: &[usize], record: &mut LayerRecord) {
+        let activations = self.recorded_activations(layer, record);
+        let given = GivenLayer {
+            checkpoint: Arc::clone(&layer.checkpoint),
+            activations,
+        };
+        let mode = Mode::SelectedWithFallback;
+        if batches.is_empty() {
+            let case = layer.case(&self.name, 1);
+            let ctx = self.ctx.without_device(crate::require::Skip {
+                requirement: crate::require::Requirement::Gpu,
+                reason: "launched inside its fused projection".into(),
+            });
+            let (vs, t) = execute::run_given_case_timed(&case, &given, mode, &ctx);
+            // Only the reading and conversion belong to the part.
+            self.verdicts.extend(
+                vs.into_iter()
+                    .filter(|v| matches!(v.check, Check::Convert(_)))
+                    .map(|mut v| {
+                        v.case_id = record.id.clone();
+                        v
+                    }),
+            );
+            record.times.merge(&t);
+            self.times.merge(&t);
+            return;
+        }
+        for &m in batches {
+            let case = layer.case(&self.name, m);
+            let (mut vs, t) = execute::run_given_case_timed(&case, &given, mode, self.ctx);
+            for v in vs.iter_mut() {
+                // A suite's selection-boundary case is meant to be refused; a real layer that no
+                // kernel takes is one the engine cannot serve.
+                if v.check == Check::Selection(None) && v.outcome == Outcome::Refused {
+                    v.outcome = Outcome::Fail;
+                    v.detail = format!("the engine cannot serve this layer: {}", v.detail);
+                }
+            }
+            self.absorb(m, vs, &t, record);
+        }
+    }
+
+    /// One case's verdicts and time, with the path its selection took at batch `m`.
+    pub(super) fn absorb(
+        &mut self,
+        m: usize,
+        vs: Vec<Verdict>,
+        t: &PhaseTimes,
+        record: &mut LayerRecord,
+    ) {
+        for v in &vs {
+            if let Check::Selection(path) = &v.check {
+                record.selected.push(SelectedPath {
+                    m,
+                    path: path
+                        .as_ref()
+                        .map_or_else(|| "none".to_string(), |p| p.to_string()),
+                    dispatch: v.detail.clone(),
+                });
+            }
+        }
+        self.verdicts.extend(vs);
+        record.times.merge(t);
+        self.times.merge(t);
+    }
+
+    /// The recorded activations for this layer, when a file was given (a note when it lacks
+    /// the layer, a refusal verdict when its tensor is wrong).
+    fn recorded_activations(
+        &mut self,
+        layer: &LaunchLayer,
+        record: &mut LayerRecord,
+    ) -> Option<Activations> {
+        let file = self.recorded.as_ref()?;
+        match file.for_module(&layer.input_of, layer.shape.k, layer.dtype) {
+            Ok(Some(a)) => {
+                record
+                    .notes
+                    .push(format!("recorded activations: {} rows", a.m));
+                Some(a)
+            }
+            Ok(None) => {
+                record.notes.push(format!(
+                    "no recorded activations for {} in {}: seeded activations",
+                    layer.input_of,
+                    file.path().display()
+                ));
+                None
+            }
+            Err(e) => {
+                self.verdicts.push(
+                    Verdict::new(&record.id, Check::Data, Outcome::Fail)
+                        .detail(format!("recorded activations refused: {e}")),
+                );
+                None
+            }
+        }
+    }
+
+    pub(super) fn oracle_check(
+        &mut self,
+        module: &str,
+        checkpoint: &dyn Checkpoint,
+        record: &mut LayerRecord,
+    ) {
+        let Some(oracle) = &self.oracle else { return };
+        let v = oracle::check(oracle, module, checkpoint, self.ctx.c_target, &record.id);
+        if let Some(v) = v {
+            self.verdicts.push(v);
+        }
+    }
+}
+
+fn symmetry(loaded: &LoadedLinear) -> Symmetry {
+    if loaded.entry.scheme.symmetric {
+        Symmetry::Sym
+    } else {
+        Symmetry::Asym
+    }
+}
+
+/// A layer as it is launched: a linear or a fused projection.
+struct LaunchLayer {
+    module: String,
+    /// The module whose recorded input this layer takes (a fused projection's first part).
+    input_of: String,
+    shape: LayerShape,
+    dtype: ActDtype,
+    symmetry: Symmetry,
+    producer: Producer,
+    bias: bool,
+    checkpoint: Arc<dyn Checkpoint>,
+}
+
+impl LaunchLayer {
+    /// The case for batch `m`: `<model>/<module>/M=<m>/<dtype>/<sym>/g<G>/realistic[/<producer>]`.
+    fn case(&self, model: &str, m: usize) -> Case {
+        let mut case = Case {
+            id: String::new(),
+            suite: model.to_string(),
+            shape_name: self.module.clone(),
+            shape: self.shape,
+            m,
+            dtype: self.dtype,
+            symmetry: self.symmetry,
+            class: DataClass::Realistic,
+            padding: w4a16_cases::RowPadding::CacheCliff,
+            bias: self.bias,
+            act_order: false,
+            producer: self.producer,
+            x_layout: ViewLayout::default(),
+            y_layout: ViewLayout::default(),
+            carrier: CarrierMode::Off,
+            moe: None,
+        };
+        case.id = case.make_id();
+        case
+    }
+}
+
+/// The layer's status from its verdicts (a refusal or defect set earlier stands unless a check
+/// failed).
+pub(super) fn finish(record: &mut LayerRecord, verdicts: &[Verdict]) {
+    let prefix = format!("{}/", record.id);
+    let failed = verdicts
+        .iter()
+        .filter(|v| v.case_id == record.id || v.case_id.starts_with(&prefix))
+        .any(|v| matches!(v.outcome, Outcome::Fail | Outcome::Fault));
+    if failed && record.status != LayerStatus::Refused {
+        record.status = LayerStatus::Fail;
+    }
+}
