@@ -19,12 +19,8 @@ use w4a16_kernels::KernelId;
 #[derive(clap::Args)]
 pub struct WorkerArgs {
     /// What to run, as `w4a16 run` wrote it ([`WorkerSpec`] as JSON).
-    #[arg(long = "spec", value_name = "JSON", value_parser = parse_spec)]
+    #[arg(long = "spec", value_name = "JSON", value_parser = WorkerSpec::from_json)]
     spec: WorkerSpec,
-}
-
-fn parse_spec(json: &str) -> Result<WorkerSpec, String> {
-    WorkerSpec::from_json(json).map_err(|e| e.to_string())
 }
 
 pub fn worker(args: WorkerArgs) -> Result<Status, CliError> {
