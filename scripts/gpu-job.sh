@@ -125,7 +125,7 @@ PY
     mkdir -p "$OUT/perf"
     set -f  # W4A16_PERF_ARGS is split into flags, its globs are for --only
     # shellcheck disable=SC2086
-    timeout "${W4A16_PERF_TIMEOUT:-570}" stage/bin/w4a16 perf --out /tmp/w4a16-perf \
+    timeout "${W4A16_PERF_TIMEOUT:-570}" stage/bin/w4a16 perf --report-dir /tmp/w4a16-perf \
       ${W4A16_PERF_ARGS:-} >"$OUT/perf/perf.out" 2>"$OUT/perf/perf.log"
     rc=$?; set +f
     echo "perf rc=$rc wall=$(( $(date +%s) - start ))s"

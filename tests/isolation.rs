@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use w4a16_harness::runner::isolate::{WorkerCommand, run_isolated, run_worker};
+use w4a16_harness::runner::isolate::{WorkerCommand, WorkerSpec, run_isolated, run_worker};
 use w4a16_harness::runner::sanitize::Sanitizer;
 use w4a16_harness::runner::session::StopFlag;
 use w4a16_harness::runner::verdict::SanitizerTool;
@@ -33,9 +33,9 @@ fn crash_and_hang_are_contained_to_their_case() {
         .iter()
         .map(|s| s.to_string())
         .collect();
-    let args = vec!["worker".to_string(), "--simulate".to_string()];
+    let spec = WorkerSpec::simulated();
     let mut seen = 0;
-    let out = run_isolated(exe, &args, &ids, Duration::from_secs(2), |_| seen += 1).unwrap();
+    let out = run_isolated(exe, &spec, &ids, Duration::from_secs(2), |_| seen += 1).unwrap();
     // Timings come back framed per case; the faulted cases report none.
     assert_eq!(out.times.cases, 3);
     let verdicts = out.verdicts;
@@ -61,9 +61,9 @@ fn crash_and_hang_are_contained_to_their_case() {
 #[test]
 fn a_worker_whose_device_is_lost_retires_and_a_fresh_one_takes_the_rest() {
     let exe = Path::new(env!("CARGO_BIN_EXE_w4a16"));
-    let args = vec!["worker".to_string(), "--simulate".to_string()];
+    let spec = WorkerSpec::simulated();
     let ids = ids(&["a/ok1", "b/lose-device", "c/ok2", "d/ok3"]);
-    let out = run_isolated(exe, &args, &ids, Duration::from_secs(5), |_| {}).unwrap();
+    let out = run_isolated(exe, &spec, &ids, Duration::from_secs(5), |_| {}).unwrap();
     assert_eq!(
         rows(&out.verdicts),
         want(&[
@@ -121,10 +121,10 @@ fn sanitizer_reports_are_charged_to_the_case_that_printed_them() {
         executable: fake_sanitizer(&dir, 2),
     };
     let exe = Path::new(env!("CARGO_BIN_EXE_w4a16"));
-    let args = vec!["worker".to_string(), "--simulate".to_string()];
+    let spec = WorkerSpec::simulated();
     let worker = WorkerCommand {
         exe,
-        args: &args,
+        spec: &spec,
         sanitizer: Some((&sanitizer, Target::Sm90.into())),
     };
     let ids = ids(&["a/ok", "b/oob", "c/crash", "d/ok", "e/oob"]);
@@ -187,10 +187,10 @@ fn errors_the_sanitizer_counted_outside_every_case_fail_the_run() {
         executable: fake_sanitizer(&dir, 1),
     };
     let exe = Path::new(env!("CARGO_BIN_EXE_w4a16"));
-    let args = vec!["worker".to_string(), "--simulate".to_string()];
+    let spec = WorkerSpec::simulated();
     let worker = WorkerCommand {
         exe,
-        args: &args,
+        spec: &spec,
         sanitizer: Some((&sanitizer, Target::Sm90.into())),
     };
     let out = run_worker(
@@ -220,12 +220,12 @@ fn a_stop_ends_the_workers_and_leaves_unfinished_cases_out() {
         .iter()
         .map(|s| s.to_string())
         .collect();
-    let args = vec!["worker".to_string(), "--simulate".to_string()];
+    let spec = WorkerSpec::simulated();
     let stop = StopFlag::default();
     let started = Instant::now();
     // The first verdict stops the run (as `run --fail-fast` does on a failure): the hanging
     // case is not waited for (its watchdog is a minute) and is not charged as a fault.
-    let out = run_isolated_until(exe, &args, &ids, Duration::from_secs(60), &stop, |_| {
+    let out = run_isolated_until(exe, &spec, &ids, Duration::from_secs(60), &stop, |_| {
         stop.stop()
     })
     .unwrap();
@@ -239,7 +239,7 @@ fn a_stop_ends_the_workers_and_leaves_unfinished_cases_out() {
     assert!(stop.is_stopped());
 }
 
-/// `run --gpus`: each worker is bound to one device by `--device-ordinal` (round-robin), every
+/// `run --gpus`: each worker is bound to one device by its spec's ordinal (round-robin), every
 /// device gets work, and the verdicts come back in case order, the same for any number of
 /// devices or workers (the simulated worker's detail names its process and device: all else is
 /// compared).
@@ -247,10 +247,10 @@ fn a_stop_ends_the_workers_and_leaves_unfinished_cases_out() {
 fn workers_are_bound_to_devices_and_the_verdicts_do_not_depend_on_how_many() {
     use w4a16_harness::runner::session::run_worker_jobs_on;
     let exe = Path::new(env!("CARGO_BIN_EXE_w4a16"));
-    let args = vec!["worker".to_string(), "--simulate".to_string()];
+    let spec = WorkerSpec::simulated();
     let worker = WorkerCommand {
         exe,
-        args: &args,
+        spec: &spec,
         sanitizer: None,
     };
     // Six layers, the last with two cases (a layer stays on one worker).

@@ -72,7 +72,7 @@ fn without_a_gpu_the_run_is_a_loud_skip_that_writes_no_report() {
     let o = perf(&[
         "--filter",
         "field/qwen3-8b*/M=1/**",
-        "--out",
+        "--report-dir",
         out.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", stderr(&o));

@@ -42,13 +42,16 @@ fn a_malformed_shard_is_a_usage_error_naming_the_flag() {
 #[test]
 fn merge_refuses_a_folder_without_a_shard_report() {
     let tmp = tempfile::tempdir().unwrap();
-    let out = w4a16(tmp.path(), &["merge", "nowhere", "--out", "merged"]);
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("nowhere/report.json: cannot read the shard's report"),
-        "{}",
-        stderr(&out)
-    );
+    // `--out` is the old spelling of `--report-dir`, kept as a hidden alias.
+    for flag in ["--report-dir", "--out"] {
+        let out = w4a16(tmp.path(), &["merge", "nowhere", flag, "merged"]);
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains("nowhere/report.json: cannot read the shard's report"),
+            "{}",
+            stderr(&out)
+        );
+    }
     assert!(!tmp.path().join("merged").exists());
     let none = w4a16(tmp.path(), &["merge"]);
     assert_eq!(none.status.code(), Some(2));

@@ -5,7 +5,7 @@
 
 use super::{BudgetOutcome, LayerRecord, LayerStatus, ModelCheck};
 use crate::report::markdown::Table;
-use crate::report::{self as writer, ReportFiles, WriteError};
+use crate::report::{self as writer, FileError, ReportFiles};
 use crate::runner::verdict::{Outcome, Summary, Verdict};
 use quick_junit::{Report, TestCase, TestSuite};
 use std::fmt::Write as _;
@@ -25,7 +25,7 @@ pub fn files(check: &ModelCheck) -> ReportFiles {
 
 /// Writes the three reports into `dir` (created), replacing an earlier check's; returns their
 /// paths.
-pub fn write_all(check: &ModelCheck, dir: &Path) -> Result<Vec<PathBuf>, WriteError> {
+pub fn write_all(check: &ModelCheck, dir: &Path) -> Result<Vec<PathBuf>, FileError> {
     writer::write(dir, &files(check))
 }
 

@@ -3,7 +3,7 @@
 
 use super::{MutantResult, MutantStatus, MutantsReport};
 use crate::report::markdown::{Align, Table};
-use crate::report::{self as writer, WriteError};
+use crate::report::{self as writer, FileError};
 use std::path::{Path, PathBuf};
 
 fn pct(r: Option<f64>) -> String {
@@ -87,9 +87,9 @@ impl MutantsReport {
 
     /// Writes the table to `table` and the report as JSON beside it (`.json`), each atomically;
     /// returns the JSON's path.
-    pub fn write(&self, table: &Path) -> Result<PathBuf, WriteError> {
+    pub fn write(&self, table: &Path) -> Result<PathBuf, FileError> {
         if let Some(parent) = table.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(|source| WriteError {
+            std::fs::create_dir_all(parent).map_err(|source| FileError {
                 path: parent.to_path_buf(),
                 source,
             })?;

@@ -60,18 +60,24 @@ impl ReportFiles {
     }
 }
 
-/// A report file or folder that could not be written; `path` is what was being written.
+/// A file or folder that could not be read, written or created; `path` is the one it was.
 #[derive(Debug, thiserror::Error)]
 #[error("{}: {source}", path.display())]
-pub struct WriteError {
+pub struct FileError {
     pub path: PathBuf,
     #[source]
     pub source: std::io::Error,
 }
 
-impl WriteError {
-    fn at(path: &Path) -> impl FnOnce(std::io::Error) -> WriteError + '_ {
-        move |source| WriteError {
+impl FileError {
+    /// `result`'s error named by `path`.
+    pub fn at<T>(path: &Path, result: std::io::Result<T>) -> Result<T, FileError> {
+        result.map_err(FileError::of(path))
+    }
+
+    /// The error of an I/O call on `path`, for `map_err`.
+    fn of(path: &Path) -> impl FnOnce(std::io::Error) -> FileError + '_ {
+        move |source| FileError {
             path: path.to_path_buf(),
             source,
         }
@@ -88,8 +94,8 @@ pub struct ReportDir {
 impl ReportDir {
     /// Creates `dir` and removes the `owned` files found there, so that nothing an earlier run
     /// wrote stands in for this run's report if this one stops before [`ReportDir::write`].
-    pub fn open(dir: &Path, owned: &[&'static str]) -> Result<ReportDir, WriteError> {
-        std::fs::create_dir_all(dir).map_err(WriteError::at(dir))?;
+    pub fn open(dir: &Path, owned: &[&'static str]) -> Result<ReportDir, FileError> {
+        std::fs::create_dir_all(dir).map_err(FileError::of(dir))?;
         let report = ReportDir {
             dir: dir.to_path_buf(),
             owned: owned.to_vec(),
@@ -103,12 +109,12 @@ impl ReportDir {
     }
 
     /// Removes the owned files that exist; a missing one is already cleared.
-    pub fn clear(&self) -> Result<(), WriteError> {
+    pub fn clear(&self) -> Result<(), FileError> {
         for name in &self.owned {
             let path = self.dir.join(name);
             match std::fs::remove_file(&path) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                    return Err(WriteError::at(&path)(e));
+                    return Err(FileError::of(&path)(e));
                 }
                 _ => {}
             }
@@ -117,7 +123,7 @@ impl ReportDir {
     }
 
     /// Writes every file of `files` atomically, in order; returns their paths.
-    pub fn write(&self, files: &ReportFiles) -> Result<Vec<PathBuf>, WriteError> {
+    pub fn write(&self, files: &ReportFiles) -> Result<Vec<PathBuf>, FileError> {
         files
             .files
             .iter()
@@ -132,20 +138,20 @@ impl ReportDir {
 
 /// Writes the report `files` into `dir` (created): the files it owns are cleared first, then
 /// each is written atomically. Returns the paths written, in order.
-pub fn write(dir: &Path, files: &ReportFiles) -> Result<Vec<PathBuf>, WriteError> {
+pub fn write(dir: &Path, files: &ReportFiles) -> Result<Vec<PathBuf>, FileError> {
     ReportDir::open(dir, &files.names())?.write(files)
 }
 
 /// `bytes` into `path` through a temporary file beside it and a rename: a reader sees the old
 /// file or the new one, never a part.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), FileError> {
     let name = path
         .file_name()
         .map_or_else(|| "report".into(), |n| n.to_string_lossy().into_owned());
     let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
     let written = std::fs::write(&tmp, bytes)
-        .map_err(WriteError::at(path))
-        .and_then(|()| std::fs::rename(&tmp, path).map_err(WriteError::at(path)));
+        .map_err(FileError::of(path))
+        .and_then(|()| std::fs::rename(&tmp, path).map_err(FileError::of(path)));
     if written.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }

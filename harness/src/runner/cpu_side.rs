@@ -2,7 +2,7 @@
 //! reference and the verification of every selected case, with a stand-in device that returns
 //! at once (`device::stand_in`). The answer to "can a small runner keep up with the GPU?".
 
-use super::session::{Backend, RunOutput, SessionOptions, run_in_process};
+use super::session::{Backend, RunOutput, SessionError, SessionOptions, run_in_process};
 use super::timing::PhaseTimes;
 use serde::Serialize;
 use std::fmt;
@@ -34,6 +34,19 @@ pub fn in_sample(case: &Case, every: usize) -> bool {
     every <= 1 || case_seed(&layer_key(&case.id)).is_multiple_of(every as u64)
 }
 
+/// Why the CPU side could not be timed.
+#[derive(Debug, thiserror::Error)]
+pub enum CpuSideError {
+    #[error(
+        "--every {every}: no case of the {selected} selected falls in the sample; use a smaller --every"
+    )]
+    EmptySample { every: usize, selected: usize },
+    #[error("thread pool: {0}")]
+    ThreadPool(rayon::ThreadPoolBuildError),
+    #[error(transparent)]
+    Session(#[from] SessionError),
+}
+
 /// Times the CPU side of `cases` (1 in `every`) on `threads` threads.
 pub fn measure(
     set: &CaseSet,
@@ -41,17 +54,17 @@ pub fn measure(
     opts: &SessionOptions,
     every: usize,
     threads: usize,
-) -> Result<CpuSideReport, String> {
+) -> Result<CpuSideReport, CpuSideError> {
     let sample: Vec<&Case> = cases
         .iter()
         .copied()
         .filter(|c| in_sample(c, every))
         .collect();
     if sample.is_empty() {
-        return Err(format!(
-            "--every {every}: no case of the {} selected falls in the sample; use a smaller --every",
-            cases.len()
-        ));
+        return Err(CpuSideError::EmptySample {
+            every,
+            selected: cases.len(),
+        });
     }
     let mut opts = opts.clone();
     // A stand-in output fails its checks; its artifacts would be noise.
@@ -60,7 +73,7 @@ pub fn measure(
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads.max(1))
         .build()
-        .map_err(|e| format!("thread pool: {e}"))?;
+        .map_err(CpuSideError::ThreadPool)?;
     let start = Instant::now();
     let RunOutput { times, .. } =
         pool.install(|| run_in_process(set, &sample, &backend, &opts, &|_| {}))?;

@@ -2,7 +2,7 @@
 //! emulated wave-instructions per second (one thread: the emulator's memory is one lock) and the
 //! suite's wall time. The answer to "does the emulated gfx check fit a CI runner?".
 
-use super::session::{Backend, RunOutput, SessionOptions, run_in_process};
+use super::session::{Backend, RunOutput, SessionError, SessionOptions, run_in_process};
 use serde::Serialize;
 use std::fmt;
 use std::time::Instant;
@@ -29,13 +29,23 @@ impl EmulatorSpeed {
     }
 }
 
+/// Why the emulator's speed could not be measured.
+#[derive(Debug, thiserror::Error)]
+pub enum EmulatorSpeedError {
+    #[error(transparent)]
+    Session(#[from] SessionError),
+    /// The device given is no emulator.
+    #[error("{device} emulates nothing: no emulated work to report")]
+    NothingEmulated { device: String },
+}
+
 /// Runs `cases` in this process on `device` (the emulator) and reads back its work.
 pub fn measure(
     set: &CaseSet,
     cases: &[&Case],
     opts: &SessionOptions,
     device: Box<dyn DeviceBench>,
-) -> Result<EmulatorSpeed, String> {
+) -> Result<EmulatorSpeed, EmulatorSpeedError> {
     let name = device.name();
     let backend = Backend::Device(device);
     let start = Instant::now();
@@ -46,7 +56,9 @@ pub fn measure(
     };
     let work = device
         .emulated_work()
-        .ok_or_else(|| format!("{name} emulates nothing: no emulated work to report"))?;
+        .ok_or(EmulatorSpeedError::NothingEmulated {
+            device: name.clone(),
+        })?;
     Ok(EmulatorSpeed {
         target: opts.target.name().to_string(),
         device: name,

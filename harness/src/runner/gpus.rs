@@ -2,7 +2,7 @@
 //! bound to. Parsed into [`Gpus`] at the command line; resolved to ordinals against the
 //! backend's device count ([`w4a16_device::device_count`]) once the run knows its backend.
 //!
-//! Workers are bound by ordinal (`worker --device-ordinal N`), not by `CUDA_VISIBLE_DEVICES`:
+//! Workers are bound by ordinal (their `WorkerSpec::device_ordinal`), not by `CUDA_VISIBLE_DEVICES`:
 //! the ordinal works the same for the CUDA and the ROCm backend, keeps the parent's and the
 //! workers' numbering one (the user's visibility mask applies to both alike), and the worker
 //! opens exactly the device it was told to, refusing an ordinal that is not there.

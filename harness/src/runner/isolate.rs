@@ -7,18 +7,24 @@
 //! worker whose device is lost says `RETIRE <why>` after a case's `END` and exits: a fresh one
 //! takes the remaining cases. Under a sanitizer, its `=========` lines are charged to the case
 //! whose `BEGIN` came last ([`super::sanitize`]). Anything else is passed through to stderr.
+//!
+//! A worker is told what to run by one argument, `worker --spec JSON` ([`WorkerSpec`]); the
+//! case ids come on its stdin, so a fresh worker after a crash is given the rest.
 
+use super::execute::ReferenceChoice;
 use super::sanitize::{self, CaseWindow, ReportLine, Sanitizer};
 use super::session::{RunOutput, StopFlag};
 use super::timing::PhaseTimes;
 use super::verdict::Check;
 use super::verdict::{Cause, Outcome, Verdict, WorkerFailure};
+use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 use w4a16_kernels::RunTarget;
+use w4a16_select::config::KernelConfig;
 
 /// Worker side: run `execute` for each case id read from stdin, framing its verdicts.
 pub fn serve(execute: impl FnMut(&str) -> (Vec<Verdict>, PhaseTimes)) -> std::io::Result<()> {
@@ -65,6 +71,96 @@ pub fn serve_until(
     Ok(())
 }
 
+/// Everything a worker process needs besides its case ids, as the parent resolved it: handed
+/// over as one JSON argument (`worker --spec JSON`) and read back whole by the worker.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WorkerSpec {
+    /// The case folder; `None` is located as `--cases` would be.
+    pub cases_dir: Option<PathBuf>,
+    /// `None` runs on the GPU found here.
+    pub target: Option<RunTarget>,
+    /// The HIP source folder the kernels are compiled from; `None` is the embedded copies.
+    pub kernel_sources: Option<PathBuf>,
+    /// The kernel configuration (docs/contract.md §5), carried in its JSON form.
+    #[serde(with = "kernel_config_json")]
+    pub kernel_config: KernelConfig,
+    /// Where failure artifacts go.
+    pub artifacts: Option<PathBuf>,
+    /// Where the reference's products are formed (already resolved by the parent).
+    pub reference: ReferenceChoice,
+    /// Every tensor at exactly its view's size, no guard bands (sanitizer runs).
+    pub exact_allocations: bool,
+    /// The device this worker is bound to (`run --gpus`); `None` is device 0.
+    pub device_ordinal: Option<usize>,
+    /// Self-test mode: ids containing `crash` abort, `hang` never finish, others pass.
+    pub simulate: bool,
+}
+
+impl WorkerSpec {
+    /// The subcommand that serves a spec, and its flag.
+    pub const SUBCOMMAND: &'static str = "worker";
+    pub const FLAG: &'static str = "--spec";
+
+    /// A self-test worker ([`WorkerSpec::simulate`]) with nothing else set.
+    pub fn simulated() -> WorkerSpec {
+        WorkerSpec {
+            cases_dir: None,
+            target: None,
+            kernel_sources: None,
+            kernel_config: KernelConfig::default(),
+            artifacts: None,
+            reference: ReferenceChoice::Cpu,
+            exact_allocations: false,
+            device_ordinal: None,
+            simulate: true,
+        }
+    }
+
+    /// The same spec bound to device `ordinal` (`None` leaves it unbound).
+    pub fn on_device(&self, ordinal: Option<usize>) -> WorkerSpec {
+        WorkerSpec {
+            device_ordinal: ordinal,
+            ..self.clone()
+        }
+    }
+
+    /// The worker's arguments after the executable: `worker --spec JSON`.
+    pub fn to_args(&self) -> Vec<String> {
+        let json = serde_json::to_string(self).expect("a worker spec serializes");
+        vec![Self::SUBCOMMAND.into(), Self::FLAG.into(), json]
+    }
+
+    /// The spec a worker was given (the JSON of `--spec`).
+    pub fn from_json(json: &str) -> Result<WorkerSpec, WorkerSpecError> {
+        serde_json::from_str(json).map_err(|source| WorkerSpecError { source })
+    }
+}
+
+/// A `worker --spec` value that is not a [`WorkerSpec`].
+#[derive(Debug, thiserror::Error)]
+#[error("worker --spec: expected a worker spec's JSON (as `w4a16 run` writes it): {source}")]
+pub struct WorkerSpecError {
+    pub source: serde_json::Error,
+}
+
+/// [`KernelConfig`] as its JSON object (`{"rdna_hybrid_w4a16_prefill_dequant": "enable"}`), read
+/// back by the config's own parser so a worker refuses what the command line refuses.
+mod kernel_config_json {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer, de, ser};
+    use w4a16_select::config::KernelConfig;
+
+    pub fn serialize<S: Serializer>(config: &KernelConfig, s: S) -> Result<S::Ok, S::Error> {
+        let object: serde_json::Value =
+            serde_json::from_str(&config.to_string()).map_err(ser::Error::custom)?;
+        object.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<KernelConfig, D::Error> {
+        let object = serde_json::Value::deserialize(d)?;
+        KernelConfig::from_json(&object.to_string()).map_err(de::Error::custom)
+    }
+}
+
 enum Line {
     Text(String),
     Closed,
@@ -74,7 +170,7 @@ enum Line {
 #[derive(Clone, Copy, Debug)]
 pub struct WorkerCommand<'a> {
     pub exe: &'a Path,
-    pub args: &'a [String],
+    pub spec: &'a WorkerSpec,
     /// Run the worker under compute-sanitizer and charge its reports to cases; `target` names
     /// the target in their repro commands.
     pub sanitizer: Option<(&'a Sanitizer, RunTarget)>,
@@ -102,24 +198,24 @@ fn recv_until(
     }
 }
 
-/// Parent side: feed `case_ids` to `exe args…` workers, restarting after a crash or hang.
-/// `per_case_timeout` bounds the time between a case's BEGIN and END.
+/// Parent side: feed `case_ids` to workers of `exe` given `spec`, restarting after a crash or
+/// hang. `per_case_timeout` bounds the time between a case's BEGIN and END.
 pub fn run_isolated(
     exe: &Path,
-    args: &[String],
+    spec: &WorkerSpec,
     case_ids: &[String],
     per_case_timeout: Duration,
     on_verdict: impl FnMut(&Verdict),
 ) -> std::io::Result<RunOutput> {
     let never = StopFlag::default();
-    run_isolated_until(exe, args, case_ids, per_case_timeout, &never, on_verdict)
+    run_isolated_until(exe, spec, case_ids, per_case_timeout, &never, on_verdict)
 }
 
 /// As [`run_isolated`]; once `stop` is set, the worker is ended and the cases it had not
 /// finished are left out of the output (the case in flight included, uncharged).
 pub fn run_isolated_until(
     exe: &Path,
-    args: &[String],
+    spec: &WorkerSpec,
     case_ids: &[String],
     per_case_timeout: Duration,
     stop: &StopFlag,
@@ -127,7 +223,7 @@ pub fn run_isolated_until(
 ) -> std::io::Result<RunOutput> {
     let worker = WorkerCommand {
         exe,
-        args,
+        spec,
         sanitizer: None,
     };
     run_worker(&worker, case_ids, per_case_timeout, stop, on_verdict)
@@ -186,209 +282,290 @@ fn case_times_log(id: &str, t: &PhaseTimes) {
     }
 }
 
-/// As [`run_isolated`], for any [`WorkerCommand`].
+/// As [`run_isolated`], for any [`WorkerCommand`]: a worker process after another until every
+/// case has a verdict (or `stop` is set).
 pub fn run_worker(
     worker: &WorkerCommand<'_>,
     case_ids: &[String],
     per_case_timeout: Duration,
     stop: &StopFlag,
-    mut on_verdict: impl FnMut(&Verdict),
+    on_verdict: impl FnMut(&Verdict),
 ) -> std::io::Result<RunOutput> {
     CASE_TIMES_START.get_or_init(std::time::Instant::now);
-    let mut verdicts = Vec::new();
-    let mut times = PhaseTimes::default();
-    let mut next = 0usize;
-    let mut emit = |v: Verdict, verdicts: &mut Vec<Verdict>| {
-        on_verdict(&v);
-        verdicts.push(v);
+    let mut out = Collected {
+        on_verdict,
+        verdicts: Vec::new(),
+        times: PhaseTimes::default(),
+        next: 0,
     };
-    while next < case_ids.len() && !stop.is_stopped() {
-        let (program, args) = match worker.sanitizer {
-            Some((s, _)) => s.command(worker.exe, worker.args),
-            None => (worker.exe.to_path_buf(), worker.args.to_vec()),
-        };
-        let mut command = Command::new(&program);
-        command
-            .args(&args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
-        // Under a sanitizer the worker is the sanitizer's child: a group of its own lets the
-        // watchdog kill both (a plain worker stays in ours, so Ctrl-C still reaches it).
-        #[cfg(unix)]
-        if worker.sanitizer.is_some() {
-            std::os::unix::process::CommandExt::process_group(&mut command, 0);
-        }
-        let mut child = command.spawn()?;
-        let first_of_process = next;
-        {
-            let mut stdin = child.stdin.take().expect("piped stdin");
-            let ids: Vec<String> = case_ids[next..].to_vec();
-            std::thread::spawn(move || {
-                for id in ids {
-                    if writeln!(stdin, "{id}").is_err() {
-                        break;
-                    }
-                }
-            });
-        }
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                match line {
-                    Ok(l) => {
-                        if tx.send(Line::Text(l)).is_err() {
-                            return;
-                        }
-                    }
-                    Err(_) => break,
-                }
-            }
-            let _ = tx.send(Line::Closed);
-        });
-
-        let mut current: Option<String> = None;
-        let mut got_for_current: Vec<Verdict> = Vec::new();
-        let mut times_for_current = PhaseTimes::default();
-        // Under a sanitizer: the case announced last, and the errors its summary counted.
-        let mut window: Option<CaseWindow> = None;
-        let mut reported_errors = 0usize;
-        let mut attributed = 0usize;
-        let mut retired = false;
-        let window_verdicts = |w: Option<CaseWindow>| match (w, worker.sanitizer) {
-            (Some(w), Some((s, target))) => w.verdicts(s.tool, target),
-            _ => Vec::new(),
-        };
-        let mut stopped = false;
-        let failure: Option<WorkerFailure> = loop {
-            let timeout = if current.is_some() {
-                per_case_timeout
-            } else {
-                per_case_timeout * 4
-            };
-            let Some(got) = recv_until(&rx, timeout, stop) else {
-                stopped = true;
-                break None;
-            };
-            match got {
-                Ok(Line::Text(l)) => {
-                    if worker.sanitizer.is_some()
-                        && let Some(r) = sanitize::report_line(&l)
-                    {
-                        match (r, window.as_mut()) {
-                            (ReportLine::Summary { errors }, _) => {
-                                reported_errors += errors;
-                                eprintln!("{l}");
-                            }
-                            (ReportLine::Report(_), Some(w)) => w.lines.push(l),
-                            _ => eprintln!("{l}"),
-                        }
-                        continue;
-                    }
-                    if let Some(id) = l.strip_prefix("BEGIN ") {
-                        for v in window_verdicts(window.take()) {
-                            attributed += usize::from(v.outcome == Outcome::Fail);
-                            emit(v, &mut verdicts);
-                        }
-                        current = Some(id.to_string());
-                        window = worker.sanitizer.map(|_| CaseWindow::new(id));
-                        got_for_current.clear();
-                        times_for_current = PhaseTimes::default();
-                    } else if let Some(json) = l.strip_prefix("VERDICT ") {
-                        match serde_json::from_str::<Verdict>(json) {
-                            Ok(v) => got_for_current.push(v),
-                            Err(e) => {
-                                eprintln!("w4a16: unreadable verdict from worker ({e}): {json}")
-                            }
-                        }
-                    } else if let Some(json) = l.strip_prefix("TIMING ") {
-                        match serde_json::from_str::<PhaseTimes>(json) {
-                            Ok(t) => times_for_current = t,
-                            Err(e) => {
-                                eprintln!("w4a16: unreadable timing from worker ({e}): {json}")
-                            }
-                        }
-                    } else if let Some(id) = l.strip_prefix("END ") {
-                        times.merge(&times_for_current);
-                        case_times_log(id, &times_for_current);
-                        for v in got_for_current.drain(..) {
-                            if let Some(w) = window.as_mut() {
-                                w.note(&v);
-                            }
-                            emit(v, &mut verdicts);
-                        }
-                        current = None;
-                        next += 1;
-                        // Under a sanitizer, reports may trail the last END: read on to the end.
-                        if next == case_ids.len() && worker.sanitizer.is_none() {
-                            break None;
-                        }
-                    } else if let Some(why) = l.strip_prefix("RETIRE ") {
-                        eprintln!("w4a16: worker retired ({why}); a fresh one takes the rest");
-                        retired = true;
-                    } else {
-                        eprintln!("{l}");
-                    }
-                }
-                Ok(Line::Closed) => {
-                    let status = child.wait()?;
-                    break if next == case_ids.len() || (retired && current.is_none()) {
-                        None
-                    } else {
-                        Some(WorkerFailure::Exited {
-                            status: status.to_string(),
-                        })
-                    };
-                }
-                Err(mpsc::RecvTimeoutError::Timeout) => {
-                    kill(&mut child, worker.sanitizer.is_some());
-                    break Some(WorkerFailure::Watchdog {
-                        seconds: timeout.as_secs(),
-                    });
-                }
-                Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    let status = child.wait()?;
-                    break Some(WorkerFailure::Exited {
-                        status: status.to_string(),
-                    });
-                }
-            }
-        };
+    while out.next < case_ids.len() && !stop.is_stopped() {
+        let first_of_process = out.next;
+        let (mut child, rx) = spawn(worker, &case_ids[out.next..])?;
+        let mut process = WorkerProcess::new(worker);
+        let ended = process.read(&mut child, &rx, per_case_timeout, stop, case_ids, &mut out);
         kill(&mut child, worker.sanitizer.is_some());
-        if stopped {
-            break;
-        }
+        let failure = match ended? {
+            Ended::Stopped => break,
+            Ended::Done => None,
+            Ended::Failed(why) => Some(why),
+        };
         if let Some(why) = failure {
             // The case in flight (or, if the worker died between cases, the next one) is charged.
-            match current.clone().or_else(|| case_ids.get(next).cloned()) {
+            match process
+                .current
+                .clone()
+                .or_else(|| case_ids.get(out.next).cloned())
+            {
                 Some(id) => {
                     let v =
                         Verdict::new(id, Check::Device, Outcome::Fault).because(Cause::Worker(why));
-                    emit(v, &mut verdicts);
-                    next += 1;
+                    out.emit(v);
+                    out.next += 1;
                 }
                 None => eprintln!("w4a16: worker failed after its last case: {why}"),
             }
         }
-        for v in window_verdicts(window.take()) {
-            attributed += usize::from(v.outcome == Outcome::Fail);
-            emit(v, &mut verdicts);
-        }
-        if let Some((s, _)) = worker.sanitizer
-            && let Some(v) = sanitize::unattributed_errors(
-                s.tool,
-                reported_errors,
-                attributed,
-                &case_ids[first_of_process..next.min(case_ids.len())],
-            )
-        {
-            emit(v, &mut verdicts);
-        }
+        let ran = &case_ids[first_of_process..out.next.min(case_ids.len())];
+        process.close(ran, &mut out);
     }
     Ok(RunOutput {
-        verdicts,
-        times,
+        verdicts: out.verdicts,
+        times: out.times,
         ..RunOutput::default()
     })
+}
+
+/// Starts one worker process and feeds it `ids`; its stdout comes back line by line.
+fn spawn(
+    worker: &WorkerCommand<'_>,
+    ids: &[String],
+) -> std::io::Result<(Child, mpsc::Receiver<Line>)> {
+    let args = worker.spec.to_args();
+    let (program, args) = match worker.sanitizer {
+        Some((s, _)) => s.command(worker.exe, &args),
+        None => (worker.exe.to_path_buf(), args),
+    };
+    let mut command = Command::new(&program);
+    command
+        .args(&args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    // Under a sanitizer the worker is the sanitizer's child: a group of its own lets the
+    // watchdog kill both (a plain worker stays in ours, so Ctrl-C still reaches it).
+    #[cfg(unix)]
+    if worker.sanitizer.is_some() {
+        std::os::unix::process::CommandExt::process_group(&mut command, 0);
+    }
+    let mut child = command.spawn()?;
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    let ids = ids.to_vec();
+    std::thread::spawn(move || {
+        for id in ids {
+            if writeln!(stdin, "{id}").is_err() {
+                break;
+            }
+        }
+    });
+    let stdout = child.stdout.take().expect("piped stdout");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            match line {
+                Ok(l) => {
+                    if tx.send(Line::Text(l)).is_err() {
+                        return;
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+        let _ = tx.send(Line::Closed);
+    });
+    Ok((child, rx))
+}
+
+/// What the parent has gathered over every worker process of a run.
+struct Collected<F> {
+    on_verdict: F,
+    verdicts: Vec<Verdict>,
+    times: PhaseTimes,
+    /// The index of the first case without its verdicts.
+    next: usize,
+}
+
+impl<F: FnMut(&Verdict)> Collected<F> {
+    fn emit(&mut self, v: Verdict) {
+        (self.on_verdict)(&v);
+        self.verdicts.push(v);
+    }
+}
+
+/// How one worker process ended.
+enum Ended {
+    /// Every case it was given is done (or it retired between cases).
+    Done,
+    /// The run was stopped: the process is ended, its case in flight uncharged.
+    Stopped,
+    /// It died or hung: the case in flight is charged.
+    Failed(WorkerFailure),
+}
+
+/// The parent's reading of one worker process's protocol.
+struct WorkerProcess<'w> {
+    worker: &'w WorkerCommand<'w>,
+    /// The case between its BEGIN and END, with what it sent so far.
+    current: Option<String>,
+    got_for_current: Vec<Verdict>,
+    times_for_current: PhaseTimes,
+    /// Under a sanitizer: the case announced last, and the errors its summary counted.
+    window: Option<CaseWindow>,
+    reported_errors: usize,
+    attributed: usize,
+    retired: bool,
+}
+
+impl<'w> WorkerProcess<'w> {
+    fn new(worker: &'w WorkerCommand<'w>) -> Self {
+        WorkerProcess {
+            worker,
+            current: None,
+            got_for_current: Vec::new(),
+            times_for_current: PhaseTimes::default(),
+            window: None,
+            reported_errors: 0,
+            attributed: 0,
+            retired: false,
+        }
+    }
+
+    /// Reads the process's lines until it has done every case, dies, hangs or is stopped.
+    fn read<F: FnMut(&Verdict)>(
+        &mut self,
+        child: &mut Child,
+        rx: &mpsc::Receiver<Line>,
+        per_case_timeout: Duration,
+        stop: &StopFlag,
+        case_ids: &[String],
+        out: &mut Collected<F>,
+    ) -> std::io::Result<Ended> {
+        loop {
+            let timeout = if self.current.is_some() {
+                per_case_timeout
+            } else {
+                per_case_timeout * 4
+            };
+            let Some(got) = recv_until(rx, timeout, stop) else {
+                return Ok(Ended::Stopped);
+            };
+            let exited = |status: std::process::ExitStatus| {
+                Ended::Failed(WorkerFailure::Exited {
+                    status: status.to_string(),
+                })
+            };
+            match got {
+                Ok(Line::Text(l)) => {
+                    if self.on_line(l, case_ids.len(), out) {
+                        return Ok(Ended::Done);
+                    }
+                }
+                Ok(Line::Closed) => {
+                    let status = child.wait()?;
+                    let done =
+                        out.next == case_ids.len() || (self.retired && self.current.is_none());
+                    return Ok(if done { Ended::Done } else { exited(status) });
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    kill(child, self.worker.sanitizer.is_some());
+                    return Ok(Ended::Failed(WorkerFailure::Watchdog {
+                        seconds: timeout.as_secs(),
+                    }));
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(exited(child.wait()?)),
+            }
+        }
+    }
+
+    /// One line of the protocol; `true` once the last of `total` cases has ended and nothing
+    /// more is to be read.
+    fn on_line<F: FnMut(&Verdict)>(
+        &mut self,
+        l: String,
+        total: usize,
+        out: &mut Collected<F>,
+    ) -> bool {
+        if self.worker.sanitizer.is_some()
+            && let Some(r) = sanitize::report_line(&l)
+        {
+            match (r, self.window.as_mut()) {
+                (ReportLine::Summary { errors }, _) => {
+                    self.reported_errors += errors;
+                    eprintln!("{l}");
+                }
+                (ReportLine::Report(_), Some(w)) => w.lines.push(l),
+                _ => eprintln!("{l}"),
+            }
+            return false;
+        }
+        if let Some(id) = l.strip_prefix("BEGIN ") {
+            self.flush_window(out);
+            self.current = Some(id.to_string());
+            self.window = self.worker.sanitizer.map(|_| CaseWindow::new(id));
+            self.got_for_current.clear();
+            self.times_for_current = PhaseTimes::default();
+        } else if let Some(json) = l.strip_prefix("VERDICT ") {
+            match serde_json::from_str::<Verdict>(json) {
+                Ok(v) => self.got_for_current.push(v),
+                Err(e) => eprintln!("w4a16: unreadable verdict from worker ({e}): {json}"),
+            }
+        } else if let Some(json) = l.strip_prefix("TIMING ") {
+            match serde_json::from_str::<PhaseTimes>(json) {
+                Ok(t) => self.times_for_current = t,
+                Err(e) => eprintln!("w4a16: unreadable timing from worker ({e}): {json}"),
+            }
+        } else if let Some(id) = l.strip_prefix("END ") {
+            out.times.merge(&self.times_for_current);
+            case_times_log(id, &self.times_for_current);
+            for v in std::mem::take(&mut self.got_for_current) {
+                if let Some(w) = self.window.as_mut() {
+                    w.note(&v);
+                }
+                out.emit(v);
+            }
+            self.current = None;
+            out.next += 1;
+            // Under a sanitizer, reports may trail the last END: read on to the end.
+            return out.next == total && self.worker.sanitizer.is_none();
+        } else if let Some(why) = l.strip_prefix("RETIRE ") {
+            eprintln!("w4a16: worker retired ({why}); a fresh one takes the rest");
+            self.retired = true;
+        } else {
+            eprintln!("{l}");
+        }
+        false
+    }
+
+    /// The sanitizer's verdicts of the case announced last.
+    fn flush_window<F: FnMut(&Verdict)>(&mut self, out: &mut Collected<F>) {
+        let verdicts = match (self.window.take(), self.worker.sanitizer) {
+            (Some(w), Some((s, target))) => w.verdicts(s.tool, target),
+            _ => Vec::new(),
+        };
+        for v in verdicts {
+            self.attributed += usize::from(v.outcome == Outcome::Fail);
+            out.emit(v);
+        }
+    }
+
+    /// After the process: its last case's sanitizer verdicts, and errors the sanitizer counted
+    /// outside every case of `ran`.
+    fn close<F: FnMut(&Verdict)>(mut self, ran: &[String], out: &mut Collected<F>) {
+        self.flush_window(out);
+        if let Some((s, _)) = self.worker.sanitizer
+            && let Some(v) =
+                sanitize::unattributed_errors(s.tool, self.reported_errors, self.attributed, ran)
+        {
+            out.emit(v);
+        }
+    }
 }

@@ -6,7 +6,7 @@ use super::shard::ShardRecord;
 use super::timing::PhaseTimes;
 use super::verdict::{Summary, Verdict};
 use crate::report::markdown::{self, Align, Table};
-use crate::report::{self as writer, ReportFiles, WriteError};
+use crate::report::{self as writer, FileError, ReportFiles};
 use quick_junit::{Report, TestCase, TestCaseStatus, TestSuite};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -213,7 +213,7 @@ impl RunReport<'_> {
     }
 
     /// Writes the report into `dir` (created), replacing an earlier run's.
-    pub fn write(&self, dir: &Path) -> Result<Vec<PathBuf>, WriteError> {
+    pub fn write(&self, dir: &Path) -> Result<Vec<PathBuf>, FileError> {
         writer::write(dir, &self.files())
     }
 }

@@ -42,28 +42,63 @@ struct SafetyEntry {
     reason: String,
 }
 
+/// Why `cases/targets/safety.toml` gives no `c_target` for a target.
+#[derive(Debug, thiserror::Error)]
+pub enum SafetyTableError {
+    #[error("{}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}: {source}", path.display())]
+    Parse {
+        path: PathBuf,
+        source: toml::de::Error,
+    },
+    #[error("{}: no entry for target `{target}`", path.display())]
+    NoEntry { path: PathBuf, target: String },
+    #[error("{}: key \"{target}.c_target\": expected a finite factor ≥ 1, got {value}", path.display())]
+    NotAFactor {
+        path: PathBuf,
+        target: String,
+        value: f64,
+    },
+}
+
+/// Why a session could not run its cases (a case's own failure is a verdict, never this).
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error(transparent)]
+    SafetyTable(#[from] SafetyTableError),
+    #[error("an in-process run on several devices was given no device")]
+    NoDevice,
+    #[error("a device thread panicked")]
+    DeviceThreadPanicked,
+}
+
 /// `c_target` for `target` from `cases/targets/safety.toml` (docs/contract.md §6: data, not code).
-pub fn c_target(cases_dir: &Path, target: Target) -> Result<f64, String> {
+pub fn c_target(cases_dir: &Path, target: Target) -> Result<f64, SafetyTableError> {
     let path = cases_dir.join("targets").join("safety.toml");
-    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let table: BTreeMap<String, SafetyEntry> =
-        toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-    let entry = table.get(target.name()).ok_or_else(|| {
-        format!(
-            "{}: no entry for target `{}`",
-            path.display(),
-            target.name()
-        )
-    })?;
-    if !(entry.c_target.is_finite() && entry.c_target >= 1.0) {
-        return Err(format!(
-            "{}: key \"{}.c_target\": expected a finite factor ≥ 1, got {}",
-            path.display(),
-            target.name(),
-            entry.c_target
-        ));
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(source) => return Err(SafetyTableError::Read { path, source }),
+    };
+    let table: BTreeMap<String, SafetyEntry> = match toml::from_str(&text) {
+        Ok(table) => table,
+        Err(source) => return Err(SafetyTableError::Parse { path, source }),
+    };
+    let target = target.name().to_string();
+    match table.get(&target) {
+        None => Err(SafetyTableError::NoEntry { path, target }),
+        Some(e) if !(e.c_target.is_finite() && e.c_target >= 1.0) => {
+            Err(SafetyTableError::NotAFactor {
+                path,
+                target,
+                value: e.c_target,
+            })
+        }
+        Some(e) => Ok(e.c_target),
     }
-    Ok(entry.c_target)
 }
 
 /// What a session runs on.
@@ -147,14 +182,14 @@ pub fn run_in_process_on(
     backends: &[(usize, Backend)],
     opts: &SessionOptions,
     on_verdict: &(dyn Fn(&Verdict) + Sync),
-) -> Result<RunOutput, String> {
+) -> Result<RunOutput, SessionError> {
     if let [(ordinal, backend)] = backends {
         let mut out = run_in_process(set, cases, backend, opts, on_verdict)?;
         out.devices.insert(*ordinal, out.times);
         return Ok(out);
     }
     if backends.is_empty() {
-        return Err("an in-process run on several devices was given no device".into());
+        return Err(SessionError::NoDevice);
     }
     let groups = by_layer(cases.iter().map(|c| c.id.as_str()));
     let mut shards = deal(
@@ -163,7 +198,7 @@ pub fn run_in_process_on(
         backends.len(),
     );
     shards.resize(backends.len(), Vec::new());
-    let results: Vec<Result<RunOutput, String>> = std::thread::scope(|scope| {
+    let results: Vec<Result<RunOutput, SessionError>> = std::thread::scope(|scope| {
         let handles: Vec<_> = shards
             .iter()
             .zip(backends)
@@ -174,10 +209,7 @@ pub fn run_in_process_on(
             .collect();
         handles
             .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err("a device thread panicked".to_string()))
-            })
+            .map(|h| h.join().unwrap_or(Err(SessionError::DeviceThreadPanicked)))
             .collect()
     });
     let mut out = RunOutput::default();
@@ -233,7 +265,7 @@ pub fn run_in_process(
     backend: &Backend,
     opts: &SessionOptions,
     on_verdict: &(dyn Fn(&Verdict) + Sync),
-) -> Result<RunOutput, String> {
+) -> Result<RunOutput, SessionError> {
     let c = c_target(&opts.cases_dir, opts.target)?;
     let (device, no_device) = match backend {
         Backend::Device(d) => (Some(d.as_ref() as &dyn Device), None),
@@ -269,7 +301,7 @@ pub fn run_in_process(
         .collect();
     let grouped: Vec<&Case> = order.iter().map(|&i| cases[i]).collect();
     // A real device: launches are serialised by its stream anyway, and parallelism comes from
-    // worker processes (`run_isolated_jobs`). Host-only backends share across threads.
+    // worker processes (`run_worker_jobs_on`). Host-only backends share across threads.
     let per_case: Vec<(Vec<Verdict>, PhaseTimes)> = match device {
         Some(d) if !d.host_only() => grouped.iter().map(run).collect(),
         _ => grouped.par_iter().map(run).collect(),
@@ -326,81 +358,12 @@ pub fn deal(groups: Vec<Vec<usize>>, cost: impl Fn(usize) -> f64, jobs: usize) -
         .collect()
 }
 
-/// Runs `case_ids` in `jobs` worker processes of `exe` (ARCHITECTURE.md rule 8), each given `worker_args`.
-/// `cost` estimates a case's time (any unit): it balances the workers, each of which gets whole
-/// layers so that it converts each layer once.
-pub fn run_isolated_jobs(
-    exe: &Path,
-    worker_args: &[String],
-    case_ids: &[String],
-    cost: impl Fn(&str) -> f64,
-    jobs: usize,
-    per_case: Duration,
-    on_verdict: &(dyn Fn(&Verdict) + Sync),
-) -> std::io::Result<RunOutput> {
-    let never = StopFlag::default();
-    run_isolated_jobs_until(
-        exe,
-        worker_args,
-        case_ids,
-        cost,
-        jobs,
-        per_case,
-        &never,
-        on_verdict,
-    )
-}
-
-/// As [`run_isolated_jobs`]; once `stop` is set every worker is ended and unfinished cases are
-/// left out.
-#[allow(clippy::too_many_arguments)]
-pub fn run_isolated_jobs_until(
-    exe: &Path,
-    worker_args: &[String],
-    case_ids: &[String],
-    cost: impl Fn(&str) -> f64,
-    jobs: usize,
-    per_case: Duration,
-    stop: &StopFlag,
-    on_verdict: &(dyn Fn(&Verdict) + Sync),
-) -> std::io::Result<RunOutput> {
-    let worker = isolate::WorkerCommand {
-        exe,
-        args: worker_args,
-        sanitizer: None,
-    };
-    run_worker_jobs(&worker, case_ids, cost, jobs, per_case, stop, on_verdict)
-}
-
-/// As [`run_isolated_jobs_until`], for any [`isolate::WorkerCommand`] (e.g. under a sanitizer).
-pub fn run_worker_jobs(
-    worker: &isolate::WorkerCommand<'_>,
-    case_ids: &[String],
-    cost: impl Fn(&str) -> f64,
-    jobs: usize,
-    per_case: Duration,
-    stop: &StopFlag,
-    on_verdict: &(dyn Fn(&Verdict) + Sync),
-) -> std::io::Result<RunOutput> {
-    run_worker_jobs_on(
-        worker,
-        case_ids,
-        cost,
-        jobs,
-        &[],
-        per_case,
-        stop,
-        on_verdict,
-    )
-}
-
-/// The flag a worker is bound to a device with (`worker --device-ordinal N`).
-pub const DEVICE_ORDINAL_FLAG: &str = "--device-ordinal";
-
-/// As [`run_worker_jobs`], each worker bound to one of `ordinals` (round-robin,
-/// [`gpus::bind`]) by [`DEVICE_ORDINAL_FLAG`] after its arguments; `jobs` is the total number
-/// of workers. No ordinals: the workers open their default device. The verdicts are in case
-/// order whatever the number of workers or devices.
+/// Runs `case_ids` in `jobs` worker processes (ARCHITECTURE.md rule 8), each bound to one of
+/// `ordinals` (round-robin, [`gpus::bind`]) through its [`isolate::WorkerSpec`]; no ordinals:
+/// the workers open their default device. `cost` estimates a case's time (any unit): it
+/// balances the workers, each of which gets whole layers so that it converts each layer once.
+/// Once `stop` is set every worker is ended and unfinished cases are left out. The verdicts are
+/// in case order whatever the number of workers or devices.
 #[allow(clippy::too_many_arguments)]
 pub fn run_worker_jobs_on(
     worker: &isolate::WorkerCommand<'_>,
@@ -428,12 +391,9 @@ pub fn run_worker_jobs_on(
         .par_iter()
         .zip(bound)
         .map(|(ids, ordinal)| {
-            let mut args = worker.args.to_vec();
-            if let Some(o) = ordinal {
-                args.extend([DEVICE_ORDINAL_FLAG.to_string(), o.to_string()]);
-            }
+            let spec = worker.spec.on_device(ordinal);
             let bound_worker = isolate::WorkerCommand {
-                args: &args,
+                spec: &spec,
                 ..*worker
             };
             let r = isolate::run_worker(&bound_worker, ids, per_case, stop, on_verdict);

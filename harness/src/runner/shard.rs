@@ -19,12 +19,14 @@
 //! (shard 1 runs them), the cases' checks and the sanitizer skips: enough for `merge` to put
 //! every verdict where the unsharded run puts it without the case folder.
 
+use super::cli_run::{self, RunEnd, RunError};
 use super::execute::ReferenceChoice;
 use super::report::Timing;
 use super::session;
 use super::snapshot::{self, LeftOut, SnapshotFile};
 use super::verdict::SnapshotRow;
 use super::{PhaseTimes, Verdict};
+use crate::report::FileError;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -181,9 +183,9 @@ pub fn write_snapshot_parts(
     report_dir: &Path,
     files: &[SnapshotFile],
     verdicts: &[Verdict],
-) -> Result<(), String> {
+) -> Result<(), FileError> {
     let dir = snapshot_part_dir(report_dir);
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    FileError::at(&dir, std::fs::create_dir_all(&dir))?;
     for file in files {
         let prefix = format!("{}/", file.suite);
         let rows: Vec<Verdict> = verdicts
@@ -192,8 +194,8 @@ pub fn write_snapshot_parts(
             .cloned()
             .collect();
         let path = dir.join(file.file_name());
-        std::fs::write(&path, snapshot::render_file(file, &snapshot::render(&rows)))
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+        let text = snapshot::render_file(file, &snapshot::render(&rows));
+        FileError::at(&path, std::fs::write(&path, text))?;
     }
     Ok(())
 }
@@ -205,12 +207,12 @@ pub fn compare_part(
     file: &SnapshotFile,
     verdicts: &[Verdict],
     cases: &BTreeSet<&str>,
-) -> Result<Option<snapshot::SnapshotDiff>, String> {
+) -> Result<Option<snapshot::SnapshotDiff>, FileError> {
     let path = snapshot_dir.join(file.file_name());
     let committed = match std::fs::read_to_string(&path) {
         Ok(text) => snapshot::parse_rows(&text),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-        Err(e) => return Err(format!("{}: {e}", path.display())),
+        Err(source) => return Err(FileError { path, source }),
     };
     let prefix = format!("{}/", file.suite);
     let old: Vec<SnapshotRow> = committed
@@ -284,6 +286,16 @@ pub enum MergeError {
     Snapshot { path: PathBuf, why: String },
     #[error("no shard folders given: expected `w4a16 merge DIR…` with one folder per shard")]
     NoShards,
+    #[error("{}: `target` {target:?} is not a run target", path.display())]
+    UnknownTarget { path: PathBuf, target: String },
+    #[error("{} → {}: {source}", from.display(), to.display())]
+    Copy {
+        from: PathBuf,
+        to: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    File(#[from] FileError),
 }
 
 #[derive(Deserialize)]
@@ -344,46 +356,82 @@ fn artifact_mention(dir: &str) -> String {
     format!("; artifact: {dir}")
 }
 
+/// One shard's folder as `merge` reads it: the folder, its report and its record.
+type Shard = (PathBuf, ShardReport, ShardRecord);
+
 /// Reads and checks the shards in `dirs` (each holding a shard's report.json and its
 /// `snapshots/`) and puts their verdicts in the unsharded run's order; details that name a
 /// shard's failure artifacts name them in `artifacts` (where `merge_command` copies them).
 pub fn merge(dirs: &[PathBuf], artifacts: &Path) -> Result<Merged, MergeError> {
-    let mut shards: Vec<(PathBuf, ShardReport, ShardRecord)> = Vec::new();
-    for dir in dirs {
-        let path = dir.join("report.json");
-        let text = std::fs::read_to_string(&path).map_err(|source| MergeError::Read {
-            path: path.clone(),
-            source,
-        })?;
-        let mut report: ShardReport =
-            serde_json::from_str(&text).map_err(|e| MergeError::NotAShard {
-                path: path.clone(),
-                why: e.to_string(),
-            })?;
-        let record = report.shard.take().ok_or_else(|| MergeError::NotAShard {
-            path: path.clone(),
-            why: "it has no `shard` object (an unsharded run's report)".into(),
-        })?;
-        let s = record.sections;
-        if s.global + s.cases + s.sanitizer_skips != report.verdicts.len() {
-            return Err(MergeError::NotAShard {
-                path,
-                why: format!(
-                    "its sections count {} verdicts, it holds {}",
-                    s.global + s.cases + s.sanitizer_skips,
-                    report.verdicts.len()
-                ),
-            });
-        }
-        shards.push((dir.clone(), report, record));
-    }
+    let mut shards = dirs
+        .iter()
+        .map(|dir| read_shard(dir))
+        .collect::<Result<Vec<Shard>, MergeError>>()?;
     // Shards in index order: within each section below a stable sort by case position then
     // restores the unsharded order (each shard's verdicts of a case are contiguous, in run order).
     shards.sort_by_key(|(_, _, r)| r.index);
     let Some((first_dir, first, first_rec)) = shards.first() else {
         return Err(MergeError::NoShards);
     };
-    // One run: same target, selection, commit and shard count throughout.
+    check_one_run(&shards)?;
+    check_every_case_once(&shards)?;
+    let placed = place_verdicts(&shards, artifacts)?;
+    let snapshots = merged_snapshots(&shards)?;
+    let reference = match first.reference.as_deref() {
+        None => None,
+        Some(name) => Some(
+            ReferenceChoice::parse(name).ok_or_else(|| MergeError::NotAShard {
+                path: first_dir.join("report.json"),
+                why: format!("`reference` {name:?} is neither gpu nor cpu"),
+            })?,
+        ),
+    };
+    Ok(Merged {
+        target: first.target.clone(),
+        reference,
+        device: first.device,
+        verdicts: placed.verdicts,
+        wall_s: placed.wall_s,
+        workers: placed.workers,
+        times: placed.times,
+        snapshots,
+        suites: first_rec.suites.clone(),
+    })
+}
+
+/// A shard's report.json, refused unless it is a shard's whose sections add up.
+fn read_shard(dir: &Path) -> Result<Shard, MergeError> {
+    let path = dir.join("report.json");
+    let text = std::fs::read_to_string(&path).map_err(|source| MergeError::Read {
+        path: path.clone(),
+        source,
+    })?;
+    let mut report: ShardReport =
+        serde_json::from_str(&text).map_err(|e| MergeError::NotAShard {
+            path: path.clone(),
+            why: e.to_string(),
+        })?;
+    let record = report.shard.take().ok_or_else(|| MergeError::NotAShard {
+        path: path.clone(),
+        why: "it has no `shard` object (an unsharded run's report)".into(),
+    })?;
+    let s = record.sections;
+    if s.global + s.cases + s.sanitizer_skips != report.verdicts.len() {
+        return Err(MergeError::NotAShard {
+            path,
+            why: format!(
+                "its sections count {} verdicts, it holds {}",
+                s.global + s.cases + s.sanitizer_skips,
+                report.verdicts.len()
+            ),
+        });
+    }
+    Ok((dir.to_path_buf(), report, record))
+}
+
+/// One run: same target, selection, commit and shard count throughout (`shards` non-empty).
+fn check_one_run(shards: &[Shard]) -> Result<(), MergeError> {
+    let (first_dir, first, first_rec) = &shards[0];
     for (dir, report, rec) in &shards[1..] {
         let checks: [(&'static str, String, String); 9] = [
             ("target", first.target.clone(), report.target.clone()),
@@ -440,9 +488,15 @@ pub fn merge(dirs: &[PathBuf], artifacts: &Path) -> Result<Merged, MergeError> {
             }
         }
     }
+    Ok(())
+}
+
+/// Every shard I of N once, and every selected case in exactly one shard.
+fn check_every_case_once(shards: &[Shard]) -> Result<(), MergeError> {
+    let first_rec = &shards[0].2;
     let count = first_rec.count;
     let mut by_index: BTreeMap<usize, &PathBuf> = BTreeMap::new();
-    for (dir, _, rec) in &shards {
+    for (dir, _, rec) in shards {
         if let Some(a) = by_index.insert(rec.index, dir) {
             return Err(MergeError::Overlap {
                 index: rec.index,
@@ -461,7 +515,7 @@ pub fn merge(dirs: &[PathBuf], artifacts: &Path) -> Result<Merged, MergeError> {
         });
     }
     let mut owner: BTreeMap<&str, &PathBuf> = BTreeMap::new();
-    for (dir, _, rec) in &shards {
+    for (dir, _, rec) in shards {
         for case in rec.positions.keys() {
             if let Some(a) = owner.insert(case, dir) {
                 return Err(MergeError::OverlapCase {
@@ -484,11 +538,26 @@ pub fn merge(dirs: &[PathBuf], artifacts: &Path) -> Result<Merged, MergeError> {
             selected,
         });
     }
+    Ok(())
+}
+
+/// The shards' verdicts in the unsharded run's order, and their timing combined.
+struct Placed {
+    verdicts: Vec<Verdict>,
+    wall_s: f64,
+    workers: usize,
+    times: PhaseTimes,
+}
+
+/// Each shard's verdicts put where the unsharded run puts them: the case-independent checks
+/// first, then the cases' checks and the sanitizer skips each by case position; details naming
+/// a shard's artifact folder name `artifacts` instead.
+fn place_verdicts(shards: &[Shard], artifacts: &Path) -> Result<Placed, MergeError> {
     let mut global = Vec::new();
     let mut cases: Vec<(usize, Verdict)> = Vec::new();
     let mut skips: Vec<(usize, Verdict)> = Vec::new();
     let (mut wall_s, mut workers, mut times) = (0.0f64, 0usize, PhaseTimes::default());
-    for (dir, report, rec) in &shards {
+    for (dir, report, rec) in shards {
         if let Some(t) = &report.timing {
             wall_s = wall_s.max(t.wall_s);
             workers += t.workers;
@@ -527,6 +596,17 @@ pub fn merge(dirs: &[PathBuf], artifacts: &Path) -> Result<Merged, MergeError> {
     let mut verdicts = global;
     verdicts.extend(cases.into_iter().map(|(_, v)| v));
     verdicts.extend(skips.into_iter().map(|(_, v)| v));
+    Ok(Placed {
+        verdicts,
+        wall_s,
+        workers,
+        times,
+    })
+}
+
+/// Each snapshot file the shards list, with the union of their rows.
+fn merged_snapshots(shards: &[Shard]) -> Result<Vec<(SnapshotFile, Vec<SnapshotRow>)>, MergeError> {
+    let (first_dir, first, first_rec) = &shards[0];
     let mut snapshots = Vec::new();
     for name in &first_rec.snapshots {
         let key = snapshot::parse_file_name(name).ok_or_else(|| MergeError::Snapshot {
@@ -534,7 +614,7 @@ pub fn merge(dirs: &[PathBuf], artifacts: &Path) -> Result<Merged, MergeError> {
             why: "expected a verdict snapshot name `verdicts-<suite>[.sanitize-<tool>]@<target>.snap`".into(),
         })?;
         let mut rows = Vec::new();
-        for (dir, _, _) in &shards {
+        for (dir, _, _) in shards {
             let path = snapshot_part_dir(dir).join(name);
             let text = std::fs::read_to_string(&path).map_err(|e| MergeError::Snapshot {
                 path: path.clone(),
@@ -545,42 +625,26 @@ pub fn merge(dirs: &[PathBuf], artifacts: &Path) -> Result<Merged, MergeError> {
         let left_out = first_rec.left_out.get(&key.suite).cloned();
         snapshots.push((key.recorded_by(first.device).left_out(left_out), rows));
     }
-    let reference = match first.reference.as_deref() {
-        None => None,
-        Some(name) => Some(
-            ReferenceChoice::parse(name).ok_or_else(|| MergeError::NotAShard {
-                path: first_dir.join("report.json"),
-                why: format!("`reference` {name:?} is neither gpu nor cpu"),
-            })?,
-        ),
-    };
-    Ok(Merged {
-        target: first.target.clone(),
-        reference,
-        device: first.device,
-        verdicts,
-        wall_s,
-        workers,
-        times,
-        snapshots,
-        suites: first_rec.suites.clone(),
-    })
+    Ok(snapshots)
 }
 
 /// Copies each shard's failure artifacts into the merged folder (their names are per case and
 /// check, so shards never collide).
-fn copy_artifacts(dirs: &[PathBuf], to: &Path) -> Result<(), String> {
+fn copy_artifacts(dirs: &[PathBuf], to: &Path) -> Result<(), MergeError> {
     for dir in dirs {
         let from = dir.join("artifacts");
         let Ok(entries) = std::fs::read_dir(&from) else {
             continue;
         };
-        std::fs::create_dir_all(to).map_err(|e| format!("{}: {e}", to.display()))?;
+        FileError::at(to, std::fs::create_dir_all(to))?;
         for entry in entries {
-            let entry = entry.map_err(|e| format!("{}: {e}", from.display()))?;
+            let entry = FileError::at(&from, entry)?;
             let target = to.join(entry.file_name());
-            std::fs::copy(entry.path(), &target)
-                .map_err(|e| format!("{} → {}: {e}", entry.path().display(), target.display()))?;
+            std::fs::copy(entry.path(), &target).map_err(|source| MergeError::Copy {
+                from: entry.path(),
+                to: target.clone(),
+                source,
+            })?;
         }
     }
     Ok(())
@@ -588,15 +652,15 @@ fn copy_artifacts(dirs: &[PathBuf], to: &Path) -> Result<(), String> {
 
 /// Writes the merged snapshot files into `dir` (`<out>/snapshots/`), as a run's
 /// `--snapshot update` writes them into an empty folder.
-pub fn write_merged_snapshots(dir: &Path, merged: &Merged) -> Result<(), String> {
+pub fn write_merged_snapshots(dir: &Path, merged: &Merged) -> Result<(), FileError> {
     if merged.snapshots.is_empty() {
         return Ok(());
     }
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    FileError::at(dir, std::fs::create_dir_all(dir))?;
     for (key, rows) in &merged.snapshots {
         let path = dir.join(key.file_name());
         let text = snapshot::render_file(key, &snapshot::render_rows(rows.iter().cloned()));
-        std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+        FileError::at(&path, std::fs::write(&path, text))?;
     }
     Ok(())
 }
@@ -608,18 +672,17 @@ pub fn merge_command(
     dirs: &[PathBuf],
     out: &Path,
     snapshot: Option<(snapshot::SnapshotMode, &Path)>,
-) -> Result<super::cli_run::RunEnd, String> {
+) -> Result<RunEnd, RunError> {
     let artifacts = out.join("artifacts");
-    let merged = merge(dirs, &artifacts).map_err(|e| e.to_string())?;
+    let merged = merge(dirs, &artifacts)?;
     copy_artifacts(dirs, &artifacts)?;
     let target = w4a16_kernels::RunTarget::parse(&merged.target).ok_or_else(|| {
-        format!(
-            "{}: `target` {:?} is not a run target",
-            dirs[0].join("report.json").display(),
-            merged.target
-        )
+        MergeError::UnknownTarget {
+            path: dirs[0].join("report.json"),
+            target: merged.target.clone(),
+        }
     })?;
-    super::cli_run::write_reports(
+    cli_run::write_reports(
         out,
         target,
         merged.reference,
@@ -629,7 +692,7 @@ pub fn merge_command(
     )?;
     write_merged_snapshots(&snapshot_part_dir(out), &merged)?;
     let differing = match snapshot {
-        Some((mode, dir)) if !merged.snapshots.is_empty() => super::cli_run::snapshots(
+        Some((mode, dir)) if !merged.snapshots.is_empty() => cli_run::snapshots(
             dir,
             mode,
             merged.snapshots.iter().map(|(k, _)| k.clone()),
@@ -656,7 +719,7 @@ pub fn merge_command(
         "reports: {}/{{report.json,junit.xml,summary.md}}",
         out.display()
     );
-    Ok(super::cli_run::RunEnd {
+    Ok(RunEnd {
         summary,
         differing_snapshots: differing,
     })

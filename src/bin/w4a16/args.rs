@@ -1,10 +1,110 @@
-//! Typed command-line values: every closed choice (targets, dtypes, sanitizer tools) is parsed by
-//! clap against its list, read from the type that owns the names, so a wrong value is clap's own
-//! error listing the choices, and `--help` shows them.
+//! The command line as clap reads it: the subcommands (each one's options live in its own
+//! module) and the typed values every closed choice (targets, dtypes, sanitizer tools) is parsed
+//! into, read from the type that owns the names, so a wrong value is clap's own error listing
+//! the choices, and `--help` shows them.
 
+use super::exit::CliError;
+use super::{bench, check_model, merge, mutants, perf, repro, run, select, snapshots, worker};
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+use clap::{Parser, Subcommand};
+use std::path::{Path, PathBuf};
+use w4a16_harness::runner::snapshot::SnapshotMode;
 use w4a16_kernels::RunTarget;
+use w4a16_kernels::source::KernelSources;
 use w4a16_reference::Named;
+
+#[derive(Parser)]
+#[command(name = "w4a16", about = "Correctness and differential testing for W4A16 GPU kernels", after_help = KERNEL_CONFIG_HELP)]
+pub struct Cli {
+    /// Folder of case files (default: `cases/` of the repository this runs in).
+    #[arg(long, global = true)]
+    pub cases: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+const KERNEL_CONFIG_HELP: &str = "Kernel configuration (run, select, repro): --kernel-config '{\"rdna_hybrid_w4a16_prefill_dequant\": \"enable\"}' or --kernel-config.rdna_hybrid_w4a16_prefill_dequant enable";
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Run suites: every check this machine can run; GPU-bound ones skip loudly without a GPU.
+    Run(run::RunArgs),
+    /// Combine the report folders of `run --shard I/N` jobs into the report.json, JUnit,
+    /// summary and verdict snapshots one unsharded run writes. Refuses overlapping or missing
+    /// shards and shards of different suites, targets or commits. Exit 1 as `run` would.
+    Merge(merge::MergeArgs),
+    /// Measure the harness's detection power: run suites against every seeded bug of
+    /// `kernels/mutants/*.toml` and report the kill rate per suite and per bug class.
+    Mutants(mutants::MutantsArgs),
+    /// Print the path the selection takes for one layer call, with every rejection's reason.
+    Select(select::SelectArgs),
+    /// List suites and their case counts.
+    Cases,
+    /// Rerun exactly one case (in this process), print its verdicts and seed, write artifacts.
+    Repro(repro::ReproArgs),
+    /// Speed on the first GPU that opens: `skinny` (M 1..5) against the device's copy
+    /// bandwidth and `fused` (M 2048) against the vendor BLAS, K 4096, N 14336; the table
+    /// goes to stdout.
+    /// With `--cpu-side`: what the CPU side of a run (data, conversion, reference and
+    /// verification) costs on this machine, with a stand-in device that computes nothing.
+    Bench(bench::BenchArgs),
+    /// Perf mode: time the selected path of every dense case of a suite with cold inputs and
+    /// judge each against the target's goldens (`perf/<target>.json`) through its ratio to a
+    /// control measured beside it (the copy ceiling for M <= 5, the vendor BLAS above), and
+    /// against a control build case by case. Exit 1 when a case fails.
+    Perf(perf::PerfArgs),
+    /// Check a quantized Hugging Face model directory layer by layer: each quantized linear
+    /// (and each fused q|k|v, gate|up projection) read from its shards, checked against its
+    /// producer's own semantics, selected, validated and run through the selected kernels and
+    /// the fallback at each batch size. Without a GPU the format, selection and contract
+    /// checks still run. Exit 1 on any refusal or failure.
+    CheckModel(check_model::CheckModelArgs),
+    /// Compare (or record) the verdict snapshots of a finished run from its report.json, e.g.
+    /// one a GPU machine sent back. Exit 1 when a snapshot differs under `check`.
+    Snapshots(snapshots::SnapshotsArgs),
+    /// Internal: the fault-isolated GPU worker (its spec as one JSON argument, case ids on
+    /// stdin, framed verdicts on stdout).
+    #[command(hide = true)]
+    Worker(worker::WorkerArgs),
+}
+
+/// `--snapshot`: no snapshots, or as [`SnapshotMode`].
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SnapshotArg {
+    Off,
+    Check,
+    Update,
+}
+
+impl SnapshotArg {
+    pub fn mode(self) -> Option<SnapshotMode> {
+        match self {
+            SnapshotArg::Off => None,
+            SnapshotArg::Check => Some(SnapshotMode::Check),
+            SnapshotArg::Update => Some(SnapshotMode::Update),
+        }
+    }
+}
+
+/// `--jobs`' default: half the cores, 1 to 8.
+pub fn default_jobs() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).clamp(1, 8))
+}
+
+/// The report folder of `run`, `merge` and `check-model` (`--report-dir`; `--out` is its old
+/// spelling on `merge` and `perf`).
+pub const REPORT_DIR: &str = "target/w4a16-report";
+
+/// `--kernel-sources DIR` (and the flags that take a kernel-source folder, named by `flag`):
+/// the folder, checked for every file now (a missing one is named).
+pub fn kernel_sources(flag: &'static str, dir: Option<&Path>) -> Result<KernelSources, CliError> {
+    match dir {
+        None => Ok(KernelSources::Embedded),
+        Some(d) => {
+            KernelSources::directory(d).map_err(|source| CliError::KernelSources { flag, source })
+        }
+    }
+}
 
 /// `--target` where the GPU found here may choose: `auto` or a run target.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,7 +167,6 @@ pub fn named<T: Named + Send + Sync>() -> impl TypedValueParser<Value = T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
     use w4a16_kernels::Target;
     use w4a16_reference::ActDtype;
 

@@ -1,14 +1,15 @@
 //! `w4a16 check-model DIR`: the command-line face of [`w4a16_harness::model_check`].
 
 use super::args::{self, TargetArg};
-use super::{kernel_sources_arg, require_gpu_checks};
+use super::exit::{CliError, Status};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
+use w4a16_checkpoint::CheckpointError;
 use w4a16_device::{Allocation, Device};
 use w4a16_harness::model_check::{
     self, BudgetInputs, CheckModelOptions, DEFAULT_BATCHES, LayerStatus, Progress, report,
 };
+use w4a16_harness::runner::cli_run::require_gpu_checks;
 use w4a16_harness::runner::execute::RunContext;
 use w4a16_harness::runner::session::{self, Backend};
 use w4a16_kernels::source::KernelSources;
@@ -59,19 +60,31 @@ pub struct CheckModelArgs {
     max_model_len: Option<u64>,
 }
 
+/// Why a model could not be checked (a layer's failure is a verdict, never this).
+#[derive(Debug, thiserror::Error)]
+pub enum CheckModelError {
+    #[error("--m: batch sizes must be 1 or more, got {m}")]
+    ZeroBatch { m: usize },
+    #[error("--device-memory-gib: expected a positive size, got {gib}")]
+    NotASize { gib: f64 },
+    #[error("{}: {source}", dir.display())]
+    Model {
+        dir: PathBuf,
+        source: Box<CheckpointError>,
+    },
+}
+
 pub fn check_model(
     args: CheckModelArgs,
     cases_dir: Option<PathBuf>,
     config: KernelConfig,
-) -> Result<ExitCode, String> {
+) -> Result<Status, CliError> {
     if let Some(&m) = args.batches.iter().find(|&&m| m == 0) {
-        return Err(format!("--m: batch sizes must be 1 or more, got {m}"));
+        return Err(CheckModelError::ZeroBatch { m }.into());
     }
     let budget = match args.device_memory_gib {
-        Some(g) if !(g.is_finite() && g > 0.0) => {
-            return Err(format!(
-                "--device-memory-gib: expected a positive size, got {g}"
-            ));
+        Some(gib) if !(gib.is_finite() && gib > 0.0) => {
+            return Err(CheckModelError::NotASize { gib }.into());
         }
         Some(g) => Some(BudgetInputs {
             device_memory_bytes: (g * (1u64 << 30) as f64) as u64,
@@ -80,8 +93,8 @@ pub fn check_model(
         }),
         None => None,
     };
-    let sources = kernel_sources_arg(args.kernel_sources.as_deref())?;
-    let cases_dir = w4a16_cases::locate(cases_dir).map_err(|e| e.to_string())?;
+    let sources = args::kernel_sources("--kernel-sources", args.kernel_sources.as_deref())?;
+    let cases_dir = w4a16_cases::locate(cases_dir)?;
     let opts = CheckModelOptions {
         batches: args.batches,
         strict: args.strict,
@@ -107,11 +120,7 @@ pub fn check_model(
             &opts,
         )?;
     }
-    Ok(if failed {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(Status::passed_if(!failed))
 }
 
 /// One target's run: returns whether it failed.
@@ -123,7 +132,7 @@ fn one_target(
     cases_dir: &Path,
     config: KernelConfig,
     opts: &CheckModelOptions,
-) -> Result<bool, String> {
+) -> Result<bool, CliError> {
     let (target, backend) =
         session::open_backend_with(target.run_target(), sources, Allocation::Guarded);
     let c_target = session::c_target(cases_dir, target.target)?;
@@ -166,13 +175,16 @@ fn one_target(
             bar.inc(1);
         }
     };
-    let mut check = model_check::check_model(dir, opts, &ctx, &progress)
-        .map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut check = model_check::check_model(dir, opts, &ctx, &progress).map_err(|source| {
+        CheckModelError::Model {
+            dir: dir.to_path_buf(),
+            source: Box::new(source),
+        }
+    })?;
     bar.finish_and_clear();
     require_gpu_checks(&mut check.verdicts);
     print!("{}", report::markdown(&check));
-    let written = report::write_all(&check, report_dir)
-        .map_err(|e| format!("{}: {e}", report_dir.display()))?;
+    let written = report::write_all(&check, report_dir)?;
     for p in written {
         println!("wrote {}", p.display());
     }

@@ -11,7 +11,7 @@ use super::judge::{CaseOutcome, JudgePolicy, Judgement};
 use super::measure::PerfPlan;
 use super::plot::render_svg;
 use super::stats::median;
-use crate::report::{self as writer, ReportDir, ReportFiles, WriteError};
+use crate::report::{self as writer, FileError, ReportDir, ReportFiles};
 use format::opt;
 use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
 use serde::Serialize;
@@ -55,7 +55,7 @@ pub struct PerfReportPaths {
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
     #[error(transparent)]
-    Write(#[from] WriteError),
+    Write(#[from] FileError),
     #[error("plot: {0}")]
     Plot(String),
     #[error("JUnit report: {0}")]

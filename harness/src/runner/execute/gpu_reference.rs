@@ -27,23 +27,28 @@ w4a16_reference::named_enum! {
     }
 }
 
+/// Why `--reference` cannot be honoured here.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ReferenceError {
+    /// `gpu` was asked for; `opened` says what is open instead of a CUDA device.
+    #[error("--reference gpu needs a CUDA device for its f64 GEMM; {opened}")]
+    GpuWithoutCuda { opened: String },
+}
+
 impl ReferenceChoice {
     /// `requested`, or by default `gpu` where a CUDA device is open and `cpu` otherwise.
     /// Asking for `gpu` without a CUDA device is an error naming what is there.
     pub fn resolve(
         requested: Option<ReferenceChoice>,
         device: Option<&dyn Device>,
-    ) -> Result<ReferenceChoice, String> {
+    ) -> Result<ReferenceChoice, ReferenceError> {
         let cuda = device.filter(|d| d.kind() == w4a16_device::DeviceKind::Cuda);
         match (requested, cuda) {
-            (Some(ReferenceChoice::Gpu), None) => Err(format!(
-                "--reference gpu needs a CUDA device for its f64 GEMM; {}",
-                device.map_or("no device is open".to_string(), |d| format!(
-                    "{} is {}",
-                    d.name(),
-                    d.kind().name()
-                ))
-            )),
+            (Some(ReferenceChoice::Gpu), None) => Err(ReferenceError::GpuWithoutCuda {
+                opened: device.map_or("no device is open".to_string(), |d| {
+                    format!("{} is {}", d.name(), d.kind().name())
+                }),
+            }),
             (Some(choice), _) => Ok(choice),
             (None, Some(_)) => Ok(ReferenceChoice::Gpu),
             (None, None) => Ok(ReferenceChoice::Cpu),

@@ -555,7 +555,9 @@ fn the_reference_choice_resolves_by_the_device() {
         ReferenceChoice::resolve(None, None),
         Ok(ReferenceChoice::Cpu)
     );
-    let err = ReferenceChoice::resolve(Some(ReferenceChoice::Gpu), Some(sim.as_ref())).unwrap_err();
+    let err = ReferenceChoice::resolve(Some(ReferenceChoice::Gpu), Some(sim.as_ref()))
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("needs a CUDA device"), "{err}");
     assert_eq!(
         ReferenceChoice::resolve(Some(ReferenceChoice::Cpu), None),

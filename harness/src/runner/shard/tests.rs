@@ -124,7 +124,7 @@ fn options(
     }
 }
 
-fn run_simulated(opts: RunOptions) -> Result<cli_run::RunEnd, String> {
+fn run_simulated(opts: RunOptions) -> Result<cli_run::RunEnd, cli_run::RunError> {
     cli_run::run_with(opts, &cli_run::SimulatedDevices { count: Some(1) })
 }
 
@@ -445,8 +445,9 @@ fn an_unsharded_report_or_no_folder_is_not_merged() {
 fn recording_snapshots_from_one_shard_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let shard = Some(ShardSpec { index: 1, count: 2 });
-    let e =
-        run_simulated(options(tmp.path(), tmp.path(), SnapshotMode::Update, shard)).unwrap_err();
+    let e = run_simulated(options(tmp.path(), tmp.path(), SnapshotMode::Update, shard))
+        .unwrap_err()
+        .to_string();
     assert!(e.starts_with("--shard 1/2 with --snapshot update"), "{e}");
     assert!(e.contains("w4a16 merge"), "{e}");
 }
@@ -539,7 +540,9 @@ fn gpus_the_backend_cannot_bind_are_refused_naming_them() {
     ] {
         let mut opts = options(tmp.path(), tmp.path(), SnapshotMode::Check, None);
         opts.gpus = gpus.clone();
-        let e = cli_run::run_with(opts, &cli_run::SimulatedDevices { count: devices }).unwrap_err();
+        let e = cli_run::run_with(opts, &cli_run::SimulatedDevices { count: devices })
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with(says), "{gpus}: {e}");
         assert!(
             !tmp.path().join("report.json").exists(),

@@ -1,0 +1,590 @@
+//! The steps of [`super::run_with`], in the order they run: the devices opened, the cases
+//! picked (budget and share), the setup (sanitizer, workers, reference), the cases run, then
+//! the reports, the snapshots and the summary.
+
+use super::*;
+
+/// The devices a run opened: the first (or why there is none), the ordinals its workers are
+/// bound to, and the other devices of `--gpus`.
+pub(super) struct Opened {
+    pub(super) target: RunTarget,
+    pub(super) backend: Backend,
+    pub(super) ordinals: Vec<usize>,
+    pub(super) more_devices: Vec<OpenDevice>,
+}
+
+impl Opened {
+    pub(super) fn no_gpu(&self) -> Option<Skip> {
+        match &self.backend {
+            Backend::None(skip) => Some(skip.clone()),
+            Backend::Device(_) => None,
+        }
+    }
+}
+
+/// The cases this job runs, and what the unsharded run's reports need of the whole selection.
+pub(super) struct Picked<'s> {
+    /// This job's cases (its share under `--shard`), within the device's budget.
+    pub(super) chosen: Vec<&'s Case>,
+    /// The suites of every chosen case (the snapshot files), whichever share runs here.
+    pub(super) all_suites: Vec<String>,
+    /// Per suite, the cases above the device's budget.
+    pub(super) left_out: BTreeMap<String, LeftOut>,
+    /// What the budget left out, said once.
+    pub(super) budget_note: Option<String>,
+    /// [`shard::selection_digest`] and size of the whole selection; the share's positions.
+    pub(super) selection: String,
+    pub(super) selected: usize,
+    pub(super) positions: BTreeMap<String, usize>,
+}
+
+impl<'s> Picked<'s> {
+    pub(super) fn of(
+        set: &'s CaseSet,
+        chosen: Vec<&'s Case>,
+        opened: &Opened,
+        shard: Option<ShardSpec>,
+    ) -> Self {
+        let target = opened.target;
+        let budget = RunBudget::of(target, opened.backend.device_kind(), set);
+        let (chosen, over_budget): (Vec<&Case>, Vec<&Case>) =
+            chosen.into_iter().partition(|c| budget.admits(c));
+        let left_out: BTreeMap<String, LeftOut> = set
+            .suite_names()
+            .into_iter()
+            .filter_map(|s| {
+                let left = LeftOut::of(budget.of_suite(s), s, over_budget.iter().copied())?;
+                Some((s.to_string(), left))
+            })
+            .collect();
+        let budget_note = (!left_out.is_empty()).then(|| {
+            let per_suite: Vec<String> = left_out
+                .iter()
+                .map(|(s, l)| format!("{s}: {} cases above {}", l.cases.len(), l.by.budget()))
+                .collect();
+            format!(
+                "not run on {target} (its GPU runs them): {}; e.g. {}",
+                per_suite.join("; "),
+                over_budget[0].id
+            )
+        });
+        if let Some(note) = &budget_note {
+            eprintln!("w4a16: {note}");
+        }
+        // The snapshot files and the selection are the unsharded run's, whichever share runs here.
+        let all_suites: Vec<String> = chosen.iter().map(|c| c.suite.clone()).collect();
+        let selection = shard::selection_digest(chosen.iter().map(|c| c.id.as_str()));
+        let selected = chosen.len();
+        let mut positions = BTreeMap::new();
+        let chosen: Vec<&Case> = match shard {
+            None => chosen,
+            Some(s) => {
+                let mine = s.take(&chosen);
+                positions = mine.iter().map(|(p, c)| (c.id.clone(), *p)).collect();
+                eprintln!(
+                    "w4a16: shard {s}: {} of the {selected} cases, whole layers",
+                    mine.len()
+                );
+                mine.into_iter().map(|(_, c)| c).collect()
+            }
+        };
+        Picked {
+            chosen,
+            all_suites,
+            left_out,
+            budget_note,
+            selection,
+            selected,
+            positions,
+        }
+    }
+}
+
+/// How the cases run: the sanitizer (or why it cannot watch), in workers or in this process,
+/// how many workers, and the session's options (the resolved reference among them).
+pub(super) struct Setup {
+    pub(super) target: RunTarget,
+    pub(super) device_kind: Option<DeviceKind>,
+    pub(super) no_gpu: Option<Skip>,
+    pub(super) sanitizer: Option<Result<sanitize::Sanitizer, Skip>>,
+    pub(super) isolated: bool,
+    pub(super) jobs: usize,
+    pub(super) workers: usize,
+    pub(super) session: SessionOptions,
+}
+
+impl Setup {
+    pub(super) fn of(opts: &RunOptions, opened: &Opened, cases: usize) -> Result<Setup, RunError> {
+        let Opened {
+            target,
+            backend,
+            ordinals,
+            ..
+        } = opened;
+        let target = *target;
+        let required =
+            crate::require::required_from(std::env::var("W4A16_REQUIRE").ok().as_deref());
+        require_backend(&required, backend.device_kind(), opened.no_gpu().as_ref())?;
+        // Sanitizer mode: workers under compute-sanitizer on a CUDA device, else a loud skip.
+        let sanitizer = opts.sanitize.map(|tool| {
+            let device = match backend {
+                Backend::Device(d) => Ok(d.kind()),
+                Backend::None(skip) => Err(skip),
+            };
+            sanitize::availability(tool, device, target, sanitize::locate)
+        });
+        if let (Some(Ok(_)), true) = (&sanitizer, opts.in_process) {
+            return Err(RunError::SanitizeInProcess);
+        }
+        match &sanitizer {
+            Some(Ok(s)) => eprintln!(
+                "w4a16: compute-sanitizer {} ({}) watches the workers; allocations are exact-size",
+                s.tool,
+                s.executable.display()
+            ),
+            Some(Err(skip)) => eprintln!("w4a16: SANITIZER SKIPPED: {}", skip.reason),
+            None => {}
+        }
+        if opts.sources != KernelSources::Embedded {
+            eprintln!("w4a16: {}", opts.sources);
+        }
+        let isolated = matches!(backend, Backend::Device(_)) && !opts.in_process;
+        let gpus = &opts.gpus;
+        // `--jobs` counts workers in all; every listed device gets at least one.
+        let jobs = if isolated && opts.jobs < ordinals.len() {
+            eprintln!(
+                "w4a16: --jobs {} is fewer than the {} devices of --gpus {gpus}: running {} workers, one per device",
+                opts.jobs,
+                ordinals.len(),
+                ordinals.len()
+            );
+            ordinals.len()
+        } else {
+            opts.jobs
+        };
+        announce_devices(opened, gpus, cases, isolated, jobs);
+        let reference = ReferenceChoice::resolve(
+            opts.reference,
+            match backend {
+                Backend::Device(d) => Some(d.as_ref()),
+                Backend::None(_) => None,
+            },
+        )?;
+        eprintln!("w4a16: reference: {reference}");
+        let mut session = SessionOptions::new(opts.cases_dir.clone(), target);
+        session.config = opts.config;
+        session.reference = reference;
+        session.artifacts = Some(opts.report_dir.join("artifacts"));
+        let workers = if isolated {
+            jobs
+        } else if ordinals.len() > 1 {
+            ordinals.len()
+        } else {
+            std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+        };
+        Ok(Setup {
+            target,
+            device_kind: backend.device_kind(),
+            no_gpu: opened.no_gpu(),
+            sanitizer,
+            isolated,
+            jobs,
+            workers,
+            session,
+        })
+    }
+
+    /// The sanitizer watching the workers, with the target its repro lines name.
+    pub(super) fn watching(&self, target: RunTarget) -> Option<(&sanitize::Sanitizer, RunTarget)> {
+        match &self.sanitizer {
+            Some(Ok(s)) => Some((s, target)),
+            _ => None,
+        }
+    }
+}
+
+/// Where the cases run, said once before they do.
+pub(super) fn announce_devices(
+    opened: &Opened,
+    gpus: &Gpus,
+    cases: usize,
+    isolated: bool,
+    jobs: usize,
+) {
+    let (target, ordinals) = (opened.target, &opened.ordinals);
+    match &opened.backend {
+        Backend::Device(d) if ordinals.len() > 1 => eprintln!(
+            "w4a16: {cases} cases on {} devices (--gpus {gpus}: {}; {target}; the first is {}), {}",
+            ordinals.len(),
+            join(ordinals),
+            d.name(),
+            if isolated {
+                format!("{jobs} workers")
+            } else {
+                "a thread per device, in this process".to_string()
+            }
+        ),
+        Backend::Device(d) => {
+            eprintln!(
+                "w4a16: {cases} cases on {} ({target}), {jobs} workers",
+                d.name()
+            )
+        }
+        Backend::None(skip) => eprintln!(
+            "w4a16: {cases} cases, CPU-side checks for {target}; GPU checks skip: {}",
+            skip.reason
+        ),
+    }
+}
+
+/// The progress bar and what each verdict does to it (and to `--fail-fast`'s stop).
+pub(super) struct Progress {
+    pub(super) bar: indicatif::ProgressBar,
+    pub(super) fail_fast: bool,
+    pub(super) stop: session::StopFlag,
+    pub(super) failures: Mutex<usize>,
+    pub(super) seen: Mutex<BTreeSet<String>>,
+}
+
+impl Progress {
+    pub(super) fn new(cases: usize, fail_fast: bool, stop: &session::StopFlag) -> Progress {
+        let bar = indicatif::ProgressBar::new(cases as u64);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{elapsed_precise} [{bar:40}] {pos}/{len} cases, ETA {eta} {msg}",
+            )
+            .expect("template")
+            .progress_chars("=> "),
+        );
+        Progress {
+            bar,
+            fail_fast,
+            stop: stop.clone(),
+            failures: Mutex::new(0),
+            seen: Mutex::new(BTreeSet::new()),
+        }
+    }
+
+    pub(super) fn on_verdict(&self, v: &Verdict) {
+        if self.seen.lock().expect("lock").insert(v.case_id.clone()) {
+            self.bar.inc(1);
+        }
+        if v.outcome.is_failure() {
+            if self.fail_fast {
+                self.stop.stop();
+            }
+            let mut f = self.failures.lock().expect("lock");
+            *f += 1;
+            self.bar.set_message(format!("{} failing", *f));
+            self.bar.println(format!(
+                "{} {} [{}]: {}",
+                v.outcome, v.case_id, v.check, v.detail
+            ));
+        }
+    }
+}
+
+/// What the cases gave: every verdict in report order, where the time went, and how the
+/// verdicts divide into sections (a shard's report records them).
+pub(super) struct Ran {
+    pub(super) verdicts: Vec<Verdict>,
+    pub(super) out: RunOutput,
+    pub(super) global_checks: usize,
+    pub(super) case_checks: usize,
+    pub(super) wall_s: f64,
+}
+
+/// The case-independent checks (once per run: in shard 1 only of a sharded one), the cases in
+/// workers or in this process, and the sanitizer's skips.
+pub(super) fn run_cases(
+    opts: &RunOptions,
+    set: &CaseSet,
+    picked: &Picked<'_>,
+    opened: Opened,
+    setup: &Setup,
+    progress: &Progress,
+) -> Result<Ran, RunError> {
+    let on_verdict = |v: &Verdict| progress.on_verdict(v);
+    let mut verdicts = Vec::new();
+    if opts.shard.is_none_or(|s| s.runs_global_checks()) {
+        verdicts.extend(global::dequant_trick_checks());
+        verdicts.extend(session::invalid_case_file_checks(&opts.cases_dir));
+    }
+    let global_checks = verdicts.len();
+    let chosen = &picked.chosen;
+    let mut out = if setup.isolated {
+        let ordinals = opened.ordinals.clone();
+        drop(opened);
+        run_in_workers(opts, set, chosen, &ordinals, setup, &on_verdict)?
+    } else if let (Backend::Device(_), [first, _, ..]) =
+        (&opened.backend, opened.ordinals.as_slice())
+    {
+        let first = *first;
+        let mut backends = vec![(first, opened.backend)];
+        backends.extend(opened.more_devices);
+        session::run_in_process_on(set, chosen, &backends, &setup.session, &on_verdict)?
+    } else {
+        session::run_in_process(set, chosen, &opened.backend, &setup.session, &on_verdict)?
+    };
+    let case_checks = out.verdicts.len();
+    verdicts.append(&mut out.verdicts);
+    if let (Some(Err(skip)), Some(tool)) = (&setup.sanitizer, opts.sanitize) {
+        let ids = chosen.iter().map(|c| c.id.as_str());
+        let skipped = sanitize::skip_verdicts(ids, tool, skip);
+        skipped.iter().for_each(on_verdict);
+        verdicts.extend(skipped);
+    }
+    Ok(Ran {
+        verdicts,
+        out,
+        global_checks,
+        case_checks,
+        wall_s: 0.0,
+    })
+}
+
+/// The cases in fault-isolated workers (ARCHITECTURE.md rule 8), each told what to run by one
+/// [`WorkerSpec`] built from the run's options as they are.
+pub(super) fn run_in_workers(
+    opts: &RunOptions,
+    set: &CaseSet,
+    chosen: &[&Case],
+    ordinals: &[usize],
+    setup: &Setup,
+    on_verdict: &(dyn Fn(&Verdict) + Sync),
+) -> Result<RunOutput, RunError> {
+    let target = setup.target;
+    // One compile of the kernel set here fills the PTX cache for every worker.
+    if target.executing_vendor() == Vendor::Nvidia {
+        let extra = target.nvrtc_options()?;
+        nvrtc::compile_all(
+            &opts.sources,
+            &source::WITH_SOURCE,
+            Target::Sm90.name(),
+            &extra,
+        );
+    }
+    let exe = match &opts.worker_exe {
+        Some(exe) => exe.clone(),
+        None => std::env::current_exe().map_err(RunError::WorkerExe)?,
+    };
+    let reference = setup.session.reference;
+    let watched = setup.watching(target);
+    let spec = WorkerSpec {
+        cases_dir: Some(opts.cases_dir.clone()),
+        target: Some(target),
+        kernel_sources: opts.sources.as_dir_arg().map(Path::to_path_buf),
+        kernel_config: opts.config,
+        artifacts: setup.session.artifacts.clone(),
+        reference,
+        exact_allocations: watched.is_some(),
+        device_ordinal: None,
+        simulate: false,
+    };
+    let ids: Vec<String> = chosen.iter().map(|c| c.id.clone()).collect();
+    let cost = |id: &str| {
+        set.case(id)
+            .map_or(1.0, |c| session::case_cost(c, reference))
+    };
+    let worker = isolate::WorkerCommand {
+        exe: &exe,
+        spec: &spec,
+        sanitizer: watched,
+    };
+    session::run_worker_jobs_on(
+        &worker,
+        &ids,
+        cost,
+        setup.jobs,
+        ordinals,
+        opts.case_timeout,
+        &setup.session.stop,
+        on_verdict,
+    )
+    .map_err(RunError::Workers)
+}
+
+/// After the cases: the reports (a shard's with its record), the snapshots and the summary.
+pub(super) fn finish(
+    opts: &RunOptions,
+    picked: &Picked<'_>,
+    setup: &Setup,
+    ran: Ran,
+    stopped: bool,
+) -> Result<RunEnd, RunError> {
+    let target = setup.target;
+    let no_gpu = setup.no_gpu.clone();
+    let device_kind = setup.device_kind;
+    let snapshot_files: Vec<SnapshotFile> = match (&no_gpu, opts.snapshot) {
+        (None, Some(_)) => {
+            let mut suites = picked.all_suites.clone();
+            suites.sort();
+            suites.dedup();
+            let file = |s: &String| {
+                SnapshotFile::new(s, &target.name(), opts.sanitize)
+                    .recorded_by(device_kind)
+                    .left_out(picked.left_out.get(s).cloned())
+            };
+            suites.iter().map(file).collect()
+        }
+        _ => Vec::new(),
+    };
+    let record = opts
+        .shard
+        .map(|s| shard_record(s, opts, picked, &ran, &snapshot_files));
+    write_reports_of(
+        &opts.report_dir,
+        target,
+        Some(setup.session.reference),
+        device_kind,
+        &ran.verdicts,
+        (ran.wall_s, setup.workers, &ran.out.times),
+        record.as_ref(),
+    )?;
+    let differing = match (&no_gpu, opts.snapshot) {
+        (_, None) => Vec::new(),
+        // Verdict snapshots record GPU runs; CPU-side rows and skips would only differ.
+        (Some(skip), Some(mode)) => {
+            eprintln!(
+                "w4a16: SNAPSHOTS NOT {}: no GPU for {target} here ({})",
+                match mode {
+                    SnapshotMode::Update => "RECORDED",
+                    SnapshotMode::Check => "COMPARED",
+                },
+                skip.reason
+            );
+            Vec::new()
+        }
+        (None, Some(mode)) => {
+            let snapshot_dir = snapshot::snapshot_dir(opts.snapshots.as_deref(), &opts.cases_dir);
+            match &record {
+                None => snapshots(&snapshot_dir, mode, snapshot_files, &ran.verdicts)?,
+                Some(record) => compare_shard_snapshots(
+                    opts,
+                    &snapshot_dir,
+                    mode,
+                    &snapshot_files,
+                    &ran.verdicts,
+                    record,
+                )?,
+            }
+        }
+    };
+    let summary = Summary::of(&ran.verdicts);
+    print_summary(
+        opts, picked, setup, &ran, &summary, &differing, stopped, target,
+    );
+    Ok(RunEnd {
+        summary,
+        differing_snapshots: differing,
+    })
+}
+
+/// The `shard` object of a shard's report.json.
+pub(super) fn shard_record(
+    s: ShardSpec,
+    opts: &RunOptions,
+    picked: &Picked<'_>,
+    ran: &Ran,
+    snapshot_files: &[SnapshotFile],
+) -> ShardRecord {
+    ShardRecord {
+        index: s.index,
+        count: s.count,
+        suites: opts.suites.clone(),
+        filter: opts.filter.clone(),
+        commit: shard::commit_of(&opts.cases_dir),
+        artifacts: opts.report_dir.join("artifacts").display().to_string(),
+        selection: picked.selection.clone(),
+        selected: picked.selected,
+        positions: picked.positions.clone(),
+        sections: shard::Sections {
+            global: ran.global_checks,
+            cases: ran.case_checks,
+            sanitizer_skips: ran.verdicts.len() - ran.global_checks - ran.case_checks,
+        },
+        snapshots: snapshot_files.iter().map(SnapshotFile::file_name).collect(),
+        left_out: picked.left_out.clone(),
+    }
+}
+
+/// A shard's snapshot rows written beside its report, and compared with the committed rows of
+/// its own cases; the names of those that differ under `check`.
+pub(super) fn compare_shard_snapshots(
+    opts: &RunOptions,
+    snapshot_dir: &Path,
+    mode: SnapshotMode,
+    files: &[SnapshotFile],
+    verdicts: &[Verdict],
+    record: &ShardRecord,
+) -> Result<Vec<String>, RunError> {
+    shard::write_snapshot_parts(&opts.report_dir, files, verdicts)?;
+    let mine = record.positions.keys().map(String::as_str).collect();
+    let mut differing = Vec::new();
+    for file in files {
+        if let Some(diff) = shard::compare_part(snapshot_dir, file, verdicts, &mine)? {
+            println!(
+                "snapshot {} (this shard's cases): {}\n{diff}",
+                file.name(),
+                diff.counts()
+            );
+            if mode == SnapshotMode::Check {
+                differing.push(file.name());
+            }
+        }
+    }
+    Ok(differing)
+}
+
+/// The run's last lines on stdout: the summary, what was left out or differs, the time.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn print_summary(
+    opts: &RunOptions,
+    picked: &Picked<'_>,
+    setup: &Setup,
+    ran: &Ran,
+    summary: &Summary,
+    differing: &[String],
+    stopped: bool,
+    target: RunTarget,
+) {
+    print!("{summary}");
+    if let Some(note) = &picked.budget_note {
+        println!("{note}");
+    }
+    if !differing.is_empty() {
+        println!(
+            "SNAPSHOTS DIFFER on {target}: {} (review the .snap.new files with `cargo insta review`, or record with --snapshot update)",
+            differing.join(", ")
+        );
+    }
+    if stopped {
+        let ran_ids: BTreeSet<&str> = ran.verdicts.iter().map(|v| v.case_id.as_str()).collect();
+        let count = picked
+            .chosen
+            .iter()
+            .filter(|c| ran_ids.contains(c.id.as_str()))
+            .count();
+        println!(
+            "stopped at the first failure (--fail-fast): {count} of {} cases ran",
+            picked.chosen.len()
+        );
+    }
+    let (wall_s, workers) = (ran.wall_s, setup.workers);
+    println!("wall time {wall_s:.1} s with {workers} workers");
+    print!("{}", ran.out.times);
+    if ran.out.devices.len() > 1 {
+        for (ordinal, t) in &ran.out.devices {
+            println!(
+                "  device {ordinal}: {} cases, device {:.1} s, CPU side {:.1} s",
+                t.cases,
+                t.device_s,
+                t.cpu_side_s()
+            );
+        }
+    }
+    println!(
+        "reports: {}/{{report.json,junit.xml,summary.md}}",
+        opts.report_dir.display()
+    );
+}

@@ -1,0 +1,454 @@
+//! `w4a16 perf`: measure (candidate and control interleaved), judge against the goldens, the
+//! peers beside them on request, the reports, and the goldens rewritten only on request.
+
+use super::args::{self, TargetArg};
+use super::exit::{CliError, Status};
+use std::path::{Path, PathBuf};
+use w4a16_device::{Allocation, DeviceBench};
+use w4a16_harness::perf::PerfError;
+use w4a16_harness::perf::golden::{GoldenError, GoldenFile};
+use w4a16_harness::perf::judge::{self, CaseOutcome, JudgePolicy, Judgement};
+use w4a16_harness::perf::measure::{PerfCase, PerfPlan, measure_suite, perf_cases};
+use w4a16_harness::perf::peers::{self, PeerCase, PeerError};
+use w4a16_harness::perf::report::{self as perf_report, PerfRun, ReportError};
+use w4a16_harness::perf::update;
+use w4a16_harness::report::FileError;
+use w4a16_harness::runner::cli_run::{check_suites, load_with_dir};
+use w4a16_harness::runner::session::{self, Backend};
+use w4a16_kernels::RunTarget;
+use w4a16_kernels::source::KernelSources;
+use w4a16_select::config::KernelConfig;
+
+/// `w4a16 perf`'s options.
+#[derive(clap::Args)]
+pub struct PerfArgs {
+    /// The suite whose dense cases are timed.
+    #[arg(long, default_value = "field")]
+    suite: String,
+    /// Only case ids matching this glob (`*` wildcards).
+    #[arg(long, visible_alias = "only")]
+    filter: Option<String>,
+    /// `auto` (the GPU found here) or a native target; emulated targets are refused.
+    #[arg(long, default_value = "auto", value_parser = args::target_or_auto())]
+    target: TargetArg,
+    /// Folder of the golden files `<target>.json` (default: `perf/` beside the cases folder).
+    #[arg(long, value_name = "DIR")]
+    goldens: Option<PathBuf>,
+    /// Where summary.md, the JSON, the JUnit XML and the plot go (default: target/perf/<target>).
+    #[arg(long, alias = "out", value_name = "DIR")]
+    report_dir: Option<PathBuf>,
+    /// The candidate's kernels from the HIP sources in DIR (default: the embedded copies).
+    #[arg(long, value_name = "DIR")]
+    kernel_sources: Option<PathBuf>,
+    /// A control build timed beside the candidate, case by case: a kernel-source folder, or a
+    /// repository checkout (its kernels/hip).
+    #[arg(long, value_name = "DIR")]
+    control: Option<PathBuf>,
+    /// Write the candidate's timings as the new goldens (and <target>.moved.md, what moved);
+    /// nothing else writes goldens.
+    #[arg(long)]
+    update_goldens: bool,
+    /// Half-width of the band a ratio may move without failing (default: the golden file's, else
+    /// 0.08).
+    #[arg(long)]
+    band: Option<f64>,
+    /// IQR/median of the ratio samples above which a case is too noisy to judge (default: the
+    /// golden file's, else 0.15).
+    #[arg(long)]
+    noise_limit: Option<f64>,
+    /// Timed launches per side and case (9 to 30).
+    #[arg(long, default_value_t = PerfPlan::default().reps)]
+    reps: usize,
+    /// Launches left queued ahead of the timed ones.
+    #[arg(long, default_value_t = PerfPlan::default().warmup)]
+    warmup: usize,
+    /// Separately allocated copies of the inputs the launches rotate through (cold reads).
+    #[arg(long, default_value_t = PerfPlan::default().copies)]
+    copies: usize,
+    /// Out-of-band improvements do not fail the run (they are still reported).
+    #[arg(long)]
+    allow_improvements: bool,
+    /// Also time torch's int4 kernel and dense fp16 on the same cases (scripts/perf-peers.py).
+    #[arg(long)]
+    peers: bool,
+}
+
+/// Why perf could not time or judge.
+#[derive(Debug, thiserror::Error)]
+pub enum PerfCliError {
+    #[error(transparent)]
+    Perf(#[from] PerfError),
+    #[error("{flag} {value}: expected a fraction between 0 and 1 (0.08 is ±8 %)")]
+    NotAFraction { flag: &'static str, value: f64 },
+    #[error("--filter {filter:?}: no case of {suite} matches")]
+    NoCaseMatches { filter: String, suite: String },
+    #[error("--control: the control device did not open: {reason}")]
+    ControlDidNotOpen { reason: String },
+    #[error(transparent)]
+    Golden(#[from] GoldenError),
+    #[error(transparent)]
+    Peers(#[from] PeerError),
+    #[error(transparent)]
+    Report(#[from] ReportError),
+}
+
+/// The candidate and control builds and the devices they opened on.
+struct Devices {
+    target: RunTarget,
+    sources: KernelSources,
+    control_src: Option<KernelSources>,
+    candidate: Box<dyn DeviceBench>,
+    control: Option<Box<dyn DeviceBench>>,
+}
+
+pub fn perf(
+    args: PerfArgs,
+    cases_dir: Option<PathBuf>,
+    config: KernelConfig,
+) -> Result<Status, CliError> {
+    let plan = PerfPlan {
+        reps: args.reps,
+        warmup: args.warmup,
+        copies: args.copies,
+    }
+    .checked()
+    .map_err(PerfCliError::from)?;
+    let band = positive_fraction("--band", args.band)?;
+    let noise_limit = positive_fraction("--noise-limit", args.noise_limit)?;
+    let wanted = args.target.run_target();
+    if let Some(t) = wanted.filter(RunTarget::is_emulated) {
+        return Err(PerfCliError::from(PerfError::Emulated { target: t }).into());
+    }
+    let sources = args::kernel_sources("--kernel-sources", args.kernel_sources.as_deref())?;
+    let control_src = match args.control.as_deref() {
+        None => None,
+        Some(dir) => Some(control_sources(dir)?),
+    };
+    let (dir, set) = load_with_dir(cases_dir)?;
+    check_suites(&set, std::slice::from_ref(&args.suite))?;
+    let repo = dir
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+    let mut suite = set.suite(&args.suite).expect("checked above").clone();
+    if let Some(f) = &args.filter {
+        suite
+            .cases
+            .retain(|c| w4a16_cases::glob::glob_match(f, &c.id));
+        if suite.cases.is_empty() {
+            return Err(PerfCliError::NoCaseMatches {
+                filter: f.clone(),
+                suite: args.suite.clone(),
+            }
+            .into());
+        }
+    }
+    let devices = match open_devices(wanted, sources, control_src)? {
+        Ok(devices) => devices,
+        Err(no_gpu) => return Ok(no_gpu),
+    };
+    let target_name = devices.target.target.to_string();
+    let device_name = devices.candidate.name();
+    let (cases, not_timed) = perf_cases(&suite, set.providers(), devices.target.target, &config);
+    eprintln!(
+        "w4a16 perf: {} cases of {} on {} ({target_name}), {} not timed; candidate: {}{}",
+        cases.len(),
+        args.suite,
+        device_name,
+        not_timed.len(),
+        devices.sources,
+        devices
+            .control_src
+            .as_ref()
+            .map_or(String::new(), |c| format!("; control: {c}"))
+    );
+    let measured = measure_suite(
+        devices.candidate.as_ref(),
+        devices.control.as_deref(),
+        &cases,
+        plan,
+        &mut |s| eprintln!("perf: {s}"),
+    )
+    .map_err(PerfCliError::from)?;
+    let Devices {
+        sources,
+        control_src,
+        candidate,
+        control,
+        ..
+    } = devices;
+    // Kernels done: the peers (torch, in its own process) get the GPU to themselves.
+    drop((candidate, control));
+
+    let goldens_dir = args.goldens.clone().unwrap_or_else(|| repo.join("perf"));
+    let golden_path = GoldenFile::path_for(&goldens_dir, &target_name);
+    let goldens = GoldenFile::load(&golden_path).map_err(PerfCliError::from)?;
+    let policy = JudgePolicy::resolve(
+        band,
+        noise_limit,
+        !args.allow_improvements,
+        goldens.as_ref(),
+    );
+    let mut outcomes: Vec<CaseOutcome> = measured
+        .into_iter()
+        .map(|(cand, ctrl)| judge::judge_case(cand, ctrl, goldens.as_ref(), &policy))
+        .collect();
+    let out_dir = args
+        .report_dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("target").join("perf").join(&target_name));
+    let peers_note = match args.peers {
+        true => Some(with_peers(&repo, &cases, plan, &out_dir, &mut outcomes)?),
+        false => None,
+    };
+    let failing = outcomes.iter().filter(|o| o.fails(&policy)).count();
+    let run = PerfRun {
+        target: target_name.clone(),
+        device: device_name,
+        suite: args.suite.clone(),
+        policy,
+        plan,
+        candidate: sources
+            .as_dir_arg()
+            .map_or("embedded kernels".into(), |d| d.display().to_string()),
+        control: control_src
+            .as_ref()
+            .and_then(KernelSources::as_dir_arg)
+            .map(|d| d.display().to_string()),
+        outcomes,
+        not_timed,
+        peers_note,
+    };
+    write_reports(&run, &out_dir, failing)?;
+    if goldens.is_none() {
+        println!(
+            "no goldens at {}: every case is `no golden` (record them with --update-goldens)",
+            golden_path.display()
+        );
+    }
+    if args.update_goldens {
+        let scope = if args.filter.is_some() {
+            update::UpdateScope::Filtered
+        } else {
+            update::UpdateScope::WholeSuite
+        };
+        write_goldens(
+            &repo,
+            &goldens_dir,
+            &golden_path,
+            goldens.as_ref(),
+            &run,
+            scope,
+        )?;
+        // The run was judged against the goldens it replaces: the update is what was asked.
+        return Ok(Status::Passed);
+    }
+    Ok(Status::passed_if(failing == 0))
+}
+
+/// The candidate's device and, with `--control`, the control's own device object (its own
+/// module cache, so the two builds never share a kernel). Without a GPU here: said loudly, and
+/// how perf ends (as `bench`: a skip, a failure under `W4A16_REQUIRE=gpu`).
+fn open_devices(
+    wanted: Option<RunTarget>,
+    sources: KernelSources,
+    control_src: Option<KernelSources>,
+) -> Result<Result<Devices, Status>, PerfCliError> {
+    let (target, backend) = session::open_backend_with(wanted, &sources, Allocation::Guarded);
+    let candidate = match backend {
+        Backend::Device(d) => d,
+        Backend::None(skip) if skip.requirement.is_required() => {
+            eprintln!("W4A16_REQUIRE={} but {skip}", skip.requirement);
+            return Ok(Err(Status::Failed));
+        }
+        Backend::None(skip) => {
+            eprintln!(
+                "W4A16-SKIP [{}] w4a16 perf: {}; nothing timed, no report written",
+                skip.requirement, skip.reason
+            );
+            return Ok(Err(Status::Passed));
+        }
+    };
+    let control = match &control_src {
+        None => None,
+        Some(src) => match session::open_backend_with(Some(target), src, Allocation::Guarded).1 {
+            Backend::Device(d) => Some(d),
+            Backend::None(skip) => {
+                return Err(PerfCliError::ControlDidNotOpen {
+                    reason: skip.reason,
+                });
+            }
+        },
+    };
+    Ok(Ok(Devices {
+        target,
+        sources,
+        control_src,
+        candidate,
+        control,
+    }))
+}
+
+/// `--peers`: torch's int4 kernel and dense fp16 on the same cases, set beside each outcome;
+/// the note the report carries (why they are missing, where torch is not there).
+fn with_peers(
+    repo: &Path,
+    cases: &[PerfCase],
+    plan: PerfPlan,
+    out_dir: &Path,
+    outcomes: &mut [CaseOutcome],
+) -> Result<String, PerfCliError> {
+    let peer_cases: Vec<PeerCase> = cases
+        .iter()
+        .map(|c| PeerCase::new(c.key.clone(), &c.shape, c.dtype, c.symmetry))
+        .collect();
+    let script = repo.join("scripts").join("perf-peers.py");
+    match peers::run_peers(&script, &peer_cases, plan, &out_dir.join("peers")) {
+        Ok(table) => {
+            for o in outcomes.iter_mut() {
+                o.peers = table.rows.get(&o.key).cloned();
+            }
+            Ok(table.note())
+        }
+        Err(e) if e.is_unavailable() => {
+            eprintln!("W4A16-SKIP [peers] {e}");
+            Ok(e.to_string())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The reports, the counts table and where they went.
+fn write_reports(run: &PerfRun, out_dir: &Path, failing: usize) -> Result<(), PerfCliError> {
+    let files = perf_report::write_reports(run, out_dir)?;
+    print!("{}", perf_counts(&run.outcomes));
+    println!(
+        "{failing} of {} cases fail; reports: {}, {}, {}, {}",
+        run.outcomes.len(),
+        files.summary_md.display(),
+        files.json.display(),
+        files.junit.display(),
+        files.plot.display()
+    );
+    Ok(())
+}
+
+/// `--update-goldens`: the candidate's timings as the new goldens, and what moved beside them.
+fn write_goldens(
+    repo: &Path,
+    goldens_dir: &Path,
+    golden_path: &Path,
+    goldens: Option<&GoldenFile>,
+    run: &PerfRun,
+    scope: update::UpdateScope,
+) -> Result<(), CliError> {
+    let recorded = format!(
+        "{} w4a16 {}",
+        git_head(repo),
+        std::env::args().skip(1).collect::<Vec<_>>().join(" ")
+    );
+    let (new, moved) = update::update_goldens(goldens, run, scope, recorded);
+    FileError::at(goldens_dir, std::fs::create_dir_all(goldens_dir))?;
+    new.save(golden_path).map_err(PerfCliError::from)?;
+    let moved_path = goldens_dir.join(format!("{}.moved.md", run.target));
+    FileError::at(
+        &moved_path,
+        std::fs::write(&moved_path, moved.markdown(&run.target)),
+    )?;
+    println!(
+        "goldens written: {} ({} entries); what moved: {}",
+        golden_path.display(),
+        new.entries.len(),
+        moved_path.display()
+    );
+    Ok(())
+}
+
+/// `--control DIR`: a kernel-source folder, or a repository checkout whose `kernels/hip` is one.
+fn control_sources(dir: &Path) -> Result<KernelSources, CliError> {
+    let hip = dir.join("kernels").join("hip");
+    let dir = if hip.is_dir() { hip.as_path() } else { dir };
+    args::kernel_sources("--control", Some(dir))
+}
+
+/// The commit this checkout is at, for the goldens' `recorded` line.
+fn git_head(repo: &Path) -> String {
+    std::process::Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "commit unknown".into())
+}
+
+/// A band or noise limit: a finite fraction above zero.
+fn positive_fraction(flag: &'static str, value: Option<f64>) -> Result<Option<f64>, PerfCliError> {
+    match value {
+        Some(v) if !(v.is_finite() && v > 0.0 && v < 1.0) => {
+            Err(PerfCliError::NotAFraction { flag, value: v })
+        }
+        v => Ok(v),
+    }
+}
+/// The counts table of the field's PR description: per comparison, cases per judgement.
+fn perf_counts(outcomes: &[CaseOutcome]) -> String {
+    use std::fmt::Write as _;
+    const COLUMNS: [&str; 7] = [
+        "within band",
+        "improvement",
+        "regression",
+        "too noisy",
+        "wrong kernel",
+        "no golden",
+        "stale golden",
+    ];
+    let column = |j: &Judgement| match j {
+        Judgement::WithinBand { .. } => 0,
+        Judgement::Improvement { .. } => 1,
+        Judgement::Regression { .. } => 2,
+        Judgement::TooNoisy { .. } => 3,
+        Judgement::WrongKernel { .. } => 4,
+        Judgement::NoGolden => 5,
+    };
+    let count = |pick: &dyn Fn(&CaseOutcome) -> Option<&Judgement>| {
+        let mut n = [0usize; 7];
+        for j in outcomes.iter().filter_map(pick) {
+            n[column(j)] += 1;
+        }
+        n
+    };
+    let mut cand = count(&|o| Some(&o.candidate_judgement));
+    cand[6] = outcomes.iter().filter(|o| o.stale_golden).count();
+    let mut rows = vec![("candidate vs goldens", cand)];
+    if outcomes.iter().any(|o| o.control.is_some()) {
+        rows.push((
+            "control vs goldens",
+            count(&|o| o.control_judgement.as_ref()),
+        ));
+        rows.push(("candidate vs control", count(&|o| o.vs_control.as_ref())));
+    }
+    let mut s = String::new();
+    let _ = write!(s, "{:<22}", "");
+    for c in COLUMNS {
+        let _ = write!(s, " {c:>12}");
+    }
+    s.push('\n');
+    for (name, n) in rows {
+        let _ = write!(s, "{name:<22}");
+        for (i, v) in n.iter().enumerate() {
+            // Staleness is a property of a case, counted once, on the candidate's row.
+            if i == 6 && name != "candidate vs goldens" {
+                let _ = write!(s, " {:>12}", "-");
+            } else {
+                let _ = write!(s, " {v:>12}");
+            }
+        }
+        s.push('\n');
+    }
+    s
+}
