@@ -86,7 +86,9 @@ pub enum CliError {
     /// The worker's protocol on stdin and stdout broke.
     #[error("{0}")]
     WorkerIo(std::io::Error),
-    #[error("--exact-allocations: {device} cannot size buffers exactly")]
+    #[error(
+        "exact allocations (the worker spec's `exact_allocations`, for a sanitizer): {device} cannot size buffers exactly"
+    )]
     NotExact { device: String },
     #[error(
         "--target: the ISA emulator runs gfx1100, gfx1151 or gfx1201 code objects, not {target}"

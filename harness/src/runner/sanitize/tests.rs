@@ -345,14 +345,14 @@ fn the_command_line_of_each_tool() {
         tool,
         executable: PathBuf::from("/usr/local/cuda/bin/compute-sanitizer"),
     };
-    let worker_args = vec!["worker".to_string(), "--exact-allocations".to_string()];
+    let worker_args = vec!["worker".to_string(), "--spec".to_string(), "{}".to_string()];
     let (prog, args) = s(SanitizerTool::Memcheck).command(Path::new("/x/w4a16"), &worker_args);
     assert_eq!(prog, PathBuf::from("/usr/local/cuda/bin/compute-sanitizer"));
     assert_eq!(
         args.join(" "),
         "--tool memcheck --kernel-name kns=w4a16_ --print-limit 0 --destroy-on-device-error kernel \
              --launch-timeout 120 --target-processes application-only --check-exit-code no \
-             --padding 4096 --report-api-errors no -- /x/w4a16 worker --exact-allocations"
+             --padding 4096 --report-api-errors no -- /x/w4a16 worker --spec {}"
     );
     for tool in [
         SanitizerTool::Racecheck,
@@ -365,7 +365,7 @@ fn the_command_line_of_each_tool() {
             format!(
                 "--tool {tool} --kernel-name kns=w4a16_ --print-limit 0 --destroy-on-device-error kernel \
                      --launch-timeout 120 --target-processes application-only --check-exit-code no \
-                     -- /x/w4a16 worker --exact-allocations"
+                     -- /x/w4a16 worker --spec {{}}"
             ),
             "memcheck's own options stay off {tool}"
         );
