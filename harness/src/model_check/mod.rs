@@ -5,7 +5,7 @@
 //! defects, the producer library's own oracle, and the engine's fused projections.
 //!
 //! Memory: the shards are memory-mapped and only the tensors of the layer being checked are
-//! copied, so the resident set is about one layer (a fused projection counts as one).
+//! copied, so the memory in use (RSS) is about one layer (a fused projection counts as one).
 
 mod budget;
 mod experts;
@@ -143,7 +143,7 @@ pub struct ModelCheck {
     pub read_s: f64,
     pub wall_s: f64,
     pub times: PhaseTimes,
-    /// The process's peak resident set, where the OS reports it.
+    /// The process's peak memory (RSS), where the OS reports it.
     pub peak_rss_bytes: Option<u64>,
 }
 
@@ -365,7 +365,7 @@ fn quantization_summary(model: &ModelDir) -> String {
     )
 }
 
-/// The process's peak resident set (Linux `VmHWM`).
+/// The process's peak memory (RSS, Linux `VmHWM`).
 pub fn peak_rss_bytes() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;

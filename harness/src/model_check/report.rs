@@ -247,7 +247,7 @@ pub fn markdown(check: &ModelCheck) -> String {
         check
             .peak_rss_bytes
             .map(|b| format!(
-                " · peak resident memory {:.1} MiB",
+                " · peak memory (RSS) {:.1} MiB",
                 b as f64 / (1u64 << 20) as f64
             ))
             .unwrap_or_default()

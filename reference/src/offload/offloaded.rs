@@ -26,7 +26,7 @@ pub trait F64Gemm {
     ) -> Result<(Vec<f64>, Vec<f64>), GemmError>;
 
     /// [`F64Gemm::gemm`] with `w_key` naming `w`'s content when the caller will hand the same
-    /// `w` again (a layer's next batch size): a device GEMM may keep `w` resident under it
+    /// `w` again (a layer's next batch size): a device GEMM may hold `w` under it
     /// instead of sending it again. A wrong key cannot pass unseen: the cross-check recomputes
     /// sampled elements from the layer itself.
     fn gemm_keyed(

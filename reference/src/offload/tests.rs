@@ -275,7 +275,7 @@ struct HostLanes {
     declined: std::rc::Rc<std::cell::Cell<usize>>,
 }
 
-impl ResidentProducts for HostLanes {
+impl HeldProducts for HostLanes {
     fn gather(&self, index: &[usize]) -> Result<Vec<[f64; 3]>, GemmError> {
         let (y, a, o) = &self.lanes;
         Ok(index
@@ -302,19 +302,19 @@ impl ResidentProducts for HostLanes {
 }
 
 #[derive(Default)]
-struct HostResidentGemm {
+struct HostHeldGemm {
     wrong: bool,
     judged: std::rc::Rc<std::cell::Cell<usize>>,
     declined: std::rc::Rc<std::cell::Cell<usize>>,
 }
 
-impl ResidentGemm<'static> for HostResidentGemm {
+impl HeldGemm<'static> for HostHeldGemm {
     fn products(
         &mut self,
         x: &ActivationOperand<'_>,
         weights: &WeightOperand<'_>,
         _w_key: Option<u64>,
-    ) -> Result<Option<Box<dyn ResidentProducts>>, GemmError> {
+    ) -> Result<Option<Box<dyn HeldProducts>>, GemmError> {
         let (m, n, k) = (x.m, weights.n, weights.k);
         let x = &x.to_f64();
         let (w, _, w_offset) = weights.decode();
@@ -337,14 +337,14 @@ impl ResidentGemm<'static> for HostResidentGemm {
     }
 }
 
-/// The resident reference is the host one (same products, brought back with the bias
+/// The held reference is the host one (same products, brought back with the bias
 /// added), and its judge's report is the host comparison's for every kind of output: every
 /// element plain (judged next to the lanes), and with a poisoned, a NaN or an infinite
 /// element (left to the host, whose rules for them are the only ones). Both dtypes, every
 /// bias stage, with and without bias and offset lane, bound and bit-exact mode.
 #[test]
-fn a_resident_reference_judges_as_the_host_reference() {
-    let mut g = HostResidentGemm::default();
+fn a_held_reference_judges_as_the_host_reference() {
+    let mut g = HostHeldGemm::default();
     for dtype in [ActDtype::F16, ActDtype::Bf16] {
         for with_bias in [false, true] {
             let spec = DataSpec {
@@ -377,7 +377,7 @@ fn a_resident_reference_judges_as_the_host_reference() {
                     3,
                 )
                 .unwrap();
-                let resident = reference_resident(
+                let held = reference_held(
                     &x,
                     &layer,
                     &LayerWeights::new(&layer).unwrap(),
@@ -389,7 +389,7 @@ fn a_resident_reference_judges_as_the_host_reference() {
                 )
                 .unwrap()
                 .expect("host lanes are always kept");
-                assert_eq!(resident.to_host().unwrap(), host);
+                assert_eq!(held.to_host().unwrap(), host);
                 let model = BoundModel::new(&recipe, layer.shape.k, 1.0).unwrap();
                 let rounded: Vec<u16> = (0..host.m * host.n)
                     .map(|i| host.rounded_bits(i / host.n, i % host.n))
@@ -423,7 +423,7 @@ fn a_resident_reference_judges_as_the_host_reference() {
                             }
                         }
                         .unwrap();
-                        let got = resident.compare(&model, bits, mode).unwrap();
+                        let got = held.compare(&model, bits, mode).unwrap();
                         assert_eq!(got, expected, "{dtype:?} {bias:?} {offset:?} {mode:?}");
                         assert_eq!(g.judged.get(), judged + usize::from(plain));
                         assert_eq!(g.declined.get(), declined + usize::from(!plain));
@@ -437,14 +437,14 @@ fn a_resident_reference_judges_as_the_host_reference() {
 /// Products that are off are caught by the cross-check on the gathered elements, a fault
 /// of the reference.
 #[test]
-fn a_wrong_resident_product_is_caught_by_the_cross_check() {
+fn a_wrong_held_product_is_caught_by_the_cross_check() {
     let (x, layer) = case(5, 37, 96, true);
     let recipe = NumericRecipe::fp32_exact_weights(ActDtype::Bf16);
-    let mut g = HostResidentGemm {
+    let mut g = HostHeldGemm {
         wrong: true,
-        ..HostResidentGemm::default()
+        ..HostHeldGemm::default()
     };
-    let got = reference_resident(
+    let got = reference_held(
         &x,
         &layer,
         &LayerWeights::new(&layer).unwrap(),
@@ -496,9 +496,9 @@ fn layer_weights_are_the_per_case_operand_formed_once() {
     ));
 
     let recipe = NumericRecipe::fp32_exact_weights(ActDtype::Bf16);
-    let mut g = HostResidentGemm::default();
-    let resident = |w: &LayerWeights, g: &mut HostResidentGemm| {
-        reference_resident(
+    let mut g = HostHeldGemm::default();
+    let held = |w: &LayerWeights, g: &mut HostHeldGemm| {
+        reference_held(
             &x,
             &layer,
             w,
@@ -510,7 +510,7 @@ fn layer_weights_are_the_per_case_operand_formed_once() {
         )
         .map(|r| r.is_some())
     };
-    assert!(matches!(resident(&weights, &mut g), Ok(true)));
+    assert!(matches!(held(&weights, &mut g), Ok(true)));
     // Another layer of the same shape: its products disagree with this layer's columns.
     let spec = DataSpec {
         class: DataClass::Realistic,
@@ -523,26 +523,26 @@ fn layer_weights_are_the_per_case_operand_formed_once() {
     let unrelated = data::generate_seeded(8, 12, &spec).unwrap().layer;
     let unrelated = LayerWeights::new(&unrelated).unwrap();
     assert!(matches!(
-        resident(&unrelated, &mut g),
+        held(&unrelated, &mut g),
         Err(OffloadError::Disagrees { .. })
     ));
     let (_, narrow) = case(5, 36, 96, true);
     assert!(matches!(
-        resident(&LayerWeights::new(&narrow).unwrap(), &mut g),
+        held(&LayerWeights::new(&narrow).unwrap(), &mut g),
         Err(OffloadError::Input(_))
     ));
 }
 
-/// Where the host must form the reference there is no resident one: W over the budget
+/// Where the host must form the reference there is no held one: W over the budget
 /// (chunks), and X with a non-finite row (its IEEE values are patched on the host). The
 /// same layer and X with finite rows within the budget get one.
 #[test]
-fn the_host_forms_what_a_resident_reference_cannot_hold() {
+fn the_host_forms_what_a_held_reference_cannot_hold() {
     let (x, layer) = case(3, 24, 64, false);
     let recipe = NumericRecipe::fp32_exact_weights(ActDtype::Bf16);
-    let mut g = HostResidentGemm::default();
-    let mut resident = |x: &Activations, budget: usize| {
-        reference_resident(
+    let mut g = HostHeldGemm::default();
+    let mut held = |x: &Activations, budget: usize| {
+        reference_held(
             x,
             &layer,
             &LayerWeights::new(&layer).unwrap(),
@@ -555,14 +555,11 @@ fn the_host_forms_what_a_resident_reference_cannot_hold() {
         .unwrap()
         .is_some()
     };
-    assert!(resident(&x, DEFAULT_W_BUDGET_BYTES));
-    assert!(!resident(&x, 8 * 64 * 10), "chunked W");
+    assert!(held(&x, DEFAULT_W_BUDGET_BYTES));
+    assert!(!held(&x, 8 * 64 * 10), "chunked W");
     let mut special = x.clone();
     special.data[special.row_stride + 5] = ActDtype::Bf16.from_f64(f64::NAN);
-    assert!(
-        !resident(&special, DEFAULT_W_BUDGET_BYTES),
-        "a non-finite row"
-    );
+    assert!(!held(&special, DEFAULT_W_BUDGET_BYTES), "a non-finite row");
 }
 
 /// The operand a device decodes gives the CPU reference's exact weights, magnitudes and
