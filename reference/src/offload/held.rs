@@ -136,7 +136,7 @@ impl HeldReference<'_> {
 /// left held in `g`, cross-checked the same way (the sampled elements gathered from the device, against the host's
 /// own decoding of their columns). `None` where a held reference does not apply and the
 /// caller forms the host one: X with special rows (their IEEE values are patched on the host),
-/// W over `w_budget_bytes` (chunked), or a GEMM that cannot keep them.
+/// W over `w_max_bytes` (chunked), or a GEMM that cannot keep them.
 #[allow(clippy::too_many_arguments)]
 pub fn reference_held<'d>(
     x: &Activations,
@@ -145,7 +145,7 @@ pub fn reference_held<'d>(
     recipe: &NumericRecipe,
     non_finite_x: NonFiniteX,
     g: &mut dyn HeldGemm<'d>,
-    w_budget_bytes: usize,
+    w_max_bytes: usize,
     seed: u64,
 ) -> Result<Option<HeldReference<'d>>, OffloadError> {
     if !weights.describes(layer) {
@@ -158,7 +158,7 @@ pub fn reference_held<'d>(
     gemm::validate_against_layer(x, layer, recipe, non_finite_x)?;
     let (xz, special) = SpecialRows::prepare(x, non_finite_x);
     let (m, n, k) = (x.m, layer.shape.n, layer.shape.k);
-    let chunk = (w_budget_bytes / (8 * k.max(1))).clamp(1, n.max(1));
+    let chunk = (w_max_bytes / (8 * k.max(1))).clamp(1, n.max(1));
     if !special.rows.is_empty() || chunk < n {
         return Ok(None);
     }

@@ -2,7 +2,7 @@
 //! exact weights `(q − z)·s` and X are built here in f64 by the CPU reference's own decoding
 //! ([`gemm::weight_rows`](crate::gemm::weight_rows),
 //! [`gemm::activation_rows`](crate::gemm::activation_rows)), handed to the GEMM in column chunks
-//! (so that W in f64 stays within a memory budget), and the results assembled into the same
+//! (so that W in f64 stays under `w_max_bytes`), and the results assembled into the same
 //! [`Reference`](crate::gemm::Reference) the CPU computes: bias added, special rows patched,
 //! every element present, so the comparison judges every element of every shape (no sampling).
 //!
@@ -29,6 +29,6 @@ pub use cross_check::{CROSS_CHECK_SAMPLES, cross_check_tolerance, sample_positio
 pub use error::{GemmError, Lane, OffloadError};
 pub use held::{HeldGemm, HeldProducts, HeldReference, reference_held};
 pub use layer_weights::LayerWeights;
-pub use offloaded::{DEFAULT_W_BUDGET_BYTES, F64Gemm, reference_offloaded};
+pub use offloaded::{DEFAULT_W_MAX_BYTES, F64Gemm, reference_offloaded};
 pub use operands::{ActivationOperand, RawLanes, WeightOperand};
 pub use weight_cache::WEIGHT_CACHE_BYTES;

@@ -70,7 +70,7 @@ fn assert_matches_cpu(x: &Activations, layer: &QuantizedLayer, recipe: &NumericR
         recipe,
         NonFiniteX::Refuse,
         &mut host_gemm,
-        DEFAULT_W_BUDGET_BYTES,
+        DEFAULT_W_MAX_BYTES,
         3,
     )
     .unwrap();
@@ -105,7 +105,7 @@ fn the_weight_cache_is_keyed_by_the_layers_content() {
             &recipe,
             NonFiniteX::Refuse,
             &mut host_gemm,
-            DEFAULT_W_BUDGET_BYTES,
+            DEFAULT_W_MAX_BYTES,
             3,
         )
         .unwrap()
@@ -142,7 +142,7 @@ fn reused_buffers_give_each_layer_its_own_reference() {
 }
 
 #[test]
-fn chunks_along_n_within_the_budget() {
+fn chunks_along_n_within_w_max_bytes() {
     let (x, layer) = case(3, 41, 64, true);
     let recipe = NumericRecipe::fp32_exact_weights(ActDtype::Bf16);
     let whole = reference_offloaded(
@@ -151,7 +151,7 @@ fn chunks_along_n_within_the_budget() {
         &recipe,
         NonFiniteX::Refuse,
         &mut host_gemm,
-        DEFAULT_W_BUDGET_BYTES,
+        DEFAULT_W_MAX_BYTES,
         3,
     )
     .unwrap();
@@ -197,7 +197,7 @@ fn a_wrong_product_is_caught_by_the_cross_check() {
             &recipe,
             NonFiniteX::Refuse,
             &mut planted,
-            DEFAULT_W_BUDGET_BYTES,
+            DEFAULT_W_MAX_BYTES,
             seed,
         )
         .unwrap_err();
@@ -221,7 +221,7 @@ fn a_wrong_product_is_caught_by_the_cross_check() {
         &recipe,
         NonFiniteX::Refuse,
         &mut short,
-        DEFAULT_W_BUDGET_BYTES,
+        DEFAULT_W_MAX_BYTES,
         seed,
     )
     .unwrap_err();
@@ -250,7 +250,7 @@ fn special_rows_are_patched_as_on_the_cpu() {
         &recipe,
         NonFiniteX::Ieee,
         &mut host_gemm,
-        DEFAULT_W_BUDGET_BYTES,
+        DEFAULT_W_MAX_BYTES,
         1,
     )
     .unwrap();
@@ -373,7 +373,7 @@ fn a_held_reference_judges_as_the_host_reference() {
                     &recipe,
                     NonFiniteX::Refuse,
                     &mut host_gemm,
-                    DEFAULT_W_BUDGET_BYTES,
+                    DEFAULT_W_MAX_BYTES,
                     3,
                 )
                 .unwrap();
@@ -384,7 +384,7 @@ fn a_held_reference_judges_as_the_host_reference() {
                     &recipe,
                     NonFiniteX::Refuse,
                     &mut g,
-                    DEFAULT_W_BUDGET_BYTES,
+                    DEFAULT_W_MAX_BYTES,
                     3,
                 )
                 .unwrap()
@@ -451,7 +451,7 @@ fn a_wrong_held_product_is_caught_by_the_cross_check() {
         &recipe,
         NonFiniteX::Refuse,
         &mut g,
-        DEFAULT_W_BUDGET_BYTES,
+        DEFAULT_W_MAX_BYTES,
         3,
     );
     assert!(
@@ -505,7 +505,7 @@ fn layer_weights_are_the_per_case_operand_formed_once() {
             &recipe,
             NonFiniteX::Refuse,
             g,
-            DEFAULT_W_BUDGET_BYTES,
+            DEFAULT_W_MAX_BYTES,
             3,
         )
         .map(|r| r.is_some())
@@ -533,15 +533,15 @@ fn layer_weights_are_the_per_case_operand_formed_once() {
     ));
 }
 
-/// Where the host must form the reference there is no held one: W over the budget
+/// Where the host must form the reference there is no held one: W over `w_max_bytes`
 /// (chunks), and X with a non-finite row (its IEEE values are patched on the host). The
-/// same layer and X with finite rows within the budget get one.
+/// same layer and X with finite rows within it get one.
 #[test]
 fn the_host_forms_what_a_held_reference_cannot_hold() {
     let (x, layer) = case(3, 24, 64, false);
     let recipe = NumericRecipe::fp32_exact_weights(ActDtype::Bf16);
     let mut g = HostHeldGemm::default();
-    let mut held = |x: &Activations, budget: usize| {
+    let mut held = |x: &Activations, w_max_bytes: usize| {
         reference_held(
             x,
             &layer,
@@ -549,17 +549,17 @@ fn the_host_forms_what_a_held_reference_cannot_hold() {
             &recipe,
             NonFiniteX::Ieee,
             &mut g,
-            budget,
+            w_max_bytes,
             3,
         )
         .unwrap()
         .is_some()
     };
-    assert!(held(&x, DEFAULT_W_BUDGET_BYTES));
+    assert!(held(&x, DEFAULT_W_MAX_BYTES));
     assert!(!held(&x, 8 * 64 * 10), "chunked W");
     let mut special = x.clone();
     special.data[special.row_stride + 5] = ActDtype::Bf16.from_f64(f64::NAN);
-    assert!(!held(&special, DEFAULT_W_BUDGET_BYTES), "a non-finite row");
+    assert!(!held(&special, DEFAULT_W_MAX_BYTES), "a non-finite row");
 }
 
 /// The operand a device decodes gives the CPU reference's exact weights, magnitudes and

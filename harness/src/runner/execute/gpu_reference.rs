@@ -13,7 +13,7 @@ use w4a16_reference::NumericRecipe;
 use w4a16_reference::gemm::{NonFiniteX, Reference};
 use w4a16_reference::layer::{Activations, QuantizedLayer};
 use w4a16_reference::offload::{
-    self, DEFAULT_W_BUDGET_BYTES, F64Gemm, GemmError, HeldReference, LayerWeights, OffloadError,
+    self, DEFAULT_W_MAX_BYTES, F64Gemm, GemmError, HeldReference, LayerWeights, OffloadError,
 };
 
 w4a16_reference::named_enum! {
@@ -108,13 +108,13 @@ pub fn reference_on(
         recipe,
         non_finite_x,
         &mut DeviceGemm(device),
-        DEFAULT_W_BUDGET_BYTES,
+        DEFAULT_W_MAX_BYTES,
         seed,
     )
 }
 
 /// [`reference_on`] with the lanes left on `device` and judged there; `None` where the device
-/// cannot keep them or the case needs the host reference (special rows, W over the budget).
+/// cannot keep them or the case needs the host reference (special rows, W over `DEFAULT_W_MAX_BYTES`).
 pub fn held_reference_on<'d>(
     device: &'d dyn Device,
     x: &Activations,
@@ -131,7 +131,7 @@ pub fn held_reference_on<'d>(
         recipe,
         non_finite_x,
         &mut DeviceHeldGemm(device),
-        DEFAULT_W_BUDGET_BYTES,
+        DEFAULT_W_MAX_BYTES,
         seed,
     )
 }
