@@ -359,20 +359,20 @@ fn recorded_activations_feed_every_layer_and_a_wrong_file_is_refused_naming_it()
 }
 
 #[test]
-fn with_the_prefill_dequant_cache_enabled_prefill_takes_it_and_the_budget_is_checked() {
-    use w4a16_harness::model_check::{BudgetInputs, BudgetOutcome};
+fn with_the_prefill_dequant_cache_enabled_prefill_takes_it_and_the_startup_memory_is_checked() {
+    use w4a16_harness::model_check::{StartupMemoryInputs, StartupMemoryOutcome};
     use w4a16_select::config::PrefillDequant;
     let enable = KernelConfig::with_prefill_dequant(PrefillDequant::Enable);
     let dir = fixture("ct-asym-g128-f16-sharded");
-    let budget = |gib: u64| CheckModelOptions {
-        budget: Some(BudgetInputs {
+    let device_gib = |gib: u64| CheckModelOptions {
+        startup_memory: Some(StartupMemoryInputs {
             device_memory_bytes: gib << 30,
             gpu_memory_utilization: 0.9,
             max_model_len: None,
         }),
         ..CheckModelOptions::default()
     };
-    let check = run_with(&dir, &budget(64), enable).unwrap();
+    let check = run_with(&dir, &device_gib(64), enable).unwrap();
     assert!(!check.failed(), "{}", report(&check));
     for l in check
         .layers
@@ -393,8 +393,8 @@ fn with_the_prefill_dequant_cache_enabled_prefill_takes_it_and_the_budget_is_che
             l.module
         );
     }
-    match &check.budget {
-        Some(BudgetOutcome::Fits(r)) => {
+    match &check.startup_memory {
+        Some(StartupMemoryOutcome::Fits(r)) => {
             // Every quantized linear of the model once, the KV cache of its 2 layers.
             assert!(
                 r.resident_bytes > 0 && r.dense_cache_bytes > 0 && r.kv_bytes > 0,
@@ -405,10 +405,10 @@ fn with_the_prefill_dequant_cache_enabled_prefill_takes_it_and_the_budget_is_che
     }
     // 4 GiB of activation headroom alone does not fit a 4 GiB device: the run fails, naming
     // the option and what to change.
-    let check = run_with(&dir, &budget(4), enable).unwrap();
+    let check = run_with(&dir, &device_gib(4), enable).unwrap();
     assert!(check.failed());
-    match &check.budget {
-        Some(BudgetOutcome::DoesNotFit { message }) => {
+    match &check.startup_memory {
+        Some(StartupMemoryOutcome::DoesNotFit { message }) => {
             assert!(
                 message.contains("rdna_hybrid_w4a16_prefill_dequant"),
                 "{message}"
@@ -420,8 +420,11 @@ fn with_the_prefill_dequant_cache_enabled_prefill_takes_it_and_the_budget_is_che
     // Enabled without a device size: said, not guessed.
     let check = run_with(&dir, &CheckModelOptions::default(), enable).unwrap();
     assert!(
-        matches!(check.budget, Some(BudgetOutcome::NotChecked { .. })),
+        matches!(
+            check.startup_memory,
+            Some(StartupMemoryOutcome::NotChecked { .. })
+        ),
         "{:?}",
-        check.budget
+        check.startup_memory
     );
 }

@@ -1,11 +1,11 @@
 //! The prefill dequant option (docs/contract.md §5): both command-line forms, refusals of unknown keys and
-//! values, the retired flag's messages, and the startup budget check.
+//! values, the retired flag's messages, and the startup memory check.
 
 use w4a16_cases::ModelDescription;
 use w4a16_kernels::Target;
 use w4a16_select::config::{
-    BudgetError, ConfigError, KernelConfig, PREFILL_DEQUANT_KEY, PrefillDequant, StartupRequest,
-    check_startup_budget, parse_args,
+    ConfigError, KernelConfig, PREFILL_DEQUANT_KEY, PrefillDequant, StartupMemoryError,
+    StartupRequest, check_startup_memory, parse_args,
 };
 
 const GIB: u64 = 1 << 30;
@@ -255,7 +255,7 @@ fn qwen3_8b() -> ModelDescription {
     .unwrap()
 }
 
-/// The budget terms recomputed here from the description (not through the harness's code).
+/// The startup memory check's terms recomputed here from the description (not through the harness's code).
 fn expected_terms(
     m: &ModelDescription,
     target: Target,
@@ -297,11 +297,11 @@ fn request(
 }
 
 #[test]
-fn the_budget_counts_weights_padded_dense_cache_headroom_and_one_request_of_kv() {
+fn the_startup_memory_check_counts_weights_padded_dense_cache_headroom_and_one_request_of_kv() {
     let m = qwen3_8b();
     let enable = KernelConfig::with_prefill_dequant(PrefillDequant::Enable);
     for target in Target::ALL {
-        let r = check_startup_budget(&enable, &request(&m, target, 192 * GIB, 0.9, None)).unwrap();
+        let r = check_startup_memory(&enable, &request(&m, target, 192 * GIB, 0.9, None)).unwrap();
         let (resident, dense, kv) = expected_terms(&m, target, true, m.max_model_len);
         assert_eq!(
             (r.resident_bytes, r.dense_cache_bytes, r.kv_bytes),
@@ -309,19 +309,19 @@ fn the_budget_counts_weights_padded_dense_cache_headroom_and_one_request_of_kv()
             "{target}"
         );
         assert_eq!(r.needed_bytes, resident + dense + SPEC_HEADROOM + kv);
-        assert_eq!(r.budget_bytes, (0.9 * (192 * GIB) as f64) as u64);
+        assert_eq!(r.allowed_bytes, (0.9 * (192 * GIB) as f64) as u64);
         assert!(r.checked && r.fits());
     }
     let gfx942 =
-        check_startup_budget(&enable, &request(&m, Target::Gfx942, 192 * GIB, 0.9, None)).unwrap();
+        check_startup_memory(&enable, &request(&m, Target::Gfx942, 192 * GIB, 0.9, None)).unwrap();
     assert_eq!(
         gfx942.dense_cache_bytes, 0,
         "no hybrid on wave64, so no cache"
     );
     let padded =
-        check_startup_budget(&enable, &request(&m, Target::Gfx1151, 192 * GIB, 0.9, None)).unwrap();
+        check_startup_memory(&enable, &request(&m, Target::Gfx1151, 192 * GIB, 0.9, None)).unwrap();
     let unpadded =
-        check_startup_budget(&enable, &request(&m, Target::Gfx1201, 192 * GIB, 0.9, None)).unwrap();
+        check_startup_memory(&enable, &request(&m, Target::Gfx1201, 192 * GIB, 0.9, None)).unwrap();
     assert!(
         padded.dense_cache_bytes > unpadded.dense_cache_bytes,
         "gfx11 dense rows carry the cliff padding"
@@ -336,7 +336,7 @@ fn the_budget_counts_weights_padded_dense_cache_headroom_and_one_request_of_kv()
 ///   3,608,543,232 B (gfx1201); dense cache 14,070,841,344 B / 13,891,534,848 B;
 /// - KV = 2·36·8·128·40960·2 = 6,039,797,760 B; headroom 4 GiB = 4,294,967,296 B.
 #[test]
-fn the_budget_of_qwen3_8b_matches_the_hand_computed_totals() {
+fn the_startup_memory_of_qwen3_8b_matches_the_hand_computed_totals() {
     let m = qwen3_8b();
     let enable = KernelConfig::with_prefill_dequant(PrefillDequant::Enable);
     for (target, resident, dense, needed) in [
@@ -353,7 +353,7 @@ fn the_budget_of_qwen3_8b_matches_the_hand_computed_totals() {
             27_834_843_136,
         ),
     ] {
-        let r = check_startup_budget(&enable, &request(&m, target, 192 * GIB, 0.9, None)).unwrap();
+        let r = check_startup_memory(&enable, &request(&m, target, 192 * GIB, 0.9, None)).unwrap();
         assert_eq!(r.resident_bytes, resident, "{target}");
         assert_eq!(r.dense_cache_bytes, dense, "{target}");
         assert_eq!(r.kv_bytes, 6_039_797_760, "{target}");
@@ -363,21 +363,21 @@ fn the_budget_of_qwen3_8b_matches_the_hand_computed_totals() {
 }
 
 #[test]
-fn the_budget_fails_at_startup_exactly_when_it_does_not_fit() {
+fn the_startup_memory_check_fails_exactly_when_it_does_not_fit() {
     let m = qwen3_8b();
     let enable = KernelConfig::with_prefill_dequant(PrefillDequant::Enable);
     let (resident, dense, kv) = expected_terms(&m, Target::Gfx1100, true, m.max_model_len);
     let needed = resident + dense + SPEC_HEADROOM + kv;
     // Device memory such that utilization 1.0 gives exactly `needed`, then one byte less.
     assert!(
-        check_startup_budget(&enable, &request(&m, Target::Gfx1100, needed, 1.0, None)).is_ok()
+        check_startup_memory(&enable, &request(&m, Target::Gfx1100, needed, 1.0, None)).is_ok()
     );
-    let e = check_startup_budget(
+    let e = check_startup_memory(
         &enable,
         &request(&m, Target::Gfx1100, needed - 1, 1.0, None),
     )
     .unwrap_err();
-    let BudgetError::DoesNotFit(report) = &e else {
+    let StartupMemoryError::DoesNotFit(report) = &e else {
         panic!("wrong error {e}")
     };
     assert_eq!(report.needed_bytes, needed);
@@ -411,23 +411,23 @@ fn a_shorter_max_model_len_or_a_higher_utilization_makes_it_fit() {
         (0.9 * device as f64) < needed_full as f64 && needed_short as f64 <= 0.9 * device as f64
     );
     assert!(
-        check_startup_budget(&enable, &request(&m, Target::Gfx1151, device, 0.9, None)).is_err()
+        check_startup_memory(&enable, &request(&m, Target::Gfx1151, device, 0.9, None)).is_err()
     );
-    let short = check_startup_budget(
+    let short = check_startup_memory(
         &enable,
         &request(&m, Target::Gfx1151, device, 0.9, Some(4096)),
     )
     .unwrap();
     assert_eq!(short.kv_bytes, kv_short);
     assert!(
-        check_startup_budget(&enable, &request(&m, Target::Gfx1151, device, 1.0, None)).is_ok()
+        check_startup_memory(&enable, &request(&m, Target::Gfx1151, device, 1.0, None)).is_ok()
     );
 }
 
 #[test]
 fn with_the_option_disabled_nothing_is_checked_and_no_cache_is_counted() {
     let m = qwen3_8b();
-    let r = check_startup_budget(
+    let r = check_startup_memory(
         &KernelConfig::default(),
         &request(&m, Target::Gfx1151, GIB, 0.5, None),
     )
@@ -442,11 +442,11 @@ fn nonsense_inputs_are_refused() {
     let m = qwen3_8b();
     let enable = KernelConfig::with_prefill_dequant(PrefillDequant::Enable);
     for u in [0.0, -0.5, 1.01, f64::NAN] {
-        let e = check_startup_budget(&enable, &request(&m, Target::Sm90, 80 * GIB, u, None))
+        let e = check_startup_memory(&enable, &request(&m, Target::Sm90, 80 * GIB, u, None))
             .unwrap_err();
-        assert!(matches!(e, BudgetError::Utilization(_)), "{u}: {e}");
+        assert!(matches!(e, StartupMemoryError::Utilization(_)), "{u}: {e}");
     }
-    let e = check_startup_budget(&enable, &request(&m, Target::Sm90, 80 * GIB, 0.9, Some(0)))
+    let e = check_startup_memory(&enable, &request(&m, Target::Sm90, 80 * GIB, 0.9, Some(0)))
         .unwrap_err();
-    assert_eq!(e, BudgetError::MaxModelLen);
+    assert_eq!(e, StartupMemoryError::MaxModelLen);
 }

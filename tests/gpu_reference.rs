@@ -9,12 +9,12 @@ mod common;
 
 use common::{backends, device};
 use rstest_reuse::apply;
+use w4a16_device::held::DeviceHeldGemm;
 use w4a16_device::launch::DeviceInputs;
-use w4a16_device::resident::DeviceResidentGemm;
 use w4a16_device::tensor::YSpec;
 use w4a16_device::{Device, DeviceKind};
 use w4a16_harness::require::Skip;
-use w4a16_harness::runner::execute::{reference_on, resident_reference_on};
+use w4a16_harness::runner::execute::{held_reference_on, reference_on};
 use w4a16_kernels::KernelId;
 use w4a16_kernels::set::decl;
 use w4a16_reference::bound::BoundModel;
@@ -26,7 +26,7 @@ use w4a16_reference::formats::{ResidentLayer, RowPadding};
 use w4a16_reference::gemm::{self, NonFiniteX};
 use w4a16_reference::layer::Symmetry;
 use w4a16_reference::offload::{
-    ActivationOperand, LayerWeights, ResidentGemm, WeightOperand, cross_check_tolerance,
+    ActivationOperand, HeldGemm, LayerWeights, WeightOperand, cross_check_tolerance,
 };
 use w4a16_reference::{ActDtype, BiasStage, LayerShape, NumericRecipe};
 
@@ -41,12 +41,12 @@ fn spec(m: usize, n: usize, k: usize) -> DataSpec {
     }
 }
 
-/// A backend whose device keeps no resident lanes (only CUDA does): a loud skip, or a failure
+/// A backend whose device keeps no held lanes (only CUDA does): a loud skip, or a failure
 /// where `W4A16_REQUIRE` demands this backend.
-fn no_resident_lanes(kind: DeviceKind, dev: &dyn Device) {
+fn no_held_lanes(kind: DeviceKind, dev: &dyn Device) {
     let skip = Skip {
         requirement: common::requirement(kind),
-        reason: format!("no resident reference lanes on {}", dev.name()),
+        reason: format!("no device-held reference lanes on {}", dev.name()),
     };
     common::skip_or_fail(kind, &skip);
 }
@@ -168,7 +168,7 @@ fn the_gpu_reference_agrees_with_the_cpu_reference_elementwise(kind: DeviceKind)
         )
         .expect("the GPU reference forms");
         // Decoded on the device, its lanes left there, brought back here to compare.
-        let resident = resident_reference_on(
+        let held = held_reference_on(
             dev.as_ref(),
             &g.x,
             &g.layer,
@@ -177,9 +177,9 @@ fn the_gpu_reference_agrees_with_the_cpu_reference_elementwise(kind: DeviceKind)
             NonFiniteX::Refuse,
             case_seed(id),
         )
-        .expect("the resident reference forms")
+        .expect("the held reference forms")
         .map(|r| r.to_host().expect("its lanes come back"));
-        for gpu in std::iter::once(host_lanes).chain(resident) {
+        for gpu in std::iter::once(host_lanes).chain(held) {
             assert_eq!((gpu.m, gpu.n, gpu.k), (cpu.m, cpu.n, cpu.k));
             assert_eq!(gpu.bias, cpu.bias);
             assert_eq!(gpu.a_offset.is_some(), cpu.a_offset.is_some());
@@ -209,13 +209,13 @@ fn the_gpu_reference_agrees_with_the_cpu_reference_elementwise(kind: DeviceKind)
     }
 }
 
-/// The judge that runs next to the resident lanes (`cuda/reference_judge.cu`) reports exactly
+/// The judge that runs next to the held lanes (`cuda/reference_judge.cu`) reports exactly
 /// what its host twin (`compare::judge_plain`) reports on the same lanes: counts, buckets,
 /// mismatches and the worst ratio at its position, bit for bit; and both leave an output with
 /// a special element to the host. Both dtypes, every bias stage, with and without a bias and an
 /// offset lane, a padded row stride, and more elements than the judge has threads.
 #[apply(backends)]
-fn the_resident_judge_reports_what_its_host_twin_reports(kind: DeviceKind) {
+fn the_held_judge_reports_what_its_host_twin_reports(kind: DeviceKind) {
     let Some(dev) = device(kind) else { return };
     let mut judged = 0;
     for (m, n, k, stride) in [(7, 300, 256, 300), (64, 5000, 128, 5008)] {
@@ -242,11 +242,11 @@ fn the_resident_judge_reports_what_its_host_twin_reports(kind: DeviceKind) {
                         ..NumericRecipe::fp32_exact_weights(dtype)
                     };
                     let weights = WeightOperand::new(&g.layer, offset);
-                    let lanes = DeviceResidentGemm(dev.as_ref())
+                    let lanes = DeviceHeldGemm(dev.as_ref())
                         .products(&ActivationOperand::new(&g.x), &weights, None)
                         .expect("the products form");
                     let Some(lanes) = lanes else {
-                        return no_resident_lanes(kind, dev.as_ref());
+                        return no_held_lanes(kind, dev.as_ref());
                     };
                     let (y, a, o) = lanes.download().expect("the lanes come back");
                     let model = BoundModel::new(&recipe, k, 1.0).expect("bound");
@@ -285,17 +285,17 @@ fn the_resident_judge_reports_what_its_host_twin_reports(kind: DeviceKind) {
             }
         }
     }
-    eprintln!("resident judge: {judged} reports equal to the host twin's");
+    eprintln!("held judge: {judged} reports equal to the host twin's");
 }
 
 /// With `--reference gpu` on a device that keeps the lanes, a wrong element planted in a large
 /// layer is reported at its exact position by the judge on the device.
 #[apply(backends)]
-fn a_wrong_element_is_reported_at_its_position_by_the_resident_judge(kind: DeviceKind) {
+fn a_wrong_element_is_reported_at_its_position_by_the_held_judge(kind: DeviceKind) {
     let Some(dev) = device(kind) else { return };
     let (m, n, k) = LARGE;
     let (g, recipe, out) = fallback_on_the_large_layer(dev.as_ref());
-    let reference = resident_reference_on(
+    let reference = held_reference_on(
         dev.as_ref(),
         &g.x,
         &g.layer,
@@ -304,9 +304,9 @@ fn a_wrong_element_is_reported_at_its_position_by_the_resident_judge(kind: Devic
         NonFiniteX::Refuse,
         case_seed(LARGE_ID),
     )
-    .expect("the resident reference forms and passes its cross-check");
+    .expect("the held reference forms and passes its cross-check");
     let Some(reference) = reference else {
-        return no_resident_lanes(kind, dev.as_ref());
+        return no_held_lanes(kind, dev.as_ref());
     };
     let model = BoundModel::new(&recipe, k, c_target(dev.as_ref())).expect("bound");
     let bits = OutputBits::new(&out.y_bits, n);

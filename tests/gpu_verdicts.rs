@@ -265,7 +265,7 @@ fn committed_verdict_snapshots_are_current_and_passing() {
         let text = std::fs::read_to_string(&path).unwrap();
         let rows = snapshot::parse_rows(&text);
         // A native AMD target's verdicts come from its GPU or from the ISA emulator, and the
-        // header must say which: an emulated verdict is not a hardware one.
+        // header must say which: a verdict of the ISA emulator is not a hardware one.
         let run = w4a16_kernels::RunTarget::parse(target).expect("checked above");
         if run.target.vendor() == w4a16_kernels::target::Vendor::Amd && !run.is_emulated() {
             assert!(

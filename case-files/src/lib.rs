@@ -485,7 +485,7 @@ impl CaseSet {
         known_bad::known_bad_for(&self.known_bad, case_id, target)
     }
 
-    /// Model descriptions from `cases/models/*.toml` (for the startup budget check).
+    /// Model descriptions from `cases/models/*.toml` (for the startup memory check).
     pub fn models(&self) -> &[ModelDescription] {
         &self.models
     }

@@ -1,5 +1,5 @@
 //! Model descriptions (`cases/models/<name>.toml`): enough of a model to size its resident
-//! weights, its dense prefill cache and its KV cache for the startup budget check (docs/contract.md §5).
+//! weights, its dense prefill cache and its KV cache for the startup memory check (docs/contract.md §5).
 
 use std::path::{Path, PathBuf};
 

@@ -91,7 +91,7 @@ impl ModelDir {
     }
 
     /// `(N, K)` of a linear from its packed weight's header shape alone (no tensor data read):
-    /// what the startup budget needs for every layer of a model without loading any.
+    /// what the startup memory check needs for every layer of a model without loading any.
     pub fn shape_of(&self, entry: &LinearEntry) -> Result<(usize, usize), CheckpointError> {
         let main = match entry.method {
             QuantMethod::CompressedTensors => "weight_packed",

@@ -39,8 +39,8 @@ use super::{
     ReferenceOffload, Runtime, skip, watchdog_timeout,
 };
 use crate::fault::UnknownArch;
+use crate::held::HeldLanes;
 use crate::launch::{PackedArgs, RawArg};
-use crate::resident::ResidentLanes;
 use w4a16_require::{Requirement, Skip};
 
 /// What a CUDA driver status means for the case and the context.
@@ -161,9 +161,9 @@ pub struct CudaDevice {
     blas: ManuallyDrop<Mutex<Option<CudaBlas>>>,
     /// The GPU reference's last keyed W and |W| (a layer's batch sizes come one after another):
     /// sent once per layer, not per case.
-    resident_w: ManuallyDrop<Mutex<Option<ResidentW>>>,
-    /// The resident reference's keyed W, |W| and offset rows (`reference_judge`).
-    resident_lanes_w: ManuallyDrop<Mutex<Option<reference_judge::ResidentLanesW>>>,
+    held_w: ManuallyDrop<Mutex<Option<HeldW>>>,
+    /// The held reference's keyed W, |W| and offset rows (`reference_judge`).
+    held_lanes_w: ManuallyDrop<Mutex<Option<reference_judge::HeldLanesW>>>,
     /// The reference judge's entries, compiled on first use.
     judge: ManuallyDrop<Mutex<reference_judge::JudgeCache>>,
     lost: Mutex<Option<String>>,
@@ -243,8 +243,8 @@ impl CudaDevice {
             modules: ManuallyDrop::new(Mutex::new(HashMap::new())),
             functions: ManuallyDrop::new(Mutex::new(HashMap::new())),
             blas: ManuallyDrop::new(Mutex::new(None)),
-            resident_w: ManuallyDrop::new(Mutex::new(None)),
-            resident_lanes_w: ManuallyDrop::new(Mutex::new(None)),
+            held_w: ManuallyDrop::new(Mutex::new(None)),
+            held_lanes_w: ManuallyDrop::new(Mutex::new(None)),
             judge: ManuallyDrop::new(Mutex::new(None)),
             lost: Mutex::new(None),
             allocation: Allocation::Guarded,
@@ -438,8 +438,8 @@ impl Drop for CudaDevice {
         }
         // SAFETY: each field is dropped exactly once, here, dependents before the context.
         unsafe {
-            ManuallyDrop::drop(&mut self.resident_w);
-            ManuallyDrop::drop(&mut self.resident_lanes_w);
+            ManuallyDrop::drop(&mut self.held_w);
+            ManuallyDrop::drop(&mut self.held_lanes_w);
             ManuallyDrop::drop(&mut self.judge);
             ManuallyDrop::drop(&mut self.blas);
             ManuallyDrop::drop(&mut self.functions);
@@ -451,7 +451,7 @@ impl Drop for CudaDevice {
 }
 
 /// W and |W| of the GPU reference on the device, under the content key the caller gave.
-struct ResidentW {
+struct HeldW {
     key: u64,
     w: CudaSlice<f64>,
     w_abs: CudaSlice<f64>,
@@ -459,7 +459,7 @@ struct ResidentW {
 
 /// Keyed W is kept up to this size (W and |W| together) per device handle: 14 workers of the
 /// largest field layer stay within the H200's memory.
-const RESIDENT_W_BYTES: usize = 4 << 30;
+const HELD_W_BYTES: usize = 4 << 30;
 
 fn addr(b: &CudaBuffer, stream: &CudaStream) -> u64 {
     match &b.memory {

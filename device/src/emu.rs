@@ -19,7 +19,7 @@ use w4a16_kernels::{KernelDecl, Target};
 use crate::amd_code::code_object_for;
 use crate::launch::PackedArgs;
 use crate::{
-    Allocation, BlasGemm, Capability, DeviceFault, DeviceInfo, DeviceKind, EmulatedWork, Health,
+    Allocation, BlasGemm, Capability, DeviceFault, DeviceInfo, DeviceKind, EmulatorWork, Health,
     ReferenceOffload, Runtime,
 };
 use w4a16_codeobject::{self as codeobject, abi};
@@ -31,7 +31,7 @@ fn machine_fault(fault: w4a16_emu::fault::Fault) -> DeviceFault {
     use w4a16_emu::fault::FaultKind;
     match &fault.kind {
         FaultKind::UnknownInstruction { mnemonic } => DeviceFault::MissingCapability {
-            capability: Capability::EmulatedInstruction,
+            capability: Capability::EmulatorInstruction,
             device: "the ISA emulator".into(),
             why: format!("`{mnemonic}` at {:#x} in {}", fault.at, fault.kernel),
         },
@@ -63,7 +63,7 @@ impl Drop for EmuBuffer {
     }
 }
 
-/// The emulated gfx device of one target.
+/// The ISA emulator as the device of one gfx target.
 pub struct EmuDevice {
     target: Target,
     sources: KernelSources,
@@ -71,7 +71,7 @@ pub struct EmuDevice {
     programs: Mutex<HashMap<&'static str, Loaded>>,
     /// Entries whose launch ABI has been checked against the code object's metadata.
     abi_checked: Mutex<std::collections::HashSet<String>>,
-    work: Mutex<EmulatedWork>,
+    work: Mutex<EmulatorWork>,
     limits: Limits,
 }
 
@@ -111,7 +111,7 @@ pub(crate) fn open_with(target: Target, sources: KernelSources) -> Result<EmuDev
         memory: Arc::new(Mutex::new(GlobalMemory::default())),
         programs: Mutex::new(HashMap::new()),
         abi_checked: Mutex::new(std::collections::HashSet::new()),
-        work: Mutex::new(EmulatedWork::default()),
+        work: Mutex::new(EmulatorWork::default()),
         limits: Limits::default(),
     })
 }
@@ -188,7 +188,7 @@ struct Loaded {
 }
 
 impl DeviceInfo for EmuDevice {
-    fn emulated_work(&self) -> Option<EmulatedWork> {
+    fn emulator_work(&self) -> Option<EmulatorWork> {
         Some(lock(&self.work).clone())
     }
 
@@ -363,12 +363,12 @@ impl Runtime for EmuDevice {
         Ok(())
     }
 
-    /// Emulated time says nothing about a GPU's: benchmarks and perf mode skip, saying so.
+    /// The emulator's time says nothing about a GPU's: benchmarks and perf mode skip, saying so.
     fn record(&self) -> Result<Instant, DeviceFault> {
         Err(DeviceFault::MissingCapability {
             capability: Capability::Timing,
             device: self.name(),
-            why: "emulated execution has no device clock; benchmark on the target's GPU".into(),
+            why: "the ISA emulator has no device clock; benchmark on the target's GPU".into(),
         })
     }
 

@@ -34,7 +34,7 @@ pub enum Capability {
     /// standing in for a GPU (the CPU-side stand-in) have none.
     MoeLaunch,
     /// An instruction the ISA emulator does not implement: it stops the case rather than guess.
-    EmulatedInstruction,
+    EmulatorInstruction,
     /// Device timing (events): the ISA emulator has no clock worth a benchmark.
     Timing,
     /// The vendor's f64 GEMM the GPU reference (`--reference gpu`) runs on.
@@ -46,7 +46,7 @@ impl Capability {
         match self {
             Capability::VendorBlas => "the vendor BLAS",
             Capability::MoeLaunch => "the MoE launch path",
-            Capability::EmulatedInstruction => "an emulated instruction",
+            Capability::EmulatorInstruction => "an instruction the ISA emulator implements",
             Capability::Timing => "device timing",
             Capability::F64Gemm => "the vendor f64 GEMM",
         }

@@ -31,8 +31,8 @@ pub trait DeviceInfo: Send + Sync {
     fn allocation(&self) -> Allocation {
         Allocation::Guarded
     }
-    /// What this device has emulated so far; `None` for hardware and host stand-ins.
-    fn emulated_work(&self) -> Option<EmulatedWork> {
+    /// What the ISA emulator has executed so far; `None` for every other device.
+    fn emulator_work(&self) -> Option<EmulatorWork> {
         None
     }
 }
@@ -51,8 +51,8 @@ pub enum Allocation {
 }
 
 /// What executes a launch; says, e.g., whether NVIDIA's compute-sanitizer can watch it. Runs
-/// record it (report.json's `device`, the verdict snapshots' header): an emulated verdict is
-/// not a hardware one, and a reader must see which it is.
+/// record it (report.json's `device`, the verdict snapshots' header): a verdict of an emulated
+/// target or of the ISA emulator is not a hardware one, and a reader must see which it is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum DeviceKind {
@@ -96,10 +96,10 @@ impl DeviceKind {
     }
 }
 
-/// Work an emulating device has done since it opened (the ISA emulator's throughput figure),
-/// in all and per kernel entry point (which kernel a slow emulated suite spends its time in).
+/// Work the ISA emulator has done since it opened (the ISA emulator's throughput figure),
+/// in all and per kernel entry point (which kernel a slow suite on the emulator spends its time in).
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
-pub struct EmulatedWork {
+pub struct EmulatorWork {
     pub launches: u64,
     /// Instructions executed, counted once per wave (each runs for up to 32 lanes).
     pub wave_instructions: u64,
@@ -108,7 +108,7 @@ pub struct EmulatedWork {
     pub per_kernel: std::collections::BTreeMap<String, KernelWork>,
 }
 
-/// One kernel entry point's share of [`EmulatedWork`].
+/// One kernel entry point's share of [`EmulatorWork`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
 pub struct KernelWork {
     pub launches: u64,
@@ -116,7 +116,7 @@ pub struct KernelWork {
     pub seconds: f64,
 }
 
-impl EmulatedWork {
+impl EmulatorWork {
     /// Counts one launch of `kernel`.
     pub fn add_launch(&mut self, kernel: &str, wave_instructions: u64, seconds: f64) {
         self.launches += 1;

@@ -28,6 +28,7 @@ mod device;
 pub mod emu;
 pub mod fault;
 pub mod guard;
+pub mod held;
 #[cfg(unix)]
 pub mod hipblas;
 mod info;
@@ -37,7 +38,6 @@ pub mod none;
 mod open;
 mod outputs;
 mod reference_offload;
-pub mod resident;
 #[cfg(feature = "rocm")]
 pub mod rocm;
 mod runtime;
@@ -58,12 +58,12 @@ pub use fault::{
     BadWatchdog, Capability, DeviceFault, FaultClass, Health, UnknownArch, watchdog_timeout,
 };
 pub use guard::{GUARD_BYTES, GuardSide, GuardViolation, OutputLayout, OutputReport};
-pub use info::{Allocation, DeviceInfo, DeviceKind, EmulatedWork, KernelWork};
+pub use held::HeldLanes;
+pub use info::{Allocation, DeviceInfo, DeviceKind, EmulatorWork, KernelWork};
 pub use moe::{ALIGN_POISON, AlignOutput, MoeInputs, MoeLaunch, MoeOutput, MoeTiming};
 pub use open::{DeviceChoice, DeviceRequest, device_count, open};
 pub use outputs::{BlasGemm, DequantOutput, GemmOutput};
 pub use reference_offload::ReferenceOffload;
-pub use resident::ResidentLanes;
 pub use runtime::Runtime;
 pub use timing::{BenchPlan, DeviceBench, Timing};
 

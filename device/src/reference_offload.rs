@@ -1,6 +1,6 @@
 //! The full-precision reference's work a device may take over (`--reference gpu`): the f64
 //! products by the vendor's DGEMM, realistic activations drawn on the device, and the lanes
-//! kept and judged there (`resident.rs`). Every method has a default saying the device does
+//! kept and judged there (`held.rs`). Every method has a default saying the device does
 //! not do it, so the caller forms the host reference instead.
 
 use w4a16_reference::ActDtype;
@@ -9,8 +9,8 @@ use w4a16_reference::data::StreamKey;
 use w4a16_reference::offload::{ActivationOperand, RawLanes, WeightOperand};
 
 use crate::fault::{Capability, DeviceFault};
+use crate::held::{self, HeldLanes};
 use crate::info::DeviceInfo;
-use crate::resident::{self, ResidentLanes};
 
 /// The reference's lanes on a device, declared once for [`crate::Runtime`] and
 /// [`crate::Device`]: a runtime implements what it can, and the [`crate::Device`] over it
@@ -33,7 +33,7 @@ pub trait ReferenceOffload: DeviceInfo {
     }
 
     /// [`ReferenceOffload::reference_gemm_f64`] with `w_key` naming `w`'s content when the same `w` comes
-    /// again (a layer's next batch size): a backend may keep `w` resident under it.
+    /// again (a layer's next batch size): a backend may hold `w` under it.
     fn reference_gemm_f64_keyed(
         &self,
         x: &[f64],
@@ -62,44 +62,44 @@ pub trait ReferenceOffload: DeviceInfo {
 
     /// The GPU reference's products kept on the device (`--reference gpu`): X widened and the
     /// exact weights decoded there from `x` and `weights`, then `y = x·wᵀ`, `a = |x|·|w|ᵀ` and, with an offset,
-    /// `|x|·w_offsetᵀ` (`[M, N]` each), judged there by [`ReferenceOffload::resident_judge`] so that only
+    /// `|x|·w_offsetᵀ` (`[M, N]` each), judged there by [`ReferenceOffload::held_judge`] so that only
     /// the report comes back. `None`: this device cannot keep them, and the caller forms the
     /// host reference instead.
-    fn reference_products_resident(
+    fn reference_products_held(
         &self,
         x: &ActivationOperand<'_>,
         weights: &WeightOperand<'_>,
         w_key: Option<u64>,
-    ) -> Result<Option<ResidentLanes>, DeviceFault> {
+    ) -> Result<Option<HeldLanes>, DeviceFault> {
         let _ = (x, weights, w_key);
         Ok(None)
     }
 
     /// The raw lanes `(y, a, a_offset or 0)` at element indices `m·N + n`.
-    fn resident_gather(
+    fn held_gather(
         &self,
-        lanes: &ResidentLanes,
+        lanes: &HeldLanes,
         index: &[usize],
     ) -> Result<Vec<[f64; 3]>, DeviceFault> {
         let _ = (lanes, index);
-        Err(resident::no_resident_lanes(self.name()))
+        Err(held::no_held_lanes(self.name()))
     }
 
     /// Every element of the raw lanes, on the host.
-    fn resident_download(&self, lanes: &ResidentLanes) -> Result<RawLanes, DeviceFault> {
+    fn held_download(&self, lanes: &HeldLanes) -> Result<RawLanes, DeviceFault> {
         let _ = lanes;
-        Err(resident::no_resident_lanes(self.name()))
+        Err(held::no_held_lanes(self.name()))
     }
 
     /// The output judged against the lanes where they are: the report of
     /// `compare::judge_plain`, or `None` when an element is not plain (the host judges then).
-    fn resident_judge(
+    fn held_judge(
         &self,
-        lanes: &ResidentLanes,
+        lanes: &HeldLanes,
         request: &JudgeRequest<'_>,
     ) -> Result<Option<CompareReport>, DeviceFault> {
         let _ = (lanes, request);
-        Err(resident::no_resident_lanes(self.name()))
+        Err(held::no_held_lanes(self.name()))
     }
 }
 

@@ -22,8 +22,8 @@ use w4a16_reference::data::StreamKey;
 use w4a16_reference::offload::{ActivationOperand, RawLanes, WeightOperand};
 
 use super::*;
+use crate::held::HostLanes;
 use crate::launch::{PackedArgs, RawArg};
-use crate::resident::HostLanes;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 // The misbehaviours are this file's own tests' (other crates get the two behaved devices).
@@ -70,8 +70,8 @@ struct Sim {
     /// reference GEMM the cross-check must blame).
     f64_gemm: Option<F64Gemm>,
     /// Whether that GEMM's products stay "on the device" (host lanes judged by the host twin of
-    /// the on-device judge, `resident::HostLanes`), as the CUDA backend's do.
-    resident: bool,
+    /// the on-device judge, `held::HostLanes`), as the CUDA backend's do.
+    held: bool,
     /// Whether it draws realistic X "on the device" (the host's draw, `data::realistic_on_host`)
     /// as the CUDA backend does: not at all, right, or one ulp off in every element.
     draws: Option<Draws>,
@@ -106,13 +106,13 @@ pub fn device_with_f64_gemm(wrong: bool) -> Box<dyn DeviceBench> {
     })
 }
 
-/// [`device_with_f64_gemm`] whose products stay resident and are judged where they are
-/// (`ReferenceOffload::resident_judge`), as on a CUDA device.
+/// [`device_with_f64_gemm`] whose products stay held on the device and are judged where they are
+/// (`ReferenceOffload::held_judge`), as on a CUDA device.
 /// It also draws realistic X, as a CUDA device does.
-pub fn device_with_resident_f64_gemm(wrong: bool) -> Box<dyn DeviceBench> {
+pub fn device_with_held_f64_gemm(wrong: bool) -> Box<dyn DeviceBench> {
     Box::new(Sim {
         blas: true,
-        resident: true,
+        held: true,
         draws: Some(Draws::Right),
         f64_gemm: Some(if wrong {
             F64Gemm::Wrong
@@ -123,12 +123,12 @@ pub fn device_with_resident_f64_gemm(wrong: bool) -> Box<dyn DeviceBench> {
     })
 }
 
-/// [`device_with_resident_f64_gemm`] whose drawn X is one ulp off in every element (a broken
+/// [`device_with_held_f64_gemm`] whose drawn X is one ulp off in every element (a broken
 /// generator the data module's spot check must refuse).
 pub fn device_with_wrong_draws() -> Box<dyn DeviceBench> {
     Box::new(Sim {
         blas: true,
-        resident: true,
+        held: true,
         draws: Some(Draws::Wrong),
         f64_gemm: Some(F64Gemm::Right),
         ..Sim::new(Misbehave::None)
@@ -143,12 +143,12 @@ pub fn drawn_activations() -> usize {
     DRAWN_ACTIVATIONS.load(std::sync::atomic::Ordering::Relaxed)
 }
 
-static RESIDENT_JUDGEMENTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+static HELD_JUDGEMENTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
-/// How many outputs simulated devices have judged next to resident lanes, in this process (a
-/// test's proof that the resident path ran).
-pub fn resident_judgements() -> usize {
-    RESIDENT_JUDGEMENTS.load(std::sync::atomic::Ordering::Relaxed)
+/// How many outputs simulated devices have judged next to held lanes, in this process (a
+/// test's proof that the held path ran).
+pub fn held_judgements() -> usize {
+    HELD_JUDGEMENTS.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// A simulated device for the runner's tests: well behaved, or losing its context at the first
@@ -200,7 +200,7 @@ impl Sim {
             copies: Mutex::new(Vec::new()),
             blas: true,
             f64_gemm: None,
-            resident: false,
+            held: false,
             draws: None,
             ordinal: 0,
         }
@@ -442,13 +442,13 @@ impl ReferenceOffload for Sim {
         Ok(Some(x))
     }
 
-    fn reference_products_resident(
+    fn reference_products_held(
         &self,
         x: &ActivationOperand<'_>,
         weights: &WeightOperand<'_>,
         _w_key: Option<u64>,
-    ) -> Result<Option<ResidentLanes>, DeviceFault> {
-        if !self.resident {
+    ) -> Result<Option<HeldLanes>, DeviceFault> {
+        if !self.held {
             return Ok(None);
         }
         let (m, n, k) = (x.m, weights.n, weights.k);
@@ -462,7 +462,7 @@ impl ReferenceOffload for Sim {
             }
             None => None,
         };
-        Ok(Some(ResidentLanes {
+        Ok(Some(HeldLanes {
             m,
             n,
             has_offset: offset.is_some(),
@@ -470,27 +470,27 @@ impl ReferenceOffload for Sim {
         }))
     }
 
-    fn resident_gather(
+    fn held_gather(
         &self,
-        lanes: &ResidentLanes,
+        lanes: &HeldLanes,
         index: &[usize],
     ) -> Result<Vec<[f64; 3]>, DeviceFault> {
         let host: &HostLanes = lanes.inner(&self.name())?;
         Ok(host.gather(lanes.m * lanes.n, index))
     }
 
-    fn resident_download(&self, lanes: &ResidentLanes) -> Result<RawLanes, DeviceFault> {
+    fn held_download(&self, lanes: &HeldLanes) -> Result<RawLanes, DeviceFault> {
         let host: &HostLanes = lanes.inner(&self.name())?;
         Ok(host.0.clone())
     }
 
-    fn resident_judge(
+    fn held_judge(
         &self,
-        lanes: &ResidentLanes,
+        lanes: &HeldLanes,
         request: &JudgeRequest<'_>,
     ) -> Result<Option<CompareReport>, DeviceFault> {
         let host: &HostLanes = lanes.inner(&self.name())?;
-        RESIDENT_JUDGEMENTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        HELD_JUDGEMENTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(host.judge(lanes.m, lanes.n, request))
     }
 }

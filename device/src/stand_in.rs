@@ -80,15 +80,15 @@ impl ReferenceOffload for StandInDevice {
         Ok((vec![0.0; m * n], vec![0.0; m * n]))
     }
 
-    /// The resident lanes, not formed either: on a device that judges next to its lanes, the
+    /// The held lanes, not formed either: on a device that judges next to its lanes, the
     /// comparison is the device's, so the CPU side is the operands and the cross-check.
-    fn reference_products_resident(
+    fn reference_products_held(
         &self,
         x: &ActivationOperand<'_>,
         weights: &WeightOperand<'_>,
         _w_key: Option<u64>,
-    ) -> Result<Option<ResidentLanes>, DeviceFault> {
-        Ok(Some(ResidentLanes {
+    ) -> Result<Option<HeldLanes>, DeviceFault> {
+        Ok(Some(HeldLanes {
             m: x.m,
             n: weights.n,
             has_offset: weights.offset.is_some(),
@@ -96,22 +96,22 @@ impl ReferenceOffload for StandInDevice {
         }))
     }
 
-    fn resident_gather(
+    fn held_gather(
         &self,
-        _lanes: &ResidentLanes,
+        _lanes: &HeldLanes,
         index: &[usize],
     ) -> Result<Vec<[f64; 3]>, DeviceFault> {
         Ok(vec![[0.0; 3]; index.len()])
     }
 
-    fn resident_download(&self, lanes: &ResidentLanes) -> Result<RawLanes, DeviceFault> {
+    fn held_download(&self, lanes: &HeldLanes) -> Result<RawLanes, DeviceFault> {
         let zeros = || vec![0.0; lanes.m * lanes.n];
         Ok((zeros(), zeros(), lanes.has_offset.then(zeros)))
     }
 
-    fn resident_judge(
+    fn held_judge(
         &self,
-        _lanes: &ResidentLanes,
+        _lanes: &HeldLanes,
         request: &JudgeRequest<'_>,
     ) -> Result<Option<CompareReport>, DeviceFault> {
         Ok(Some(CompareReport::new(request.mode)))

@@ -203,7 +203,7 @@ impl<R: Runtime> DeviceBench for R {
                 });
             }
         }
-        // Staged buffers live until the timing is read: every copy stays resident.
+        // Staged buffers live until the timing is read: every copy stays allocated.
         let mut staged = Vec::with_capacity(copies.len());
         let mut args = Vec::with_capacity(copies.len());
         for c in copies {

@@ -1,4 +1,4 @@
-//! Why an emulated launch stopped. Every fault names the kernel, the instruction (address and
+//! Why a launch on the emulator stopped. Every fault names the kernel, the instruction (address and
 //! text) and what went wrong, so a verdict can point at the machine code.
 
 use std::fmt;

@@ -235,7 +235,7 @@ fn the_committed_coverage_tables_are_current_and_full() {
         let Some(programs) = programs(gfx) else {
             continue;
         };
-        let generation = Gen::of_target(gfx).expect("an emulated target");
+        let generation = Gen::of_target(gfx).expect("a target the emulator runs");
         let coverage = Coverage::compute(gfx, generation, &programs, &tested);
         let missing: Vec<&str> = coverage.missing().iter().map(|r| r.name.as_str()).collect();
         eprintln!(

@@ -1,5 +1,5 @@
 //! The kernel configuration (docs/contract.md §5): the prefill dequant option, its two command-line forms,
-//! the retired flag it replaces, and the startup budget check it brings.
+//! the retired flag it replaces, and the startup memory check it brings.
 //!
 //! The CLI passes its raw arguments through [`parse_args`] before clap sees them: the dotted
 //! form (`--kernel-config.<key> <value>`) names keys in the flag itself, which a fixed clap
@@ -21,7 +21,7 @@ pub const PREFILL_DEQUANT_KEY: &str = "rdna_hybrid_w4a16_prefill_dequant";
 pub const KERNEL_CONFIG_FLAG: &str = "--kernel-config";
 /// The retired flag (values off/soft/hard).
 pub const RETIRED_FLAG: &str = "--w4a16-prefill-dequant";
-/// Activation headroom the startup budget keeps free.
+/// Activation headroom the startup memory check keeps free.
 pub const ACTIVATION_HEADROOM_BYTES: u64 = 4 << 30;
 
 w4a16_reference::named_enum! {
@@ -47,7 +47,7 @@ impl KernelConfig {
 
     /// Whether loading builds the dense prefill cache: exactly when the option is enabled, since
     /// startup refuses an enabled configuration whose cache does not fit
-    /// ([`check_startup_budget`]); a layer the hybrid does not take never reads it.
+    /// ([`check_startup_memory`]); a layer the hybrid does not take never reads it.
     pub fn builds_dense_cache(&self) -> bool {
         self.prefill_dequant == PrefillDequant::Enable
     }
@@ -259,7 +259,7 @@ pub fn parse_args<S: AsRef<str>>(args: &[S]) -> Result<ParsedArgs, ConfigError> 
     Ok(ParsedArgs { config: cfg, rest })
 }
 
-/// What the engine is started with, for the budget check.
+/// What the engine is started with, for the startup memory check.
 #[derive(Clone, Copy, Debug)]
 pub struct StartupRequest<'a> {
     pub model: &'a ModelDescription,
@@ -271,9 +271,9 @@ pub struct StartupRequest<'a> {
     pub max_model_len: Option<u64>,
 }
 
-/// The numbers of the startup budget.
+/// The numbers of the startup memory check.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct BudgetReport {
+pub struct StartupMemoryReport {
     pub model: String,
     pub target: Target,
     /// Whether the check applied (the option is enabled); the numbers are filled either way.
@@ -286,34 +286,34 @@ pub struct BudgetReport {
     pub kv_bytes: u64,
     pub max_model_len: u64,
     pub needed_bytes: u64,
-    pub budget_bytes: u64,
+    pub allowed_bytes: u64,
     pub device_memory_bytes: u64,
     /// Utilization in thousandths (exact in snapshots and JSON).
     pub gpu_memory_utilization_milli: u32,
 }
 
-impl BudgetReport {
+impl StartupMemoryReport {
     pub fn fits(&self) -> bool {
-        self.needed_bytes <= self.budget_bytes
+        self.needed_bytes <= self.allowed_bytes
     }
 }
 
 /// Why startup refuses the configuration.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
-pub enum BudgetError {
+pub enum StartupMemoryError {
     #[error("gpu_memory_utilization must be in (0, 1]; got {0}")]
     Utilization(f64),
     #[error("max_model_len must be positive")]
     MaxModelLen,
     #[error("{}", does_not_fit(.0))]
-    DoesNotFit(Box<BudgetReport>),
+    DoesNotFit(Box<StartupMemoryReport>),
 }
 
 fn gib(bytes: u64) -> String {
     format!("{:.2} GiB", bytes as f64 / (1u64 << 30) as f64)
 }
 
-fn does_not_fit(r: &BudgetReport) -> String {
+fn does_not_fit(r: &StartupMemoryReport) -> String {
     format!(
         "{PREFILL_DEQUANT_KEY} = enable does not fit {} on {}: it needs {} ({} bytes) = int4 weights {} + dense cache {} \
          + activation headroom {} + KV cache for one {}-token request {}, but gpu_memory_utilization {} × device memory {} \
@@ -329,25 +329,25 @@ fn does_not_fit(r: &BudgetReport) -> String {
         gib(r.kv_bytes),
         r.gpu_memory_utilization_milli as f64 / 1000.0,
         gib(r.device_memory_bytes),
-        gib(r.budget_bytes),
-        r.budget_bytes,
+        gib(r.allowed_bytes),
+        r.allowed_bytes,
     )
 }
 
-/// The startup budget of docs/contract.md §5: with the dense cache enabled, `gpu_memory_utilization ×
+/// The startup memory check of docs/contract.md §5.3: with the dense cache enabled, `gpu_memory_utilization ×
 /// device memory` must cover the resident int4 weights, the dense cache (padding included),
 /// 4 GiB of activation headroom and the KV cache of one `max_model_len` request.
-pub fn check_startup_budget(
+pub fn check_startup_memory(
     config: &KernelConfig,
     req: &StartupRequest,
-) -> Result<BudgetReport, BudgetError> {
+) -> Result<StartupMemoryReport, StartupMemoryError> {
     let u = req.gpu_memory_utilization;
     if !(u > 0.0 && u <= 1.0) {
-        return Err(BudgetError::Utilization(u));
+        return Err(StartupMemoryError::Utilization(u));
     }
     let max_model_len = req.max_model_len.unwrap_or(req.model.max_model_len);
     if max_model_len == 0 {
-        return Err(BudgetError::MaxModelLen);
+        return Err(StartupMemoryError::MaxModelLen);
     }
     let model = req.model;
     let mut resident = 0u64;
@@ -376,8 +376,8 @@ pub fn check_startup_budget(
     }
     let kv = model.kv_bytes(max_model_len);
     let needed = resident + dense + ACTIVATION_HEADROOM_BYTES + kv;
-    let budget = (u * req.device_memory_bytes as f64).floor() as u64;
-    let report = BudgetReport {
+    let allowed = (u * req.device_memory_bytes as f64).floor() as u64;
+    let report = StartupMemoryReport {
         model: model.name.clone(),
         target: req.target,
         checked: config.builds_dense_cache(),
@@ -387,12 +387,12 @@ pub fn check_startup_budget(
         kv_bytes: kv,
         max_model_len,
         needed_bytes: needed,
-        budget_bytes: budget,
+        allowed_bytes: allowed,
         device_memory_bytes: req.device_memory_bytes,
         gpu_memory_utilization_milli: (u * 1000.0).round() as u32,
     };
     if report.checked && !report.fits() {
-        return Err(BudgetError::DoesNotFit(Box::new(report)));
+        return Err(StartupMemoryError::DoesNotFit(Box::new(report)));
     }
     Ok(report)
 }

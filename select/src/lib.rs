@@ -74,7 +74,7 @@ pub struct LayerRequest {
     pub act_order: bool,
     pub padding: RowPadding,
     /// The dense prefill cache exists for this layer (built at load when the option is
-    /// enabled and the budget allowed it).
+    /// enabled and the startup memory check allowed it).
     pub dense_cache_built: bool,
 }
 

@@ -11,7 +11,7 @@ use w4a16_reference::offload::{ActivationOperand, RawLanes, WeightOperand};
 use w4a16_reference::{ActDtype, BiasStage};
 
 use super::{CudaDevice, lock};
-use crate::resident::ResidentLanes;
+use crate::held::HeldLanes;
 use crate::{Capability, DeviceFault, Runtime};
 
 /// The harness's device code: the judge and the realistic-X generator, compiled on their own
@@ -30,7 +30,7 @@ const MAX_BLOCKS: usize = 1024;
 const BLOCK_WORDS: usize = 13;
 
 /// A keyed W (and |W|, and the offset rows) is kept up to this many bytes in all.
-pub(super) const RESIDENT_LANES_W_BYTES: usize = 6 << 30;
+pub(super) const HELD_LANES_W_BYTES: usize = 6 << 30;
 
 /// The harness module's entries.
 #[derive(Clone)]
@@ -49,8 +49,8 @@ struct CudaLanes {
     offset: Option<CudaSlice<f64>>,
 }
 
-/// The resident path's W under its key: W, |W| (formed on the device) and the offset rows.
-pub(super) struct ResidentLanesW {
+/// The held path's W under its key: W, |W| (formed on the device) and the offset rows.
+pub(super) struct HeldLanesW {
     key: u64,
     w: CudaSlice<f64>,
     w_abs: CudaSlice<f64>,
@@ -172,13 +172,13 @@ impl CudaDevice {
 
     /// The exact weights decoded on the device from the codes and per-group scales and zero
     /// points: W, |W| and the offset rows, `[N, K]` each.
-    fn decode_resident(
+    fn decode_held(
         &self,
         f: &HarnessFunctions,
         weights: &WeightOperand<'_>,
         key: u64,
         during: &str,
-    ) -> Result<ResidentLanesW, DeviceFault> {
+    ) -> Result<HeldLanesW, DeviceFault> {
         let (n, k) = (weights.n, weights.k);
         let len = n * k;
         let codes = self.upload(&weights.codes[..len], during)?;
@@ -208,7 +208,7 @@ impl CudaDevice {
         // SAFETY: `codes` holds N·K bytes, `scales` and `zeros` N·groups doubles (checked by
         // the caller), `w`, `w_abs` and the offset rows N·K doubles each.
         unsafe { b.launch(config(grid(len, MAX_BLOCKS))) }.map_err(|e| self.fault(e, during))?;
-        Ok(ResidentLanesW {
+        Ok(HeldLanesW {
             key,
             w,
             w_abs,
@@ -216,14 +216,14 @@ impl CudaDevice {
         })
     }
 
-    pub(super) fn products_resident(
+    pub(super) fn products_held(
         &self,
         x: &ActivationOperand<'_>,
         weights: &WeightOperand<'_>,
         w_key: Option<u64>,
-    ) -> Result<Option<ResidentLanes>, DeviceFault> {
+    ) -> Result<Option<HeldLanes>, DeviceFault> {
         let (m, n, k) = (x.m, weights.n, weights.k);
-        let during = format!("the resident f64 reference M={m} N={n} K={k}");
+        let during = format!("the device-held f64 reference M={m} N={n} K={k}");
         let groups = k.div_ceil(weights.group.max(1));
         let lengths_ok = x.bits.len() == m * k
             && x.k == k
@@ -262,15 +262,14 @@ impl CudaDevice {
             });
         };
         let lanes_w = (2 + usize::from(weights.offset.is_some())) * 8 * n * k;
-        let keep = w_key.filter(|_| lanes_w <= RESIDENT_LANES_W_BYTES);
-        let mut resident = lock(&self.resident_lanes_w);
-        let hit = matches!((&*resident, keep), (Some(r), Some(key)) if r.key == key);
+        let keep = w_key.filter(|_| lanes_w <= HELD_LANES_W_BYTES);
+        let mut held = lock(&self.held_lanes_w);
+        let hit = matches!((&*held, keep), (Some(r), Some(key)) if r.key == key);
         if !hit {
-            *resident = None;
-            *resident =
-                Some(self.decode_resident(&f, weights, keep.unwrap_or_default(), &during)?);
+            *held = None;
+            *held = Some(self.decode_held(&f, weights, keep.unwrap_or_default(), &during)?);
         }
-        let Some(on_device) = resident.as_ref() else {
+        let Some(on_device) = held.as_ref() else {
             unreachable!("set above")
         };
         let (dx, dxa) = self.widen(&f, x, &during)?;
@@ -291,12 +290,12 @@ impl CudaDevice {
             _ => None,
         };
         if keep.is_none() {
-            *resident = None;
+            *held = None;
         }
-        drop(resident);
+        drop(held);
         drop(guard);
         self.synchronize(&during)?;
-        Ok(Some(ResidentLanes {
+        Ok(Some(HeldLanes {
             m,
             n,
             has_offset: offset.is_some(),
@@ -327,17 +326,17 @@ impl CudaDevice {
         Ok((dx, dxa))
     }
 
-    pub(super) fn gather_resident(
+    pub(super) fn gather_held(
         &self,
-        lanes: &ResidentLanes,
+        lanes: &HeldLanes,
         index: &[usize],
     ) -> Result<Vec<[f64; 3]>, DeviceFault> {
-        let during = "gathering the resident reference's sampled elements";
+        let during = "gathering the held reference's sampled elements";
         let l: &CudaLanes = lanes.inner(&self.name)?;
         let total = lanes.m * lanes.n;
         if let Some(&i) = index.iter().find(|&&i| i >= total) {
             return Err(DeviceFault::Unsupported {
-                what: format!("element {i} of a resident reference of {total}"),
+                what: format!("element {i} of a held reference of {total}"),
                 device: self.name.clone(),
             });
         }
@@ -369,8 +368,8 @@ impl CudaDevice {
             .collect())
     }
 
-    pub(super) fn download_resident(&self, lanes: &ResidentLanes) -> Result<RawLanes, DeviceFault> {
-        let during = "downloading the resident reference";
+    pub(super) fn download_held(&self, lanes: &HeldLanes) -> Result<RawLanes, DeviceFault> {
+        let during = "downloading the held reference";
         let l: &CudaLanes = lanes.inner(&self.name)?;
         self.bind(during)?;
         let total = lanes.m * lanes.n;
@@ -386,12 +385,12 @@ impl CudaDevice {
         Ok((down(&l.y)?, down(&l.a)?, offset))
     }
 
-    pub(super) fn judge_resident(
+    pub(super) fn judge_held(
         &self,
-        lanes: &ResidentLanes,
+        lanes: &HeldLanes,
         request: &JudgeRequest<'_>,
     ) -> Result<Option<CompareReport>, DeviceFault> {
-        let during = "judging the output against the resident reference";
+        let during = "judging the output against the held reference";
         let l: &CudaLanes = lanes.inner(&self.name)?;
         let (m, n) = (lanes.m, lanes.n);
         let out = request.out;

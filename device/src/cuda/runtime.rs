@@ -57,8 +57,8 @@ impl ReferenceOffload for CudaDevice {
         self.reference_gemm_f64_keyed(x, w, None, m, n, k)
     }
 
-    /// W and |W| stay on the device under `w_key` (within [`RESIDENT_W_BYTES`]); X is sent each
-    /// call. A key that does not match the resident one replaces it.
+    /// W and |W| stay on the device under `w_key` (within [`HELD_W_BYTES`]); X is sent each
+    /// call. A key that does not match the held one replaces it.
     fn reference_gemm_f64_keyed(
         &self,
         x: &[f64],
@@ -99,25 +99,25 @@ impl ReferenceOffload for CudaDevice {
         if k == 0 {
             return Ok((vec![0.0; m * n], vec![0.0; m * n]));
         }
-        let mut resident = self.resident_w.lock().unwrap_or_else(|p| p.into_inner());
-        let keep = w_key.filter(|_| 2 * 8 * w.len() <= RESIDENT_W_BYTES);
-        let hit = matches!((&*resident, keep), (Some(r), Some(key)) if r.key == key);
+        let mut held = self.held_w.lock().unwrap_or_else(|p| p.into_inner());
+        let keep = w_key.filter(|_| 2 * 8 * w.len() <= HELD_W_BYTES);
+        let hit = matches!((&*held, keep), (Some(r), Some(key)) if r.key == key);
         if !hit {
-            *resident = None;
+            *held = None;
             let upload = |v: &[f64]| {
                 self.stream
                     .memcpy_stod(v)
                     .map_err(|e| self.fault(e, &during))
             };
             let w_abs: Vec<f64> = w.iter().map(|v| v.abs()).collect();
-            let fresh = ResidentW {
+            let fresh = HeldW {
                 key: keep.unwrap_or_default(),
                 w: upload(w)?,
                 w_abs: upload(&w_abs)?,
             };
-            *resident = Some(fresh);
+            *held = Some(fresh);
         }
-        let Some(on_device) = resident.as_ref() else {
+        let Some(on_device) = held.as_ref() else {
             unreachable!("set above")
         };
         let product = |xs: &[f64], dw: &CudaSlice<f64>| -> Result<Vec<f64>, DeviceFault> {
@@ -144,7 +144,7 @@ impl ReferenceOffload for CudaDevice {
         let xa: Vec<f64> = x.iter().map(|v| v.abs()).collect();
         let a = product(&xa, &on_device.w_abs)?;
         if keep.is_none() {
-            *resident = None;
+            *held = None;
         }
         Ok((y, a))
     }
@@ -158,33 +158,33 @@ impl ReferenceOffload for CudaDevice {
         CudaDevice::draw_realistic(self, stream, dtype, count)
     }
 
-    fn reference_products_resident(
+    fn reference_products_held(
         &self,
         x: &ActivationOperand<'_>,
         weights: &WeightOperand<'_>,
         w_key: Option<u64>,
-    ) -> Result<Option<ResidentLanes>, DeviceFault> {
-        self.products_resident(x, weights, w_key)
+    ) -> Result<Option<HeldLanes>, DeviceFault> {
+        self.products_held(x, weights, w_key)
     }
 
-    fn resident_gather(
+    fn held_gather(
         &self,
-        lanes: &ResidentLanes,
+        lanes: &HeldLanes,
         index: &[usize],
     ) -> Result<Vec<[f64; 3]>, DeviceFault> {
-        self.gather_resident(lanes, index)
+        self.gather_held(lanes, index)
     }
 
-    fn resident_download(&self, lanes: &ResidentLanes) -> Result<RawLanes, DeviceFault> {
-        self.download_resident(lanes)
+    fn held_download(&self, lanes: &HeldLanes) -> Result<RawLanes, DeviceFault> {
+        self.download_held(lanes)
     }
 
-    fn resident_judge(
+    fn held_judge(
         &self,
-        lanes: &ResidentLanes,
+        lanes: &HeldLanes,
         request: &JudgeRequest<'_>,
     ) -> Result<Option<CompareReport>, DeviceFault> {
-        self.judge_resident(lanes, request)
+        self.judge_held(lanes, request)
     }
 }
 

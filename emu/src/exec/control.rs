@@ -164,7 +164,7 @@ fn branch(inst: &Inst, taken: bool) -> Result<Flow, FaultKind> {
 }
 
 /// gfx12 barriers: only the workgroup barrier (-1) is used by the kernels; named barriers
-/// (M0, positive ids) and the trap barrier are not emulated.
+/// (M0, positive ids) and the trap barrier are not implemented.
 fn workgroup_barrier(inst: &Inst) -> Result<(), FaultKind> {
     let id = imm(inst, 0)?;
     if id as u16 as i16 == -1 {

@@ -68,7 +68,7 @@ pub enum Class {
 }
 
 impl Op {
-    /// The op's class (computed once per op: this runs for every emulated instruction).
+    /// The op's class (computed once per op: this runs for every instruction executed).
     #[inline]
     pub fn class(self) -> Class {
         static CLASSES: LazyLock<Vec<Class>> =

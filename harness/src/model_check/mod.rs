@@ -5,16 +5,16 @@
 //! defects, the producer library's own oracle, and the engine's fused projections.
 //!
 //! Memory: the shards are memory-mapped and only the tensors of the layer being checked are
-//! copied, so the resident set is about one layer (a fused projection counts as one).
+//! copied, so the memory in use (RSS) is about one layer (a fused projection counts as one).
 
-mod budget;
 mod experts;
 pub mod fused;
 pub mod oracle;
 pub mod report;
 mod run;
+mod startup_memory;
 
-pub use budget::BudgetModelError;
+pub use startup_memory::StartupMemoryModelError;
 
 use crate::runner::execute::RunContext;
 use crate::runner::timing::PhaseTimes;
@@ -28,15 +28,15 @@ use w4a16_checkpoint::{CheckpointError, LinearEntry, ModelDir};
 use w4a16_reference::ActDtype;
 use w4a16_reference::formats::Producer;
 use w4a16_reference::layer::{LayerShape, Symmetry};
-use w4a16_select::config::BudgetReport;
+use w4a16_select::config::StartupMemoryReport;
 
 /// The batch sizes a layer runs at unless told otherwise: decode (skinny's range and its edge)
 /// and a prefill batch (fused, or the dense cache when enabled).
 pub const DEFAULT_BATCHES: [usize; 4] = [1, 5, 6, 256];
 
-/// What the engine would be started with, for the startup budget (docs/contract.md §5).
+/// What the engine would be started with, for the startup memory check (docs/contract.md §5.3).
 #[derive(Clone, Copy, Debug)]
-pub struct BudgetInputs {
+pub struct StartupMemoryInputs {
     pub device_memory_bytes: u64,
     pub gpu_memory_utilization: f64,
     pub max_model_len: Option<u64>,
@@ -53,7 +53,7 @@ pub struct CheckModelOptions {
     /// Only modules matching this glob.
     pub filter: Option<String>,
     /// Checked when the kernel configuration enables the prefill dequant cache.
-    pub budget: Option<BudgetInputs>,
+    pub startup_memory: Option<StartupMemoryInputs>,
 }
 
 impl Default for CheckModelOptions {
@@ -63,7 +63,7 @@ impl Default for CheckModelOptions {
             strict: false,
             activations: None,
             filter: None,
-            budget: None,
+            startup_memory: None,
         }
     }
 }
@@ -139,18 +139,18 @@ pub struct ModelCheck {
     /// Refusals of the model as a whole or of modules that could not be detected.
     pub refusals: Vec<String>,
     pub unquantized: usize,
-    pub budget: Option<BudgetOutcome>,
+    pub startup_memory: Option<StartupMemoryOutcome>,
     pub read_s: f64,
     pub wall_s: f64,
     pub times: PhaseTimes,
-    /// The process's peak resident set, where the OS reports it.
+    /// The process's peak memory (RSS), where the OS reports it.
     pub peak_rss_bytes: Option<u64>,
 }
 
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "kebab-case", tag = "result")]
-pub enum BudgetOutcome {
-    Fits(BudgetReport),
+pub enum StartupMemoryOutcome {
+    Fits(StartupMemoryReport),
     DoesNotFit {
         message: String,
     },
@@ -161,7 +161,7 @@ pub enum BudgetOutcome {
 }
 
 impl ModelCheck {
-    /// Whether the run must end non-zero: a refusal, a failure, a fault, or the budget.
+    /// Whether the run must end non-zero: a refusal, a failure, a fault, or the startup memory check.
     pub fn failed(&self) -> bool {
         !self.refusals.is_empty()
             || self
@@ -174,7 +174,10 @@ impl ModelCheck {
                     Outcome::Fail | Outcome::Fault | Outcome::UnexpectedPass | Outcome::Expired
                 )
             })
-            || matches!(self.budget, Some(BudgetOutcome::DoesNotFit { .. }))
+            || matches!(
+                self.startup_memory,
+                Some(StartupMemoryOutcome::DoesNotFit { .. })
+            )
     }
 }
 
@@ -273,7 +276,7 @@ pub fn check_model(
             ),
         );
     }
-    let budget = run.budget();
+    let startup_memory = run.startup_memory();
     let Run {
         layers,
         verdicts,
@@ -292,7 +295,7 @@ pub fn check_model(
         verdicts,
         refusals,
         unquantized: model.unquantized_linears().len(),
-        budget,
+        startup_memory,
         read_s,
         wall_s: start.elapsed().as_secs_f64(),
         times,
@@ -365,7 +368,7 @@ fn quantization_summary(model: &ModelDir) -> String {
     )
 }
 
-/// The process's peak resident set (Linux `VmHWM`).
+/// The process's peak memory (RSS, Linux `VmHWM`).
 pub fn peak_rss_bytes() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;

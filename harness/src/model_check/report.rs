@@ -3,7 +3,7 @@
 //! layer with the kernel selected at each batch size, the defects and refusals, the time split),
 //! written by the one report writer ([`crate::report`]).
 
-use super::{BudgetOutcome, LayerRecord, LayerStatus, ModelCheck};
+use super::{LayerRecord, LayerStatus, ModelCheck, StartupMemoryOutcome};
 use crate::report::markdown::Table;
 use crate::report::{self as writer, FileError, ReportFiles};
 use crate::runner::verdict::{Outcome, Summary, Verdict};
@@ -142,7 +142,7 @@ fn layers_table(check: &ModelCheck) -> Table {
 }
 
 /// `model-summary.md`: the model, the result, refusals and defects, the layers table, the
-/// failures, the startup budget and where the time went.
+/// failures, the startup memory check and where the time went.
 pub fn markdown(check: &ModelCheck) -> String {
     let mut md = String::new();
     let summary = Summary::of(&check.verdicts);
@@ -210,10 +210,10 @@ pub fn markdown(check: &ModelCheck) -> String {
         }
         md.push('\n');
     }
-    if let Some(b) = &check.budget {
-        let _ = writeln!(md, "## Startup budget (prefill dequant enabled)\n");
+    if let Some(b) = &check.startup_memory {
+        let _ = writeln!(md, "## Startup memory check (prefill dequant enabled)\n");
         match b {
-            BudgetOutcome::Fits(r) => {
+            StartupMemoryOutcome::Fits(r) => {
                 let _ = writeln!(
                     md,
                     "Fits: needs {} (int4 weights {}, dense cache {}, headroom {}, KV {}) of {}.\n",
@@ -222,13 +222,13 @@ pub fn markdown(check: &ModelCheck) -> String {
                     gib(r.dense_cache_bytes),
                     gib(r.headroom_bytes),
                     gib(r.kv_bytes),
-                    gib(r.budget_bytes)
+                    gib(r.allowed_bytes)
                 );
             }
-            BudgetOutcome::DoesNotFit { message } => {
+            StartupMemoryOutcome::DoesNotFit { message } => {
                 let _ = writeln!(md, "**Does not fit**: {message}\n");
             }
-            BudgetOutcome::NotChecked { reason } => {
+            StartupMemoryOutcome::NotChecked { reason } => {
                 let _ = writeln!(md, "Not checked: {reason}\n");
             }
         }
@@ -247,7 +247,7 @@ pub fn markdown(check: &ModelCheck) -> String {
         check
             .peak_rss_bytes
             .map(|b| format!(
-                " · peak resident memory {:.1} MiB",
+                " · peak memory (RSS) {:.1} MiB",
                 b as f64 / (1u64 << 20) as f64
             ))
             .unwrap_or_default()

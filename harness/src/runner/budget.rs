@@ -11,7 +11,7 @@ use w4a16_kernels::{RunTarget, emulation};
 
 /// Multiply-adds above which a case is not run on the ISA emulator, unless its sweep or suite
 /// declares less (`isa_emulator_max_macs`). The emulator interprets every wave-instruction on one
-/// host thread (about 16 M per second: `w4a16 bench --emulated`) where a GPU runs thousands of
+/// host thread (about 16 M per second: `w4a16 bench --emulator`) where a GPU runs thousands of
 /// waves at once; 2^24 runs all of `smoke` and `checkpoints` (a few seconds a case
 /// at most). The larger cases run on the target's GPU.
 pub const ISA_EMULATOR_MAX_CASE_MACS: u64 = 1 << 24;

@@ -1,13 +1,13 @@
-//! `w4a16 bench --emulated`: how fast the ISA emulator runs a suite on this machine, as
-//! emulated wave-instructions per second (one thread: the emulator's memory is one lock) and the
-//! suite's wall time. The answer to "does the emulated gfx check fit a CI runner?".
+//! `w4a16 bench --emulator`: how fast the ISA emulator runs a suite on this machine, as
+//! wave-instructions executed per second (one thread: the emulator's memory is one lock) and the
+//! suite's wall time. The answer to "does the ISA emulator's gfx check fit a CI runner?".
 
 use super::session::{Backend, RunOutput, SessionError, SessionOptions, run_in_process};
 use serde::Serialize;
 use std::fmt;
 use std::time::Instant;
 use w4a16_cases::{Case, CaseSet};
-use w4a16_device::{DeviceBench, EmulatedWork};
+use w4a16_device::{DeviceBench, EmulatorWork};
 
 /// One timed run of the emulator.
 #[derive(Clone, Debug, Serialize)]
@@ -19,11 +19,11 @@ pub struct EmulatorSpeed {
     /// Checks that failed or faulted (a speed figure from a failing run still says so).
     pub failing: usize,
     pub wall_s: f64,
-    pub work: EmulatedWork,
+    pub work: EmulatorWork,
 }
 
 impl EmulatorSpeed {
-    /// Emulated wave-instructions per second of emulation.
+    /// Wave-instructions the emulator executed per second of its launches.
     pub fn wave_instructions_per_s(&self) -> f64 {
         self.work.wave_instructions as f64 / self.work.seconds.max(f64::MIN_POSITIVE)
     }
@@ -35,8 +35,8 @@ pub enum EmulatorSpeedError {
     #[error(transparent)]
     Session(#[from] SessionError),
     /// The device given is no emulator.
-    #[error("{device} emulates nothing: no emulated work to report")]
-    NothingEmulated { device: String },
+    #[error("{device} is not the ISA emulator: no emulator work to report")]
+    NoEmulatorWork { device: String },
 }
 
 /// Runs `cases` in this process on `device` (the emulator) and reads back its work.
@@ -55,8 +55,8 @@ pub fn measure(
         unreachable!("built as a device above")
     };
     let work = device
-        .emulated_work()
-        .ok_or(EmulatorSpeedError::NothingEmulated {
+        .emulator_work()
+        .ok_or(EmulatorSpeedError::NoEmulatorWork {
             device: name.clone(),
         })?;
     Ok(EmulatorSpeed {

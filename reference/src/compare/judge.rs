@@ -68,7 +68,7 @@ pub(super) fn compare_mode(
 }
 
 /// What a judge next to the reference's lanes needs (the GPU reference judges on the device,
-/// `offload::ResidentReference`): the output, the bound, and the bias the raw products get
+/// `offload::HeldReference`): the output, the bound, and the bias the raw products get
 /// before they are compared.
 #[derive(Clone, Copy, Debug)]
 pub struct JudgeRequest<'a> {

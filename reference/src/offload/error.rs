@@ -1,4 +1,4 @@
-//! What an offloaded or resident reference fails at: bad input, the outside GEMM, or a
+//! What an offloaded or device-held reference fails at: bad input, the outside GEMM, or a
 //! disagreement with the CPU's cross-check (a fault of the reference, not of the kernel).
 
 use crate::gemm::InputError;
@@ -36,8 +36,8 @@ pub enum OffloadError {
         expected: usize,
         got: usize,
     },
-    #[error("the resident f64 reference failed {during}: {error}")]
-    Resident {
+    #[error("the device-held f64 reference failed {during}: {error}")]
+    Held {
         during: &'static str,
         error: GemmError,
     },

@@ -1,4 +1,4 @@
-//! The layer's half of a resident reference, formed once for all of its batch sizes.
+//! The layer's half of a held reference, formed once for all of its batch sizes.
 
 use super::operands::{WeightOperand, per_group_values};
 use super::weight_cache::weight_key;
@@ -7,7 +7,7 @@ use crate::gemm::{self, InputError};
 use crate::layer::{LayerShape, QuantizedLayer};
 use std::borrow::Cow;
 
-/// The half of a resident reference that depends on the layer alone, formed once for all of its
+/// The half of a held reference that depends on the layer alone, formed once for all of its
 /// batch sizes (a worker runs a layer's cases one after another): the layer's own tensors
 /// checked ([`gemm::validate_layer`]), its per-group scales and zero points in f64 and its
 /// content key. Per case these were a fifth of the CPU side of a field run.

@@ -1,4 +1,4 @@
-//! The host path: W decoded here in column chunks within a memory budget, the products formed by
+//! The host path: W decoded here in column chunks of at most `w_max_bytes`, the products formed by
 //! an outside f64 GEMM, the full [`Reference`] assembled on the host.
 
 use super::cross_check::cross_check;
@@ -12,7 +12,7 @@ use crate::recipe::NumericRecipe;
 use crate::scratch::{self, Role};
 
 /// W in f64 per GEMM call is kept under this many bytes (chunks along N).
-pub const DEFAULT_W_BUDGET_BYTES: usize = 4 << 30;
+pub const DEFAULT_W_MAX_BYTES: usize = 4 << 30;
 
 /// `(y, a)` for `x[M, K]` and `w[N, K]` row-major: `y = x·wᵀ`, `a = |x|·|w|ᵀ`, both `[M, N]`.
 pub trait F64Gemm {
@@ -26,7 +26,7 @@ pub trait F64Gemm {
     ) -> Result<(Vec<f64>, Vec<f64>), GemmError>;
 
     /// [`F64Gemm::gemm`] with `w_key` naming `w`'s content when the caller will hand the same
-    /// `w` again (a layer's next batch size): a device GEMM may keep `w` resident under it
+    /// `w` again (a layer's next batch size): a device GEMM may hold `w` under it
     /// instead of sending it again. A wrong key cannot pass unseen: the cross-check recomputes
     /// sampled elements from the layer itself.
     fn gemm_keyed(
@@ -67,7 +67,7 @@ where
 }
 
 /// [`gemm::reference_with`] with its products from `g`, W built and multiplied in column chunks
-/// of at most `w_budget_bytes` of f64, then cross-checked at
+/// of at most `w_max_bytes` of f64, then cross-checked at
 /// [`CROSS_CHECK_SAMPLES`](super::CROSS_CHECK_SAMPLES) positions
 /// drawn from `seed`.
 pub fn reference_offloaded(
@@ -76,7 +76,7 @@ pub fn reference_offloaded(
     recipe: &NumericRecipe,
     non_finite_x: NonFiniteX,
     g: &mut dyn F64Gemm,
-    w_budget_bytes: usize,
+    w_max_bytes: usize,
     seed: u64,
 ) -> Result<Reference, OffloadError> {
     gemm::validate_with(x, layer, recipe, non_finite_x)?;
@@ -89,8 +89,8 @@ pub fn reference_offloaded(
     let mut lx = scratch::take(Role::XSigned, m * k);
     let mut la = offset.map(|_| scratch::take(Role::XAbs, m * k));
     activations_into(&xz, &mut lx, la.as_deref_mut());
-    let chunk = (w_budget_bytes / (8 * k.max(1))).clamp(1, n.max(1));
-    // One chunk (W within the budget, every field layer): the GEMM's outputs are the products
+    let chunk = (w_max_bytes / (8 * k.max(1))).clamp(1, n.max(1));
+    // One chunk (W within `w_max_bytes`, every field layer): the GEMM's outputs are the products
     // as they are, with no [M, N] buffers zeroed and copied into (most of the host's share).
     let whole = chunk >= n;
     let full = |len: usize| if whole { Vec::new() } else { vec![0.0; len] };

@@ -70,7 +70,7 @@ fn assert_matches_cpu(x: &Activations, layer: &QuantizedLayer, recipe: &NumericR
         recipe,
         NonFiniteX::Refuse,
         &mut host_gemm,
-        DEFAULT_W_BUDGET_BYTES,
+        DEFAULT_W_MAX_BYTES,
         3,
     )
     .unwrap();
@@ -105,7 +105,7 @@ fn the_weight_cache_is_keyed_by_the_layers_content() {
             &recipe,
             NonFiniteX::Refuse,
             &mut host_gemm,
-            DEFAULT_W_BUDGET_BYTES,
+            DEFAULT_W_MAX_BYTES,
             3,
         )
         .unwrap()
@@ -142,7 +142,7 @@ fn reused_buffers_give_each_layer_its_own_reference() {
 }
 
 #[test]
-fn chunks_along_n_within_the_budget() {
+fn chunks_along_n_within_w_max_bytes() {
     let (x, layer) = case(3, 41, 64, true);
     let recipe = NumericRecipe::fp32_exact_weights(ActDtype::Bf16);
     let whole = reference_offloaded(
@@ -151,7 +151,7 @@ fn chunks_along_n_within_the_budget() {
         &recipe,
         NonFiniteX::Refuse,
         &mut host_gemm,
-        DEFAULT_W_BUDGET_BYTES,
+        DEFAULT_W_MAX_BYTES,
         3,
     )
     .unwrap();
@@ -197,7 +197,7 @@ fn a_wrong_product_is_caught_by_the_cross_check() {
             &recipe,
             NonFiniteX::Refuse,
             &mut planted,
-            DEFAULT_W_BUDGET_BYTES,
+            DEFAULT_W_MAX_BYTES,
             seed,
         )
         .unwrap_err();
@@ -221,7 +221,7 @@ fn a_wrong_product_is_caught_by_the_cross_check() {
         &recipe,
         NonFiniteX::Refuse,
         &mut short,
-        DEFAULT_W_BUDGET_BYTES,
+        DEFAULT_W_MAX_BYTES,
         seed,
     )
     .unwrap_err();
@@ -250,7 +250,7 @@ fn special_rows_are_patched_as_on_the_cpu() {
         &recipe,
         NonFiniteX::Ieee,
         &mut host_gemm,
-        DEFAULT_W_BUDGET_BYTES,
+        DEFAULT_W_MAX_BYTES,
         1,
     )
     .unwrap();
@@ -275,7 +275,7 @@ struct HostLanes {
     declined: std::rc::Rc<std::cell::Cell<usize>>,
 }
 
-impl ResidentProducts for HostLanes {
+impl HeldProducts for HostLanes {
     fn gather(&self, index: &[usize]) -> Result<Vec<[f64; 3]>, GemmError> {
         let (y, a, o) = &self.lanes;
         Ok(index
@@ -302,19 +302,19 @@ impl ResidentProducts for HostLanes {
 }
 
 #[derive(Default)]
-struct HostResidentGemm {
+struct HostHeldGemm {
     wrong: bool,
     judged: std::rc::Rc<std::cell::Cell<usize>>,
     declined: std::rc::Rc<std::cell::Cell<usize>>,
 }
 
-impl ResidentGemm<'static> for HostResidentGemm {
+impl HeldGemm<'static> for HostHeldGemm {
     fn products(
         &mut self,
         x: &ActivationOperand<'_>,
         weights: &WeightOperand<'_>,
         _w_key: Option<u64>,
-    ) -> Result<Option<Box<dyn ResidentProducts>>, GemmError> {
+    ) -> Result<Option<Box<dyn HeldProducts>>, GemmError> {
         let (m, n, k) = (x.m, weights.n, weights.k);
         let x = &x.to_f64();
         let (w, _, w_offset) = weights.decode();
@@ -337,14 +337,14 @@ impl ResidentGemm<'static> for HostResidentGemm {
     }
 }
 
-/// The resident reference is the host one (same products, brought back with the bias
+/// The held reference is the host one (same products, brought back with the bias
 /// added), and its judge's report is the host comparison's for every kind of output: every
 /// element plain (judged next to the lanes), and with a poisoned, a NaN or an infinite
 /// element (left to the host, whose rules for them are the only ones). Both dtypes, every
 /// bias stage, with and without bias and offset lane, bound and bit-exact mode.
 #[test]
-fn a_resident_reference_judges_as_the_host_reference() {
-    let mut g = HostResidentGemm::default();
+fn a_held_reference_judges_as_the_host_reference() {
+    let mut g = HostHeldGemm::default();
     for dtype in [ActDtype::F16, ActDtype::Bf16] {
         for with_bias in [false, true] {
             let spec = DataSpec {
@@ -373,23 +373,23 @@ fn a_resident_reference_judges_as_the_host_reference() {
                     &recipe,
                     NonFiniteX::Refuse,
                     &mut host_gemm,
-                    DEFAULT_W_BUDGET_BYTES,
+                    DEFAULT_W_MAX_BYTES,
                     3,
                 )
                 .unwrap();
-                let resident = reference_resident(
+                let held = reference_held(
                     &x,
                     &layer,
                     &LayerWeights::new(&layer).unwrap(),
                     &recipe,
                     NonFiniteX::Refuse,
                     &mut g,
-                    DEFAULT_W_BUDGET_BYTES,
+                    DEFAULT_W_MAX_BYTES,
                     3,
                 )
                 .unwrap()
                 .expect("host lanes are always kept");
-                assert_eq!(resident.to_host().unwrap(), host);
+                assert_eq!(held.to_host().unwrap(), host);
                 let model = BoundModel::new(&recipe, layer.shape.k, 1.0).unwrap();
                 let rounded: Vec<u16> = (0..host.m * host.n)
                     .map(|i| host.rounded_bits(i / host.n, i % host.n))
@@ -423,7 +423,7 @@ fn a_resident_reference_judges_as_the_host_reference() {
                             }
                         }
                         .unwrap();
-                        let got = resident.compare(&model, bits, mode).unwrap();
+                        let got = held.compare(&model, bits, mode).unwrap();
                         assert_eq!(got, expected, "{dtype:?} {bias:?} {offset:?} {mode:?}");
                         assert_eq!(g.judged.get(), judged + usize::from(plain));
                         assert_eq!(g.declined.get(), declined + usize::from(!plain));
@@ -437,21 +437,21 @@ fn a_resident_reference_judges_as_the_host_reference() {
 /// Products that are off are caught by the cross-check on the gathered elements, a fault
 /// of the reference.
 #[test]
-fn a_wrong_resident_product_is_caught_by_the_cross_check() {
+fn a_wrong_held_product_is_caught_by_the_cross_check() {
     let (x, layer) = case(5, 37, 96, true);
     let recipe = NumericRecipe::fp32_exact_weights(ActDtype::Bf16);
-    let mut g = HostResidentGemm {
+    let mut g = HostHeldGemm {
         wrong: true,
-        ..HostResidentGemm::default()
+        ..HostHeldGemm::default()
     };
-    let got = reference_resident(
+    let got = reference_held(
         &x,
         &layer,
         &LayerWeights::new(&layer).unwrap(),
         &recipe,
         NonFiniteX::Refuse,
         &mut g,
-        DEFAULT_W_BUDGET_BYTES,
+        DEFAULT_W_MAX_BYTES,
         3,
     );
     assert!(
@@ -496,21 +496,21 @@ fn layer_weights_are_the_per_case_operand_formed_once() {
     ));
 
     let recipe = NumericRecipe::fp32_exact_weights(ActDtype::Bf16);
-    let mut g = HostResidentGemm::default();
-    let resident = |w: &LayerWeights, g: &mut HostResidentGemm| {
-        reference_resident(
+    let mut g = HostHeldGemm::default();
+    let held = |w: &LayerWeights, g: &mut HostHeldGemm| {
+        reference_held(
             &x,
             &layer,
             w,
             &recipe,
             NonFiniteX::Refuse,
             g,
-            DEFAULT_W_BUDGET_BYTES,
+            DEFAULT_W_MAX_BYTES,
             3,
         )
         .map(|r| r.is_some())
     };
-    assert!(matches!(resident(&weights, &mut g), Ok(true)));
+    assert!(matches!(held(&weights, &mut g), Ok(true)));
     // Another layer of the same shape: its products disagree with this layer's columns.
     let spec = DataSpec {
         class: DataClass::Realistic,
@@ -523,46 +523,43 @@ fn layer_weights_are_the_per_case_operand_formed_once() {
     let unrelated = data::generate_seeded(8, 12, &spec).unwrap().layer;
     let unrelated = LayerWeights::new(&unrelated).unwrap();
     assert!(matches!(
-        resident(&unrelated, &mut g),
+        held(&unrelated, &mut g),
         Err(OffloadError::Disagrees { .. })
     ));
     let (_, narrow) = case(5, 36, 96, true);
     assert!(matches!(
-        resident(&LayerWeights::new(&narrow).unwrap(), &mut g),
+        held(&LayerWeights::new(&narrow).unwrap(), &mut g),
         Err(OffloadError::Input(_))
     ));
 }
 
-/// Where the host must form the reference there is no resident one: W over the budget
+/// Where the host must form the reference there is no held one: W over `w_max_bytes`
 /// (chunks), and X with a non-finite row (its IEEE values are patched on the host). The
-/// same layer and X with finite rows within the budget get one.
+/// same layer and X with finite rows within it get one.
 #[test]
-fn the_host_forms_what_a_resident_reference_cannot_hold() {
+fn the_host_forms_what_a_held_reference_cannot_hold() {
     let (x, layer) = case(3, 24, 64, false);
     let recipe = NumericRecipe::fp32_exact_weights(ActDtype::Bf16);
-    let mut g = HostResidentGemm::default();
-    let mut resident = |x: &Activations, budget: usize| {
-        reference_resident(
+    let mut g = HostHeldGemm::default();
+    let mut held = |x: &Activations, w_max_bytes: usize| {
+        reference_held(
             x,
             &layer,
             &LayerWeights::new(&layer).unwrap(),
             &recipe,
             NonFiniteX::Ieee,
             &mut g,
-            budget,
+            w_max_bytes,
             3,
         )
         .unwrap()
         .is_some()
     };
-    assert!(resident(&x, DEFAULT_W_BUDGET_BYTES));
-    assert!(!resident(&x, 8 * 64 * 10), "chunked W");
+    assert!(held(&x, DEFAULT_W_MAX_BYTES));
+    assert!(!held(&x, 8 * 64 * 10), "chunked W");
     let mut special = x.clone();
     special.data[special.row_stride + 5] = ActDtype::Bf16.from_f64(f64::NAN);
-    assert!(
-        !resident(&special, DEFAULT_W_BUDGET_BYTES),
-        "a non-finite row"
-    );
+    assert!(!held(&special, DEFAULT_W_MAX_BYTES), "a non-finite row");
 }
 
 /// The operand a device decodes gives the CPU reference's exact weights, magnitudes and

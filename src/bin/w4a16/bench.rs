@@ -1,5 +1,5 @@
 //! `w4a16 bench`: the kernels' speed (or the MoE kernels'), the CPU side of a run
-//! (`--cpu-side`), or the ISA emulator's speed (`--emulated`).
+//! (`--cpu-side`), or the ISA emulator's speed (`--emulator`).
 
 use super::args;
 use super::exit::{CliError, Status};
@@ -29,10 +29,10 @@ pub struct BenchArgs {
     #[arg(long, conflicts_with = "cpu_side")]
     moe: bool,
     /// The ISA emulator's speed instead: the chosen suites (default: smoke) on `--target`
-    /// (gfx1100, gfx1151 or gfx1201) in this process, as emulated wave-instructions per
-    /// second and wall time (no GPU needed).
-    #[arg(long, conflicts_with_all = ["cpu_side", "moe"])]
-    emulated: bool,
+    /// (gfx1100, gfx1151 or gfx1201) in this process, as wave-instructions executed
+    /// per second and wall time (no GPU needed). `--emulated` is its old spelling.
+    #[arg(long, alias = "emulated", conflicts_with_all = ["cpu_side", "moe"])]
+    emulator: bool,
     /// Suites for `--cpu-side` (repeatable; default: field).
     #[arg(long = "suite")]
     suites: Vec<String>,
@@ -63,8 +63,8 @@ pub fn bench(
     cases: Option<PathBuf>,
     config: KernelConfig,
 ) -> Result<Status, CliError> {
-    if args.emulated {
-        return emulated(args, cases, config);
+    if args.emulator {
+        return emulator(args, cases, config);
     }
     if args.cpu_side {
         return cpu_side(args, cases, config);
@@ -78,8 +78,8 @@ pub fn bench(
     Ok(Status::of_exit_code(code))
 }
 
-/// `--emulated`: the chosen suites on the ISA emulator, in this process.
-fn emulated(
+/// `--emulator`: the chosen suites on the ISA emulator, in this process.
+fn emulator(
     args: BenchArgs,
     cases: Option<PathBuf>,
     config: KernelConfig,

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use w4a16_checkpoint::CheckpointError;
 use w4a16_device::{Allocation, Device};
 use w4a16_harness::model_check::{
-    self, BudgetInputs, CheckModelOptions, DEFAULT_BATCHES, LayerStatus, Progress, report,
+    self, CheckModelOptions, DEFAULT_BATCHES, LayerStatus, Progress, StartupMemoryInputs, report,
 };
 use w4a16_harness::runner::cli_run::require_gpu_checks;
 use w4a16_harness::runner::execute::RunContext;
@@ -47,14 +47,14 @@ pub struct CheckModelArgs {
     /// Compile the kernels from the HIP sources in DIR (see `run --kernel-sources`).
     #[arg(long, value_name = "DIR")]
     kernel_sources: Option<PathBuf>,
-    /// Device memory for the startup budget (checked when the kernel config enables the
+    /// Device memory for the startup memory check (made when the kernel config enables the
     /// prefill dequant cache).
     #[arg(long, value_name = "GIB")]
     device_memory_gib: Option<f64>,
-    /// The engine's gpu_memory_utilization for the startup budget.
+    /// The engine's gpu_memory_utilization for the startup memory check.
     #[arg(long, default_value_t = 0.9)]
     gpu_memory_utilization: f64,
-    /// Tokens of the longest request for the startup budget (default: the model's
+    /// Tokens of the longest request for the startup memory check (default: the model's
     /// max_position_embeddings).
     #[arg(long)]
     max_model_len: Option<u64>,
@@ -82,11 +82,11 @@ pub fn check_model(
     if let Some(&m) = args.batches.iter().find(|&&m| m == 0) {
         return Err(CheckModelError::ZeroBatch { m }.into());
     }
-    let budget = match args.device_memory_gib {
+    let startup_memory = match args.device_memory_gib {
         Some(gib) if !(gib.is_finite() && gib > 0.0) => {
             return Err(CheckModelError::NotASize { gib }.into());
         }
-        Some(g) => Some(BudgetInputs {
+        Some(g) => Some(StartupMemoryInputs {
             device_memory_bytes: (g * (1u64 << 30) as f64) as u64,
             gpu_memory_utilization: args.gpu_memory_utilization,
             max_model_len: args.max_model_len,
@@ -100,7 +100,7 @@ pub fn check_model(
         strict: args.strict,
         activations: args.activations,
         filter: args.filter,
-        budget,
+        startup_memory,
     };
     let several = args.target.len() > 1;
     let mut failed = false;

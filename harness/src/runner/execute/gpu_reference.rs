@@ -4,16 +4,16 @@
 //! on the host by the CPU reference's own decoding (`w4a16_reference::offload`); the kernels
 //! under test share nothing with it beyond the resident tensors. Each reference is
 //! cross-checked against the CPU f64 reference on a seeded sample of elements. Where the device
-//! can, the products stay there and the output is judged there ([`resident_reference_on`]):
+//! can, the products stay there and the output is judged there ([`held_reference_on`]):
 //! only the report comes back.
 
 use w4a16_device::Device;
-use w4a16_device::resident::DeviceResidentGemm;
+use w4a16_device::held::DeviceHeldGemm;
 use w4a16_reference::NumericRecipe;
 use w4a16_reference::gemm::{NonFiniteX, Reference};
 use w4a16_reference::layer::{Activations, QuantizedLayer};
 use w4a16_reference::offload::{
-    self, DEFAULT_W_BUDGET_BYTES, F64Gemm, GemmError, LayerWeights, OffloadError, ResidentReference,
+    self, DEFAULT_W_MAX_BYTES, F64Gemm, GemmError, HeldReference, LayerWeights, OffloadError,
 };
 
 w4a16_reference::named_enum! {
@@ -108,14 +108,14 @@ pub fn reference_on(
         recipe,
         non_finite_x,
         &mut DeviceGemm(device),
-        DEFAULT_W_BUDGET_BYTES,
+        DEFAULT_W_MAX_BYTES,
         seed,
     )
 }
 
 /// [`reference_on`] with the lanes left on `device` and judged there; `None` where the device
-/// cannot keep them or the case needs the host reference (special rows, W over the budget).
-pub fn resident_reference_on<'d>(
+/// cannot keep them or the case needs the host reference (special rows, W over `DEFAULT_W_MAX_BYTES`).
+pub fn held_reference_on<'d>(
     device: &'d dyn Device,
     x: &Activations,
     layer: &QuantizedLayer,
@@ -123,15 +123,15 @@ pub fn resident_reference_on<'d>(
     recipe: &NumericRecipe,
     non_finite_x: NonFiniteX,
     seed: u64,
-) -> Result<Option<ResidentReference<'d>>, OffloadError> {
-    offload::reference_resident(
+) -> Result<Option<HeldReference<'d>>, OffloadError> {
+    offload::reference_held(
         x,
         layer,
         weights,
         recipe,
         non_finite_x,
-        &mut DeviceResidentGemm(device),
-        DEFAULT_W_BUDGET_BYTES,
+        &mut DeviceHeldGemm(device),
+        DEFAULT_W_MAX_BYTES,
         seed,
     )
 }

@@ -15,20 +15,20 @@ use w4a16_reference::bound::BoundModel;
 use w4a16_reference::compare::{self, CompareMode, CompareReport, OutputBits};
 use w4a16_reference::gemm::{self, Reference};
 use w4a16_reference::layer::{Activations, QuantizedLayer};
-use w4a16_reference::offload::{LayerWeights, OffloadError, ResidentReference};
+use w4a16_reference::offload::{HeldReference, LayerWeights, OffloadError};
 use w4a16_reference::verify::{self, VerifyBudget};
 
 /// Which reference a recipe needs: its magnitude lane's offset (bits) and whether the offset is
 /// accumulated (which changes the IEEE values of special rows).
 pub(super) type ReferenceKey = (Option<u64>, bool);
 
-/// A case's reference for one recipe key: on the host, or with its lanes resident on the
+/// A case's reference for one recipe key: on the host, or with its lanes held on the
 /// device (`--reference gpu`), judged there and brought to the host only on demand (once).
 #[derive(Clone)]
 pub(super) enum Formed<'a> {
     Host(Rc<Reference>),
-    Resident {
-        lanes: Rc<ResidentReference<'a>>,
+    Held {
+        lanes: Rc<HeldReference<'a>>,
         host: Rc<std::cell::OnceCell<Rc<Reference>>>,
     },
 }
@@ -44,21 +44,17 @@ impl Formed<'_> {
         match (self, exact) {
             (Formed::Host(r), false) => Ok(compare::compare(r, model, out)?),
             (Formed::Host(r), true) => Ok(compare::compare_bit_exact(r, model, out)?),
-            (Formed::Resident { lanes, .. }, false) => {
-                lanes.compare(model, out, CompareMode::Bound)
-            }
-            (Formed::Resident { lanes, .. }, true) => {
-                lanes.compare(model, out, CompareMode::BitExact)
-            }
+            (Formed::Held { lanes, .. }, false) => lanes.compare(model, out, CompareMode::Bound),
+            (Formed::Held { lanes, .. }, true) => lanes.compare(model, out, CompareMode::BitExact),
         }
     }
 
-    /// The reference on the host (downloaded from the device where it is resident, once per
+    /// The reference on the host (downloaded from the device where it is held, once per
     /// case: the fallback's second opinion and a failure's artifact may both need it).
     fn host(&self) -> Result<Rc<Reference>, OffloadError> {
         match self {
             Formed::Host(r) => Ok(Rc::clone(r)),
-            Formed::Resident { lanes, host } => {
+            Formed::Held { lanes, host } => {
                 if let Some(r) = host.get() {
                     return Ok(Rc::clone(r));
                 }
@@ -87,7 +83,7 @@ pub(crate) fn reference_failure(
 fn reference_stage(e: &OffloadError) -> (Outcome, ReferenceStage) {
     match e {
         OffloadError::Input(_) => (Outcome::Fail, ReferenceStage::Reference),
-        OffloadError::Gemm { .. } | OffloadError::Length { .. } | OffloadError::Resident { .. } => {
+        OffloadError::Gemm { .. } | OffloadError::Length { .. } | OffloadError::Held { .. } => {
             (Outcome::Fault, ReferenceStage::GpuReference)
         }
         OffloadError::Disagrees { .. } => (Outcome::Fault, ReferenceStage::CrossCheck),
@@ -129,7 +125,7 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         }
     }
 
-    /// The reference with its products on `device`: resident there where it can be, else with
+    /// The reference with its products on `device`: held there where it can be, else with
     /// its lanes brought to the host.
     fn gpu_reference(
         &self,
@@ -153,8 +149,8 @@ impl<'c, 'a> CaseRun<'c, 'a> {
             }
         };
         let weights = weights.map_err(|e| OffloadError::Input(e.clone()))?;
-        match super::resident_reference_on(device, x, logical, weights, recipe, policy, seed)? {
-            Some(r) => Ok(Formed::Resident {
+        match super::held_reference_on(device, x, logical, weights, recipe, policy, seed)? {
+            Some(r) => Ok(Formed::Held {
                 lanes: Rc::new(r),
                 host: Rc::default(),
             }),

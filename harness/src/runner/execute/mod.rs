@@ -19,7 +19,7 @@ mod selection;
 #[cfg(test)]
 mod tests;
 
-pub use gpu_reference::{ReferenceChoice, ReferenceError, reference_on, resident_reference_on};
+pub use gpu_reference::{ReferenceChoice, ReferenceError, held_reference_on, reference_on};
 use judge::ReferenceKey;
 pub(crate) use judge::reference_failure;
 pub use prepare::forget_prepared_layer;

@@ -17,7 +17,7 @@ use w4a16_reference::layer::QuantizedLayer;
 use w4a16_reference::offload::LayerWeights;
 
 /// Drops this thread's prepared layer: a caller that knows no later case reuses it (a model
-/// check moving to its next layer) keeps the resident set at one layer.
+/// check moving to its next layer) keeps the memory in use at one layer.
 pub fn forget_prepared_layer() {
     LAST_PREPARED.with(|slot| slot.borrow_mut().take());
     crate::runner::moe::forget_prepared_experts();
@@ -44,7 +44,7 @@ pub(super) struct PreparedLayer {
 }
 
 impl PreparedLayer {
-    /// The layer's half of a resident reference, formed once for all of its batch sizes.
+    /// The layer's half of a held reference, formed once for all of its batch sizes.
     pub(super) fn layer_weights(&self) -> Result<&LayerWeights, &InputError> {
         self.weights
             .get_or_init(|| LayerWeights::new(&self.layer))

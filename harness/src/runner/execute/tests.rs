@@ -445,12 +445,12 @@ fn a_wrong_gpu_reference_is_a_fault_of_the_reference() {
     );
 }
 
-/// The resident GPU reference (lanes kept on the simulated device and judged there by the
+/// The held GPU reference (lanes kept on the simulated device and judged there by the
 /// host twin of the CUDA judge) gives the verdicts the host-lanes GPU reference gives, failures
 /// (whose artifacts bring the lanes back) included; products that are off are a FAULT of the
 /// reference, found by the cross-check on the gathered elements.
 #[test]
-fn the_resident_gpu_reference_judges_as_the_host_lanes_one() {
+fn the_held_gpu_reference_judges_as_the_host_lanes_one() {
     for macs in [2.0e9, 0.0] {
         let host = run_with_reference(
             DENSE_CASE,
@@ -458,25 +458,22 @@ fn the_resident_gpu_reference_judges_as_the_host_lanes_one() {
             ReferenceChoice::Gpu,
             macs,
         );
-        let before = simulated::resident_judgements();
+        let before = simulated::held_judgements();
         let drawn = simulated::drawn_activations();
-        let resident = run_with_reference(
+        let held = run_with_reference(
             DENSE_CASE,
-            Backend::Device(simulated::device_with_resident_f64_gemm(false)),
+            Backend::Device(simulated::device_with_held_f64_gemm(false)),
             ReferenceChoice::Gpu,
             macs,
         );
-        assert!(
-            simulated::resident_judgements() > before,
-            "the resident path ran"
-        );
-        assert_eq!(outcomes(&host), outcomes(&resident));
+        assert!(simulated::held_judgements() > before, "the held path ran");
+        assert_eq!(outcomes(&host), outcomes(&held));
         // The exact class draws its own X on the host.
         assert_eq!(simulated::drawn_activations(), drawn);
     }
     let wrong = run_with_reference(
         DENSE_CASE,
-        Backend::Device(simulated::device_with_resident_f64_gemm(true)),
+        Backend::Device(simulated::device_with_held_f64_gemm(true)),
         ReferenceChoice::Gpu,
         2.0e9,
     );
@@ -513,7 +510,7 @@ fn x_drawn_on_the_device_gives_the_host_verdicts_or_fails_the_data_check() {
         let drawn = simulated::drawn_activations();
         let device = run_with_reference(
             case,
-            Backend::Device(simulated::device_with_resident_f64_gemm(false)),
+            Backend::Device(simulated::device_with_held_f64_gemm(false)),
             ReferenceChoice::Gpu,
             0.0,
         );

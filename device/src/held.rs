@@ -1,34 +1,34 @@
 //! The GPU reference's lanes kept on the device (`--reference gpu`): the f64 products
 //! `y = X·Wᵀ`, `a = |X|·|W|ᵀ` and the offset lane stay where the DGEMM formed them, the kernel
-//! output is judged there ([`ReferenceOffload::resident_judge`](crate::ReferenceOffload::resident_judge)), and only the report comes back. The
-//! harness reaches them through [`DeviceResident`], the reference crate's
-//! [`ResidentProducts`] over a device.
+//! output is judged there ([`ReferenceOffload::held_judge`](crate::ReferenceOffload::held_judge)), and only the report comes back. The
+//! harness reaches them through [`DeviceHeld`], the reference crate's
+//! [`HeldProducts`] over a device.
 
 use std::any::Any;
 
 use w4a16_reference::compare::{self, CompareReport, JudgeRequest};
 use w4a16_reference::offload::{
-    ActivationOperand, GemmError, RawLanes, ResidentGemm, ResidentProducts, WeightOperand,
+    ActivationOperand, GemmError, HeldGemm, HeldProducts, RawLanes, WeightOperand,
 };
 
 use crate::{Device, DeviceFault};
 
 /// One reference's lanes on a device: what the backend keeps (`inner`, its own type) and the
 /// shape every caller checks against.
-pub struct ResidentLanes {
+pub struct HeldLanes {
     pub m: usize,
     pub n: usize,
     pub has_offset: bool,
     pub inner: Box<dyn Any + Send + Sync>,
 }
 
-impl ResidentLanes {
+impl HeldLanes {
     /// The backend's own part, or a fault naming the mix-up (lanes of another backend).
     pub fn inner<T: 'static>(&self, device: &str) -> Result<&T, DeviceFault> {
         self.inner
             .downcast_ref::<T>()
             .ok_or_else(|| DeviceFault::Unsupported {
-                what: "resident reference lanes formed by another backend".into(),
+                what: "device-held reference lanes formed by another backend".into(),
                 device: device.to_string(),
             })
     }
@@ -54,53 +54,49 @@ impl HostLanes {
     }
 }
 
-/// A device's resident lanes as the reference crate's [`ResidentProducts`].
-pub struct DeviceResident<'d> {
+/// A device's held lanes as the reference crate's [`HeldProducts`].
+pub struct DeviceHeld<'d> {
     device: &'d dyn Device,
-    lanes: ResidentLanes,
+    lanes: HeldLanes,
 }
 
 fn boxed(e: DeviceFault) -> GemmError {
     Box::new(e)
 }
 
-impl ResidentProducts for DeviceResident<'_> {
+impl HeldProducts for DeviceHeld<'_> {
     fn gather(&self, index: &[usize]) -> Result<Vec<[f64; 3]>, GemmError> {
-        self.device
-            .resident_gather(&self.lanes, index)
-            .map_err(boxed)
+        self.device.held_gather(&self.lanes, index).map_err(boxed)
     }
 
     fn download(&self) -> Result<RawLanes, GemmError> {
-        self.device.resident_download(&self.lanes).map_err(boxed)
+        self.device.held_download(&self.lanes).map_err(boxed)
     }
 
     fn judge(&self, request: &JudgeRequest<'_>) -> Result<Option<CompareReport>, GemmError> {
-        self.device
-            .resident_judge(&self.lanes, request)
-            .map_err(boxed)
+        self.device.held_judge(&self.lanes, request).map_err(boxed)
     }
 }
 
-/// A device as the resident reference's GEMM.
-pub struct DeviceResidentGemm<'d>(pub &'d dyn Device);
+/// A device as the held reference's GEMM.
+pub struct DeviceHeldGemm<'d>(pub &'d dyn Device);
 
-impl<'d> ResidentGemm<'d> for DeviceResidentGemm<'d> {
+impl<'d> HeldGemm<'d> for DeviceHeldGemm<'d> {
     fn products(
         &mut self,
         x: &ActivationOperand<'_>,
         weights: &WeightOperand<'_>,
         w_key: Option<u64>,
-    ) -> Result<Option<Box<dyn ResidentProducts + 'd>>, GemmError> {
+    ) -> Result<Option<Box<dyn HeldProducts + 'd>>, GemmError> {
         let lanes = self
             .0
-            .reference_products_resident(x, weights, w_key)
+            .reference_products_held(x, weights, w_key)
             .map_err(boxed)?;
         Ok(lanes.map(|lanes| {
-            Box::new(DeviceResident {
+            Box::new(DeviceHeld {
                 device: self.0,
                 lanes,
-            }) as Box<dyn ResidentProducts + 'd>
+            }) as Box<dyn HeldProducts + 'd>
         }))
     }
 
@@ -109,10 +105,10 @@ impl<'d> ResidentGemm<'d> for DeviceResidentGemm<'d> {
     }
 }
 
-/// A backend without resident lanes was asked about some.
-pub fn no_resident_lanes(device: String) -> DeviceFault {
+/// A backend without held lanes was asked about some.
+pub fn no_held_lanes(device: String) -> DeviceFault {
     DeviceFault::Unsupported {
-        what: "resident reference lanes (this backend forms none)".into(),
+        what: "device-held reference lanes (this backend forms none)".into(),
         device,
     }
 }

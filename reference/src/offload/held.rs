@@ -1,4 +1,4 @@
-//! The resident path: the products formed and kept where the GEMM runs (the GPU's memory), judged
+//! The held path: the products formed and kept where the GEMM runs (the GPU's memory), judged
 //! there, brought to the host only on demand.
 
 use super::cross_check::cross_check;
@@ -15,7 +15,7 @@ use crate::recipe::NumericRecipe;
 /// A reference's products kept where they were formed (the GPU's memory) and judged there:
 /// the M×N doubles per lane never cross to the host unless a case needs them (a special
 /// element, a failure's artifact, the fallback's second opinion).
-pub trait ResidentProducts {
+pub trait HeldProducts {
     /// The raw lanes `(y, a, a_offset or 0)` at element indices `m·N + n`.
     fn gather(&self, index: &[usize]) -> Result<Vec<[f64; 3]>, GemmError>;
     /// Every element of the raw lanes.
@@ -25,8 +25,8 @@ pub trait ResidentProducts {
     fn judge(&self, request: &JudgeRequest<'_>) -> Result<Option<CompareReport>, GemmError>;
 }
 
-/// A GEMM whose products stay resident (`--reference gpu` on a device that can judge).
-pub trait ResidentGemm<'d> {
+/// A GEMM whose products stay held where it formed them (`--reference gpu` on a device that can judge).
+pub trait HeldGemm<'d> {
     /// `y = x·wᵀ`, `a = |x|·|w|ᵀ` and, with an offset, `|x|·w_offsetᵀ` (the offset rows are
     /// nonnegative), X widened and the weights decoded where the products are formed, and kept
     /// there; `w_key` names the weights for a layer's next batch size. `None`: this GEMM cannot
@@ -36,7 +36,7 @@ pub trait ResidentGemm<'d> {
         x: &ActivationOperand<'_>,
         weights: &WeightOperand<'_>,
         w_key: Option<u64>,
-    ) -> Result<Option<Box<dyn ResidentProducts + 'd>>, GemmError>;
+    ) -> Result<Option<Box<dyn HeldProducts + 'd>>, GemmError>;
 
     /// As [`F64Gemm::stands_in`](super::F64Gemm::stands_in): products nobody formed are not
     /// cross-checked.
@@ -45,10 +45,10 @@ pub trait ResidentGemm<'d> {
     }
 }
 
-/// The full reference of one case with its lanes resident: judged where they are, brought to
-/// the host only on demand ([`ResidentReference::to_host`], the same [`Reference`] the host
+/// The full reference of one case with its lanes held on the device: judged where they are, brought to
+/// the host only on demand ([`HeldReference::to_host`], the same [`Reference`] the host
 /// path builds).
-pub struct ResidentReference<'d> {
+pub struct HeldReference<'d> {
     pub m: usize,
     pub n: usize,
     pub k: usize,
@@ -57,10 +57,10 @@ pub struct ResidentReference<'d> {
     pub bias: Vec<f64>,
     has_bias: bool,
     has_offset: bool,
-    lanes: Box<dyn ResidentProducts + 'd>,
+    lanes: Box<dyn HeldProducts + 'd>,
 }
 
-impl ResidentReference<'_> {
+impl HeldReference<'_> {
     /// Every element of `out` against its bound (or bit-exact, by `mode`), on the device where
     /// every element is plain, else on the host from the downloaded lanes: one report either way.
     pub fn compare(
@@ -81,7 +81,7 @@ impl ResidentReference<'_> {
         let judged = self
             .lanes
             .judge(&request)
-            .map_err(|error| OffloadError::Resident {
+            .map_err(|error| OffloadError::Held {
                 during: "judging the output",
                 error,
             })?;
@@ -97,13 +97,10 @@ impl ResidentReference<'_> {
 
     /// The lanes brought to the host, the bias added: the [`Reference`] the host path forms.
     pub fn to_host(&self) -> Result<Reference, OffloadError> {
-        let (mut y, a, a_offset) =
-            self.lanes
-                .download()
-                .map_err(|error| OffloadError::Resident {
-                    during: "downloading the lanes",
-                    error,
-                })?;
+        let (mut y, a, a_offset) = self.lanes.download().map_err(|error| OffloadError::Held {
+            during: "downloading the lanes",
+            error,
+        })?;
         let expected = self.m * self.n;
         let lengths = [
             Some(y.len()),
@@ -136,21 +133,21 @@ impl ResidentReference<'_> {
 }
 
 /// [`reference_offloaded`](super::reference_offloaded) with the weights decoded and the lanes
-/// left resident in `g`, cross-checked the same way (the sampled elements gathered from the device, against the host's
-/// own decoding of their columns). `None` where a resident reference does not apply and the
+/// left held in `g`, cross-checked the same way (the sampled elements gathered from the device, against the host's
+/// own decoding of their columns). `None` where a held reference does not apply and the
 /// caller forms the host one: X with special rows (their IEEE values are patched on the host),
-/// W over `w_budget_bytes` (chunked), or a GEMM that cannot keep them.
+/// W over `w_max_bytes` (chunked), or a GEMM that cannot keep them.
 #[allow(clippy::too_many_arguments)]
-pub fn reference_resident<'d>(
+pub fn reference_held<'d>(
     x: &Activations,
     layer: &QuantizedLayer,
     weights: &LayerWeights,
     recipe: &NumericRecipe,
     non_finite_x: NonFiniteX,
-    g: &mut dyn ResidentGemm<'d>,
-    w_budget_bytes: usize,
+    g: &mut dyn HeldGemm<'d>,
+    w_max_bytes: usize,
     seed: u64,
-) -> Result<Option<ResidentReference<'d>>, OffloadError> {
+) -> Result<Option<HeldReference<'d>>, OffloadError> {
     if !weights.describes(layer) {
         return Err(OffloadError::Input(gemm::mismatch(
             "the layer's weights (LayerWeights)",
@@ -161,7 +158,7 @@ pub fn reference_resident<'d>(
     gemm::validate_against_layer(x, layer, recipe, non_finite_x)?;
     let (xz, special) = SpecialRows::prepare(x, non_finite_x);
     let (m, n, k) = (x.m, layer.shape.n, layer.shape.k);
-    let chunk = (w_budget_bytes / (8 * k.max(1))).clamp(1, n.max(1));
+    let chunk = (w_max_bytes / (8 * k.max(1))).clamp(1, n.max(1));
     if !special.rows.is_empty() || chunk < n {
         return Ok(None);
     }
@@ -184,12 +181,10 @@ pub fn reference_resident<'d>(
         }
     };
     let raw = |index: &[usize]| {
-        let got = lanes
-            .gather(index)
-            .map_err(|error| OffloadError::Resident {
-                during: "gathering the cross-check's elements",
-                error,
-            })?;
+        let got = lanes.gather(index).map_err(|error| OffloadError::Held {
+            during: "gathering the cross-check's elements",
+            error,
+        })?;
         if got.len() != index.len() {
             return Err(OffloadError::Length {
                 n0: 0,
@@ -208,7 +203,7 @@ pub fn reference_resident<'d>(
     if !g.stands_in() {
         checked?;
     }
-    Ok(Some(ResidentReference {
+    Ok(Some(HeldReference {
         m,
         n,
         k,

@@ -1,16 +1,18 @@
-//! The startup budget of a model check (with the prefill dequant cache enabled): the model as
-//! the budget sees it, checked against the device memory given.
+//! The startup memory check of a model check (with the prefill dequant cache enabled): the model
+//! as the check sees it, against the device memory given.
 
-use super::BudgetOutcome;
+use super::StartupMemoryOutcome;
 use super::run::Run;
 use w4a16_checkpoint::{CheckpointError, ModelDir};
 use w4a16_reference::ActDtype;
 use w4a16_reference::layer::{LayerShape, Symmetry};
-use w4a16_select::config::{BudgetError, PrefillDequant, StartupRequest, check_startup_budget};
+use w4a16_select::config::{
+    PrefillDequant, StartupMemoryError, StartupRequest, check_startup_memory,
+};
 
-/// Why the model cannot be described to the budget (the budget is then not checked).
+/// Why the model cannot be described to the startup memory check (it is then not made).
 #[derive(Debug, thiserror::Error)]
-pub enum BudgetModelError {
+pub enum StartupMemoryModelError {
     /// A detected linear whose N×K the checkpoint does not give.
     #[error("cannot size {module}: {source}")]
     Unsized {
@@ -20,20 +22,20 @@ pub enum BudgetModelError {
 }
 
 impl Run<'_, '_> {
-    /// The startup budget with the prefill dequant cache enabled; `None` when it is not.
-    pub(super) fn budget(&self) -> Option<BudgetOutcome> {
+    /// The startup memory check with the prefill dequant cache enabled; `None` when it is not.
+    pub(super) fn startup_memory(&self) -> Option<StartupMemoryOutcome> {
         if self.ctx.config.prefill_dequant != PrefillDequant::Enable {
             return None;
         }
-        let Some(inputs) = self.opts.budget else {
-            return Some(BudgetOutcome::NotChecked {
+        let Some(inputs) = self.opts.startup_memory else {
+            return Some(StartupMemoryOutcome::NotChecked {
                 reason: "rdna_hybrid_w4a16_prefill_dequant is enabled but no device memory size is known (give --device-memory-gib)".into(),
             });
         };
-        let description = match budget_model(self.model, &self.name) {
+        let description = match startup_memory_model(self.model, &self.name) {
             Ok(d) => d,
             Err(e) => {
-                return Some(BudgetOutcome::NotChecked {
+                return Some(StartupMemoryOutcome::NotChecked {
                     reason: e.to_string(),
                 });
             }
@@ -45,30 +47,30 @@ impl Run<'_, '_> {
             gpu_memory_utilization: inputs.gpu_memory_utilization,
             max_model_len: inputs.max_model_len,
         };
-        Some(match check_startup_budget(&self.ctx.config, &req) {
-            Ok(r) => BudgetOutcome::Fits(r),
-            Err(BudgetError::DoesNotFit(r)) => BudgetOutcome::DoesNotFit {
-                message: BudgetError::DoesNotFit(r).to_string(),
+        Some(match check_startup_memory(&self.ctx.config, &req) {
+            Ok(r) => StartupMemoryOutcome::Fits(r),
+            Err(StartupMemoryError::DoesNotFit(r)) => StartupMemoryOutcome::DoesNotFit {
+                message: StartupMemoryError::DoesNotFit(r).to_string(),
             },
-            Err(e) => BudgetOutcome::NotChecked {
+            Err(e) => StartupMemoryOutcome::NotChecked {
                 reason: e.to_string(),
             },
         })
     }
 }
 
-/// The model as the startup budget sees it: every detected quantized linear once (one "block"
+/// The model as the startup memory check sees it: every detected quantized linear once (one "block"
 /// holding them all) and the KV cache of every attention layer.
-fn budget_model(
+fn startup_memory_model(
     model: &ModelDir,
     name: &str,
-) -> Result<w4a16_cases::ModelDescription, BudgetModelError> {
+) -> Result<w4a16_cases::ModelDescription, StartupMemoryModelError> {
     let config = model.config();
     let mut linears = Vec::new();
     for entry in model.linears() {
         let (n, k) = model
             .shape_of(entry)
-            .map_err(|source| BudgetModelError::Unsized {
+            .map_err(|source| StartupMemoryModelError::Unsized {
                 module: entry.module.clone(),
                 source: Box::new(source),
             })?;
