@@ -6,7 +6,6 @@ use std::fmt::Write;
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
 use w4a16_cases::{CaseSet, RowPadding};
-use w4a16_harness::strategy;
 use w4a16_kernels::{KernelId, Target, tiles};
 use w4a16_reference::ActDtype;
 use w4a16_reference::layer::{LayerShape, Symmetry};
@@ -15,6 +14,7 @@ use w4a16_select::reach::{self, TileReach};
 use w4a16_select::{
     DeclaredContracts, Dispatch, LayerKernel, LayerRequest, RejectReason, Selection,
 };
+use w4a16_testkit::strategy;
 
 fn load() -> CaseSet {
     w4a16_cases::load_all(&w4a16_cases::locate(None).expect("the cases folder")).unwrap()

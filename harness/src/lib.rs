@@ -9,7 +9,6 @@ pub mod mutants;
 pub mod perf;
 pub mod require;
 pub mod runner;
-pub mod strategy;
 
 #[cfg(test)]
 mod named_tests {
