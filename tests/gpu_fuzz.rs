@@ -28,9 +28,9 @@ use w4a16_harness::require::{Requirement, Skip};
 use w4a16_harness::runner::execute::{Mode, RunContext, run_case};
 use w4a16_harness::runner::session::{self, Backend};
 use w4a16_harness::runner::{Outcome, Verdict};
-use w4a16_harness::strategy;
 use w4a16_kernels::RunTarget;
 use w4a16_select::config::KernelConfig;
+use w4a16_testkit::strategy;
 
 /// `W4A16_CASES` where the binary runs away from its checkout (the staged GPU run).
 fn cases_dir() -> PathBuf {

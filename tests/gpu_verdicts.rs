@@ -16,6 +16,7 @@ use w4a16_harness::runner::budget::CaseBudget;
 use w4a16_harness::runner::session::{self, Backend, SessionOptions};
 use w4a16_harness::runner::snapshot::{LeftOut, SnapshotFile};
 use w4a16_harness::runner::{Outcome, snapshot};
+use w4a16_testkit::verdict_snapshots::assert_verdicts_of;
 
 fn cases_dir() -> std::path::PathBuf {
     w4a16_cases::locate(None).expect("the cases folder")
@@ -56,7 +57,7 @@ fn run_suite_on(suite: &str, device: Box<dyn w4a16_device::DeviceBench>) {
     let file = SnapshotFile::new(suite, &target.name(), None)
         .recorded_by(Some(kind))
         .left_out(LeftOut::of(budget, suite, suite_cases));
-    snapshot::assert_verdicts_of(file, &verdicts);
+    assert_verdicts_of(file, &verdicts);
     assert!(
         failing.is_empty(),
         "{} failing checks:\n{}",

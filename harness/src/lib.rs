@@ -10,7 +10,6 @@ pub mod perf;
 pub mod report;
 pub mod require;
 pub mod runner;
-pub mod strategy;
 
 #[cfg(test)]
 mod named_tests {

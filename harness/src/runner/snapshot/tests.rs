@@ -306,7 +306,7 @@ fn a_changed_verdict_is_listed_first_and_bucket_moves_are_summarised() {
     let pending = std::fs::read_to_string(report.written.as_ref().unwrap()).unwrap();
     assert_eq!(pending, render_file(&key, &render(&now)));
     assert!(pending.starts_with(
-        "---\nsource: harness/src/runner/snapshot.rs\ndescription: \"verdicts of suite `s` on target `sm_90`\"\n---\ns/a/M=1 | fused | pass | <1/4\n"
+        "---\nsource: testkit/src/verdict_snapshots.rs\ndescription: \"verdicts of suite `s` on target `sm_90`\"\n---\ns/a/M=1 | fused | pass | <1/4\n"
     ));
 }
 

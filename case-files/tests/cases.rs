@@ -583,7 +583,7 @@ y_layout = "odd-stride"
 #[test]
 fn layout_axes_cover_every_view_in_the_differential_suites_and_keep_old_ids() {
     let set = load();
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("snapshots");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../snapshots");
     for suite in ["kernels", "edges", "checkpoints"] {
         let s = set.suite(suite).unwrap();
         let strided = |c: &&w4a16_cases::Case| !c.x_layout.is_default() || !c.y_layout.is_default();

@@ -6,7 +6,6 @@ use std::fmt::Write;
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
 use w4a16_cases::{CaseSet, RowPadding};
-use w4a16_harness::strategy;
 use w4a16_kernels::{KernelId, Target, tiles};
 use w4a16_reference::ActDtype;
 use w4a16_reference::layer::{LayerShape, Symmetry};
@@ -15,6 +14,7 @@ use w4a16_select::reach::{self, TileReach};
 use w4a16_select::{
     DeclaredContracts, Dispatch, LayerKernel, LayerRequest, RejectReason, Selection,
 };
+use w4a16_testkit::strategy;
 
 fn load() -> CaseSet {
     w4a16_cases::load_all(&w4a16_cases::locate(None).expect("the cases folder")).unwrap()
@@ -393,7 +393,7 @@ fn table(set: &CaseSet, suite: &str, target: Target) -> String {
 
 fn snapshot_settings(target: Target) -> insta::Settings {
     let mut s = insta::Settings::clone_current();
-    s.set_snapshot_path("../snapshots");
+    s.set_snapshot_path("../../snapshots");
     s.set_prepend_module_to_snapshot(false);
     s.set_snapshot_suffix(target.name());
     s.set_omit_expression(true);
@@ -634,11 +634,12 @@ fn config() -> impl Strategy<Value = KernelConfig> {
 }
 
 proptest! {
-    // Failing seeds persist under proptest-regressions/ (commit them); each shrunk failure is
-    // also promoted into cases/regressions.toml as a named case.
+    // Failing seeds persist under the repo-root proptest-regressions/ (commit them; the path is
+    // relative to select/, where cargo runs these tests); each shrunk failure is also promoted
+    // into cases/regressions.toml as a named case.
     #![proptest_config(ProptestConfig {
         cases: 2048,
-        failure_persistence: Some(Box::new(FileFailurePersistence::Direct("proptest-regressions/selection.txt"))),
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct("../proptest-regressions/selection.txt"))),
         ..ProptestConfig::default()
     })]
 

@@ -2,9 +2,9 @@
 //! (`K = groups·G`, `N` a multiple of 8 where zero points need it) rather than filtered, so no
 //! test runs out of rejects; M is weighted toward the dispatch thresholds.
 //!
-//! Public so the GPU tests reuse them. A shrunk failure is promoted into a named case: add it to
-//! `cases/regressions.toml` (format there) so it runs on every machine, not only where the
-//! proptest seed file is.
+//! Shared by the selection tests and the GPU fuzz test. A shrunk failure is promoted into a
+//! named case: add it to `cases/regressions.toml` (format there) so it runs on every machine,
+//! not only where the proptest seed file is.
 
 use proptest::prelude::*;
 use w4a16_kernels::Target;
