@@ -91,7 +91,7 @@ impl NibbleOrder {
 mod tests {
     use super::*;
 
-    /// Words written out by hand from the SPEC wording for codes 1..8 (element e holds e+1),
+    /// Words written out by hand from the wording of docs/contract.md §2 for codes 1..8 (element e holds e+1),
     /// so that a bug shared by pack and unpack cannot hide behind a round trip.
     #[test]
     fn spec_examples() {
