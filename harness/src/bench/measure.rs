@@ -47,7 +47,7 @@ pub fn run_benchmarks(
     device: &dyn DeviceBench,
     plan: BenchPlan,
 ) -> Result<BenchReport, BenchError> {
-    run_suite(device, &BenchSuite::issue3(), plan)
+    run_suite(device, &BenchSuite::standard(), plan)
 }
 
 /// Measures `suite` on `device` and computes the report.

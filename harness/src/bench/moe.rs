@@ -48,7 +48,7 @@ pub struct MoeBenchSuite {
 impl MoeBenchSuite {
     /// The qwen3.5-35b-a3b experts (gate_up K=2048 N=1024, down K=512 N=2048), bf16,
     /// symmetric and asymmetric.
-    pub fn issue11() -> Self {
+    pub fn qwen35_experts() -> Self {
         let qwen = |name: &str, k: usize, n: usize| MoeBenchShape {
             name: format!("qwen3.5-35b-a3b.{name}"),
             shape: LayerShape::new(n, k, 128),
@@ -398,7 +398,11 @@ pub fn cli(json: Option<&Path>, sources: &KernelSources) -> ExitCode {
         Ok(d) => d,
         Err(code) => return code,
     };
-    let report = match run(device.as_ref(), &MoeBenchSuite::issue11(), super::CLI_PLAN) {
+    let report = match run(
+        device.as_ref(),
+        &MoeBenchSuite::qwen35_experts(),
+        super::CLI_PLAN,
+    ) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("bench --moe failed: {e}");

@@ -35,7 +35,7 @@ impl BenchSuite {
     /// The benchmark shape: K = 4096, N = 14336, G = 128; a 1 GiB copy; `skinny` at M = 1..5 in fp16 and
     /// bf16 (symmetric) plus M = 1 asymmetric; `fused` at M = 2048 in fp16 and bf16. Eight
     /// rotated copies put ~240 MB of weights between two reads of the same buffer.
-    pub fn issue3() -> Self {
+    pub fn standard() -> Self {
         let mut skinny = Vec::new();
         for dtype in [ActDtype::F16, ActDtype::Bf16] {
             for m in 1..=5 {

@@ -286,7 +286,7 @@ fn a_suite_on_a_device_of_known_rates_reports_those_rates() {
         dense_tflops: 400.0,
         benched: Mutex::new(Vec::new()),
     };
-    let mut suite = BenchSuite::issue3();
+    let mut suite = BenchSuite::standard();
     suite.shape = LayerShape::new(64, 256, 128);
     suite.copy_bytes = 1 << 20;
     suite.weight_copies = 3;
