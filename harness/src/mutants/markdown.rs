@@ -89,10 +89,7 @@ impl MutantsReport {
     /// returns the JSON's path.
     pub fn write(&self, table: &Path) -> Result<PathBuf, FileError> {
         if let Some(parent) = table.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(|source| FileError {
-                path: parent.to_path_buf(),
-                source,
-            })?;
+            FileError::at(parent, std::fs::create_dir_all(parent))?;
         }
         writer::write_atomic(table, self.markdown().as_bytes())?;
         let json = table.with_extension("json");

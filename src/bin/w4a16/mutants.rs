@@ -6,7 +6,6 @@ use super::exit::{CliError, Status};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use w4a16_harness::mutants::{self, MutantResult, MutantStatus, MutantsError};
-use w4a16_harness::report::FileError;
 use w4a16_harness::runner::cli_run::{check_suites, load_with_dir};
 use w4a16_harness::runner::session::{self, Backend};
 use w4a16_kernels::Target;
@@ -142,15 +141,8 @@ pub fn mutants(args: MutantsArgs, cases: Option<PathBuf>) -> Result<Status, CliE
         "w4a16 {}",
         std::env::args().skip(1).collect::<Vec<_>>().join(" ")
     );
-    let md = report.markdown();
-    let json_path = out.with_extension("json");
-    write_table(
-        &out,
-        &md,
-        &json_path,
-        &serde_json::to_string_pretty(&report)?,
-    )?;
-    print!("{md}");
+    let json_path = report.write(&out)?;
+    print!("{}", report.markdown());
     println!("table: {}  json: {}", out.display(), json_path.display());
     Ok(Status::Passed)
 }
@@ -180,13 +172,4 @@ fn said(r: &MutantResult) -> String {
         MutantStatus::NotRunEquivalent => "equivalent, not run".into(),
         MutantStatus::Error { reason } => format!("ERROR: {reason}"),
     }
-}
-
-/// The Markdown table at `out` (its folder made) and the JSON beside it.
-fn write_table(out: &Path, md: &str, json_path: &Path, json: &str) -> Result<(), FileError> {
-    if let Some(parent) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
-        FileError::at(parent, std::fs::create_dir_all(parent))?;
-    }
-    FileError::at(out, std::fs::write(out, md))?;
-    FileError::at(json_path, std::fs::write(json_path, format!("{json}\n")))
 }
