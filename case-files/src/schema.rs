@@ -145,6 +145,8 @@ pub(crate) struct MoeSweepRaw {
     pub map: Option<Vec<MapKind>>,
     pub routed_weight: Option<Vec<bool>>,
     pub padding: Option<Vec<RowPadding>>,
+    pub x_layout: Option<Vec<ViewLayout>>,
+    pub y_layout: Option<Vec<ViewLayout>>,
 }
 
 #[derive(Debug, Deserialize)]

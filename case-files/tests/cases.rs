@@ -1142,3 +1142,33 @@ fn buildable_asymmetric_ragged_n_is_what_the_producer_can_write() {
         assert_eq!(case.is_buildable(), built.is_ok(), "{p}: {built:?}");
     }
 }
+
+/// The moe suite reaches every strictness axis from its case file: exact-class cases, X in every
+/// non-default layout and C in strided and offset slices, each named in the case id.
+#[test]
+fn the_moe_suite_has_exact_cases_and_x_and_c_layouts() {
+    let set = load();
+    let moe: Vec<_> = set.cases().filter(|c| c.suite == "moe").collect();
+    let exact = moe.iter().filter(|c| c.class == DataClass::Exact).count();
+    assert!(exact >= 40, "{exact} exact moe cases");
+    for layout in [
+        ViewLayout::Padded,
+        ViewLayout::OddStride,
+        ViewLayout::Offset2b,
+        ViewLayout::Offset8b,
+    ] {
+        let x = moe.iter().find(|c| c.x_layout == layout);
+        let x = x.unwrap_or_else(|| panic!("no moe case with X {}", layout.name()));
+        assert!(x.id.contains(&format!("x-{}", layout.name())), "{}", x.id);
+        assert!(x.moe.is_some() && x.class == DataClass::Exact, "{}", x.id);
+    }
+    for layout in [
+        ViewLayout::Padded,
+        ViewLayout::OddStride,
+        ViewLayout::Offset2b,
+    ] {
+        let y = moe.iter().find(|c| c.y_layout == layout);
+        let y = y.unwrap_or_else(|| panic!("no moe case with C {}", layout.name()));
+        assert!(y.id.contains(&format!("y-{}", layout.name())), "{}", y.id);
+    }
+}

@@ -52,6 +52,16 @@ pub struct MoeLaunch<'a> {
     pub group: usize,
     pub dtype: ActDtype,
     pub tile: Tile,
+    /// Where C's rows sit in their buffer; `None`: compact (rows N apart, at the base).
+    pub c_placement: Option<RowPlacement>,
+}
+
+/// Where the rows of an output sit in its buffer: `row_stride` elements apart (at least the row
+/// length), the first `offset` elements after the buffer's base (a slice of a larger tensor).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RowPlacement {
+    pub row_stride: usize,
+    pub offset: usize,
 }
 
 /// What a MoE launch left on the device: the align step's outputs (whole capacity; entries past
@@ -65,6 +75,8 @@ pub struct MoeOutput {
     pub c: GemmOutput,
     /// Writes into the guard bands of the align step's outputs.
     pub align_guard_violations: Vec<(TensorRole, GuardViolation)>,
+    /// What the align outputs held before the step ran (entries it must not write keep it).
+    pub align_poison: AlignPoison,
 }
 
 /// The align step's outputs alone ([`super::Device::run_moe_align`]).
@@ -76,9 +88,48 @@ pub struct AlignOutput {
     pub guard_violations: Vec<(TensorRole, GuardViolation)>,
 }
 
-/// The i32 pattern every align output starts as (0xBEEFBEEF: negative, so an expert id the
-/// kernel never wrote reads as "not local" rather than as an expert to index).
+/// The i32 `num_tokens_post_padded` starts as (negative: a `moe` that reads it unwritten runs no
+/// block, and C shows every row unwritten).
 pub const ALIGN_POISON: i32 = 0xBEEF_BEEF_u32 as i32;
+
+/// The `expert_ids` poison: positive and past every expert, so a `moe` block that reads an entry
+/// the align step did not write (a block at or past `num_tokens_post_padded / block_m`) offsets
+/// its weights about 10¹³ bytes past the stacked tensor and faults, on every device and under
+/// every memory check, instead of passing as an expert mapped away (a negative id would).
+pub const EXPERT_ID_POISON: i32 = 0x4EEF_4EEF;
+
+/// What each align output holds before `moe_align` runs: entries past `num_tokens_post_padded`
+/// (and `expert_ids` past its last block) must still hold it afterwards
+/// (docs/moe.md "The align outputs' tails").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AlignPoison {
+    /// Every `sorted_token_ids` entry: the last real slot `T·top_k − 1`, so a block that reads
+    /// past the padded length computes a real row (it shows in C) instead of skipping padding.
+    pub sorted_token_id: i32,
+    /// Every `expert_ids` entry: [`EXPERT_ID_POISON`].
+    pub expert_id: i32,
+    /// `num_tokens_post_padded`: [`ALIGN_POISON`].
+    pub tokens_post_padded: i32,
+}
+
+impl AlignPoison {
+    /// The poison of a launch of `slots` slots (at least one: validation refuses none).
+    pub fn for_slots(slots: usize) -> AlignPoison {
+        AlignPoison {
+            sorted_token_id: i32::try_from(slots.saturating_sub(1)).unwrap_or(i32::MAX),
+            expert_id: EXPERT_ID_POISON,
+            tokens_post_padded: ALIGN_POISON,
+        }
+    }
+
+    fn of(&self, role: TensorRole) -> i32 {
+        match role {
+            TensorRole::SortedTokenIds => self.sorted_token_id,
+            TensorRole::ExpertIds => self.expert_id,
+            _ => self.tokens_post_padded,
+        }
+    }
+}
 
 impl MoeLaunch<'_> {
     /// The tile `moe` takes on `target` for this launch's sizes (the tables of
@@ -121,9 +172,18 @@ impl MoeLaunch<'_> {
         }
     }
 
-    /// C `[T·top_k, N]`, rows N apart.
+    /// C `[T·top_k, N]` where [`Self::c_placement`] puts it.
     pub fn c_spec(&self) -> YSpec {
-        YSpec::dense(self.tokens.saturating_mul(self.top_k), self.n, self.dtype)
+        let slots = self.tokens.saturating_mul(self.top_k);
+        match self.c_placement {
+            None => YSpec::dense(slots, self.n, self.dtype),
+            Some(p) => YSpec::strided(slots, self.n, p.row_stride, p.offset, self.dtype),
+        }
+    }
+
+    /// What the align outputs start as.
+    pub fn align_poison(&self) -> AlignPoison {
+        AlignPoison::for_slots(self.tokens.saturating_mul(self.top_k))
     }
 
     /// The launch of `moe_align`, its routing tensors sized by the host slices.
@@ -349,11 +409,18 @@ struct Output<R: Runtime> {
 fn int_layout(view: &TensorView, allocation: Allocation) -> OutputLayout {
     let halves = view.shape.first().copied().unwrap_or(0) * 2;
     let as_u16 = TensorView::matrix(ElemType::F16, 1, halves, halves, view.bytes_available);
+    // The u16 poison only marks the payload's padding; the i32 poison fills every entry.
     let poison = ALIGN_POISON as u32 as u16;
     match allocation {
         Allocation::Guarded => OutputLayout::for_view(&as_u16, poison),
         Allocation::Exact => OutputLayout::exact_for_view(&as_u16, poison),
     }
+}
+
+/// The bytes an i32 output starts as: guards, and `value` in every entry.
+fn int_initial_bytes(layout: &OutputLayout, value: i32) -> Vec<u8> {
+    let [lo, hi] = [value as u32 as u16, (value as u32 >> 16) as u16];
+    layout.initial_bytes_with(|_, c| Some(if c % 2 == 0 { lo } else { hi }))
 }
 
 /// The i32 values of an int output, read back from its report.
@@ -371,8 +438,17 @@ fn output<R: Runtime>(
     layout: OutputLayout,
 ) -> Result<Output<R>, DeviceFault> {
     let init = layout.initial_bytes();
+    output_from(b, role, layout, &init)
+}
+
+fn output_from<R: Runtime>(
+    b: &R,
+    role: TensorRole,
+    layout: OutputLayout,
+    init: &[u8],
+) -> Result<Output<R>, DeviceFault> {
     let mut buffer = b.alloc(init.len().max(1))?;
-    b.upload(&mut buffer, &init)?;
+    b.upload(&mut buffer, init)?;
     Ok(Output {
         role,
         buffer,
@@ -435,7 +511,9 @@ fn stage<R: Runtime>(b: &R, inputs: &MoeInputs<'_>) -> Result<Staged<R>, DeviceF
                 what: format!("a moe_align launch without {}", role.name()),
                 device: b.name(),
             })?;
-        align.push(output(b, role, int_layout(view, allocation))?);
+        let layout = int_layout(view, allocation);
+        let init = int_initial_bytes(&layout, inputs.launch.align_poison().of(role));
+        align.push(output_from(b, role, layout, &init)?);
     }
     Ok(Staged {
         inputs: staged,
@@ -551,6 +629,7 @@ pub(crate) fn run_moe<R: Runtime>(b: &R, inputs: &MoeInputs<'_>) -> Result<MoeOu
         num_tokens_post_padded: aligned.num_tokens_post_padded,
         c: GemmOutput::from_report(slots, inputs.launch.n, report),
         align_guard_violations: aligned.guard_violations,
+        align_poison: inputs.launch.align_poison(),
     })
 }
 
@@ -664,90 +743,8 @@ pub(crate) fn time_moe<R: Runtime>(
     })
 }
 
-/// A small MoE layer for the CPU tests (the validation below, the simulated device's launch
-/// path): T = 3 tokens, top_k = 2 over E = 4 experts, N = 16, K = 64, G = 32, fp16, asymmetric,
-/// tile 16x64x32w4, slots per expert {0, 5}, {2}, {1, 3}, {4}.
 #[cfg(test)]
-pub(crate) mod fixture {
-    use super::*;
-    use w4a16_reference::Activations;
-
-    pub(crate) const T: usize = 3;
-    pub(crate) const TOP_K: usize = 2;
-    pub(crate) const E: usize = 4;
-    pub(crate) const N: usize = 16;
-    pub(crate) const K: usize = 64;
-    pub(crate) const G: usize = 32;
-
-    pub(crate) struct Layer {
-        pub(crate) x: Activations,
-        pub(crate) weights: Vec<u32>,
-        pub(crate) scales: Vec<u16>,
-        pub(crate) zeros: Vec<u32>,
-        pub(crate) ids: Vec<i32>,
-        pub(crate) routed: Vec<f32>,
-        /// Every other expert local (0 → 0, 2 → 1).
-        pub(crate) map: Vec<i32>,
-    }
-
-    impl Layer {
-        pub(crate) fn new() -> Layer {
-            let one = ActDtype::F16.from_f32(1.0);
-            Layer {
-                x: Activations {
-                    m: T,
-                    k: K,
-                    row_stride: K,
-                    dtype: ActDtype::F16,
-                    data: vec![one; T * K],
-                },
-                weights: (0..(E * N * K / 8) as u32).collect(),
-                scales: vec![one; E * N * (K / G)],
-                zeros: vec![0x8888_8888; E * (N / 8) * (K / G)],
-                ids: vec![0, 2, 1, 2, 3, 0],
-                routed: vec![0.5; T * TOP_K],
-                map: vec![0, -1, 1, -1],
-            }
-        }
-
-        /// Every expert local, no map, routed weights applied.
-        pub(crate) fn launch(&self) -> MoeLaunch<'_> {
-            MoeLaunch {
-                x: XBuffer::as_laid_out(&self.x),
-                weights: &self.weights,
-                scales: &self.scales,
-                zeros: Some(&self.zeros),
-                w_row_stride_bytes: K / 2,
-                scale_row_stride: K / G,
-                topk_ids: &self.ids,
-                topk_weights: Some(&self.routed),
-                expert_map: None,
-                tokens: T,
-                top_k: TOP_K,
-                experts: E,
-                experts_local: E,
-                n: N,
-                k: K,
-                group: G,
-                dtype: ActDtype::F16,
-                tile: w4a16_kernels::tiles::MOE_TILE_16X64W4,
-            }
-        }
-
-        /// Experts 1 and 3 held elsewhere: the stacked tensors hold the first two experts only.
-        pub(crate) fn mapped(&self) -> MoeLaunch<'_> {
-            let half = |len: usize| len / 2;
-            MoeLaunch {
-                weights: &self.weights[..half(self.weights.len())],
-                scales: &self.scales[..half(self.scales.len())],
-                zeros: Some(&self.zeros[..half(self.zeros.len())]),
-                expert_map: Some(&self.map),
-                experts_local: 2,
-                ..self.launch()
-            }
-        }
-    }
-}
+pub(crate) mod fixture;
 
 #[cfg(test)]
 mod tests;

@@ -41,6 +41,9 @@ enum Misbehave {
     EchoXIgnoringStride,
     Sticky,
     Hang,
+    /// `moe_align` also writes the sentinel into the entry at the padded length (within the
+    /// capacity): right for every slot, wrong for the contract's tails.
+    AlignPastPaddedLength,
 }
 
 struct SimBuf {
@@ -170,6 +173,12 @@ pub fn device(sticky: bool, blas: bool) -> Box<dyn DeviceBench> {
 /// verdicts do not depend on how many devices it had (with either reference).
 pub fn devices(n: usize) -> Vec<Box<dyn DeviceBench>> {
     (0..n).map(device_at).collect()
+}
+
+/// A simulated device whose `moe_align` writes one entry past the padded length (the tails check
+/// must fail it).
+pub fn device_with_align_past_padded_length() -> Box<dyn DeviceBench> {
+    Box::new(Sim::new(Misbehave::AlignPastPaddedLength))
 }
 
 /// Device `ordinal` of [`devices`].
@@ -317,6 +326,9 @@ impl Sim {
                 self.write(blocks + 4 * b as u64, &id.to_le_bytes())?;
             }
             at += padded;
+        }
+        if self.mode == Misbehave::AlignPastPaddedLength && at < a.int(ScalarArg::SortedCapacity) {
+            self.write(sorted + 4 * at as u64, &(slots as i32).to_le_bytes())?;
         }
         self.write(
             a.ptr(TensorRole::TokensPostPadded),

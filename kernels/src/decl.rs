@@ -205,6 +205,14 @@ impl RowLayoutRule {
         row_stride_multiple: 1,
         base_align_bytes: 2,
     };
+
+    /// Whether rows `row_stride` elements apart, the first `offset` elements after a base
+    /// aligned to at least `base_align_bytes`, meet this rule (2-byte elements): what launch
+    /// validation checks on the real addresses, decidable before any buffer exists.
+    pub fn admits(self, rows: usize, row_stride: usize, offset: usize) -> bool {
+        let stride_ok = rows <= 1 || row_stride.is_multiple_of(self.row_stride_multiple.max(1));
+        stride_ok && (offset * 2).is_multiple_of(self.base_align_bytes.max(2))
+    }
 }
 
 /// The tensor contract a kernel declares; validation at the launch boundary reads it.

@@ -62,10 +62,16 @@ pub enum BugClass {
     /// docs/field.md §8.4: a matrix instruction's A and B fragments in each other's roles (the tile's
     /// product comes out transposed); only running the machine code shows it.
     MatrixOperands,
+    /// docs/field.md §8.5: a second rounding in an epilogue: the accumulator or a factor (the
+    /// routed weight) rounded to the activation dtype before the one cast.
+    DoubleRounding,
+    /// docs/field.md §8.6: MoE routing buffers used past their logical length: the align step
+    /// writing past the padded length or the last block, a `moe` block run at or past it.
+    RoutingBounds,
 }
 
 impl BugClass {
-    pub const ALL: [BugClass; 21] = [
+    pub const ALL: [BugClass; 23] = [
         BugClass::ZeroPointLayout,
         BugClass::SelectionAbi,
         BugClass::ScaleAliasing,
@@ -87,6 +93,8 @@ impl BugClass {
         BugClass::MissingSync,
         BugClass::ExpertRouting,
         BugClass::MatrixOperands,
+        BugClass::DoubleRounding,
+        BugClass::RoutingBounds,
     ];
 
     /// Where the class is defined: `docs/field.md §6.n` or `§8.n`, `docs/contract.md §4` or `kernels`.
@@ -113,6 +121,8 @@ impl BugClass {
             BugClass::MissingSync => "kernels",
             BugClass::ExpertRouting => "docs/field.md §8.3",
             BugClass::MatrixOperands => "docs/field.md §8.4",
+            BugClass::DoubleRounding => "docs/field.md §8.5",
+            BugClass::RoutingBounds => "docs/field.md §8.6",
         }
     }
 

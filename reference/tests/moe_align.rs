@@ -7,7 +7,7 @@ use rand_chacha::ChaCha8Rng;
 use w4a16_reference::data::router_logits;
 use w4a16_reference::moe::{
     AlignBuffer, AlignError, AlignMismatch, Aligned, ExpertMap, MapKind, Routing, RoutingError,
-    RoutingKind, align_capacity, check_align, moe_align, route,
+    RoutingKind, align_capacity, check_align, check_align_tails, moe_align, route,
 };
 
 const EXPERTS: [usize; 4] = [8, 64, 128, 257];
@@ -617,4 +617,56 @@ fn short_buffers(su: &Setup) {
     let mut tail = su.sorted.clone();
     tail.truncate(ntpp as usize);
     assert_eq!(su.check(&tail, &su.ids[..blocks], ntpp), Ok(()));
+}
+
+/// The tails the step must not write: untouched tails pass; a sentinel one entry past the padded
+/// length, or an expert id one block past the last, fails naming the entry, the poison and the
+/// value found.
+#[test]
+fn align_tails_must_keep_their_poison() {
+    let r = route(RoutingKind::Softmax, 3, 5, 8, 2).unwrap();
+    let bm = 16;
+    let a = moe_align(&r, bm, None).unwrap();
+    let (sorted, ids) = device_buffers(&a, &r, bm);
+    let padded = a.sorted_token_ids.len();
+    assert!(
+        padded < sorted.len() && padded / bm < ids.len(),
+        "room past the padded length"
+    );
+    assert_eq!(
+        check_align_tails(&sorted, &ids, padded, bm, -7, 999),
+        Ok(())
+    );
+
+    let mut past = sorted.clone();
+    past[padded] = r.slots() as i32;
+    assert_eq!(
+        check_align_tails(&past, &ids, padded, bm, -7, 999),
+        Err(AlignMismatch::WrittenPastPaddedLength {
+            entry: padded,
+            padded,
+            poison: -7,
+            got: r.slots() as i32
+        })
+    );
+    let mut block = ids.clone();
+    block[padded / bm] = 0;
+    let e = check_align_tails(&sorted, &block, padded, bm, -7, 999).unwrap_err();
+    assert_eq!(
+        e,
+        AlignMismatch::WrittenPastLastBlock {
+            block: padded / bm,
+            blocks: padded / bm,
+            poison: 999,
+            got: 0
+        }
+    );
+    assert!(e.to_string().contains("past the last block"), "{e}");
+    // The logical part is not the tails check's business: a wrong entry there still passes it.
+    let mut inside = sorted;
+    inside[0] = 12345;
+    assert_eq!(
+        check_align_tails(&inside, &ids, padded, bm, -7, 999),
+        Ok(())
+    );
 }

@@ -1,5 +1,5 @@
 //! A `[[moe_sweep]]`: shapes × tokens × dtype × symmetry × G × class × E × top_k × routing ×
-//! map × routed weight × padding, each point a MoE case.
+//! map × routed weight × padding × X and C layouts, each point a MoE case.
 
 use w4a16_reference::ActDtype;
 use w4a16_reference::layer::{LayerShape, Symmetry};
@@ -14,6 +14,7 @@ use crate::{
     CarrierMode, Case, CaseSet, DataClass, MapKind, MoeRouting, NamedShape, RoutingKind,
     RowPadding, ViewLayout,
 };
+use w4a16_kernels::set::MOE;
 
 /// One list axis of a MoE sweep: its own value, else the default; never empty.
 fn moe_axis<T: Clone>(
@@ -70,6 +71,20 @@ pub(super) fn expand_moe_sweep(
     let map = moe_axis(f, &sw.map, here, "map", vec![MapKind::All])?.0;
     let weighted = moe_axis(f, &sw.routed_weight, here, "routed_weight", vec![true])?.0;
     let padding = moe_axis(f, &sw.padding, here, "padding", vec![RowPadding::default()])?.0;
+    let x_layout = moe_axis(
+        f,
+        &sw.x_layout,
+        here,
+        "x_layout",
+        vec![ViewLayout::default()],
+    )?;
+    let y_layout = moe_axis(
+        f,
+        &sw.y_layout,
+        here,
+        "y_layout",
+        vec![ViewLayout::default()],
+    )?;
 
     let mut out = Vec::new();
     let lens = [
@@ -85,8 +100,26 @@ pub(super) fn expand_moe_sweep(
         map.len(),
         weighted.len(),
         padding.len(),
+        x_layout.0.len(),
+        y_layout.0.len(),
     ];
-    for [s, t, dt, sym, gspec, cl, e_spec, k_spec, rk, mk, w, pad] in product(lens) {
+    for [
+        s,
+        t,
+        dt,
+        sym,
+        gspec,
+        cl,
+        e_spec,
+        k_spec,
+        rk,
+        mk,
+        w,
+        pad,
+        xl,
+        yl,
+    ] in product(lens)
+    {
         let s = shapes[s];
         let (sym, gspec, cl) = (symmetry.0[sym], group.0[gspec], class.0[cl]);
         let (rk, mk) = (routing[rk], map[mk]);
@@ -132,6 +165,32 @@ pub(super) fn expand_moe_sweep(
                 format!("shape \"{}\", E = {e}, top_k = {k}: {err}", s.name),
             ));
         }
+        let (xl, yl) = (x_layout.0[xl], y_layout.0[yl]);
+        let slots = sw.tokens[t].0 * k;
+        for (layout, key, rule, rows, cols, what) in [
+            (
+                xl,
+                &x_layout.1,
+                MOE.contract.x_rows,
+                sw.tokens[t].0,
+                s.shape.k,
+                "X",
+            ),
+            (yl, &y_layout.1, MOE.contract.y_rows, slots, s.shape.n, "C"),
+        ] {
+            let taken =
+                rule.is_some_and(|r| r.admits(rows, layout.row_stride(cols), layout.offset()));
+            if !taken {
+                return Err(f.err(
+                    key.clone(),
+                    format!(
+                        "shape \"{}\": moe does not take {what} laid out {} (its declared row layout: {rule:?})",
+                        s.name,
+                        layout.name()
+                    ),
+                ));
+            }
+        }
         if mk == MapKind::EveryOther && e < 2 {
             return Err(f.err(
                 format!("{here}.map"),
@@ -151,8 +210,8 @@ pub(super) fn expand_moe_sweep(
                 bias: false,
                 act_order: false,
                 producer: crate::DEFAULT_PRODUCER,
-                x_layout: ViewLayout::default(),
-                y_layout: ViewLayout::default(),
+                x_layout: xl,
+                y_layout: yl,
                 // MoE cases never carry the carrier (the moe kernel reads scales and zero
                 // points).
                 carrier: CarrierMode::Off,

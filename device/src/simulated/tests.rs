@@ -426,10 +426,14 @@ fn the_moe_path_returns_the_align_outputs_and_c_through_their_guards() {
     assert!(
         out.sorted_token_ids[64..]
             .iter()
-            .all(|&v| v == super::ALIGN_POISON),
-        "entries past the padded length keep the poison"
+            .all(|&v| v == T as i32 * TOP_K as i32 - 1),
+        "entries past the padded length keep the poison: the last slot"
     );
-    assert_eq!(out.expert_ids, vec![0, 1, 2, 3, super::ALIGN_POISON]);
+    assert_eq!(out.align_poison.sorted_token_id, 5);
+    assert_eq!(
+        out.expert_ids,
+        vec![0, 1, 2, 3, crate::moe::EXPERT_ID_POISON]
+    );
     assert!(out.align_guard_violations.is_empty());
     // C [6, 16]: every slot's row written from the sorted ids the align step left on the device.
     assert!(out.c.clean(), "{:?}", out.c);

@@ -287,6 +287,7 @@ fn measure(
             group: s.shape.group,
             dtype: spec.dtype,
             tile,
+            c_placement: None,
         })
         .collect();
     let copies = launches

@@ -16,6 +16,7 @@ use super::verdict::{
 };
 use crate::require::{Requirement, Skip};
 use w4a16_cases::{Case, MoeRouting};
+use w4a16_device::moe::RowPlacement;
 use w4a16_device::tensor::XBuffer;
 use w4a16_device::validate::ContractError;
 use w4a16_device::{Device, DeviceFault, MoeLaunch, MoeOutput};
@@ -27,7 +28,7 @@ use w4a16_reference::formats::RowPadding;
 use w4a16_reference::layer::Activations;
 use w4a16_reference::moe::{
     ExpertMap, GroupedReport, MoeLayer, MoeSpec, Routing, StackedExperts, check_align,
-    compare_grouped_mode, grouped_reference_with, route,
+    check_align_tails, compare_grouped_mode, grouped_reference_with, route,
 };
 use w4a16_select::moe::{MoeChoice, MoeRequest, MoeSelection, select_moe};
 
@@ -234,8 +235,11 @@ impl<'a> MoeRun<'_, 'a> {
         let uses_map = self.routing.map != w4a16_reference::moe::MapKind::All;
         let map_ref = uses_map.then_some(&data.map);
         let st = &experts.stacked;
+        let (xl, yl) = (self.case.x_layout, self.case.y_layout);
+        let x = XBuffer::new(&data.x, xl.row_stride(data.x.k), xl.offset());
         let launch = MoeLaunch {
-            x: XBuffer::as_laid_out(&data.x),
+            // Every layout's stride is at least K, so this never falls back.
+            x: x.unwrap_or_else(|| XBuffer::as_laid_out(&data.x)),
             weights: &st.weights,
             scales: &st.scales,
             zeros: st.zeros.as_deref(),
@@ -256,6 +260,10 @@ impl<'a> MoeRun<'_, 'a> {
             group: st.shape.group,
             dtype: st.dtype,
             tile: sel.tile,
+            c_placement: Some(RowPlacement {
+                row_stride: yl.row_stride(st.shape.n),
+                offset: yl.offset(),
+            }),
         };
         let inputs = match launch.validate() {
             Ok(i) => i,
@@ -292,7 +300,9 @@ impl<'a> MoeRun<'_, 'a> {
         self.times.add(Phase::Verify, start.elapsed());
     }
 
-    /// The device's alignment, exactly against the ordering contract.
+    /// The device's alignment, exactly against the ordering contract, and nothing written where
+    /// the step must not write: the entries past the padded length and past the last block keep
+    /// their poison, the guard bands around the three outputs theirs.
     fn check_alignment(
         &mut self,
         check: Check,
@@ -301,14 +311,36 @@ impl<'a> MoeRun<'_, 'a> {
         map: Option<&ExpertMap>,
         out: &MoeOutput,
     ) {
+        let bm = sel.tile.bm as usize;
         let aligned = check_align(
             routing,
-            sel.tile.bm as usize,
+            bm,
             map,
             &out.sorted_token_ids,
             &out.expert_ids,
             out.num_tokens_post_padded,
-        );
+        )
+        .and_then(|()| {
+            check_align_tails(
+                &out.sorted_token_ids,
+                &out.expert_ids,
+                out.num_tokens_post_padded as usize,
+                bm,
+                out.align_poison.sorted_token_id,
+                out.align_poison.expert_id,
+            )
+        });
+        if let Some((role, g)) = out.align_guard_violations.first() {
+            let detail = format!(
+                "written outside the align outputs ({} guard bands): {}: {g}",
+                out.align_guard_violations.len(),
+                role.name()
+            );
+            let cause = Cause::Mismatch(Mismatch::Alignment { detail });
+            let v = Verdict::new(&self.case.id, check, Outcome::Fail).because(cause);
+            self.verdicts.push(v);
+            return;
+        }
         match aligned {
             Ok(()) => self.verdict(
                 check,
@@ -592,6 +624,24 @@ mod tests {
         );
         assert!(c.detail.contains("failing rows"), "{}", c.detail);
         assert_eq!(find(&vs, "determinism:moe").outcome, Outcome::Pass);
+    }
+
+    #[test]
+    fn an_align_step_that_writes_past_the_padded_length_fails_naming_the_entry() {
+        let vs = run_on(Backend::Device(
+            simulated::device_with_align_past_padded_length(),
+        ));
+        let align = find(&vs, "moe_align");
+        assert_eq!(align.outcome, Outcome::Fail, "{align:#?}");
+        assert!(
+            align.detail.contains("past the padded length")
+                && align.detail.contains("expected it untouched"),
+            "{}",
+            align.detail
+        );
+        // The well-behaved device passes the same check (run_on above).
+        let good = run_on(Backend::Device(simulated::device(false, true)));
+        assert_eq!(find(&good, "moe_align").outcome, Outcome::Pass);
     }
 
     #[test]

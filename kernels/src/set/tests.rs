@@ -490,3 +490,24 @@ fn contracts_match_the_kernels() {
         assert_eq!((MOE.recipe)(dtype), (FUSED.recipe)(dtype));
     }
 }
+
+/// What a row layout rule admits, as launch validation decides it: ELEMENT takes every layout of
+/// 2-byte elements; a 16-byte rule refuses an odd stride (more than one row) and an unaligned base.
+#[test]
+fn row_layout_rules_admit_what_validation_takes() {
+    let e = RowLayoutRule::ELEMENT;
+    for (rows, stride, offset) in [(4, 64, 0), (4, 67, 0), (4, 64, 1), (4, 68, 4), (1, 3, 1)] {
+        assert!(e.admits(rows, stride, offset), "{rows} {stride} {offset}");
+    }
+    let vec16 = RowLayoutRule {
+        row_stride_multiple: 8,
+        base_align_bytes: 16,
+    };
+    assert!(vec16.admits(4, 72, 0) && vec16.admits(4, 64, 8));
+    assert!(!vec16.admits(4, 67, 0), "odd stride");
+    assert!(vec16.admits(1, 67, 0), "one row has no stride");
+    assert!(
+        !vec16.admits(4, 64, 1) && !vec16.admits(4, 68, 4),
+        "base 2 and 8 bytes"
+    );
+}

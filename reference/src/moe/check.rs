@@ -3,8 +3,9 @@
 //! run from the coarsest to the finest so that the error names what is wrong, not merely where
 //! the first differing entry is: `num_tokens_post_padded`, buffer sizes, the expert id of each
 //! block, entry ranges (and the padding sentinel), the slot set (each slot exactly once), the
-//! expert each slot sits under, and the order inside each run. Entries past
-//! `num_tokens_post_padded` (and `expert_ids` past its blocks) are not read.
+//! expert each slot sits under, and the order inside each run. [`check_align_tails`] then checks
+//! that the entries past `num_tokens_post_padded` (and `expert_ids` past its blocks), which the
+//! step must not write, still hold what they held before it ran.
 
 use super::align::{AlignError, check_inputs, runs};
 use super::map::ExpertMap;
@@ -96,6 +97,24 @@ pub enum AlignMismatch {
         entry: usize,
         slot: usize,
         expert: usize,
+    },
+    #[error(
+        "sorted_token_ids[{entry}] is past the padded length {padded}: expected it untouched (the poison {poison}), got {got}"
+    )]
+    WrittenPastPaddedLength {
+        entry: usize,
+        padded: usize,
+        poison: i32,
+        got: i32,
+    },
+    #[error(
+        "expert_ids[{block}] is past the last block ({blocks} blocks): expected it untouched (the poison {poison}), got {got}"
+    )]
+    WrittenPastLastBlock {
+        block: usize,
+        blocks: usize,
+        poison: i32,
+        got: i32,
     },
     /// Unreachable when the checks above are complete; kept so that the checker reports instead
     /// of trusting that argument.
@@ -255,4 +274,44 @@ pub fn check_align(
         }),
         None => Ok(()),
     }
+}
+
+/// The align outputs' tails: every `sorted_token_ids` entry at or past the padded length `padded`
+/// still holds `poison_sorted`, every `expert_ids` entry at or past block `padded / block_m` still
+/// holds `poison_expert` (what the buffers were filled with before the step ran). Meaningful after
+/// [`check_align`] accepted `padded`; the first written entry is named.
+pub fn check_align_tails(
+    sorted: &[i32],
+    expert_ids: &[i32],
+    padded: usize,
+    block_m: usize,
+    poison_sorted: i32,
+    poison_expert: i32,
+) -> Result<(), AlignMismatch> {
+    let tail = |values: &[i32], from: usize, poison: i32| {
+        values
+            .iter()
+            .enumerate()
+            .skip(from)
+            .find(|&(_, &v)| v != poison)
+            .map(|(i, &v)| (i, v))
+    };
+    if let Some((entry, got)) = tail(sorted, padded, poison_sorted) {
+        return Err(AlignMismatch::WrittenPastPaddedLength {
+            entry,
+            padded,
+            poison: poison_sorted,
+            got,
+        });
+    }
+    let blocks = padded / block_m.max(1);
+    if let Some((block, got)) = tail(expert_ids, blocks, poison_expert) {
+        return Err(AlignMismatch::WrittenPastLastBlock {
+            block,
+            blocks,
+            poison: poison_expert,
+            got,
+        });
+    }
+    Ok(())
 }

@@ -15,7 +15,7 @@ pub mod routing;
 pub use align::{
     AlignCapacity, AlignError, Aligned, align_capacity, checked_align_capacity, moe_align,
 };
-pub use check::{AlignBuffer, AlignMismatch, check_align};
+pub use check::{AlignBuffer, AlignMismatch, check_align, check_align_tails};
 pub use compare::{
     DIAGNOSED_ROWS, GroupedReport, SlotFailure, WrongExpert, compare_grouped, compare_grouped_mode,
 };
