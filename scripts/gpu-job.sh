@@ -4,9 +4,13 @@
 # and its time split), and optionally the benchmark.
 #
 # Usage: scripts/gpu-job.sh [smoke] [fuzz] [suites] [field] [field-twice] [gpus] [moe] [emulated | emulated:gfxNNNN] [bench]
-#                          [bench-moe] [perf] [check-models]
+#                          [bench-moe] [perf] [check-models] [memory]
 #                          [sanitize | sanitize:TOOL] [mutants]
-#        (default: smoke fuzz suites field check-models)
+#        (default: smoke fuzz suites field memory check-models)
+# `memory` is the default job's memory check, after the main run: `run --sanitize memcheck` over
+# smoke + kernels + moe (reads and writes past a tensor, which no output check sees: exact-size
+# allocations put them outside every allocation) and `--sanitize initcheck` over smoke; each
+# prints its wall time (docs/sanitize.md).
 # `emulated` runs every suite (field included) on the emulated AMD targets gfx1100-emu,
 # gfx1151-emu and gfx1201-emu: each target's AMD configuration (selection, tiles, padding, the
 # wave32 ALU skinny engine, its WMMA fragment layout, software bf16, synchronous copies) compiled
@@ -19,7 +23,9 @@
 # perf/sm_90.json and perf/sm_90.moved.md are copied to $OUT/perf/ too, to commit), and
 # W4A16_PERF_TIMEOUT bounds it (seconds, default 570).
 # `mutants` writes the mutation table mutants-sm_90.{md,json} (commit it as bench/) and takes
-# W4A16_MUTANTS_ARGS (e.g. "--only fused-*") and W4A16_MUTANTS_TIMEOUT (seconds, default 570).
+# W4A16_MUTANTS_ARGS (e.g. "--only fused-*"; "--sanitize memcheck" adds the `memory` step's
+# memcheck share after the suites, its kills counted apart) and W4A16_MUTANTS_TIMEOUT (seconds,
+# default 570).
 # `check-models` runs `w4a16 check-model` on every committed checkpoint fixture
 # (scripts/check-models.sh) and returns the reports as check-model.tgz.
 # Logs, reports (report-*.json carry the phase timing) and snapshots land in $OUT.
@@ -36,7 +42,9 @@
 # `sanitize:memcheck` (etc.) runs one tool's share, to split the step across device calls.
 set -uo pipefail
 : "${OUT:?}"
-steps=("$@"); [ ${#steps[@]} -gt 0 ] || steps=(smoke fuzz suites field check-models)
+steps=("$@"); [ ${#steps[@]} -gt 0 ] || steps=(smoke fuzz suites field memory check-models)
+# Instrumented kernels run 10-100x slower: a longer watchdog per case, a longer run.
+sanitize_args=(-- --case-timeout "${W4A16_SANITIZE_CASE_TIMEOUT:-600}")
 jobs=$(( $(nproc) - 2 ))
 export W4A16_CASES="$PWD/cases"
 
@@ -134,10 +142,13 @@ PY
       *" --update-goldens "*) cp perf/sm_90.json perf/sm_90.moved.md "$OUT/perf/" 2>/dev/null ;;
     esac
     cat "$OUT/perf/perf.out"; tail -3 "$OUT/perf/perf.log" ;;
+  memory)
+    W4A16_RUN_TIMEOUT="${W4A16_SANITIZE_TIMEOUT:-540}" \
+      run_suites memory-memcheck smoke kernels moe carrier "${sanitize_args[@]}" --sanitize memcheck
+    W4A16_RUN_TIMEOUT="${W4A16_SANITIZE_TIMEOUT:-540}" \
+      run_suites memory-initcheck smoke "${sanitize_args[@]}" --sanitize initcheck ;;
   sanitize|sanitize:*)
     tool=${step#sanitize}; tool=${tool#:}
-    # Instrumented kernels run 10-100x slower: a longer watchdog per case, a longer run.
-    sargs=(-- --case-timeout "${W4A16_SANITIZE_CASE_TIMEOUT:-600}")
     for t in memcheck synccheck racecheck initcheck; do
       [ -z "$tool" ] || [ "$tool" = "$t" ] || continue
       case "$t" in
@@ -146,7 +157,7 @@ PY
         *) suites=(smoke) ;;
       esac
       W4A16_RUN_TIMEOUT="${W4A16_SANITIZE_TIMEOUT:-540}" \
-        run_suites "sanitize-$t" "${suites[@]}" "${sargs[@]}" --sanitize "$t"
+        run_suites "sanitize-$t" "${suites[@]}" "${sanitize_args[@]}" --sanitize "$t"
     done ;;
   mutants)
     start=$(date +%s)
@@ -157,7 +168,8 @@ PY
       >"$OUT/mutants.out" 2>"$OUT/mutants.log"
     rc=$?; set +f
     echo "mutants rc=$rc wall=$(( $(date +%s) - start ))s"
-    grep -E "kill rate|^\| (smoke|kernels|edges) " "$OUT/mutants-sm_90.md" 2>/dev/null || tail -5 "$OUT/mutants.log" ;;
+    grep -E "kill rate|^\| (the suites|the GPU job|(memcheck:)?(smoke|kernels|edges|moe)) " "$OUT/mutants-sm_90.md" 2>/dev/null \
+      || tail -5 "$OUT/mutants.log" ;;
   *) echo "unknown step $step" >&2 ;;
   esac
 done

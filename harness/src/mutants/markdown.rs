@@ -35,6 +35,7 @@ impl MutantsReport {
     /// The Markdown table for `bench/mutants-<target>.md`.
     pub fn markdown(&self) -> String {
         let mut md = self.header();
+        md.push_str(&self.sanitize_summary());
         md.push_str("## Per suite\n\n");
         md.push_str(&self.per_suite_table().render());
         md.push_str("\n## Per class\n\n");
@@ -122,6 +123,30 @@ impl MutantsReport {
         md
     }
 
+    /// With a sanitizer share: the two kill rates, the suites' alone and the GPU job's (the
+    /// suites, then the share), and what the share is.
+    fn sanitize_summary(&self) -> String {
+        let Some(share) = &self.sanitize else {
+            return String::new();
+        };
+        format!(
+            "| measured by | killed | kill rate |\n|---|---:|---:|\n\
+             | the suites ({}) | {} of {} | {} |\n\
+             | the GPU job with {tool}: the suites, then {} under compute-sanitizer {tool} \
+             (exact-size allocations) | {} of {} ({} by {tool} alone) | {} |\n\n",
+            self.suites.join(" + "),
+            self.killed_by_suites,
+            self.live,
+            pct(self.suites_kill_rate),
+            share.suites.join(" + "),
+            self.killed,
+            self.live,
+            self.killed_by_sanitizer,
+            pct(self.kill_rate),
+            tool = share.tool,
+        )
+    }
+
     fn per_suite_table(&self) -> Table {
         let mut t = Table::aligned([
             ("suite", Align::Left),
@@ -143,19 +168,29 @@ impl MutantsReport {
     }
 
     fn per_class_table(&self) -> Table {
-        let mut t = Table::aligned([
-            ("class", Align::Left),
-            ("origin", Align::Left),
-            ("mutants", Align::Right),
-            ("equivalent", Align::Right),
-            ("stillborn", Align::Right),
-            ("errors", Align::Right),
-            ("killed", Align::Right),
-            ("survived", Align::Right),
-            ("kill rate", Align::Right),
-        ]);
+        let mut columns = vec![
+            ("class".to_owned(), Align::Left),
+            ("origin".to_owned(), Align::Left),
+            ("mutants".to_owned(), Align::Right),
+            ("equivalent".to_owned(), Align::Right),
+            ("stillborn".to_owned(), Align::Right),
+            ("errors".to_owned(), Align::Right),
+            ("killed".to_owned(), Align::Right),
+        ];
+        let tool = self.sanitize.as_ref().map(|s| s.tool);
+        if let Some(tool) = tool {
+            columns.push((format!("killed by {tool}"), Align::Right));
+        }
+        columns.push(("survived".to_owned(), Align::Right));
+        if let Some(tool) = tool {
+            columns.push(("kill rate, suites".to_owned(), Align::Right));
+            columns.push((format!("kill rate, with {tool}"), Align::Right));
+        } else {
+            columns.push(("kill rate".to_owned(), Align::Right));
+        }
+        let mut t = Table::aligned(columns);
         for r in &self.per_class {
-            t.row([
+            let mut row = vec![
                 r.class.to_string(),
                 r.origin.clone(),
                 r.mutants.to_string(),
@@ -163,9 +198,16 @@ impl MutantsReport {
                 r.stillborn.to_string(),
                 r.errors.to_string(),
                 r.killed.to_string(),
-                r.survived.to_string(),
-                pct(r.kill_rate),
-            ]);
+            ];
+            if tool.is_some() {
+                row.push(r.killed_by_sanitizer.to_string());
+            }
+            row.push(r.survived.to_string());
+            if tool.is_some() {
+                row.push(pct(r.suites_kill_rate));
+            }
+            row.push(pct(r.kill_rate));
+            t.row(row);
         }
         t
     }
@@ -195,14 +237,15 @@ impl MutantsReport {
     fn killed_rows(&self) -> Vec<String> {
         self.rows_of(|m| match &m.status {
             MutantStatus::Killed {
-                suite,
                 case_id,
                 check,
                 detail,
+                ..
             } if m.live() => Some(format!(
-                "- `{}` ({}): {suite} `{case_id}` [{check}] {}",
+                "- `{}` ({}): {} `{case_id}` [{check}] {}",
                 m.id,
                 m.class,
+                m.killed_by_label().unwrap_or_default(),
                 one_line(detail)
             )),
             _ => None,

@@ -1,7 +1,10 @@
 //! The measurement: the unmutated baseline first, every mutant's tree written and compile-checked
 //! up front (in parallel), then the suites run on each mutant in turn.
 
-use super::{MutantResult, MutantStatus, MutantsReport, SuiteOutcome, SuiteRunner, status_of};
+use super::{
+    MutantResult, MutantStatus, MutantsReport, SanitizeShare, SuiteOutcome, SuiteRun, SuiteRunner,
+    status_of,
+};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -18,6 +21,9 @@ pub struct Plan {
     pub base: KernelSources,
     /// Where the mutated trees, the runs' reports and logs go.
     pub work: PathBuf,
+    /// After the suites: the GPU job's sanitizer share (`--sanitize memcheck`), run on the
+    /// mutants the suites let through; a kill there counts apart ("by memcheck").
+    pub sanitize: Option<SanitizeShare>,
     /// Run every suite on every mutant (else stop at the first suite that kills it).
     pub each_suite: bool,
     /// Also run the mutants marked equivalent.
@@ -134,13 +140,12 @@ pub fn measure(
             }
         }
     }
-    let base_runs = plan
-        .runner
-        .run_suites(&plan.suites, &base_dir, &base_dir, false);
+    // The unmutated sources must pass the sanitizer share too, or its kills mean nothing.
+    let base_runs = run_all(plan, &base_dir, &base_dir, false);
     for r in &base_runs {
         if !matches!(r.outcome, SuiteOutcome::Passed { .. }) {
             return Err(MutantsError::Baseline {
-                suite: r.suite.clone(),
+                suite: r.label(),
                 what: match &r.outcome {
                     SuiteOutcome::Killed {
                         case_id,
@@ -183,12 +188,7 @@ pub fn measure(
             match checked.get(m.id.as_str()).cloned().unwrap_or(Ok(())) {
                 Err(status) => MutantResult::new(m, target, status, vec![], 0.0),
                 Ok(()) => {
-                    let runs = plan.runner.run_suites(
-                        &plan.suites,
-                        &work.join("src"),
-                        &work,
-                        plan.each_suite,
-                    );
+                    let runs = run_all(plan, &work.join("src"), &work, plan.each_suite);
                     MutantResult::new(
                         m,
                         target,
@@ -205,6 +205,7 @@ pub fn measure(
     let mut report = MutantsReport::aggregate(
         &plan.runner.target,
         &plan.suites,
+        plan.sanitize.as_ref(),
         plan.each_suite,
         catalogue,
         results,
@@ -212,6 +213,29 @@ pub fn measure(
     report.baseline_wall_s = baseline_wall_s;
     report.wall_s = started.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// The suites against `tree`, then (when every suite passed, or with `each_suite` when none
+/// errored) the sanitizer share's suites under its tool.
+fn run_all(plan: &Plan, tree: &Path, work: &Path, each_suite: bool) -> Vec<SuiteRun> {
+    let mut runs = plan
+        .runner
+        .run_suites(&plan.suites, tree, work, each_suite, None);
+    let go_on = runs.iter().all(|r| match r.outcome {
+        SuiteOutcome::Passed { .. } => true,
+        SuiteOutcome::Killed { .. } => each_suite,
+        _ => false,
+    });
+    if let (Some(share), true) = (&plan.sanitize, go_on) {
+        runs.extend(plan.runner.run_suites(
+            &share.suites,
+            tree,
+            work,
+            each_suite,
+            Some(share.tool),
+        ));
+    }
+    runs
 }
 
 fn write_base(base: &KernelSources, dir: &Path) -> Result<KernelSources, MutantsError> {

@@ -17,6 +17,7 @@ pub use measure::{MutantsError, Plan, measure};
 pub use suite_run::{SuiteRunner, suite_outcome};
 
 use crate::runner::Outcome;
+use crate::runner::verdict::SanitizerTool;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use w4a16_kernels::mutants::{BugClass, Catalogue, Mutant};
@@ -45,6 +46,10 @@ pub enum SuiteOutcome {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SuiteRun {
     pub suite: String,
+    /// The run was under compute-sanitizer with this tool (`run --sanitize`: exact-size
+    /// allocations), as the GPU job's sanitizer share runs it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sanitize: Option<SanitizerTool>,
     #[serde(flatten)]
     pub outcome: SuiteOutcome,
     pub wall_s: f64,
@@ -56,6 +61,9 @@ pub struct SuiteRun {
 pub enum MutantStatus {
     Killed {
         suite: String,
+        /// Killed by a run under compute-sanitizer with this tool (none: by the suites).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sanitize: Option<SanitizerTool>,
         case_id: String,
         check: String,
         detail: String,
@@ -120,6 +128,37 @@ impl MutantResult {
             _ => None,
         }
     }
+
+    /// Killed by one of the suites run without a sanitizer.
+    pub fn killed_by_suites(&self) -> bool {
+        matches!(self.status, MutantStatus::Killed { sanitize: None, .. })
+    }
+
+    /// Killed only by a run under compute-sanitizer (every plain suite let it through).
+    pub fn killed_by_sanitizer(&self) -> bool {
+        matches!(
+            self.status,
+            MutantStatus::Killed {
+                sanitize: Some(_),
+                ..
+            }
+        )
+    }
+}
+
+impl SuiteRun {
+    /// The suite's name, with the sanitizer it ran under (`smoke`, `memcheck:smoke`).
+    pub fn label(&self) -> String {
+        suite_label(&self.suite, self.sanitize)
+    }
+}
+
+/// `suite`, or `tool:suite` for a run under compute-sanitizer.
+pub fn suite_label(suite: &str, sanitize: Option<SanitizerTool>) -> String {
+    match sanitize {
+        Some(tool) => format!("{tool}:{suite}"),
+        None => suite.to_owned(),
+    }
 }
 
 /// The status of a mutant from its suite runs, in the order they ran.
@@ -134,6 +173,7 @@ pub fn status_of(runs: &[SuiteRun]) -> MutantStatus {
             } => {
                 return MutantStatus::Killed {
                     suite: r.suite.clone(),
+                    sanitize: r.sanitize,
                     case_id: case_id.clone(),
                     check: check.clone(),
                     detail: detail.clone(),
@@ -156,7 +196,7 @@ pub fn status_of(runs: &[SuiteRun]) -> MutantStatus {
         SuiteOutcome::Passed { checks, skipped } => (c + checks, s + skipped),
         _ => (c, s),
     });
-    let names: Vec<&str> = runs.iter().map(|r| r.suite.as_str()).collect();
+    let names: Vec<String> = runs.iter().map(SuiteRun::label).collect();
     let skipped = if skipped > 0 {
         format!(" ({skipped} of them skipped)")
     } else {
@@ -191,10 +231,17 @@ pub struct ClassRow {
     pub equivalent: usize,
     pub stillborn: usize,
     pub errors: usize,
+    /// Killed by the plain suites (or, without a sanitizer share, by anything).
     pub killed: usize,
+    /// Let through by every plain suite, killed by a run under compute-sanitizer.
+    #[serde(default)]
+    pub killed_by_sanitizer: usize,
     pub survived: usize,
-    /// killed / (killed + survived) of the live mutants; `None` without any.
+    /// (killed + killed_by_sanitizer) / live; `None` without any live mutant.
     pub kill_rate: Option<f64>,
+    /// killed / live: the plain suites alone.
+    #[serde(default)]
+    pub suites_kill_rate: Option<f64>,
 }
 
 /// The whole measurement.
@@ -202,29 +249,74 @@ pub struct ClassRow {
 pub struct MutantsReport {
     pub target: String,
     pub suites: Vec<String>,
+    /// The sanitizer share run after the suites (`--sanitize`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sanitize: Option<SanitizeShare>,
     pub each_suite: bool,
     pub command: String,
     pub mutants: Vec<MutantResult>,
     pub per_suite: Vec<SuiteRow>,
     pub per_class: Vec<ClassRow>,
     pub live: usize,
+    /// Killed by anything: the suites, then the sanitizer share.
     pub killed: usize,
     pub kill_rate: Option<f64>,
+    /// Killed by the plain suites alone, and that kill rate.
+    #[serde(default)]
+    pub killed_by_suites: usize,
+    #[serde(default)]
+    pub suites_kill_rate: Option<f64>,
+    /// Let through by the suites, killed by the sanitizer share.
+    #[serde(default)]
+    pub killed_by_sanitizer: usize,
     /// Classes recorded as having no kernel-source form, with the reason.
     pub outside: Vec<(BugClass, String)>,
     pub baseline_wall_s: f64,
     pub wall_s: f64,
 }
 
+/// The GPU job's sanitizer share as `w4a16 mutants --sanitize TOOL` runs it: `suites` under
+/// compute-sanitizer's `tool` (exact-size allocations), on the mutants the plain suites let
+/// through (on every mutant with `--each-suite`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SanitizeShare {
+    pub tool: SanitizerTool,
+    pub suites: Vec<String>,
+}
+
+impl SanitizeShare {
+    /// Every run's label, in order (`memcheck:smoke`, …).
+    pub fn labels(&self) -> Vec<String> {
+        self.suites
+            .iter()
+            .map(|s| suite_label(s, Some(self.tool)))
+            .collect()
+    }
+}
+
 fn rate(k: usize, n: usize) -> Option<f64> {
     (n > 0).then(|| k as f64 / n as f64)
 }
 
+impl MutantResult {
+    /// The label of the run that killed it (`kernels`, `memcheck:smoke`).
+    pub fn killed_by_label(&self) -> Option<String> {
+        match &self.status {
+            MutantStatus::Killed {
+                suite, sanitize, ..
+            } => Some(suite_label(suite, *sanitize)),
+            _ => None,
+        }
+    }
+}
+
 impl MutantsReport {
-    /// Aggregates `mutants` (in catalogue order) into the per-suite and per-class rows.
+    /// Aggregates `mutants` (in catalogue order) into the per-suite and per-class rows; the
+    /// sanitizer share's runs (if any) are rows after the suites'.
     pub fn aggregate(
         target: &str,
         suites: &[String],
+        sanitize: Option<&SanitizeShare>,
         each_suite: bool,
         catalogue: &Catalogue,
         mutants: Vec<MutantResult>,
@@ -232,23 +324,23 @@ impl MutantsReport {
         let live: Vec<&MutantResult> = mutants.iter().filter(|m| m.live()).collect();
         let mut per_suite = Vec::new();
         let mut cumulative = 0usize;
-        let mut first_kill: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut first_kill: BTreeMap<String, usize> = BTreeMap::new();
         for m in &live {
-            if let Some(s) = m.killed_by() {
+            if let Some(s) = m.killed_by_label() {
                 *first_kill.entry(s).or_default() += 1;
             }
         }
-        for s in suites {
-            let ran = live
-                .iter()
-                .filter(|m| m.suites.iter().any(|r| &r.suite == s))
-                .count();
+        let mut labels = suites.to_vec();
+        labels.extend(sanitize.map(SanitizeShare::labels).unwrap_or_default());
+        for s in &labels {
+            let runs_of = |m: &&&MutantResult| m.suites.iter().any(|r| &r.label() == s);
+            let ran = live.iter().filter(runs_of).count();
             let killed = live
                 .iter()
                 .filter(|m| {
-                    m.suites
-                        .iter()
-                        .any(|r| &r.suite == s && matches!(r.outcome, SuiteOutcome::Killed { .. }))
+                    m.suites.iter().any(|r| {
+                        &r.label() == s && matches!(r.outcome, SuiteOutcome::Killed { .. })
+                    })
                 })
                 .count();
             cumulative += first_kill.get(s.as_str()).copied().unwrap_or(0);
@@ -260,28 +352,16 @@ impl MutantsReport {
                 cumulative_rate: rate(cumulative, live.len()).unwrap_or(0.0),
             });
         }
-        let mut per_class = Vec::new();
-        for class in BugClass::ALL {
-            let of: Vec<&MutantResult> = mutants.iter().filter(|m| m.class == class).collect();
-            let count = |f: &dyn Fn(&MutantResult) -> bool| of.iter().filter(|m| f(m)).count();
-            let killed = count(&|m| m.live() && m.killed_by().is_some());
-            let survived = count(&|m| m.live() && m.killed_by().is_none());
-            per_class.push(ClassRow {
-                class,
-                origin: class.origin().to_owned(),
-                mutants: of.len(),
-                equivalent: count(&|m| m.equivalent.is_some()),
-                stillborn: count(&|m| matches!(m.status, MutantStatus::Stillborn { .. })),
-                errors: count(&|m| matches!(m.status, MutantStatus::Error { .. })),
-                killed,
-                survived,
-                kill_rate: rate(killed, killed + survived),
-            });
-        }
+        let per_class = BugClass::ALL
+            .into_iter()
+            .map(|class| ClassRow::of(class, &mutants))
+            .collect();
         let killed = live.iter().filter(|m| m.killed_by().is_some()).count();
+        let by_suites = live.iter().filter(|m| m.killed_by_suites()).count();
         MutantsReport {
             target: target.to_owned(),
             suites: suites.to_vec(),
+            sanitize: sanitize.cloned(),
             each_suite,
             command: String::new(),
             per_suite,
@@ -289,6 +369,9 @@ impl MutantsReport {
             live: live.len(),
             killed,
             kill_rate: rate(killed, live.len()),
+            killed_by_suites: by_suites,
+            suites_kill_rate: rate(by_suites, live.len()),
+            killed_by_sanitizer: killed - by_suites,
             outside: catalogue
                 .outside
                 .iter()
@@ -297,6 +380,31 @@ impl MutantsReport {
             baseline_wall_s: 0.0,
             wall_s: 0.0,
             mutants,
+        }
+    }
+}
+
+impl ClassRow {
+    /// The row of `class` over `mutants`.
+    fn of(class: BugClass, mutants: &[MutantResult]) -> ClassRow {
+        let of: Vec<&MutantResult> = mutants.iter().filter(|m| m.class == class).collect();
+        let count = |f: &dyn Fn(&MutantResult) -> bool| of.iter().filter(|m| f(m)).count();
+        let killed = count(&|m| m.live() && m.killed_by_suites());
+        let killed_by_sanitizer = count(&|m| m.live() && m.killed_by_sanitizer());
+        let survived = count(&|m| m.live() && m.killed_by().is_none());
+        let live = killed + killed_by_sanitizer + survived;
+        ClassRow {
+            class,
+            origin: class.origin().to_owned(),
+            mutants: of.len(),
+            equivalent: count(&|m| m.equivalent.is_some()),
+            stillborn: count(&|m| matches!(m.status, MutantStatus::Stillborn { .. })),
+            errors: count(&|m| matches!(m.status, MutantStatus::Error { .. })),
+            killed,
+            killed_by_sanitizer,
+            survived,
+            kill_rate: rate(killed + killed_by_sanitizer, live),
+            suites_kill_rate: rate(killed, live),
         }
     }
 }

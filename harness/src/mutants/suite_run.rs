@@ -2,6 +2,7 @@
 //! from the report folder it leaves as a [`SuiteOutcome`].
 
 use super::{SuiteOutcome, SuiteRun};
+use crate::runner::verdict::SanitizerTool;
 use crate::runner::{Outcome, Verdict};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -19,6 +20,10 @@ pub struct SuiteRunner {
     pub jobs: usize,
     pub case_timeout: Duration,
 }
+
+/// The per-case watchdog of a run under compute-sanitizer at least: instrumented kernels run
+/// 10-100x slower (`scripts/gpu-job.sh`'s sanitizer steps give a case as long).
+pub const SANITIZED_CASE_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Why a suite run's report.json could not be read (the suite outcome is then an error).
 #[derive(Debug, thiserror::Error)]
@@ -79,10 +84,25 @@ pub fn suite_outcome(report_dir: &Path, exit_ok: bool, log_tail: &str) -> SuiteO
 }
 
 impl SuiteRunner {
-    /// `w4a16 run --suite <suite> --kernel-sources <tree> --fail-fast` into `work/<suite>/`.
-    pub fn run_suite(&self, suite: &str, tree: &Path, work: &Path) -> SuiteRun {
+    /// `w4a16 run --suite <suite> --kernel-sources <tree> --fail-fast` into `work/<suite>/`;
+    /// with `sanitize`, under compute-sanitizer (`--sanitize TOOL`: exact-size allocations) into
+    /// `work/<suite>.<tool>/`.
+    pub fn run_suite(
+        &self,
+        suite: &str,
+        tree: &Path,
+        work: &Path,
+        sanitize: Option<SanitizerTool>,
+    ) -> SuiteRun {
         let start = Instant::now();
-        let report_dir = work.join(suite);
+        let report_dir = match sanitize {
+            Some(tool) => work.join(format!("{suite}.{tool}")),
+            None => work.join(suite),
+        };
+        let case_timeout = match sanitize {
+            Some(_) => self.case_timeout.max(SANITIZED_CASE_TIMEOUT),
+            None => self.case_timeout,
+        };
         let _ = std::fs::remove_dir_all(&report_dir);
         let _ = std::fs::create_dir_all(&report_dir);
         let log_path = report_dir.join("run.log");
@@ -101,11 +121,14 @@ impl SuiteRunner {
         .arg("--jobs")
         .arg(self.jobs.to_string())
         .arg("--case-timeout")
-        .arg(self.case_timeout.as_secs().max(1).to_string())
+        .arg(case_timeout.as_secs().max(1).to_string())
         .arg("--kernel-sources")
         .arg(tree)
         .arg("--report-dir")
         .arg(&report_dir);
+        if let Some(tool) = sanitize {
+            cmd.arg("--sanitize").arg(tool.to_string());
+        }
         let outcome = match std::fs::File::create(&log_path).and_then(|log| {
             let err = log.try_clone()?;
             cmd.stdout(log).stderr(err).status()
@@ -122,23 +145,25 @@ impl SuiteRunner {
         };
         SuiteRun {
             suite: suite.to_owned(),
+            sanitize,
             outcome,
             wall_s: start.elapsed().as_secs_f64(),
         }
     }
 
-    /// The suites in order against `tree`; stops after the first one that does not pass unless
-    /// `each_suite`.
+    /// The suites in order against `tree` (each under `sanitize` when given); stops after the
+    /// first one that does not pass unless `each_suite`.
     pub fn run_suites(
         &self,
         suites: &[String],
         tree: &Path,
         work: &Path,
         each_suite: bool,
+        sanitize: Option<SanitizerTool>,
     ) -> Vec<SuiteRun> {
         let mut runs = Vec::new();
         for s in suites {
-            let r = self.run_suite(s, tree, work);
+            let r = self.run_suite(s, tree, work, sanitize);
             let passed = matches!(r.outcome, SuiteOutcome::Passed { .. });
             let killed = matches!(r.outcome, SuiteOutcome::Killed { .. });
             runs.push(r);

@@ -8,6 +8,7 @@ use w4a16_kernels::mutants::catalogue_dir;
 fn run(suite: &str, outcome: SuiteOutcome) -> SuiteRun {
     SuiteRun {
         suite: suite.into(),
+        sanitize: None,
         outcome,
         wall_s: 1.0,
     }
@@ -92,7 +93,7 @@ fn kill_rates_per_suite_and_class_from_synthetic_outcomes() {
         vec![],
         0.0,
     ));
-    let r = MutantsReport::aggregate("sm_90", &suites, false, &cat, results);
+    let r = MutantsReport::aggregate("sm_90", &suites, None, false, &cat, results);
     assert_eq!((r.live, r.killed), (4, 3));
     assert_eq!(r.kill_rate, Some(0.75));
     let rows: Vec<(usize, usize, usize)> = r
@@ -127,6 +128,118 @@ fn kill_rates_per_suite_and_class_from_synthetic_outcomes() {
     assert_eq!(back, r);
 }
 
+fn memcheck(suite: &str, outcome: SuiteOutcome) -> SuiteRun {
+    SuiteRun {
+        sanitize: Some(SanitizerTool::Memcheck),
+        ..run(suite, outcome)
+    }
+}
+
+#[test]
+fn a_kill_only_memcheck_sees_is_counted_apart_from_the_suites() {
+    let cat = Catalogue::load(&catalogue_dir()).unwrap();
+    let suites: Vec<String> = ["smoke", "kernels"].map(String::from).to_vec();
+    let share = SanitizeShare {
+        tool: SanitizerTool::Memcheck,
+        suites: ["smoke", "moe"].map(String::from).to_vec(),
+    };
+    let oob = SuiteOutcome::Killed {
+        case_id: "moe/x".into(),
+        check: "sanitize:memcheck:moe".into(),
+        outcome: Outcome::Fail,
+        detail: "Invalid __global__ read of size 4 bytes".into(),
+    };
+    let results = vec![
+        // killed by a plain suite: the sanitizer share never runs on it
+        result(
+            &cat,
+            "skinny-scale-per-span",
+            vec![run("smoke", killed("smoke/a"))],
+        ),
+        // let through by the suites, killed by memcheck over moe
+        result(
+            &cat,
+            "readpast-moe-padding-reads-x-row-t",
+            vec![
+                run("smoke", passed()),
+                run("kernels", passed()),
+                memcheck("smoke", passed()),
+                memcheck("moe", oob),
+            ],
+        ),
+        // let through by everything
+        result(
+            &cat,
+            "skinny-row-h-valid-off-by-one",
+            vec![
+                run("smoke", passed()),
+                run("kernels", passed()),
+                memcheck("smoke", passed()),
+                memcheck("moe", passed()),
+            ],
+        ),
+    ];
+    let r = MutantsReport::aggregate("sm_90", &suites, Some(&share), false, &cat, results);
+    assert_eq!(
+        (r.live, r.killed_by_suites, r.killed_by_sanitizer, r.killed),
+        (3, 1, 1, 2)
+    );
+    assert_eq!(r.suites_kill_rate, Some(1.0 / 3.0));
+    assert_eq!(r.kill_rate, Some(2.0 / 3.0));
+    let labels: Vec<(&str, usize, usize, usize)> = r
+        .per_suite
+        .iter()
+        .map(|s| (s.suite.as_str(), s.ran, s.killed, s.cumulative_killed))
+        .collect();
+    assert_eq!(
+        labels,
+        vec![
+            ("smoke", 3, 1, 1),
+            ("kernels", 2, 0, 1),
+            ("memcheck:smoke", 2, 0, 1),
+            ("memcheck:moe", 2, 1, 2),
+        ]
+    );
+    let oob_row = r
+        .per_class
+        .iter()
+        .find(|c| c.class == BugClass::UnusedOobRead)
+        .unwrap();
+    assert_eq!(
+        (
+            oob_row.killed,
+            oob_row.killed_by_sanitizer,
+            oob_row.survived
+        ),
+        (0, 1, 1)
+    );
+    assert_eq!(
+        (oob_row.suites_kill_rate, oob_row.kill_rate),
+        (Some(0.0), Some(0.5))
+    );
+    let md = r.markdown();
+    assert!(
+        md.contains("| the suites (smoke + kernels) | 1 of 3 | 33 % |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("smoke + moe under compute-sanitizer memcheck (exact-size allocations) | 2 of 3 (1 by memcheck alone) | 67 % |"),
+        "{md}"
+    );
+    assert!(md.contains("| memcheck:moe | 2 | 1 | 2 | 67 % |"), "{md}");
+    assert!(md.contains("killed by memcheck"), "{md}");
+    assert!(
+        md.contains("`readpast-moe-padding-reads-x-row-t` (unused-oob-read): memcheck:moe `moe/x` [sanitize:memcheck:moe]"),
+        "{md}"
+    );
+    let json = serde_json::to_string(&r).unwrap();
+    let back: MutantsReport = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, r);
+    // Without a sanitizer share the table has no such column.
+    let plain = MutantsReport::aggregate("sm_90", &suites, None, false, &cat, vec![]);
+    assert!(!plain.markdown().contains("killed by memcheck"));
+}
+
 #[test]
 fn an_equivalent_mutant_that_is_killed_is_flagged_not_counted() {
     let cat = Catalogue::load(&catalogue_dir()).unwrap();
@@ -136,7 +249,7 @@ fn an_equivalent_mutant_that_is_killed_is_flagged_not_counted() {
         "fallback-mul-add-unfused",
         vec![run("smoke", killed("smoke/x"))],
     );
-    let r = MutantsReport::aggregate("sm_90", &suites, false, &cat, vec![eq]);
+    let r = MutantsReport::aggregate("sm_90", &suites, None, false, &cat, vec![eq]);
     assert_eq!((r.live, r.killed, r.kill_rate), (0, 0, None));
     assert!(
         r.markdown()

@@ -159,11 +159,26 @@ pub fn availability(
         Ok(DeviceKind::Simulated) => Err(skip(format!(
             "compute-sanitizer {tool} watches GPU kernels; the device here is simulated on the host"
         ))),
-        Ok(DeviceKind::Emulator) => Err(skip(format!(
-            "compute-sanitizer {tool} watches NVIDIA GPUs; the ISA emulator here bounds-checks every \
-             access itself"
-        ))),
+        Ok(DeviceKind::Emulator) => Err(skip(emulator_reason(tool, target))),
         Ok(DeviceKind::Cuda) => find().map(|executable| Sanitizer { tool, executable }),
+    }
+}
+
+/// Why a tool does not run on the ISA emulator (a gfx target without its GPU). For memcheck the
+/// emulator is the memory check: every tensor sits at exactly its size, far from every other, and
+/// any access outside one faults the case (docs/emulation.md), so the skip says so.
+pub fn emulator_reason(tool: SanitizerTool, target: RunTarget) -> String {
+    let memory = "on gfx targets the ISA emulator's fault on any access outside a tensor \
+                  (every tensor allocated at exactly its size) is the memory check";
+    match tool {
+        SanitizerTool::Memcheck => format!(
+            "compute-sanitizer memcheck watches NVIDIA GPUs, not the ISA emulator running {target}; \
+             it is not needed there: {memory}"
+        ),
+        _ => format!(
+            "compute-sanitizer {tool} watches NVIDIA GPUs, not the ISA emulator running {target}, \
+             which has no {tool} of its own ({memory})"
+        ),
     }
 }
 

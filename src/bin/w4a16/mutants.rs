@@ -8,9 +8,13 @@ use std::time::Duration;
 use w4a16_harness::mutants::{self, MutantResult, MutantStatus, MutantsError};
 use w4a16_harness::runner::cli_run::{check_suites, load_with_dir};
 use w4a16_harness::runner::session::{self, Backend};
+use w4a16_harness::runner::verdict::SanitizerTool;
 use w4a16_kernels::Target;
 use w4a16_kernels::mutants::{Catalogue, CatalogueError, Mutant};
 use w4a16_kernels::target::Vendor;
+
+/// The GPU job's memcheck suites (`scripts/gpu-job.sh memory`), the default sanitizer share.
+pub const MEMCHECK_SUITES: [&str; 4] = ["smoke", "kernels", "moe", "carrier"];
 
 /// `w4a16 mutants`' options.
 #[derive(clap::Args)]
@@ -36,6 +40,15 @@ pub struct MutantsArgs {
     /// Worker processes of each suite run.
     #[arg(long, default_value_t = args::default_jobs())]
     jobs: usize,
+    /// After the suites, run the GPU job's sanitizer share on the mutants they let through:
+    /// `--sanitize-suite`s under compute-sanitizer with this tool and exact-size allocations
+    /// (`run --sanitize`); its kills are reported apart. Only `memcheck` is the GPU job's.
+    #[arg(long, value_parser = args::named::<SanitizerTool>())]
+    sanitize: Option<SanitizerTool>,
+    /// The suites of the sanitizer share (repeatable; default: smoke, kernels, moe, carrier, the
+    /// GPU job's memcheck suites).
+    #[arg(long = "sanitize-suite", requires = "sanitize")]
+    sanitize_suites: Vec<String>,
     /// Run every suite on every mutant (default: stop at the first suite that kills it).
     #[arg(long)]
     each_suite: bool,
@@ -72,6 +85,17 @@ pub fn mutants(args: MutantsArgs, cases: Option<PathBuf>) -> Result<Status, CliE
         args.suites
     };
     check_suites(&set, &suites)?;
+    let sanitize = args.sanitize.map(|tool| mutants::SanitizeShare {
+        tool,
+        suites: if args.sanitize_suites.is_empty() {
+            MEMCHECK_SUITES.map(String::from).to_vec()
+        } else {
+            args.sanitize_suites.clone()
+        },
+    });
+    if let Some(share) = &sanitize {
+        check_suites(&set, &share.suites)?;
+    }
     let base = args::kernel_sources("--kernel-sources", args.kernel_sources_base.as_deref())?;
     let catalogue_dir = args.catalogue.unwrap_or_else(|| {
         let here = dir.parent().map(|r| r.join("kernels").join("mutants"));
@@ -116,6 +140,7 @@ pub fn mutants(args: MutantsArgs, cases: Option<PathBuf>) -> Result<Status, CliE
             case_timeout: Duration::from_secs(args.case_timeout),
         },
         suites,
+        sanitize,
         base,
         work: args.work_dir,
         each_suite: args.each_suite,
@@ -125,22 +150,43 @@ pub fn mutants(args: MutantsArgs, cases: Option<PathBuf>) -> Result<Status, CliE
             .then(|| Target::Sm90.name().to_string()),
         nvrtc_extra: target.nvrtc_options()?,
     };
+    let share = plan
+        .sanitize
+        .as_ref()
+        .map(|s| format!(", then {}", s.labels().join(" + ")))
+        .unwrap_or_default();
     eprintln!(
-        "w4a16 mutants: {} mutants × {} on {target}; baseline first",
+        "w4a16 mutants: {} mutants × {}{share} on {target}; baseline first",
         chosen.len(),
         plan.suites.join(" + ")
     );
     let n = chosen.len();
-    let mut i = 0usize;
-    let mut report = mutants::measure(&plan, &cat, &chosen, &mut |r| {
-        i += 1;
-        eprintln!("[{i}/{n}] {} ({:.1} s): {}", r.id, r.wall_s, said(r));
-    })
-    .map_err(MutantsCliError::from)?;
-    report.command = format!(
+    let command = format!(
         "w4a16 {}",
         std::env::args().skip(1).collect::<Vec<_>>().join(" ")
     );
+    // The table so far is rewritten after every mutant: a run stopped by a timeout leaves what it
+    // measured, marked partial.
+    let mut so_far: Vec<MutantResult> = Vec::new();
+    let mut report = mutants::measure(&plan, &cat, &chosen, &mut |r| {
+        so_far.push(r.clone());
+        let i = so_far.len();
+        eprintln!("[{i}/{n}] {} ({:.1} s): {}", r.id, r.wall_s, said(r));
+        let mut partial = mutants::MutantsReport::aggregate(
+            &plan.runner.target,
+            &plan.suites,
+            plan.sanitize.as_ref(),
+            plan.each_suite,
+            &cat,
+            so_far.clone(),
+        );
+        partial.command = format!("{command} (partial: {i} of {n} mutants measured)");
+        if let Err(e) = partial.write(&out) {
+            eprintln!("w4a16 mutants: the partial table was not written: {e}");
+        }
+    })
+    .map_err(MutantsCliError::from)?;
+    report.command = command;
     let json_path = report.write(&out)?;
     print!("{}", report.markdown());
     println!("table: {}  json: {}", out.display(), json_path.display());
@@ -161,12 +207,10 @@ fn load_catalogue(
 /// A mutant's outcome, as its progress line says it.
 fn said(r: &MutantResult) -> String {
     match &r.status {
-        MutantStatus::Killed {
-            suite,
-            case_id,
-            check,
-            ..
-        } => format!("killed by {suite}: {case_id} [{check}]"),
+        MutantStatus::Killed { case_id, check, .. } => format!(
+            "killed by {}: {case_id} [{check}]",
+            r.killed_by_label().unwrap_or_default()
+        ),
         MutantStatus::Survived { reason } => format!("SURVIVED ({reason})"),
         MutantStatus::Stillborn { log } => format!("stillborn: {log}"),
         MutantStatus::NotRunEquivalent => "equivalent, not run".into(),

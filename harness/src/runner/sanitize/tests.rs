@@ -448,6 +448,36 @@ fn only_a_cuda_device_with_the_binary_is_sanitized() {
     )
     .unwrap_err();
     assert!(e.reason.contains("simulated"), "{}", e.reason);
+    // On the ISA emulator (a gfx target without its GPU) the skip names the emulator's own
+    // memory check, and is still a skip: nothing here watched the kernels with compute-sanitizer.
+    let e = availability(
+        t,
+        Ok(DeviceKind::Emulator),
+        RunTarget::native(Target::Gfx1151),
+        never,
+    )
+    .unwrap_err();
+    assert_eq!(e.requirement, Requirement::Gpu);
+    assert!(
+        e.reason.contains("not the ISA emulator running gfx1151")
+            && e.reason.contains(
+                "the ISA emulator's fault on any access outside a tensor (every tensor allocated at exactly its size) is the memory check"
+            ),
+        "{}",
+        e.reason
+    );
+    let e = availability(
+        SanitizerTool::Racecheck,
+        Ok(DeviceKind::Emulator),
+        RunTarget::native(Target::Gfx1100),
+        never,
+    )
+    .unwrap_err();
+    assert!(
+        e.reason.contains("has no racecheck of its own") && e.reason.contains("memory check"),
+        "{}",
+        e.reason
+    );
     let missing = || {
         Err(Skip {
             requirement: Requirement::Gpu,
