@@ -134,6 +134,7 @@ fn the_measurement_drives_run_through_kernel_sources_and_reads_its_report() {
         work: work.clone(),
         each_suite: false,
         run_equivalent: false,
+        sanitize: None,
         nvrtc_arch: None,
         nvrtc_extra: Vec::new(),
     };
