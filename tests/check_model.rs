@@ -794,7 +794,7 @@ fn write_safetensors(path: &Path, metadata: &[(&str, &str)], tensors: &Tensors) 
         data.extend_from_slice(bytes);
     }
     let mut h = serde_json::to_vec(&header).unwrap();
-    while h.len() % 8 != 0 {
+    while !h.len().is_multiple_of(8) {
         h.push(b' ');
     }
     let mut file = (h.len() as u64).to_le_bytes().to_vec();
