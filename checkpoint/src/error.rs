@@ -136,6 +136,14 @@ pub enum CheckpointError {
         #[source]
         source: Box<ConvertError>,
     },
+    /// A `__metadata__` value of the oracle file that is not one the reader knows.
+    #[error("{file}: metadata {key} = {got:?}: expected {expected}")]
+    OracleMetadata {
+        file: String,
+        key: String,
+        got: String,
+        expected: String,
+    },
     #[error("{file}: {tensor}: {detail}")]
     Activations {
         file: String,

@@ -14,6 +14,7 @@ pub mod fixtures;
 pub mod load;
 pub mod oracle;
 pub mod project_models;
+pub mod recipe;
 pub mod shards;
 pub mod writer;
 
@@ -21,8 +22,9 @@ pub use activations::ActivationsFile;
 pub use config::{GroupSize, ModelConfig, QuantMethod, QuantScheme, QuantizationConfig};
 pub use detect::{ExpertGroup, FusedGroup, LinearEntry, LinearRole, Proj};
 pub use error::CheckpointError;
-pub use load::{CheckpointDefect, GptqV1Overflow, LoadedLinear, load_linear};
+pub use load::{CheckpointDefect, GptqV1Overflow, LoadedLinear, OverflowCell, load_linear};
 pub use oracle::{Oracle, OracleEntry};
+pub use recipe::YRecipe;
 pub use shards::{SafetensorsFile, ShardSet, TensorMeta};
 
 use std::path::{Path, PathBuf};

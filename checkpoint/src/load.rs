@@ -39,22 +39,82 @@ pub enum CheckpointDefect {
     GptqV1ZeroOverflow(GptqV1Overflow),
 }
 
-/// AutoGPTQ ≤ 0.7's v1 packer stores `z − 1` as a sign-extended int and ORs it in: for z = 0
-/// that sets nibbles j..7 of the qzeros word to 15. Rows `8w + j + 1 .. 8w + 7` of that group
-/// then read as z = 0 whatever was quantized.
+/// AutoGPTQ ≤ 0.7.1's v1 packer stores `z − 1` per nibble and ORs each row's value, as a
+/// sign-extended int32, into the qzeros word of its 8 rows: for z = 0 the −1 is 0xFFFFFFFF and
+/// sets nibbles j..7 of that word to 15. Our reading is `z = (stored + 1) mod 16`, so:
+///
+/// - the lowest 15 of such a word (the *carrier*, row `8w + j`) is its own z = 0, and reads 0:
+///   right, never counted (a nibble holds 15 only for z = 0 or above a z = 0);
+/// - every higher nibble (rows `8w + j + 1 ..= 8w + 7`) reads 0 whatever was quantized: wrong
+///   when its true z was not 0, right when it was. The file cannot tell the two apart (both
+///   are stored as 15), so from the file alone these cells are *possibly wrong* and their
+///   count is an upper bound; the oracle's `intended_dequantized` (what was quantized, where the
+///   fixture script records it) tells which are *certainly wrong* ([`GptqV1Overflow::resolve`]).
+///
+/// docs/check-model.md ("A known producer defect") says the same.
 #[derive(Clone, Debug, PartialEq)]
 pub struct GptqV1Overflow {
     pub shard: String,
     pub module: String,
     pub tensor: String,
-    /// (row n, group g) whose zero point cannot be recovered, row-major by group.
-    pub cells: Vec<(usize, usize)>,
+    /// Possibly wrong cells (`certain: false`), or after [`GptqV1Overflow::resolve`] exactly the
+    /// wrong ones (`certain: true`); ordered by group, then row.
+    pub cells: Vec<OverflowCell>,
     /// qzeros words carrying the signature.
     pub words: usize,
+    /// Distinct rows and groups among `cells`.
     pub rows: usize,
     pub groups: usize,
-    /// Share of the layer's weights whose zero point cannot be recovered.
+    /// Share of the layer's weights in `cells`: an upper bound until resolved, exact after.
     pub fraction: f64,
+    /// Set by [`GptqV1Overflow::resolve`]: how many possibly wrong cells read right (their true
+    /// z was 0).
+    pub read_right: Option<usize>,
+    /// `[N, K]` and the group size, for the share.
+    pub n: usize,
+    pub k: usize,
+    pub group_size: usize,
+}
+
+/// One zero point the overflow may have changed: `(row, group)` of qzeros, the nibble stored
+/// there (15) and the z it decodes to (0).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OverflowCell {
+    pub row: usize,
+    pub group: usize,
+    pub stored_nibble: u8,
+    pub decoded_z: u8,
+    /// Known wrong (checked against what was quantized), not merely possible.
+    pub certain: bool,
+}
+
+impl GptqV1Overflow {
+    /// Keeps exactly the cells whose weights differ between `intended` (what was quantized) and
+    /// `read` (the file's reading), both `[N, K]` bits; each kept cell becomes certain.
+    pub fn resolve(&mut self, intended: &[u16], read: &[u16]) {
+        let (k, g) = (self.k, self.group_size);
+        if intended.len() != self.n * k || read.len() != intended.len() {
+            return;
+        }
+        let before = self.cells.len();
+        self.cells.retain(|c| {
+            let at = c.row * k + c.group * g;
+            intended[at..at + g] != read[at..at + g]
+        });
+        for c in &mut self.cells {
+            c.certain = true;
+        }
+        self.read_right = Some(before - self.cells.len());
+        self.recount();
+    }
+
+    fn recount(&mut self) {
+        let rows: BTreeSet<usize> = self.cells.iter().map(|c| c.row).collect();
+        let groups: BTreeSet<usize> = self.cells.iter().map(|c| c.group).collect();
+        self.rows = rows.len();
+        self.groups = groups.len();
+        self.fraction = (self.cells.len() * self.group_size) as f64 / (self.n * self.k) as f64;
+    }
 }
 
 impl fmt::Display for CheckpointDefect {
@@ -65,33 +125,44 @@ impl fmt::Display for CheckpointDefect {
                     .cells
                     .iter()
                     .take(4)
-                    .map(|(n, g)| format!("(n = {n}, g = {g})"))
+                    .map(|c| format!("(n = {}, g = {})", c.row, c.group))
                     .collect();
                 write!(
                     f,
-                    "{}: {}: GPTQ v1 zero-point overflow signature in {} qzeros words (AutoGPTQ's v1 packer ORs a sign-extended z − 1 = −1 into the word for z = 0, setting every higher nibble to 15): {} zero points in {} rows and {} groups cannot be recovered, first {}; {:.2}% of the weights of {} affected; re-export with checkpoint_format gptq_v2",
-                    d.shard,
-                    d.tensor,
-                    d.words,
-                    d.cells.len(),
-                    d.rows,
-                    d.groups,
-                    first.join(", "),
-                    100.0 * d.fraction,
-                    d.module
-                )
+                    "{}: {}: GPTQ v1 zero-point overflow signature in {} qzeros words (AutoGPTQ's v1 packer ORs a sign-extended z − 1 = −1 into the word for z = 0, setting every higher nibble to 15; those read z = 0): ",
+                    d.shard, d.tensor, d.words,
+                )?;
+                let (n, rows, groups) = (d.cells.len(), d.rows, d.groups);
+                match d.read_right {
+                    Some(right) => write!(
+                        f,
+                        "{n} zero points in {rows} rows and {groups} groups certainly wrong (against what was quantized, w4a16-oracle.safetensors; {right} more read 15 and were truly 0), first {}; {:.2}% of the weights of {}",
+                        first.join(", "),
+                        100.0 * d.fraction,
+                        d.module
+                    )?,
+                    None => write!(
+                        f,
+                        "at most {n} zero points in {rows} rows and {groups} groups may be wrong (a true z of 0 reads right and cannot be told apart in the file), first {}; at most {:.2}% of the weights of {}",
+                        first.join(", "),
+                        100.0 * d.fraction,
+                        d.module
+                    )?,
+                }
+                write!(f, "; re-export with checkpoint_format gptq_v2")
             }
         }
     }
 }
 
 /// The overflow signature in v1 qzeros words `[groups, n/8]`: the lowest nibble j < 7 with
-/// nibbles j..=7 all 15. Returns the (row, group) cells `8w + j + 1 ..= 8w + 7` per word hit.
+/// nibbles j..=7 all 15 (the carrier, read right). Returns the words hit and the possibly wrong
+/// cells `8w + j + 1 ..= 8w + 7` of each, by group then row.
 pub fn gptq_v1_overflow_cells(
     words: &[u32],
     groups: usize,
     n_words: usize,
-) -> (usize, Vec<(usize, usize)>) {
+) -> (usize, Vec<OverflowCell>) {
     let mut hit = 0;
     let mut cells = Vec::new();
     for g in 0..groups {
@@ -103,7 +174,13 @@ pub fn gptq_v1_overflow_cells(
                 .unwrap_or(8);
             if j < 7 {
                 hit += 1;
-                cells.extend((j + 1..8).map(|i| (8 * w + i, g)));
+                cells.extend((j + 1..8).map(|i| OverflowCell {
+                    row: 8 * w + i,
+                    group: g,
+                    stored_nibble: 15,
+                    decoded_z: 0,
+                    certain: false,
+                }));
             }
         }
     }
@@ -428,18 +505,22 @@ impl<'a> Reader<'a> {
         if hit == 0 {
             return None;
         }
-        let rows: BTreeSet<usize> = cells.iter().map(|c| c.0).collect();
-        let gs: BTreeSet<usize> = cells.iter().map(|c| c.1).collect();
-        Some(CheckpointDefect::GptqV1ZeroOverflow(GptqV1Overflow {
+        let mut d = GptqV1Overflow {
             shard: self.shard("qzeros"),
             module: self.entry.module.clone(),
             tensor: qzeros.name.clone(),
-            fraction: (cells.len() * group) as f64 / (n * k) as f64,
-            words: hit,
-            rows: rows.len(),
-            groups: gs.len(),
             cells,
-        }))
+            words: hit,
+            rows: 0,
+            groups: 0,
+            fraction: 0.0,
+            read_right: None,
+            n,
+            k,
+            group_size: group,
+        };
+        d.recount();
+        Some(CheckpointDefect::GptqV1ZeroOverflow(d))
     }
 }
 
@@ -611,7 +692,9 @@ mod tests {
         let clean_mid = 0xF2FF_F321u32;
         let (words, cells) = gptq_v1_overflow_cells(&[hit, clean_top, clean_mid], 1, 3);
         assert_eq!(words, 1);
-        assert_eq!(cells, vec![(4, 0), (5, 0), (6, 0), (7, 0)]);
+        let at: Vec<(usize, usize)> = cells.iter().map(|c| (c.row, c.group)).collect();
+        assert_eq!(at, vec![(4, 0), (5, 0), (6, 0), (7, 0)]);
+        assert!(cells.iter().all(|c| !c.certain && c.stored_nibble == 15));
         let (words, cells) = gptq_v1_overflow_cells(&[0xFFFF_FFFF], 1, 1);
         assert_eq!((words, cells.len()), (1, 7));
     }

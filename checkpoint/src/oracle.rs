@@ -5,6 +5,7 @@
 
 use crate::activations::to_activations;
 use crate::error::CheckpointError;
+use crate::recipe::{Y_BLOCK_K_KEY, Y_RECIPE_KEY, YRecipe};
 use crate::shards::SafetensorsFile;
 use std::path::Path;
 use w4a16_reference::formats::TensorData;
@@ -40,6 +41,15 @@ impl Oracle {
         Ok(Some(Oracle {
             file: SafetensorsFile::open(&path)?,
         }))
+    }
+
+    /// The recipe the file declares for its `y` (metadata `y_recipe`, `y_block_k`); `None`
+    /// when it declares none and the producer's default applies ([`crate::recipe`]).
+    pub fn y_recipe(&self) -> Result<Option<YRecipe>, CheckpointError> {
+        YRecipe::from_metadata(
+            self.file.metadata_value(Y_RECIPE_KEY),
+            self.file.metadata_value(Y_BLOCK_K_KEY),
+        )
     }
 
     fn half(

@@ -80,6 +80,15 @@ impl SafetensorsFile {
         names
     }
 
+    /// The file's `__metadata__` value for `key`, if it has one.
+    pub fn metadata_value(&self, key: &str) -> Option<&str> {
+        self.metadata
+            .metadata()
+            .as_ref()
+            .and_then(|m| m.get(key))
+            .map(String::as_str)
+    }
+
     pub fn contains(&self, tensor: &str) -> bool {
         self.metadata.info(tensor).is_some()
     }

@@ -86,6 +86,7 @@ impl Run<'_, '_> {
             part_record.id = format!("{}/{module}", record.id);
             let go_on = self.checkpoint_verdict(&loaded, &mut part_record);
             record.defects.append(&mut part_record.defects);
+            record.defect_cells.append(&mut part_record.defect_cells);
             if !go_on {
                 record.status = LayerStatus::Refused;
                 return ExpertRead::Stop;

@@ -119,11 +119,44 @@ pub struct LayerRecord {
     pub symmetry: Option<Symmetry>,
     pub selected: Vec<SelectedPath>,
     pub defects: Vec<String>,
+    /// The defects' cells, machine-readable (the prose is in `defects`).
+    pub defect_cells: Vec<DefectCell>,
     pub notes: Vec<String>,
     pub status: LayerStatus,
     /// Reading the layer's tensors from the shards.
     pub read_s: f64,
     pub times: PhaseTimes,
+}
+
+/// One zero point a checkpoint defect may have changed (the GPTQ v1 overflow): `certain` when
+/// checked against what was quantized, otherwise possibly wrong (docs/check-model.md).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct DefectCell {
+    /// The qzeros tensor.
+    pub tensor: String,
+    pub row: usize,
+    pub group: usize,
+    pub stored_nibble: u8,
+    pub decoded_z: u8,
+    pub certain: bool,
+}
+
+impl DefectCell {
+    /// Every cell of `defects`, in their order.
+    pub fn of(defects: &[w4a16_checkpoint::CheckpointDefect]) -> Vec<DefectCell> {
+        let mut out = Vec::new();
+        for w4a16_checkpoint::CheckpointDefect::GptqV1ZeroOverflow(d) in defects {
+            out.extend(d.cells.iter().map(|c| DefectCell {
+                tensor: d.tensor.clone(),
+                row: c.row,
+                group: c.group,
+                stored_nibble: c.stored_nibble,
+                decoded_z: c.decoded_z,
+                certain: c.certain,
+            }));
+        }
+        out
+    }
 }
 
 /// A whole model's check.
@@ -132,6 +165,8 @@ pub struct ModelCheck {
     pub model: String,
     pub dir: PathBuf,
     pub target: String,
+    /// Whether a GPU ran the launches; without one only the CPU-side checks ran.
+    pub gpu: bool,
     pub architecture: String,
     pub quantization: String,
     pub layers: Vec<LayerRecord>,
@@ -181,6 +216,32 @@ impl ModelCheck {
     }
 }
 
+/// Why a model could not be checked as a whole (every per-layer problem is a verdict instead).
+#[derive(Debug, thiserror::Error)]
+pub enum ModelCheckError {
+    #[error(transparent)]
+    Checkpoint(#[from] CheckpointError),
+    /// A quantization config over weights none of which is quantized: nothing would be checked.
+    #[error(
+        "{file} declares {quantization} but no quantized linear was found: {unquantized} linears hold unquantized weights (e.g. {example}); expected each quantized linear's packed weight, scales and zero points"
+    )]
+    NothingQuantized {
+        file: String,
+        quantization: String,
+        unquantized: usize,
+        example: String,
+    },
+    /// `--filter` selects no quantized linear of the model: nothing would be checked.
+    #[error(
+        "--filter {filter:?} matches none of the model's {linears} quantized linears (e.g. {example}); expected a glob over module names such as `model.layers.0.*`"
+    )]
+    FilterMatchesNothing {
+        filter: String,
+        linears: usize,
+        example: String,
+    },
+}
+
 /// Progress events for a caller's progress bar.
 pub enum Progress<'a> {
     /// The number of layers the run will check.
@@ -190,14 +251,15 @@ pub enum Progress<'a> {
 }
 
 /// Checks the model in `dir`. `Err` only when the model as a whole cannot be read (no
-/// config.json, an unknown quantization config, an unreadable shard set); every per-layer
-/// problem is a layer verdict and the run goes on.
+/// config.json, an unknown quantization config, an unreadable shard set) or there is nothing
+/// to check (no quantized linear, a filter matching none); every per-layer problem is a layer
+/// verdict and the run goes on.
 pub fn check_model(
     dir: &Path,
     opts: &CheckModelOptions,
     ctx: &RunContext<'_>,
     progress: &dyn Fn(Progress<'_>),
-) -> Result<ModelCheck, CheckpointError> {
+) -> Result<ModelCheck, ModelCheckError> {
     let start = Instant::now();
     let model = ModelDir::open(dir)?;
     let name = model_name(dir);
@@ -206,6 +268,10 @@ pub fn check_model(
         None => None,
     };
     let oracle = model.oracle()?;
+    let y_recipe = match &oracle {
+        Some(o) => o.y_recipe()?,
+        None => None,
+    };
     let mut run = Run {
         name: name.clone(),
         model: &model,
@@ -213,6 +279,7 @@ pub fn check_model(
         ctx,
         recorded,
         oracle,
+        y_recipe,
         layers: Vec::new(),
         verdicts: Vec::new(),
         times: PhaseTimes::default(),
@@ -244,9 +311,11 @@ pub fn check_model(
                 .any(|(_, members)| members.iter().flatten().any(|m| *m == l.module))
         })
         .collect();
-    progress(Progress::Planned(
-        linears.len() + fused.len() + expert_groups.len(),
-    ));
+    let planned = linears.len() + fused.len() + expert_groups.len();
+    if planned == 0 && model.refusals().is_empty() {
+        return Err(nothing_to_check(&model, opts.filter.as_deref()));
+    }
+    progress(Progress::Planned(planned));
     for entry in &linears {
         let in_fused = fused.iter().any(|g| g.parts.contains(&entry.module));
         progress(Progress::Started(&entry.module));
@@ -289,6 +358,7 @@ pub fn check_model(
         model: name,
         dir: dir.to_path_buf(),
         target: ctx.run_target().name(),
+        gpu: ctx.device.is_some(),
         architecture: config.architecture.clone(),
         quantization: quantization_summary(&model),
         layers,
@@ -301,6 +371,29 @@ pub fn check_model(
         times,
         peak_rss_bytes: peak_rss_bytes(),
     })
+}
+
+/// Why a run would check no layer: a filter that matches nothing, or no quantized linear.
+fn nothing_to_check(model: &ModelDir, filter: Option<&str>) -> ModelCheckError {
+    let linears = model.linears();
+    match (filter, linears.first()) {
+        (Some(filter), Some(first)) => ModelCheckError::FilterMatchesNothing {
+            filter: filter.to_string(),
+            linears: linears.len(),
+            example: first.module.clone(),
+        },
+        _ => {
+            let unquantized = model.unquantized_linears();
+            ModelCheckError::NothingQuantized {
+                file: model.config().quantization.file.clone(),
+                quantization: quantization_summary(model),
+                unquantized: unquantized.len(),
+                example: unquantized
+                    .first()
+                    .map_or_else(|| "none".to_string(), |m| format!("{m}.weight")),
+            }
+        }
+    }
 }
 
 /// The MoE layers: per expert group prefix, gate|up fused per expert when both projections have

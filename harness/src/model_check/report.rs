@@ -146,11 +146,19 @@ fn layers_table(check: &ModelCheck) -> Table {
 pub fn markdown(check: &ModelCheck) -> String {
     let mut md = String::new();
     let summary = Summary::of(&check.verdicts);
+    // Without a GPU nothing ran on the target: the header says so rather than naming it.
+    let on = if check.gpu {
+        format!("on {}", check.target)
+    } else {
+        format!(
+            "— no GPU: CPU-side checks only (selection and contract as for {})",
+            check.target
+        )
+    };
     let _ = writeln!(
         md,
-        "# w4a16 check-model `{}` on {}\n\n{} · {} · {} layers checked · {} unquantized linears left alone\n",
+        "# w4a16 check-model `{}` {on}\n\n{} · {} · {} layers checked · {} unquantized linears left alone\n",
         check.model,
-        check.target,
         check.architecture,
         check.quantization,
         check.layers.len(),

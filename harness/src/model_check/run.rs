@@ -24,6 +24,8 @@ pub(super) struct Run<'r, 'a> {
     pub(super) ctx: &'r RunContext<'a>,
     pub(super) recorded: Option<w4a16_checkpoint::ActivationsFile>,
     pub(super) oracle: Option<w4a16_checkpoint::Oracle>,
+    /// The recipe the oracle file declares for its `y`, else each producer's default.
+    pub(super) y_recipe: Option<w4a16_checkpoint::YRecipe>,
     pub(super) layers: Vec<LayerRecord>,
     pub(super) verdicts: Vec<Verdict>,
     pub(super) times: PhaseTimes,
@@ -47,6 +49,7 @@ impl Run<'_, '_> {
             symmetry: None,
             selected: Vec::new(),
             defects: Vec::new(),
+            defect_cells: Vec::new(),
             notes: Vec::new(),
             status: LayerStatus::Pass,
             read_s: 0.0,
@@ -67,7 +70,13 @@ impl Run<'_, '_> {
         self.read_s += read;
         record.producer = Some(entry.producer);
         match loaded {
-            Ok(l) => Some(l),
+            Ok(mut l) => {
+                self.resolve_defects(&mut l);
+                record
+                    .defect_cells
+                    .extend(super::DefectCell::of(&l.defects));
+                Some(l)
+            }
             Err(e) => {
                 record.status = LayerStatus::Refused;
                 self.verdicts.push(
@@ -79,6 +88,22 @@ impl Run<'_, '_> {
                 );
                 None
             }
+        }
+    }
+
+    /// The overflow's possibly wrong cells narrowed to the certainly wrong ones where the oracle
+    /// file records what was quantized (`intended_dequantized`) beside the library's reading.
+    fn resolve_defects(&self, loaded: &mut LoadedLinear) {
+        let Some(oracle) = &self.oracle else { return };
+        let (n, k, dtype) = (loaded.target.n, loaded.target.k, loaded.target.dtype);
+        let Ok(entry) = oracle.module(&loaded.entry.module, n, k, dtype) else {
+            return;
+        };
+        let (Some(intended), Some(read)) = (&entry.intended, &entry.dequantized) else {
+            return;
+        };
+        for CheckpointDefect::GptqV1ZeroOverflow(d) in &mut loaded.defects {
+            d.resolve(intended, read);
         }
     }
 
@@ -392,7 +417,14 @@ impl Run<'_, '_> {
         record: &mut LayerRecord,
     ) {
         let Some(oracle) = &self.oracle else { return };
-        let v = oracle::check(oracle, module, checkpoint, self.ctx.c_target, &record.id);
+        let recipe = self.y_recipe.unwrap_or_else(|| {
+            record.producer.map_or(
+                w4a16_checkpoint::YRecipe::Fp32Accumulate,
+                w4a16_checkpoint::recipe::default_recipe,
+            )
+        });
+        let judged = (self.ctx.c_target, recipe);
+        let v = oracle::check(oracle, module, checkpoint, judged, &record.id);
         if let Some(v) = v {
             self.verdicts.push(v);
         }

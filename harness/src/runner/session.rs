@@ -83,7 +83,22 @@ pub fn c_target(cases_dir: &Path, target: Target) -> Result<f64, SafetyTableErro
         Ok(text) => text,
         Err(source) => return Err(SafetyTableError::Read { path, source }),
     };
-    let table: BTreeMap<String, SafetyEntry> = match toml::from_str(&text) {
+    c_target_of(&text, path, target)
+}
+
+/// The committed `cases/targets/safety.toml`, built into the binary for commands that run
+/// outside the checkout (`check-model`).
+pub const BUILT_IN_SAFETY_TABLE: &str = include_str!("../../../cases/targets/safety.toml");
+
+/// `c_target` for `target` from the built-in copy of the safety table.
+pub fn built_in_c_target(target: Target) -> Result<f64, SafetyTableError> {
+    let origin = PathBuf::from("cases/targets/safety.toml (built into this binary)");
+    c_target_of(BUILT_IN_SAFETY_TABLE, origin, target)
+}
+
+/// `c_target` for `target` from the text of a safety table read from `path`.
+fn c_target_of(text: &str, path: PathBuf, target: Target) -> Result<f64, SafetyTableError> {
+    let table: BTreeMap<String, SafetyEntry> = match toml::from_str(text) {
         Ok(table) => table,
         Err(source) => return Err(SafetyTableError::Parse { path, source }),
     };

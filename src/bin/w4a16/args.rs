@@ -57,7 +57,9 @@ pub enum Command {
     /// (and each fused q|k|v, gate|up projection) read from its shards, checked against its
     /// producer's own semantics, selected, validated and run through the selected kernels and
     /// the fallback at each batch size. Without a GPU the format, selection and contract
-    /// checks still run. Exit 1 on any refusal or failure.
+    /// checks still run.
+    ///
+    /// Exit codes — 0: every layer passed (checkpoint defects reported unless --strict). 1: a layer failed or was refused (a checkpoint defect under --strict, a failing check, the startup memory check). 2: a whole-model refusal (no config.json or quantization_config, unreadable shards, no quantized linear, a --filter matching nothing) or a usage error.
     CheckModel(check_model::CheckModelArgs),
     /// Compare (or record) the verdict snapshots of a finished run from its report.json, e.g.
     /// one a GPU machine sent back. Exit 1 when a snapshot differs under `check`.

@@ -4,11 +4,12 @@ use super::args::{self, TargetArg};
 use super::exit::{CliError, Status};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::{Path, PathBuf};
-use w4a16_checkpoint::CheckpointError;
 use w4a16_device::{Allocation, Device};
 use w4a16_harness::model_check::{
-    self, CheckModelOptions, DEFAULT_BATCHES, LayerStatus, Progress, StartupMemoryInputs, report,
+    self, CheckModelOptions, DEFAULT_BATCHES, LayerStatus, ModelCheckError, Progress,
+    StartupMemoryInputs, report,
 };
+use w4a16_harness::report::ReportDir;
 use w4a16_harness::runner::cli_run::require_gpu_checks;
 use w4a16_harness::runner::execute::RunContext;
 use w4a16_harness::runner::session::{self, Backend};
@@ -70,7 +71,7 @@ pub enum CheckModelError {
     #[error("{}: {source}", dir.display())]
     Model {
         dir: PathBuf,
-        source: Box<CheckpointError>,
+        source: Box<ModelCheckError>,
     },
 }
 
@@ -79,6 +80,22 @@ pub fn check_model(
     cases_dir: Option<PathBuf>,
     config: KernelConfig,
 ) -> Result<Status, CliError> {
+    // Before anything can fail: no earlier run's report may stand in for this one's.
+    let several = args.target.len() > 1;
+    let report_dirs: Vec<PathBuf> = args
+        .target
+        .iter()
+        .map(|t| {
+            if several {
+                args.report_dir.join(t.name())
+            } else {
+                args.report_dir.clone()
+            }
+        })
+        .collect();
+    for dir in &report_dirs {
+        ReportDir::open(dir, &report::FILES)?;
+    }
     if let Some(&m) = args.batches.iter().find(|&&m| m == 0) {
         return Err(CheckModelError::ZeroBatch { m }.into());
     }
@@ -94,7 +111,12 @@ pub fn check_model(
         None => None,
     };
     let sources = args::kernel_sources("--kernel-sources", args.kernel_sources.as_deref())?;
-    let cases_dir = w4a16_cases::locate(cases_dir)?;
+    // The safety table: --cases (or W4A16_CASES, or the checkout's cases/), else the copy built
+    // into the binary, so a model can be checked from anywhere.
+    let cases_dir = match cases_dir {
+        Some(dir) => Some(dir),
+        None => w4a16_cases::locate(None).ok(),
+    };
     let opts = CheckModelOptions {
         batches: args.batches,
         strict: args.strict,
@@ -102,20 +124,14 @@ pub fn check_model(
         filter: args.filter,
         startup_memory,
     };
-    let several = args.target.len() > 1;
     let mut failed = false;
-    for &target in &args.target {
-        let report_dir = if several {
-            args.report_dir.join(target.name())
-        } else {
-            args.report_dir.clone()
-        };
+    for (&target, report_dir) in args.target.iter().zip(&report_dirs) {
         failed |= one_target(
             target,
             &args.dir,
-            &report_dir,
+            report_dir,
             &sources,
-            &cases_dir,
+            cases_dir.as_deref(),
             config,
             &opts,
         )?;
@@ -129,13 +145,16 @@ fn one_target(
     dir: &Path,
     report_dir: &Path,
     sources: &KernelSources,
-    cases_dir: &Path,
+    cases_dir: Option<&Path>,
     config: KernelConfig,
     opts: &CheckModelOptions,
 ) -> Result<bool, CliError> {
     let (target, backend) =
         session::open_backend_with(target.run_target(), sources, Allocation::Guarded);
-    let c_target = session::c_target(cases_dir, target.target)?;
+    let c_target = match cases_dir {
+        Some(dir) => session::c_target(dir, target.target)?,
+        None => session::built_in_c_target(target.target)?,
+    };
     let (device, no_device) = match &backend {
         Backend::Device(d) => (Some(d.as_ref() as &dyn Device), None),
         Backend::None(s) => {
