@@ -164,7 +164,7 @@ impl Setup {
         };
         announce_devices(opened, gpus, cases, isolated, jobs);
         let reference = ReferenceChoice::resolve(
-            opts.reference,
+            ReferenceChoice::requested_under(opts.reference, opts.sanitize),
             match backend {
                 Backend::Device(d) => Some(d.as_ref()),
                 Backend::None(_) => None,

@@ -36,6 +36,21 @@ pub enum ReferenceError {
 }
 
 impl ReferenceChoice {
+    /// What a run asks for under `sanitizer`: `requested`, else the CPU reference under initcheck.
+    /// initcheck reports host reads of unwritten device memory in the GPU reference's f64 GEMM
+    /// path (the harness's oracle, not a kernel under test; docs/sanitize.md), so the kernels are
+    /// judged against the CPU reference there unless `--reference` says otherwise.
+    pub fn requested_under(
+        requested: Option<ReferenceChoice>,
+        sanitizer: Option<crate::runner::verdict::SanitizerTool>,
+    ) -> Option<ReferenceChoice> {
+        use crate::runner::verdict::SanitizerTool;
+        requested.or(match sanitizer {
+            Some(SanitizerTool::Initcheck) => Some(ReferenceChoice::Cpu),
+            _ => None,
+        })
+    }
+
     /// `requested`, or by default `gpu` where a CUDA device is open and `cpu` otherwise.
     /// Asking for `gpu` without a CUDA device is an error naming what is there.
     pub fn resolve(

@@ -561,3 +561,21 @@ fn the_reference_choice_resolves_by_the_device() {
         Ok(ReferenceChoice::Cpu)
     );
 }
+
+/// initcheck judges the kernels against the CPU reference unless the run asks for one; the other
+/// tools, and runs without a sanitizer, keep the default.
+#[test]
+fn initcheck_defaults_to_the_cpu_reference() {
+    use crate::runner::verdict::SanitizerTool;
+    let under = ReferenceChoice::requested_under;
+    assert_eq!(
+        under(None, Some(SanitizerTool::Initcheck)),
+        Some(ReferenceChoice::Cpu)
+    );
+    assert_eq!(
+        under(Some(ReferenceChoice::Gpu), Some(SanitizerTool::Initcheck)),
+        Some(ReferenceChoice::Gpu)
+    );
+    assert_eq!(under(None, Some(SanitizerTool::Memcheck)), None);
+    assert_eq!(under(None, None), None);
+}
