@@ -32,6 +32,139 @@ fn moe_axis<T: Clone>(
     Ok((v, key))
 }
 
+/// A MoE sweep's list axes, each its own value or the default, never empty; the `(values, key)`
+/// pairs keep the key that a point's refusal names.
+struct MoeAxes {
+    dtype: Vec<ActDtype>,
+    symmetry: (Vec<Symmetry>, String),
+    group: (Vec<GroupSpec>, String),
+    class: (Vec<DataClass>, String),
+    experts: (Vec<CountSpec>, String),
+    top_k: (Vec<CountSpec>, String),
+    routing: Vec<RoutingKind>,
+    map: Vec<MapKind>,
+    weighted: Vec<bool>,
+    padding: Vec<RowPadding>,
+    x_layout: (Vec<ViewLayout>, String),
+    y_layout: (Vec<ViewLayout>, String),
+}
+
+impl MoeAxes {
+    fn resolve(f: &Parsed, sw: &MoeSweepRaw, here: &str) -> Result<MoeAxes, CaseFileError> {
+        let dtype = moe_axis(f, &sw.dtype, here, "dtype", ActDtype::ALL.to_vec())?.0;
+        let symmetry = moe_axis(
+            f,
+            &sw.symmetry,
+            here,
+            "symmetry",
+            vec![Symmetry::Sym, Symmetry::Asym],
+        )?;
+        let group = moe_axis(f, &sw.group, here, "group", vec![GroupSpec::Shape])?;
+        let class = moe_axis(f, &sw.class, here, "class", vec![DataClass::Realistic])?;
+        let experts = moe_axis(f, &sw.experts, here, "experts", vec![CountSpec::Shape])?;
+        let top_k = moe_axis(f, &sw.top_k, here, "top_k", vec![CountSpec::Shape])?;
+        let routing = moe_axis(f, &sw.routing, here, "routing", vec![RoutingKind::Softmax])?.0;
+        let map = moe_axis(f, &sw.map, here, "map", vec![MapKind::All])?.0;
+        let weighted = moe_axis(f, &sw.routed_weight, here, "routed_weight", vec![true])?.0;
+        let padding = moe_axis(f, &sw.padding, here, "padding", vec![RowPadding::default()])?.0;
+        let x_layout = moe_axis(
+            f,
+            &sw.x_layout,
+            here,
+            "x_layout",
+            vec![ViewLayout::default()],
+        )?;
+        let y_layout = moe_axis(
+            f,
+            &sw.y_layout,
+            here,
+            "y_layout",
+            vec![ViewLayout::default()],
+        )?;
+        Ok(MoeAxes {
+            dtype,
+            symmetry,
+            group,
+            class,
+            experts,
+            top_k,
+            routing,
+            map,
+            weighted,
+            padding,
+            x_layout,
+            y_layout,
+        })
+    }
+}
+
+/// The two matrices of a MoE case that a row layout places.
+#[derive(Clone, Copy)]
+enum Operand {
+    X,
+    C,
+}
+
+/// `layout` of the operand's `rows × cols` must be one `moe` declares it takes
+/// (`MOE.contract`): otherwise the case file is refused at `key`, naming the shape and the rule.
+fn check_layout_taken(
+    f: &Parsed,
+    key: &str,
+    shape: &str,
+    operand: Operand,
+    layout: ViewLayout,
+    rows: usize,
+    cols: usize,
+) -> Result<(), CaseFileError> {
+    let (rule, what) = match operand {
+        Operand::X => (MOE.contract.x_rows, "X"),
+        Operand::C => (MOE.contract.y_rows, "C"),
+    };
+    if rule.is_some_and(|r| r.admits(rows, layout.row_stride(cols), layout.offset())) {
+        return Ok(());
+    }
+    Err(f.err(
+        key.to_owned(),
+        format!(
+            "shape \"{shape}\": moe does not take {what} laid out {} (its declared row layout: {rule:?})",
+            layout.name()
+        ),
+    ))
+}
+
+/// The routing of a point must be makeable: top_k ≤ E, the routing kind's own rules, and an
+/// expert map only over at least two experts.
+fn check_routing(
+    f: &Parsed,
+    here: &str,
+    top_k_key: &str,
+    shape: &str,
+    (e, k): (usize, usize),
+    (rk, mk): (RoutingKind, MapKind),
+) -> Result<(), CaseFileError> {
+    if k > e {
+        return Err(f.err(
+            top_k_key.to_owned(),
+            format!("shape \"{shape}\": top_k = {k} is more than the {e} experts"),
+        ));
+    }
+    // The routing must be makeable (an empty expert needs E ≥ top_k + 2, a repeated
+    // expert top_k ≥ 2, …): the rules do not depend on T, so one token decides.
+    if let Err(err) = w4a16_reference::moe::route(rk, 0, 1, e, k) {
+        return Err(f.err(
+            format!("{here}.routing"),
+            format!("shape \"{shape}\", E = {e}, top_k = {k}: {err}"),
+        ));
+    }
+    if mk == MapKind::EveryOther && e < 2 {
+        return Err(f.err(
+            format!("{here}.map"),
+            "an expert map needs at least 2 experts",
+        ));
+    }
+    Ok(())
+}
+
 /// The cases of one `[[moe_sweep]]`: shapes × tokens × dtype × symmetry × G × class × E × top_k ×
 /// routing × map × routed weight × padding.
 pub(super) fn expand_moe_sweep(
@@ -55,53 +188,24 @@ pub(super) fn expand_moe_sweep(
             "expected at least one token count",
         ));
     }
-    let dtype = moe_axis(f, &sw.dtype, here, "dtype", ActDtype::ALL.to_vec())?.0;
-    let symmetry = moe_axis(
-        f,
-        &sw.symmetry,
-        here,
-        "symmetry",
-        vec![Symmetry::Sym, Symmetry::Asym],
-    )?;
-    let group = moe_axis(f, &sw.group, here, "group", vec![GroupSpec::Shape])?;
-    let class = moe_axis(f, &sw.class, here, "class", vec![DataClass::Realistic])?;
-    let experts = moe_axis(f, &sw.experts, here, "experts", vec![CountSpec::Shape])?;
-    let top_k = moe_axis(f, &sw.top_k, here, "top_k", vec![CountSpec::Shape])?;
-    let routing = moe_axis(f, &sw.routing, here, "routing", vec![RoutingKind::Softmax])?.0;
-    let map = moe_axis(f, &sw.map, here, "map", vec![MapKind::All])?.0;
-    let weighted = moe_axis(f, &sw.routed_weight, here, "routed_weight", vec![true])?.0;
-    let padding = moe_axis(f, &sw.padding, here, "padding", vec![RowPadding::default()])?.0;
-    let x_layout = moe_axis(
-        f,
-        &sw.x_layout,
-        here,
-        "x_layout",
-        vec![ViewLayout::default()],
-    )?;
-    let y_layout = moe_axis(
-        f,
-        &sw.y_layout,
-        here,
-        "y_layout",
-        vec![ViewLayout::default()],
-    )?;
+    let ax = MoeAxes::resolve(f, sw, here)?;
 
     let mut out = Vec::new();
     let lens = [
         shapes.len(),
         sw.tokens.len(),
-        dtype.len(),
-        symmetry.0.len(),
-        group.0.len(),
-        class.0.len(),
-        experts.0.len(),
-        top_k.0.len(),
-        routing.len(),
-        map.len(),
-        weighted.len(),
-        padding.len(),
-        x_layout.0.len(),
-        y_layout.0.len(),
+        ax.dtype.len(),
+        ax.symmetry.0.len(),
+        ax.group.0.len(),
+        ax.class.0.len(),
+        ax.experts.0.len(),
+        ax.top_k.0.len(),
+        ax.routing.len(),
+        ax.map.len(),
+        ax.weighted.len(),
+        ax.padding.len(),
+        ax.x_layout.0.len(),
+        ax.y_layout.0.len(),
     ];
     for [
         s,
@@ -121,8 +225,8 @@ pub(super) fn expand_moe_sweep(
     ] in product(lens)
     {
         let s = shapes[s];
-        let (sym, gspec, cl) = (symmetry.0[sym], group.0[gspec], class.0[cl]);
-        let (rk, mk) = (routing[rk], map[mk]);
+        let (sym, gspec, cl) = (ax.symmetry.0[sym], ax.group.0[gspec], ax.class.0[cl]);
+        let (rk, mk) = (ax.routing[rk], ax.map[mk]);
         let named = NamedShape {
             name: s.name.clone(),
             shape: s.shape,
@@ -138,75 +242,36 @@ pub(super) fn expand_moe_sweep(
             && let Some(why) = unsupported_reason(s.shape.k, s.shape.n, sym, false)
         {
             return Err(f.err(
-                symmetry.1.clone(),
+                ax.symmetry.1.clone(),
                 format!("shape \"{}\": {why}{UNSUPPORTED_HINT}", s.name),
             ));
         }
-        let g = group_for(gspec, &named).map_err(|e| f.err(group.1.clone(), e.to_string()))?;
+        let g = group_for(gspec, &named).map_err(|e| f.err(ax.group.1.clone(), e.to_string()))?;
         if let Some(msg) = exact_too_large(cl, s.shape.k) {
-            return Err(f.err(class.1.clone(), format!("shape \"{}\": {msg}", s.name)));
+            return Err(f.err(ax.class.1.clone(), format!("shape \"{}\": {msg}", s.name)));
         }
-        let e = count(experts.0[e_spec], s.experts);
-        let k = count(top_k.0[k_spec], s.top_k);
-        if k > e {
-            return Err(f.err(
-                top_k.1.clone(),
-                format!(
-                    "shape \"{}\": top_k = {k} is more than the {e} experts",
-                    s.name
-                ),
-            ));
-        }
-        // The routing must be makeable (an empty expert needs E ≥ top_k + 2, a repeated
-        // expert top_k ≥ 2, …): the rules do not depend on T, so one token decides.
-        if let Err(err) = w4a16_reference::moe::route(rk, 0, 1, e, k) {
-            return Err(f.err(
-                format!("{here}.routing"),
-                format!("shape \"{}\", E = {e}, top_k = {k}: {err}", s.name),
-            ));
-        }
-        let (xl, yl) = (x_layout.0[xl], y_layout.0[yl]);
-        let slots = sw.tokens[t].0 * k;
-        for (layout, key, rule, rows, cols, what) in [
-            (
-                xl,
-                &x_layout.1,
-                MOE.contract.x_rows,
-                sw.tokens[t].0,
-                s.shape.k,
-                "X",
-            ),
-            (yl, &y_layout.1, MOE.contract.y_rows, slots, s.shape.n, "C"),
-        ] {
-            let taken =
-                rule.is_some_and(|r| r.admits(rows, layout.row_stride(cols), layout.offset()));
-            if !taken {
-                return Err(f.err(
-                    key.clone(),
-                    format!(
-                        "shape \"{}\": moe does not take {what} laid out {} (its declared row layout: {rule:?})",
-                        s.name,
-                        layout.name()
-                    ),
-                ));
-            }
-        }
-        if mk == MapKind::EveryOther && e < 2 {
-            return Err(f.err(
-                format!("{here}.map"),
-                "an expert map needs at least 2 experts",
-            ));
+        let e = count(ax.experts.0[e_spec], s.experts);
+        let k = count(ax.top_k.0[k_spec], s.top_k);
+        check_routing(f, here, &ax.top_k.1, &s.name, (e, k), (rk, mk))?;
+        let (xl, yl) = (ax.x_layout.0[xl], ax.y_layout.0[yl]);
+        let tokens = sw.tokens[t].0;
+        let placed = [
+            (xl, &ax.x_layout.1, Operand::X, tokens, s.shape.k),
+            (yl, &ax.y_layout.1, Operand::C, tokens * k, s.shape.n),
+        ];
+        for (layout, key, operand, rows, cols) in placed {
+            check_layout_taken(f, key, &s.name, operand, layout, rows, cols)?;
         }
         out.push(build_case(
             &suite.name,
             &s.name,
             LayerShape::new(s.shape.n, s.shape.k, g),
             Point {
-                m: sw.tokens[t].0,
-                dtype: dtype[dt],
+                m: tokens,
+                dtype: ax.dtype[dt],
                 symmetry: sym,
                 class: cl,
-                padding: padding[pad],
+                padding: ax.padding[pad],
                 bias: false,
                 act_order: false,
                 producer: crate::DEFAULT_PRODUCER,
@@ -220,7 +285,7 @@ pub(super) fn expand_moe_sweep(
                     top_k: k,
                     routing: rk,
                     map: mk,
-                    routed_weight: weighted[w],
+                    routed_weight: ax.weighted[w],
                 }),
             },
         ));
