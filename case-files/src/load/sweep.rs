@@ -169,7 +169,7 @@ struct Resolved {
 /// The (shape, M) points of a generator, each shape named for what it straddles and its K
 /// (`skinny-edge.x-above.k5504`), since a case id carries the shape's name but not its K.
 fn generate(generator: ShapeGenerator) -> Vec<(NamedShape, usize)> {
-    use w4a16_kernels::set::{EdgeSide, SkinnyCapacity, skinny_capacity_edges};
+    use w4a16_kernels::set::{EdgeSide, SKINNY_EDGE_N, SkinnyCapacity, skinny_capacity_edges};
     match generator {
         ShapeGenerator::SkinnyCapacityEdges => skinny_capacity_edges()
             .into_iter()
@@ -184,8 +184,15 @@ fn generate(generator: ShapeGenerator) -> Vec<(NamedShape, usize)> {
                     EdgeSide::At => "at",
                     EdgeSide::Above => "above",
                 };
+                // N is named only where it is not the edges' usual one (the ragged scale edges),
+                // so the other edges keep their ids.
+                let n = if e.n == SKINNY_EDGE_N {
+                    String::new()
+                } else {
+                    format!("-n{}", e.n)
+                };
                 let shape = NamedShape {
-                    name: format!("skinny-edge.{capacity}-{side}.k{}", e.k),
+                    name: format!("skinny-edge.{capacity}-{side}.k{}{n}", e.k),
                     shape: LayerShape::new(e.n, e.k, e.group),
                     model: None,
                 };

@@ -20,9 +20,9 @@ pub use geometry::{
     DEQUANT_THREADS, FALLBACK_THREADS, MOE_ALIGN_EXPERT_WINDOW, MOE_ALIGN_THREADS, moe_geometry_for,
 };
 pub use skinny::{
-    CapacityEdge, EdgeSide, SKINNY_M_MAX, SKINNY_SCALE_CAPACITY, SKINNY_STAGE_ROW_BYTES,
-    SKINNY_THREADS, SKINNY_WEIGHT_STAGES, SKINNY_X_CAPACITY, SkinnyCapacity, skinny_capacity_edges,
-    skinny_dynamic_shared_bytes, skinny_row_tiles,
+    CapacityEdge, EdgeSide, RAGGED_ROW_TILE_N, SKINNY_EDGE_N, SKINNY_M_MAX, SKINNY_SCALE_CAPACITY,
+    SKINNY_STAGE_ROW_BYTES, SKINNY_THREADS, SKINNY_WEIGHT_STAGES, SKINNY_X_CAPACITY,
+    SkinnyCapacity, skinny_capacity_edges, skinny_dynamic_shared_bytes, skinny_row_tiles,
 };
 
 use geometry::{

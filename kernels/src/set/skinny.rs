@@ -91,9 +91,12 @@ impl CapacityEdge {
 /// [`SKINNY_M_MAX`] − 1, = and + 1; for every M it takes, K a group below, at and a group past
 /// the largest K whose M·K fits [`SKINNY_X_CAPACITY`]; K/G = 255, 256, 257 scales' worth of
 /// [`SKINNY_SCALE_CAPACITY`] at one row tile. N = 256 gives one row tile (RT = 1) on every
-/// target, so the scale edge is the kernel's own.
+/// target, so the scale edge is the kernel's own. The scale edges come twice more with
+/// [`RAGGED_ROW_TILE_N`]: a row tile whose second half lies past N, so the masks of rows past N
+/// are exercised both while the tile's metadata sits in shared memory and, past the edge, while
+/// every span reads it from global memory (where a row let through reads past the tensor).
 pub fn skinny_capacity_edges() -> Vec<CapacityEdge> {
-    const N: usize = 256;
+    const N: usize = SKINNY_EDGE_N;
     let sides = [EdgeSide::Below, EdgeSide::At, EdgeSide::Above];
     let step = |side: EdgeSide, at: usize, by: usize| match side {
         EdgeSide::Below => at - by,
@@ -128,18 +131,27 @@ pub fn skinny_capacity_edges() -> Vec<CapacityEdge> {
     // The smallest group gives the most groups per K: the scale edge at the shortest K.
     let group = FAST_GROUPS[0];
     let groups_at = SKINNY_SCALE_CAPACITY / 16;
-    for side in sides {
-        edges.push(CapacityEdge {
-            capacity: SkinnyCapacity::StagedScales,
-            side,
-            m: 1,
-            k: step(side, groups_at, 1) * group,
-            n: N,
-            group,
-        });
+    for n in [N, RAGGED_ROW_TILE_N] {
+        for side in sides {
+            edges.push(CapacityEdge {
+                capacity: SkinnyCapacity::StagedScales,
+                side,
+                m: 1,
+                k: step(side, groups_at, 1) * group,
+                n,
+                group,
+            });
+        }
     }
     edges
 }
+
+/// N of the ragged scale edges: 8 rows short of a multiple of the 16-row tile, so each warp's
+/// second group of eight rows (the lanes' `h` rows) lies wholly past N in the last tile.
+pub const RAGGED_ROW_TILE_N: usize = SKINNY_EDGE_N - 8;
+
+/// N of the edge shapes: one row tile (RT = 1) on every target.
+pub const SKINNY_EDGE_N: usize = 256;
 
 /// Row tiles of 16 per `skinny` block (`RT`, the block's y size; `KS = 8 / RT` warps split K):
 /// the largest of 8, 4, 2, 1 that still gives every compute unit a block (small N gets more

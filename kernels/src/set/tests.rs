@@ -30,6 +30,15 @@ fn the_skinny_edge_shapes_straddle_every_declared_capacity() {
         .map(|e| e.m)
         .collect();
     assert!((1..=SKINNY_M_MAX).all(|m| ms.contains(&m)), "{ms:?}");
+    // Each scale edge also with a last row tile half past N.
+    for side in [EdgeSide::Below, EdgeSide::At, EdgeSide::Above] {
+        assert!(
+            edges.iter().any(
+                |e| (e.capacity, e.side) == (SkinnyCapacity::StagedScales, side) && e.n % 16 == 8
+            ),
+            "no ragged scale edge {side:?}"
+        );
+    }
     for e in &edges {
         // One step: a row of M, a group of K.
         let unit = match e.capacity {
@@ -48,6 +57,7 @@ fn the_skinny_edge_shapes_straddle_every_declared_capacity() {
         assert_eq!(e.k % e.group, 0, "{e:?}");
         assert_eq!(e.n % 8, 0, "{e:?}");
         if e.capacity == SkinnyCapacity::StagedScales {
+            assert!(e.n == SKINNY_EDGE_N || e.n == RAGGED_ROW_TILE_N, "{e:?}");
             for t in Target::ALL {
                 assert_eq!(skinny_row_tiles(e.n, e.k, e.group, t), 1, "{e:?} on {t:?}");
             }
