@@ -14,7 +14,7 @@ use w4a16_emu::memory::GlobalMemory;
 use w4a16_emu::program::{KernelMeta, Program};
 use w4a16_kernels::decl::LaunchGeometry;
 use w4a16_kernels::source::KernelSources;
-use w4a16_kernels::{KernelDecl, Target};
+use w4a16_kernels::{KernelDecl, KernelId, Target};
 
 use crate::amd_code::code_object_for;
 use crate::launch::PackedArgs;
@@ -68,7 +68,9 @@ pub struct EmuDevice {
     target: Target,
     sources: KernelSources,
     memory: Arc<Mutex<GlobalMemory>>,
-    programs: Mutex<HashMap<&'static str, Loaded>>,
+    /// Loaded code objects by kernel, not by source file: `fused` and `fused_carrier` are one
+    /// source built twice (with and without its switch), two code objects.
+    programs: Mutex<HashMap<KernelId, Loaded>>,
     /// Entries whose launch ABI has been checked against the code object's metadata.
     abi_checked: Mutex<std::collections::HashSet<String>>,
     work: Mutex<EmulatorWork>,
@@ -145,7 +147,7 @@ impl EmuDevice {
             what: format!("a kernel launch of {} (it has no source file)", kernel.id),
             device: self.name(),
         })?;
-        if let Some(l) = lock(&self.programs).get(file) {
+        if let Some(l) = lock(&self.programs).get(&kernel.id) {
             return Ok(l.clone());
         }
         let path = code_object_for(kernel, self.target, &self.sources)?;
@@ -175,7 +177,7 @@ impl EmuDevice {
             program: Arc::new(program),
             info: Arc::new(info),
         };
-        lock(&self.programs).insert(file, loaded.clone());
+        lock(&self.programs).insert(kernel.id, loaded.clone());
         Ok(loaded)
     }
 }

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use hip_sys::hiprt::hipDeviceProp_t;
 use w4a16_kernels::decl::LaunchGeometry;
 use w4a16_kernels::source::KernelSources;
-use w4a16_kernels::{KernelDecl, Target};
+use w4a16_kernels::{KernelDecl, KernelId, Target};
 
 pub use super::amd_code::code_object_for;
 use super::hipblas::{BlasHandle, HipBlas};
@@ -178,7 +178,9 @@ pub struct RocmDevice {
     target: Target,
     watchdog: Duration,
     stream: ffi::hipStream_t,
-    modules: Mutex<HashMap<&'static str, Module>>,
+    /// Loaded modules by kernel, not by source file: `fused` and `fused_carrier` are one source
+    /// built twice (with and without its switch), two code objects.
+    modules: Mutex<HashMap<KernelId, Module>>,
     functions: Mutex<HashMap<String, usize>>,
     /// The hipBLAS handle on `stream`, created on the first dense GEMM.
     blas: Mutex<Option<BlasHandle>>,
@@ -367,11 +369,11 @@ impl RocmDevice {
             device: self.name(),
         })?;
         let mut modules = lock(&self.modules);
-        if !modules.contains_key(file) {
+        if !modules.contains_key(&kernel.id) {
             let m = self.load_module(kernel, file)?;
-            modules.insert(file, m);
+            modules.insert(kernel.id, m);
         }
-        let m = &modules[file];
+        let m = &modules[&kernel.id];
         let refused = |code: String, detail: String| DeviceFault::Launch {
             kernel: entry.to_string(),
             code,

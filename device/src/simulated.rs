@@ -138,20 +138,23 @@ pub fn device_with_wrong_draws() -> Box<dyn DeviceBench> {
     })
 }
 
-static DRAWN_ACTIVATIONS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-
-/// How many activation tensors simulated devices have drawn, in this process (a test's proof
-/// that the device's draw was used).
-pub fn drawn_activations() -> usize {
-    DRAWN_ACTIVATIONS.load(std::sync::atomic::Ordering::Relaxed)
+// Counted per thread: tests run in parallel in one process, and a count shared by all of them
+// moves under a test that reads it before and after its own run.
+thread_local! {
+    static DRAWN_ACTIVATIONS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    static HELD_JUDGEMENTS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
-static HELD_JUDGEMENTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+/// How many activation tensors simulated devices have drawn on this thread (a test's proof
+/// that the device's draw was used).
+pub fn drawn_activations() -> usize {
+    DRAWN_ACTIVATIONS.with(std::cell::Cell::get)
+}
 
-/// How many outputs simulated devices have judged next to held lanes, in this process (a
-/// test's proof that the held path ran).
+/// How many outputs simulated devices have judged next to held lanes on this thread (a test's
+/// proof that the held path ran).
 pub fn held_judgements() -> usize {
-    HELD_JUDGEMENTS.load(std::sync::atomic::Ordering::Relaxed)
+    HELD_JUDGEMENTS.with(std::cell::Cell::get)
 }
 
 /// A simulated device for the runner's tests: well behaved, or losing its context at the first
@@ -446,7 +449,7 @@ impl ReferenceOffload for Sim {
         let Some(draws) = self.draws else {
             return Ok(None);
         };
-        DRAWN_ACTIVATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        DRAWN_ACTIVATIONS.with(|n| n.set(n.get() + 1));
         let mut x = w4a16_reference::data::realistic_on_host(stream, dtype, count);
         if draws == Draws::Wrong {
             x.iter_mut().for_each(|v| *v = v.wrapping_add(1));
@@ -502,7 +505,7 @@ impl ReferenceOffload for Sim {
         request: &JudgeRequest<'_>,
     ) -> Result<Option<CompareReport>, DeviceFault> {
         let host: &HostLanes = lanes.inner(&self.name())?;
-        HELD_JUDGEMENTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        HELD_JUDGEMENTS.with(|n| n.set(n.get() + 1));
         Ok(host.judge(lanes.m, lanes.n, request))
     }
 }
