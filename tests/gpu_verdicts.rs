@@ -328,3 +328,29 @@ fn committed_verdict_snapshots_are_current_and_passing() {
     }
     eprintln!("{checked} committed verdict snapshots checked");
 }
+
+/// `fused_carrier` is `fused.hip` built with its switch: two code objects from one source. A
+/// carrier case launches `fused`, then `fused_carrier`, on one device; each must run its own
+/// code object (a cache keyed by source file once handed the carrier launch fused's, and every
+/// carrier case on the ISA emulator ended "entry point not found").
+#[test]
+fn the_isa_emulator_runs_fused_and_its_carrier_build_each_from_its_own_code_object() {
+    let Some(device) = common::emulator(w4a16_kernels::Target::Gfx1100) else {
+        return;
+    };
+    let set = w4a16_cases::load_all(&cases_dir()).unwrap();
+    let case = set
+        .case("carrier/kern.k128-n72/M=1/bf16/asym/g32/realistic/carrier")
+        .expect("the carrier suite's smallest asymmetric case");
+    let opts = SessionOptions::new(cases_dir(), device.run_target());
+    let verdicts = session::run_in_process(&set, &[case], &Backend::Device(device), &opts, &|_| {})
+        .unwrap()
+        .verdicts;
+    for kernel in ["fused", "fused_carrier"] {
+        let v = verdicts
+            .iter()
+            .find(|v| v.check.to_string() == kernel)
+            .unwrap_or_else(|| panic!("no {kernel} verdict: {verdicts:#?}"));
+        assert_eq!(v.outcome, Outcome::Pass, "{v:#?}");
+    }
+}
