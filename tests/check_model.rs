@@ -939,3 +939,55 @@ fn an_fp16_accumulating_producer_is_judged_by_its_own_recipe_and_bound() {
         "{refused}"
     );
 }
+
+/// AutoAWQ's own Triton GEMM (`awq_gemm_triton`, fp16 accumulation per 32-wide K tile and fp16
+/// atomic adds of its K splits), run by `scripts/awq-triton-y.py` on the awq fixture's packed
+/// tensors: its y, under the fp16-accumulating recipe the oracle declares, is within the derived
+/// bound for every module, while the weights stay bit-exact.
+#[test]
+fn autoawqs_triton_gemm_output_passes_under_its_declared_fp16_recipe() {
+    let dir = fixture("awq-gemm-g128-f16-triton-y");
+    let check = run(&dir, &CheckModelOptions::default()).unwrap();
+    let oracles = oracle_outcomes(&check);
+    assert_eq!(oracles.len(), 7, "{oracles:#?}");
+    for (id, outcome, detail) in &oracles {
+        assert_eq!(*outcome, Outcome::Pass, "{id}: {detail}");
+        assert!(detail.contains("fp16-accumulate"), "{id}: {detail}");
+    }
+    // The same y under the default fp32-accumulation recipe (the recipe's keys dropped).
+    let tmp = tempfile::tempdir().unwrap();
+    let undeclared = tmp.path().join("undeclared");
+    std::fs::create_dir_all(&undeclared).unwrap();
+    for f in ["config.json", "model.safetensors"] {
+        std::fs::copy(dir.join(f), undeclared.join(f)).unwrap();
+    }
+    let oracle = dir.join("w4a16-oracle.safetensors");
+    let bytes = std::fs::read(&oracle).unwrap();
+    let len = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + len]).unwrap();
+    let meta: Vec<(String, String)> = header["__metadata__"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(k, _)| !k.starts_with("y_recipe") && !k.starts_with("y_block_k"))
+        .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string()))
+        .collect();
+    let meta: Vec<(&str, &str)> = meta.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    write_safetensors(
+        &undeclared.join("w4a16-oracle.safetensors"),
+        &meta,
+        &read_safetensors(&oracle),
+    );
+    let check = run(&undeclared, &CheckModelOptions::default()).unwrap();
+    // Measured: every module outside the fp32 bound (worst ratios 4.8 to 12.7), so the recipe
+    // declaration is what lets a bit-exact producer pass, not a loose bound.
+    let outcomes = oracle_outcomes(&check);
+    assert_eq!(outcomes.len(), 7);
+    for (id, outcome, detail) in &outcomes {
+        assert_eq!(*outcome, Outcome::Fail, "{id}: {detail}");
+        assert!(
+            detail.contains("bit-exact") && detail.contains("(fp32-accumulate) is outside"),
+            "{id}: {detail}"
+        );
+    }
+}
