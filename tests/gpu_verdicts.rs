@@ -349,7 +349,7 @@ fn the_isa_emulator_runs_fused_and_its_carrier_build_each_from_its_own_code_obje
     for kernel in ["fused", "fused_carrier"] {
         let v = verdicts
             .iter()
-            .find(|v| v.check.to_string() == kernel)
+            .find(|v| v.check == kernel)
             .unwrap_or_else(|| panic!("no {kernel} verdict: {verdicts:#?}"));
         assert_eq!(v.outcome, Outcome::Pass, "{v:#?}");
     }

@@ -16,6 +16,17 @@ use w4a16_kernels::{RunTarget, emulation};
 /// at most). The larger cases run on the target's GPU.
 pub const ISA_EMULATOR_MAX_CASE_MACS: u64 = 1 << 24;
 
+/// The main job's share of the suites on a machine without a GPU, where the ISA emulator runs
+/// the default target's code objects in the GPU's place: these suites whole (their own
+/// budgets), every other suite only its cases up to [`MAIN_JOB_SHARE_MACS`], so the whole job
+/// stays within a few minutes on two cores (`bench/main-job-no-gpu.md`). `w4a16 run --target
+/// gfx1151` runs the emulator's full budget.
+pub const MAIN_JOB_WHOLE_SUITES: [&str; 1] = ["smoke"];
+
+/// Multiply-adds a case of a suite outside [`MAIN_JOB_WHOLE_SUITES`] may have in the main job's
+/// share.
+pub const MAIN_JOB_SHARE_MACS: u64 = 1 << 16;
+
 /// What interprets the kernels of a budgeted run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -24,6 +35,9 @@ pub enum Interpreter {
     CudaEmulation,
     /// The target's code objects executed instruction by instruction on the host.
     IsaEmulator,
+    /// The ISA emulator standing in for a missing GPU in the main job, with the main job's
+    /// share ([`MAIN_JOB_WHOLE_SUITES`], [`MAIN_JOB_SHARE_MACS`]).
+    IsaEmulatorMainJob,
 }
 
 impl Interpreter {
@@ -38,6 +52,11 @@ impl Interpreter {
                 "the ISA emulator's budget (isa_emulator_max_macs of the case's sweep or suite, else 2^{} MACs)",
                 ISA_EMULATOR_MAX_CASE_MACS.trailing_zeros()
             ),
+            Interpreter::IsaEmulatorMainJob => format!(
+                "the main job's share ({} within the emulator's budget, other suites up to 2^{} MACs a case)",
+                MAIN_JOB_WHOLE_SUITES.join(", "),
+                MAIN_JOB_SHARE_MACS.trailing_zeros()
+            ),
         }
     }
 }
@@ -49,8 +68,13 @@ pub enum CaseBudget<'s> {
     Unbounded,
     /// The CUDA emulation of an AMD target: [`emulation::MAX_CASE_MACS`].
     CudaEmulation,
-    /// The ISA emulator: the suite's declared budgets, else [`ISA_EMULATOR_MAX_CASE_MACS`].
-    IsaEmulator { suite: Option<&'s Suite> },
+    /// The ISA emulator: the suite's declared budgets, else [`ISA_EMULATOR_MAX_CASE_MACS`];
+    /// in the main job's share ([`Interpreter::IsaEmulatorMainJob`]) at most
+    /// [`MAIN_JOB_SHARE_MACS`] outside [`MAIN_JOB_WHOLE_SUITES`].
+    IsaEmulator {
+        suite: Option<&'s Suite>,
+        main_job: bool,
+    },
 }
 
 impl<'s> CaseBudget<'s> {
@@ -64,7 +88,10 @@ impl<'s> CaseBudget<'s> {
         if target.is_emulated() {
             CaseBudget::CudaEmulation
         } else if device == Some(DeviceKind::Emulator) {
-            CaseBudget::IsaEmulator { suite }
+            CaseBudget::IsaEmulator {
+                suite,
+                main_job: false,
+            }
         } else {
             CaseBudget::Unbounded
         }
@@ -75,7 +102,21 @@ impl<'s> CaseBudget<'s> {
         match self {
             CaseBudget::Unbounded => None,
             CaseBudget::CudaEmulation => Some(Interpreter::CudaEmulation),
-            CaseBudget::IsaEmulator { .. } => Some(Interpreter::IsaEmulator),
+            CaseBudget::IsaEmulator {
+                main_job: false, ..
+            } => Some(Interpreter::IsaEmulator),
+            CaseBudget::IsaEmulator { main_job: true, .. } => Some(Interpreter::IsaEmulatorMainJob),
+        }
+    }
+
+    /// The same budget cut to the main job's share (only the ISA emulator's has one).
+    pub fn main_job_share(self) -> Self {
+        match self {
+            CaseBudget::IsaEmulator { suite, .. } => CaseBudget::IsaEmulator {
+                suite,
+                main_job: true,
+            },
+            other => other,
         }
     }
 
@@ -84,11 +125,17 @@ impl<'s> CaseBudget<'s> {
         match self {
             CaseBudget::Unbounded => None,
             CaseBudget::CudaEmulation => Some(emulation::MAX_CASE_MACS),
-            CaseBudget::IsaEmulator { suite } => Some(
-                suite
+            CaseBudget::IsaEmulator { suite, main_job } => {
+                let own = suite
                     .and_then(|s| s.isa_emulator_max_macs_of(&case.id))
-                    .unwrap_or(ISA_EMULATOR_MAX_CASE_MACS),
-            ),
+                    .unwrap_or(ISA_EMULATOR_MAX_CASE_MACS);
+                let whole = MAIN_JOB_WHOLE_SUITES.contains(&case.suite.as_str());
+                Some(if *main_job && !whole {
+                    own.min(MAIN_JOB_SHARE_MACS)
+                } else {
+                    own
+                })
+            }
         }
     }
 
@@ -118,6 +165,7 @@ pub struct RunBudget<'s> {
     target: RunTarget,
     device: Option<DeviceKind>,
     set: &'s CaseSet,
+    main_job: bool,
 }
 
 impl<'s> RunBudget<'s> {
@@ -126,12 +174,26 @@ impl<'s> RunBudget<'s> {
             target,
             device,
             set,
+            main_job: false,
+        }
+    }
+
+    /// The same run cut to the main job's share ([`CaseBudget::main_job_share`]).
+    pub fn main_job_share(self) -> Self {
+        RunBudget {
+            main_job: true,
+            ..self
         }
     }
 
     /// The budget of the suite named `suite` (one the set lacks gets the device's default).
     pub fn of_suite(&self, suite: &str) -> CaseBudget<'s> {
-        CaseBudget::of(self.target, self.device, self.set.suite(suite))
+        let budget = CaseBudget::of(self.target, self.device, self.set.suite(suite));
+        if self.main_job {
+            budget.main_job_share()
+        } else {
+            budget
+        }
     }
 
     pub fn admits(&self, case: &Case) -> bool {
@@ -195,5 +257,39 @@ mod tests {
                 CaseBudget::of(native, Some(DeviceKind::Emulator), Some(edges)).admits(c)
             );
         }
+    }
+
+    /// The main job's share keeps the whole suites at the emulator's own budget and cuts every
+    /// other suite to its bound (a suite's larger declared budget does not lift it); a run on
+    /// a GPU has no share.
+    #[test]
+    fn the_main_jobs_share_is_whole_smoke_and_small_cases_of_the_rest() {
+        let set = w4a16_cases::load_all(&w4a16_cases::locate(None).unwrap()).unwrap();
+        let native = RunTarget::parse("gfx1151").unwrap();
+        let share = RunBudget::of(native, Some(DeviceKind::Emulator), &set).main_job_share();
+        let mut smoke = case_of(16, 1024, 1024);
+        assert!(share.admits(&smoke), "smoke keeps the emulator's own 2^24");
+        smoke.m = 17;
+        assert!(!share.admits(&smoke));
+        let mut other = case_of(1, 256, 256);
+        other.suite = "kernels".into();
+        assert!(share.admits(&other), "2^16 MACs is inside the share");
+        other.shape = w4a16_reference::layer::LayerShape::new(256, 512, other.shape.group);
+        assert!(!share.admits(&other), "one MAC-doubling past it is out");
+        assert!(
+            RunBudget::of(native, Some(DeviceKind::Emulator), &set).admits(&other),
+            "the emulator's own budget (kernels: 2^20) keeps it"
+        );
+        assert!(
+            share
+                .of_suite("kernels")
+                .to_string()
+                .contains("2^16 MACs a case")
+        );
+        let gpu = RunBudget::of(native, Some(DeviceKind::Rocm), &set).main_job_share();
+        assert!(
+            gpu.admits(&case_of(1 << 10, 1 << 14, 1 << 14)),
+            "a GPU has no share"
+        );
     }
 }

@@ -176,12 +176,17 @@ pub fn run_with(opts: RunOptions, devices: &dyn DeviceSource) -> Result<RunEnd, 
     // No dead tile-table rung: every rung is chosen by the derived selection sweep.
     w4a16_select::reach::check_shipped()?;
     let chosen = choose(&set, &opts.suites, opts.filter.as_deref());
-    let (target, backend) = devices.open(
+    let opened = devices.open(
         opts.target,
         opts.gpus.first(),
         &opts.sources,
         Allocation::Guarded,
     );
+    let main_job::Chosen {
+        target,
+        backend,
+        main_job_share,
+    } = main_job::in_place_of_a_missing_gpu(&opts, opened, devices);
     // The other devices of `--gpus`, each checked to be the same target (a mixed host would
     // give verdicts that depend on the device a case was dealt to).
     let (ordinals, more_devices) =
@@ -191,6 +196,7 @@ pub fn run_with(opts: RunOptions, devices: &dyn DeviceSource) -> Result<RunEnd, 
         backend,
         ordinals,
         more_devices,
+        main_job_share,
     };
     let picked = steps::Picked::of(&set, chosen, &opened, opts.shard);
     let setup = steps::Setup::of(&opts, &opened, picked.chosen.len())?;
@@ -499,6 +505,7 @@ pub fn snapshots(
     Ok(differing)
 }
 
+mod main_job;
 mod steps;
 
 #[cfg(test)]

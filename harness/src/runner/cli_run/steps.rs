@@ -3,6 +3,8 @@
 //! the reports, the snapshots and the summary.
 
 use super::*;
+use crate::require::Requirement;
+use crate::runner::budget::Interpreter;
 
 /// The devices a run opened: the first (or why there is none), the ordinals its workers are
 /// bound to, and the other devices of `--gpus`.
@@ -11,6 +13,8 @@ pub(super) struct Opened {
     pub(super) backend: Backend,
     pub(super) ordinals: Vec<usize>,
     pub(super) more_devices: Vec<OpenDevice>,
+    /// The ISA emulator in place of a missing GPU: the main job's share of the suites.
+    pub(super) main_job_share: bool,
 }
 
 impl Opened {
@@ -30,6 +34,9 @@ pub(super) struct Picked<'s> {
     pub(super) all_suites: Vec<String>,
     /// Per suite, the cases above the device's budget.
     pub(super) left_out: BTreeMap<String, LeftOut>,
+    /// The main job's cases outside its share on the ISA emulator: their CPU-side checks run,
+    /// their GPU checks skip with the reason (they are not left out of the run).
+    pub(super) cpu_only: Vec<&'s Case>,
     /// What the budget left out, said once.
     pub(super) budget_note: Option<String>,
     /// [`shard::selection_digest`] and size of the whole selection; the share's positions.
@@ -47,8 +54,16 @@ impl<'s> Picked<'s> {
     ) -> Self {
         let target = opened.target;
         let budget = RunBudget::of(target, opened.backend.device_kind(), set);
+        let budget = if opened.main_job_share {
+            budget.main_job_share()
+        } else {
+            budget
+        };
         let (chosen, over_budget): (Vec<&Case>, Vec<&Case>) =
             chosen.into_iter().partition(|c| budget.admits(c));
+        if opened.main_job_share {
+            return Self::main_job_share(chosen, over_budget, shard);
+        }
         let left_out: BTreeMap<String, LeftOut> = set
             .suite_names()
             .into_iter()
@@ -92,9 +107,56 @@ impl<'s> Picked<'s> {
             chosen,
             all_suites,
             left_out,
+            cpu_only: Vec::new(),
             budget_note,
             selection,
             selected,
+            positions,
+        }
+    }
+
+    /// The main job on the ISA emulator: `on_emulator` run there, `cpu_only` (outside the
+    /// share) run their CPU-side checks. Nothing is left out, so no snapshot is involved (the
+    /// share applies only where no `--snapshot` is asked for).
+    fn main_job_share(
+        on_emulator: Vec<&'s Case>,
+        cpu_only: Vec<&'s Case>,
+        shard: Option<ShardSpec>,
+    ) -> Self {
+        let budget_note = (!cpu_only.is_empty()).then(|| {
+            format!(
+                "{} cases run on the ISA emulator, {}; the other {} cases run their CPU-side checks and skip their GPU checks",
+                on_emulator.len(),
+                Interpreter::IsaEmulatorMainJob.budget(),
+                cpu_only.len()
+            )
+        });
+        if let Some(note) = &budget_note {
+            eprintln!("w4a16: {note}");
+        }
+        let all: Vec<&Case> = on_emulator.iter().chain(&cpu_only).copied().collect();
+        let all_suites = all.iter().map(|c| c.suite.clone()).collect();
+        let selection = shard::selection_digest(all.iter().map(|c| c.id.as_str()));
+        let mut positions = BTreeMap::new();
+        let (chosen, cpu_only) = match shard {
+            None => (on_emulator, cpu_only),
+            Some(s) => {
+                let mine = s.take(&all);
+                positions = mine.iter().map(|(p, c)| (c.id.clone(), *p)).collect();
+                let on: BTreeSet<&str> = on_emulator.iter().map(|c| c.id.as_str()).collect();
+                mine.into_iter()
+                    .map(|(_, c)| c)
+                    .partition(|c| on.contains(c.id.as_str()))
+            }
+        };
+        Picked {
+            chosen,
+            all_suites,
+            left_out: BTreeMap::new(),
+            cpu_only,
+            budget_note,
+            selection,
+            selected: all.len(),
             positions,
         }
     }
@@ -159,6 +221,10 @@ impl Setup {
                 ordinals.len()
             );
             ordinals.len()
+        } else if opened.main_job_share {
+            // The emulator in a GPU's place: its workers share the host's cores.
+            let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+            opts.jobs.max(cores)
         } else {
             opts.jobs
         };
@@ -326,6 +392,25 @@ pub(super) fn run_cases(
     } else {
         session::run_in_process(set, chosen, &opened.backend, &setup.session, &on_verdict)?
     };
+    if !picked.cpu_only.is_empty() {
+        let skip = Skip {
+            requirement: Requirement::Gpu,
+            reason: format!(
+                "outside {} on the ISA emulator: a GPU runs it, or `w4a16 run --target {}` on the emulator",
+                Interpreter::IsaEmulatorMainJob.budget(),
+                setup.target
+            ),
+        };
+        let cpu = session::run_in_process(
+            set,
+            &picked.cpu_only,
+            &Backend::None(skip),
+            &setup.session,
+            &on_verdict,
+        )?;
+        out.verdicts.extend(cpu.verdicts);
+        out.times.merge(&cpu.times);
+    }
     let case_checks = out.verdicts.len();
     verdicts.append(&mut out.verdicts);
     if let (Some(Err(skip)), Some(tool)) = (&setup.sanitizer, opts.sanitize) {
