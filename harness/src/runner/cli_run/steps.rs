@@ -291,10 +291,14 @@ pub(super) fn announce_devices(
             }
         ),
         Backend::Device(d) => {
-            eprintln!(
-                "w4a16: {cases} cases on {} ({target}), {jobs} workers",
-                d.name()
-            )
+            // The emulator's name already says its target.
+            let name = d.name();
+            let on = if name.contains(&target.to_string()) {
+                name
+            } else {
+                format!("{name} ({target})")
+            };
+            eprintln!("w4a16: {cases} cases on {on}, {jobs} workers")
         }
         Backend::None(skip) => eprintln!(
             "w4a16: {cases} cases, CPU-side checks for {target}; GPU checks skip: {}",
