@@ -209,7 +209,7 @@ impl EmuDevice {
             if decl.source_file.is_none() {
                 continue;
             }
-            let loaded = self.load(&decl)?;
+            let loaded = self.load(decl)?;
             let path = &loaded.program.path;
             let lines = std::fs::read(path)
                 .map_err(|e| e.to_string())
