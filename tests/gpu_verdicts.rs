@@ -143,7 +143,7 @@ fn isa_emulator_selection_suite(target: w4a16_kernels::Target) {
 }
 
 /// The suites the ISA emulator runs in CI for each native gfx target (the tests above).
-const ISA_EMULATOR_SUITES: [&str; 5] = ["smoke", "checkpoints", "kernels", "edges", "selection"];
+const ISA_EMULATOR_SUITES: [&str; 5] = w4a16_harness::block_coverage::ISA_EMULATOR_SUITES;
 
 /// Each native gfx target has a committed verdict snapshot per suite the ISA emulator runs in
 /// CI (recorded with `w4a16 run --suite <s> --target <gfx> --snapshot update` on a machine

@@ -2,6 +2,7 @@
 //! a deterministic, deduplicated list of [`Case`] values with stable, human-readable ids;
 //! known-bad entries and model descriptions live beside them. See [`schema`] for the format.
 
+pub mod coverage_exceptions;
 mod error;
 pub mod gate_exceptions;
 pub mod known_bad;

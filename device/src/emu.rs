@@ -9,7 +9,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use w4a16_emu::blocks::Executed;
 use w4a16_emu::dispatch::{self, Dims, Limits, Schedule};
+use w4a16_emu::lines::LineTable;
 use w4a16_emu::memory::GlobalMemory;
 use w4a16_emu::program::{KernelMeta, Program};
 use w4a16_kernels::decl::LaunchGeometry;
@@ -17,6 +19,7 @@ use w4a16_kernels::source::KernelSources;
 use w4a16_kernels::{KernelDecl, KernelId, Target};
 
 use crate::amd_code::code_object_for;
+use crate::block_coverage::{BlockCoverage, from_program};
 use crate::launch::PackedArgs;
 use crate::{
     Allocation, BlasGemm, Capability, DeviceFault, DeviceInfo, DeviceKind, EmulatorWork, Health,
@@ -75,10 +78,17 @@ pub struct EmuDevice {
     abi_checked: Mutex<std::collections::HashSet<String>>,
     work: Mutex<EmulatorWork>,
     limits: Limits,
+    /// With `DeviceRequest::recording_blocks`: the instructions each (code object, entry) ran
+    /// since the last [`DeviceInfo::block_coverage`].
+    recording: Option<Mutex<HashMap<(KernelId, String), Executed>>>,
 }
 
 /// Opens the emulator for `target` (gfx11/gfx12 only); a target it cannot run is a skip.
-pub(crate) fn open_with(target: Target, sources: KernelSources) -> Result<EmuDevice, Skip> {
+pub(crate) fn open_with(
+    target: Target,
+    sources: KernelSources,
+    record_blocks: bool,
+) -> Result<EmuDevice, Skip> {
     if w4a16_emu::inst::Gen::of_target(target.name()).is_none() {
         return Err(crate::skip(
             Requirement::AmdToolchain,
@@ -115,6 +125,7 @@ pub(crate) fn open_with(target: Target, sources: KernelSources) -> Result<EmuDev
         abi_checked: Mutex::new(std::collections::HashSet::new()),
         work: Mutex::new(EmulatorWork::default()),
         limits: Limits::default(),
+        recording: record_blocks.then(|| Mutex::new(HashMap::new())),
     })
 }
 
@@ -182,6 +193,42 @@ impl EmuDevice {
     }
 }
 
+impl EmuDevice {
+    /// Every code object of the target (loaded now if no launch needed it), its entries'
+    /// blocks marked as `recording` ran them; the recording starts again empty.
+    fn blocks(
+        &self,
+        recording: &Mutex<HashMap<(KernelId, String), Executed>>,
+    ) -> Result<BlockCoverage, DeviceFault> {
+        let mut ran = std::mem::take(&mut *lock(recording));
+        let mut coverage = BlockCoverage {
+            target: self.target.name().to_string(),
+            code_objects: Vec::new(),
+        };
+        for decl in w4a16_kernels::set::all() {
+            if decl.source_file.is_none() {
+                continue;
+            }
+            let loaded = self.load(decl)?;
+            let path = &loaded.program.path;
+            let lines = std::fs::read(path)
+                .map_err(|e| e.to_string())
+                .and_then(|elf| LineTable::read(&elf).map_err(|e| e.to_string()))
+                .map_err(|e| DeviceFault::Call {
+                    during: format!("reading the line table of {}", path.display()),
+                    code: e,
+                })?;
+            coverage.code_objects.push(from_program::code_object(
+                decl.id.name(),
+                &loaded.program,
+                &lines,
+                |entry| ran.remove(&(decl.id, entry.to_string())),
+            ));
+        }
+        Ok(coverage)
+    }
+}
+
 /// A code object as the emulator runs it, with the metadata its launches are checked against.
 #[derive(Clone)]
 struct Loaded {
@@ -192,6 +239,11 @@ struct Loaded {
 impl DeviceInfo for EmuDevice {
     fn emulator_work(&self) -> Option<EmulatorWork> {
         Some(lock(&self.work).clone())
+    }
+
+    fn block_coverage(&self) -> Option<Result<BlockCoverage, DeviceFault>> {
+        let recording = self.recording.as_ref()?;
+        Some(self.blocks(recording))
     }
 
     fn target(&self) -> Target {
@@ -306,7 +358,19 @@ impl Runtime for EmuDevice {
         let mut memory = lock(&self.memory);
         let at = w4a16_emu::kernarg::place(&mut memory, k, &args.bytes, &dims)
             .map_err(|e| refused("kernel arguments", e.to_string()))?;
-        let run = dispatch::launch(k, &dims, at, &mut memory, &limits);
+        let run = match &self.recording {
+            None => dispatch::launch(k, &dims, at, &mut memory, &limits),
+            Some(recording) => {
+                let key = (kernel.id, entry.to_string());
+                let mut executed = lock(recording)
+                    .remove(&key)
+                    .unwrap_or_else(|| Executed::new(k));
+                let run =
+                    dispatch::launch_recording(k, &dims, at, &mut memory, &limits, &mut executed);
+                lock(recording).insert(key, executed);
+                run
+            }
+        };
         memory.free(at);
         drop(memory);
         let stats = run.map_err(machine_fault)?;

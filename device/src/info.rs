@@ -35,6 +35,12 @@ pub trait DeviceInfo: Send + Sync {
     fn emulator_work(&self) -> Option<EmulatorWork> {
         None
     }
+    /// The blocks of the target's code objects and which of them ran since the last call (the
+    /// ISA emulator opened with `DeviceRequest::recording_blocks`); `None` for every other
+    /// device.
+    fn block_coverage(&self) -> Option<Result<crate::BlockCoverage, crate::DeviceFault>> {
+        None
+    }
 }
 
 /// How a device sizes the buffers of a launch.

@@ -21,6 +21,7 @@
 
 pub mod amd_code;
 pub mod blas;
+pub mod block_coverage;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 mod device;
@@ -53,6 +54,7 @@ pub mod validate;
 
 use w4a16_require::{Requirement, Skip};
 
+pub use block_coverage::BlockCoverage;
 pub use device::Device;
 pub use fault::{
     BadWatchdog, Capability, DeviceFault, FaultClass, Health, UnknownArch, watchdog_timeout,

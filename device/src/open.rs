@@ -42,6 +42,9 @@ pub struct DeviceRequest {
     /// Only the CUDA backend offers [`Allocation::Exact`] (sanitizer runs are NVIDIA's) and the
     /// emulator is always exact; check [`crate::DeviceInfo::allocation`] on what opened.
     pub allocation: Allocation,
+    /// The ISA emulator records which blocks of the machine code run
+    /// ([`crate::DeviceInfo::block_coverage`]); other devices ignore it.
+    pub record_blocks: bool,
 }
 
 impl Default for DeviceRequest {
@@ -57,6 +60,7 @@ impl DeviceRequest {
             ordinal: 0,
             sources: KernelSources::Embedded,
             allocation: Allocation::Guarded,
+            record_blocks: false,
         }
     }
 
@@ -90,6 +94,14 @@ impl DeviceRequest {
         DeviceRequest { sources, ..self }
     }
 
+    /// The ISA emulator recording the blocks each launch runs (block coverage).
+    pub fn recording_blocks(self) -> Self {
+        DeviceRequest {
+            record_blocks: true,
+            ..self
+        }
+    }
+
     /// Buffers sized by `allocation` instead of guarded.
     pub fn with_allocation(self, allocation: Allocation) -> Self {
         DeviceRequest { allocation, ..self }
@@ -103,11 +115,12 @@ pub fn open(request: DeviceRequest) -> Result<Box<dyn DeviceBench>, Skip> {
         ordinal,
         sources,
         allocation,
+        record_blocks,
     } = request;
     match choice {
         DeviceChoice::FirstGpu => open_first_gpu(ordinal, sources, allocation),
         DeviceChoice::Kind(kind) => open_kind(kind, ordinal, sources, allocation),
-        DeviceChoice::Emulator(target) => open_emulator(target, sources),
+        DeviceChoice::Emulator(target) => open_emulator(target, sources, record_blocks),
         DeviceChoice::EmulatedOnCuda(target) => {
             open_emulated_on_cuda(target, ordinal, sources, allocation)
         }
@@ -176,13 +189,25 @@ fn open_kind(
 }
 
 #[cfg(feature = "emu")]
-fn open_emulator(target: Target, sources: KernelSources) -> Result<Box<dyn DeviceBench>, Skip> {
-    Ok(Box::new(crate::emu::open_with(target, sources)?))
+fn open_emulator(
+    target: Target,
+    sources: KernelSources,
+    record_blocks: bool,
+) -> Result<Box<dyn DeviceBench>, Skip> {
+    Ok(Box::new(crate::emu::open_with(
+        target,
+        sources,
+        record_blocks,
+    )?))
 }
 
 /// Without the `emu` feature the emulator is a skip saying so.
 #[cfg(not(feature = "emu"))]
-fn open_emulator(target: Target, _sources: KernelSources) -> Result<Box<dyn DeviceBench>, Skip> {
+fn open_emulator(
+    target: Target,
+    _sources: KernelSources,
+    _record_blocks: bool,
+) -> Result<Box<dyn DeviceBench>, Skip> {
     Err(skip(
         Requirement::AmdToolchain,
         format!("{target} on the ISA emulator needs the cargo feature `emu`"),

@@ -8,6 +8,7 @@
 //! signal, then a wait that passes once every wave still running has signalled); gfx11's
 //! `s_barrier` is both at once. Waves that ended do not hold a barrier up, as on hardware.
 
+use crate::blocks::Executed;
 use crate::exec::{Ctx, Flow, step};
 use crate::fault::{Fault, FaultKind};
 use crate::inst::{Gen, Inst, Operand};
@@ -314,6 +315,30 @@ pub fn launch(
     global: &mut GlobalMemory,
     limits: &Limits,
 ) -> Result<LaunchStats, Fault> {
+    launch_with(kernel, dims, kernarg, global, limits, None)
+}
+
+/// [`launch`], marking in `executed` (made for `kernel`) every instruction that runs, a
+/// faulting launch's included (see [`crate::blocks`]).
+pub fn launch_recording(
+    kernel: &Kernel,
+    dims: &Dims,
+    kernarg: u64,
+    global: &mut GlobalMemory,
+    limits: &Limits,
+    executed: &mut Executed,
+) -> Result<LaunchStats, Fault> {
+    launch_with(kernel, dims, kernarg, global, limits, Some(executed))
+}
+
+fn launch_with(
+    kernel: &Kernel,
+    dims: &Dims,
+    kernarg: u64,
+    global: &mut GlobalMemory,
+    limits: &Limits,
+    mut executed: Option<&mut Executed>,
+) -> Result<LaunchStats, Fault> {
     let at_launch = |kind: FaultKind| Fault {
         kernel: kernel.name.clone(),
         at: kernel.descriptor.entry,
@@ -347,7 +372,13 @@ pub fn launch(
                     i
                 };
                 let wg = [i % gx, i / gx % gy, i / (gx * gy)].map(|d| d as u32);
-                run_workgroup(kernel, &layout, dims, wg, global, limits, &mut stats)?;
+                let run = Run {
+                    kernel,
+                    layout: &layout,
+                    dims,
+                    limits,
+                };
+                run.workgroup(wg, global, &mut stats, executed.as_deref_mut())?;
             }
             Ok(stats)
         });
@@ -364,87 +395,108 @@ struct Arrivals {
     waits: u64,
 }
 
-fn run_workgroup(
-    kernel: &Kernel,
-    layout: &Layout,
-    dims: &Dims,
-    wg: [u32; 3],
-    global: &mut GlobalMemory,
-    limits: &Limits,
-    stats: &mut LaunchStats,
-) -> Result<(), Fault> {
-    let mut waves = waves_of(kernel, layout, dims, wg);
-    let mut arrivals = vec![Arrivals::default(); waves.len()];
-    let mut lds = Lds::new(layout.lds_bytes);
-    // Barriers completed by the workgroup.
-    let mut completed = 0u64;
-    loop {
-        let mut ran = false;
-        for turn in 0..waves.len() {
-            let w = if limits.schedule.reversed {
-                waves.len() - 1 - turn
-            } else {
-                turn
-            };
-            let wave = &mut waves[w];
-            match wave.state {
-                WaveState::Done => continue,
-                WaveState::AtBarrier if completed >= arrivals[w].waits => {
-                    wave.state = WaveState::Running
+/// What every workgroup of a launch shares.
+struct Run<'a> {
+    kernel: &'a Kernel,
+    layout: &'a Layout,
+    dims: &'a Dims,
+    limits: &'a Limits,
+}
+
+impl Run<'_> {
+    fn workgroup(
+        &self,
+        wg: [u32; 3],
+        global: &mut GlobalMemory,
+        stats: &mut LaunchStats,
+        mut executed: Option<&mut Executed>,
+    ) -> Result<(), Fault> {
+        let Run {
+            kernel,
+            layout,
+            dims,
+            limits,
+        } = *self;
+        let mut waves = waves_of(kernel, layout, dims, wg);
+        let mut arrivals = vec![Arrivals::default(); waves.len()];
+        let mut lds = Lds::new(layout.lds_bytes);
+        // Barriers completed by the workgroup.
+        let mut completed = 0u64;
+        loop {
+            let mut ran = false;
+            for turn in 0..waves.len() {
+                let w = if limits.schedule.reversed {
+                    waves.len() - 1 - turn
+                } else {
+                    turn
+                };
+                let wave = &mut waves[w];
+                match wave.state {
+                    WaveState::Done => continue,
+                    WaveState::AtBarrier if completed >= arrivals[w].waits => {
+                        wave.state = WaveState::Running
+                    }
+                    WaveState::AtBarrier => continue,
+                    WaveState::Running => {}
                 }
-                WaveState::AtBarrier => continue,
-                WaveState::Running => {}
-            }
-            ran = true;
-            let mut ctx = Ctx {
-                generation: kernel.generation,
-                global,
-                lds: &mut lds,
-            };
-            let fault = |wave: &Wave, at: u64, inst: String, kind| Fault {
-                kernel: kernel.name.clone(),
-                at,
-                inst,
-                workgroup: wg,
-                wave: wave.id,
-                kind,
-            };
-            run_quantum(kernel, wave, &mut arrivals[w], &mut ctx, limits)
+                ran = true;
+                let mut ctx = Ctx {
+                    generation: kernel.generation,
+                    global,
+                    lds: &mut lds,
+                };
+                let fault = |wave: &Wave, at: u64, inst: String, kind| Fault {
+                    kernel: kernel.name.clone(),
+                    at,
+                    inst,
+                    workgroup: wg,
+                    wave: wave.id,
+                    kind,
+                };
+                run_quantum(
+                    kernel,
+                    wave,
+                    &mut arrivals[w],
+                    &mut ctx,
+                    limits,
+                    executed.as_deref_mut(),
+                )
                 .map_err(|(at, inst, kind)| fault(wave, at, inst, kind))?;
-            // A barrier completes once every wave still running has signalled it.
-            loop {
-                let mut live = waves
-                    .iter()
-                    .zip(&arrivals)
-                    .filter(|(v, _)| v.state != WaveState::Done)
-                    .peekable();
-                if live.peek().is_none() || !live.all(|(_, a)| a.signals > completed) {
-                    break;
+                // A barrier completes once every wave still running has signalled it.
+                loop {
+                    let mut live = waves
+                        .iter()
+                        .zip(&arrivals)
+                        .filter(|(v, _)| v.state != WaveState::Done)
+                        .peekable();
+                    if live.peek().is_none() || !live.all(|(_, a)| a.signals > completed) {
+                        break;
+                    }
+                    completed += 1;
                 }
-                completed += 1;
+            }
+            if waves.iter().all(|v| v.state == WaveState::Done) {
+                break;
+            }
+            if !ran {
+                let first = &waves[0];
+                return Err(Fault {
+                    kernel: kernel.name.clone(),
+                    at: first.pc,
+                    inst: "(barrier)".into(),
+                    workgroup: wg,
+                    wave: 0,
+                    kind: FaultKind::Barrier {
+                        detail: "every wave waits and none can proceed".into(),
+                    },
+                });
             }
         }
-        if waves.iter().all(|v| v.state == WaveState::Done) {
-            break;
-        }
-        if !ran {
-            let first = &waves[0];
-            return Err(Fault {
-                kernel: kernel.name.clone(),
-                at: first.pc,
-                inst: "(barrier)".into(),
-                workgroup: wg,
-                wave: 0,
-                kind: FaultKind::Barrier {
-                    detail: "every wave waits and none can proceed".into(),
-                },
-            });
-        }
+        stats.workgroups += 1;
+        stats.waves += waves.len() as u64;
+        stats.wave_instructions += waves.iter().map(|v| v.executed).sum::<u64>();
+        Ok(())
     }
-    stats.workgroups += 1;
-    stats.waves += waves.len() as u64;
-    stats.wave_instructions += waves.iter().map(|v| v.executed).sum::<u64>();
-    Ok(())
 }
 
 /// Where a fault happened: instruction address, its text, and what.
@@ -458,10 +510,14 @@ fn run_quantum(
     arrivals: &mut Arrivals,
     ctx: &mut Ctx<'_>,
     limits: &Limits,
+    mut executed: Option<&mut Executed>,
 ) -> Result<(), Stop> {
     for _ in 0..limits.schedule.quantum.max(1) {
         let pc = wave.pc;
-        let inst = fetch(kernel, pc)?;
+        let (at, inst) = fetch(kernel, pc)?;
+        if let Some(e) = executed.as_deref_mut() {
+            e.mark(at);
+        }
         let stop = |kind| (pc, inst.to_string(), kind);
         if wave.executed >= limits.max_instructions_per_wave {
             return Err(stop(FaultKind::Hang {
@@ -535,11 +591,11 @@ fn run_quantum(
 
 /// The instruction at `pc`, or the fault of an address that holds no instruction the emulator
 /// can run (an unknown one names itself).
-fn fetch(kernel: &Kernel, pc: u64) -> Result<&Inst, Stop> {
+fn fetch(kernel: &Kernel, pc: u64) -> Result<(usize, &Inst), Stop> {
     if let Some(i) = kernel.index_of(pc)
         && let Some(inst) = kernel.code.get(i)
     {
-        return Ok(inst);
+        return Ok((i, inst));
     }
     match kernel.unknown.get(&pc) {
         Some(e @ ParseError::UnknownInstruction { mnemonic, .. }) => Err((

@@ -4,6 +4,7 @@
 //! validation (`w4a16-device`). Each is named by its own crate; nothing is re-exported here.
 
 pub mod bench;
+pub mod block_coverage;
 pub mod model_check;
 pub mod mutants;
 pub mod perf;

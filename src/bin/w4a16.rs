@@ -1,5 +1,5 @@
 //! The `w4a16` command line: `run` (the main job), `merge`, `select`, `cases`, `repro`,
-//! `bench`, `perf` (speed against per-target goldens), `mutants` (the harness's own mutation
+//! `bench`, `coverage` (machine-code blocks the suites execute), `perf` (speed against per-target goldens), `mutants` (the harness's own mutation
 //! score), `check-model` and `snapshots`. This file only parses and dispatches: each
 //! subcommand is a module of its own, and how each ends maps to the exit code in [`exit`].
 
@@ -11,6 +11,8 @@ mod bench;
 mod cases;
 #[path = "w4a16/check_model.rs"]
 mod check_model;
+#[path = "w4a16/coverage.rs"]
+mod coverage;
 #[path = "w4a16/exit.rs"]
 mod exit;
 #[path = "w4a16/merge.rs"]
@@ -58,6 +60,7 @@ fn dispatch(cli: Cli, config: KernelConfig) -> Result<Status, CliError> {
         Command::Cases => cases::cases(cases),
         Command::Repro(a) => repro::repro(a, cases, config),
         Command::Bench(a) => bench::bench(a, cases, config),
+        Command::Coverage(a) => coverage::coverage(a, cases, config),
         Command::Perf(a) => perf::perf(a, cases, config),
         Command::CheckModel(a) => check_model::check_model(a, cases, config),
         Command::Snapshots(a) => snapshots::snapshots(a, cases),

@@ -4,7 +4,9 @@
 //! the choices, and `--help` shows them.
 
 use super::exit::CliError;
-use super::{bench, check_model, merge, mutants, perf, repro, run, select, snapshots, worker};
+use super::{
+    bench, check_model, coverage, merge, mutants, perf, repro, run, select, snapshots, worker,
+};
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Parser, Subcommand};
 use std::path::{Path, PathBuf};
@@ -48,6 +50,11 @@ pub enum Command {
     /// With `--cpu-side`: what the CPU side of a run (data, conversion, reference and
     /// verification) costs on this machine, with a stand-in device that computes nothing.
     Bench(bench::BenchArgs),
+    /// Machine-code coverage: run suites (default: those the ISA emulator runs in CI) on the
+    /// ISA emulator for --target, recording which basic blocks of its code objects execute;
+    /// write coverage/<gfx>.json and coverage/<gfx>.md. Exit 1 when a block no suite executes
+    /// has no reason in cases/exceptions/coverage.toml (or an entry there no longer holds).
+    Coverage(coverage::CoverageArgs),
     /// Perf mode: time the selected path of every dense case of a suite with cold inputs and
     /// judge each against the target's goldens (`perf/<target>.json`) through its ratio to a
     /// control measured beside it (the copy ceiling for M <= 5, the vendor BLAS above), and

@@ -33,6 +33,10 @@ pub struct BenchArgs {
     /// per second and wall time (no GPU needed). `--emulated` is its old spelling.
     #[arg(long, alias = "emulated", conflicts_with_all = ["cpu_side", "moe"])]
     emulator: bool,
+    /// With `--emulator`: the emulator records which blocks of the machine code run, as
+    /// `w4a16 coverage` has it do (what recording costs, docs/block-coverage.md).
+    #[arg(long, requires = "emulator")]
+    record_blocks: bool,
     /// Suites for `--cpu-side` (repeatable; default: field).
     #[arg(long = "suite")]
     suites: Vec<String>,
@@ -103,8 +107,11 @@ fn emulator(
         );
     }
     let sources = args::kernel_sources("--kernel-sources", args.kernel_sources.as_deref())?;
-    let request = w4a16_device::DeviceRequest::emulator(target.target);
-    let device = match w4a16_device::open(request.with_sources(sources)) {
+    let mut request = w4a16_device::DeviceRequest::emulator(target.target).with_sources(sources);
+    if args.record_blocks {
+        request = request.recording_blocks();
+    }
+    let device = match w4a16_device::open(request) {
         Ok(d) => d,
         Err(skip) => {
             w4a16_harness::require::announce_skip(skip.requirement.name(), &skip.reason);

@@ -105,6 +105,8 @@ pub enum CliError {
     #[error(transparent)]
     Mutants(#[from] super::mutants::MutantsCliError),
     #[error(transparent)]
+    Coverage(#[from] super::coverage::CoverageCliError),
+    #[error(transparent)]
     Perf(#[from] super::perf::PerfCliError),
     #[error(transparent)]
     RunReport(#[from] super::snapshots::RunReportError),
