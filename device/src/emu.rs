@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use w4a16_emu::counters::{Counters, TargetLimits};
 use w4a16_emu::dispatch::{self, Dims, Limits, Schedule};
 use w4a16_emu::memory::GlobalMemory;
 use w4a16_emu::program::{KernelMeta, Program};
@@ -20,7 +21,7 @@ use crate::amd_code::code_object_for;
 use crate::launch::PackedArgs;
 use crate::{
     Allocation, BlasGemm, Capability, DeviceFault, DeviceInfo, DeviceKind, EmulatorWork, Health,
-    ReferenceOffload, Runtime,
+    LaunchCounters, ReferenceOffload, Runtime,
 };
 use w4a16_codeobject::{self as codeobject, abi};
 use w4a16_require::{Requirement, Skip};
@@ -45,6 +46,16 @@ fn machine_fault(fault: w4a16_emu::fault::Fault) -> DeviceFault {
             ),
         },
     }
+}
+
+/// Waves per SIMD the launch's VGPRs, LDS and workgroup size allow on `target` (0 for a
+/// target without declared limits).
+fn occupancy(target: Target, k: &w4a16_emu::program::Kernel, dims: &Dims) -> u64 {
+    let threads: u64 = dims.block.iter().map(|&b| u64::from(b)).product();
+    let lds = u64::from(k.descriptor.group_segment_fixed_size) + u64::from(dims.dynamic_lds);
+    TargetLimits::of(target.name()).map_or(0, |t| {
+        t.occupancy(u64::from(k.meta.vgpr_count), lds, threads.div_ceil(32))
+    })
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -75,6 +86,8 @@ pub struct EmuDevice {
     abi_checked: Mutex<std::collections::HashSet<String>>,
     work: Mutex<EmulatorWork>,
     limits: Limits,
+    /// While counting: the counters of every launch since it started.
+    counted: Mutex<Option<Vec<LaunchCounters>>>,
 }
 
 /// Opens the emulator for `target` (gfx11/gfx12 only); a target it cannot run is a skip.
@@ -115,6 +128,7 @@ pub(crate) fn open_with(target: Target, sources: KernelSources) -> Result<EmuDev
         abi_checked: Mutex::new(std::collections::HashSet::new()),
         work: Mutex::new(EmulatorWork::default()),
         limits: Limits::default(),
+        counted: Mutex::new(None),
     })
 }
 
@@ -192,6 +206,18 @@ struct Loaded {
 impl DeviceInfo for EmuDevice {
     fn emulator_work(&self) -> Option<EmulatorWork> {
         Some(lock(&self.work).clone())
+    }
+
+    fn count_launches(&self, on: bool) -> bool {
+        *lock(&self.counted) = on.then(Vec::new);
+        true
+    }
+
+    fn take_launch_counters(&self) -> Vec<LaunchCounters> {
+        lock(&self.counted)
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
     }
 
     fn target(&self) -> Target {
@@ -306,10 +332,20 @@ impl Runtime for EmuDevice {
         let mut memory = lock(&self.memory);
         let at = w4a16_emu::kernarg::place(&mut memory, k, &args.bytes, &dims)
             .map_err(|e| refused("kernel arguments", e.to_string()))?;
-        let run = dispatch::launch(k, &dims, at, &mut memory, &limits);
+        let mut counters = lock(&self.counted).is_some().then(Counters::default);
+        let run = dispatch::launch_counted(k, &dims, at, &mut memory, &limits, counters.as_mut());
         memory.free(at);
         drop(memory);
         let stats = run.map_err(machine_fault)?;
+        if let Some(mut counters) = counters {
+            counters.occupancy = occupancy(self.target, k, &dims);
+            if let Some(list) = lock(&self.counted).as_mut() {
+                list.push(LaunchCounters {
+                    entry: entry.to_string(),
+                    counters,
+                });
+            }
+        }
         lock(&self.work).add_launch(
             entry,
             stats.wave_instructions,

@@ -8,6 +8,7 @@
 //! signal, then a wait that passes once every wave still running has signalled); gfx11's
 //! `s_barrier` is both at once. Waves that ended do not hold a barrier up, as on hardware.
 
+use crate::counters::Counters;
 use crate::exec::{Ctx, Flow, step};
 use crate::fault::{Fault, FaultKind};
 use crate::inst::{Gen, Inst, Operand};
@@ -314,6 +315,20 @@ pub fn launch(
     global: &mut GlobalMemory,
     limits: &Limits,
 ) -> Result<LaunchStats, Fault> {
+    launch_counted(kernel, dims, kernarg, global, limits, None)
+}
+
+/// As [`launch`], counting every instruction into `counters` when given ([`Counters`]; its
+/// `waves` too; occupancy is the caller's, who knows the target). Without a sink the loop pays
+/// one untaken branch per instruction.
+pub fn launch_counted(
+    kernel: &Kernel,
+    dims: &Dims,
+    kernarg: u64,
+    global: &mut GlobalMemory,
+    limits: &Limits,
+    mut counters: Option<&mut Counters>,
+) -> Result<LaunchStats, Fault> {
     let at_launch = |kind: FaultKind| Fault {
         kernel: kernel.name.clone(),
         at: kernel.descriptor.entry,
@@ -347,7 +362,11 @@ pub fn launch(
                     i
                 };
                 let wg = [i % gx, i / gx % gy, i / (gx * gy)].map(|d| d as u32);
-                run_workgroup(kernel, &layout, dims, wg, global, limits, &mut stats)?;
+                let sink = counters.as_deref_mut();
+                run_workgroup(kernel, &layout, dims, wg, global, limits, &mut stats, sink)?;
+            }
+            if let Some(c) = counters {
+                c.waves += stats.waves;
             }
             Ok(stats)
         });
@@ -364,6 +383,7 @@ struct Arrivals {
     waits: u64,
 }
 
+#[allow(clippy::too_many_arguments)]
 fn run_workgroup(
     kernel: &Kernel,
     layout: &Layout,
@@ -372,6 +392,7 @@ fn run_workgroup(
     global: &mut GlobalMemory,
     limits: &Limits,
     stats: &mut LaunchStats,
+    mut counters: Option<&mut Counters>,
 ) -> Result<(), Fault> {
     let mut waves = waves_of(kernel, layout, dims, wg);
     let mut arrivals = vec![Arrivals::default(); waves.len()];
@@ -409,7 +430,8 @@ fn run_workgroup(
                 wave: wave.id,
                 kind,
             };
-            run_quantum(kernel, wave, &mut arrivals[w], &mut ctx, limits)
+            let sink = counters.as_deref_mut();
+            run_quantum(kernel, wave, &mut arrivals[w], &mut ctx, limits, sink)
                 .map_err(|(at, inst, kind)| fault(wave, at, inst, kind))?;
             // A barrier completes once every wave still running has signalled it.
             loop {
@@ -458,6 +480,7 @@ fn run_quantum(
     arrivals: &mut Arrivals,
     ctx: &mut Ctx<'_>,
     limits: &Limits,
+    mut counters: Option<&mut Counters>,
 ) -> Result<(), Stop> {
     for _ in 0..limits.schedule.quantum.max(1) {
         let pc = wave.pc;
@@ -469,6 +492,9 @@ fn run_quantum(
             }));
         }
         wave.executed += 1;
+        if let Some(c) = counters.as_deref_mut() {
+            c.record(wave, inst);
+        }
         let flow = step(wave, inst, ctx).map_err(stop)?;
         let next = || {
             let size = inst.size();

@@ -6,6 +6,7 @@
 //! of workgroups as wave32 waves over `memory` (bounded global allocations, LDS per workgroup),
 //! with `exec` giving each instruction its ISA semantics and `num` the floating-point rules.
 
+pub mod counters;
 pub mod coverage;
 pub mod dispatch;
 pub mod display;
@@ -13,6 +14,7 @@ pub mod exec;
 pub mod fault;
 pub mod inst;
 pub mod kernarg;
+pub mod machine;
 pub mod memory;
 pub mod num;
 pub mod parse;
