@@ -33,6 +33,10 @@ pub struct BenchArgs {
     /// per second and wall time (no GPU needed). `--emulated` is its old spelling.
     #[arg(long, alias = "emulated", conflicts_with_all = ["cpu_side", "moe"])]
     emulator: bool,
+    /// With `--emulator`: count every launch's perf counters (docs/perf-counters.md), to measure
+    /// what counting costs against a run without.
+    #[arg(long, requires = "emulator")]
+    count: bool,
     /// Suites for `--cpu-side` (repeatable; default: field).
     #[arg(long = "suite")]
     suites: Vec<String>,
@@ -111,6 +115,10 @@ fn emulator(
             return Ok(Status::Passed);
         }
     };
+    if args.count {
+        device.count_launches(true);
+        eprintln!("w4a16: counting every launch's perf counters (bench --count)");
+    }
     let mut opts = SessionOptions::new(dir, target);
     opts.config = config;
     opts.artifacts = None;
