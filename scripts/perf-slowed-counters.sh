@@ -33,6 +33,11 @@ for gfx in "$@"; do
     --report-dir "$out" > "$dir/$gfx.log" 2>&1
   rc=$?
   echo "## $gfx (w4a16 perf exit $rc)"
+  if [ ! -f "$out/counters.json" ]; then
+    tail -n 5 "$dir/$gfx.log"
+    status=2
+    continue
+  fi
   python3 - "$out/counters.json" <<'PY' || status=1
 import json, sys
 run = json.load(open(sys.argv[1]))
