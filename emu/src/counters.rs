@@ -273,7 +273,9 @@ impl Counters {
             }
         }
         let lines = &mut lines[..n];
-        lines.sort_unstable();
+        if !lines.is_sorted() {
+            lines.sort_unstable();
+        }
         let distinct = lines.windows(2).filter(|w| w[0] != w[1]).count() as u64 + u64::from(n > 0);
         self.lds_bytes += shared;
         if write {
@@ -310,25 +312,33 @@ pub fn bank_conflict_cycles(addrs: &[u32; LANES], exec: u32, part: u32, bytes: u
     let per_pass = ((LDS_BANKS / dwords).max(1) as usize).min(LANES);
     let mut extra = 0;
     for pass in (0..LANES).step_by(per_pass) {
-        // Distinct dword addresses per bank of this pass.
-        let mut seen = [u32::MAX; LANES * 4];
+        let lanes = &addrs[pass..pass + per_pass];
+        let active = (exec >> pass) & (u32::MAX >> (32 - per_pass));
+        if active == 0 || conflict_free(lanes, bytes) {
+            continue;
+        }
+        // Distinct dword addresses of this pass (at most 32 here), then the most any bank holds.
+        let mut seen = [0u32; LANES * 4];
         let mut count = 0;
-        for (lane, &address) in addrs.iter().enumerate().skip(pass).take(per_pass) {
-            if exec >> lane & 1 == 0 {
+        for (i, &address) in lanes.iter().enumerate() {
+            if active >> i & 1 == 0 {
                 continue;
             }
             let base = address.wrapping_add(part) / LDS_BANK_BYTES as u32;
             for k in 0..bytes.div_ceil(LDS_BANK_BYTES) as u32 {
-                let dword = base.wrapping_add(k);
-                if !seen[..count].contains(&dword) {
-                    seen[count] = dword;
-                    count += 1;
-                }
+                seen[count] = base.wrapping_add(k);
+                count += 1;
             }
         }
+        let seen = &mut seen[..count];
+        seen.sort_unstable();
         let mut per_bank = [0u64; LDS_BANKS as usize];
-        for &d in &seen[..count] {
-            per_bank[(d as u64 % LDS_BANKS) as usize] += 1;
+        let mut last = None;
+        for &d in seen.iter() {
+            if last != Some(d) {
+                per_bank[(d as u64 % LDS_BANKS) as usize] += 1;
+                last = Some(d);
+            }
         }
         extra += per_bank
             .iter()
@@ -338,6 +348,21 @@ pub fn bank_conflict_cycles(addrs: &[u32; LANES], exec: u32, part: u32, bytes: u
             .saturating_sub(1);
     }
     extra
+}
+
+/// The usual passes, decided without sorting: every lane at the next `bytes` after the one before
+/// (or all at one address) within one 128-byte row of the banks: no bank holds two dwords. (The
+/// part offset moves every lane alike, so it cannot change the answer.)
+fn conflict_free(lanes: &[u32], bytes: u64) -> bool {
+    let first = lanes[0];
+    let span = (first % LDS_BANK_BYTES as u32) as u64 + lanes.len() as u64 * bytes;
+    let row = LDS_BANKS * LDS_BANK_BYTES;
+    let consecutive = span <= row
+        && lanes
+            .iter()
+            .enumerate()
+            .all(|(i, &a)| a == first.wrapping_add((i as u64 * bytes) as u32));
+    consecutive || (bytes <= row && lanes.iter().all(|&a| a == first))
 }
 
 /// A target's limits on waves per SIMD (LLVM's AMDGPU backend, `AMDGPUBaseInfo.cpp`:
@@ -403,6 +428,13 @@ mod tests {
         assert_eq!(bank_conflict_cycles(&broadcast, u32::MAX, 0, 4), 0);
         let wide: [u32; LANES] = std::array::from_fn(|l| 16 * l as u32);
         assert_eq!(bank_conflict_cycles(&wide, u32::MAX, 0, 16), 0);
+        // Not consecutive (the sorted path): a permutation of the banks, then two lanes on one.
+        let permuted: [u32; LANES] = std::array::from_fn(|l| 4 * ((l as u32 * 7) % 32));
+        assert_eq!(bank_conflict_cycles(&permuted, u32::MAX, 0, 4), 0);
+        let mut two = permuted;
+        two[5] = two[3] + 128;
+        assert_eq!(bank_conflict_cycles(&two, u32::MAX, 0, 4), 1);
+        assert_eq!(bank_conflict_cycles(&two, !(1 << 5), 0, 4), 0);
     }
 
     #[test]
