@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use w4a16_emu::blocks::Executed;
+use w4a16_emu::counters::{Counters, TargetLimits};
 use w4a16_emu::dispatch::{self, Dims, Limits, Schedule};
 use w4a16_emu::lines::LineTable;
 use w4a16_emu::memory::GlobalMemory;
@@ -23,7 +24,7 @@ use crate::block_coverage::{BlockCoverage, from_program};
 use crate::launch::PackedArgs;
 use crate::{
     Allocation, BlasGemm, Capability, DeviceFault, DeviceInfo, DeviceKind, EmulatorWork, Health,
-    ReferenceOffload, Runtime,
+    LaunchCounters, ReferenceOffload, Runtime,
 };
 use w4a16_codeobject::{self as codeobject, abi};
 use w4a16_require::{Requirement, Skip};
@@ -48,6 +49,16 @@ fn machine_fault(fault: w4a16_emu::fault::Fault) -> DeviceFault {
             ),
         },
     }
+}
+
+/// Waves per SIMD the launch's VGPRs, LDS and workgroup size allow on `target` (0 for a
+/// target without declared limits).
+fn occupancy(target: Target, k: &w4a16_emu::program::Kernel, dims: &Dims) -> u64 {
+    let threads: u64 = dims.block.iter().map(|&b| u64::from(b)).product();
+    let lds = u64::from(k.descriptor.group_segment_fixed_size) + u64::from(dims.dynamic_lds);
+    TargetLimits::of(target.name()).map_or(0, |t| {
+        t.occupancy(u64::from(k.meta.vgpr_count), lds, threads.div_ceil(32))
+    })
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -81,6 +92,8 @@ pub struct EmuDevice {
     /// With `DeviceRequest::recording_blocks`: the instructions each (code object, entry) ran
     /// since the last [`DeviceInfo::block_coverage`].
     recording: Option<Mutex<HashMap<(KernelId, String), Executed>>>,
+    /// While counting: the counters of every launch since it started.
+    counted: Mutex<Option<Vec<LaunchCounters>>>,
 }
 
 /// Opens the emulator for `target` (gfx11/gfx12 only); a target it cannot run is a skip.
@@ -126,6 +139,7 @@ pub(crate) fn open_with(
         work: Mutex::new(EmulatorWork::default()),
         limits: Limits::default(),
         recording: record_blocks.then(|| Mutex::new(HashMap::new())),
+        counted: Mutex::new(None),
     })
 }
 
@@ -246,6 +260,18 @@ impl DeviceInfo for EmuDevice {
         Some(self.blocks(recording))
     }
 
+    fn count_launches(&self, on: bool) -> bool {
+        *lock(&self.counted) = on.then(Vec::new);
+        true
+    }
+
+    fn take_launch_counters(&self) -> Vec<LaunchCounters> {
+        lock(&self.counted)
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+
     fn target(&self) -> Target {
         self.target
     }
@@ -358,15 +384,19 @@ impl Runtime for EmuDevice {
         let mut memory = lock(&self.memory);
         let at = w4a16_emu::kernarg::place(&mut memory, k, &args.bytes, &dims)
             .map_err(|e| refused("kernel arguments", e.to_string()))?;
+        let mut counters = lock(&self.counted).is_some().then(Counters::default);
         let run = match &self.recording {
-            None => dispatch::launch(k, &dims, at, &mut memory, &limits),
+            None => dispatch::launch_counted(k, &dims, at, &mut memory, &limits, counters.as_mut()),
             Some(recording) => {
                 let key = (kernel.id, entry.to_string());
                 let mut executed = lock(recording)
                     .remove(&key)
                     .unwrap_or_else(|| Executed::new(k));
-                let run =
-                    dispatch::launch_recording(k, &dims, at, &mut memory, &limits, &mut executed);
+                let watch = dispatch::Watch {
+                    executed: Some(&mut executed),
+                    counters: counters.as_mut(),
+                };
+                let run = dispatch::launch_with(k, &dims, at, &mut memory, &limits, watch);
                 lock(recording).insert(key, executed);
                 run
             }
@@ -374,6 +404,15 @@ impl Runtime for EmuDevice {
         memory.free(at);
         drop(memory);
         let stats = run.map_err(machine_fault)?;
+        if let Some(mut counters) = counters {
+            counters.occupancy = occupancy(self.target, k, &dims);
+            if let Some(list) = lock(&self.counted).as_mut() {
+                list.push(LaunchCounters {
+                    entry: entry.to_string(),
+                    counters,
+                });
+            }
+        }
         lock(&self.work).add_launch(
             entry,
             stats.wave_instructions,

@@ -41,6 +41,25 @@ pub trait DeviceInfo: Send + Sync {
     fn block_coverage(&self) -> Option<Result<crate::BlockCoverage, crate::DeviceFault>> {
         None
     }
+    /// Starts (`true`, with an empty list) or stops counting every launch's deterministic
+    /// counters (docs/perf-counters.md); answers whether this device counts (the ISA emulator
+    /// does, no other device).
+    fn count_launches(&self, on: bool) -> bool {
+        let _ = on;
+        false
+    }
+    /// The counters of the launches since counting started, in launch order (the list is
+    /// emptied); empty on a device that does not count.
+    fn take_launch_counters(&self) -> Vec<LaunchCounters> {
+        Vec::new()
+    }
+}
+
+/// One launch's counters and the entry point it launched.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LaunchCounters {
+    pub entry: String,
+    pub counters: w4a16_emu::counters::Counters,
 }
 
 /// How a device sizes the buffers of a launch.

@@ -61,7 +61,7 @@ pub use fault::{
 };
 pub use guard::{GUARD_BYTES, GuardSide, GuardViolation, OutputLayout, OutputReport};
 pub use held::HeldLanes;
-pub use info::{Allocation, DeviceInfo, DeviceKind, EmulatorWork, KernelWork};
+pub use info::{Allocation, DeviceInfo, DeviceKind, EmulatorWork, KernelWork, LaunchCounters};
 pub use moe::{ALIGN_POISON, AlignOutput, MoeInputs, MoeLaunch, MoeOutput, MoeTiming};
 pub use open::{DeviceChoice, DeviceRequest, device_count, open};
 pub use outputs::{BlasGemm, DequantOutput, GemmOutput};

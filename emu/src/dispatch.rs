@@ -9,6 +9,7 @@
 //! `s_barrier` is both at once. Waves that ended do not hold a barrier up, as on hardware.
 
 use crate::blocks::Executed;
+use crate::counters::Counters;
 use crate::exec::{Ctx, Flow, step};
 use crate::fault::{Fault, FaultKind};
 use crate::inst::{Gen, Inst, Operand};
@@ -315,7 +316,7 @@ pub fn launch(
     global: &mut GlobalMemory,
     limits: &Limits,
 ) -> Result<LaunchStats, Fault> {
-    launch_with(kernel, dims, kernarg, global, limits, None)
+    launch_with(kernel, dims, kernarg, global, limits, Watch::default())
 }
 
 /// [`launch`], marking in `executed` (made for `kernel`) every instruction that runs, a
@@ -328,16 +329,47 @@ pub fn launch_recording(
     limits: &Limits,
     executed: &mut Executed,
 ) -> Result<LaunchStats, Fault> {
-    launch_with(kernel, dims, kernarg, global, limits, Some(executed))
+    let watch = Watch {
+        executed: Some(executed),
+        ..Watch::default()
+    };
+    launch_with(kernel, dims, kernarg, global, limits, watch)
 }
 
-fn launch_with(
+/// As [`launch`], counting every instruction into `counters` when given ([`Counters`]; its
+/// `waves` too; occupancy is the caller's, who knows the target). Without a sink the loop pays
+/// one untaken branch per instruction.
+pub fn launch_counted(
     kernel: &Kernel,
     dims: &Dims,
     kernarg: u64,
     global: &mut GlobalMemory,
     limits: &Limits,
-    mut executed: Option<&mut Executed>,
+    counters: Option<&mut Counters>,
+) -> Result<LaunchStats, Fault> {
+    let watch = Watch {
+        counters,
+        ..Watch::default()
+    };
+    launch_with(kernel, dims, kernarg, global, limits, watch)
+}
+
+/// What a launch may watch as it runs, each `None` when off (one untaken branch per
+/// instruction): the blocks executed and the counters.
+#[derive(Default)]
+pub struct Watch<'w> {
+    pub executed: Option<&'w mut Executed>,
+    pub counters: Option<&'w mut Counters>,
+}
+
+/// [`launch`] with what `watch` asks for.
+pub fn launch_with(
+    kernel: &Kernel,
+    dims: &Dims,
+    kernarg: u64,
+    global: &mut GlobalMemory,
+    limits: &Limits,
+    mut watch: Watch<'_>,
 ) -> Result<LaunchStats, Fault> {
     let at_launch = |kind: FaultKind| Fault {
         kernel: kernel.name.clone(),
@@ -378,7 +410,10 @@ fn launch_with(
                     dims,
                     limits,
                 };
-                run.workgroup(wg, global, &mut stats, executed.as_deref_mut())?;
+                run.workgroup(wg, global, &mut stats, &mut watch)?;
+            }
+            if let Some(c) = watch.counters {
+                c.waves += stats.waves;
             }
             Ok(stats)
         });
@@ -409,7 +444,7 @@ impl Run<'_> {
         wg: [u32; 3],
         global: &mut GlobalMemory,
         stats: &mut LaunchStats,
-        mut executed: Option<&mut Executed>,
+        watch: &mut Watch<'_>,
     ) -> Result<(), Fault> {
         let Run {
             kernel,
@@ -453,15 +488,8 @@ impl Run<'_> {
                     wave: wave.id,
                     kind,
                 };
-                run_quantum(
-                    kernel,
-                    wave,
-                    &mut arrivals[w],
-                    &mut ctx,
-                    limits,
-                    executed.as_deref_mut(),
-                )
-                .map_err(|(at, inst, kind)| fault(wave, at, inst, kind))?;
+                run_quantum(kernel, wave, &mut arrivals[w], &mut ctx, limits, watch)
+                    .map_err(|(at, inst, kind)| fault(wave, at, inst, kind))?;
                 // A barrier completes once every wave still running has signalled it.
                 loop {
                     let mut live = waves
@@ -510,12 +538,12 @@ fn run_quantum(
     arrivals: &mut Arrivals,
     ctx: &mut Ctx<'_>,
     limits: &Limits,
-    mut executed: Option<&mut Executed>,
+    watch: &mut Watch<'_>,
 ) -> Result<(), Stop> {
     for _ in 0..limits.schedule.quantum.max(1) {
         let pc = wave.pc;
         let (at, inst) = fetch(kernel, pc)?;
-        if let Some(e) = executed.as_deref_mut() {
+        if let Some(e) = watch.executed.as_deref_mut() {
             e.mark(at);
         }
         let stop = |kind| (pc, inst.to_string(), kind);
@@ -525,6 +553,9 @@ fn run_quantum(
             }));
         }
         wave.executed += 1;
+        if let Some(c) = watch.counters.as_deref_mut() {
+            c.record(wave, inst);
+        }
         let flow = step(wave, inst, ctx).map_err(stop)?;
         let next = || {
             let size = inst.size();

@@ -7,6 +7,7 @@
 //! with `exec` giving each instruction its ISA semantics and `num` the floating-point rules.
 
 pub mod blocks;
+pub mod counters;
 pub mod coverage;
 pub mod dispatch;
 pub mod display;
@@ -15,6 +16,7 @@ pub mod fault;
 pub mod inst;
 pub mod kernarg;
 pub mod lines;
+pub mod machine;
 pub mod memory;
 pub mod num;
 pub mod parse;

@@ -68,10 +68,14 @@ pub enum BugClass {
     /// docs/field.md §8.6: MoE routing buffers used past their logical length: the align step
     /// writing past the padded length or the last block, a `moe` block run at or past it.
     RoutingBounds,
+    /// docs/perf-counters.md: a kernel made slower without changing its output (an extra pass
+    /// over the weights); only the perf gate (counters on the ISA emulator, timings on a GPU)
+    /// can flag it, so its mutants are equivalent for the suites.
+    Slowdown,
 }
 
 impl BugClass {
-    pub const ALL: [BugClass; 23] = [
+    pub const ALL: [BugClass; 24] = [
         BugClass::ZeroPointLayout,
         BugClass::SelectionAbi,
         BugClass::ScaleAliasing,
@@ -95,6 +99,7 @@ impl BugClass {
         BugClass::MatrixOperands,
         BugClass::DoubleRounding,
         BugClass::RoutingBounds,
+        BugClass::Slowdown,
     ];
 
     /// Where the class is defined: `docs/field.md §6.n` or `§8.n`, `docs/contract.md §4` or `kernels`.
@@ -123,6 +128,7 @@ impl BugClass {
             BugClass::MatrixOperands => "docs/field.md §8.4",
             BugClass::DoubleRounding => "docs/field.md §8.5",
             BugClass::RoutingBounds => "docs/field.md §8.6",
+            BugClass::Slowdown => "docs/perf-counters.md",
         }
     }
 

@@ -21,6 +21,8 @@ mod merge;
 mod mutants;
 #[path = "w4a16/perf.rs"]
 mod perf;
+#[path = "w4a16/perf_counters.rs"]
+mod perf_counters;
 #[path = "w4a16/repro.rs"]
 mod repro;
 #[path = "w4a16/run.rs"]

@@ -31,7 +31,7 @@ pub fn exec(wave: &mut Wave, inst: &Inst, ctx: &mut Ctx<'_>) -> Result<Flow, Fau
 }
 
 /// Per-lane LDS byte addresses: the address VGPR plus the unsigned `offset:`.
-fn addresses(wave: &Wave, inst: &Inst, vaddr: usize) -> Result<VRow, FaultKind> {
+pub(crate) fn addresses(wave: &Wave, inst: &Inst, vaddr: usize) -> Result<VRow, FaultKind> {
     let a = row(wave, arg(inst, vaddr)?, Width::B32)?;
     let offset = inst.mods.offset as u32;
     Ok(a.map(|a| a.wrapping_add(offset)))

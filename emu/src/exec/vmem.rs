@@ -37,7 +37,7 @@ enum Access {
 
 /// Per-lane byte addresses: a 64-bit VGPR address with `off` (or no saddr, flat), or a 32-bit
 /// VGPR offset added to an SGPR-pair base; plus the instruction's signed `offset:`.
-fn addresses(
+pub(crate) fn addresses(
     wave: &Wave,
     inst: &Inst,
     vaddr: usize,
@@ -62,7 +62,7 @@ fn addresses(
 }
 
 /// The LDS offset of a flat address in the shared aperture, if it is one.
-fn lds_offset(address: u64) -> Option<u32> {
+pub(crate) fn lds_offset(address: u64) -> Option<u32> {
     address
         .checked_sub(SHARED_APERTURE)
         .and_then(|o| u32::try_from(o).ok())

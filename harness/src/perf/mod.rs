@@ -5,6 +5,7 @@
 //! Pipeline: [`measure`] (device timings) → [`judge`] (against [`golden`], with [`stats`]) →
 //! [`report`] (markdown, JSON, JUnit, plot) and, only on request, [`update`] (new goldens).
 
+pub mod counters;
 pub mod golden;
 pub mod judge;
 pub mod key;

@@ -37,6 +37,10 @@ pub struct BenchArgs {
     /// `w4a16 coverage` has it do (what recording costs, docs/block-coverage.md).
     #[arg(long, requires = "emulator")]
     record_blocks: bool,
+    /// With `--emulator`: count every launch's perf counters (docs/perf-counters.md), to measure
+    /// what counting costs against a run without.
+    #[arg(long, requires = "emulator")]
+    count: bool,
     /// Suites for `--cpu-side` (repeatable; default: field).
     #[arg(long = "suite")]
     suites: Vec<String>,
@@ -118,6 +122,10 @@ fn emulator(
             return Ok(Status::Passed);
         }
     };
+    if args.count {
+        device.count_launches(true);
+        eprintln!("w4a16: counting every launch's perf counters (bench --count)");
+    }
     let mut opts = SessionOptions::new(dir, target);
     opts.config = config;
     opts.artifacts = None;

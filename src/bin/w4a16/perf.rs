@@ -24,19 +24,19 @@ use w4a16_select::config::KernelConfig;
 pub struct PerfArgs {
     /// The suite whose dense cases are timed.
     #[arg(long, default_value = "field")]
-    suite: String,
+    pub(super) suite: String,
     /// Only case ids matching this glob (`*` wildcards).
     #[arg(long, visible_alias = "only")]
-    filter: Option<String>,
+    pub(super) filter: Option<String>,
     /// `auto` (the GPU found here) or a native target; emulated targets are refused.
     #[arg(long, default_value = "auto", value_parser = args::target_or_auto())]
     target: TargetArg,
     /// Folder of the golden files `<target>.json` (default: `perf/` beside the cases folder).
     #[arg(long, value_name = "DIR")]
-    goldens: Option<PathBuf>,
+    pub(super) goldens: Option<PathBuf>,
     /// Where summary.md, the JSON, the JUnit XML and the plot go (default: target/perf/<target>).
     #[arg(long, alias = "out", value_name = "DIR")]
-    report_dir: Option<PathBuf>,
+    pub(super) report_dir: Option<PathBuf>,
     /// The candidate's kernels from the HIP sources in DIR (default: the embedded copies).
     #[arg(long, value_name = "DIR")]
     kernel_sources: Option<PathBuf>,
@@ -47,7 +47,7 @@ pub struct PerfArgs {
     /// Write the candidate's timings as the new goldens (and <target>.moved.md, what moved);
     /// nothing else writes goldens.
     #[arg(long)]
-    update_goldens: bool,
+    pub(super) update_goldens: bool,
     /// Half-width of the band a ratio may move without failing (default: the golden file's, else
     /// 0.08).
     #[arg(long)]
@@ -71,6 +71,10 @@ pub struct PerfArgs {
     /// Also time torch's int4 kernel and dense fp16 on the same cases (scripts/perf-peers.py).
     #[arg(long)]
     peers: bool,
+    /// On the ISA emulator (a gfx target without its GPU here): the largest case counted, in
+    /// M·N·K multiply-adds; larger cases are listed as left out.
+    #[arg(long, default_value_t = w4a16_harness::perf::counters::DEFAULT_MAX_MACS)]
+    pub(super) max_macs: u64,
 }
 
 /// Why perf could not time or judge.
@@ -93,12 +97,12 @@ pub enum PerfCliError {
 }
 
 /// The candidate and control builds and the devices they opened on.
-struct Devices {
-    target: RunTarget,
-    sources: KernelSources,
-    control_src: Option<KernelSources>,
-    candidate: Box<dyn DeviceBench>,
-    control: Option<Box<dyn DeviceBench>>,
+pub(super) struct Devices {
+    pub(super) target: RunTarget,
+    pub(super) sources: KernelSources,
+    pub(super) control_src: Option<KernelSources>,
+    pub(super) candidate: Box<dyn DeviceBench>,
+    pub(super) control: Option<Box<dyn DeviceBench>>,
 }
 
 pub fn perf(
@@ -147,6 +151,17 @@ pub fn perf(
         Ok(devices) => devices,
         Err(no_gpu) => return Ok(no_gpu),
     };
+    if devices.candidate.kind() == w4a16_device::DeviceKind::Emulator {
+        // No GPU of the target here: its perf cases counted on the ISA emulator, judged exactly.
+        return super::perf_counters::perf_counted(
+            &args,
+            devices,
+            &suite,
+            set.providers(),
+            &config,
+            &repo,
+        );
+    }
     let target_name = devices.target.target.to_string();
     let device_name = devices.candidate.name();
     let (cases, not_timed) = perf_cases(&suite, set.providers(), devices.target.target, &config);
@@ -372,7 +387,7 @@ fn control_sources(dir: &Path) -> Result<KernelSources, CliError> {
 }
 
 /// The commit this checkout is at, for the goldens' `recorded` line.
-fn git_head(repo: &Path) -> String {
+pub(super) fn git_head(repo: &Path) -> String {
     std::process::Command::new("git")
         .arg("-C")
         .arg(repo)

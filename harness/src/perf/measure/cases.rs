@@ -35,7 +35,7 @@ pub struct PerfCase {
 }
 
 impl PerfCase {
-    pub(super) fn launch_shape(&self) -> LaunchShape {
+    pub(crate) fn launch_shape(&self) -> LaunchShape {
         LaunchShape {
             m: self.m,
             n: self.shape.n,
@@ -48,7 +48,7 @@ impl PerfCase {
     }
 
     /// The entry point `kernel` launches for this case.
-    pub(super) fn entry(&self, kernel: &KernelDecl) -> String {
+    pub(crate) fn entry(&self, kernel: &KernelDecl) -> String {
         kernel.launch_entry(&self.launch_shape(), self.target)
     }
 
@@ -82,7 +82,7 @@ impl PerfCase {
         padding::padding_rule(self.target, self.padding)
     }
 
-    pub(super) fn dense_spec(&self) -> DenseSpec {
+    pub(crate) fn dense_spec(&self) -> DenseSpec {
         DenseSpec {
             n: self.shape.n,
             k: self.shape.k,

@@ -147,6 +147,10 @@ pub enum PerfError {
         case_id: String,
         error: Box<LayoutError>,
     },
+    #[error(
+        "{device} does not count launches: perf counts on the ISA emulator only (docs/perf-counters.md)"
+    )]
+    NotCounting { device: String },
     #[error("{case}: the selected path {path} is not one perf knows how to time")]
     Path { case: PerfKey, path: String },
 }
@@ -170,12 +174,12 @@ impl std::fmt::Display for Side {
 
 /// One (shape, provider) layer, generated at the largest M of its cases and laid out for the
 /// target; its dense copy per side, made once by that side's dequant kernel when first needed.
-struct PreparedLayer {
-    shape: String,
-    provider: String,
-    layer: ResidentLayer,
+pub(crate) struct PreparedLayer {
+    pub(crate) shape: String,
+    pub(crate) provider: String,
+    pub(crate) layer: ResidentLayer,
     /// X at the largest M; each case takes its leading rows.
-    x: Activations,
+    pub(crate) x: Activations,
     dense: [Option<Vec<u16>>; 2],
 }
 
@@ -242,7 +246,7 @@ pub fn measure_suite(
 }
 
 /// The largest M among the cases sharing `case`'s shape and provider.
-fn largest_m(cases: &[PerfCase], case: &PerfCase) -> usize {
+pub(crate) fn largest_m(cases: &[PerfCase], case: &PerfCase) -> usize {
     cases
         .iter()
         .filter(|c| c.key.shape == case.key.shape && c.key.provider == case.key.provider)
@@ -251,7 +255,7 @@ fn largest_m(cases: &[PerfCase], case: &PerfCase) -> usize {
         .unwrap_or(case.m)
 }
 
-fn prepare(cases: &[PerfCase], case: &PerfCase) -> Result<PreparedLayer, PerfError> {
+pub(crate) fn prepare(cases: &[PerfCase], case: &PerfCase) -> Result<PreparedLayer, PerfError> {
     let owner = cases
         .iter()
         .filter(|c| c.key.shape == case.key.shape && c.key.provider == case.key.provider)
@@ -287,7 +291,7 @@ fn prepare(cases: &[PerfCase], case: &PerfCase) -> Result<PreparedLayer, PerfErr
 }
 
 /// The first `m` rows of X, each `row_stride` elements apart (≥ K; the rest is poison).
-fn leading_rows(x: &Activations, m: usize, row_stride: usize) -> Activations {
+pub(crate) fn leading_rows(x: &Activations, m: usize, row_stride: usize) -> Activations {
     let mut data = vec![x.dtype.poison_bits(); m.saturating_sub(1) * row_stride + x.k];
     for r in 0..m.min(x.m) {
         data[r * row_stride..r * row_stride + x.k]
@@ -303,7 +307,7 @@ fn leading_rows(x: &Activations, m: usize, row_stride: usize) -> Activations {
 }
 
 /// The error for a device fault while timing `case` on `side`.
-fn device_fault(
+pub(crate) fn device_fault(
     case: &PerfCase,
     side: Side,
     during: String,
@@ -318,7 +322,11 @@ fn device_fault(
 }
 
 /// The error for inputs the launch contract refused while preparing `case` on `side`.
-fn refused(case: &PerfCase, side: Side, during: &str) -> impl FnOnce(ContractError) -> PerfError {
+pub(crate) fn refused(
+    case: &PerfCase,
+    side: Side,
+    during: &str,
+) -> impl FnOnce(ContractError) -> PerfError {
     let (key, during) = (case.key.clone(), during.to_string());
     move |error| PerfError::Contract {
         case: key,
