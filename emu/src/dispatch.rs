@@ -14,6 +14,7 @@ use crate::inst::{Gen, Inst, Operand};
 use crate::memory::{GlobalMemory, Lds};
 use crate::parse::ParseError;
 use crate::program::Kernel;
+use crate::sanitize::{Clock, Finding, Sanitizer};
 use crate::wave::{LANES, Wave, WaveState, sreg};
 
 /// A launch's shape: workgroups per dimension, work-items per workgroup, and the dynamic LDS
@@ -314,6 +315,34 @@ pub fn launch(
     global: &mut GlobalMemory,
     limits: &Limits,
 ) -> Result<LaunchStats, Fault> {
+    launch_with(kernel, dims, kernarg, global, limits, None)
+}
+
+/// [`launch`] watched by `sanitizer` ([`crate::sanitize`]): the launch runs as without it and
+/// also returns the sanitizer's findings (a finding does not stop it). Initcheck wants `global`
+/// to track initialisation from before the inputs are uploaded
+/// ([`GlobalMemory::track_initialisation`]).
+pub fn launch_sanitized(
+    kernel: &Kernel,
+    dims: &Dims,
+    kernarg: u64,
+    global: &mut GlobalMemory,
+    limits: &Limits,
+    sanitizer: &mut Sanitizer,
+) -> Result<(LaunchStats, Vec<Finding>), Fault> {
+    let stats = launch_with(kernel, dims, kernarg, global, limits, Some(&mut *sanitizer));
+    let findings = sanitizer.finish(kernel);
+    stats.map(|s| (s, findings))
+}
+
+fn launch_with(
+    kernel: &Kernel,
+    dims: &Dims,
+    kernarg: u64,
+    global: &mut GlobalMemory,
+    limits: &Limits,
+    mut sanitizer: Option<&mut Sanitizer>,
+) -> Result<LaunchStats, Fault> {
     let at_launch = |kind: FaultKind| Fault {
         kernel: kernel.name.clone(),
         at: kernel.descriptor.entry,
@@ -347,7 +376,8 @@ pub fn launch(
                     i
                 };
                 let wg = [i % gx, i / gx % gy, i / (gx * gy)].map(|d| d as u32);
-                run_workgroup(kernel, &layout, dims, wg, global, limits, &mut stats)?;
+                let watch = sanitizer.as_deref_mut();
+                run_workgroup(kernel, &layout, dims, wg, global, limits, &mut stats, watch)?;
             }
             Ok(stats)
         });
@@ -364,6 +394,7 @@ struct Arrivals {
     waits: u64,
 }
 
+#[allow(clippy::too_many_arguments)]
 fn run_workgroup(
     kernel: &Kernel,
     layout: &Layout,
@@ -372,7 +403,11 @@ fn run_workgroup(
     global: &mut GlobalMemory,
     limits: &Limits,
     stats: &mut LaunchStats,
+    mut sanitizer: Option<&mut Sanitizer>,
 ) -> Result<(), Fault> {
+    if let Some(s) = sanitizer.as_deref_mut() {
+        s.begin_workgroup(wg, layout.lds_bytes);
+    }
     let mut waves = waves_of(kernel, layout, dims, wg);
     let mut arrivals = vec![Arrivals::default(); waves.len()];
     let mut lds = Lds::new(layout.lds_bytes);
@@ -400,6 +435,7 @@ fn run_workgroup(
                 generation: kernel.generation,
                 global,
                 lds: &mut lds,
+                sanitizer: sanitizer.as_deref_mut(),
             };
             let fault = |wave: &Wave, at: u64, inst: String, kind| Fault {
                 kernel: kernel.name.clone(),
@@ -459,6 +495,7 @@ fn run_quantum(
     ctx: &mut Ctx<'_>,
     limits: &Limits,
 ) -> Result<(), Stop> {
+    clock(ctx, wave, arrivals);
     for _ in 0..limits.schedule.quantum.max(1) {
         let pc = wave.pc;
         let inst = fetch(kernel, pc)?;
@@ -502,6 +539,7 @@ fn run_quantum(
                         detail: "s_barrier while an s_barrier_signal has no wait".into(),
                     }));
                 }
+                signal(ctx, wave, pc);
                 arrivals.signals += 1;
                 arrivals.waits += 1;
                 wave.pc = next()?;
@@ -514,7 +552,9 @@ fn run_quantum(
                         detail: "signalled twice without waiting in between".into(),
                     }));
                 }
+                signal(ctx, wave, pc);
                 arrivals.signals += 1;
+                clock(ctx, wave, arrivals);
                 wave.pc = next()?;
             }
             Flow::BarrierWait => {
@@ -531,6 +571,26 @@ fn run_quantum(
         }
     }
     Ok(())
+}
+
+/// Tells the sanitizer, if one watches, which wave runs and its barrier counts.
+#[inline]
+fn clock(ctx: &mut Ctx<'_>, wave: &Wave, arrivals: &Arrivals) {
+    if let Some(s) = ctx.sanitizer.as_deref_mut() {
+        s.set_clock(Clock {
+            wave: wave.id,
+            signals: arrivals.signals as u32,
+            waits: arrivals.waits as u32,
+        });
+    }
+}
+
+/// Tells the sanitizer, if one watches, that `wave` signals the barrier at `pc`.
+#[inline]
+fn signal(ctx: &mut Ctx<'_>, wave: &Wave, pc: u64) {
+    if let Some(s) = ctx.sanitizer.as_deref_mut() {
+        s.barrier_signal(wave, pc);
+    }
 }
 
 /// The instruction at `pc`, or the fault of an address that holds no instruction the emulator
