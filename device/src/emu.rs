@@ -12,15 +12,17 @@ use std::time::Instant;
 use w4a16_emu::dispatch::{self, Dims, Limits, Schedule};
 use w4a16_emu::memory::GlobalMemory;
 use w4a16_emu::program::{KernelMeta, Program};
+use w4a16_emu::sanitize::Sanitizer;
 use w4a16_kernels::decl::LaunchGeometry;
 use w4a16_kernels::source::KernelSources;
 use w4a16_kernels::{KernelDecl, KernelId, Target};
 
 use crate::amd_code::code_object_for;
 use crate::launch::PackedArgs;
+use crate::sanitize::EmuSanitizer;
 use crate::{
     Allocation, BlasGemm, Capability, DeviceFault, DeviceInfo, DeviceKind, EmulatorWork, Health,
-    ReferenceOffload, Runtime,
+    ReferenceOffload, Runtime, SanitizerReport,
 };
 use w4a16_codeobject::{self as codeobject, abi};
 use w4a16_require::{Requirement, Skip};
@@ -75,10 +77,20 @@ pub struct EmuDevice {
     abi_checked: Mutex<std::collections::HashSet<String>>,
     work: Mutex<EmulatorWork>,
     limits: Limits,
+    /// The sanitizer watching every launch (its shadow kept between launches), if any.
+    sanitizer: Option<(EmuSanitizer, Mutex<Sanitizer>)>,
+    /// Its reports not yet taken ([`DeviceInfo::take_sanitizer_reports`]).
+    reports: Mutex<Vec<SanitizerReport>>,
 }
 
 /// Opens the emulator for `target` (gfx11/gfx12 only); a target it cannot run is a skip.
-pub(crate) fn open_with(target: Target, sources: KernelSources) -> Result<EmuDevice, Skip> {
+/// With `sanitizer`, every launch runs under it (initcheck: global memory tracks which bytes
+/// were written from the start).
+pub(crate) fn open_with(
+    target: Target,
+    sources: KernelSources,
+    sanitizer: Option<EmuSanitizer>,
+) -> Result<EmuDevice, Skip> {
     if w4a16_emu::inst::Gen::of_target(target.name()).is_none() {
         return Err(crate::skip(
             Requirement::AmdToolchain,
@@ -107,14 +119,20 @@ pub(crate) fn open_with(target: Target, sources: KernelSources) -> Result<EmuDev
             ));
         }
     }
+    let mut memory = GlobalMemory::default();
+    if sanitizer == Some(EmuSanitizer::Initcheck) {
+        memory.track_initialisation();
+    }
     Ok(EmuDevice {
         target,
         sources,
-        memory: Arc::new(Mutex::new(GlobalMemory::default())),
+        memory: Arc::new(Mutex::new(memory)),
         programs: Mutex::new(HashMap::new()),
         abi_checked: Mutex::new(std::collections::HashSet::new()),
         work: Mutex::new(EmulatorWork::default()),
         limits: Limits::default(),
+        sanitizer: sanitizer.map(|t| (t, Mutex::new(Sanitizer::new(t.into())))),
+        reports: Mutex::new(Vec::new()),
     })
 }
 
@@ -216,6 +234,14 @@ impl DeviceInfo for EmuDevice {
     fn allocation(&self) -> Allocation {
         Allocation::Exact
     }
+
+    fn emu_sanitizer(&self) -> Option<EmuSanitizer> {
+        self.sanitizer.as_ref().map(|(t, _)| *t)
+    }
+
+    fn take_sanitizer_reports(&self) -> Vec<SanitizerReport> {
+        std::mem::take(&mut *lock(&self.reports))
+    }
 }
 
 impl ReferenceOffload for EmuDevice {}
@@ -235,6 +261,15 @@ impl Runtime for EmuDevice {
 
     fn address(&self, buf: &EmuBuffer) -> u64 {
         buf.base
+    }
+
+    fn upload_poison(&self, dst: &mut EmuBuffer, src: &[u8]) -> Result<(), DeviceFault> {
+        lock(&self.memory)
+            .write_uninitialised(dst.base, src)
+            .map_err(|e| DeviceFault::Call {
+                during: "upload".into(),
+                code: e.to_string(),
+            })
     }
 
     fn upload(&self, dst: &mut EmuBuffer, src: &[u8]) -> Result<(), DeviceFault> {
@@ -258,9 +293,7 @@ impl Runtime for EmuDevice {
 
     fn copy(&self, dst: &mut EmuBuffer, src: &EmuBuffer, bytes: usize) -> Result<(), DeviceFault> {
         let mut m = lock(&self.memory);
-        let mut data = vec![0u8; bytes];
-        m.read(src.base, &mut data, 0)
-            .and_then(|_| m.write(dst.base, &data, 0))
+        m.copy(dst.base, src.base, bytes)
             .map_err(|e| DeviceFault::Call {
                 during: "device copy".into(),
                 code: e.to_string(),
@@ -306,7 +339,19 @@ impl Runtime for EmuDevice {
         let mut memory = lock(&self.memory);
         let at = w4a16_emu::kernarg::place(&mut memory, k, &args.bytes, &dims)
             .map_err(|e| refused("kernel arguments", e.to_string()))?;
-        let run = dispatch::launch(k, &dims, at, &mut memory, &limits);
+        let run = match &self.sanitizer {
+            None => dispatch::launch(k, &dims, at, &mut memory, &limits),
+            Some((_, s)) => {
+                let mut s = lock(s);
+                dispatch::launch_sanitized(k, &dims, at, &mut memory, &limits, &mut s).map(
+                    |(stats, findings)| {
+                        let mut reports = lock(&self.reports);
+                        reports.extend(findings.iter().map(crate::emu_check::report));
+                        stats
+                    },
+                )
+            }
+        };
         memory.free(at);
         drop(memory);
         let stats = run.map_err(machine_fault)?;
@@ -362,6 +407,8 @@ impl Runtime for EmuDevice {
             let at = g.y_offset + 2 * i;
             out.bytes[at..at + 2].copy_from_slice(&v.to_le_bytes());
         }
+        // The stand-in's writes are stores like a kernel's: initialised for initcheck.
+        memory.mark_initialised(y.base + g.y_offset as u64, 2 * c.len());
         Ok(())
     }
 

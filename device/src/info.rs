@@ -35,6 +35,15 @@ pub trait DeviceInfo: Send + Sync {
     fn emulator_work(&self) -> Option<EmulatorWork> {
         None
     }
+    /// The ISA emulator's sanitizer watching every launch, if the device was opened with one
+    /// ([`crate::DeviceRequest::with_emu_sanitizer`]); `None` for every other device.
+    fn emu_sanitizer(&self) -> Option<crate::EmuSanitizer> {
+        None
+    }
+    /// The sanitizer's reports since the last call, in launch order (emptied by the call).
+    fn take_sanitizer_reports(&self) -> Vec<crate::SanitizerReport> {
+        Vec::new()
+    }
 }
 
 /// How a device sizes the buffers of a launch.

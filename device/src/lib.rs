@@ -26,6 +26,8 @@ pub mod cuda;
 mod device;
 #[cfg(feature = "emu")]
 pub mod emu;
+#[cfg(feature = "emu")]
+mod emu_check;
 pub mod fault;
 pub mod guard;
 pub mod held;
@@ -41,6 +43,7 @@ mod reference_offload;
 #[cfg(feature = "rocm")]
 pub mod rocm;
 mod runtime;
+pub mod sanitize;
 /// Host code following each kernel's contract, for the launch flow's tests here and the
 /// runner's in the harness (feature `simulated`, a dev-dependency feature there).
 #[cfg(any(test, feature = "simulated"))]
@@ -65,6 +68,7 @@ pub use open::{DeviceChoice, DeviceRequest, device_count, open};
 pub use outputs::{BlasGemm, DequantOutput, GemmOutput};
 pub use reference_offload::ReferenceOffload;
 pub use runtime::Runtime;
+pub use sanitize::{EmuSanitizer, SanitizerReport};
 pub use timing::{BenchPlan, DeviceBench, Timing};
 
 /// Skip for a requirement other than a GPU (e.g. NVRTC missing on a machine with a GPU).

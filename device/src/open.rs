@@ -42,6 +42,9 @@ pub struct DeviceRequest {
     /// Only the CUDA backend offers [`Allocation::Exact`] (sanitizer runs are NVIDIA's) and the
     /// emulator is always exact; check [`crate::DeviceInfo::allocation`] on what opened.
     pub allocation: Allocation,
+    /// The ISA emulator only: a sanitizer watching every launch (`run --sanitize` on a gfx
+    /// target); other devices ignore it.
+    pub emu_sanitizer: Option<crate::EmuSanitizer>,
 }
 
 impl Default for DeviceRequest {
@@ -57,6 +60,7 @@ impl DeviceRequest {
             ordinal: 0,
             sources: KernelSources::Embedded,
             allocation: Allocation::Guarded,
+            emu_sanitizer: None,
         }
     }
 
@@ -94,6 +98,14 @@ impl DeviceRequest {
     pub fn with_allocation(self, allocation: Allocation) -> Self {
         DeviceRequest { allocation, ..self }
     }
+
+    /// The ISA emulator's `tool` watching every launch (ignored by other devices).
+    pub fn with_emu_sanitizer(self, tool: Option<crate::EmuSanitizer>) -> Self {
+        DeviceRequest {
+            emu_sanitizer: tool,
+            ..self
+        }
+    }
 }
 
 /// The device `request` asks for, or the loud skip saying why there is none.
@@ -103,11 +115,12 @@ pub fn open(request: DeviceRequest) -> Result<Box<dyn DeviceBench>, Skip> {
         ordinal,
         sources,
         allocation,
+        emu_sanitizer,
     } = request;
     match choice {
         DeviceChoice::FirstGpu => open_first_gpu(ordinal, sources, allocation),
         DeviceChoice::Kind(kind) => open_kind(kind, ordinal, sources, allocation),
-        DeviceChoice::Emulator(target) => open_emulator(target, sources),
+        DeviceChoice::Emulator(target) => open_emulator(target, sources, emu_sanitizer),
         DeviceChoice::EmulatedOnCuda(target) => {
             open_emulated_on_cuda(target, ordinal, sources, allocation)
         }
@@ -176,13 +189,21 @@ fn open_kind(
 }
 
 #[cfg(feature = "emu")]
-fn open_emulator(target: Target, sources: KernelSources) -> Result<Box<dyn DeviceBench>, Skip> {
-    Ok(Box::new(crate::emu::open_with(target, sources)?))
+fn open_emulator(
+    target: Target,
+    sources: KernelSources,
+    sanitizer: Option<crate::EmuSanitizer>,
+) -> Result<Box<dyn DeviceBench>, Skip> {
+    Ok(Box::new(crate::emu::open_with(target, sources, sanitizer)?))
 }
 
 /// Without the `emu` feature the emulator is a skip saying so.
 #[cfg(not(feature = "emu"))]
-fn open_emulator(target: Target, _sources: KernelSources) -> Result<Box<dyn DeviceBench>, Skip> {
+fn open_emulator(
+    target: Target,
+    _sources: KernelSources,
+    _sanitizer: Option<crate::EmuSanitizer>,
+) -> Result<Box<dyn DeviceBench>, Skip> {
     Err(skip(
         Requirement::AmdToolchain,
         format!("{target} on the ISA emulator needs the cargo feature `emu`"),
