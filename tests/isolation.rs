@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use w4a16_harness::runner::isolate::{WorkerCommand, WorkerSpec, run_isolated, run_worker};
-use w4a16_harness::runner::sanitize::Sanitizer;
+use w4a16_harness::runner::sanitize::{Engine, Sanitizer};
 use w4a16_harness::runner::session::StopFlag;
 use w4a16_harness::runner::verdict::SanitizerTool;
 use w4a16_harness::runner::{Outcome, Verdict};
@@ -118,7 +118,7 @@ fn sanitizer_reports_are_charged_to_the_case_that_printed_them() {
     std::fs::create_dir_all(&dir).unwrap();
     let sanitizer = Sanitizer {
         tool: SanitizerTool::Memcheck,
-        executable: fake_sanitizer(&dir, 2),
+        engine: Engine::ComputeSanitizer(fake_sanitizer(&dir, 2)),
     };
     let exe = Path::new(env!("CARGO_BIN_EXE_w4a16"));
     let spec = WorkerSpec::simulated();
@@ -184,7 +184,7 @@ fn errors_the_sanitizer_counted_outside_every_case_fail_the_run() {
     // The summary claims an error, but no case's window held a report.
     let sanitizer = Sanitizer {
         tool: SanitizerTool::Memcheck,
-        executable: fake_sanitizer(&dir, 1),
+        engine: Engine::ComputeSanitizer(fake_sanitizer(&dir, 1)),
     };
     let exe = Path::new(env!("CARGO_BIN_EXE_w4a16"));
     let spec = WorkerSpec::simulated();

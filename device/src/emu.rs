@@ -15,6 +15,7 @@ use w4a16_emu::dispatch::{self, Dims, Limits, Schedule};
 use w4a16_emu::lines::LineTable;
 use w4a16_emu::memory::GlobalMemory;
 use w4a16_emu::program::{KernelMeta, Program};
+use w4a16_emu::sanitize::Sanitizer;
 use w4a16_kernels::decl::LaunchGeometry;
 use w4a16_kernels::source::KernelSources;
 use w4a16_kernels::{KernelDecl, KernelId, Target};
@@ -22,9 +23,10 @@ use w4a16_kernels::{KernelDecl, KernelId, Target};
 use crate::amd_code::code_object_for;
 use crate::block_coverage::{BlockCoverage, from_program};
 use crate::launch::PackedArgs;
+use crate::sanitize::EmuSanitizer;
 use crate::{
     Allocation, BlasGemm, Capability, DeviceFault, DeviceInfo, DeviceKind, EmulatorWork, Health,
-    LaunchCounters, ReferenceOffload, Runtime,
+    LaunchCounters, ReferenceOffload, Runtime, SanitizerReport,
 };
 use w4a16_codeobject::{self as codeobject, abi};
 use w4a16_require::{Requirement, Skip};
@@ -94,13 +96,20 @@ pub struct EmuDevice {
     recording: Option<Mutex<HashMap<(KernelId, String), Executed>>>,
     /// While counting: the counters of every launch since it started.
     counted: Mutex<Option<Vec<LaunchCounters>>>,
+    /// The sanitizer watching every launch (its shadow kept between launches), if any.
+    sanitizer: Option<(EmuSanitizer, Mutex<Sanitizer>)>,
+    /// Its reports not yet taken ([`DeviceInfo::take_sanitizer_reports`]).
+    reports: Mutex<Vec<SanitizerReport>>,
 }
 
 /// Opens the emulator for `target` (gfx11/gfx12 only); a target it cannot run is a skip.
+/// With `sanitizer`, every launch runs under it (initcheck: global memory tracks which bytes
+/// were written from the start).
 pub(crate) fn open_with(
     target: Target,
     sources: KernelSources,
     record_blocks: bool,
+    sanitizer: Option<EmuSanitizer>,
 ) -> Result<EmuDevice, Skip> {
     if w4a16_emu::inst::Gen::of_target(target.name()).is_none() {
         return Err(crate::skip(
@@ -130,16 +139,22 @@ pub(crate) fn open_with(
             ));
         }
     }
+    let mut memory = GlobalMemory::default();
+    if sanitizer == Some(EmuSanitizer::Initcheck) {
+        memory.track_initialisation();
+    }
     Ok(EmuDevice {
         target,
         sources,
-        memory: Arc::new(Mutex::new(GlobalMemory::default())),
+        memory: Arc::new(Mutex::new(memory)),
         programs: Mutex::new(HashMap::new()),
         abi_checked: Mutex::new(std::collections::HashSet::new()),
         work: Mutex::new(EmulatorWork::default()),
         limits: Limits::default(),
         recording: record_blocks.then(|| Mutex::new(HashMap::new())),
         counted: Mutex::new(None),
+        sanitizer: sanitizer.map(|t| (t, Mutex::new(Sanitizer::new(t.into())))),
+        reports: Mutex::new(Vec::new()),
     })
 }
 
@@ -294,6 +309,14 @@ impl DeviceInfo for EmuDevice {
     fn allocation(&self) -> Allocation {
         Allocation::Exact
     }
+
+    fn emu_sanitizer(&self) -> Option<EmuSanitizer> {
+        self.sanitizer.as_ref().map(|(t, _)| *t)
+    }
+
+    fn take_sanitizer_reports(&self) -> Vec<SanitizerReport> {
+        std::mem::take(&mut *lock(&self.reports))
+    }
 }
 
 impl ReferenceOffload for EmuDevice {}
@@ -313,6 +336,15 @@ impl Runtime for EmuDevice {
 
     fn address(&self, buf: &EmuBuffer) -> u64 {
         buf.base
+    }
+
+    fn upload_poison(&self, dst: &mut EmuBuffer, src: &[u8]) -> Result<(), DeviceFault> {
+        lock(&self.memory)
+            .write_uninitialised(dst.base, src)
+            .map_err(|e| DeviceFault::Call {
+                during: "upload".into(),
+                code: e.to_string(),
+            })
     }
 
     fn upload(&self, dst: &mut EmuBuffer, src: &[u8]) -> Result<(), DeviceFault> {
@@ -336,9 +368,7 @@ impl Runtime for EmuDevice {
 
     fn copy(&self, dst: &mut EmuBuffer, src: &EmuBuffer, bytes: usize) -> Result<(), DeviceFault> {
         let mut m = lock(&self.memory);
-        let mut data = vec![0u8; bytes];
-        m.read(src.base, &mut data, 0)
-            .and_then(|_| m.write(dst.base, &data, 0))
+        m.copy(dst.base, src.base, bytes)
             .map_err(|e| DeviceFault::Call {
                 during: "device copy".into(),
                 code: e.to_string(),
@@ -385,22 +415,30 @@ impl Runtime for EmuDevice {
         let at = w4a16_emu::kernarg::place(&mut memory, k, &args.bytes, &dims)
             .map_err(|e| refused("kernel arguments", e.to_string()))?;
         let mut counters = lock(&self.counted).is_some().then(Counters::default);
-        let run = match &self.recording {
-            None => dispatch::launch_counted(k, &dims, at, &mut memory, &limits, counters.as_mut()),
-            Some(recording) => {
-                let key = (kernel.id, entry.to_string());
-                let mut executed = lock(recording)
-                    .remove(&key)
-                    .unwrap_or_else(|| Executed::new(k));
-                let watch = dispatch::Watch {
-                    executed: Some(&mut executed),
-                    counters: counters.as_mut(),
-                };
-                let run = dispatch::launch_with(k, &dims, at, &mut memory, &limits, watch);
-                lock(recording).insert(key, executed);
-                run
-            }
+        let key = (kernel.id, entry.to_string());
+        let mut executed = self
+            .recording
+            .as_ref()
+            .map(|r| lock(r).remove(&key).unwrap_or_else(|| Executed::new(k)));
+        let mut sanitizer = self.sanitizer.as_ref().map(|(_, s)| lock(s));
+        let watch = dispatch::Watch {
+            executed: executed.as_mut(),
+            counters: counters.as_mut(),
+            sanitizer: sanitizer.as_deref_mut(),
         };
+        let run = dispatch::launch_with(k, &dims, at, &mut memory, &limits, watch);
+        if let Some(s) = sanitizer.as_deref_mut() {
+            // As compute-sanitizer: the findings of a launch that ran to its end.
+            let findings = s.finish(k);
+            if run.is_ok() {
+                let mut reports = lock(&self.reports);
+                reports.extend(findings.iter().map(crate::emu_check::report));
+            }
+        }
+        drop(sanitizer);
+        if let (Some(recording), Some(executed)) = (&self.recording, executed) {
+            lock(recording).insert(key, executed);
+        }
         memory.free(at);
         drop(memory);
         let stats = run.map_err(machine_fault)?;
@@ -465,6 +503,8 @@ impl Runtime for EmuDevice {
             let at = g.y_offset + 2 * i;
             out.bytes[at..at + 2].copy_from_slice(&v.to_le_bytes());
         }
+        // The stand-in's writes are stores like a kernel's: initialised for initcheck.
+        memory.mark_initialised(y.base + g.y_offset as u64, 2 * c.len());
         Ok(())
     }
 

@@ -53,6 +53,15 @@ pub trait DeviceInfo: Send + Sync {
     fn take_launch_counters(&self) -> Vec<LaunchCounters> {
         Vec::new()
     }
+    /// The ISA emulator's sanitizer watching every launch, if the device was opened with one
+    /// ([`crate::DeviceRequest::with_emu_sanitizer`]); `None` for every other device.
+    fn emu_sanitizer(&self) -> Option<crate::EmuSanitizer> {
+        None
+    }
+    /// The sanitizer's reports since the last call, in launch order (emptied by the call).
+    fn take_sanitizer_reports(&self) -> Vec<crate::SanitizerReport> {
+        Vec::new()
+    }
 }
 
 /// One launch's counters and the entry point it launched.

@@ -27,6 +27,8 @@ pub mod cuda;
 mod device;
 #[cfg(feature = "emu")]
 pub mod emu;
+#[cfg(feature = "emu")]
+mod emu_check;
 pub mod fault;
 pub mod guard;
 pub mod held;
@@ -42,6 +44,7 @@ mod reference_offload;
 #[cfg(feature = "rocm")]
 pub mod rocm;
 mod runtime;
+pub mod sanitize;
 /// Host code following each kernel's contract, for the launch flow's tests here and the
 /// runner's in the harness (feature `simulated`, a dev-dependency feature there).
 #[cfg(any(test, feature = "simulated"))]
@@ -67,6 +70,7 @@ pub use open::{DeviceChoice, DeviceRequest, device_count, open};
 pub use outputs::{BlasGemm, DequantOutput, GemmOutput};
 pub use reference_offload::ReferenceOffload;
 pub use runtime::Runtime;
+pub use sanitize::{EmuSanitizer, SanitizerReport};
 pub use timing::{BenchPlan, DeviceBench, Timing};
 
 /// Skip for a requirement other than a GPU (e.g. NVRTC missing on a machine with a GPU).

@@ -448,7 +448,7 @@ fn output_from<R: Runtime>(
     init: &[u8],
 ) -> Result<Output<R>, DeviceFault> {
     let mut buffer = b.alloc(init.len().max(1))?;
-    b.upload(&mut buffer, init)?;
+    b.upload_poison(&mut buffer, init)?;
     Ok(Output {
         role,
         buffer,

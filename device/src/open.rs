@@ -45,6 +45,9 @@ pub struct DeviceRequest {
     /// The ISA emulator records which blocks of the machine code run
     /// ([`crate::DeviceInfo::block_coverage`]); other devices ignore it.
     pub record_blocks: bool,
+    /// The ISA emulator only: a sanitizer watching every launch (`run --sanitize` on a gfx
+    /// target); other devices ignore it.
+    pub emu_sanitizer: Option<crate::EmuSanitizer>,
 }
 
 impl Default for DeviceRequest {
@@ -61,6 +64,7 @@ impl DeviceRequest {
             sources: KernelSources::Embedded,
             allocation: Allocation::Guarded,
             record_blocks: false,
+            emu_sanitizer: None,
         }
     }
 
@@ -106,6 +110,14 @@ impl DeviceRequest {
     pub fn with_allocation(self, allocation: Allocation) -> Self {
         DeviceRequest { allocation, ..self }
     }
+
+    /// The ISA emulator's `tool` watching every launch (ignored by other devices).
+    pub fn with_emu_sanitizer(self, tool: Option<crate::EmuSanitizer>) -> Self {
+        DeviceRequest {
+            emu_sanitizer: tool,
+            ..self
+        }
+    }
 }
 
 /// The device `request` asks for, or the loud skip saying why there is none.
@@ -116,11 +128,14 @@ pub fn open(request: DeviceRequest) -> Result<Box<dyn DeviceBench>, Skip> {
         sources,
         allocation,
         record_blocks,
+        emu_sanitizer,
     } = request;
     match choice {
         DeviceChoice::FirstGpu => open_first_gpu(ordinal, sources, allocation),
         DeviceChoice::Kind(kind) => open_kind(kind, ordinal, sources, allocation),
-        DeviceChoice::Emulator(target) => open_emulator(target, sources, record_blocks),
+        DeviceChoice::Emulator(target) => {
+            open_emulator(target, sources, record_blocks, emu_sanitizer)
+        }
         DeviceChoice::EmulatedOnCuda(target) => {
             open_emulated_on_cuda(target, ordinal, sources, allocation)
         }
@@ -193,11 +208,13 @@ fn open_emulator(
     target: Target,
     sources: KernelSources,
     record_blocks: bool,
+    sanitizer: Option<crate::EmuSanitizer>,
 ) -> Result<Box<dyn DeviceBench>, Skip> {
     Ok(Box::new(crate::emu::open_with(
         target,
         sources,
         record_blocks,
+        sanitizer,
     )?))
 }
 
@@ -207,6 +224,7 @@ fn open_emulator(
     target: Target,
     _sources: KernelSources,
     _record_blocks: bool,
+    _sanitizer: Option<crate::EmuSanitizer>,
 ) -> Result<Box<dyn DeviceBench>, Skip> {
     Err(skip(
         Requirement::AmdToolchain,

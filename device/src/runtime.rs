@@ -28,6 +28,12 @@ pub trait Runtime: ReferenceOffload {
     fn address(&self, buf: &Self::Buffer) -> u64;
     /// Host to device, complete (or staged) when it returns; `src.len()` ≤ the buffer.
     fn upload(&self, dst: &mut Self::Buffer, src: &[u8]) -> Result<(), DeviceFault>;
+    /// As [`Runtime::upload`], for an output's poison and guard bands: bytes a kernel must not
+    /// read before writing them. The ISA emulator's initcheck keeps them uninitialised; every
+    /// other runtime uploads them as any bytes.
+    fn upload_poison(&self, dst: &mut Self::Buffer, src: &[u8]) -> Result<(), DeviceFault> {
+        self.upload(dst, src)
+    }
     /// The whole buffer back to the host. Call after [`Runtime::synchronize`].
     fn download(&self, src: &Self::Buffer) -> Result<Vec<u8>, DeviceFault>;
     /// Enqueues a device-to-device copy of `bytes`.

@@ -90,7 +90,11 @@ pub(crate) fn stage<R: Runtime>(
         None => layout.initial_bytes(),
     };
     let mut output = b.alloc(init.len().max(1))?;
-    b.upload(&mut output, &init)?;
+    // Values put in by `prefill` (bias for beta = 1) are data; poison and guards are not.
+    match prefill {
+        Some(_) => b.upload(&mut output, &init)?,
+        None => b.upload_poison(&mut output, &init)?,
+    }
     Ok(Staged {
         inputs: staged,
         output,

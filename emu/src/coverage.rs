@@ -165,6 +165,7 @@ pub fn implemented(op: Op, form: Form, generation: Gen) -> bool {
         generation,
         global: &mut global,
         lds: &mut lds,
+        sanitizer: None,
     };
     !matches!(
         exec::step(&mut wave, &inst, &mut ctx),

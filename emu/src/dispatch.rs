@@ -16,6 +16,7 @@ use crate::inst::{Gen, Inst, Operand};
 use crate::memory::{GlobalMemory, Lds};
 use crate::parse::ParseError;
 use crate::program::Kernel;
+use crate::sanitize::{Clock, Finding, Sanitizer};
 use crate::wave::{LANES, Wave, WaveState, sreg};
 
 /// A launch's shape: workgroups per dimension, work-items per workgroup, and the dynamic LDS
@@ -336,6 +337,27 @@ pub fn launch_recording(
     launch_with(kernel, dims, kernarg, global, limits, watch)
 }
 
+/// [`launch`] watched by `sanitizer` ([`crate::sanitize`]): the launch runs as without it and
+/// also returns the sanitizer's findings (a finding does not stop it). Initcheck wants `global`
+/// to track initialisation from before the inputs are uploaded
+/// ([`GlobalMemory::track_initialisation`]).
+pub fn launch_sanitized(
+    kernel: &Kernel,
+    dims: &Dims,
+    kernarg: u64,
+    global: &mut GlobalMemory,
+    limits: &Limits,
+    sanitizer: &mut Sanitizer,
+) -> Result<(LaunchStats, Vec<Finding>), Fault> {
+    let watch = Watch {
+        sanitizer: Some(&mut *sanitizer),
+        ..Watch::default()
+    };
+    let stats = launch_with(kernel, dims, kernarg, global, limits, watch);
+    let findings = sanitizer.finish(kernel);
+    stats.map(|s| (s, findings))
+}
+
 /// As [`launch`], counting every instruction into `counters` when given ([`Counters`]; its
 /// `waves` too; occupancy is the caller's, who knows the target). Without a sink the loop pays
 /// one untaken branch per instruction.
@@ -355,11 +377,12 @@ pub fn launch_counted(
 }
 
 /// What a launch may watch as it runs, each `None` when off (one untaken branch per
-/// instruction): the blocks executed and the counters.
+/// instruction): the blocks executed, the counters, and a sanitizer's shadow state.
 #[derive(Default)]
 pub struct Watch<'w> {
     pub executed: Option<&'w mut Executed>,
     pub counters: Option<&'w mut Counters>,
+    pub sanitizer: Option<&'w mut Sanitizer>,
 }
 
 /// [`launch`] with what `watch` asks for.
@@ -452,6 +475,14 @@ impl Run<'_> {
             dims,
             limits,
         } = *self;
+        let Watch {
+            executed,
+            counters,
+            sanitizer,
+        } = watch;
+        if let Some(s) = sanitizer.as_deref_mut() {
+            s.begin_workgroup(wg, layout.lds_bytes);
+        }
         let mut waves = waves_of(kernel, layout, dims, wg);
         let mut arrivals = vec![Arrivals::default(); waves.len()];
         let mut lds = Lds::new(layout.lds_bytes);
@@ -479,6 +510,7 @@ impl Run<'_> {
                     generation: kernel.generation,
                     global,
                     lds: &mut lds,
+                    sanitizer: sanitizer.as_deref_mut(),
                 };
                 let fault = |wave: &Wave, at: u64, inst: String, kind| Fault {
                     kernel: kernel.name.clone(),
@@ -488,7 +520,11 @@ impl Run<'_> {
                     wave: wave.id,
                     kind,
                 };
-                run_quantum(kernel, wave, &mut arrivals[w], &mut ctx, limits, watch)
+                let sinks = Sinks {
+                    executed: executed.as_deref_mut(),
+                    counters: counters.as_deref_mut(),
+                };
+                run_quantum(kernel, wave, &mut arrivals[w], &mut ctx, limits, sinks)
                     .map_err(|(at, inst, kind)| fault(wave, at, inst, kind))?;
                 // A barrier completes once every wave still running has signalled it.
                 loop {
@@ -538,12 +574,13 @@ fn run_quantum(
     arrivals: &mut Arrivals,
     ctx: &mut Ctx<'_>,
     limits: &Limits,
-    watch: &mut Watch<'_>,
+    mut sinks: Sinks<'_>,
 ) -> Result<(), Stop> {
+    clock(ctx, wave, arrivals);
     for _ in 0..limits.schedule.quantum.max(1) {
         let pc = wave.pc;
         let (at, inst) = fetch(kernel, pc)?;
-        if let Some(e) = watch.executed.as_deref_mut() {
+        if let Some(e) = sinks.executed.as_deref_mut() {
             e.mark(at);
         }
         let stop = |kind| (pc, inst.to_string(), kind);
@@ -553,7 +590,7 @@ fn run_quantum(
             }));
         }
         wave.executed += 1;
-        if let Some(c) = watch.counters.as_deref_mut() {
+        if let Some(c) = sinks.counters.as_deref_mut() {
             c.record(wave, inst);
         }
         let flow = step(wave, inst, ctx).map_err(stop)?;
@@ -589,6 +626,7 @@ fn run_quantum(
                         detail: "s_barrier while an s_barrier_signal has no wait".into(),
                     }));
                 }
+                signal(ctx, wave, pc);
                 arrivals.signals += 1;
                 arrivals.waits += 1;
                 wave.pc = next()?;
@@ -601,7 +639,9 @@ fn run_quantum(
                         detail: "signalled twice without waiting in between".into(),
                     }));
                 }
+                signal(ctx, wave, pc);
                 arrivals.signals += 1;
+                clock(ctx, wave, arrivals);
                 wave.pc = next()?;
             }
             Flow::BarrierWait => {
@@ -618,6 +658,32 @@ fn run_quantum(
         }
     }
     Ok(())
+}
+
+/// The per-instruction sinks of [`Watch`] a quantum writes to (the sanitizer rides in [`Ctx`]).
+struct Sinks<'w> {
+    executed: Option<&'w mut Executed>,
+    counters: Option<&'w mut Counters>,
+}
+
+/// Tells the sanitizer, if one watches, which wave runs and its barrier counts.
+#[inline]
+fn clock(ctx: &mut Ctx<'_>, wave: &Wave, arrivals: &Arrivals) {
+    if let Some(s) = ctx.sanitizer.as_deref_mut() {
+        s.set_clock(Clock {
+            wave: wave.id,
+            signals: arrivals.signals as u32,
+            waits: arrivals.waits as u32,
+        });
+    }
+}
+
+/// Tells the sanitizer, if one watches, that `wave` signals the barrier at `pc`.
+#[inline]
+fn signal(ctx: &mut Ctx<'_>, wave: &Wave, pc: u64) {
+    if let Some(s) = ctx.sanitizer.as_deref_mut() {
+        s.barrier_signal(wave, pc);
+    }
 }
 
 /// The instruction at `pc`, or the fault of an address that holds no instruction the emulator

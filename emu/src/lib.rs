@@ -4,7 +4,8 @@
 //! The pipeline: `program` loads a clang-built code object (kernel descriptors, kernarg layout)
 //! and `parse` turns LLVM's disassembly of it into typed [`inst::Inst`]s; `dispatch` runs a grid
 //! of workgroups as wave32 waves over `memory` (bounded global allocations, LDS per workgroup),
-//! with `exec` giving each instruction its ISA semantics and `num` the floating-point rules.
+//! with `exec` giving each instruction its ISA semantics and `num` the floating-point rules;
+//! `sanitize` watches a launch's LDS and global accesses (racecheck, initcheck) when asked.
 
 pub mod blocks;
 pub mod counters;
@@ -21,4 +22,5 @@ pub mod memory;
 pub mod num;
 pub mod parse;
 pub mod program;
+pub mod sanitize;
 pub mod wave;

@@ -23,6 +23,9 @@ pub struct Allocation {
     pub bytes: Vec<u8>,
     /// What it holds, for fault messages (`x`, `qweight`, `kernarg of w4a16_fallback_f16`).
     pub label: String,
+    /// initcheck's shadow: one flag per byte, set once the byte is written (empty unless the
+    /// memory tracks initialisation, [`GlobalMemory::track_initialisation`]).
+    pub initialised: Vec<bool>,
 }
 
 impl Allocation {
@@ -37,6 +40,8 @@ impl Allocation {
 #[derive(Clone, Debug, Default)]
 pub struct GlobalMemory {
     allocations: Vec<Allocation>,
+    /// initcheck: every allocation keeps which of its bytes were written.
+    tracks_initialisation: bool,
 }
 
 impl GlobalMemory {
@@ -47,12 +52,92 @@ impl GlobalMemory {
             .last()
             .map(|a| (a.base + a.bytes.len() as u64 + GAP) & !0xFFFF)
             .unwrap_or(FIRST);
+        let initialised = if self.tracks_initialisation {
+            vec![false; len]
+        } else {
+            Vec::new()
+        };
         self.allocations.push(Allocation {
             base,
             bytes: vec![0; len],
             label: label.into(),
+            initialised,
         });
         base
+    }
+
+    /// From now on allocations start uninitialised and writes initialise their bytes (initcheck,
+    /// [`crate::sanitize`]); existing allocations count as initialised.
+    pub fn track_initialisation(&mut self) {
+        if self.tracks_initialisation {
+            return;
+        }
+        self.tracks_initialisation = true;
+        for a in &mut self.allocations {
+            a.initialised = vec![true; a.bytes.len()];
+        }
+    }
+
+    pub fn tracks_initialisation(&self) -> bool {
+        self.tracks_initialisation
+    }
+
+    /// Sets the initialised flags of `[address, address + len)` (bytes outside every
+    /// allocation are ignored: the access that wrote them has faulted).
+    pub fn mark_initialised(&mut self, address: u64, len: usize) {
+        if let Some((i, off)) = self.locate(address, len) {
+            let flags = &mut self.allocations[i].initialised;
+            if let Some(f) = flags.get_mut(off..off + len) {
+                f.fill(true);
+            }
+        }
+    }
+
+    /// The first byte of `[address, address + len)` never written, and its allocation's label;
+    /// `None` when every byte was written or initialisation is not tracked.
+    pub fn first_uninitialised(&self, address: u64, len: usize) -> Option<(u64, String)> {
+        let (i, off) = self.locate(address, len)?;
+        let a = &self.allocations[i];
+        let p = a
+            .initialised
+            .get(off..off + len)?
+            .iter()
+            .position(|f| !*f)?;
+        Some((address + p as u64, a.label.clone()))
+    }
+
+    /// Copies `len` bytes from `src` to `dst` (device to device), their initialised flags with
+    /// them.
+    pub fn copy(&mut self, dst: u64, src: u64, len: usize) -> Result<(), FaultKind> {
+        let mut data = vec![0u8; len];
+        self.read(src, &mut data, 0)?;
+        let flags = self
+            .locate(src, len)
+            .and_then(|(i, off)| self.allocations[i].initialised.get(off..off + len))
+            .map(<[bool]>::to_vec);
+        self.write(dst, &data, 0)?;
+        if let (Some(flags), Some((i, off))) = (flags, self.locate(dst, len))
+            && let Some(f) = self.allocations[i].initialised.get_mut(off..off + len)
+        {
+            f.copy_from_slice(&flags);
+        }
+        Ok(())
+    }
+
+    /// Writes `data` at `address` leaving its bytes uninitialised for initcheck: an output the
+    /// host fills with poison before a launch is not data a kernel may read.
+    pub fn write_uninitialised(&mut self, address: u64, data: &[u8]) -> Result<(), FaultKind> {
+        match self.locate(address, data.len()) {
+            Some((i, off)) => {
+                let a = &mut self.allocations[i];
+                a.bytes[off..off + data.len()].copy_from_slice(data);
+                if let Some(f) = a.initialised.get_mut(off..off + data.len()) {
+                    f.fill(false);
+                }
+                Ok(())
+            }
+            None => Err(self.out_of_bounds(Access::Write, address, data.len(), 0)),
+        }
     }
 
     /// Frees the allocation at `base` (unknown bases are ignored: freeing twice is harmless here).
@@ -132,11 +217,15 @@ impl GlobalMemory {
         }
     }
 
-    /// Writes `data` at `address` for `lane`.
+    /// Writes `data` at `address` for `lane` (initialising the bytes, when tracked).
     pub fn write(&mut self, address: u64, data: &[u8], lane: u8) -> Result<(), FaultKind> {
         match self.locate(address, data.len()) {
             Some((i, off)) => {
-                self.allocations[i].bytes[off..off + data.len()].copy_from_slice(data);
+                let a = &mut self.allocations[i];
+                a.bytes[off..off + data.len()].copy_from_slice(data);
+                if let Some(f) = a.initialised.get_mut(off..off + data.len()) {
+                    f.fill(true);
+                }
                 Ok(())
             }
             None => Err(self.out_of_bounds(Access::Write, address, data.len(), lane)),

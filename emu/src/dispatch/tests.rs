@@ -449,3 +449,107 @@ fn an_out_of_bounds_store_names_kernel_instruction_lane_workgroup_and_wave() {
         "{text}"
     );
 }
+
+/// The exchange kernel above (work-item y stores at y KiB, then reads at y + 32 KiB), launched
+/// under `tool`: its findings.
+fn exchange_sanitized(
+    generation: Gen,
+    barrier: &[&str],
+    tool: crate::sanitize::Tool,
+) -> Vec<crate::sanitize::Finding> {
+    let dswait = match generation {
+        Gen::Gfx11 => "s_waitcnt lgkmcnt(0)",
+        Gen::Gfx12 => "s_wait_dscnt 0x0",
+    };
+    let mut lines = vec!["ds_store_b32 v0, v0", dswait];
+    lines.extend(barrier);
+    lines.extend(["ds_load_b32 v1, v0 offset:32768", dswait, "s_endpgm"]);
+    let k = kernel(generation, &lines, rsrc2(2, 2), 96 << 10);
+    let mut g = GlobalMemory::default();
+    let d = dims([1, 1, 1], [1, 64, 1]);
+    let ka = kernarg::place(&mut g, &k, &[0; 16], &d).unwrap();
+    let mut s = crate::sanitize::Sanitizer::new(tool);
+    let (_, findings) = launch_sanitized(&k, &d, ka, &mut g, &Limits::default(), &mut s).unwrap();
+    findings
+}
+
+#[test]
+fn racecheck_names_both_instructions_of_a_missing_barrier_and_passes_with_it() {
+    use crate::sanitize::{Kind, Tool, What};
+    for (generation, barrier) in [
+        (Gen::Gfx11, &["s_barrier"][..]),
+        (
+            Gen::Gfx12,
+            &["s_barrier_signal -1", "s_barrier_wait 0xffff"][..],
+        ),
+    ] {
+        assert_eq!(
+            exchange_sanitized(generation, barrier, Tool::Racecheck),
+            vec![],
+            "{generation:?}"
+        );
+        let found = exchange_sanitized(generation, &[], Tool::Racecheck);
+        // Wave 0 reads at 32 KiB + y before wave 1 stores there: a write after a read.
+        match &found[0].what {
+            What::Race {
+                earlier,
+                later,
+                address,
+            } => {
+                assert_eq!(
+                    (earlier.0, earlier.1.wave),
+                    (Kind::Read, 0),
+                    "{generation:?}"
+                );
+                assert_eq!((later.0, later.1.wave), (Kind::Write, 1), "{generation:?}");
+                assert_eq!(earlier.1.mnemonic, "ds_load_b32");
+                assert_eq!(later.1.mnemonic, "ds_store_b32");
+                assert_eq!(*address, 32 << 10);
+                assert_eq!(found[0].kernel, "test_kernel");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+#[test]
+fn racecheck_reports_a_barrier_signalled_with_an_lds_store_in_flight() {
+    use crate::sanitize::{Tool, What};
+    let k = kernel(
+        Gen::Gfx11,
+        &["ds_store_b32 v0, v0", "s_barrier", "s_endpgm"],
+        rsrc2(2, 2),
+        4 << 10,
+    );
+    let mut g = GlobalMemory::default();
+    let d = dims([1, 1, 1], [1, 1, 1]);
+    let ka = kernarg::place(&mut g, &k, &[0; 16], &d).unwrap();
+    let mut s = crate::sanitize::Sanitizer::new(Tool::Racecheck);
+    let (_, found) = launch_sanitized(&k, &d, ka, &mut g, &Limits::default(), &mut s).unwrap();
+    assert!(
+        matches!(&found[0].what, What::InFlightAtBarrier { barrier, in_flight }
+            if barrier.mnemonic == "s_barrier" && in_flight.mnemonic == "ds_store_b32"),
+        "{found:?}"
+    );
+}
+
+#[test]
+fn initcheck_names_the_lanes_that_read_lds_no_wave_wrote() {
+    use crate::sanitize::{Tool, What};
+    let found = exchange_sanitized(Gen::Gfx11, &["s_barrier"], Tool::Initcheck);
+    // Work-items 32..63 (wave 1) read at 64 KiB and up, which nothing stored.
+    assert_eq!(found.len(), 1, "{found:?}");
+    match &found[0].what {
+        What::Uninitialised {
+            space: crate::fault::Space::Lds,
+            address,
+            site,
+            ..
+        } => {
+            assert_eq!((site.wave, site.lane), (1, 0));
+            assert_eq!(*address, 64 << 10);
+            assert_eq!(site.mnemonic, "ds_load_b32");
+        }
+        other => panic!("{other:?}"),
+    }
+}

@@ -10,6 +10,7 @@ use super::operand::{Width, row, row_at};
 use super::{Ctx, Flow, arg, unknown};
 use crate::fault::FaultKind;
 use crate::inst::{Inst, Op, Operand};
+use crate::sanitize::Kind;
 use crate::wave::{Counter, LANES, Landing, PendingOp, VRow, Wave};
 
 pub fn exec(wave: &mut Wave, inst: &Inst, ctx: &mut Ctx<'_>) -> Result<Flow, FaultKind> {
@@ -73,6 +74,10 @@ fn load(
             continue;
         }
         for (p, &part) in parts.iter().enumerate() {
+            if let Some(s) = ctx.sanitizer.as_deref_mut() {
+                let at = address.wrapping_add(part);
+                s.lds(Kind::Read, inst.addr, lane as u8, at, 4 * dwords);
+            }
             for k in 0..dwords {
                 let mut b = [0u8; 4];
                 let at = address.wrapping_add(part).wrapping_add(4 * k as u32);
@@ -117,6 +122,9 @@ fn store(wave: &mut Wave, inst: &Inst, ctx: &mut Ctx<'_>, bytes: usize) -> Resul
             buf[4 * k..4 * k + 4].copy_from_slice(&row[lane].to_le_bytes());
         }
         ctx.lds.write(address, &buf[..bytes], lane as u8)?;
+        if let Some(s) = ctx.sanitizer.as_deref_mut() {
+            s.lds(Kind::Write, inst.addr, lane as u8, address, bytes);
+        }
     }
     queue(wave, inst, Landing::Nothing);
     Ok(Flow::Next)

@@ -48,6 +48,8 @@ pub struct Ctx<'a> {
     pub generation: Gen,
     pub global: &'a mut GlobalMemory,
     pub lds: &'a mut Lds,
+    /// The launch's sanitizer, if one watches it (`None`: no shadow, no cost beyond the test).
+    pub sanitizer: Option<&'a mut crate::sanitize::Sanitizer>,
 }
 
 /// Instruction classes, by mnemonic family.

@@ -35,6 +35,7 @@ impl Bench {
             generation: self.generation,
             global: &mut self.global,
             lds: &mut self.lds,
+            sanitizer: None,
         };
         step(&mut self.wave, &inst, &mut ctx)
     }

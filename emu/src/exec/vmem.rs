@@ -96,6 +96,9 @@ fn load(
     if !fast {
         read_per_lane(ctx, access, &addrs, exec, bytes, &mut values)?;
     }
+    if let Some(s) = ctx.sanitizer.as_deref_mut() {
+        s.vmem_load(ctx.global, inst.addr, &addrs, exec, bytes);
+    }
     wave.issue(PendingOp {
         counter: Counter::Load,
         out_of_order: false,
@@ -200,6 +203,9 @@ fn store(wave: &mut Wave, inst: &Inst, ctx: &mut Ctx<'_>, bytes: usize) -> Resul
     let exec = wave.exec();
     if !write_one_allocation(ctx.global, &addrs, exec, bytes, data) {
         write_per_lane(ctx.global, &addrs, exec, bytes, data)?;
+    }
+    if let Some(s) = ctx.sanitizer.as_deref_mut() {
+        s.global_store(ctx.global, &addrs, exec, bytes);
     }
     wave.issue(PendingOp {
         counter: Counter::Store,

@@ -233,7 +233,7 @@ pub enum RunError {
     #[error(transparent)]
     BackendRequired(#[from] BackendRequired),
     #[error(
-        "--sanitize runs the GPU cases in worker processes under compute-sanitizer; drop --in-process"
+        "--sanitize runs the GPU cases in worker processes (under compute-sanitizer, or the ISA emulator's own); drop --in-process"
     )]
     SanitizeInProcess,
     #[error(transparent)]

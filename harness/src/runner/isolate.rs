@@ -15,8 +15,8 @@ use super::execute::ReferenceChoice;
 use super::sanitize::{self, CaseWindow, ReportLine, Sanitizer};
 use super::session::{RunOutput, StopFlag};
 use super::timing::PhaseTimes;
-use super::verdict::Check;
 use super::verdict::{Cause, Outcome, Verdict, WorkerFailure};
+use super::verdict::{Check, SanitizerTool};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -90,6 +90,10 @@ pub struct WorkerSpec {
     pub reference: ReferenceChoice,
     /// Every tensor at exactly its view's size, no guard bands (sanitizer runs).
     pub exact_allocations: bool,
+    /// The ISA emulator's sanitizer watching every launch of the worker's device (`run
+    /// --sanitize racecheck|initcheck` on a gfx target), its reports printed per case.
+    #[serde(default, with = "tool_json")]
+    pub emulator_sanitizer: Option<SanitizerTool>,
     /// The device this worker is bound to (`run --gpus`); `None` is device 0.
     pub device_ordinal: Option<usize>,
     /// Self-test mode: ids containing `crash` abort, `hang` never finish, others pass.
@@ -111,6 +115,7 @@ impl WorkerSpec {
             artifacts: None,
             reference: ReferenceChoice::Cpu,
             exact_allocations: false,
+            emulator_sanitizer: None,
             device_ordinal: None,
             simulate: true,
         }
@@ -158,6 +163,25 @@ mod kernel_config_json {
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<KernelConfig, D::Error> {
         let object = serde_json::Value::deserialize(d)?;
         KernelConfig::from_json(&object.to_string()).map_err(de::Error::custom)
+    }
+}
+
+/// An optional [`SanitizerTool`] as its name (`"racecheck"`) or null.
+mod tool_json {
+    use crate::runner::verdict::SanitizerTool;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer, de};
+
+    pub fn serialize<S: Serializer>(tool: &Option<SanitizerTool>, s: S) -> Result<S::Ok, S::Error> {
+        tool.map(|t| t.name()).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<SanitizerTool>, D::Error> {
+        match Option::<String>::deserialize(d)? {
+            None => Ok(None),
+            Some(name) => SanitizerTool::parse(&name)
+                .map(Some)
+                .ok_or_else(|| de::Error::custom(format!("unknown sanitizer tool `{name}`"))),
+        }
     }
 }
 

@@ -5,11 +5,19 @@
 //! announced last (`BEGIN <id>` opens a case's window, the next `BEGIN` closes it) and turns the
 //! first report against each kernel into that case's `sanitize:<tool>:<kernel>` FAIL.
 //!
+//! On a gfx target run by the ISA emulator, racecheck and initcheck are the emulator's own
+//! ([`Engine::Emulator`], `w4a16_emu::sanitize`): the workers run unwrapped, their device
+//! watches every launch, and each case's reports are printed in compute-sanitizer's layout on
+//! the worker's stdout ([`emulated`]), where the same windows and parser charge them to the case.
+//! memcheck there is the emulator's own fault on any access outside a tensor (a skip that says
+//! so); synccheck has no emulator counterpart.
+//!
 //! Elsewhere (ROCm, no GPU, a simulated device, no compute-sanitizer binary) every case gets a
 //! loud `sanitize:<tool>` skip with the reason, a failure under `W4A16_REQUIRE=gpu`.
 //!
 //! [`Allocation::Exact`]: w4a16_device::Allocation::Exact
 
+pub mod emulated;
 mod findings;
 #[cfg(test)]
 mod tests;
@@ -41,16 +49,30 @@ pub const LAUNCH_TIMEOUT_S: u32 = 120;
 /// The prefix compute-sanitizer puts before each of its lines (`--prefix`, the default).
 pub const REPORT_PREFIX: &str = "=========";
 
-/// A compute-sanitizer found on this machine, with the tool to run.
+/// What watches the workers' kernels.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Engine {
+    /// NVIDIA's compute-sanitizer found here, wrapping each worker.
+    ComputeSanitizer(PathBuf),
+    /// The ISA emulator's own sanitizer, inside each worker's device (gfx targets).
+    Emulator,
+}
+
+/// A sanitizer for the run: the tool, and what runs it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Sanitizer {
     pub tool: SanitizerTool,
-    pub executable: PathBuf,
+    pub engine: Engine,
 }
 
 impl Sanitizer {
-    /// The command that runs `worker worker_args…` under the tool: `(program, arguments)`.
+    /// The command that runs `worker worker_args…` under the tool: `(program, arguments)`
+    /// (the ISA emulator's runs inside the worker: the worker itself).
     pub fn command(&self, worker: &Path, worker_args: &[String]) -> (PathBuf, Vec<String>) {
+        let executable = match &self.engine {
+            Engine::ComputeSanitizer(e) => e,
+            Engine::Emulator => return (worker.to_path_buf(), worker_args.to_vec()),
+        };
         let mut args: Vec<String> = vec![
             "--tool".into(),
             self.tool.name().into(),
@@ -84,7 +106,27 @@ impl Sanitizer {
         args.push("--".into());
         args.push(worker.display().to_string());
         args.extend(worker_args.iter().cloned());
-        (self.executable.clone(), args)
+        (executable.clone(), args)
+    }
+
+    /// The emulator's tool the workers' devices run, for [`Engine::Emulator`].
+    pub fn emulator_tool(&self) -> Option<SanitizerTool> {
+        (self.engine == Engine::Emulator).then_some(self.tool)
+    }
+
+    /// What watches, for the run's announcement.
+    pub fn describe(&self) -> String {
+        match &self.engine {
+            Engine::ComputeSanitizer(e) => format!(
+                "compute-sanitizer {} ({}) watches the workers; allocations are exact-size",
+                self.tool,
+                e.display()
+            ),
+            Engine::Emulator => format!(
+                "the ISA emulator's {} watches every launch in the workers (docs/sanitize.md)",
+                self.tool
+            ),
+        }
     }
 }
 
@@ -159,8 +201,17 @@ pub fn availability(
         Ok(DeviceKind::Simulated) => Err(skip(format!(
             "compute-sanitizer {tool} watches GPU kernels; the device here is simulated on the host"
         ))),
-        Ok(DeviceKind::Emulator) => Err(skip(emulator_reason(tool, target))),
-        Ok(DeviceKind::Cuda) => find().map(|executable| Sanitizer { tool, executable }),
+        Ok(DeviceKind::Emulator) => match emulated::emulator_tool(tool) {
+            Some(_) => Ok(Sanitizer {
+                tool,
+                engine: Engine::Emulator,
+            }),
+            None => Err(skip(emulator_reason(tool, target))),
+        },
+        Ok(DeviceKind::Cuda) => find().map(|executable| Sanitizer {
+            tool,
+            engine: Engine::ComputeSanitizer(executable),
+        }),
     }
 }
 
@@ -177,7 +228,8 @@ pub fn emulator_reason(tool: SanitizerTool, target: RunTarget) -> String {
         ),
         _ => format!(
             "compute-sanitizer {tool} watches NVIDIA GPUs, not the ISA emulator running {target}, \
-             which has no {tool} of its own ({memory})"
+             which has no {tool} of its own (its racecheck and initcheck run with --sanitize; \
+             {memory})"
         ),
     }
 }

@@ -455,6 +455,18 @@ pub fn open_backend_at(
     sources: &KernelSources,
     allocation: w4a16_device::Allocation,
 ) -> (RunTarget, Backend) {
+    open_backend_watched(target, ordinal, sources, allocation, None)
+}
+
+/// As [`open_backend_at`]; a gfx target opened on the ISA emulator runs every launch under
+/// `emu_sanitizer` (a sanitized run's worker).
+pub fn open_backend_watched(
+    target: Option<RunTarget>,
+    ordinal: usize,
+    sources: &KernelSources,
+    allocation: w4a16_device::Allocation,
+    emu_sanitizer: Option<w4a16_device::EmuSanitizer>,
+) -> (RunTarget, Backend) {
     if let Some(want) = target.filter(RunTarget::is_emulated) {
         let request = w4a16_device::DeviceRequest::emulated_on_cuda(want.target);
         let request = request.at(ordinal).with_sources(sources.clone());
@@ -472,14 +484,17 @@ pub fn open_backend_at(
         Ok(d) => {
             let t = d.run_target();
             match target {
-                Some(want) if want != t => {
-                    emulated_or_skip(want, sources, format!("the GPU here is {t}, not {want}"))
-                }
+                Some(want) if want != t => emulated_or_skip(
+                    want,
+                    sources,
+                    format!("the GPU here is {t}, not {want}"),
+                    emu_sanitizer,
+                ),
                 _ => (t, Backend::Device(d)),
             }
         }
         Err(skip) => match target {
-            Some(want) => emulated_or_skip(want, sources, skip.reason),
+            Some(want) => emulated_or_skip(want, sources, skip.reason, emu_sanitizer),
             None => (RunTarget::native(Target::Gfx1151), Backend::None(skip)),
         },
     }
@@ -491,10 +506,12 @@ fn emulated_or_skip(
     want: RunTarget,
     sources: &KernelSources,
     no_gpu: String,
+    emu_sanitizer: Option<w4a16_device::EmuSanitizer>,
 ) -> (RunTarget, Backend) {
     let amd = want.target.vendor() == w4a16_kernels::target::Vendor::Amd;
     if amd && !want.is_emulated() {
-        let request = w4a16_device::DeviceRequest::emulator(want.target);
+        let request =
+            w4a16_device::DeviceRequest::emulator(want.target).with_emu_sanitizer(emu_sanitizer);
         return match w4a16_device::open(request.with_sources(sources.clone())) {
             Ok(d) => (want, Backend::Device(d)),
             Err(skip) => (

@@ -11,6 +11,7 @@ use w4a16_device::{Allocation, Health};
 use w4a16_harness::runner::cli_run::load_with_dir;
 use w4a16_harness::runner::execute::ReferenceChoice;
 use w4a16_harness::runner::isolate::{self, WorkerSpec};
+use w4a16_harness::runner::sanitize::emulated;
 use w4a16_harness::runner::session::{self, Backend, SessionOptions};
 use w4a16_harness::runner::{Cause, Check, Outcome, PhaseTimes, Verdict, WorkerFailure};
 use w4a16_kernels::KernelId;
@@ -42,7 +43,9 @@ pub fn worker(args: WorkerArgs) -> Result<Status, CliError> {
         Allocation::Guarded
     };
     let ordinal = spec.device_ordinal.unwrap_or(0);
-    let (target, backend) = session::open_backend_at(spec.target, ordinal, &sources, allocation);
+    let emu_sanitizer = spec.emulator_sanitizer.and_then(emulated::emulator_tool);
+    let (target, backend) =
+        session::open_backend_watched(spec.target, ordinal, &sources, allocation, emu_sanitizer);
     // A device that sizes every buffer exactly anyway (the ISA emulator) serves both.
     if let Backend::Device(d) = &backend
         && allocation == Allocation::Exact
@@ -66,8 +69,19 @@ pub fn worker(args: WorkerArgs) -> Result<Status, CliError> {
         },
         Backend::None(_) => None,
     };
-    isolate::serve_until(|id| run_one(&set, id, &backend, &opts), retire)
-        .map_err(CliError::WorkerIo)?;
+    // Under the ISA emulator's sanitizer, each case's reports go out inside its window (after
+    // its BEGIN, before its verdicts), as compute-sanitizer's would.
+    let run = |id: &str| {
+        let out = run_one(&set, id, &backend, &opts);
+        if let Backend::Device(d) = &backend {
+            let reports = d.take_sanitizer_reports();
+            if let Err(e) = emulated::print_reports(&reports, &mut std::io::stdout()) {
+                eprintln!("w4a16 worker: printing the sanitizer's reports: {e}");
+            }
+        }
+        out
+    };
+    isolate::serve_until(run, retire).map_err(CliError::WorkerIo)?;
     Ok(Status::Passed)
 }
 

@@ -199,11 +199,7 @@ impl Setup {
             return Err(RunError::SanitizeInProcess);
         }
         match &sanitizer {
-            Some(Ok(s)) => eprintln!(
-                "w4a16: compute-sanitizer {} ({}) watches the workers; allocations are exact-size",
-                s.tool,
-                s.executable.display()
-            ),
+            Some(Ok(s)) => eprintln!("w4a16: {}", s.describe()),
             Some(Err(skip)) => eprintln!("w4a16: SANITIZER SKIPPED: {}", skip.reason),
             None => {}
         }
@@ -467,6 +463,7 @@ pub(super) fn run_in_workers(
         artifacts: setup.session.artifacts.clone(),
         reference,
         exact_allocations: watched.is_some(),
+        emulator_sanitizer: watched.and_then(|(s, _)| s.emulator_tool()),
         device_ordinal: None,
         simulate: false,
     };

@@ -343,7 +343,7 @@ fn a_report_against_no_launched_kernel_fails_the_case() {
 fn the_command_line_of_each_tool() {
     let s = |tool| Sanitizer {
         tool,
-        executable: PathBuf::from("/usr/local/cuda/bin/compute-sanitizer"),
+        engine: Engine::ComputeSanitizer(PathBuf::from("/usr/local/cuda/bin/compute-sanitizer")),
     };
     let worker_args = vec!["worker".to_string(), "--spec".to_string(), "{}".to_string()];
     let (prog, args) = s(SanitizerTool::Memcheck).command(Path::new("/x/w4a16"), &worker_args);
@@ -466,15 +466,35 @@ fn only_a_cuda_device_with_the_binary_is_sanitized() {
         "{}",
         e.reason
     );
+    // racecheck and initcheck are the emulator's own: the workers run unwrapped, watched
+    // inside; synccheck has none.
+    for tool in [SanitizerTool::Racecheck, SanitizerTool::Initcheck] {
+        let s = availability(
+            tool,
+            Ok(DeviceKind::Emulator),
+            RunTarget::native(Target::Gfx1100),
+            never,
+        )
+        .unwrap();
+        assert_eq!(
+            (s.engine.clone(), s.emulator_tool()),
+            (Engine::Emulator, Some(tool))
+        );
+        let args = vec!["worker".to_string()];
+        assert_eq!(
+            s.command(Path::new("/x/w4a16"), &args),
+            (PathBuf::from("/x/w4a16"), args.clone())
+        );
+    }
     let e = availability(
-        SanitizerTool::Racecheck,
+        SanitizerTool::Synccheck,
         Ok(DeviceKind::Emulator),
         RunTarget::native(Target::Gfx1100),
         never,
     )
     .unwrap_err();
     assert!(
-        e.reason.contains("has no racecheck of its own") && e.reason.contains("memory check"),
+        e.reason.contains("has no synccheck of its own") && e.reason.contains("memory check"),
         "{}",
         e.reason
     );
@@ -502,8 +522,8 @@ fn only_a_cuda_device_with_the_binary_is_sanitized() {
     )
     .unwrap();
     assert_eq!(
-        s.executable,
-        PathBuf::from("/opt/cuda/bin/compute-sanitizer")
+        s.engine,
+        Engine::ComputeSanitizer(PathBuf::from("/opt/cuda/bin/compute-sanitizer"))
     );
 }
 

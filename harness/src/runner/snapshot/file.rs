@@ -154,7 +154,14 @@ impl SnapshotFile {
 }
 
 fn description(suite: &str, target: &str, sanitize: Option<SanitizerTool>) -> String {
+    // A native gfx target's sanitizer runs are the ISA emulator's own (docs/sanitize.md).
+    let gfx = w4a16_kernels::RunTarget::parse(target).is_some_and(|t| {
+        t.target.vendor() == w4a16_kernels::target::Vendor::Amd && !t.is_emulated()
+    });
     match sanitize {
+        Some(tool) if gfx => format!(
+            "verdicts of suite `{suite}` on target `{target}` under the ISA emulator's {tool} (emu/src/sanitize), exact-size allocations"
+        ),
         Some(tool) => format!(
             "verdicts of suite `{suite}` on target `{target}` under compute-sanitizer {tool}, exact-size allocations"
         ),
