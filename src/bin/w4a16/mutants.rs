@@ -42,7 +42,8 @@ pub struct MutantsArgs {
     jobs: usize,
     /// After the suites, run the GPU job's sanitizer share on the mutants they let through:
     /// `--sanitize-suite`s under compute-sanitizer with this tool and exact-size allocations
-    /// (`run --sanitize`); its kills are reported apart. Only `memcheck` is the GPU job's.
+    /// (`run --sanitize`; on a gfx target, the ISA emulator's racecheck or initcheck); its kills
+    /// are reported apart. Only `memcheck` is the GPU job's.
     #[arg(long, value_parser = args::named::<SanitizerTool>())]
     sanitize: Option<SanitizerTool>,
     /// The suites of the sanitizer share (repeatable; default: smoke, kernels, moe, carrier, the
