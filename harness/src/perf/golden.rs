@@ -140,16 +140,7 @@ impl GoldenFile {
                 .for_each(|x| *x = round_significant(*x));
         }
         file.check(path)?;
-        let io = |source| GoldenError::Io {
-            path: path.to_path_buf(),
-            source,
-        };
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(io)?;
-        }
-        let mut text = serde_json::to_string_pretty(&file).expect("goldens serialize");
-        text.push('\n');
-        std::fs::write(path, text).map_err(io)
+        write_json(path, &file)
     }
 
     pub fn entry(&self, key: &PerfKey) -> Option<&GoldenEntry> {
@@ -225,6 +216,21 @@ fn round_significant(x: f64) -> f64 {
         let f = 10f64.powi(-shift);
         (x / f).round() * f
     }
+}
+
+/// A goldens file as pretty JSON with a final newline, its folder made first: the one writer of
+/// the speed goldens and the emulator's counter goldens.
+pub(crate) fn write_json<T: serde::Serialize>(path: &Path, file: &T) -> Result<(), GoldenError> {
+    let io = |source| GoldenError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(io)?;
+    }
+    let mut text = serde_json::to_string_pretty(file).expect("goldens serialize");
+    text.push('\n');
+    std::fs::write(path, text).map_err(io)
 }
 
 #[cfg(test)]

@@ -94,16 +94,7 @@ impl CountersFile {
             e.model_us = e.model_us.map(round4);
         }
         file.check(path)?;
-        let io = |source| GoldenError::Io {
-            path: path.to_path_buf(),
-            source,
-        };
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(io)?;
-        }
-        let mut text = serde_json::to_string_pretty(&file).expect("counters serialize");
-        text.push('\n');
-        std::fs::write(path, text).map_err(io)
+        crate::perf::golden::write_json(path, &file)
     }
 
     pub fn entry(&self, key: &PerfKey) -> Option<&CountersEntry> {
