@@ -76,7 +76,8 @@ fn the_mma_and_alu_skinny_engines_both_compile() {
 }
 
 /// Every kernel compiles for sm_90 in each emulated AMD target's configuration
-/// (`emulation::nvrtc_options`, nothing else), with the declared entry points, and takes the AMD
+/// (`emulation::nvrtc_options`, nothing else; at NVRTC's fastest level, which keeps the entry
+/// points and the preprocessor's paths), with the declared entry points, and takes the AMD
 /// code paths: no mma.sync (the ALU skinny engine, the emulated WMMA), no cp.async (synchronous
 /// copies), no hardware bf16 conversion (software rounding, as on AMD).
 #[test]
@@ -84,7 +85,11 @@ fn every_kernel_compiles_in_each_emulated_amd_configuration() {
     use w4a16_kernels::{Target, emulation};
     for target in Target::AMD_CODE_OBJECT_TARGETS {
         let options = emulation::nvrtc_options(target).unwrap();
-        let options: Vec<&str> = options.iter().map(String::as_str).collect();
+        let options: Vec<&str> = options
+            .iter()
+            .map(String::as_str)
+            .chain([nvrtc::FAST_COMPILE])
+            .collect();
         for kernel in source::WITH_SOURCE {
             let decl = set::decl(kernel);
             let ptx = match nvrtc::compile_ptx_with(kernel, ARCH, &options) {
