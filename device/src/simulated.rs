@@ -9,7 +9,7 @@
 //! compute-sanitizer's memcheck reports it on a GPU (addresses are 256 bytes apart, so with
 //! [`Allocation::Exact`] the first element past a buffer is outside all of them).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -57,7 +57,9 @@ struct Sim {
     /// The size of every allocation, in order.
     sizes: Mutex<Vec<usize>>,
     next: Mutex<u64>,
-    live: Mutex<HashMap<u64, Arc<Mutex<Vec<u8>>>>>,
+    /// Every allocation by base address (ordered: an address resolves by one range lookup,
+    /// since each element of a simulated launch goes through the address map).
+    live: Mutex<BTreeMap<u64, Arc<Mutex<Vec<u8>>>>>,
     lost: Mutex<Option<String>>,
     launches: Mutex<usize>,
     /// The weights pointer of every launch, in order.
@@ -204,7 +206,7 @@ impl Sim {
             allocation,
             sizes: Mutex::new(Vec::new()),
             next: Mutex::new(0x10_0000),
-            live: Mutex::new(HashMap::new()),
+            live: Mutex::new(BTreeMap::new()),
             lost: Mutex::new(None),
             launches: Mutex::new(0),
             weights_read: Mutex::new(Vec::new()),
@@ -221,10 +223,9 @@ impl Sim {
     /// The buffer holding `addr` and the offset into it.
     fn resolve(&self, addr: u64) -> Option<(Arc<Mutex<Vec<u8>>>, usize)> {
         let live = self.live.lock().unwrap();
-        live.iter().find_map(|(base, d)| {
-            let len = d.lock().unwrap().len() as u64;
-            (addr >= *base && addr < base + len).then(|| (d.clone(), (addr - base) as usize))
-        })
+        let (base, d) = live.range(..=addr).next_back()?;
+        let len = d.lock().unwrap().len() as u64;
+        (addr < base + len).then(|| (d.clone(), (addr - base) as usize))
     }
 }
 
