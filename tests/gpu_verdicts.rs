@@ -101,10 +101,14 @@ fn gpu_carrier_suite(kind: DeviceKind) {
     run_suite("carrier", kind);
 }
 
-/// The suites the ISA emulator runs in `cargo test` on every gfx target: the real code objects'
-/// verdicts, checked against `verdicts-<suite>@<gfx>.snap` (whose header names the emulator).
-/// `w4a16 run --suite <any> --target <gfx>` runs the others on it too, at the emulator's speed.
+// The CI suites in full on every gfx target's ISA emulator: the real code objects' verdicts,
+// checked against `verdicts-<suite>@<gfx>.snap` (whose header names the emulator). About 14
+// CPU-minutes over the three targets, so they run on a schedule
+// (`cargo test --test gpu_verdicts -- --ignored isa_emulator`, examples/ci/) and on AMD
+// runners; `cargo test` runs each target's CI share instead (tests/block_coverage.rs), which
+// executes every block these do. `w4a16 run --suite <any> --target <gfx>` runs any suite there.
 #[apply(emulated_targets)]
+#[ignore = "the full ISA-emulator suites run on a schedule; cargo test runs the CI share (tests/block_coverage.rs)"]
 fn isa_emulator_smoke_suite(target: w4a16_kernels::Target) {
     if let Some(device) = common::emulator(target) {
         run_suite_on("smoke", device);
@@ -112,6 +116,7 @@ fn isa_emulator_smoke_suite(target: w4a16_kernels::Target) {
 }
 
 #[apply(emulated_targets)]
+#[ignore = "the full ISA-emulator suites run on a schedule; cargo test runs the CI share (tests/block_coverage.rs)"]
 fn isa_emulator_checkpoints_suite(target: w4a16_kernels::Target) {
     if let Some(device) = common::emulator(target) {
         run_suite_on("checkpoints", device);
@@ -120,6 +125,7 @@ fn isa_emulator_checkpoints_suite(target: w4a16_kernels::Target) {
 
 /// `kernels` at its small shapes (the suite's `isa_emulator_max_macs`).
 #[apply(emulated_targets)]
+#[ignore = "the full ISA-emulator suites run on a schedule; cargo test runs the CI share (tests/block_coverage.rs)"]
 fn isa_emulator_kernels_suite(target: w4a16_kernels::Target) {
     if let Some(device) = common::emulator(target) {
         run_suite_on("kernels", device);
@@ -128,6 +134,7 @@ fn isa_emulator_kernels_suite(target: w4a16_kernels::Target) {
 
 /// `edges` up to its ISA-emulator budget: every skinny capacity edge, below, at and past.
 #[apply(emulated_targets)]
+#[ignore = "the full ISA-emulator suites run on a schedule; cargo test runs the CI share (tests/block_coverage.rs)"]
 fn isa_emulator_edges_suite(target: w4a16_kernels::Target) {
     if let Some(device) = common::emulator(target) {
         run_suite_on("edges", device);
@@ -136,6 +143,7 @@ fn isa_emulator_edges_suite(target: w4a16_kernels::Target) {
 
 /// `selection`'s boundaries up to its ISA-emulator budget.
 #[apply(emulated_targets)]
+#[ignore = "the full ISA-emulator suites run on a schedule; cargo test runs the CI share (tests/block_coverage.rs)"]
 fn isa_emulator_selection_suite(target: w4a16_kernels::Target) {
     if let Some(device) = common::emulator(target) {
         run_suite_on("selection", device);

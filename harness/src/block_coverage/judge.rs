@@ -33,10 +33,11 @@ pub enum Problem {
     Expired { key: String, expires: Date },
     /// The record is of other machine code than the run's (rerun `w4a16 coverage`).
     Stale { target: String, entry: String },
-    /// The run did not execute a block the record says this suite executes.
+    /// The run did not execute a block the record says it executes.
     Dropped {
         target: String,
-        suite: String,
+        /// What ran: `suite checkpoints`, `the CI share`.
+        ran: String,
         entry: String,
         offset: String,
     },
@@ -71,12 +72,12 @@ impl fmt::Display for Problem {
             ),
             Problem::Dropped {
                 target,
-                suite,
+                ran,
                 entry,
                 offset,
             } => write!(
                 f,
-                "{target}: suite {suite} no longer executes block {offset} of {entry} (the record says it does): coverage dropped"
+                "{target}: {ran} no longer executes block {offset} of {entry} (the record says it does): coverage dropped"
             ),
             Problem::Missing { target, what } => write!(f, "{target}: the record lacks {what}"),
         }
@@ -188,9 +189,49 @@ fn judge_entry(record: &Record, u: &Uncovered, today: Date) -> Vec<Problem> {
     problems
 }
 
-/// A fresh recording run of `suite` against the record: the same machine code, and at least
-/// the blocks the record says the suite executes.
-pub fn judge_run(record: &Record, suite: &str, run: &BlockCoverage) -> Vec<Problem> {
+/// What a fresh recording run is judged against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Against<'a> {
+    /// One suite's blocks in the record.
+    Suite(&'a str),
+    /// Every block the record's suites execute: what the CI share must execute.
+    Share,
+}
+
+impl Against<'_> {
+    fn ran(&self) -> String {
+        match self {
+            Against::Suite(s) => format!("suite {s}"),
+            Against::Share => "the CI share".to_string(),
+        }
+    }
+
+    /// The blocks of `r` the run must execute, or what the record lacks to say.
+    fn wanted(&self, r: &EntryRecord) -> Result<Vec<bool>, String> {
+        let of = |suite: &str| {
+            r.executed_by
+                .get(suite)
+                .and_then(|b| flags(b, r.blocks))
+                .ok_or_else(|| format!("suite {suite}'s blocks of {}", r.entry))
+        };
+        match self {
+            Against::Suite(s) => of(s),
+            Against::Share => r
+                .executed_by
+                .keys()
+                .try_fold(vec![false; r.blocks], |mut acc, s| {
+                    for (a, f) in acc.iter_mut().zip(of(s)?) {
+                        *a |= f;
+                    }
+                    Ok(acc)
+                }),
+        }
+    }
+}
+
+/// A fresh recording run against the record: the same machine code, and at least the blocks
+/// the record says `against` executes.
+pub fn judge_run(record: &Record, against: Against<'_>, run: &BlockCoverage) -> Vec<Problem> {
     let target = record.target.clone();
     let mut problems = Vec::new();
     for (c, e) in run.entries() {
@@ -212,18 +253,21 @@ pub fn judge_run(record: &Record, suite: &str, run: &BlockCoverage) -> Vec<Probl
             });
             continue;
         }
-        let Some(want) = r.executed_by.get(suite).and_then(|b| flags(b, r.blocks)) else {
-            problems.push(Problem::Missing {
-                target: target.clone(),
-                what: format!("suite {suite}'s blocks of {}", e.entry),
-            });
-            continue;
+        let want = match against.wanted(r) {
+            Ok(w) => w,
+            Err(what) => {
+                problems.push(Problem::Missing {
+                    target: target.clone(),
+                    what,
+                });
+                continue;
+            }
         };
         for (b, wanted) in e.blocks.iter().zip(want) {
             if wanted && !b.executed {
                 problems.push(Problem::Dropped {
                     target: target.clone(),
-                    suite: suite.to_string(),
+                    ran: against.ran(),
                     entry: e.entry.clone(),
                     offset: offset_text(b.offset),
                 });
@@ -359,8 +403,19 @@ mod tests {
             }],
         };
         let r = record();
-        assert!(judge_run(&r, "smoke", &run([true, true, true, false], "h")).is_empty());
-        let p = judge_run(&r, "smoke", &run([true, false, false, false], "h"));
+        assert!(
+            judge_run(
+                &r,
+                Against::Suite("smoke"),
+                &run([true, true, true, false], "h")
+            )
+            .is_empty()
+        );
+        let p = judge_run(
+            &r,
+            Against::Suite("smoke"),
+            &run([true, false, false, false], "h"),
+        );
         assert_eq!(p.len(), 1);
         assert!(
             p[0].to_string()
@@ -368,9 +423,29 @@ mod tests {
             "{}",
             p[0]
         );
-        let p = judge_run(&r, "smoke", &run([true, true, true, true], "other"));
+        let p = judge_run(
+            &r,
+            Against::Suite("smoke"),
+            &run([true, true, true, true], "other"),
+        );
         assert!(matches!(p[..], [Problem::Stale { .. }]), "{p:?}");
-        let p = judge_run(&r, "edges", &run([true, true, true, true], "h"));
+        let p = judge_run(
+            &r,
+            Against::Suite("edges"),
+            &run([true, true, true, true], "h"),
+        );
         assert!(matches!(p[..], [Problem::Missing { .. }]), "{p:?}");
+        // The CI share answers for every suite's blocks: edges adds block +0x10 here.
+        let mut r = record();
+        r.entries[0]
+            .executed_by
+            .insert("edges".into(), bitmap(&[false, true, false, false]));
+        let p = judge_run(&r, Against::Share, &run([true, false, true, false], "h"));
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert_eq!(
+            p[0].to_string(),
+            "gfx1100: the CI share no longer executes block +0x10 of k_f16 (the record says it does): coverage dropped"
+        );
+        assert!(judge_run(&r, Against::Share, &run([true, true, true, false], "h")).is_empty());
     }
 }

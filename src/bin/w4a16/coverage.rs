@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use w4a16_cases::coverage_exceptions::{self, Uncovered};
 use w4a16_cases::{Case, CaseFileError, Date};
 use w4a16_harness::block_coverage::{
-    self, BlockCoverageError, ISA_EMULATOR_SUITES, Record, SuiteCoverage, markdown,
+    self, BlockCoverageError, ISA_EMULATOR_SUITES, Reading, Record, Share, SuiteCoverage, markdown,
 };
 use w4a16_harness::report::{FileError, write_atomic};
 use w4a16_harness::runner::budget::RunBudget;
@@ -72,18 +72,27 @@ pub fn coverage(
     let gfx = target.target.name();
     let json = args.out.join(format!("{gfx}.json"));
     let md = args.out.join(format!("{gfx}.md"));
-    let record = if args.render_only {
-        read_record(&json)?
+    let share_file = args.out.join(format!("{gfx}.ci-share.toml"));
+    let (record, share) = if args.render_only {
+        (read_record(&json)?, None)
     } else {
         match measure(&args, &dir, &set, config)? {
-            Some(r) => r,
+            Some((r, s)) => (r, Some(s)),
             None => return Ok(Status::Passed),
         }
     };
     FileError::at(&args.out, std::fs::create_dir_all(&args.out))?;
     let text = serde_json::to_string_pretty(&record)? + "\n";
-    if !args.render_only {
+    if let Some(share) = &share {
         write_atomic(&json, text.as_bytes())?;
+        write_atomic(&share_file, share.to_toml().as_bytes())?;
+        println!(
+            "{gfx}: the CI share is {} of {} cases, {:.1} % of their emulator instructions; wrote {}",
+            share.cases.len(),
+            share.recorded_cases,
+            100.0 * share.wave_instructions as f64 / share.recorded_wave_instructions.max(1) as f64,
+            share_file.display()
+        );
     }
     write_atomic(&md, markdown::render(&record, &reasons).as_bytes())?;
     println!(
@@ -118,13 +127,14 @@ fn read_record(path: &Path) -> Result<Record, CliError> {
     Ok(serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?)
 }
 
-/// Runs the suites on the recording emulator; `None` after a loud skip (no toolchain).
+/// Runs the suites on the recording emulator, reading each case's blocks on its own: the
+/// record and the CI share chosen from it; `None` after a loud skip (no toolchain).
 fn measure(
     args: &CoverageArgs,
     dir: &Path,
     set: &w4a16_cases::CaseSet,
     config: KernelConfig,
-) -> Result<Option<Record>, CliError> {
+) -> Result<Option<(Record, Share)>, CliError> {
     let target = args.target;
     let suites: Vec<String> = if args.suites.is_empty() {
         ISA_EMULATOR_SUITES.map(String::from).to_vec()
@@ -177,11 +187,21 @@ fn measure(
     let progress = |s: &SuiteCoverage| {
         eprintln!(
             "w4a16 coverage: {} {}: {} cases, {} checks ({} failing) in {:.1} s",
-            target, s.suite, s.cases, s.checks, s.failing, s.wall_s
+            target,
+            s.suite,
+            s.cases,
+            s.verdicts.len(),
+            s.failing(),
+            s.wall_s
         );
     };
-    let runs = block_coverage::run(set, &chosen, &opts, device, &progress)
+    let runs = block_coverage::run(set, &chosen, &opts, device, Reading::PerCase, &progress)
         .map_err(CoverageCliError::from)?;
     let subset = (!subset.is_empty()).then(|| subset.join("; "));
-    Ok(Some(Record::of(target.target.name(), &runs, subset)))
+    let per_case: Vec<_> = runs.iter().flat_map(|r| r.per_case.clone()).collect();
+    let share = Share::choose(target.target.name(), subset.clone(), &per_case);
+    Ok(Some((
+        Record::of(target.target.name(), &runs, subset),
+        share,
+    )))
 }
