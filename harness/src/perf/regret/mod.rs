@@ -195,8 +195,12 @@ impl RegretRow {
                 .filter(|t| keep(&t.candidate))
                 .min_by(|a, b| a.median_us.total_cmp(&b.median_us))
         };
-        // The selected path is legal under the config, so a best exists.
-        let best = best_of(&|c| c.under_config).expect("the selected path is timed");
+        // The selected path is legal under the config, so a best exists whenever the case was
+        // built by `regret_cases`; a hand-made case without one is refused, not unwrapped.
+        let best = best_of(&|c| c.under_config).ok_or(RegretError::SelectedNotTimed {
+            case: key.clone(),
+            path: case.selected,
+        })?;
         let with = best_of(&|_| true).map(|t| t.median_us);
         let without = best_of(&|c| c.without_option).map(|t| t.median_us);
         let dense_legal = times
