@@ -61,15 +61,21 @@ pub fn perf_regret(
         return Ok(Status::Passed);
     }
     let device_name = devices.candidate.name();
-    let (cases, not_timed) = regret_cases(suite, providers, target, config);
+    let (mut cases, not_timed) = regret_cases(suite, providers, target, config);
+    for c in &mut cases {
+        c.limit_fallback(args.regret_fallback_max_macs);
+    }
+    let left_out: usize = cases.iter().map(|c| c.left_out.len()).sum();
     let paths: usize = cases.iter().map(|c| c.paths.len()).sum();
     eprintln!(
         "w4a16 perf --regret: {} cases of {} on {device_name} ({target}), {paths} path timings, \
-         {} not timed; prefill dequant {}",
+         {} not timed; prefill dequant {}; {left_out} fallback timings left out above \
+         --regret-fallback-max-macs {}",
         cases.len(),
         args.suite,
         not_timed.len(),
-        config.prefill_dequant
+        config.prefill_dequant,
+        args.regret_fallback_max_macs
     );
     let mut rows = measure_regret(devices.candidate.as_ref(), &cases, plan, &mut |s| {
         eprintln!("perf --regret: {s}")

@@ -36,6 +36,67 @@ pub struct RegretCase {
     pub perf: PerfCase,
     pub selected: LinearPath,
     pub paths: Vec<CandidatePath>,
+    /// Legal paths not timed, each with why (never the selected path).
+    pub left_out: Vec<LeftOutPath>,
+}
+
+/// The fallback's largest M·N·K that regret mode times by default: one thread per output
+/// element reading its weight row uncoalesced, it takes seconds per launch on the field's large
+/// prefill cases (qwen3-8b gate_up at M = 4096 is 4·10¹¹ MACs), where it is never the fastest;
+/// 2³³ keeps every decode and small-batch case of the field (where it could be) and the H200
+/// batch within minutes.
+pub const DEFAULT_FALLBACK_MAX_MACS: u64 = 1 << 33;
+
+/// A legal path regret mode did not time, and why: the report lists it beside the case, so a
+/// regret is read as "over the best timed path".
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeftOutPath {
+    pub path: LinearPath,
+    pub why: LeftOutReason,
+}
+
+/// Why a legal path was not timed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "reason", rename_all = "kebab-case")]
+pub enum LeftOutReason {
+    /// The fallback above `--regret-fallback-max-macs`.
+    FallbackAboveMacs { macs: u64, max_macs: u64 },
+}
+
+impl std::fmt::Display for LeftOutPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.why {
+            LeftOutReason::FallbackAboveMacs { macs, max_macs } => write!(
+                f,
+                "{} not timed ({macs} MACs > --regret-fallback-max-macs {max_macs})",
+                self.path
+            ),
+        }
+    }
+}
+
+impl RegretCase {
+    /// M·N·K of one call.
+    pub fn macs(&self) -> u64 {
+        (self.perf.m as u64) * (self.perf.shape.n as u64) * (self.perf.shape.k as u64)
+    }
+
+    /// Leaves the fallback untimed above `max_macs`, unless the selection took it (then it is
+    /// the only path, and the case's time).
+    pub fn limit_fallback(&mut self, max_macs: u64) {
+        let macs = self.macs();
+        if macs <= max_macs || self.selected == LinearPath::Fallback {
+            return;
+        }
+        let before = self.paths.len();
+        self.paths.retain(|p| p.path != LinearPath::Fallback);
+        if self.paths.len() < before {
+            self.left_out.push(LeftOutPath {
+                path: LinearPath::Fallback,
+                why: LeftOutReason::FallbackAboveMacs { macs, max_macs },
+            });
+        }
+    }
 }
 
 /// One legal path of a case and under which configurations it is legal.
@@ -102,6 +163,7 @@ pub fn regret_cases(
             perf: case,
             selected,
             paths,
+            left_out: Vec::new(),
         });
     }
     (out, not_timed)
@@ -149,6 +211,8 @@ pub struct RegretRow {
     /// legal for the layer (the option changes nothing for it).
     pub prefill_dequant_ratio: Option<f64>,
     pub times: Vec<PathTime>,
+    /// Legal paths not timed, with why: the regret is over the best timed path.
+    pub left_out: Vec<LeftOutPath>,
     /// torch's int4 kernel and dense fp16, where `--peers` measured them.
     pub peers: Option<PeerTimes>,
 }
@@ -223,6 +287,7 @@ impl RegretRow {
             regret: selected_us / best.median_us,
             prefill_dequant_ratio,
             times,
+            left_out: case.left_out.clone(),
             peers: None,
         })
     }

@@ -106,7 +106,9 @@ pub fn markdown(run: &RegretRun) -> String {
          the run's kernel config (1× = the selection is the fastest). **Prefill dequant** = the \
          best time with the option enabled over the best with it disabled (below 1×: enabling it \
          would make the call faster; — where no dense path is legal). Peers: torch's int4 GEMM \
-         and dense fp16 on the dequantized weights, where `--peers` measured them.\n"
+         and dense fp16 on the dequantized weights, where `--peers` measured them. A case whose \
+         best path says *(of the timed)* had a legal path left untimed (the fallback on large \
+         layers, listed in the per-case table).\n"
     );
     let noisy = run.rows.iter().filter(|r| r.regret >= NOISE_REGRET).count();
     let geo = if run.rows.is_empty() {
@@ -168,7 +170,10 @@ fn worst_table(run: &RegretRun) -> Table {
             row.key.m.to_string(),
             row.selected.to_string(),
             us(row.selected_us),
-            row.best.to_string(),
+            match row.left_out.is_empty() {
+                true => row.best.to_string(),
+                false => format!("{} (of the timed)", row.best),
+            },
             us(row.best_us),
             ratio(row.regret),
             row.prefill_dequant_ratio.map_or("—".into(), ratio),
@@ -200,6 +205,7 @@ fn paths_table(run: &RegretRun) -> Table {
                 };
                 format!("{}{mark} {}", p.candidate.path, us(p.median_us))
             })
+            .chain(row.left_out.iter().map(|l| l.to_string()))
             .collect();
         t.row([
             escape(&format!("{}/{}", row.key.provider, row.key.shape)),

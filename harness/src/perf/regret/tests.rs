@@ -248,3 +248,67 @@ fn a_device_that_cannot_time_is_a_typed_error() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn the_fallback_above_its_budget_is_left_out_and_said_so() {
+    let config = KernelConfig::default();
+    let mut cases = cases_at(&[1, 16], &config);
+    let macs = cases[1].macs();
+    assert_eq!(macs, 16 * 64 * 256);
+    for c in &mut cases {
+        c.limit_fallback(macs - 1);
+    }
+    // M = 1 is within the budget; M = 16 is not.
+    assert!(cases[0].left_out.is_empty());
+    assert!(
+        cases[0]
+            .paths
+            .iter()
+            .any(|p| p.path == LinearPath::Fallback)
+    );
+    assert!(
+        cases[1]
+            .paths
+            .iter()
+            .all(|p| p.path != LinearPath::Fallback)
+    );
+    assert_eq!(
+        cases[1].left_out,
+        vec![LeftOutPath {
+            path: LinearPath::Fallback,
+            why: LeftOutReason::FallbackAboveMacs {
+                macs,
+                max_macs: macs - 1
+            }
+        }]
+    );
+    let dev = simulated::device_with_costs(SimCosts { cost_us: costs });
+    let rows = measure_regret(dev.as_ref(), &cases, PLAN, &mut |_| {}).unwrap();
+    assert!(
+        rows[1]
+            .times
+            .iter()
+            .all(|t| !t.label.0.starts_with("fallback"))
+    );
+    assert_eq!(rows[1].left_out, cases[1].left_out);
+    let run = run_of(rows, &config);
+    let md = report::markdown(&run);
+    assert!(
+        md.contains("fallback not timed (262144 MACs > --regret-fallback-max-macs 262143)"),
+        "{md}"
+    );
+    assert!(md.contains("(of the timed)"), "{md}");
+    let back = read_json("r.json", &report::json(&run)).unwrap();
+    assert_eq!(back, run);
+    // A layer only the fallback takes keeps it whatever the budget: it is the selected path.
+    let channelwise = LayerShape {
+        n: 64,
+        k: 256,
+        group: 256,
+    };
+    let cw = vec![case("t.cw", channelwise, 16, ActDtype::F16, Symmetry::Sym)];
+    let (mut timed, _) = regret_cases(&suite(cw), &providers(), Target::Sm90, &config);
+    timed[0].limit_fallback(0);
+    assert!(timed[0].left_out.is_empty());
+    assert_eq!(timed[0].paths.len(), 1);
+}
