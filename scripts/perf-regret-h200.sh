@@ -12,7 +12,9 @@
 # The default batch fits in about 5 minutes of GPU time: the four qwen3-8b layers (qkv_proj,
 # o_proj, gate_up_proj, down_proj — the layers of issue 33) at all 14 field batch sizes,
 # fp16 symmetric, 56 cases of 5–6 paths each, 9 launches per path. The whole field suite
-# (2128 cases) is W4A16_REGRET_FILTER='field/**' split over several calls by shape.
+# (2128 cases) is W4A16_REGRET_FILTER='field/**' split over several calls by shape. The report
+# is rewritten after every case, so a run the timeout stops still returns the cases it finished
+# (regret-sm_90.md then opens with "Partial report: k of n cases timed").
 #
 # Environment:
 #   W4A16_REGRET_FILTER   case-id glob (default 'field/qwen3-8b.*/*/f16/sym/**')

@@ -9,8 +9,10 @@ use super::perf::{Devices, PerfArgs, PerfCliError};
 use w4a16_cases::{Provider, Suite};
 use w4a16_harness::perf::measure::PerfPlan;
 use w4a16_harness::perf::peers::{self, PeerCase};
-use w4a16_harness::perf::regret::report::{NOISE_REGRET, write_reports};
-use w4a16_harness::perf::regret::{RegretRow, RegretRun, TimeSource, measure_regret, regret_cases};
+use w4a16_harness::perf::regret::report::{self, NOISE_REGRET};
+use w4a16_harness::perf::regret::{
+    RegretRow, RegretRun, TimeSource, measure_regret_each, regret_cases,
+};
 use w4a16_harness::require::Requirement;
 use w4a16_select::config::KernelConfig;
 
@@ -77,17 +79,44 @@ pub fn perf_regret(
         config.prefill_dequant,
         args.regret_fallback_max_macs
     );
-    let mut rows = measure_regret(devices.candidate.as_ref(), &cases, plan, &mut |s| {
-        eprintln!("perf --regret: {s}")
-    })
-    .map_err(PerfCliError::from)?;
-    // Kernels done: the peers (torch, in its own process) get the GPU to themselves.
-    drop(devices);
     let out_dir = args.report_dir.clone().unwrap_or_else(|| {
         PathBuf::from("target")
             .join("perf-regret")
             .join(target.to_string())
     });
+    let folder = report::open(&out_dir).map_err(PerfCliError::from)?;
+    let mut run = RegretRun {
+        target: target.to_string(),
+        device: device_name,
+        suite: args.suite.clone(),
+        prefill_dequant: config.prefill_dequant,
+        plan,
+        source: TimeSource::DeviceEvents,
+        planned: cases.len(),
+        rows: Vec::new(),
+        not_timed,
+        peers_note: None,
+    };
+    // The report so far after every case: a run stopped by a time limit keeps what it timed.
+    let mut write_error = None;
+    let measured = measure_regret_each(
+        devices.candidate.as_ref(),
+        &cases,
+        plan,
+        &mut |s| eprintln!("perf --regret: {s}"),
+        &mut |row| {
+            run.rows.push(row.clone());
+            if write_error.is_none() {
+                write_error = report::write_into(&folder, &run).err();
+            }
+        },
+    );
+    if let Some(e) = write_error {
+        return Err(PerfCliError::from(e).into());
+    }
+    let mut rows = measured.map_err(PerfCliError::from)?;
+    // Kernels done: the peers (torch, in its own process) get the GPU to themselves.
+    drop(devices);
     let peers_note = match args.peers {
         true => Some(with_peers(
             repo,
@@ -98,18 +127,9 @@ pub fn perf_regret(
         )?),
         false => None,
     };
-    let run = RegretRun {
-        target: target.to_string(),
-        device: device_name,
-        suite: args.suite.clone(),
-        prefill_dequant: config.prefill_dequant,
-        plan,
-        source: TimeSource::DeviceEvents,
-        rows,
-        not_timed,
-        peers_note,
-    };
-    let files = write_reports(&run, &out_dir).map_err(PerfCliError::from)?;
+    run.rows = rows;
+    run.peers_note = peers_note;
+    let files = report::write_into(&folder, &run).map_err(PerfCliError::from)?;
     let regretting = run.rows.iter().filter(|r| r.regret >= NOISE_REGRET).count();
     println!(
         "{regretting} of {} cases have a legal path at least {NOISE_REGRET}× faster than the \

@@ -28,6 +28,19 @@ pub fn measure_regret(
     plan: PerfPlan,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Vec<RegretRow>, PerfError> {
+    measure_regret_each(device, cases, plan, progress, &mut |_| {})
+}
+
+/// As [`measure_regret`], handing each row to `on_row` as soon as its case is timed, so that a
+/// caller can write the report so far: a run stopped by a time limit still leaves every case
+/// it finished.
+pub fn measure_regret_each(
+    device: &dyn DeviceBench,
+    cases: &[RegretCase],
+    plan: PerfPlan,
+    progress: &mut dyn FnMut(&str),
+    on_row: &mut dyn FnMut(&RegretRow),
+) -> Result<Vec<RegretRow>, PerfError> {
     let plan = plan.checked()?;
     if device.execution() != Execution::Native {
         return Err(PerfError::Emulated {
@@ -78,10 +91,14 @@ pub fn measure_regret(
                 samples_us: samples,
             });
         }
-        rows.push(
-            RegretRow::from_times(case, times)
-                .map_err(|e| PerfError::Regret { error: Box::new(e) })?,
-        );
+        let row = RegretRow::from_times(case, times)
+            .map_err(|e| PerfError::Regret { error: Box::new(e) })?;
+        progress(&format!(
+            "{}: regret {:.3} (selected {} {:.1} µs, best {} {:.1} µs)",
+            row.key, row.regret, row.selected, row.selected_us, row.best, row.best_us
+        ));
+        on_row(&row);
+        rows.push(row);
     }
     Ok(rows)
 }

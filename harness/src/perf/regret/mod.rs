@@ -25,7 +25,7 @@ use super::key::{KernelLabel, PerfKey};
 use super::measure::{PerfCase, PerfPlan, perf_cases};
 use super::peers::PeerTimes;
 
-pub use measure::measure_regret;
+pub use measure::{measure_regret, measure_regret_each};
 
 /// One case to time in regret mode: the perf case (with the selected path), the path the
 /// selection took, and every legal path in the set's order, each flagged with whether the
@@ -308,6 +308,9 @@ pub struct RegretRun {
     pub prefill_dequant: PrefillDequant,
     pub plan: PerfPlan,
     pub source: TimeSource,
+    /// Cases the run set out to time; more than `rows` in a report written before the run
+    /// finished (or one that was stopped).
+    pub planned: usize,
     pub rows: Vec<RegretRow>,
     /// (case id, why it is not timed here).
     pub not_timed: Vec<(String, String)>,

@@ -48,8 +48,20 @@ pub fn files(run: &RegretRun) -> Result<ReportFiles, ReportError> {
 /// Writes `regret.svg`, `regret.md` and `regret.json` into `dir` (created), an earlier run's
 /// first removed, so that a plot that cannot be drawn leaves no stale report behind.
 pub fn write_reports(run: &RegretRun, dir: &Path) -> Result<RegretReportPaths, ReportError> {
-    let folder = ReportDir::open(dir, &FILES)?;
+    let folder = open(dir)?;
+    write_into(&folder, run)
+}
+
+/// The report folder `dir`, created, with an earlier run's regret reports removed.
+pub fn open(dir: &Path) -> Result<ReportDir, ReportError> {
+    Ok(ReportDir::open(dir, &FILES)?)
+}
+
+/// (Re)writes the three files of `run` into `folder`, each atomically: called after every case,
+/// a stopped run leaves a consistent report of the cases it finished.
+pub fn write_into(folder: &ReportDir, run: &RegretRun) -> Result<RegretReportPaths, ReportError> {
     folder.write(&files(run)?)?;
+    let dir = folder.path();
     Ok(RegretReportPaths {
         markdown: dir.join("regret.md"),
         json: dir.join("regret.json"),
@@ -126,6 +138,15 @@ pub fn markdown(run: &RegretRun) -> String {
         ratio(geo),
         run.not_timed.len()
     );
+    if run.rows.len() < run.planned {
+        let _ = writeln!(
+            s,
+            "**Partial report: {} of {} cases timed** (written after every case; the run had \
+             not finished, or was stopped, when this was written).\n",
+            run.rows.len(),
+            run.planned
+        );
+    }
     if let Some(note) = &run.peers_note {
         let _ = writeln!(s, "Peers: {}\n", escape(note));
     }

@@ -60,6 +60,7 @@ fn run_of(rows: Vec<RegretRow>, config: &KernelConfig) -> RegretRun {
         prefill_dequant: config.prefill_dequant,
         plan: PLAN,
         source: TimeSource::DeviceEvents,
+        planned: rows.len(),
         rows,
         not_timed: vec![("perf-test/x".into(), "a MoE case".into())],
         peers_note: None,
@@ -311,4 +312,34 @@ fn the_fallback_above_its_budget_is_left_out_and_said_so() {
     timed[0].limit_fallback(0);
     assert!(timed[0].left_out.is_empty());
     assert_eq!(timed[0].paths.len(), 1);
+}
+
+/// The CLI rewrites the report after every case: each row reaches `on_row` in case order as it
+/// is timed, and a report with fewer rows than planned says it is partial.
+#[test]
+fn rows_are_handed_over_case_by_case_and_a_partial_report_says_so() {
+    let config = KernelConfig::default();
+    let cases = cases_at(&[1, 2, 16], &config);
+    let dev = simulated::device_with_costs(SimCosts { cost_us: costs });
+    let mut seen = Vec::new();
+    let rows = measure_regret_each(dev.as_ref(), &cases, PLAN, &mut |_| {}, &mut |r| {
+        seen.push(r.clone())
+    })
+    .unwrap();
+    assert_eq!(seen, rows);
+    let ms: Vec<usize> = seen.iter().map(|r| r.key.m).collect();
+    assert_eq!(ms, vec![1, 2, 16]);
+    let mut run = run_of(rows, &config);
+    assert!(!report::markdown(&run).contains("Partial report"));
+    run.rows.truncate(1);
+    let dir = tempfile::tempdir().unwrap();
+    let folder = report::open(dir.path()).unwrap();
+    let paths = report::write_into(&folder, &run).unwrap();
+    let md = std::fs::read_to_string(&paths.markdown).unwrap();
+    assert!(
+        md.contains("**Partial report: 1 of 3 cases timed**"),
+        "{md}"
+    );
+    let back = read_json("r", &std::fs::read_to_string(&paths.json).unwrap()).unwrap();
+    assert_eq!((back.rows.len(), back.planned), (1, 3));
 }
