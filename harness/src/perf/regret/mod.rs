@@ -211,6 +211,9 @@ pub struct RegretRow {
     /// legal for the layer (the option changes nothing for it).
     pub prefill_dequant_ratio: Option<f64>,
     pub times: Vec<PathTime>,
+    /// The dequant kernel that builds the layer's dense cache, µs: paid once at load, not per
+    /// call (the dense path's time is the GEMM alone); `None` where no dense path was timed.
+    pub dequant_once_us: Option<f64>,
     /// Legal paths not timed, with why: the regret is over the best timed path.
     pub left_out: Vec<LeftOutPath>,
     /// torch's int4 kernel and dense fp16, where `--peers` measured them.
@@ -287,6 +290,7 @@ impl RegretRow {
             regret: selected_us / best.median_us,
             prefill_dequant_ratio,
             times,
+            dequant_once_us: None,
             left_out: case.left_out.clone(),
             peers: None,
         })

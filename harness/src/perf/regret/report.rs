@@ -117,7 +117,9 @@ pub fn markdown(run: &RegretRun) -> String {
         "Times: {source}. **Regret** = the selected path's time over the fastest path legal under \
          the run's kernel config (1× = the selection is the fastest). **Prefill dequant** = the \
          best time with the option enabled over the best with it disabled (below 1×: enabling it \
-         would make the call faster; — where no dense path is legal). Peers: torch's int4 GEMM \
+         would make the call faster; — where no dense path is legal). **Dequant once** = the \
+         dequant kernel that builds the dense cache, paid once per layer at load (not in the \
+         dense path's per-call time). Peers: torch's int4 GEMM \
          and dense fp16 on the dequantized weights, where `--peers` measured them. A case whose \
          best path says *(of the timed)* had a legal path left untimed (the fallback on large \
          layers, listed in the per-case table).\n"
@@ -179,6 +181,7 @@ fn worst_table(run: &RegretRun) -> Table {
         ("µs", r),
         ("regret", r),
         ("prefill dequant", r),
+        ("dequant once µs", r),
         ("torch int4 µs", r),
         ("dense fp16 µs", r),
     ]);
@@ -198,6 +201,7 @@ fn worst_table(run: &RegretRun) -> Table {
             us(row.best_us),
             ratio(row.regret),
             row.prefill_dequant_ratio.map_or("—".into(), ratio),
+            row.dequant_once_us.map_or("—".into(), us),
             peer(|p| p.torch_int4_us),
             peer(|p| p.dense_fp16_us),
         ]);

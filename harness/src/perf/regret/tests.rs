@@ -122,6 +122,7 @@ fn a_layer_only_the_fallback_takes_has_one_path_and_no_regret() {
         rows[0].prefill_dequant_ratio, None,
         "no dense path is legal"
     );
+    assert_eq!(rows[0].dequant_once_us, None);
 }
 
 #[test]
@@ -178,6 +179,9 @@ fn the_regret_names_the_faster_path_and_the_reports_round_trip() {
     );
     assert!(mid.regrets());
     assert_eq!(mid.prefill_dequant_ratio, Some(2.0 / 4.0));
+    // The dequant that builds the cache (1 µs a launch here) is beside the dense time, not in it.
+    assert_eq!(mid.dequant_once_us, Some(1.0));
+    assert_eq!(decode.dequant_once_us, Some(1.0));
 
     let run = run_of(rows, &config);
     assert_eq!(worst_first(&run)[0].key.m, 16);
