@@ -124,3 +124,53 @@ fn bench_emulator_refuses_a_target_it_cannot_run() {
         );
     }
 }
+
+/// `--regret` times one build and judges no goldens: a control build or a golden update with it
+/// is a typed refusal naming both flags, before any device opens.
+#[test]
+fn regret_refuses_a_control_build_and_a_golden_update() {
+    for (flag, extra) in [("--control", Some(".")), ("--update-goldens", None)] {
+        let mut args = vec!["--regret", flag];
+        args.extend(extra);
+        let o = perf(&args);
+        assert!(!o.status.success(), "--regret {flag} was accepted");
+        let e = stderr(&o);
+        assert!(e.contains("--regret") && e.contains(flag), "{e}");
+    }
+}
+
+/// Without the target's GPU, regret mode is a loud skip that writes no report: on sm_90 there is
+/// nothing to time, and on a gfx target the ISA emulator's model has no time for the dense
+/// path, which the skip says (when the emulator opens at all: without the AMD toolchain the
+/// backend's own skip comes first).
+#[test]
+fn regret_without_the_targets_gpu_is_a_loud_skip_that_writes_no_report() {
+    if has_gpu() {
+        w4a16_harness::require::announce_skip(
+            "no-gpu",
+            "this machine has a GPU; the skip path is for machines without one",
+        );
+        return;
+    }
+    for target in ["auto", "gfx1151"] {
+        let out =
+            std::env::temp_dir().join(format!("w4a16-regret-skip-{target}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&out);
+        let o = perf(&[
+            "--regret",
+            "--target",
+            target,
+            "--filter",
+            "field/qwen3-8b.down_proj/M=16/**",
+            "--report-dir",
+            out.to_str().unwrap(),
+        ]);
+        let e = stderr(&o);
+        assert!(o.status.success(), "{target}: {e}");
+        assert!(e.contains("W4A16-SKIP"), "{target}: {e}");
+        if e.contains("--regret") {
+            assert!(e.contains("dense path"), "{target}: {e}");
+        }
+        assert!(!out.exists(), "a skipped run wrote {}", out.display());
+    }
+}

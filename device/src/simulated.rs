@@ -25,6 +25,10 @@ use super::*;
 use crate::held::HostLanes;
 use crate::launch::{PackedArgs, RawArg};
 
+mod clock;
+
+pub use clock::{SimCosts, SimOp};
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 // The misbehaviours are this file's own tests' (other crates get the two behaved devices).
 #[cfg_attr(not(test), allow(dead_code))]
@@ -83,6 +87,9 @@ struct Sim {
     /// Which of several pretend devices this is; it shows in [`DeviceInfo::name`] as a real
     /// device's ordinal does, so a verdict that quotes the device's name differs by device.
     ordinal: usize,
+    /// Device time: every launch 10 µs, or as `costs` says.
+    clock: clock::Clock,
+    costs: Option<SimCosts>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -186,6 +193,15 @@ pub fn device_with_align_past_padded_length() -> Box<dyn DeviceBench> {
     Box::new(Sim::new(Misbehave::AlignPastPaddedLength))
 }
 
+/// A well-behaved simulated device with the vendor BLAS whose launches, BLAS calls and copies take
+/// the times `costs` gives them (perf's regret tests make one path faster than another).
+pub fn device_with_costs(costs: SimCosts) -> Box<dyn DeviceBench> {
+    Box::new(Sim {
+        costs: Some(costs),
+        ..Sim::new(Misbehave::None)
+    })
+}
+
 /// Device `ordinal` of [`devices`].
 pub fn device_at(ordinal: usize) -> Box<dyn DeviceBench> {
     Box::new(Sim {
@@ -217,6 +233,8 @@ impl Sim {
             held: false,
             draws: None,
             ordinal: 0,
+            clock: clock::Clock::default(),
+            costs: None,
         }
     }
 
@@ -541,6 +559,7 @@ impl Runtime for Sim {
 
     fn copy(&self, dst: &mut SimBuf, src: &SimBuf, bytes: usize) -> Result<(), DeviceFault> {
         self.copies.lock().unwrap().push((src.base, dst.base));
+        self.clock.tick(self.costs.as_ref(), &SimOp::Copy { bytes });
         let s = src.data.lock().unwrap()[..bytes].to_vec();
         dst.data.lock().unwrap()[..bytes].copy_from_slice(&s);
         Ok(())
@@ -550,10 +569,16 @@ impl Runtime for Sim {
         &self,
         kernel: &KernelDecl,
         entry: &str,
-        _g: &LaunchGeometry,
+        g: &LaunchGeometry,
         args: &PackedArgs,
     ) -> Result<(), DeviceFault> {
         *self.launches.lock().unwrap() += 1;
+        let op = SimOp::Launch {
+            kernel: kernel.id,
+            entry,
+            geometry: g,
+        };
+        self.clock.tick(self.costs.as_ref(), &op);
         if self.mode == Misbehave::Sticky {
             *self.lost.lock().unwrap() = Some("CUDA_ERROR_ILLEGAL_ADDRESS".into());
             return Err(DeviceFault::from_status(
@@ -690,15 +715,21 @@ impl Runtime for Sim {
             });
         }
         self.blas_calls.lock().unwrap().push(*g);
+        let op = SimOp::Blas {
+            m: g.m,
+            n: g.n,
+            k: g.k,
+        };
+        self.clock.tick(self.costs.as_ref(), &op);
         Ok(())
     }
 
     fn record(&self) -> Result<u64, DeviceFault> {
-        Ok(*self.launches.lock().unwrap() as u64)
+        Ok(self.clock.now())
     }
 
     fn elapsed_us(&self, start: &u64, end: &u64) -> Result<f64, DeviceFault> {
-        Ok((end - start) as f64 * 10.0)
+        Ok(clock::elapsed_us(*start, *end))
     }
 
     fn synchronize(&self, during: &str) -> Result<(), DeviceFault> {

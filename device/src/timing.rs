@@ -2,6 +2,7 @@
 //! every [`Runtime`].
 
 use w4a16_kernels::KernelDecl;
+use w4a16_kernels::decl::LaunchGeometry;
 
 use crate::device::{Device, no_moe_path};
 use crate::fault::{DeviceFault, Health};
@@ -86,6 +87,24 @@ pub trait DeviceBench: Device {
         copies: &[DeviceInputs<'_>],
         plan: BenchPlan,
     ) -> Result<Timing, DeviceFault>;
+    /// As [`DeviceBench::bench_kernel_rotating`], launched with `geometry` instead of the one the
+    /// declaration picks for the shape: perf's regret mode times every tile variant of `fused`
+    /// on one case, each with the grid and block its own tile needs. Host code standing in for
+    /// a device refuses it.
+    fn bench_kernel_rotating_at(
+        &self,
+        kernel: &KernelDecl,
+        entry: &str,
+        geometry: &LaunchGeometry,
+        copies: &[DeviceInputs<'_>],
+        plan: BenchPlan,
+    ) -> Result<Timing, DeviceFault> {
+        let _ = (kernel, entry, geometry, copies, plan);
+        Err(DeviceFault::Unsupported {
+            what: "timing a launch at a chosen geometry".into(),
+            device: self.name(),
+        })
+    }
     /// Median device time of one group of launches issued back to back as one sample, sample
     /// `i` issuing group `i % groups.len()` (the MoE benchmark's baseline: one `fused` launch per
     /// expert, groups for different routings so the weights they read rotate out of the cache).
@@ -185,6 +204,24 @@ impl<R: Runtime> DeviceBench for R {
         copies: &[DeviceInputs<'_>],
         plan: BenchPlan,
     ) -> Result<Timing, DeviceFault> {
+        let shape = copies.first().map(|c| c.validated().shape).ok_or_else(|| {
+            DeviceFault::Unsupported {
+                what: "a benchmark over no input copies".into(),
+                device: self.name(),
+            }
+        })?;
+        let geometry = geometry_for(self, kernel, &shape);
+        self.bench_kernel_rotating_at(kernel, entry, &geometry, copies, plan)
+    }
+
+    fn bench_kernel_rotating_at(
+        &self,
+        kernel: &KernelDecl,
+        entry: &str,
+        geometry: &LaunchGeometry,
+        copies: &[DeviceInputs<'_>],
+        plan: BenchPlan,
+    ) -> Result<Timing, DeviceFault> {
         let first = copies.first().ok_or_else(|| DeviceFault::Unsupported {
             what: "a benchmark over no input copies".into(),
             device: self.name(),
@@ -211,9 +248,8 @@ impl<R: Runtime> DeviceBench for R {
             args.push(packed_for(self, kernel, c, &s)?);
             staged.push(s);
         }
-        let geometry = geometry_for(self, kernel, shape);
         bench(self, plan, &format!("benchmark of {entry}"), &mut |i| {
-            self.launch(kernel, entry, &geometry, &args[i % args.len()])
+            self.launch(kernel, entry, geometry, &args[i % args.len()])
         })
     }
 

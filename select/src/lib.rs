@@ -7,6 +7,7 @@
 
 pub mod check;
 pub mod config;
+pub mod legal;
 pub mod moe;
 pub mod padding;
 mod print;
@@ -26,6 +27,7 @@ pub use check::{
     ContractValidator, CrossCheckError, DeclaredContracts, PlannedLaunch, PlannedTensor,
     TensorElem, cross_check, plan_launches,
 };
+pub use legal::{LinearPath, TileSize, legal_paths};
 pub use print::{render, row};
 pub use reason::{Dispatch, MoeRefusal, MoeRefusals, RejectReason};
 

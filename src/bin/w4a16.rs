@@ -23,6 +23,8 @@ mod mutants;
 mod perf;
 #[path = "w4a16/perf_counters.rs"]
 mod perf_counters;
+#[path = "w4a16/perf_regret.rs"]
+mod perf_regret;
 #[path = "w4a16/repro.rs"]
 mod repro;
 #[path = "w4a16/run.rs"]

@@ -12,6 +12,7 @@ pub mod key;
 pub mod measure;
 pub mod peers;
 pub mod plot;
+pub mod regret;
 pub mod report;
 pub mod stats;
 pub mod update;

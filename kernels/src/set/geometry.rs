@@ -31,7 +31,12 @@ pub(super) fn fused_pick(s: &LaunchShape, t: Target) -> Tile {
 }
 
 pub(super) fn fused_geometry(s: &LaunchShape, t: Target) -> LaunchGeometry {
-    let tile = fused_pick(s, t);
+    fused_geometry_for(s, fused_pick(s, t))
+}
+
+/// The geometry of the fused variant `tile` on `s`, whichever rung picked it: perf's regret mode
+/// launches every rung of a table on one case, not only the one the table picks for it.
+pub fn fused_geometry_for(s: &LaunchShape, tile: Tile) -> LaunchGeometry {
     LaunchGeometry {
         grid: [
             s.n.div_ceil(tile.bn as usize) as u32,

@@ -17,7 +17,8 @@ use w4a16_reference::ActDtype;
 
 pub use args::{DENSE_ARGS, DEQUANT_ARGS, FUSED_CARRIER_ARGS, GEMM_ARGS, MOE_ALIGN_ARGS, MOE_ARGS};
 pub use geometry::{
-    DEQUANT_THREADS, FALLBACK_THREADS, MOE_ALIGN_EXPERT_WINDOW, MOE_ALIGN_THREADS, moe_geometry_for,
+    DEQUANT_THREADS, FALLBACK_THREADS, MOE_ALIGN_EXPERT_WINDOW, MOE_ALIGN_THREADS,
+    fused_geometry_for, moe_geometry_for,
 };
 pub use skinny::{
     CapacityEdge, EdgeSide, RAGGED_ROW_TILE_N, SKINNY_EDGE_N, SKINNY_M_MAX, SKINNY_SCALE_CAPACITY,

@@ -68,13 +68,23 @@ pub struct PerfArgs {
     /// Out-of-band improvements do not fail the run (they are still reported).
     #[arg(long)]
     allow_improvements: bool,
-    /// Also time torch's int4 kernel and dense fp16 on the same cases (scripts/perf-peers.py).
-    #[arg(long)]
-    peers: bool,
     /// On the ISA emulator (a gfx target without its GPU here): the largest case counted, in
     /// M·N·K multiply-adds; larger cases are listed as left out.
     #[arg(long, default_value_t = w4a16_harness::perf::counters::DEFAULT_MAX_MACS)]
     pub(super) max_macs: u64,
+    /// Time every legal path of each case (skinny, each fused rung's tile, dequant+dense,
+    /// fallback), not only the selected one, and report the selected path's time over the best
+    /// (the regret) and the prefill dequant option's value: regret.md, regret.json, regret.svg
+    /// (default folder target/perf-regret/<target>). Judges no goldens.
+    #[arg(long)]
+    pub(super) regret: bool,
+    /// With --regret: the fallback (one thread per output, seconds per launch on large prefill
+    /// layers) is timed only up to this M·N·K; above, it is listed as not timed.
+    #[arg(long, default_value_t = w4a16_harness::perf::regret::DEFAULT_FALLBACK_MAX_MACS)]
+    pub(super) regret_fallback_max_macs: u64,
+    /// Also time torch's int4 kernel and dense fp16 on the same cases (scripts/perf-peers.py).
+    #[arg(long)]
+    pub(super) peers: bool,
 }
 
 /// Why perf could not time or judge.
@@ -94,6 +104,8 @@ pub enum PerfCliError {
     Peers(#[from] PeerError),
     #[error(transparent)]
     Report(#[from] ReportError),
+    #[error("--regret with {flag}: regret mode times one build and judges no goldens")]
+    RegretWith { flag: &'static str },
 }
 
 /// The candidate and control builds and the devices they opened on.
@@ -124,6 +136,9 @@ pub fn perf(
         return Err(PerfCliError::from(PerfError::Emulated { target: t }).into());
     }
     let sources = args::kernel_sources("--kernel-sources", args.kernel_sources.as_deref())?;
+    if args.regret {
+        super::perf_regret::refuse_flags(&args, args.control.is_some())?;
+    }
     let control_src = match args.control.as_deref() {
         None => None,
         Some(dir) => Some(control_sources(dir)?),
@@ -151,6 +166,12 @@ pub fn perf(
         Ok(devices) => devices,
         Err(no_gpu) => return Ok(no_gpu),
     };
+    if args.regret {
+        let providers = set.providers();
+        return super::perf_regret::perf_regret(
+            &args, plan, devices, &suite, providers, &config, &repo,
+        );
+    }
     if devices.candidate.kind() == w4a16_device::DeviceKind::Emulator {
         // No GPU of the target here: its perf cases counted on the ISA emulator, judged exactly.
         return super::perf_counters::perf_counted(

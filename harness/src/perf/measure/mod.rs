@@ -90,7 +90,7 @@ impl PerfPlan {
             .clamp(1, Self::MAX_COPIES)
     }
 
-    fn bench(&self) -> BenchPlan {
+    pub(crate) fn bench(&self) -> BenchPlan {
         BenchPlan {
             warmup: self.warmup,
             iters: self.reps,
@@ -151,6 +151,10 @@ pub enum PerfError {
         "{device} does not count launches: perf counts on the ISA emulator only (docs/perf-counters.md)"
     )]
     NotCounting { device: String },
+    #[error(transparent)]
+    Regret {
+        error: Box<super::regret::RegretError>,
+    },
     #[error("{case}: the selected path {path} is not one perf knows how to time")]
     Path { case: PerfKey, path: String },
 }
@@ -403,7 +407,7 @@ fn measure_case(
 
 /// The vendor BLAS on this side's dense copy of the weights (dequantized once per layer by the
 /// side's own dequant kernel, as at load), X in the caller's rows.
-fn time_dense(
+pub(crate) fn time_dense(
     device: &dyn DeviceBench,
     side: Side,
     case: &PerfCase,
@@ -448,4 +452,4 @@ fn time_dense(
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -11,7 +11,7 @@ use w4a16_reference::layer::Symmetry;
 use w4a16_reference::{ActDtype, LayerShape};
 use w4a16_select::config::{KernelConfig, PrefillDequant};
 
-fn providers() -> Vec<Provider> {
+pub(crate) fn providers() -> Vec<Provider> {
     let p = |name: &str, dtype, symmetry| Provider {
         name: name.into(),
         dtype,
@@ -24,7 +24,13 @@ fn providers() -> Vec<Provider> {
     ]
 }
 
-fn case(shape_name: &str, shape: LayerShape, m: usize, dtype: ActDtype, sym: Symmetry) -> Case {
+pub(crate) fn case(
+    shape_name: &str,
+    shape: LayerShape,
+    m: usize,
+    dtype: ActDtype,
+    sym: Symmetry,
+) -> Case {
     let mut c = Case {
         id: String::new(),
         suite: "perf-test".into(),
@@ -47,7 +53,7 @@ fn case(shape_name: &str, shape: LayerShape, m: usize, dtype: ActDtype, sym: Sym
     c
 }
 
-fn suite(cases: Vec<Case>) -> Suite {
+pub(crate) fn suite(cases: Vec<Case>) -> Suite {
     Suite {
         name: "perf-test".into(),
         description: String::new(),
@@ -59,7 +65,7 @@ fn suite(cases: Vec<Case>) -> Suite {
     }
 }
 
-const SMALL: LayerShape = LayerShape {
+pub(crate) const SMALL: LayerShape = LayerShape {
     n: 64,
     k: 256,
     group: 128,

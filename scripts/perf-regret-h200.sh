@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Selection regret on the H200 (`w4a16 perf --regret`, docs/perf.md#regret-mode): every legal
+# path of each case timed (skinny, each fused tile of the sm_90 table, dequant+dense, fallback),
+# the selected path's time over the best, the prefill dequant option's value, the peers beside
+# them. Writes bench/regret-sm_90.md, .json and .svg (under $OUT when the device tool runs it,
+# to be committed from there).
+#
+# Here (Rust):   scripts/device-run.sh stage
+# On the H200:   scripts/device-run.sh gpu bash scripts/perf-regret-h200.sh
+#                (device tool: carry ["stage"], timeout 600)
+#
+# The default batch fits in about 5 minutes of GPU time: the four qwen3-8b layers (qkv_proj,
+# o_proj, gate_up_proj, down_proj — the layers of issue 33) at all 14 field batch sizes,
+# fp16 symmetric, 56 cases of 5–6 paths each, 9 launches per path. The whole field suite
+# (2128 cases) is W4A16_REGRET_FILTER='field/**' split over several calls by shape. The report
+# is rewritten after every case, so a run the timeout stops still returns the cases it finished
+# (regret-sm_90.md then opens with "Partial report: k of n cases timed").
+#
+# Environment:
+#   W4A16_REGRET_FILTER   case-id glob (default 'field/qwen3-8b.*/*/f16/sym/**')
+#   W4A16_REGRET_ARGS     more flags for `w4a16 perf --regret`, e.g.
+#                         "--kernel-config.rdna_hybrid_w4a16_prefill_dequant enable" (the regret
+#                         under the option; its value is reported either way)
+#   W4A16_REGRET_TIMEOUT  seconds (default 540: the device tool stops a call at 600)
+#   W4A16_BIN             the CLI (default stage/bin/w4a16)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+bin="${W4A16_BIN:-stage/bin/w4a16}"
+filter="${W4A16_REGRET_FILTER:-field/qwen3-8b.*/*/f16/sym/**}"
+dest="${OUT:-.}/bench"
+work=/tmp/w4a16-regret
+mkdir -p "$dest"
+rm -rf "$work"
+start=$(date +%s)
+set -f  # the filter is a glob for --filter, not for the shell
+# shellcheck disable=SC2086
+timeout "${W4A16_REGRET_TIMEOUT:-540}" "$bin" perf --regret \
+  --suite field --filter "$filter" --reps 9 --warmup 3 --peers --report-dir "$work" \
+  ${W4A16_REGRET_ARGS:-} >"$dest/regret-sm_90.out" 2>"$dest/regret-sm_90.log"
+rc=$?
+set +f
+echo "perf --regret rc=$rc wall=$(( $(date +%s) - start ))s"
+if [ -f "$work/regret.json" ]; then
+  cp "$work/regret.json" "$dest/regret-sm_90.json"
+  cp "$work/regret.svg" "$dest/regret-sm_90.svg"
+  # The markdown links its plot by the name it was written under.
+  sed 's/(regret\.svg)/(regret-sm_90.svg)/' "$work/regret.md" >"$dest/regret-sm_90.md"
+  head -c 4000 "$dest/regret-sm_90.md"
+else
+  echo "no report written; the log's tail:" >&2
+  tail -20 "$dest/regret-sm_90.log" >&2
+fi
+cat "$dest/regret-sm_90.out"
+exit "$rc"

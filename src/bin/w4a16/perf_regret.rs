@@ -1,0 +1,179 @@
+//! `w4a16 perf --regret`: every legal path of every dense case timed on the target's GPU, the
+//! selected path's time over the best (the regret) and the prefill dequant option's value,
+//! with the peers beside them on request; `regret.md`, `regret.json`, `regret.svg`.
+
+use std::path::{Path, PathBuf};
+
+use super::exit::{CliError, Status};
+use super::perf::{Devices, PerfArgs, PerfCliError};
+use w4a16_cases::{Provider, Suite};
+use w4a16_harness::perf::measure::PerfPlan;
+use w4a16_harness::perf::peers::{self, PeerCase};
+use w4a16_harness::perf::regret::report::{self, NOISE_REGRET};
+use w4a16_harness::perf::regret::{
+    RegretRow, RegretRun, TimeSource, measure_regret_each, regret_cases,
+};
+use w4a16_harness::require::Requirement;
+use w4a16_select::config::KernelConfig;
+
+/// Why the ISA emulator's model is not used for regret on a gfx target without its GPU: the
+/// vendor GEMM of the dense path is a host stand-in there that counts nothing, so the path the
+/// regret is mostly about at large M has no model time, and a regret over the other paths only
+/// would read as an answer it is not.
+pub const NO_MODEL_REASON: &str = "the ISA emulator's counter model has no time for the dense \
+     path (its vendor GEMM is a host stand-in that counts nothing), so regret cannot compare \
+     every path of the set there; run --regret on the target's GPU";
+
+/// Flags `--regret` does not combine with: it judges no goldens and times one build.
+pub fn refuse_flags(args: &PerfArgs, control: bool) -> Result<(), PerfCliError> {
+    let flag = if control {
+        Some("--control")
+    } else if args.update_goldens {
+        Some("--update-goldens")
+    } else {
+        None
+    };
+    match flag {
+        Some(flag) => Err(PerfCliError::RegretWith { flag }),
+        None => Ok(()),
+    }
+}
+
+/// The regret run on `devices.candidate` (the target's GPU); on the ISA emulator a loud skip
+/// with [`NO_MODEL_REASON`] (a failure under `W4A16_REQUIRE=gpu`), nothing written.
+pub fn perf_regret(
+    args: &PerfArgs,
+    plan: PerfPlan,
+    devices: Devices,
+    suite: &Suite,
+    providers: &[Provider],
+    config: &KernelConfig,
+    repo: &Path,
+) -> Result<Status, CliError> {
+    let target = devices.target.target;
+    if devices.candidate.kind() == w4a16_device::DeviceKind::Emulator {
+        if Requirement::Gpu.is_required() {
+            eprintln!("W4A16_REQUIRE=gpu but w4a16 perf --regret on {target}: {NO_MODEL_REASON}");
+            return Ok(Status::Failed);
+        }
+        eprintln!(
+            "W4A16-SKIP [gpu] w4a16 perf --regret: no {target} GPU here and {NO_MODEL_REASON}; \
+             nothing timed, no report written"
+        );
+        return Ok(Status::Passed);
+    }
+    let device_name = devices.candidate.name();
+    let (mut cases, not_timed) = regret_cases(suite, providers, target, config);
+    for c in &mut cases {
+        c.limit_fallback(args.regret_fallback_max_macs);
+    }
+    let left_out: usize = cases.iter().map(|c| c.left_out.len()).sum();
+    let paths: usize = cases.iter().map(|c| c.paths.len()).sum();
+    eprintln!(
+        "w4a16 perf --regret: {} cases of {} on {device_name} ({target}), {paths} path timings, \
+         {} not timed; prefill dequant {}; {left_out} fallback timings left out above \
+         --regret-fallback-max-macs {}",
+        cases.len(),
+        args.suite,
+        not_timed.len(),
+        config.prefill_dequant,
+        args.regret_fallback_max_macs
+    );
+    let out_dir = args.report_dir.clone().unwrap_or_else(|| {
+        PathBuf::from("target")
+            .join("perf-regret")
+            .join(target.to_string())
+    });
+    let folder = report::open(&out_dir).map_err(PerfCliError::from)?;
+    let mut run = RegretRun {
+        target: target.to_string(),
+        device: device_name,
+        suite: args.suite.clone(),
+        prefill_dequant: config.prefill_dequant,
+        plan,
+        source: TimeSource::DeviceEvents,
+        planned: cases.len(),
+        rows: Vec::new(),
+        not_timed,
+        peers_note: None,
+    };
+    // The report so far after every case: a run stopped by a time limit keeps what it timed.
+    let mut write_error = None;
+    let measured = measure_regret_each(
+        devices.candidate.as_ref(),
+        &cases,
+        plan,
+        &mut |s| eprintln!("perf --regret: {s}"),
+        &mut |row| {
+            run.rows.push(row.clone());
+            if write_error.is_none() {
+                write_error = report::write_into(&folder, &run).err();
+            }
+        },
+    );
+    if let Some(e) = write_error {
+        return Err(PerfCliError::from(e).into());
+    }
+    let mut rows = measured.map_err(PerfCliError::from)?;
+    // Kernels done: the peers (torch, in its own process) get the GPU to themselves.
+    drop(devices);
+    let peers_note = match args.peers {
+        true => Some(with_peers(
+            repo,
+            &cases_of(&cases),
+            plan,
+            &out_dir,
+            &mut rows,
+        )?),
+        false => None,
+    };
+    run.rows = rows;
+    run.peers_note = peers_note;
+    let files = report::write_into(&folder, &run).map_err(PerfCliError::from)?;
+    let regretting = run.rows.iter().filter(|r| r.regret >= NOISE_REGRET).count();
+    println!(
+        "{regretting} of {} cases have a legal path at least {NOISE_REGRET}× faster than the \
+         selected one; reports: {}, {}, {}",
+        run.rows.len(),
+        files.markdown.display(),
+        files.json.display(),
+        files.plot.display()
+    );
+    // A report, not a gate: regret is what the selection thresholds are tuned from.
+    Ok(Status::Passed)
+}
+
+fn cases_of(cases: &[w4a16_harness::perf::regret::RegretCase]) -> Vec<PeerCase> {
+    cases
+        .iter()
+        .map(|c| {
+            let p = &c.perf;
+            PeerCase::new(p.key.clone(), &p.shape, p.dtype, p.symmetry)
+        })
+        .collect()
+}
+
+/// `--peers`: torch's int4 kernel and dense fp16 on the same cases, set beside each row; the
+/// note the report carries (why they are missing, where torch is not there).
+fn with_peers(
+    repo: &Path,
+    cases: &[PeerCase],
+    plan: PerfPlan,
+    out_dir: &Path,
+    rows: &mut [RegretRow],
+) -> Result<String, PerfCliError> {
+    let script = repo.join("scripts").join("perf-peers.py");
+    match peers::run_peers(&script, cases, plan, &out_dir.join("peers")) {
+        Ok(table) => {
+            for r in rows.iter_mut() {
+                r.peers = table.rows.get(&r.key).cloned();
+            }
+            Ok(table.note())
+        }
+        Err(e) if e.is_unavailable() => {
+            eprintln!("W4A16-SKIP [peers] {e}");
+            Ok(e.to_string())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
