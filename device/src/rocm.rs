@@ -378,9 +378,8 @@ impl RocmDevice {
             device: self.name(),
         })?;
         let mut modules = lock(&self.modules);
-        if !modules.contains_key(&kernel.id) {
-            let m = self.load_module(kernel, file)?;
-            modules.insert(kernel.id, m);
+        if let std::collections::hash_map::Entry::Vacant(slot) = modules.entry(kernel.id) {
+            slot.insert(self.load_module(kernel, file)?);
         }
         let m = &modules[&kernel.id];
         let refused = |code: String, detail: String| DeviceFault::Launch {

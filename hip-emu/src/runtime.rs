@@ -390,7 +390,7 @@ impl Runtime {
         let explicit = args(info)?;
         let count = self.launches.entry(name.clone()).or_insert(0);
         let limits = Limits {
-            schedule: if *count % 2 == 0 {
+            schedule: if (*count).is_multiple_of(2) {
                 Schedule::IN_ORDER
             } else {
                 Schedule::INTERLEAVED
