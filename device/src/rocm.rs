@@ -227,6 +227,15 @@ fn device_names(ordinal: c_int) -> Result<(String, String), c_int> {
     Ok((name, arch))
 }
 
+/// Whether the HIP runtime in this process is the harness's emulated one (`hip-emu/`, found by
+/// the symbol only it exports), so reports can say the verdicts came from the rocm backend on an
+/// emulated runtime rather than from an AMD GPU.
+pub fn on_emulated_runtime() -> bool {
+    let this = libloading::os::unix::Library::this();
+    // SAFETY: only the symbol's presence is asked; it is never called here.
+    unsafe { this.get::<*const c_void>(b"w4a16HipEmuDescribe\0") }.is_ok()
+}
+
 /// The AMD devices the HIP runtime sees (`HIP_VISIBLE_DEVICES` applied); none is `Ok(0)`, a
 /// failing runtime a skip naming its status.
 pub fn device_count() -> Result<usize, Skip> {
@@ -369,9 +378,8 @@ impl RocmDevice {
             device: self.name(),
         })?;
         let mut modules = lock(&self.modules);
-        if !modules.contains_key(&kernel.id) {
-            let m = self.load_module(kernel, file)?;
-            modules.insert(kernel.id, m);
+        if let std::collections::hash_map::Entry::Vacant(slot) = modules.entry(kernel.id) {
+            slot.insert(self.load_module(kernel, file)?);
         }
         let m = &modules[&kernel.id];
         let refused = |code: String, detail: String| DeviceFault::Launch {
@@ -485,8 +493,15 @@ impl DeviceInfo for RocmDevice {
     }
 
     fn name(&self) -> String {
+        // Said in every report and log line, so no verdict of the emulated runtime passes for a
+        // GPU's (docs/hip-emu.md).
+        let on = if on_emulated_runtime() {
+            "rocm backend on an emulated HIP runtime: "
+        } else {
+            ""
+        };
         format!(
-            "{} (AMD device {}, {})",
+            "{on}{} (AMD device {}, {})",
             self.name, self.ordinal, self.arch_name
         )
     }

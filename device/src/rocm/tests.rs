@@ -48,3 +48,31 @@ fn launch_parameter_markers_match_hip() {
         (1, 2, 3)
     );
 }
+
+/// The layout the emulated HIP runtime writes (`hip-emu/src/props.rs` pins the same numbers):
+/// `hipDeviceProp_t` of hip-sys, 792 bytes, `name` at 0, `gcnArchName` at 396. If hip-sys's
+/// bindings move, both sides must move together.
+#[test]
+fn device_properties_layout_matches_the_emulated_runtime() {
+    assert_eq!(std::mem::size_of::<hipDeviceProp_t>(), 792);
+    assert_eq!(std::mem::offset_of!(hipDeviceProp_t, name), 0);
+    assert_eq!(std::mem::offset_of!(hipDeviceProp_t, gcnArchName), 396);
+}
+
+/// Opened on the emulated HIP runtime (`.ci/run` puts it on `LD_LIBRARY_PATH`), the device is
+/// the target `W4A16_HIP_EMU_TARGET` names and its name says it is emulated; on a real AMD GPU
+/// the name does not; with neither, the usual loud skip.
+#[test]
+fn an_emulated_runtime_names_itself_in_the_device_name() {
+    match RocmDevice::open(0) {
+        Ok(dev) if on_emulated_runtime() => {
+            let name = DeviceInfo::name(&dev);
+            assert!(name.contains("emulated HIP runtime"), "{name}");
+            let want = std::env::var("W4A16_HIP_EMU_TARGET").unwrap_or_else(|_| "gfx1151".into());
+            assert_eq!(DeviceInfo::target(&dev).name(), want);
+            assert_eq!(dev.arch_name(), want);
+        }
+        Ok(dev) => assert!(!DeviceInfo::name(&dev).contains("emulated HIP runtime")),
+        Err(skip) => assert!(skip.reason.starts_with("no AMD device"), "{}", skip.reason),
+    }
+}

@@ -222,6 +222,12 @@ pub enum RunError {
         "--shard {shard} with --snapshot update: a shard holds only its share of each suite; record the snapshots from the merged shards (`w4a16 merge DIR… --snapshot update`)"
     )]
     ShardedUpdate { shard: ShardSpec },
+    /// The rocm backend on the emulated HIP runtime (`hip-emu/`, docs/hip-emu.md) records no
+    /// snapshot: its header would name a ROCm GPU, and a real runner's rows must stay its own.
+    #[error(
+        "--snapshot update on {device}: the rocm backend on an emulated HIP runtime records no snapshot (its header would name a ROCm GPU); record `@gfx` snapshots with the ISA emulator device or on a real AMD GPU"
+    )]
+    EmulatedRuntimeUpdate { device: String },
     #[error(transparent)]
     Cases(#[from] CasesError),
     #[error(transparent)]

@@ -187,6 +187,12 @@ impl Setup {
         let required =
             crate::require::required_from(std::env::var("W4A16_REQUIRE").ok().as_deref());
         require_backend(&required, backend.device_kind(), opened.no_gpu().as_ref())?;
+        if let (Backend::Device(d), Some(SnapshotMode::Update)) = (backend, opts.snapshot) {
+            let device = d.name();
+            if device.contains("on an emulated HIP runtime") {
+                return Err(RunError::EmulatedRuntimeUpdate { device });
+            }
+        }
         // Sanitizer mode: workers under compute-sanitizer on a CUDA device, else a loud skip.
         let sanitizer = opts.sanitize.map(|tool| {
             let device = match backend {
