@@ -195,7 +195,7 @@ fn the_regret_names_the_faster_path_and_the_reports_round_trip() {
         .lines()
         .find(|l| l.contains("| 16 |"))
         .unwrap_or_else(|| panic!("no M = 16 row in {md}"));
-    assert!(worst_line.contains(&format!("fused#")), "{worst_line}");
+    assert!(worst_line.contains("fused#"), "{worst_line}");
     assert!(
         worst_line.contains(&eight_warps.to_string()),
         "{worst_line}"
