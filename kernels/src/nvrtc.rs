@@ -141,14 +141,7 @@ pub fn compile_ptx_from(
     arch: &str,
     extra: &[&str],
 ) -> Result<String, NvrtcError> {
-    let tu = sources
-        .translation_unit(kernel)
-        .ok_or(NvrtcError::NoSource(kernel))??;
-    let include = find_cuda_include().map_err(NvrtcError::Unavailable)?;
-    nvrtc_loadable().map_err(NvrtcError::Unavailable)?;
-    let mut options = compile_options(arch, &include);
-    options.extend(source::define_options(kernel));
-    options.extend(extra.iter().map(|s| (*s).to_owned()));
+    let (tu, options) = unit_and_options(sources, kernel, arch, extra)?;
     let cache = PtxCache::from_env();
     let key = cache.as_ref().map(|_| cache_key(&tu, &options));
     if let Some(ptx) = cache
@@ -165,6 +158,25 @@ pub fn compile_ptx_from(
     Ok(ptx)
 }
 
+/// The translation unit of `kernel` and the options it compiles with (the common ones, its
+/// defines, then `extra`); NVRTC and the CUDA headers must be there.
+fn unit_and_options(
+    sources: &KernelSources,
+    kernel: KernelId,
+    arch: &str,
+    extra: &[&str],
+) -> Result<(String, Vec<String>), NvrtcError> {
+    let tu = sources
+        .translation_unit(kernel)
+        .ok_or(NvrtcError::NoSource(kernel))??;
+    let include = find_cuda_include().map_err(NvrtcError::Unavailable)?;
+    nvrtc_loadable().map_err(NvrtcError::Unavailable)?;
+    let mut options = compile_options(arch, &include);
+    options.extend(source::define_options(kernel));
+    options.extend(extra.iter().map(|s| (*s).to_owned()));
+    Ok((tu, options))
+}
+
 /// NVRTC's fastest optimisation level. The PTX keeps the source's entry points and every code
 /// path the preprocessor chose, so checks that read the ABI or which paths were compiled can use
 /// it (about 4× faster than the default); what runs on a GPU is always compiled without it.
@@ -179,14 +191,7 @@ pub fn check_front_end(
     arch: &str,
     extra: &[&str],
 ) -> Result<(), NvrtcError> {
-    let tu = sources
-        .translation_unit(kernel)
-        .ok_or(NvrtcError::NoSource(kernel))??;
-    let include = find_cuda_include().map_err(NvrtcError::Unavailable)?;
-    nvrtc_loadable().map_err(NvrtcError::Unavailable)?;
-    let mut options = compile_options(arch, &include);
-    options.extend(source::define_options(kernel));
-    options.extend(extra.iter().map(|s| (*s).to_owned()));
+    let (tu, mut options) = unit_and_options(sources, kernel, arch, extra)?;
     options.push("--fdevice-syntax-only".into());
     compile_tu(kernel, arch, tu, options).map(|_| ())
 }
