@@ -365,7 +365,7 @@ fn the_pretty_printer_shows_path_reasons_and_strides() {
     );
     assert!(
         fused.contains(
-            "rung      other #1 (other): M ≤ 64, any N, K → 64x64x32w4 (field 64,64,32,4)"
+            "rung      sm_90 #1 (sm_90): M ≤ 64, N ≤ 16384 → 32x64x32w4 (field 32,64,32,4)"
         ),
         "{fused}"
     );
