@@ -9,24 +9,25 @@
 # On the H200:   scripts/device-run.sh gpu bash scripts/perf-regret-h200.sh
 #                (device tool: carry ["stage"], timeout 600)
 #
-# The default batch fits in about 5 minutes of GPU time: the four qwen3-8b layers (qkv_proj,
-# o_proj, gate_up_proj, down_proj — the layers of issue 33) at all 14 field batch sizes,
-# fp16 symmetric, 56 cases of 5–6 paths each, 9 launches per path. The whole field suite
-# (2128 cases) is W4A16_REGRET_FILTER='field/**' split over several calls by shape. The report
-# is rewritten after every case, so a run the timeout stops still returns the cases it finished
-# (regret-sm_90.md then opens with "Partial report: k of n cases timed").
+# The default batch is the field's 532 fp16 symmetric cases (every field shape at all 14 batch
+# sizes, 5-6 paths each, 9 launches per path, the fallback timed up to 2^30 MACs): about 5.5
+# minutes of GPU time (docs/perf.md "The H200 run"). The bf16 and asymmetric quarters of the
+# field are the same shapes again: W4A16_REGRET_FILTER selects them, one quarter per call. The
+# report is rewritten after every case, so a run the timeout stops still returns the cases it
+# finished (regret-sm_90.md then opens with "Partial report: k of n cases timed").
 #
 # Environment:
-#   W4A16_REGRET_FILTER   case-id glob (default 'field/qwen3-8b.*/*/f16/sym/**')
+#   W4A16_REGRET_FILTER   case-id glob (default 'field/*/*/f16/sym/**')
 #   W4A16_REGRET_ARGS     more flags for `w4a16 perf --regret`, e.g.
 #                         "--kernel-config.rdna_hybrid_w4a16_prefill_dequant enable" (the regret
 #                         under the option; its value is reported either way)
-#   W4A16_REGRET_TIMEOUT  seconds (default 540: the device tool stops a call at 600)
+#   W4A16_REGRET_TIMEOUT  seconds (default 560: the device tool stops a call at 600)
+#   W4A16_REGRET_FALLBACK_MAX_MACS  the fallback is timed up to this M·N·K (default 2^30)
 #   W4A16_BIN             the CLI (default stage/bin/w4a16)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bin="${W4A16_BIN:-stage/bin/w4a16}"
-filter="${W4A16_REGRET_FILTER:-field/qwen3-8b.*/*/f16/sym/**}"
+filter="${W4A16_REGRET_FILTER:-field/*/*/f16/sym/**}"
 dest="${OUT:-.}/bench"
 work=/tmp/w4a16-regret
 mkdir -p "$dest"
@@ -34,8 +35,9 @@ rm -rf "$work"
 start=$(date +%s)
 set -f  # the filter is a glob for --filter, not for the shell
 # shellcheck disable=SC2086
-timeout "${W4A16_REGRET_TIMEOUT:-540}" "$bin" perf --regret \
+timeout "${W4A16_REGRET_TIMEOUT:-560}" "$bin" perf --regret \
   --suite field --filter "$filter" --reps 9 --warmup 3 --peers --report-dir "$work" \
+  --regret-fallback-max-macs "${W4A16_REGRET_FALLBACK_MAX_MACS:-1073741824}" \
   ${W4A16_REGRET_ARGS:-} >"$dest/regret-sm_90.out" 2>"$dest/regret-sm_90.log"
 rc=$?
 set +f
