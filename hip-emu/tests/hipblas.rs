@@ -13,6 +13,7 @@ use w4a16_device::hipblas::{Status, StatusMeaning};
 use w4a16_device::{FaultClass, hipblas::abi};
 use w4a16_emu::machine::Machine;
 use w4a16_hip_emu::blas::{self, GemmArgs, TypeAbi};
+use w4a16_hip_emu::error::HipError;
 use w4a16_hip_emu::hipblas::*;
 use w4a16_hip_emu::runtime::{self, Runtime};
 use w4a16_hip_emu::*;
@@ -217,6 +218,14 @@ fn handle_misuse_gets_hipblas_statuses() {
         status(unsafe { hipblasCreate(null_mut()) }),
         Status::HandleIsNullptr
     );
+    let no_device = blas::create(Err(HipError::NoDevice(
+        "W4A16_HIP_EMU_TARGET=gfx90a".into(),
+    )));
+    assert_eq!(
+        no_device.map_err(|e| status(e.code())),
+        Err(Status::NotInitialized),
+        "hipblasCreate without a device"
+    );
     let h = handle();
     assert_eq!(status(hipblasSetPointerMode(h, 7)), Status::InvalidEnum);
     assert_eq!(status(hipblasSetAtomicsMode(h, -1)), Status::InvalidEnum);
@@ -274,9 +283,9 @@ fn handle_misuse_gets_hipblas_statuses() {
     );
 }
 
-/// GEMM arguments hipBLAS refuses: unknown enums (INVALID_ENUM), negative sizes and short
-/// leading dimensions, null scalars and operands (INVALID_VALUE), valid types the stand-in
-/// does not compute (NOT_SUPPORTED, the backend's skip); an empty output returns at once.
+/// GEMM arguments hipBLAS refuses: unknown enums (INVALID_ENUM), null scalars and operands
+/// (INVALID_VALUE; A and B may be null when alpha = 0), valid types the stand-in does not
+/// compute (NOT_SUPPORTED, the backend's skip).
 #[test]
 fn gemm_misuse_gets_hipblas_statuses() {
     let h = handle();
@@ -350,6 +359,25 @@ fn gemm_misuse_gets_hipblas_statuses() {
         StatusMeaning::Unsupported,
         "the backend's skip"
     );
+    for ptr in [a, b, c] {
+        assert_eq!(hipFree(ptr), 0);
+    }
+    assert_eq!(hipblasDestroy(h), 0);
+}
+
+/// Sizes and leading dimensions rocBLAS refuses (INVALID_VALUE), the quick return of an empty
+/// output, and an unknown algorithm (INVALID_ENUM).
+#[test]
+fn bad_sizes_and_algorithms_get_hipblas_statuses() {
+    let h = handle();
+    let p = problem();
+    let (a, b, c) = (
+        upload(&vec![0u8; p.a.len() * 2]),
+        upload(&vec![0u8; p.b.len() * 2]),
+        upload(&vec![0u8; p.c.len() * 2]),
+    );
+    let one = 1.0f32;
+    let f32c = abi::HIPBLAS_COMPUTE_32F;
     let sized = |m: c_int, n: c_int, k: c_int, lda: c_int, ldb: c_int, ldc: c_int, ta| {
         // SAFETY: refused or empty before any operand is read.
         status(unsafe {
