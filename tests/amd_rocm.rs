@@ -94,6 +94,23 @@ fn hipblas_is_searched_beside_the_linked_runtime_and_loads_or_skips_naming_it_ro
         other => panic!("{other:?}"),
     }
     match hipblas::HipBlas::get() {
+        // The emulated runtime's hipBLAS stand-in is the runtime's own file (found through a
+        // `libhipblas.so.2` symlink beside it): the very object, so it shares the device memory.
+        Ok(lib) if lib.stand_in().is_some() => {
+            assert!(rocm::on_emulated_runtime(), "a stand-in on AMD's runtime");
+            assert_eq!(
+                lib.path(),
+                runtime.as_path(),
+                "the stand-in is not the runtime's own object"
+            );
+            assert_eq!(lib.gemm_symbol(), "hipblasGemmEx_v2");
+            let what = lib.stand_in().unwrap_or_default();
+            assert!(
+                what.contains("stand-in") && what.contains("not rocBLAS"),
+                "{what}"
+            );
+            eprintln!("hipBLAS: {what} ({})", lib.path().display());
+        }
         Ok(lib) => {
             let name = lib
                 .path()

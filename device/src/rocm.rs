@@ -494,11 +494,15 @@ impl DeviceInfo for RocmDevice {
 
     fn name(&self) -> String {
         // Said in every report and log line, so no verdict of the emulated runtime passes for a
-        // GPU's (docs/hip-emu.md).
+        // GPU's, nor its hipBLAS stand-in's GEMM for rocBLAS's (docs/hip-emu.md). Only there is
+        // hipBLAS looked up here: the stand-in lives in the runtime's own file, so it is cheap.
         let on = if on_emulated_runtime() {
-            "rocm backend on an emulated HIP runtime: "
+            match HipBlas::get().ok().and_then(HipBlas::stand_in) {
+                Some(blas) => format!("rocm backend on an emulated HIP runtime, with the {blas}: "),
+                None => "rocm backend on an emulated HIP runtime: ".to_string(),
+            }
         } else {
-            ""
+            String::new()
         };
         format!(
             "{on}{} (AMD device {}, {})",

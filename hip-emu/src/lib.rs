@@ -12,12 +12,18 @@
 //! not a GPU: real scheduling, caches and the driver are not exercised, and the clock events read
 //! is a model (`runtime.rs`).
 //!
+//! It also exports a hipBLAS stand-in (`blas.rs`, `hipblas.rs`): the dense path's GEMM computed
+//! on the host over this runtime's memory, found by the backend's hipBLAS search through a
+//! `libhipblas.so.2` symlink to this file, and named a stand-in in every report.
+//!
 //! Inside, every operation returns `Result<_, HipError>` (`error.rs`); the exported functions
 //! below only check pointers, take the lock, and turn the result into the status.
 
 #![allow(non_snake_case, non_camel_case_types)]
 
+pub mod blas;
 pub mod error;
+pub mod hipblas;
 pub mod launch;
 pub mod module;
 pub mod props;
@@ -43,7 +49,7 @@ thread_local! {
 static RUNTIME: OnceLock<Result<Mutex<Runtime>, HipError>> = OnceLock::new();
 
 /// The one device, created on first use from the environment (`runtime::configured`).
-fn runtime() -> HipResult<MutexGuard<'static, Runtime>> {
+pub(crate) fn runtime() -> HipResult<MutexGuard<'static, Runtime>> {
     let rt = RUNTIME.get_or_init(|| {
         runtime::configured().map(|(machine, bytes)| Mutex::new(Runtime::new(machine, bytes)))
     });

@@ -123,7 +123,7 @@ impl Runtime {
     }
 
     /// `stream` is the null stream or one created here.
-    fn stream(&self, stream: usize) -> HipResult<()> {
+    pub(crate) fn stream(&self, stream: usize) -> HipResult<()> {
         if stream == 0 || self.streams.contains(&stream) {
             Ok(())
         } else {
@@ -179,8 +179,39 @@ impl Runtime {
         }
     }
 
-    fn advance_copy(&mut self, bytes: usize) {
+    /// Advances the model clock by moving `bytes` at the declared bandwidth (a copy; the hipBLAS
+    /// stand-in's GEMM, by its operands' bytes).
+    pub(crate) fn advance_copy(&mut self, bytes: usize) {
         self.clock_ns += bytes as f64 / (self.machine.memory_gbps.value * 1e9) * 1e9;
+    }
+
+    /// The `len` bytes at `address` when they lie in one live allocation (the hipBLAS stand-in
+    /// reads its operands so), else the emulator's out-of-bounds text naming the nearest one.
+    pub(crate) fn device_bytes(&self, address: u64, len: usize) -> Result<Vec<u8>, String> {
+        let mut out = vec![0u8; len];
+        if len > 0 {
+            self.memory
+                .read(address, &mut out, 0)
+                .map_err(|e| e.to_string())?;
+        }
+        Ok(out)
+    }
+
+    /// Writes `data` at `address`, which must lie in one live allocation.
+    pub(crate) fn write_device_bytes(&mut self, address: u64, data: &[u8]) -> HipResult<()> {
+        if data.is_empty() {
+            return Ok(());
+        }
+        self.memory
+            .write(address, data, 0)
+            .map_err(|e| HipError::InvalidValue(e.to_string()))
+    }
+
+    /// The device faults: `error` is logged as a GPU driver logs a page fault and returned by
+    /// every later call that touches the device (sticky).
+    pub(crate) fn fault(&mut self, error: HipError) {
+        eprintln!("w4a16-hip-emu: device fault, the device is unusable from here: {error}");
+        self.sticky = Some(error);
     }
 
     /// A copy of `len` bytes in direction `kind`, host sides as raw pointers.
@@ -420,10 +451,8 @@ impl Runtime {
                 Ok(())
             }
             Err(fault) => {
-                let error = from_fault(&fault);
                 // As a GPU driver logs a page fault: the runtime's own line on stderr.
-                eprintln!("w4a16-hip-emu: kernel fault, the device is unusable from here: {error}");
-                self.sticky = Some(error);
+                self.fault(from_fault(&fault));
                 Ok(())
             }
         }

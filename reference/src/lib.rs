@@ -3,6 +3,7 @@
 //! second oracle (Freivalds and sampled verification). Pure Rust, no GPU, no unsafe.
 #![forbid(unsafe_code)]
 
+pub mod blas;
 pub mod bound;
 pub mod compare;
 pub mod data;

@@ -51,6 +51,9 @@ pub use symbols::*;
 /// A loaded hipBLAS.
 pub struct HipBlas {
     path: PathBuf,
+    /// What a stand-in says it is (`w4a16HipBlasStandIn`, exported by the emulated HIP
+    /// runtime's hipBLAS, `hip-emu/`); `None` for AMD's library.
+    stand_in: Option<String>,
     gemm_symbol: &'static str,
     gemm_abi: GemmAbi,
     api: Api,
@@ -61,6 +64,7 @@ impl std::fmt::Debug for HipBlas {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HipBlas")
             .field("path", &self.path)
+            .field("stand_in", &self.stand_in)
             .field("gemm_symbol", &self.gemm_symbol)
             .field("gemm_abi", &self.gemm_abi)
             .finish()
@@ -181,6 +185,7 @@ impl HipBlas {
         }
         Ok(HipBlas {
             path,
+            stand_in: stand_in(&lib),
             gemm_symbol: gemm.name,
             gemm_abi,
             api: Api {
@@ -193,6 +198,12 @@ impl HipBlas {
             },
             _lib: lib,
         })
+    }
+
+    /// `Some(description)` when the library is a stand-in rather than AMD's hipBLAS (the
+    /// emulated HIP runtime's, `hip-emu/`): its GEMM is a host computation, not rocBLAS.
+    pub fn stand_in(&self) -> Option<&str> {
+        self.stand_in.as_deref()
     }
 
     /// The file loaded.
@@ -251,6 +262,25 @@ impl HipBlas {
             None => Ok(handle),
         }
     }
+}
+
+/// The description a stand-in library exports, so that its results are never taken for
+/// rocBLAS's (reports name it in the device name).
+fn stand_in(lib: &Library) -> Option<String> {
+    type DescribeFn = unsafe extern "C" fn() -> *const std::ffi::c_char;
+    // SAFETY: the symbol, where present, is the stand-in's `const char* (void)`.
+    let describe = unsafe { lib.get::<DescribeFn>(b"w4a16HipBlasStandIn\0") }.ok()?;
+    // SAFETY: it takes nothing and returns a static NUL-terminated string (or null).
+    let text = unsafe { describe() };
+    if text.is_null() {
+        return Some("a hipBLAS stand-in".into());
+    }
+    // SAFETY: non-null, NUL-terminated, static.
+    Some(
+        unsafe { CStr::from_ptr(text) }
+            .to_string_lossy()
+            .into_owned(),
+    )
 }
 
 fn op_code(op: BlasOp) -> c_int {

@@ -68,6 +68,13 @@ fn an_emulated_runtime_names_itself_in_the_device_name() {
         Ok(dev) if on_emulated_runtime() => {
             let name = DeviceInfo::name(&dev);
             assert!(name.contains("emulated HIP runtime"), "{name}");
+            // Its hipBLAS, where one is found, is the stand-in, and the name says so.
+            if HipBlas::get().is_ok_and(|l| l.stand_in().is_some()) {
+                assert!(
+                    name.contains("hipBLAS stand-in on the emulated HIP runtime"),
+                    "{name}"
+                );
+            }
             let want = std::env::var("W4A16_HIP_EMU_TARGET").unwrap_or_else(|_| "gfx1151".into());
             assert_eq!(DeviceInfo::target(&dev).name(), want);
             assert_eq!(dev.arch_name(), want);
