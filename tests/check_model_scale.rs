@@ -1,15 +1,26 @@
 //! check-model at model scale, on small shapes so it stays fast (docs/check-model.md, "At model
-//! scale"): `w4a16 make-synthetic-model` writes a model in each producer's format that check-model
-//! reads with no failure, the same bytes for the same seed, and refuses bad options by name.
+//! scale"):
+//! - `w4a16 make-synthetic-model` writes a model in each producer's format that check-model
+//!   reads with no failure, the same bytes for the same seed, and refuses bad options by name;
+//! - a decoder layer's conversion checks run in parallel yet the report keeps one order, and a
+//!   fused projection takes its parts as they were read for their own checks;
+//! - launched in the runner's workers, a model gives the verdicts it gives in-process, and a
+//!   worker that dies is one FAULT naming the layer while the check goes on.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 use w4a16_cases::Date;
 use w4a16_checkpoint::synthetic::{SyntheticModel, SyntheticShape};
-use w4a16_harness::model_check::{CheckModelOptions, LayerStatus, ModelCheck, check_model};
+use w4a16_harness::model_check::isolated::{self, ModelWorkers};
+use w4a16_harness::model_check::{
+    CheckModelOptions, LayerKind, LayerStatus, ModelCheck, Progress, check_model,
+};
 use w4a16_harness::require::{Requirement, Skip};
 use w4a16_harness::runner::execute::RunContext;
+use w4a16_harness::runner::isolate::WorkerSpec;
 use w4a16_harness::runner::session;
 use w4a16_harness::runner::{Check, Outcome};
+use w4a16_kernels::RunTarget;
 use w4a16_kernels::{Execution, Target};
 use w4a16_reference::ActDtype;
 use w4a16_reference::formats::Producer;
@@ -29,8 +40,16 @@ fn cli(args: &[&str]) -> std::process::Output {
         .expect("the w4a16 binary runs")
 }
 
-fn check(dir: &Path, opts: &CheckModelOptions) -> ModelCheck {
-    let target = Target::Gfx1151;
+fn check(dir: &Path, opts: &CheckModelOptions, events: &mut Vec<String>) -> ModelCheck {
+    check_on(Target::Gfx1151, dir, opts, events)
+}
+
+fn check_on(
+    target: Target,
+    dir: &Path,
+    opts: &CheckModelOptions,
+    events: &mut Vec<String>,
+) -> ModelCheck {
     let cases = w4a16_cases::locate(None).expect("the cases folder");
     let ctx = RunContext {
         target,
@@ -49,7 +68,19 @@ fn check(dir: &Path, opts: &CheckModelOptions) -> ModelCheck {
         sample_flops: 2.0e9,
         reference: w4a16_harness::runner::execute::ReferenceChoice::Cpu,
     };
-    check_model(dir, opts, &ctx, &|_| {}).unwrap_or_else(|e| panic!("{e}"))
+    let log = std::sync::Mutex::new(Vec::new());
+    let progress = |p: Progress<'_>| {
+        let line = match p {
+            Progress::Planned { units, layers } => format!("planned {units} {layers}"),
+            Progress::Started(u) => format!("started {u}"),
+            Progress::Finished(r) => format!("finished {}", r.module),
+            Progress::UnitDone(u) => format!("done {u}"),
+        };
+        log.lock().unwrap().push(line);
+    };
+    let out = check_model(dir, opts, &ctx, &progress).unwrap_or_else(|e| panic!("{e}"));
+    events.extend(log.into_inner().unwrap());
+    out
 }
 
 fn tiny(producer: Producer, layers: usize, seed: u64) -> SyntheticModel {
@@ -69,6 +100,14 @@ fn write(model: &SyntheticModel, dir: &Path) -> PathBuf {
     dir.to_path_buf()
 }
 
+fn outcomes(check: &ModelCheck) -> Vec<(String, String, Outcome)> {
+    check
+        .verdicts
+        .iter()
+        .map(|v| (v.case_id.clone(), v.check.to_string(), v.outcome))
+        .collect()
+}
+
 #[test]
 fn a_synthetic_model_in_each_format_checks_with_no_failure() {
     let root = tempfile::tempdir().unwrap();
@@ -82,7 +121,8 @@ fn a_synthetic_model_in_each_format_checks_with_no_failure() {
             &tiny(producer, 1, 3),
             &root.path().join(producer.to_string()),
         );
-        let check = check(&dir, &CheckModelOptions::default());
+        let mut events = Vec::new();
+        let check = check(&dir, &CheckModelOptions::default(), &mut events);
         assert!(!check.failed(), "{producer}: {:#?}", check.verdicts);
         // q, k, v, o, gate, up, down, and q|k|v and gate|up fused.
         assert_eq!(check.layers.len(), 9, "{producer}");
@@ -116,6 +156,90 @@ fn the_same_seed_writes_the_same_bytes_and_another_seed_other_bytes() {
     assert!(a == b, "seed 7 twice: different bytes");
     assert_eq!(a.len(), c.len());
     assert!(a != c, "seeds 7 and 8 wrote the same bytes");
+}
+
+#[test]
+fn the_report_keeps_one_order_and_a_fused_projection_reads_no_tensor_again() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = write(&tiny(Producer::CompressedTensors, 2, 1), root.path());
+    let mut events = Vec::new();
+    let first = check(&dir, &CheckModelOptions::default(), &mut events);
+    let again = check(&dir, &CheckModelOptions::default(), &mut Vec::new());
+    assert_eq!(
+        outcomes(&first),
+        outcomes(&again),
+        "parallel checks reordered the report"
+    );
+    let kinds: Vec<LayerKind> = first.layers.iter().map(|l| l.kind).collect();
+    let fused_at = kinds
+        .iter()
+        .position(|k| *k == LayerKind::FusedProjection)
+        .expect("fused projections");
+    assert_eq!(
+        fused_at, 14,
+        "every linear first, then the fused projections: {kinds:?}"
+    );
+    // Each layer's verdicts follow the layers' order.
+    let mut last = 0;
+    for v in &first.verdicts {
+        let at = first
+            .layers
+            .iter()
+            .position(|l| v.case_id == l.id || v.case_id.starts_with(&format!("{}/", l.id)))
+            .expect("every verdict belongs to a layer");
+        assert!(at >= last, "{} after layer {last}", v.case_id);
+        last = at;
+    }
+    for l in first
+        .layers
+        .iter()
+        .filter(|l| l.kind == LayerKind::FusedProjection)
+    {
+        assert_eq!(l.read_s, 0.0, "{}: its parts were read again", l.module);
+    }
+    // One step per decoder layer, in order, each announced before its layers finish.
+    assert_eq!(events[0], "planned 2 18");
+    assert_eq!(events[1], "started model.layers.0");
+    assert_eq!(events[11], "done model.layers.0");
+    assert_eq!(events[12], "started model.layers.1");
+    assert_eq!(events.last().unwrap(), "done model.layers.1");
+}
+
+#[test]
+fn a_filter_on_one_part_still_checks_its_fused_projection_whole() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = write(&tiny(Producer::GptqV2, 1, 2), root.path());
+    let opts = CheckModelOptions {
+        filter: Some("model.layers.0.self_attn.q_proj".into()),
+        ..CheckModelOptions::default()
+    };
+    let check = check(&dir, &opts, &mut Vec::new());
+    assert!(!check.failed(), "{:#?}", check.verdicts);
+    let modules: Vec<(&str, LayerKind)> = check
+        .layers
+        .iter()
+        .map(|l| (l.module.as_str(), l.kind))
+        .collect();
+    assert_eq!(
+        modules,
+        [
+            ("model.layers.0.self_attn.q_proj", LayerKind::FusedPart),
+            (
+                "model.layers.0.self_attn.qkv_proj",
+                LayerKind::FusedProjection
+            ),
+        ]
+    );
+    let fused = &check.layers[1];
+    assert_eq!(
+        fused.shape.map(|s| s.n),
+        Some(512 + 2 * 128),
+        "q|k|v stacked"
+    );
+    assert!(
+        fused.read_s > 0.0,
+        "k and v are read for the projection alone"
+    );
 }
 
 #[test]
@@ -171,4 +295,106 @@ fn bad_options_are_refused_naming_the_option_and_what_was_expected() {
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("other.safetensors"), b"x").unwrap();
     refused(&[], &[d, "not empty"]);
+}
+
+// ---- Launches in the runner's fault-isolated workers ----
+
+fn has_gpu() -> bool {
+    Path::new("/dev/nvidiactl").exists() || Path::new("/dev/kfd").exists()
+}
+
+/// Workers of this binary for a check of `dir` under `opts` on sm_90, which has no device here
+/// (the launches skip, as in this process without one).
+fn workers(dir: &Path, opts: &CheckModelOptions, abort_on: Option<&str>) -> ModelWorkers {
+    let mut spec = WorkerSpec::simulated();
+    spec.simulate = false;
+    spec.cases_dir = Some(w4a16_cases::locate(None).expect("the cases folder"));
+    spec.target = Some(RunTarget::native(Target::Sm90));
+    spec.model = Some(isolated::launches(dir, opts));
+    spec.abort_on = abort_on.map(str::to_string);
+    ModelWorkers {
+        exe: exe().to_path_buf(),
+        spec,
+        per_case_timeout: Duration::from_secs(60),
+    }
+}
+
+#[test]
+fn launches_in_workers_give_the_verdicts_of_launches_in_this_process() {
+    if has_gpu() {
+        return; // The workers would launch for real, this process without a device would not.
+    }
+    let root = tempfile::tempdir().unwrap();
+    let dir = write(&tiny(Producer::GptqV2, 2, 4), root.path());
+    let here = check_on(
+        Target::Sm90,
+        &dir,
+        &CheckModelOptions::default(),
+        &mut Vec::new(),
+    );
+    let mut opts = CheckModelOptions::default();
+    opts.workers = Some(workers(&dir, &opts, None));
+    let isolated = check_on(Target::Sm90, &dir, &opts, &mut Vec::new());
+    assert!(!isolated.failed(), "{:#?}", isolated.verdicts);
+    assert_eq!(outcomes(&isolated), outcomes(&here));
+    let selected = |c: &ModelCheck| {
+        c.layers
+            .iter()
+            .map(|l| l.selected.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(selected(&isolated), selected(&here));
+}
+
+#[test]
+fn a_worker_that_dies_is_one_fault_naming_the_layer_and_the_check_goes_on() {
+    if has_gpu() {
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let dir = write(&tiny(Producer::Awq, 2, 6), root.path());
+    let here = check_on(
+        Target::Sm90,
+        &dir,
+        &CheckModelOptions::default(),
+        &mut Vec::new(),
+    );
+    let crash = "/model.layers.0.mlp.down_proj/M=5/";
+    let mut opts = CheckModelOptions::default();
+    opts.workers = Some(workers(&dir, &opts, Some(crash)));
+    let check = check_on(Target::Sm90, &dir, &opts, &mut Vec::new());
+    assert!(check.failed(), "a fault fails the run");
+    let faults: Vec<_> = check
+        .verdicts
+        .iter()
+        .filter(|v| v.outcome == Outcome::Fault)
+        .collect();
+    assert_eq!(faults.len(), 1, "{faults:#?}");
+    assert!(faults[0].case_id.contains(crash), "{}", faults[0].case_id);
+    assert!(
+        faults[0].detail.contains("worker exited"),
+        "{}",
+        faults[0].detail
+    );
+    let failed: Vec<&str> = check
+        .layers
+        .iter()
+        .filter(|l| l.status != LayerStatus::Pass)
+        .map(|l| l.module.as_str())
+        .collect();
+    assert_eq!(failed, ["model.layers.0.mlp.down_proj"]);
+    // Every other case, the crashed layer's other batch sizes and the next decoder layer
+    // included, ran in a fresh worker as it runs here.
+    let others = |c: &ModelCheck| {
+        let mut o = outcomes(c);
+        o.retain(|(id, _, _)| !id.contains(crash));
+        o
+    };
+    assert_eq!(others(&check), others(&here));
+    assert!(
+        check.verdicts.iter().any(|v| v
+            .case_id
+            .contains("/model.layers.1.mlp.gate_up_proj/M=256/")),
+        "the check went on to the next decoder layer"
+    );
 }

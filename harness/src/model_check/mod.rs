@@ -9,9 +9,11 @@
 
 mod experts;
 pub mod fused;
+pub mod isolated;
 pub mod oracle;
 pub mod report;
 mod run;
+mod stages;
 mod startup_memory;
 
 pub use startup_memory::StartupMemoryModelError;
@@ -54,6 +56,9 @@ pub struct CheckModelOptions {
     pub filter: Option<String>,
     /// Checked when the kernel configuration enables the prefill dequant cache.
     pub startup_memory: Option<StartupMemoryInputs>,
+    /// Launch the layers in the runner's fault-isolated workers (`check-model` on a GPU); `None`
+    /// launches them in this process.
+    pub workers: Option<isolated::ModelWorkers>,
 }
 
 impl Default for CheckModelOptions {
@@ -64,6 +69,7 @@ impl Default for CheckModelOptions {
             activations: None,
             filter: None,
             startup_memory: None,
+            workers: None,
         }
     }
 }
@@ -242,12 +248,18 @@ pub enum ModelCheckError {
     },
 }
 
-/// Progress events for a caller's progress bar.
+/// Progress events for a caller's progress bar. The run goes one decoder layer (a *unit*: every
+/// linear, fused projection and MoE layer of `model.layers.<i>`, or one module outside them) at
+/// a time, so its units are equal steps for an ETA.
 pub enum Progress<'a> {
-    /// The number of layers the run will check.
-    Planned(usize),
+    /// The units the run will check, and the layers (records) in them.
+    Planned { units: usize, layers: usize },
+    /// A unit begins: its name (`model.layers.3`, `lm_head`).
     Started(&'a str),
+    /// One layer of the unit is done.
     Finished(&'a LayerRecord),
+    /// The unit is done.
+    UnitDone(&'a str),
 }
 
 /// Checks the model in `dir`. `Err` only when the model as a whole cannot be read (no
@@ -277,63 +289,43 @@ pub fn check_model(
         model: &model,
         opts,
         ctx,
-        recorded,
-        oracle,
+        recorded: recorded.as_ref(),
+        oracle: oracle.as_ref(),
         y_recipe,
         layers: Vec::new(),
         verdicts: Vec::new(),
         times: PhaseTimes::default(),
         read_s: 0.0,
     };
-    let selected = |module: &str| {
-        opts.filter
-            .as_deref()
-            .is_none_or(|f| w4a16_cases::glob::glob_match(f, module))
-    };
-    let fused: Vec<_> = model
-        .fused_groups()
-        .iter()
-        .filter(|g| g.parts.iter().any(|p| selected(p)))
-        .cloned()
-        .collect();
-    let linears: Vec<LinearEntry> = model
-        .linears()
-        .iter()
-        .filter(|l| selected(&l.module))
-        .cloned()
-        .collect();
-    let expert_groups = expert_layers(&model, &selected);
-    let linears: Vec<LinearEntry> = linears
-        .into_iter()
-        .filter(|l| {
-            !expert_groups
-                .iter()
-                .any(|(_, members)| members.iter().flatten().any(|m| *m == l.module))
-        })
-        .collect();
+    let Plan {
+        linears,
+        fused,
+        experts: expert_groups,
+    } = Plan::of(&model, opts.filter.as_deref());
     let planned = linears.len() + fused.len() + expert_groups.len();
     if planned == 0 && model.refusals().is_empty() {
         return Err(nothing_to_check(&model, opts.filter.as_deref()));
     }
-    progress(Progress::Planned(planned));
-    for entry in &linears {
-        let in_fused = fused.iter().any(|g| g.parts.contains(&entry.module));
-        progress(Progress::Started(&entry.module));
-        let record = run.linear(entry, in_fused);
-        progress(Progress::Finished(&record));
-        run.layers.push(record);
+    let units = units(&linears, &fused, &expert_groups);
+    progress(Progress::Planned {
+        units: units.len(),
+        layers: planned,
+    });
+    // Each layer's findings in its slot, so the reports keep one order (linears, fused
+    // projections, MoE layers) whatever order the units' threads finish in.
+    let mut slots: Vec<Option<Run<'_, '_>>> = (0..planned).map(|_| None).collect();
+    for unit in &units {
+        progress(Progress::Started(&unit.name));
+        for (slot, fork) in run.check_unit(unit) {
+            if let Some(record) = fork.layers.last() {
+                progress(Progress::Finished(record));
+            }
+            slots[slot] = Some(fork);
+        }
+        progress(Progress::UnitDone(&unit.name));
     }
-    for group in &fused {
-        progress(Progress::Started(&group.name));
-        let record = run.fused(&group.name, &group.parts);
-        progress(Progress::Finished(&record));
-        run.layers.push(record);
-    }
-    for (name, members) in &expert_groups {
-        progress(Progress::Started(name));
-        let record = run.experts(name, members);
-        progress(Progress::Finished(&record));
-        run.layers.push(record);
+    for fork in slots.into_iter().flatten() {
+        run.merge(fork);
     }
     let refusals: Vec<String> = model.refusals().iter().map(|e| e.to_string()).collect();
     for r in model.refusals() {
@@ -371,6 +363,95 @@ pub fn check_model(
         times,
         peak_rss_bytes: peak_rss_bytes(),
     })
+}
+
+/// The layers a run checks: the quantized linears the filter selects (a MoE layer's experts
+/// excepted), the fused projections with a selected part, and the MoE layers.
+struct Plan {
+    linears: Vec<LinearEntry>,
+    fused: Vec<w4a16_checkpoint::FusedGroup>,
+    experts: Vec<(String, Vec<Vec<String>>)>,
+}
+
+impl Plan {
+    fn of(model: &ModelDir, filter: Option<&str>) -> Plan {
+        let selected =
+            |module: &str| filter.is_none_or(|f| w4a16_cases::glob::glob_match(f, module));
+        let fused: Vec<_> = model
+            .fused_groups()
+            .iter()
+            .filter(|g| g.parts.iter().any(|p| selected(p)))
+            .cloned()
+            .collect();
+        let experts = expert_layers(model, &selected);
+        let linears: Vec<LinearEntry> = model
+            .linears()
+            .iter()
+            .filter(|l| selected(&l.module))
+            .filter(|l| {
+                !experts
+                    .iter()
+                    .any(|(_, members)| members.iter().flatten().any(|m| *m == l.module))
+            })
+            .cloned()
+            .collect();
+        Plan {
+            linears,
+            fused,
+            experts,
+        }
+    }
+}
+
+/// The layers grouped by decoder layer (one unit per `model.layers.<i>`, one per module outside
+/// them), in the order of their first layer; each layer keeps its slot in the report's order.
+fn units<'m>(
+    linears: &'m [LinearEntry],
+    fused: &'m [w4a16_checkpoint::FusedGroup],
+    experts: &'m [(String, Vec<Vec<String>>)],
+) -> Vec<stages::Unit<'m>> {
+    let mut units: Vec<stages::Unit<'m>> = Vec::new();
+    let mut slot = 0..;
+    for entry in linears {
+        let in_fused = fused.iter().any(|g| g.parts.contains(&entry.module));
+        let u = unit_of(&mut units, &entry.module);
+        units[u]
+            .linears
+            .push((slot.next().expect("endless"), entry, in_fused));
+    }
+    for g in fused {
+        let first = g.parts.first().map_or(g.name.as_str(), String::as_str);
+        let u = unit_of(&mut units, first);
+        units[u].fused.push((
+            slot.next().expect("endless"),
+            g.name.as_str(),
+            g.parts.as_slice(),
+        ));
+    }
+    for (name, members) in experts {
+        let u = unit_of(&mut units, name);
+        units[u].experts.push((
+            slot.next().expect("endless"),
+            name.as_str(),
+            members.as_slice(),
+        ));
+    }
+    units
+}
+
+/// The index of `module`'s unit in `units`, a new one at the end when it has none yet.
+fn unit_of(units: &mut Vec<stages::Unit<'_>>, module: &str) -> usize {
+    let key = stages::decoder_layer_of(module);
+    if let Some(i) = units.iter().position(|u| u.name == key) {
+        return i;
+    }
+    units.push(stages::Unit {
+        name: key.to_string(),
+        linears: Vec::new(),
+        fused: Vec::new(),
+        experts: Vec::new(),
+    });
+    units.len() - 1
 }
 
 /// Why a run would check no layer: a filter that matches nothing, or no quantized linear.
