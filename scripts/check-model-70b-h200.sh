@@ -35,12 +35,13 @@ model="${W4A16_MODEL_DIR:-/tmp/w4a16-llama-70b-$layers}"
 dest="${OUT:-.}/check-model-70b"
 mkdir -p "$dest"
 
-# timed NAME CMD...: CMD under /usr/bin/time -v, its stdout, stderr and times in $dest/NAME.*;
-# prints its exit status, wall time and peak RSS.
+# timed NAME CMD...: CMD under /usr/bin/time -v, its output in $dest/NAME.log and its times in
+# $dest/NAME.time (the device tool brings back 8 files: these 4 and the 3 reports); prints its
+# exit status, wall time and peak RSS.
 timed() {
   local name=$1
   shift
-  /usr/bin/time -v -o "$dest/$name.time" "$@" >"$dest/$name.out" 2>"$dest/$name.log"
+  /usr/bin/time -v -o "$dest/$name.time" "$@" >"$dest/$name.log" 2>&1
   local rc=$?
   local wall rss
   wall=$(sed -n 's/.*Elapsed (wall clock) time (h:mm:ss or m:ss): //p' "$dest/$name.time")
@@ -61,7 +62,7 @@ else
     rm -rf "$model"
     exit 1
   fi
-  tail -1 "$dest/generate.out"
+  tail -1 "$dest/generate.log"
 fi
 du -sh "$model"
 # shellcheck disable=SC2086
@@ -73,7 +74,7 @@ if [ "$rc" = 124 ]; then
   grep -c ': done' "$dest/check.log"
   tail -3 "$dest/check.log"
 fi
-# The summary's header and its time line.
-head -5 "$dest/check.out"
-grep -A2 '^## Time' "$dest/check.out"
+# The summary's header, result and time line.
+grep -E '^(# w4a16 check-model|Result:)' "$dest/check.log"
+grep -A2 '^## Time' "$dest/check.log"
 exit "$rc"
