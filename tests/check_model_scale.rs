@@ -398,3 +398,23 @@ fn a_worker_that_dies_is_one_fault_naming_the_layer_and_the_check_goes_on() {
         "the check went on to the next decoder layer"
     );
 }
+
+#[test]
+fn the_decoder_layers_go_in_their_numeric_order() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = write(&tiny(Producer::CompressedTensors, 11, 9), root.path());
+    let opts = CheckModelOptions {
+        batches: vec![1],
+        ..CheckModelOptions::default()
+    };
+    let mut events = Vec::new();
+    let check = check(&dir, &opts, &mut events);
+    assert!(!check.failed());
+    let started: Vec<String> = events
+        .iter()
+        .filter_map(|e| e.strip_prefix("started model.layers."))
+        .map(str::to_string)
+        .collect();
+    let want: Vec<String> = (0..11).map(|i| i.to_string()).collect();
+    assert_eq!(started, want, "layers.2 before layers.10");
+}

@@ -163,6 +163,7 @@ impl LaunchSource {
             recorded: self.recorded.as_ref(),
             oracle: None,
             y_recipe: None,
+            launch_only: true,
             layers: Vec::new(),
             verdicts: Vec::new(),
             times: PhaseTimes::default(),
@@ -179,7 +180,7 @@ impl LaunchSource {
             return HashMap::new();
         };
         self.run(ctx)
-            .stage_unit(unit)
+            .stage_unit(unit, &|_| {})
             .into_iter()
             .filter_map(|s| s.pending)
             .map(|p| (p.layer.module.clone(), p))

@@ -292,6 +292,7 @@ pub fn check_model(
         recorded: recorded.as_ref(),
         oracle: oracle.as_ref(),
         y_recipe,
+        launch_only: false,
         layers: Vec::new(),
         verdicts: Vec::new(),
         times: PhaseTimes::default(),
@@ -404,7 +405,7 @@ impl Plan {
 }
 
 /// The layers grouped by decoder layer (one unit per `model.layers.<i>`, one per module outside
-/// them), in the order of their first layer; each layer keeps its slot in the report's order.
+/// them), in decoder-layer order; each layer keeps its slot in the report's order.
 fn units<'m>(
     linears: &'m [LinearEntry],
     fused: &'m [w4a16_checkpoint::FusedGroup],
@@ -436,6 +437,14 @@ fn units<'m>(
             members.as_slice(),
         ));
     }
+    // In decoder-layer order (`layers.2` before `layers.10`), as the progress bar counts them.
+    units.sort_by_cached_key(|u| match u.name.rsplit_once('.') {
+        Some((prefix, i)) => match i.parse::<u64>() {
+            Ok(i) => (prefix.to_string(), i),
+            Err(_) => (u.name.clone(), u64::MAX),
+        },
+        None => (u.name.clone(), u64::MAX),
+    });
     units
 }
 

@@ -25,6 +25,9 @@ pub(super) struct Run<'r, 'a> {
     pub(super) oracle: Option<&'r w4a16_checkpoint::Oracle>,
     /// The recipe the oracle file declares for its `y`, else each producer's default.
     pub(super) y_recipe: Option<w4a16_checkpoint::YRecipe>,
+    /// A worker's run: only what the launches need (a fused part's own conversion, which only
+    /// gives its own verdict, is the parent's).
+    pub(super) launch_only: bool,
     pub(super) layers: Vec<LayerRecord>,
     pub(super) verdicts: Vec<Verdict>,
     pub(super) times: PhaseTimes,
@@ -43,6 +46,7 @@ impl<'r, 'a> Run<'r, 'a> {
             recorded: self.recorded,
             oracle: self.oracle,
             y_recipe: self.y_recipe,
+            launch_only: self.launch_only,
             layers: Vec::new(),
             verdicts: Vec::new(),
             times: PhaseTimes::default(),

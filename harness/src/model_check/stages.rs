@@ -6,7 +6,9 @@
 //! 2. each fused projection (q|k|v, gate|up) built from its parts as stage 1 read them (not read
 //!    again) and converted — one per thread;
 //! 3. the launches at every batch size, one layer after another on the calling thread (a device
-//!    runs one layer at a time), reusing stage 1's and 2's conversions.
+//!    runs one layer at a time), reusing stage 1's and 2's conversions — in this process the
+//!    linears' launches come before stage 2, so their conversions are dropped before the fused
+//!    projections' are made; in workers ([`super::isolated`]) after it.
 //!
 //! Memory stays at one decoder layer: nothing of a layer outlives its stage 3.
 
@@ -89,20 +91,20 @@ impl<'r, 'a> Run<'r, 'a> {
     /// Checks one unit; returns each layer's fork (its record last in `layers`) with its slot
     /// in the report's order, in the order they finished.
     pub(super) fn check_unit(&self, unit: &Unit<'_>) -> Vec<(usize, Run<'r, 'a>)> {
-        let mut staged = self.stage_unit(unit);
-        match &self.opts.workers {
-            Some(workers) => self.launch_in_workers(workers, &mut staged),
-            None => {
-                for s in &mut staged {
-                    if let Some(p) = s.pending.take() {
-                        let batches = s.run.opts.batches.clone();
-                        s.run
-                            .run_cases(&p.layer, &batches, p.prepared, &mut s.record);
-                        execute::forget_prepared_layer();
-                    }
-                }
+        let staged = match &self.opts.workers {
+            Some(workers) => {
+                let mut staged = self.stage_unit(unit, &|_| {});
+                self.launch_in_workers(workers, &mut staged);
+                staged
             }
-        }
+            None => {
+                // The linears launch before stage 2, so their conversions are gone before the
+                // fused projections' are made: the peak memory is one stage's, not both.
+                let mut staged = self.stage_unit(unit, &launch_here);
+                launch_here(&mut staged);
+                staged
+            }
+        };
         let mut out = Vec::new();
         for staged in staged {
             let Staged {
@@ -126,8 +128,13 @@ impl<'r, 'a> Run<'r, 'a> {
 
     /// Stages 1 and 2 of a unit: its linears, then its fused projections, each with the launch
     /// it waits for (converted ahead unless workers launch it, which convert it themselves).
-    pub(super) fn stage_unit(&self, unit: &Unit<'_>) -> Vec<Staged<'r, 'a>> {
-        let read: Vec<(Staged<'r, 'a>, ReadPart)> = unit
+    /// `between` is given stage 1's layers before stage 2 starts.
+    pub(super) fn stage_unit(
+        &self,
+        unit: &Unit<'_>,
+        between: &dyn Fn(&mut [Staged<'r, 'a>]),
+    ) -> Vec<Staged<'r, 'a>> {
+        let (mut linears, read): (Vec<Staged<'r, 'a>>, Vec<ReadPart>) = unit
             .linears
             .par_iter()
             .map(|&(slot, entry, in_fused)| {
@@ -141,11 +148,10 @@ impl<'r, 'a> Run<'r, 'a> {
                 };
                 (staged, part)
             })
-            .collect();
-        let parts: HashMap<&str, &ReadPart> = read
-            .iter()
-            .map(|(_, p)| (p.entry.module.as_str(), p))
-            .collect();
+            .unzip();
+        between(&mut linears);
+        let parts: HashMap<&str, &ReadPart> =
+            read.iter().map(|p| (p.entry.module.as_str(), p)).collect();
         let fused: Vec<Staged<'r, 'a>> = unit
             .fused
             .par_iter()
@@ -160,9 +166,8 @@ impl<'r, 'a> Run<'r, 'a> {
                 }
             })
             .collect();
-        drop(parts);
-        let linears = read.into_iter().map(|(staged, _)| staged);
-        linears.chain(fused).collect()
+        linears.extend(fused);
+        linears
     }
 
     /// A layer's launch, converted ahead here when this process launches it.
@@ -220,7 +225,9 @@ impl<'r, 'a> Run<'r, 'a> {
         };
         if in_fused {
             // Converted alone for its own `convert` verdict; launched inside its projection.
-            self.convert_ahead(&layer, true, &mut record);
+            if !self.launch_only {
+                self.convert_ahead(&layer, true, &mut record);
+            }
             return (record, part, None);
         }
         let pending = self.pending(layer, &mut record);
@@ -366,6 +373,19 @@ impl<'r, 'a> Run<'r, 'a> {
             producer: record.producer.expect("a fused projection has parts"),
             bias,
             checkpoint: Arc::new(fusion),
+        }
+    }
+}
+
+/// Stage 3 in this process: each layer's launches, one layer after another, reusing the
+/// conversion made ahead.
+fn launch_here(staged: &mut [Staged<'_, '_>]) {
+    for s in staged {
+        if let Some(p) = s.pending.take() {
+            let batches = s.run.opts.batches.clone();
+            s.run
+                .run_cases(&p.layer, &batches, p.prepared, &mut s.record);
+            execute::forget_prepared_layer();
         }
     }
 }
