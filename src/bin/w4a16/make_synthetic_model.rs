@@ -23,7 +23,9 @@ pub struct MakeSyntheticModelArgs {
     /// How many decoder layers to write (each is one shard).
     #[arg(long, default_value_t = 1)]
     layers: usize,
-    /// The format of the shards and of config.json's quantization_config.
+    /// The format of the shards and of config.json's quantization_config (an asymmetric
+    /// gptq-v1 model's zero points of 0 read as possible AutoGPTQ overflow cells: see
+    /// docs/check-model.md).
     #[arg(long, default_value = "compressed-tensors", value_parser = args::named::<Producer>())]
     format: Producer,
     /// Weights per scale (and zero point) along K.
