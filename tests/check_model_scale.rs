@@ -418,3 +418,35 @@ fn the_decoder_layers_go_in_their_numeric_order() {
     let want: Vec<String> = (0..11).map(|i| i.to_string()).collect();
     assert_eq!(started, want, "layers.2 before layers.10");
 }
+
+#[test]
+fn a_moe_layers_experts_read_in_parallel_keep_the_expert_order() {
+    let cases = w4a16_cases::locate(None).expect("the cases folder");
+    let dir = cases
+        .join("checkpoints")
+        .join("project-ct-qwen2moe-bf16-asym-g32");
+    let first = check(&dir, &CheckModelOptions::default(), &mut Vec::new());
+    let again = check(&dir, &CheckModelOptions::default(), &mut Vec::new());
+    assert!(!first.failed(), "{:#?}", first.verdicts);
+    assert_eq!(
+        outcomes(&first),
+        outcomes(&again),
+        "parallel experts reordered the report"
+    );
+    for layer in first.layers.iter().filter(|l| l.kind == LayerKind::Experts) {
+        // Each expert's checkpoint verdict sits under the layer, in expert order.
+        let experts: Vec<usize> = first
+            .verdicts
+            .iter()
+            .filter(|v| v.check == Check::Checkpoint)
+            .filter_map(|v| v.case_id.strip_prefix(&format!("{}/", layer.id)))
+            .filter_map(|m| m.split(".experts.").nth(1)?.split('.').next()?.parse().ok())
+            .collect();
+        assert!(experts.len() >= 4, "{}: {experts:?}", layer.module);
+        assert!(
+            experts.windows(2).all(|w| w[0] <= w[1]),
+            "{}: {experts:?}",
+            layer.module
+        );
+    }
+}

@@ -8,6 +8,7 @@ use crate::runner::execute;
 use crate::runner::timing::Phase;
 use crate::runner::verdict::Check;
 use crate::runner::verdict::{Cause, CheckpointRefusal, Outcome, SourceError, Verdict};
+use rayon::prelude::*;
 use std::sync::Arc;
 use std::time::Instant;
 use w4a16_cases::{CarrierMode, Case, ViewLayout};
@@ -32,6 +33,29 @@ struct Stack {
     disagreements: Vec<String>,
 }
 
+/// One expert as its thread read and converted it: the fork holding its verdicts, its share of
+/// the layer's record, and its converted layer.
+struct ExpertDone<'r, 'a> {
+    run: Run<'r, 'a>,
+    record: LayerRecord,
+    producer: Option<Producer>,
+    stack: Stack,
+    stop: bool,
+}
+
+/// What one expert's thread added to its copy of the layer's record, added to the record.
+fn absorb_expert(record: &mut LayerRecord, expert: LayerRecord) {
+    record.read_s += expert.read_s;
+    record.times.merge(&expert.times);
+    record.producer = expert.producer.or(record.producer);
+    record.defects.extend(expert.defects);
+    record.defect_cells.extend(expert.defect_cells);
+    record.notes.extend(expert.notes);
+    if expert.status == LayerStatus::Refused {
+        record.status = LayerStatus::Refused;
+    }
+}
+
 impl Run<'_, '_> {
     /// One projection of a MoE layer's experts: each expert read (its own `checkpoint` and
     /// `oracle` checks under its module), fused where `members` fuse, converted and read back,
@@ -41,13 +65,42 @@ impl Run<'_, '_> {
         let mut record = self.empty_record(name, LayerKind::Experts);
         let mut stack = Stack::default();
         let mut producer = None;
-        for (e, parts) in members.iter().enumerate() {
-            match self.read_expert(e, parts, &mut record, &mut producer) {
-                ExpertRead::Read(ckpt, target) => {
-                    self.convert_expert(e, ckpt.as_ref(), &target, &mut record, &mut stack);
+        // Each expert is read and converted on a thread of its own; their findings are taken in
+        // expert order, up to the first that stops the layer, as one after another would give.
+        let template = &record;
+        let done: Vec<ExpertDone<'_, '_>> = members
+            .par_iter()
+            .enumerate()
+            .map(|(e, parts)| {
+                let mut run = self.fork();
+                let mut record = template.clone();
+                let mut producer = None;
+                let mut stack = Stack::default();
+                let stop = match run.read_expert(e, parts, &mut record, &mut producer) {
+                    ExpertRead::Read(ckpt, target) => {
+                        run.convert_expert(e, ckpt.as_ref(), &target, &mut record, &mut stack);
+                        false
+                    }
+                    ExpertRead::Absent => false,
+                    ExpertRead::Stop => true,
+                };
+                ExpertDone {
+                    run,
+                    record,
+                    producer,
+                    stack,
+                    stop,
                 }
-                ExpertRead::Absent => {}
-                ExpertRead::Stop => return record,
+            })
+            .collect();
+        for d in done {
+            self.merge(d.run);
+            absorb_expert(&mut record, d.record);
+            producer = d.producer.or(producer);
+            stack.residents.extend(d.stack.residents);
+            stack.disagreements.extend(d.stack.disagreements);
+            if d.stop {
+                return record;
             }
         }
         let Some(producer) = producer else {
