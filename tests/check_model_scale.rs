@@ -450,3 +450,45 @@ fn a_moe_layers_experts_read_in_parallel_keep_the_expert_order() {
         );
     }
 }
+
+#[test]
+fn a_moe_layers_launches_in_workers_give_the_verdicts_of_launches_in_this_process() {
+    if has_gpu() {
+        return;
+    }
+    let cases = w4a16_cases::locate(None).expect("the cases folder");
+    let dir = cases
+        .join("checkpoints")
+        .join("project-ct-qwen2moe-bf16-asym-g32");
+    let here = check_on(
+        Target::Sm90,
+        &dir,
+        &CheckModelOptions::default(),
+        &mut Vec::new(),
+    );
+    let crash = ".mlp.experts.down_proj/T=6/";
+    let mut opts = CheckModelOptions::default();
+    opts.workers = Some(workers(&dir, &opts, Some(crash)));
+    let isolated = check_on(Target::Sm90, &dir, &opts, &mut Vec::new());
+    let faults: Vec<&str> = isolated
+        .verdicts
+        .iter()
+        .filter(|v| v.outcome == Outcome::Fault)
+        .map(|v| v.case_id.as_str())
+        .collect();
+    assert_eq!(faults.len(), 1, "{faults:?}");
+    assert!(faults[0].contains(crash), "{faults:?}");
+    let others = |c: &ModelCheck| {
+        let mut o = outcomes(c);
+        o.retain(|(id, _, _)| !id.contains(crash));
+        o
+    };
+    assert_eq!(others(&isolated), others(&here));
+    assert!(
+        isolated
+            .verdicts
+            .iter()
+            .any(|v| v.case_id.contains(".mlp.experts.gate_up_proj/T=256/")),
+        "the experts' launches ran in the workers"
+    );
+}

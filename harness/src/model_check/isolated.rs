@@ -41,9 +41,11 @@ impl Run<'_, '_> {
             let Some(p) = s.pending.take() else { continue };
             // The notes (and a refusal) on recorded activations are the parent's; the worker
             // only takes the rows.
-            s.run.recorded_activations(&p.layer, &mut s.record);
+            if let Pending::Dense { layer, .. } = &p {
+                s.run.recorded_activations(layer, &mut s.record);
+            }
             for &m in &batches {
-                let id = p.layer.case(&self.name, m).id;
+                let id = self.pending_case(&p, m).id;
                 owner.insert(id.clone(), (i, m));
                 ids.push(id);
             }
@@ -146,8 +148,7 @@ impl ModelLauncher {
         };
         let mut run = source.run(ctx);
         let mut record = run.empty_record(module, LayerKind::Linear);
-        let prepared = pending.prepared.take();
-        run.run_cases(&pending.layer, &[m], prepared, &mut record);
+        run.launch(pending, &[m], &mut record);
         let verdicts = run.verdicts.into_iter().filter(|v| v.case_id == id);
         (verdicts.collect(), run.times)
     }
@@ -183,15 +184,16 @@ impl LaunchSource {
             .stage_unit(unit, &|_| {})
             .into_iter()
             .filter_map(|s| s.pending)
-            .map(|p| (p.layer.module.clone(), p))
+            .map(|p| (p.name().to_string(), p))
             .collect()
     }
 }
 
-/// `(module, M)` of a case id `<model>/<module>/M=<m>/…`.
+/// `(module, M)` of a case id `<model>/<module>/M=<m>/…`, or `(layer, T)` of a MoE layer's
+/// `<model>/<layer>/T=<tokens>/…`.
 fn case_of<'i>(model: &str, id: &'i str) -> Option<(&'i str, usize)> {
     let rest = id.strip_prefix(model)?.strip_prefix('/')?;
-    let at = rest.find("/M=")?;
+    let at = rest.find("/M=").or_else(|| rest.find("/T="))?;
     let m = rest[at + 3..].split('/').next()?.parse().ok()?;
     Some((&rest[..at], m))
 }
@@ -226,5 +228,11 @@ mod tests {
         assert_eq!(case_of("other", id), None);
         assert_eq!(case_of("m", "m/lm_head"), None);
         assert_eq!(case_of("m", "m/lm_head/M=x/f16"), None);
+        let moe =
+            "m/model.layers.0.mlp.experts.gate_up_proj/T=5/bf16/asym/g32/realistic/e4-top2/softmax";
+        assert_eq!(
+            case_of("m", moe),
+            Some(("model.layers.0.mlp.experts.gate_up_proj", 5))
+        );
     }
 }

@@ -4,7 +4,8 @@
 //! 1. every linear read, checked against its format, the architecture and the oracle, and
 //!    converted — one linear per thread;
 //! 2. each fused projection (q|k|v, gate|up) built from its parts as stage 1 read them (not read
-//!    again) and converted — one per thread;
+//!    again) and converted — one per thread; then each MoE layer's experts, read and converted
+//!    one per thread, and stacked;
 //! 3. the launches at every batch size, one layer after another on the calling thread (a device
 //!    runs one layer at a time), reusing stage 1's and 2's conversions — in this process the
 //!    linears' launches come before stage 2, so their conversions are dropped before the fused
@@ -12,6 +13,7 @@
 //!
 //! Memory stays at one decoder layer: nothing of a layer outlives its stage 3.
 
+use super::experts::StackedExperts;
 use super::fused::{FusedPart, FusedProjection};
 use super::run::{LaunchLayer, Run, finish};
 use super::{DefectCell, LayerKind, LayerRecord, LayerStatus};
@@ -20,6 +22,7 @@ use crate::runner::verdict::{Cause, Check, CheckpointRefusal, Outcome, SourceErr
 use rayon::prelude::*;
 use std::collections::HashMap;
 use std::sync::Arc;
+use w4a16_cases::Case;
 use w4a16_checkpoint::{CheckpointDefect, LinearEntry, LoadedLinear};
 use w4a16_reference::formats::{Checkpoint, LoadTarget};
 use w4a16_reference::layer::{LayerShape, Symmetry};
@@ -73,10 +76,28 @@ impl PartRead {
     }
 }
 
-/// A layer converted ahead, waiting for its launches.
-pub(super) struct Pending {
-    pub(super) layer: LaunchLayer,
-    pub(super) prepared: Option<PreparedHandoff>,
+/// A layer waiting for its launches.
+pub(super) enum Pending {
+    /// A linear or a fused projection, converted ahead when this process launches it.
+    Dense {
+        layer: LaunchLayer,
+        prepared: Option<PreparedHandoff>,
+    },
+    /// A MoE layer's experts, stacked.
+    Experts {
+        name: String,
+        stacked: StackedExperts,
+    },
+}
+
+impl Pending {
+    /// The module (or fused projection, or MoE layer) its cases are named after.
+    pub(super) fn name(&self) -> &str {
+        match self {
+            Pending::Dense { layer, .. } => &layer.module,
+            Pending::Experts { name, .. } => name,
+        }
+    }
 }
 
 /// One layer's checks: the fork of the run holding its verdicts, its record, its launch.
@@ -117,13 +138,33 @@ impl<'r, 'a> Run<'r, 'a> {
             run.layers.push(record);
             out.push((slot, run));
         }
-        for &(slot, name, members) in &unit.experts {
-            let mut run = self.fork();
-            let record = run.experts(name, members);
-            run.layers.push(record);
-            out.push((slot, run));
-        }
         out
+    }
+
+    /// The case of `pending` at batch `m` (tokens, for experts).
+    pub(super) fn pending_case(&self, pending: &Pending, m: usize) -> Case {
+        match pending {
+            Pending::Dense { layer, .. } => layer.case(&self.name, m),
+            Pending::Experts { name, stacked } => self.moe_case(name, stacked, m),
+        }
+    }
+
+    /// `pending`'s cases at `batches`, in this process (a dense layer's conversion made ahead
+    /// is used once, by the first).
+    pub(super) fn launch(
+        &mut self,
+        pending: &mut Pending,
+        batches: &[usize],
+        record: &mut LayerRecord,
+    ) {
+        match pending {
+            Pending::Dense { layer, prepared } => {
+                self.run_cases(layer, batches, prepared.take(), record);
+            }
+            Pending::Experts { name, stacked } => {
+                self.run_experts(name, stacked, batches, record);
+            }
+        }
     }
 
     /// Stages 1 and 2 of a unit: its linears, then its fused projections, each with the launch
@@ -167,6 +208,21 @@ impl<'r, 'a> Run<'r, 'a> {
             })
             .collect();
         linears.extend(fused);
+        // A MoE layer's experts are read and converted in parallel within it.
+        for &(slot, name, members) in &unit.experts {
+            let mut run = self.fork();
+            let (record, stacked) = run.experts(name, members);
+            let pending = stacked.map(|stacked| Pending::Experts {
+                name: name.to_string(),
+                stacked,
+            });
+            linears.push(Staged {
+                slot,
+                run,
+                record,
+                pending,
+            });
+        }
         linears
     }
 
@@ -176,7 +232,7 @@ impl<'r, 'a> Run<'r, 'a> {
             Some(_) => None,
             None => self.convert_ahead(&layer, false, record),
         };
-        Pending { layer, prepared }
+        Pending::Dense { layer, prepared }
     }
 
     /// Stage 1 for one linear: read, `checkpoint` and `oracle` verdicts, converted ahead.
@@ -381,10 +437,9 @@ impl<'r, 'a> Run<'r, 'a> {
 /// conversion made ahead.
 fn launch_here(staged: &mut [Staged<'_, '_>]) {
     for s in staged {
-        if let Some(p) = s.pending.take() {
+        if let Some(mut p) = s.pending.take() {
             let batches = s.run.opts.batches.clone();
-            s.run
-                .run_cases(&p.layer, &batches, p.prepared, &mut s.record);
+            s.run.launch(&mut p, &batches, &mut s.record);
             execute::forget_prepared_layer();
         }
     }
