@@ -1,11 +1,14 @@
-//! `w4a16 check-model`: a quantized checkpoint directory, one layer at a time, through the same
-//! checks as the suites (its producer's own reading against the converter, the selection and its
-//! contract cross-check, the selected path and the fallback against the f64 reference for each
-//! batch size), plus what only a real checkpoint has: refusals naming shard and tensor, producer
-//! defects, the producer library's own oracle, and the engine's fused projections.
+//! `w4a16 check-model`: a quantized checkpoint directory, one decoder layer at a time, through
+//! the same checks as the suites (its producer's own reading against the converter, the
+//! selection and its contract cross-check, the selected path and the fallback against the f64
+//! reference for each batch size), plus what only a real checkpoint has: refusals naming shard
+//! and tensor, producer defects, the producer library's own oracle, and the engine's fused
+//! projections. A decoder layer's layers are read and converted in parallel (`stages.rs`); on a
+//! GPU they launch in the runner's fault-isolated workers (`isolated.rs`).
 //!
-//! Memory: the shards are memory-mapped and only the tensors of the layer being checked are
-//! copied, so the memory in use (RSS) is about one layer (a fused projection counts as one).
+//! Memory: the shards are memory-mapped, only the tensors of the decoder layer being checked are
+//! copied (and their mapped pages released), so the memory in use (RSS) is about one decoder
+//! layer whatever the model's size.
 
 mod experts;
 pub mod fused;

@@ -70,7 +70,8 @@ impl PreparedLayer {
 }
 
 thread_local! {
-    /// One layer per thread: a worker process runs its cases on one thread, grouped by layer.
+    /// One layer per thread: a worker process runs its cases on one thread, grouped by layer (a
+    /// model check converts on one thread and launches on another: [`PreparedHandoff`]).
     static LAST_PREPARED: RefCell<Option<Arc<PreparedLayer>>> = const { RefCell::new(None) };
 }
 
