@@ -2,8 +2,9 @@
 //! kernel that faults the device or takes its process down becomes one FAULT verdict naming the
 //! layer and the batch size it was launched at, and the check goes on in a fresh worker. There
 //! is one worker mechanism ([`crate::runner::isolate`]): the parent sends the case ids of a
-//! decoder layer's launches, and the worker ([`ModelLauncher`]) reads that decoder layer,
-//! converts its layers in parallel (`stages.rs`) and launches each case.
+//! decoder layer's launches (its linears, fused projections and MoE layers), and the worker
+//! ([`ModelLauncher`]) reads that decoder layer, converts its layers in parallel (`stages.rs`)
+//! and launches each case.
 
 use super::run::Run;
 use super::stages::{self, Pending, Staged};
