@@ -16,6 +16,7 @@ pub mod oracle;
 pub mod project_models;
 pub mod recipe;
 pub mod shards;
+pub mod synthetic;
 pub mod writer;
 
 pub use activations::ActivationsFile;

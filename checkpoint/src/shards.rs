@@ -133,7 +133,29 @@ impl SafetensorsFile {
             StoredDtype::Bf16 => TensorData::Bf16(le(bytes, u16::from_le_bytes)),
             StoredDtype::F32 => TensorData::F32(le(bytes, f32::from_le_bytes)),
         };
+        self.release(start, end - start);
         Ok(Tensor::new(tensor, info.shape.clone(), data))
+    }
+
+    /// Takes a copied tensor's pages of the map out of this process: mapped pages, once read,
+    /// count in the memory in use (RSS) until unmapped, so a model read one layer at a time
+    /// would otherwise end holding every shard it read. The file's pages stay in the page
+    /// cache; reading them again maps them again.
+    fn release(&self, offset: usize, len: usize) {
+        #[cfg(unix)]
+        // SAFETY: the map is a read-only shared (MAP_SHARED) mapping of the file, never written:
+        // MADV_DONTNEED only unmaps the range's pages (rounded out to whole pages) from this
+        // process, and any later read of them, this tensor's or a neighbour's sharing a page,
+        // faults the same file bytes back in. The copy above holds no reference into the map.
+        let released = unsafe {
+            self.mmap
+                .unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, offset, len)
+        };
+        // Failing to advise only leaves the pages mapped, as before.
+        #[cfg(unix)]
+        let _ = released;
+        #[cfg(not(unix))]
+        let _ = (offset, len);
     }
 }
 

@@ -70,9 +70,21 @@ pub fn serialize(tensors: &[Tensor]) -> Result<Vec<u8>, CheckpointError> {
     })
 }
 
+/// Writes `tensors` as one safetensors file, the same bytes as [`serialize`], streamed to the
+/// file so a GB-sized shard is never also held as one buffer.
 pub fn write_safetensors(path: &Path, tensors: &[Tensor]) -> Result<(), CheckpointError> {
-    let bytes = serialize(tensors)?;
-    std::fs::write(path, bytes).map_err(|e| CheckpointError::io(path, e))
+    let bytes: Vec<(String, Bytes)> = tensors
+        .iter()
+        .map(|t| (t.name.clone(), to_bytes(t)))
+        .collect();
+    safetensors::tensor::serialize_to_file(bytes.iter().map(|(n, b)| (n.as_str(), b)), None, path)
+        .map_err(|e| match e {
+            safetensors::SafeTensorError::IoError(source) => CheckpointError::io(path, source),
+            e => CheckpointError::Safetensors {
+                shard: path.display().to_string(),
+                detail: e.to_string(),
+            },
+        })
 }
 
 /// Pretty JSON with a trailing newline.

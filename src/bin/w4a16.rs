@@ -1,6 +1,6 @@
 //! The `w4a16` command line: `run` (the main job), `merge`, `select`, `cases`, `repro`,
 //! `bench`, `coverage` (machine-code blocks the suites execute), `perf` (speed against per-target goldens), `mutants` (the harness's own mutation
-//! score), `check-model` and `snapshots`. This file only parses and dispatches: each
+//! score), `check-model`, `make-synthetic-model` and `snapshots`. This file only parses and dispatches: each
 //! subcommand is a module of its own, and how each ends maps to the exit code in [`exit`].
 
 #[path = "w4a16/args.rs"]
@@ -15,6 +15,8 @@ mod check_model;
 mod coverage;
 #[path = "w4a16/exit.rs"]
 mod exit;
+#[path = "w4a16/make_synthetic_model.rs"]
+mod make_synthetic_model;
 #[path = "w4a16/merge.rs"]
 mod merge;
 #[path = "w4a16/mutants.rs"]
@@ -67,6 +69,7 @@ fn dispatch(cli: Cli, config: KernelConfig) -> Result<Status, CliError> {
         Command::Coverage(a) => coverage::coverage(a, cases, config),
         Command::Perf(a) => perf::perf(a, cases, config),
         Command::CheckModel(a) => check_model::check_model(a, cases, config),
+        Command::MakeSyntheticModel(a) => make_synthetic_model::make_synthetic_model(a),
         Command::Snapshots(a) => snapshots::snapshots(a, cases),
         Command::Worker(a) => worker::worker(a),
     }

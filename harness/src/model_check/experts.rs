@@ -2,12 +2,13 @@
 //! where gate and up fuse, converted and read back, stacked, and run through moe_align + moe.
 
 use super::fused::{FusedPart, FusedProjection};
-use super::run::{Run, finish};
+use super::run::Run;
 use super::{LayerKind, LayerRecord, LayerStatus};
 use crate::runner::execute;
 use crate::runner::timing::Phase;
 use crate::runner::verdict::Check;
 use crate::runner::verdict::{Cause, CheckpointRefusal, Outcome, SourceError, Verdict};
+use rayon::prelude::*;
 use std::sync::Arc;
 use std::time::Instant;
 use w4a16_cases::{CarrierMode, Case, ViewLayout};
@@ -32,35 +33,97 @@ struct Stack {
     disagreements: Vec<String>,
 }
 
+/// A MoE layer's experts stacked as the moe kernel reads them, waiting for their launches.
+pub(super) struct StackedExperts {
+    pub(super) layer: MoeLayer,
+    pub(super) producer: Producer,
+}
+
+/// One expert as its thread read and converted it: the fork holding its verdicts, its share of
+/// the layer's record, and its converted layer.
+struct ExpertDone<'r, 'a> {
+    run: Run<'r, 'a>,
+    record: LayerRecord,
+    producer: Option<Producer>,
+    stack: Stack,
+    stop: bool,
+}
+
+/// What one expert's thread added to its copy of the layer's record, added to the record.
+fn absorb_expert(record: &mut LayerRecord, expert: LayerRecord) {
+    record.read_s += expert.read_s;
+    record.times.merge(&expert.times);
+    record.producer = expert.producer.or(record.producer);
+    record.defects.extend(expert.defects);
+    record.defect_cells.extend(expert.defect_cells);
+    record.notes.extend(expert.notes);
+    if expert.status == LayerStatus::Refused {
+        record.status = LayerStatus::Refused;
+    }
+}
+
 impl Run<'_, '_> {
     /// One projection of a MoE layer's experts: each expert read (its own `checkpoint` and
     /// `oracle` checks under its module), fused where `members` fuse, converted and read back,
     /// stacked, and run through moe_align + moe at every batch size (as tokens) with seeded
     /// softmax routing over the model's `num_experts_per_tok`.
-    pub(super) fn experts(&mut self, name: &str, members: &[Vec<String>]) -> LayerRecord {
+    ///
+    /// This reads, checks, converts and stacks them: the layer's record, and the stacked layer
+    /// when it goes on to its launches ([`Run::run_experts`]).
+    pub(super) fn experts(
+        &mut self,
+        name: &str,
+        members: &[Vec<String>],
+    ) -> (LayerRecord, Option<StackedExperts>) {
         let mut record = self.empty_record(name, LayerKind::Experts);
         let mut stack = Stack::default();
         let mut producer = None;
-        for (e, parts) in members.iter().enumerate() {
-            match self.read_expert(e, parts, &mut record, &mut producer) {
-                ExpertRead::Read(ckpt, target) => {
-                    self.convert_expert(e, ckpt.as_ref(), &target, &mut record, &mut stack);
+        // Each expert is read and converted on a thread of its own; their findings are taken in
+        // expert order, up to the first that stops the layer, as one after another would give.
+        let template = &record;
+        let done: Vec<ExpertDone<'_, '_>> = members
+            .par_iter()
+            .enumerate()
+            .map(|(e, parts)| {
+                let mut run = self.fork();
+                let mut record = template.clone();
+                let mut producer = None;
+                let mut stack = Stack::default();
+                let stop = match run.read_expert(e, parts, &mut record, &mut producer) {
+                    ExpertRead::Read(ckpt, target) => {
+                        run.convert_expert(e, ckpt.as_ref(), &target, &mut record, &mut stack);
+                        false
+                    }
+                    ExpertRead::Absent => false,
+                    ExpertRead::Stop => true,
+                };
+                ExpertDone {
+                    run,
+                    record,
+                    producer,
+                    stack,
+                    stop,
                 }
-                ExpertRead::Absent => {}
-                ExpertRead::Stop => return record,
+            })
+            .collect();
+        for d in done {
+            self.merge(d.run);
+            absorb_expert(&mut record, d.record);
+            producer = d.producer.or(producer);
+            stack.residents.extend(d.stack.residents);
+            stack.disagreements.extend(d.stack.disagreements);
+            if d.stop {
+                return (record, None);
             }
         }
         let Some(producer) = producer else {
-            return record;
+            return (record, None);
         };
         record.producer = Some(producer);
-        let Some(layer) = self.stack_experts(stack, producer, &mut record) else {
-            return record;
-        };
-        self.run_experts(name, &layer, producer, &mut record);
-        finish(&mut record, &self.verdicts);
-        execute::forget_prepared_layer();
-        record
+        let stacked = self
+            .stack_experts(stack, producer, &mut record)
+            .map(|layer| StackedExperts { layer, producer });
+        (record, stacked)
     }
 
     /// Reads expert `e`'s modules with their checkpoint and oracle checks and fuses them.
@@ -201,14 +264,24 @@ impl Run<'_, '_> {
         Some(layer)
     }
 
-    /// The stacked layer's case at every batch size (as tokens).
-    fn run_experts(
+    /// The stacked layer's case at each of `batches` (as tokens).
+    pub(super) fn run_experts(
         &mut self,
         name: &str,
-        layer: &MoeLayer,
-        producer: Producer,
+        stacked: &StackedExperts,
+        batches: &[usize],
         record: &mut LayerRecord,
     ) {
+        for &t in batches {
+            let case = self.moe_case(name, stacked, t);
+            let (vs, times) = execute::run_given_moe_case_timed(&case, &stacked.layer, self.ctx);
+            self.absorb(t, vs, &times, record);
+        }
+    }
+
+    /// The stacked layer's case at `t` tokens, routed over the model's `num_experts_per_tok`.
+    pub(super) fn moe_case(&self, name: &str, stacked: &StackedExperts, t: usize) -> Case {
+        let layer = &stacked.layer;
         let experts = layer.local_experts();
         let top_k = self
             .model
@@ -217,34 +290,31 @@ impl Run<'_, '_> {
             .unwrap_or(2)
             .clamp(1, experts);
         let routed_weight = name.ends_with("down_proj") || name.ends_with(".w2");
-        for &t in &self.opts.batches.clone() {
-            let mut case = Case {
-                id: String::new(),
-                suite: self.name.clone(),
-                shape_name: name.to_string(),
-                shape: layer.shape,
-                m: t,
-                dtype: layer.dtype,
-                symmetry: layer.symmetry,
-                class: DataClass::Realistic,
-                padding: w4a16_cases::RowPadding::CacheCliff,
-                bias: false,
-                act_order: false,
-                producer,
-                x_layout: ViewLayout::default(),
-                y_layout: ViewLayout::default(),
-                carrier: CarrierMode::Off,
-                moe: Some(w4a16_cases::MoeRouting {
-                    experts,
-                    top_k,
-                    routing: w4a16_cases::RoutingKind::Softmax,
-                    map: w4a16_cases::MapKind::All,
-                    routed_weight,
-                }),
-            };
-            case.id = case.make_id();
-            let (vs, times) = execute::run_given_moe_case_timed(&case, layer, self.ctx);
-            self.absorb(t, vs, &times, record);
-        }
+        let mut case = Case {
+            id: String::new(),
+            suite: self.name.clone(),
+            shape_name: name.to_string(),
+            shape: layer.shape,
+            m: t,
+            dtype: layer.dtype,
+            symmetry: layer.symmetry,
+            class: DataClass::Realistic,
+            padding: w4a16_cases::RowPadding::CacheCliff,
+            bias: false,
+            act_order: false,
+            producer: stacked.producer,
+            x_layout: ViewLayout::default(),
+            y_layout: ViewLayout::default(),
+            carrier: CarrierMode::Off,
+            moe: Some(w4a16_cases::MoeRouting {
+                experts,
+                top_k,
+                routing: w4a16_cases::RoutingKind::Softmax,
+                map: w4a16_cases::MapKind::All,
+                routed_weight,
+            }),
+        };
+        case.id = case.make_id();
+        case
     }
 }

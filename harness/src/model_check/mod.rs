@@ -1,17 +1,22 @@
-//! `w4a16 check-model`: a quantized checkpoint directory, one layer at a time, through the same
-//! checks as the suites (its producer's own reading against the converter, the selection and its
-//! contract cross-check, the selected path and the fallback against the f64 reference for each
-//! batch size), plus what only a real checkpoint has: refusals naming shard and tensor, producer
-//! defects, the producer library's own oracle, and the engine's fused projections.
+//! `w4a16 check-model`: a quantized checkpoint directory, one decoder layer at a time, through
+//! the same checks as the suites (its producer's own reading against the converter, the
+//! selection and its contract cross-check, the selected path and the fallback against the f64
+//! reference for each batch size), plus what only a real checkpoint has: refusals naming shard
+//! and tensor, producer defects, the producer library's own oracle, and the engine's fused
+//! projections. A decoder layer's layers are read and converted in parallel (`stages.rs`); on a
+//! GPU they launch in the runner's fault-isolated workers (`isolated.rs`).
 //!
-//! Memory: the shards are memory-mapped and only the tensors of the layer being checked are
-//! copied, so the memory in use (RSS) is about one layer (a fused projection counts as one).
+//! Memory: the shards are memory-mapped, only the tensors of the decoder layer being checked are
+//! copied (and their mapped pages released), so the memory in use (RSS) is about one decoder
+//! layer whatever the model's size.
 
 mod experts;
 pub mod fused;
+pub mod isolated;
 pub mod oracle;
 pub mod report;
 mod run;
+mod stages;
 mod startup_memory;
 
 pub use startup_memory::StartupMemoryModelError;
@@ -54,6 +59,9 @@ pub struct CheckModelOptions {
     pub filter: Option<String>,
     /// Checked when the kernel configuration enables the prefill dequant cache.
     pub startup_memory: Option<StartupMemoryInputs>,
+    /// Launch the layers in the runner's fault-isolated workers (`check-model` on a GPU); `None`
+    /// launches them in this process.
+    pub workers: Option<isolated::ModelWorkers>,
 }
 
 impl Default for CheckModelOptions {
@@ -64,6 +72,7 @@ impl Default for CheckModelOptions {
             activations: None,
             filter: None,
             startup_memory: None,
+            workers: None,
         }
     }
 }
@@ -242,12 +251,18 @@ pub enum ModelCheckError {
     },
 }
 
-/// Progress events for a caller's progress bar.
+/// Progress events for a caller's progress bar. The run goes one decoder layer (a *unit*: every
+/// linear, fused projection and MoE layer of `model.layers.<i>`, or one module outside them) at
+/// a time, so its units are equal steps for an ETA.
 pub enum Progress<'a> {
-    /// The number of layers the run will check.
-    Planned(usize),
+    /// The units the run will check, and the layers (records) in them.
+    Planned { units: usize, layers: usize },
+    /// A unit begins: its name (`model.layers.3`, `lm_head`).
     Started(&'a str),
+    /// One layer of the unit is done.
     Finished(&'a LayerRecord),
+    /// The unit is done.
+    UnitDone(&'a str),
 }
 
 /// Checks the model in `dir`. `Err` only when the model as a whole cannot be read (no
@@ -277,63 +292,44 @@ pub fn check_model(
         model: &model,
         opts,
         ctx,
-        recorded,
-        oracle,
+        recorded: recorded.as_ref(),
+        oracle: oracle.as_ref(),
         y_recipe,
+        launch_only: false,
         layers: Vec::new(),
         verdicts: Vec::new(),
         times: PhaseTimes::default(),
         read_s: 0.0,
     };
-    let selected = |module: &str| {
-        opts.filter
-            .as_deref()
-            .is_none_or(|f| w4a16_cases::glob::glob_match(f, module))
-    };
-    let fused: Vec<_> = model
-        .fused_groups()
-        .iter()
-        .filter(|g| g.parts.iter().any(|p| selected(p)))
-        .cloned()
-        .collect();
-    let linears: Vec<LinearEntry> = model
-        .linears()
-        .iter()
-        .filter(|l| selected(&l.module))
-        .cloned()
-        .collect();
-    let expert_groups = expert_layers(&model, &selected);
-    let linears: Vec<LinearEntry> = linears
-        .into_iter()
-        .filter(|l| {
-            !expert_groups
-                .iter()
-                .any(|(_, members)| members.iter().flatten().any(|m| *m == l.module))
-        })
-        .collect();
+    let Plan {
+        linears,
+        fused,
+        experts: expert_groups,
+    } = Plan::of(&model, opts.filter.as_deref());
     let planned = linears.len() + fused.len() + expert_groups.len();
     if planned == 0 && model.refusals().is_empty() {
         return Err(nothing_to_check(&model, opts.filter.as_deref()));
     }
-    progress(Progress::Planned(planned));
-    for entry in &linears {
-        let in_fused = fused.iter().any(|g| g.parts.contains(&entry.module));
-        progress(Progress::Started(&entry.module));
-        let record = run.linear(entry, in_fused);
-        progress(Progress::Finished(&record));
-        run.layers.push(record);
+    let units = units(&linears, &fused, &expert_groups);
+    progress(Progress::Planned {
+        units: units.len(),
+        layers: planned,
+    });
+    // Each layer's findings in its slot, so the reports keep one order (linears, fused
+    // projections, MoE layers) whatever order the units' threads finish in.
+    let mut slots: Vec<Option<Run<'_, '_>>> = (0..planned).map(|_| None).collect();
+    for unit in &units {
+        progress(Progress::Started(&unit.name));
+        for (slot, fork) in run.check_unit(unit) {
+            if let Some(record) = fork.layers.last() {
+                progress(Progress::Finished(record));
+            }
+            slots[slot] = Some(fork);
+        }
+        progress(Progress::UnitDone(&unit.name));
     }
-    for group in &fused {
-        progress(Progress::Started(&group.name));
-        let record = run.fused(&group.name, &group.parts);
-        progress(Progress::Finished(&record));
-        run.layers.push(record);
-    }
-    for (name, members) in &expert_groups {
-        progress(Progress::Started(name));
-        let record = run.experts(name, members);
-        progress(Progress::Finished(&record));
-        run.layers.push(record);
+    for fork in slots.into_iter().flatten() {
+        run.merge(fork);
     }
     let refusals: Vec<String> = model.refusals().iter().map(|e| e.to_string()).collect();
     for r in model.refusals() {
@@ -371,6 +367,103 @@ pub fn check_model(
         times,
         peak_rss_bytes: peak_rss_bytes(),
     })
+}
+
+/// The layers a run checks: the quantized linears the filter selects (a MoE layer's experts
+/// excepted), the fused projections with a selected part, and the MoE layers.
+struct Plan {
+    linears: Vec<LinearEntry>,
+    fused: Vec<w4a16_checkpoint::FusedGroup>,
+    experts: Vec<(String, Vec<Vec<String>>)>,
+}
+
+impl Plan {
+    fn of(model: &ModelDir, filter: Option<&str>) -> Plan {
+        let selected =
+            |module: &str| filter.is_none_or(|f| w4a16_cases::glob::glob_match(f, module));
+        let fused: Vec<_> = model
+            .fused_groups()
+            .iter()
+            .filter(|g| g.parts.iter().any(|p| selected(p)))
+            .cloned()
+            .collect();
+        let experts = expert_layers(model, &selected);
+        let linears: Vec<LinearEntry> = model
+            .linears()
+            .iter()
+            .filter(|l| selected(&l.module))
+            .filter(|l| {
+                !experts
+                    .iter()
+                    .any(|(_, members)| members.iter().flatten().any(|m| *m == l.module))
+            })
+            .cloned()
+            .collect();
+        Plan {
+            linears,
+            fused,
+            experts,
+        }
+    }
+}
+
+/// The layers grouped by decoder layer (one unit per `model.layers.<i>`, one per module outside
+/// them), in decoder-layer order; each layer keeps its slot in the report's order.
+fn units<'m>(
+    linears: &'m [LinearEntry],
+    fused: &'m [w4a16_checkpoint::FusedGroup],
+    experts: &'m [(String, Vec<Vec<String>>)],
+) -> Vec<stages::Unit<'m>> {
+    let mut units: Vec<stages::Unit<'m>> = Vec::new();
+    let mut slot = 0..;
+    for entry in linears {
+        let in_fused = fused.iter().any(|g| g.parts.contains(&entry.module));
+        let u = unit_of(&mut units, &entry.module);
+        units[u]
+            .linears
+            .push((slot.next().expect("endless"), entry, in_fused));
+    }
+    for g in fused {
+        let first = g.parts.first().map_or(g.name.as_str(), String::as_str);
+        let u = unit_of(&mut units, first);
+        units[u].fused.push((
+            slot.next().expect("endless"),
+            g.name.as_str(),
+            g.parts.as_slice(),
+        ));
+    }
+    for (name, members) in experts {
+        let u = unit_of(&mut units, name);
+        units[u].experts.push((
+            slot.next().expect("endless"),
+            name.as_str(),
+            members.as_slice(),
+        ));
+    }
+    // In decoder-layer order (`layers.2` before `layers.10`), as the progress bar counts them.
+    units.sort_by_cached_key(|u| match u.name.rsplit_once('.') {
+        Some((prefix, i)) => match i.parse::<u64>() {
+            Ok(i) => (prefix.to_string(), i),
+            Err(_) => (u.name.clone(), u64::MAX),
+        },
+        None => (u.name.clone(), u64::MAX),
+    });
+    units
+}
+
+/// The index of `module`'s unit in `units`, a new one at the end when it has none yet.
+fn unit_of(units: &mut Vec<stages::Unit<'_>>, module: &str) -> usize {
+    let key = stages::decoder_layer_of(module);
+    if let Some(i) = units.iter().position(|u| u.name == key) {
+        return i;
+    }
+    units.push(stages::Unit {
+        name: key.to_string(),
+        linears: Vec::new(),
+        fused: Vec::new(),
+        experts: Vec::new(),
+    });
+    units.len() - 1
 }
 
 /// Why a run would check no layer: a filter that matches nothing, or no quantized linear.

@@ -1,7 +1,6 @@
 //! One model check in progress ([`Run`]): each linear and fused projection read, checked
 //! against its producer's own reading and the oracle, and run at every batch size.
 
-use super::fused::{FusedPart, FusedProjection};
 use super::{CheckModelOptions, LayerKind, LayerRecord, LayerStatus, SelectedPath, oracle};
 use crate::runner::execute::{self, GivenLayer, Mode, RunContext};
 use crate::runner::timing::PhaseTimes;
@@ -22,14 +21,46 @@ pub(super) struct Run<'r, 'a> {
     pub(super) model: &'r ModelDir,
     pub(super) opts: &'r CheckModelOptions,
     pub(super) ctx: &'r RunContext<'a>,
-    pub(super) recorded: Option<w4a16_checkpoint::ActivationsFile>,
-    pub(super) oracle: Option<w4a16_checkpoint::Oracle>,
+    pub(super) recorded: Option<&'r w4a16_checkpoint::ActivationsFile>,
+    pub(super) oracle: Option<&'r w4a16_checkpoint::Oracle>,
     /// The recipe the oracle file declares for its `y`, else each producer's default.
     pub(super) y_recipe: Option<w4a16_checkpoint::YRecipe>,
+    /// A worker's run: only what the launches need (a fused part's own conversion, which only
+    /// gives its own verdict, is the parent's).
+    pub(super) launch_only: bool,
     pub(super) layers: Vec<LayerRecord>,
     pub(super) verdicts: Vec<Verdict>,
     pub(super) times: PhaseTimes,
     pub(super) read_s: f64,
+}
+
+impl<'r, 'a> Run<'r, 'a> {
+    /// An empty run over the same model, options and context: one layer's checks on a thread
+    /// of their own, [merged](Run::merge) back in the report's order.
+    pub(super) fn fork(&self) -> Run<'r, 'a> {
+        Run {
+            name: self.name.clone(),
+            model: self.model,
+            opts: self.opts,
+            ctx: self.ctx,
+            recorded: self.recorded,
+            oracle: self.oracle,
+            y_recipe: self.y_recipe,
+            launch_only: self.launch_only,
+            layers: Vec::new(),
+            verdicts: Vec::new(),
+            times: PhaseTimes::default(),
+            read_s: 0.0,
+        }
+    }
+
+    /// Takes in what a [fork](Run::fork) found, after what this run found so far.
+    pub(super) fn merge(&mut self, fork: Run<'_, '_>) {
+        self.layers.extend(fork.layers);
+        self.verdicts.extend(fork.verdicts);
+        self.times.merge(&fork.times);
+        self.read_s += fork.read_s;
+    }
 }
 
 impl Run<'_, '_> {
@@ -172,159 +203,28 @@ impl Run<'_, '_> {
         }
     }
 
-    pub(super) fn linear(&mut self, entry: &LinearEntry, in_fused: bool) -> LayerRecord {
-        let kind = if in_fused {
-            LayerKind::FusedPart
-        } else {
-            LayerKind::Linear
-        };
-        let mut record = self.empty_record(&entry.module, kind);
-        let Some(loaded) = self.load(entry, &mut record) else {
-            return record;
-        };
-        let go_on = self.checkpoint_verdict(&loaded, &mut record);
-        let checkpoint: Arc<dyn Checkpoint> = Arc::from(loaded.checkpoint);
-        self.oracle_check(&entry.module, checkpoint.as_ref(), &mut record);
-        if go_on {
-            let shape = record.shape.expect("set by checkpoint_verdict");
-            let layer = LaunchLayer {
-                module: entry.module.clone(),
-                input_of: entry.module.clone(),
-                shape,
-                dtype: loaded.target.dtype,
-                symmetry: record.symmetry.expect("set"),
-                producer: entry.producer,
-                bias: entry.tensors.contains_key("bias"),
-                checkpoint,
-            };
-            if in_fused {
-                // Converted alone (its `convert` verdict at one batch size); launched fused.
-                self.run_cases(&layer, &[], &mut record);
-            } else {
-                let batches = self.opts.batches.clone();
-                self.run_cases(&layer, &batches, &mut record);
-            }
-        }
-        finish(&mut record, &self.verdicts);
-        execute::forget_prepared_layer();
-        record
-    }
-
-    pub(super) fn fused(&mut self, name: &str, parts: &[String]) -> LayerRecord {
-        let mut record = self.empty_record(name, LayerKind::FusedProjection);
-        let mut loaded_parts = Vec::new();
-        for module in parts {
-            let Some(entry) = self.model.linear(module) else {
-                continue;
-            };
-            let entry = entry.clone();
-            let Some(loaded) = self.load(&entry, &mut record) else {
-                return record;
-            };
-            record.producer = Some(entry.producer);
-            record
-                .defects
-                .extend(loaded.defects.iter().map(CheckpointDefect::to_string));
-            if !loaded.defects.is_empty() && self.opts.strict {
-                record.status = LayerStatus::Refused;
-                self.verdicts.push(
-                    Verdict::new(&record.id, Check::FusedProjection, Outcome::Fail).because(
-                        Cause::Checkpoint(CheckpointRefusal::StrictPart {
-                            module: module.to_string(),
-                        }),
-                    ),
-                );
-                return record;
-            }
-            loaded_parts.push((entry, loaded));
-        }
-        let first_shard = loaded_parts
-            .first()
-            .map(|(_, l)| l.shard.display().to_string());
-        record.shard = first_shard;
-        let bias = loaded_parts
-            .iter()
-            .any(|(e, _)| e.tensors.contains_key("bias"));
-        let producer = loaded_parts.first().map(|(e, _)| e.producer);
-        let fused_parts: Vec<FusedPart> = loaded_parts
-            .into_iter()
-            .map(|(entry, l)| FusedPart {
-                symmetric: symmetry(&l) == Symmetry::Sym,
-                module: entry.module,
-                target: l.target,
-                group: l.group_size,
-                checkpoint: Arc::from(l.checkpoint),
-            })
-            .collect();
-        let fusion = match FusedProjection::new(fused_parts) {
-            Ok(f) => f,
-            Err(e) => {
-                record.status = LayerStatus::Refused;
-                self.verdicts.push(
-                    Verdict::new(&record.id, Check::FusedProjection, Outcome::Fail).because(
-                        Cause::Checkpoint(CheckpointRefusal::Unfusable {
-                            error: SourceError::new(e),
-                        }),
-                    ),
-                );
-                return record;
-            }
-        };
-        let target = fusion.target();
-        let shape = LayerShape::new(target.n, target.k, fusion.group());
-        let symmetry = if fusion.parts()[0].symmetric {
-            Symmetry::Sym
-        } else {
-            Symmetry::Asym
-        };
-        let names: Vec<&str> = fusion.parts().iter().map(|p| p.module.as_str()).collect();
-        self.verdicts.push(
-            Verdict::new(&record.id, Check::FusedProjection, Outcome::Pass).detail(format!(
-                "{} stacked along N: {}×{} g{}",
-                names.join(" | "),
-                shape.n,
-                shape.k,
-                shape.group
-            )),
-        );
-        record.shape = Some(shape);
-        record.dtype = Some(target.dtype);
-        record.symmetry = Some(symmetry);
-        if !record.defects.is_empty() {
-            record.status = LayerStatus::Defect;
-        }
-        let layer = LaunchLayer {
-            module: name.to_string(),
-            input_of: names[0].to_string(),
-            shape,
-            dtype: target.dtype,
-            symmetry,
-            producer: producer.expect("a fused projection has parts"),
-            bias,
-            checkpoint: Arc::new(fusion),
-        };
-        let batches = self.opts.batches.clone();
-        self.run_cases(&layer, &batches, &mut record);
-        finish(&mut record, &self.verdicts);
-        execute::forget_prepared_layer();
-        record
-    }
-
-    /// The layer's cases, one per batch size (the conversion alone when `batches` is empty).
-    fn run_cases(&mut self, layer: &LaunchLayer, batches: &[usize], record: &mut LayerRecord) {
-        let activations = self.recorded_activations(layer, record);
+    /// The layer converted on this thread, without a device: what its launches (later, on the
+    /// launching thread) or its fused projection would convert. With `keep` (a fused part,
+    /// launched only inside its projection) its `convert` verdicts go under the record; else
+    /// they are replayed by the launches. Returns the prepared layer for the launching thread.
+    pub(super) fn convert_ahead(
+        &mut self,
+        layer: &LaunchLayer,
+        keep: bool,
+        record: &mut LayerRecord,
+    ) -> Option<execute::PreparedHandoff> {
         let given = GivenLayer {
             checkpoint: Arc::clone(&layer.checkpoint),
-            activations,
+            activations: None,
         };
-        let mode = Mode::SelectedWithFallback;
-        if batches.is_empty() {
-            let case = layer.case(&self.name, 1);
-            let ctx = self.ctx.without_device(crate::require::Skip {
-                requirement: crate::require::Requirement::Gpu,
-                reason: "launched inside its fused projection".into(),
-            });
-            let (vs, t) = execute::run_given_case_timed(&case, &given, mode, &ctx);
+        let case = layer.case(&self.name, 1);
+        let ctx = self.ctx.without_device(crate::require::Skip {
+            requirement: crate::require::Requirement::Gpu,
+            reason: "converted ahead of its launches".into(),
+        });
+        let (vs, t) =
+            execute::run_given_case_timed(&case, &given, Mode::SelectedWithFallback, &ctx);
+        let t = if keep {
             // Only the reading and conversion belong to the part.
             self.verdicts.extend(
                 vs.into_iter()
@@ -334,9 +234,36 @@ impl Run<'_, '_> {
                         v
                     }),
             );
-            record.times.merge(&t);
-            self.times.merge(&t);
-            return;
+            t
+        } else {
+            // The case itself runs again at each batch size: only its conversion is counted here.
+            PhaseTimes {
+                data_s: t.data_s,
+                convert_s: t.convert_s,
+                ..PhaseTimes::default()
+            }
+        };
+        record.times.merge(&t);
+        self.times.merge(&t);
+        execute::take_prepared_layer()
+    }
+
+    /// The layer's cases, one per batch size, reusing the layer `prepared` ahead when given.
+    pub(super) fn run_cases(
+        &mut self,
+        layer: &LaunchLayer,
+        batches: &[usize],
+        prepared: Option<execute::PreparedHandoff>,
+        record: &mut LayerRecord,
+    ) {
+        let activations = self.recorded_activations(layer, record);
+        let given = GivenLayer {
+            checkpoint: Arc::clone(&layer.checkpoint),
+            activations,
+        };
+        let mode = Mode::SelectedWithFallback;
+        if let Some(p) = prepared {
+            execute::adopt_prepared_layer(p);
         }
         for &m in batches {
             let case = layer.case(&self.name, m);
@@ -379,7 +306,7 @@ impl Run<'_, '_> {
 
     /// The recorded activations for this layer, when a file was given (a note when it lacks
     /// the layer, a refusal verdict when its tensor is wrong).
-    fn recorded_activations(
+    pub(super) fn recorded_activations(
         &mut self,
         layer: &LaunchLayer,
         record: &mut LayerRecord,
@@ -431,7 +358,7 @@ impl Run<'_, '_> {
     }
 }
 
-fn symmetry(loaded: &LoadedLinear) -> Symmetry {
+pub(super) fn symmetry(loaded: &LoadedLinear) -> Symmetry {
     if loaded.entry.scheme.symmetric {
         Symmetry::Sym
     } else {
@@ -440,21 +367,21 @@ fn symmetry(loaded: &LoadedLinear) -> Symmetry {
 }
 
 /// A layer as it is launched: a linear or a fused projection.
-struct LaunchLayer {
-    module: String,
+pub(super) struct LaunchLayer {
+    pub(super) module: String,
     /// The module whose recorded input this layer takes (a fused projection's first part).
-    input_of: String,
-    shape: LayerShape,
-    dtype: ActDtype,
-    symmetry: Symmetry,
-    producer: Producer,
-    bias: bool,
-    checkpoint: Arc<dyn Checkpoint>,
+    pub(super) input_of: String,
+    pub(super) shape: LayerShape,
+    pub(super) dtype: ActDtype,
+    pub(super) symmetry: Symmetry,
+    pub(super) producer: Producer,
+    pub(super) bias: bool,
+    pub(super) checkpoint: Arc<dyn Checkpoint>,
 }
 
 impl LaunchLayer {
     /// The case for batch `m`: `<model>/<module>/M=<m>/<dtype>/<sym>/g<G>/realistic[/<producer>]`.
-    fn case(&self, model: &str, m: usize) -> Case {
+    pub(super) fn case(&self, model: &str, m: usize) -> Case {
         let mut case = Case {
             id: String::new(),
             suite: model.to_string(),

@@ -98,6 +98,27 @@ pub struct WorkerSpec {
     pub device_ordinal: Option<usize>,
     /// Self-test mode: ids containing `crash` abort, `hang` never finish, others pass.
     pub simulate: bool,
+    /// A model check's launches (`check-model` on a device): each case's layer is read from this
+    /// model instead of being generated from the case files.
+    #[serde(default)]
+    pub model: Option<ModelLaunches>,
+    /// Self-test, in any mode: the worker aborts on a case whose id contains this, as a kernel
+    /// that takes its process down would.
+    #[serde(default)]
+    pub abort_on: Option<String>,
+}
+
+/// What a model check's worker needs to launch the model's layers as the parent planned them:
+/// the model and the options that choose and shape its layers (docs/check-model.md).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ModelLaunches {
+    pub dir: PathBuf,
+    /// Only modules matching this glob (`--filter`).
+    pub filter: Option<String>,
+    /// Layers with a checkpoint defect are refused (`--strict`).
+    pub strict: bool,
+    /// Recorded activations (`--activations`).
+    pub activations: Option<PathBuf>,
 }
 
 impl WorkerSpec {
@@ -118,6 +139,8 @@ impl WorkerSpec {
             emulator_sanitizer: None,
             device_ordinal: None,
             simulate: true,
+            model: None,
+            abort_on: None,
         }
     }
 

@@ -5,7 +5,8 @@
 
 use super::exit::CliError;
 use super::{
-    bench, check_model, coverage, merge, mutants, perf, repro, run, select, snapshots, worker,
+    bench, check_model, coverage, make_synthetic_model, merge, mutants, perf, repro, run, select,
+    snapshots, worker,
 };
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Parser, Subcommand};
@@ -68,6 +69,10 @@ pub enum Command {
     ///
     /// Exit codes — 0: every layer passed (checkpoint defects reported unless --strict). 1: a layer failed or was refused (a checkpoint defect under --strict, a failing check, the startup memory check). 2: a whole-model refusal (no config.json or quantization_config, unreadable shards, no quantized linear, a --filter matching nothing) or a usage error.
     CheckModel(check_model::CheckModelArgs),
+    /// Write a synthetic quantized model directory of a real model's shapes (config.json, one
+    /// safetensors shard per decoder layer, the index) in a producer's format, deterministic by
+    /// seed and streamed layer by layer: for measuring check-model at model scale.
+    MakeSyntheticModel(make_synthetic_model::MakeSyntheticModelArgs),
     /// Compare (or record) the verdict snapshots of a finished run from its report.json, e.g.
     /// one a GPU machine sent back. Exit 1 when a snapshot differs under `check`.
     Snapshots(snapshots::SnapshotsArgs),

@@ -4,15 +4,20 @@ use super::args::{self, TargetArg};
 use super::exit::{CliError, Status};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 use w4a16_device::{Allocation, Device};
+use w4a16_harness::model_check::isolated::{self, ModelWorkers};
 use w4a16_harness::model_check::{
     self, CheckModelOptions, DEFAULT_BATCHES, LayerStatus, ModelCheckError, Progress,
     StartupMemoryInputs, report,
 };
 use w4a16_harness::report::ReportDir;
 use w4a16_harness::runner::cli_run::require_gpu_checks;
+use w4a16_harness::runner::execute::ReferenceChoice;
 use w4a16_harness::runner::execute::RunContext;
+use w4a16_harness::runner::isolate::WorkerSpec;
 use w4a16_harness::runner::session::{self, Backend};
+use w4a16_kernels::RunTarget;
 use w4a16_kernels::source::KernelSources;
 use w4a16_select::config::KernelConfig;
 
@@ -123,6 +128,7 @@ pub fn check_model(
         activations: args.activations,
         filter: args.filter,
         startup_memory,
+        workers: None,
     };
     let mut failed = false;
     for (&target, report_dir) in args.target.iter().zip(&report_dirs) {
@@ -165,6 +171,15 @@ fn one_target(
             (None, Some(s.clone()))
         }
     };
+    let mut opts = opts.clone();
+    if let Backend::Device(d) = &backend
+        && !d.host_only()
+    {
+        opts.workers = Some(workers(
+            target, dir, report_dir, sources, cases_dir, config, &opts,
+        )?);
+    }
+    let opts = &opts;
     let ctx = RunContext {
         target: target.target,
         execution: target.execution,
@@ -177,21 +192,44 @@ fn one_target(
         artifacts: Some(report_dir.join("artifacts")),
         full_reference_macs: 2.0e9,
         sample_flops: 2.0e9,
-        reference: w4a16_harness::runner::execute::ReferenceChoice::Cpu,
+        reference: ReferenceChoice::Cpu,
     };
+    // One step per decoder layer: they are alike in a dense model, so the ETA holds.
     let bar = ProgressBar::new(0);
     bar.set_style(
-        ProgressStyle::with_template("{bar:30} {pos}/{len} layers {elapsed} {wide_msg}")
-            .expect("a valid template"),
+        ProgressStyle::with_template(
+            "{bar:30} {pos}/{len} decoder layers, {elapsed} elapsed, ETA {eta} {wide_msg}",
+        )
+        .expect("a valid template"),
     );
+    // Without a terminal the bar is hidden: its lines go to the log instead, one per decoder
+    // layer, so a run stopped by a timeout still says how far it got.
+    let say = |line: String| {
+        if bar.is_hidden() {
+            eprintln!("{line}");
+        } else {
+            bar.println(line);
+        }
+    };
     let progress = |p: Progress<'_>| match p {
-        Progress::Planned(n) => bar.set_length(n as u64),
-        Progress::Started(module) => bar.set_message(module.to_string()),
+        Progress::Planned { units, .. } => bar.set_length(units as u64),
+        Progress::Started(unit) => bar.set_message(unit.to_string()),
         Progress::Finished(layer) => {
             if layer.status != LayerStatus::Pass {
-                bar.println(format!("{:?} {}", layer.status, layer.module));
+                say(format!("{:?} {}", layer.status, layer.module));
             }
+        }
+        Progress::UnitDone(unit) => {
             bar.inc(1);
+            if bar.is_hidden() {
+                say(format!(
+                    "{unit}: done ({}/{} decoder layers, {:.1} s, ETA {:.0} s)",
+                    bar.position(),
+                    bar.length().unwrap_or(0),
+                    bar.elapsed().as_secs_f64(),
+                    bar.eta().as_secs_f64()
+                ));
+            }
         }
     };
     let mut check = model_check::check_model(dir, opts, &ctx, &progress).map_err(|source| {
@@ -208,4 +246,39 @@ fn one_target(
         println!("wrote {}", p.display());
     }
     Ok(check.failed())
+}
+
+/// How long one case may take in a worker, the first case of a decoder layer reading and
+/// converting that layer too (a 70B layer's take seconds, not minutes).
+const WORKER_CASE_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// A GPU's launches go to the runner's fault-isolated workers: a kernel that faults the device
+/// or kills its process becomes one FAULT verdict and the check goes on (docs/check-model.md).
+fn workers(
+    target: RunTarget,
+    dir: &Path,
+    report_dir: &Path,
+    sources: &KernelSources,
+    cases_dir: Option<&Path>,
+    config: KernelConfig,
+    opts: &CheckModelOptions,
+) -> Result<ModelWorkers, CliError> {
+    Ok(ModelWorkers {
+        exe: std::env::current_exe().map_err(CliError::CurrentExe)?,
+        spec: WorkerSpec {
+            cases_dir: cases_dir.map(Path::to_path_buf),
+            target: Some(target),
+            kernel_sources: sources.as_dir_arg().map(Path::to_path_buf),
+            kernel_config: config,
+            artifacts: Some(report_dir.join("artifacts")),
+            reference: ReferenceChoice::Cpu,
+            exact_allocations: false,
+            emulator_sanitizer: None,
+            device_ordinal: None,
+            simulate: false,
+            model: Some(isolated::launches(dir, opts)),
+            abort_on: None,
+        },
+        per_case_timeout: WORKER_CASE_TIMEOUT,
+    })
 }

@@ -112,6 +112,8 @@ pub enum CliError {
     RunReport(#[from] super::snapshots::RunReportError),
     #[error(transparent)]
     CheckModel(#[from] super::check_model::CheckModelError),
+    #[error(transparent)]
+    Synthetic(Box<w4a16_checkpoint::synthetic::SyntheticError>),
 }
 
 impl From<w4a16_cases::LocateError> for CliError {

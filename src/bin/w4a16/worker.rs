@@ -1,16 +1,19 @@
-//! `w4a16 worker --spec JSON` (internal): the fault-isolated GPU worker of `run`
-//! (ARCHITECTURE.md rule 8). Everything it needs comes in one [`WorkerSpec`]; case ids come on
+//! `w4a16 worker --spec JSON` (internal): the fault-isolated GPU worker of `run` and of
+//! `check-model` (ARCHITECTURE.md rule 8). Everything it needs comes in one [`WorkerSpec`]; case ids come on
 //! stdin and framed verdicts go to stdout ([`isolate`]).
 
 use super::args;
+use super::check_model::CheckModelError;
 use super::exit::{CliError, Status};
 use std::cell::Cell;
 use std::time::Duration;
 use w4a16_cases::CaseSet;
-use w4a16_device::{Allocation, Health};
+use w4a16_device::{Allocation, Device, Health};
+use w4a16_harness::model_check::isolated::ModelLauncher;
 use w4a16_harness::runner::cli_run::load_with_dir;
 use w4a16_harness::runner::execute::ReferenceChoice;
-use w4a16_harness::runner::isolate::{self, WorkerSpec};
+use w4a16_harness::runner::execute::RunContext;
+use w4a16_harness::runner::isolate::{self, ModelLaunches, WorkerSpec};
 use w4a16_harness::runner::sanitize::emulated;
 use w4a16_harness::runner::session::{self, Backend, SessionOptions};
 use w4a16_harness::runner::{Cause, Check, Outcome, PhaseTimes, Verdict, WorkerFailure};
@@ -26,14 +29,27 @@ pub struct WorkerArgs {
 
 pub fn worker(args: WorkerArgs) -> Result<Status, CliError> {
     let spec = args.spec;
+    let abort_on = spec.abort_on.clone();
+    // The self-test's crash: the process dies as under a kernel that takes it down.
+    let crash_if_asked = move |id: &str| {
+        if abort_on.as_deref().is_some_and(|s| id.contains(s)) {
+            std::process::abort();
+        }
+    };
     if spec.simulate {
         let lost = Cell::new(false);
         isolate::serve_until(
-            |id| simulated(id, spec.device_ordinal, &lost),
+            |id| {
+                crash_if_asked(id);
+                simulated(id, spec.device_ordinal, &lost)
+            },
             || lost.get().then(|| "simulated device lost".to_string()),
         )
         .map_err(CliError::WorkerIo)?;
         return Ok(Status::Passed);
+    }
+    if let Some(model) = spec.model.clone() {
+        return model_worker(&spec, &model, &crash_if_asked);
     }
     let (dir, set) = load_with_dir(spec.cases_dir.clone())?;
     let sources = args::kernel_sources("--kernel-sources", spec.kernel_sources.as_deref())?;
@@ -72,6 +88,7 @@ pub fn worker(args: WorkerArgs) -> Result<Status, CliError> {
     // Under the ISA emulator's sanitizer, each case's reports go out inside its window (after
     // its BEGIN, before its verdicts), as compute-sanitizer's would.
     let run = |id: &str| {
+        crash_if_asked(id);
         let out = run_one(&set, id, &backend, &opts);
         if let Backend::Device(d) = &backend {
             let reports = d.take_sanitizer_reports();
@@ -80,6 +97,58 @@ pub fn worker(args: WorkerArgs) -> Result<Status, CliError> {
             }
         }
         out
+    };
+    isolate::serve_until(run, retire).map_err(CliError::WorkerIo)?;
+    Ok(Status::Passed)
+}
+
+/// A model check's worker ([`isolated::ModelLauncher`]): each case id names a layer of the
+/// model and a batch size.
+fn model_worker(
+    spec: &WorkerSpec,
+    model: &ModelLaunches,
+    crash_if_asked: &dyn Fn(&str),
+) -> Result<Status, CliError> {
+    let sources = args::kernel_sources("--kernel-sources", spec.kernel_sources.as_deref())?;
+    let ordinal = spec.device_ordinal.unwrap_or(0);
+    let (target, backend) =
+        session::open_backend_at(spec.target, ordinal, &sources, Allocation::Guarded);
+    let c_target = match &spec.cases_dir {
+        Some(dir) => session::c_target(dir, target.target)?,
+        None => session::built_in_c_target(target.target)?,
+    };
+    let (device, no_device) = match &backend {
+        Backend::Device(d) => (Some(d.as_ref() as &dyn Device), None),
+        Backend::None(s) => (None, Some(s.clone())),
+    };
+    let ctx = RunContext {
+        target: target.target,
+        execution: target.execution,
+        device,
+        no_device,
+        config: spec.kernel_config,
+        c_target,
+        known_bad: &[],
+        today: w4a16_cases::Date::today_utc(),
+        artifacts: spec.artifacts.clone(),
+        full_reference_macs: 2.0e9,
+        sample_flops: 2.0e9,
+        reference: ReferenceChoice::Cpu,
+    };
+    let mut launcher = ModelLauncher::open(model).map_err(|source| CheckModelError::Model {
+        dir: model.dir.clone(),
+        source: Box::new(source),
+    })?;
+    let retire = || match &backend {
+        Backend::Device(d) => match d.health() {
+            Health::Lost { cause } => Some(cause),
+            Health::Ok => None,
+        },
+        Backend::None(_) => None,
+    };
+    let run = |id: &str| {
+        crash_if_asked(id);
+        launcher.launch(id, &ctx)
     };
     isolate::serve_until(run, retire).map_err(CliError::WorkerIo)?;
     Ok(Status::Passed)

@@ -472,6 +472,8 @@ pub(super) fn run_in_workers(
         emulator_sanitizer: watched.and_then(|(s, _)| s.emulator_tool()),
         device_ordinal: None,
         simulate: false,
+        model: None,
+        abort_on: None,
     };
     let ids: Vec<String> = chosen.iter().map(|c| c.id.clone()).collect();
     let cost = |id: &str| {

@@ -22,7 +22,9 @@ mod tests;
 pub use gpu_reference::{ReferenceChoice, ReferenceError, held_reference_on, reference_on};
 use judge::ReferenceKey;
 pub(crate) use judge::reference_failure;
-pub use prepare::forget_prepared_layer;
+pub use prepare::{
+    PreparedHandoff, adopt_prepared_layer, forget_prepared_layer, take_prepared_layer,
+};
 
 use super::timing::{Phase, PhaseTimes};
 use super::verdict::{Cause, Check, KernelPath, Outcome, ReferenceStage, SourceError, Verdict};
@@ -267,7 +269,7 @@ struct CaseRun<'c, 'a> {
     /// The case's layer when it comes from a checkpoint rather than from seeded data.
     given: Option<&'c GivenLayer>,
     /// The case's layer as this thread prepared it (shared with the layer's other batch sizes).
-    prepared: Option<std::rc::Rc<prepare::PreparedLayer>>,
+    prepared: Option<std::sync::Arc<prepare::PreparedLayer>>,
 }
 
 impl<'c, 'a> CaseRun<'c, 'a> {

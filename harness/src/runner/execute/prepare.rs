@@ -6,8 +6,8 @@
 use super::{CaseRun, padding_rule, producer_of};
 use crate::runner::timing::Phase;
 use crate::runner::verdict::{Check, Outcome, ReferenceStage, Verdict};
-use std::cell::{OnceCell, RefCell};
-use std::rc::Rc;
+use std::cell::RefCell;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 use w4a16_kernels::Target;
 use w4a16_reference::data;
@@ -21,6 +21,23 @@ use w4a16_reference::offload::LayerWeights;
 pub fn forget_prepared_layer() {
     LAST_PREPARED.with(|slot| slot.borrow_mut().take());
     crate::runner::moe::forget_prepared_experts();
+}
+
+/// A layer converted on one thread, handed to the thread that runs its cases: a model check
+/// converts a decoder layer's linears in parallel and launches them one by one, and the
+/// launching thread must not convert them again.
+pub struct PreparedHandoff(Arc<PreparedLayer>);
+
+/// Takes this thread's prepared layer out of its slot (`None` when the last case's layer could
+/// not be read), to be [adopted](adopt_prepared_layer) by another thread.
+pub fn take_prepared_layer() -> Option<PreparedHandoff> {
+    LAST_PREPARED.with(|slot| slot.borrow_mut().take().map(PreparedHandoff))
+}
+
+/// Makes `prepared` this thread's prepared layer: the next case of the same layer, target and
+/// data spec reuses its conversion (and replays its `convert` verdicts) instead of converting.
+pub fn adopt_prepared_layer(prepared: PreparedHandoff) {
+    LAST_PREPARED.with(|slot| *slot.borrow_mut() = Some(prepared.0));
 }
 
 /// What identifies a prepared layer: the case id without its batch segment, the data spec
@@ -40,7 +57,7 @@ pub(super) struct PreparedLayer {
     pub(super) resident: Option<ResidentLayer>,
     convert_verdicts: Vec<Verdict>,
     /// The layer's half of the GPU reference, formed by its first case that needs one.
-    weights: OnceCell<Result<LayerWeights, InputError>>,
+    weights: OnceLock<Result<LayerWeights, InputError>>,
 }
 
 impl PreparedLayer {
@@ -53,15 +70,16 @@ impl PreparedLayer {
 }
 
 thread_local! {
-    /// One layer per thread: a worker process runs its cases on one thread, grouped by layer.
-    static LAST_PREPARED: RefCell<Option<Rc<PreparedLayer>>> = const { RefCell::new(None) };
+    /// One layer per thread: a worker process runs its cases on one thread, grouped by layer (a
+    /// model check converts on one thread and launches on another: [`PreparedHandoff`]).
+    static LAST_PREPARED: RefCell<Option<Arc<PreparedLayer>>> = const { RefCell::new(None) };
 }
 
 impl<'c, 'a> CaseRun<'c, 'a> {
     /// The case's layer, generated and converted, with the conversion's verdicts pushed. The
     /// cases of one layer at every batch size share it (`data::layer_key`), so each thread keeps
     /// the last one and converts a layer once per run of its cases, not once per M.
-    pub(super) fn prepared_layer(&mut self, spec: &data::DataSpec) -> Option<Rc<PreparedLayer>> {
+    pub(super) fn prepared_layer(&mut self, spec: &data::DataSpec) -> Option<Arc<PreparedLayer>> {
         let key = PreparedKey {
             layer: data::layer_key(&self.case.id),
             spec: data::DataSpec { m: 0, ..*spec },
@@ -71,7 +89,7 @@ impl<'c, 'a> CaseRun<'c, 'a> {
             slot.borrow()
                 .as_ref()
                 .filter(|p| p.key == key)
-                .map(Rc::clone)
+                .map(Arc::clone)
         });
         let prepared = match cached {
             Some(p) => {
@@ -127,18 +145,18 @@ impl<'c, 'a> CaseRun<'c, 'a> {
                     }
                 };
                 let convert_verdicts = self.verdicts[first..].to_vec();
-                let p = Rc::new(PreparedLayer {
+                let p = Arc::new(PreparedLayer {
                     key,
                     layer,
                     resident,
                     convert_verdicts,
-                    weights: OnceCell::new(),
+                    weights: OnceLock::new(),
                 });
-                LAST_PREPARED.with(|slot| *slot.borrow_mut() = Some(Rc::clone(&p)));
+                LAST_PREPARED.with(|slot| *slot.borrow_mut() = Some(Arc::clone(&p)));
                 p
             }
         };
-        self.prepared = Some(Rc::clone(&prepared));
+        self.prepared = Some(Arc::clone(&prepared));
         Some(prepared)
     }
 
