@@ -439,12 +439,24 @@ mod tests {
         // sm_90: 32x64 while M·N ≤ 2^20 (in N bands), then 64x64 up to M = 64, 128x128 above.
         assert_eq!(pick(Target::Sm90, F16, 128, 4096, 12288, 128), TILE_32X64W4);
         assert_eq!(pick(Target::Sm90, F16, 64, 24576, 4096, 128), TILE_64X64W4);
-        assert_eq!(pick(Target::Sm90, F16, 65, 24576, 4096, 128), TILE_128X128W8);
-        assert_eq!(pick(Target::Sm90, Bf16, 257, 4096, 4096, 128), TILE_128X128W8);
+        assert_eq!(
+            pick(Target::Sm90, F16, 65, 24576, 4096, 128),
+            TILE_128X128W8
+        );
+        assert_eq!(
+            pick(Target::Sm90, Bf16, 257, 4096, 4096, 128),
+            TILE_128X128W8
+        );
         assert_eq!(pick(Target::Sm90, F16, 4096, 256, 8192, 128), TILE_32X64W4);
-        assert_eq!(pick(Target::Sm90, F16, 1024, 2048, 8192, 128), TILE_128X128W8);
+        assert_eq!(
+            pick(Target::Sm90, F16, 1024, 2048, 8192, 128),
+            TILE_128X128W8
+        );
         // gfx942 (wave64; the table exists for reports): 128x128 above M = 64.
-        assert_eq!(pick(Target::Gfx942, F16, 65, 512, 4096, 128), TILE_128X128W8);
+        assert_eq!(
+            pick(Target::Gfx942, F16, 65, 512, 4096, 128),
+            TILE_128X128W8
+        );
         assert_eq!(pick(Target::Gfx942, Bf16, 33, 512, 4096, 128), TILE_64X64W4);
         assert_eq!(pick(Target::Sm90, Bf16, 33, 512, 4096, 128), TILE_32X64W4);
     }
