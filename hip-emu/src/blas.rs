@@ -25,6 +25,7 @@ use std::collections::BTreeMap;
 use std::ffi::{c_int, c_void};
 use std::sync::{Mutex, MutexGuard};
 
+use w4a16_emu::fault::FaultKind;
 use w4a16_reference::ActDtype;
 use w4a16_reference::blas::{BlasOp, ColumnMajorGemm, host_gemm_ex};
 
@@ -383,14 +384,12 @@ fn span(rows: i32, cols: i32, ld: i32) -> usize {
 ///
 /// # Safety
 /// In host mode `p` must point to a readable f32 (hipBLAS's own requirement).
-unsafe fn scalar(rt: &Runtime, mode: PointerMode, p: *const c_void) -> Result<f32, String> {
+unsafe fn scalar(rt: &Runtime, mode: PointerMode, p: *const c_void) -> Result<f32, FaultKind> {
     match mode {
         // SAFETY: a host f32 (caller).
         PointerMode::Host => Ok(unsafe { p.cast::<f32>().read_unaligned() }),
         PointerMode::Device => {
-            let bytes = rt
-                .device_bytes(p as u64, 4)
-                .map_err(|e| format!("hipBLAS stand-in GEMM: a device scalar: {e}"))?;
+            let bytes = rt.device_bytes(p as u64, 4)?;
             Ok(f32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
         }
     }
@@ -421,7 +420,7 @@ pub unsafe fn gemm(rt: &mut Runtime, raw: usize, g: &GemmArgs, abi: TypeAbi) -> 
         .and_then(|a| unsafe { scalar(rt, h.pointer_mode, g.beta) }.map(|b| (a, b)));
     let (alpha, beta) = match scalars {
         Ok(s) => s,
-        Err(e) => return fault(rt, e),
+        Err(e) => return fault(rt, format!("hipBLAS stand-in GEMM: a device scalar: {e}")),
     };
     // BLAS rule: A and B are not read when alpha = 0 or k = 0; C is always written.
     let reads_ab = g.k > 0 && alpha != 0.0;

@@ -20,6 +20,7 @@ use std::collections::{HashMap, HashSet};
 use w4a16_emu::dispatch::{self, Dims, Limits, Schedule};
 use w4a16_emu::machine::Machine;
 use w4a16_emu::memory::GlobalMemory;
+use w4a16_emu::fault::FaultKind;
 
 use crate::error::{HipError, HipResult, from_fault};
 use crate::module::Module;
@@ -187,12 +188,10 @@ impl Runtime {
 
     /// The `len` bytes at `address` when they lie in one live allocation (the hipBLAS stand-in
     /// reads its operands so), else the emulator's out-of-bounds text naming the nearest one.
-    pub(crate) fn device_bytes(&self, address: u64, len: usize) -> Result<Vec<u8>, String> {
+    pub(crate) fn device_bytes(&self, address: u64, len: usize) -> Result<Vec<u8>, FaultKind> {
         let mut out = vec![0u8; len];
         if len > 0 {
-            self.memory
-                .read(address, &mut out, 0)
-                .map_err(|e| e.to_string())?;
+            self.memory.read(address, &mut out, 0)?;
         }
         Ok(out)
     }
