@@ -18,9 +18,9 @@
 use std::collections::{HashMap, HashSet};
 
 use w4a16_emu::dispatch::{self, Dims, Limits, Schedule};
+use w4a16_emu::fault::FaultKind;
 use w4a16_emu::machine::Machine;
 use w4a16_emu::memory::GlobalMemory;
-use w4a16_emu::fault::FaultKind;
 
 use crate::error::{HipError, HipResult, from_fault};
 use crate::module::Module;
