@@ -175,6 +175,7 @@ pub static GFX11_F16_SMALL: Segment = Segment {
 /// to M = 64 and 128x128 beyond. The M·N bound is written as N bands at each power-of-two M
 /// bound (a rung's rule sees N, K and G). Measured on the field's fp16 symmetric cases, this
 /// table's worst regret among the fused tiles was 1.05× (the previous M-only ladder: 1.62×).
+/// The field has no sm_90 table: each rung's `field` repeats its own tile.
 #[rustfmt::skip]
 pub static SM90_LADDER: Segment = Segment {
     name: "sm_90",
