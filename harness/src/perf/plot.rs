@@ -65,7 +65,9 @@ pub fn render_svg(run: &PerfRun) -> Result<String, ReportError> {
     Ok(svg)
 }
 
-fn plot_error<E: std::error::Error + Send + Sync>(e: DrawingAreaErrorKind<E>) -> ReportError {
+pub(crate) fn plot_error<E: std::error::Error + Send + Sync>(
+    e: DrawingAreaErrorKind<E>,
+) -> ReportError {
     ReportError::Plot(e.to_string())
 }
 
@@ -124,30 +126,7 @@ where
     }
     // Headroom above the data for the legend, so that it hides no point.
     y1 += (y1 - y0) * 0.35;
-    let (x0, x1) = (-0.3, (max_m as f64).log2() + 0.3);
-    let mut chart = ChartBuilder::on(panel)
-        .caption(shape, ("sans-serif", 15))
-        .margin(10)
-        .x_label_area_size(32)
-        .y_label_area_size(48)
-        .build_cartesian_2d(x0..x1, y0..y1)
-        .map_err(plot_error)?;
-    let whole_powers = (max_m as f64).log2().ceil() as usize + 1;
-    chart
-        .configure_mesh()
-        .x_desc("M")
-        .y_desc("ratio / reference")
-        .x_labels(whole_powers * 2)
-        .x_label_formatter(&|x| {
-            if (x - x.round()).abs() < 1e-6 && *x >= 0.0 {
-                (1u64 << x.round() as u32).to_string()
-            } else {
-                String::new()
-            }
-        })
-        .y_label_formatter(&|y| format!("{y:.2}"))
-        .draw()
-        .map_err(plot_error)?;
+    let (mut chart, x0, x1) = log2_m_chart(panel, shape, max_m, y0..y1, "ratio / reference")?;
     chart
         .draw_series(std::iter::once(Rectangle::new(
             [(x0, 1.0 - band), (x1, 1.0 + band)],
@@ -199,6 +178,55 @@ where
     }
     Ok(())
 }
+
+/// One shape's panel of the perf and regret plots: M on a log₂ axis (labelled at powers of two up
+/// to `max_m`), y over `y`. Returns the chart and its x range.
+pub(crate) fn log2_m_chart<'a, DB: DrawingBackend>(
+    panel: &'a DrawingArea<DB, plotters::coord::Shift>,
+    shape: &str,
+    max_m: usize,
+    y: std::ops::Range<f64>,
+    y_desc: &str,
+) -> Result<(LogMChart<'a, DB>, f64, f64), ReportError>
+where
+    DB::ErrorType: 'static,
+{
+    let (x0, x1) = (-0.3, (max_m as f64).log2() + 0.3);
+    let mut chart = ChartBuilder::on(panel)
+        .caption(shape, ("sans-serif", 15))
+        .margin(10)
+        .x_label_area_size(32)
+        .y_label_area_size(48)
+        .build_cartesian_2d(x0..x1, y)
+        .map_err(plot_error)?;
+    let whole_powers = (max_m as f64).log2().ceil() as usize + 1;
+    chart
+        .configure_mesh()
+        .x_desc("M")
+        .y_desc(y_desc)
+        .x_labels(whole_powers * 2)
+        .x_label_formatter(&|x| {
+            if (x - x.round()).abs() < 1e-6 && *x >= 0.0 {
+                (1u64 << x.round() as u32).to_string()
+            } else {
+                String::new()
+            }
+        })
+        .y_label_formatter(&|y| format!("{y:.2}"))
+        .draw()
+        .map_err(plot_error)?;
+    Ok((chart, x0, x1))
+}
+
+/// The chart [`log2_m_chart`] makes.
+pub(crate) type LogMChart<'a, DB> = ChartContext<
+    'a,
+    DB,
+    plotters::coord::cartesian::Cartesian2d<
+        plotters::coord::types::RangedCoordf64,
+        plotters::coord::types::RangedCoordf64,
+    >,
+>;
 
 #[cfg(test)]
 mod tests {

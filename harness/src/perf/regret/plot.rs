@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use plotters::prelude::*;
 
 use super::{RegretRow, RegretRun, TimeSource};
+use crate::perf::plot::plot_error;
 use crate::perf::report::ReportError;
 
 const PANEL_W: u32 = 640;
@@ -63,10 +64,6 @@ pub fn render_svg(run: &RegretRun) -> Result<String, ReportError> {
     Ok(svg)
 }
 
-fn plot_error<E: std::error::Error + Send + Sync>(e: DrawingAreaErrorKind<E>) -> ReportError {
-    ReportError::Plot(e.to_string())
-}
-
 /// (log2 M, value) of one provider's rows, sorted by M.
 fn points(
     rows: &[&RegretRow],
@@ -118,30 +115,8 @@ where
     // Headroom above the data for the legend, so that it hides no point.
     y1 += (y1 - y0) * 0.35;
     let max_m = rows.iter().map(|r| r.key.m).max().unwrap_or(1).max(2);
-    let (x0, x1) = (-0.3, (max_m as f64).log2() + 0.3);
-    let mut chart = ChartBuilder::on(panel)
-        .caption(shape, ("sans-serif", 15))
-        .margin(10)
-        .x_label_area_size(32)
-        .y_label_area_size(48)
-        .build_cartesian_2d(x0..x1, y0..y1)
-        .map_err(plot_error)?;
-    let whole_powers = (max_m as f64).log2().ceil() as usize + 1;
-    chart
-        .configure_mesh()
-        .x_desc("M")
-        .y_desc("time / best time")
-        .x_labels(whole_powers * 2)
-        .x_label_formatter(&|x| {
-            if (x - x.round()).abs() < 1e-6 && *x >= 0.0 {
-                (1u64 << x.round() as u32).to_string()
-            } else {
-                String::new()
-            }
-        })
-        .y_label_formatter(&|y| format!("{y:.2}"))
-        .draw()
-        .map_err(plot_error)?;
+    let (mut chart, x0, x1) =
+        crate::perf::plot::log2_m_chart(panel, shape, max_m, y0..y1, "time / best time")?;
     chart
         .draw_series(LineSeries::new([(x0, 1.0), (x1, 1.0)], BLACK.mix(0.4)))
         .map_err(plot_error)?;
