@@ -11,7 +11,7 @@ use serde::Serialize;
 use w4a16_kernels::{KernelId, Target};
 use w4a16_reference::layer::Symmetry;
 
-use crate::{DENSE_MIN_M, LayerRequest, padding, select};
+use crate::{LayerRequest, dense_min_m, padding, select};
 use w4a16_cases::RowPadding;
 use w4a16_cases::model::ModelDescription;
 
@@ -365,7 +365,7 @@ pub fn check_startup_memory(
         };
         resident += (weights + scales + zeros) * model.layers;
         // The cache exists only for layers whose prefill would use it: ask selection.
-        let mut probe = LayerRequest::new(s, DENSE_MIN_M, model.dtype, model.symmetry);
+        let mut probe = LayerRequest::new(s, dense_min_m(req.target), model.dtype, model.symmetry);
         probe.dense_cache_built = config.builds_dense_cache();
         let sel = select(req.target, &probe, config);
         if sel.path.contains(&KernelId::Dense)

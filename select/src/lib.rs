@@ -33,8 +33,20 @@ pub use reason::{Dispatch, MoeRefusal, MoeRefusals, RejectReason};
 
 /// Batches up to this M take the skinny (decode) kernel: the largest M skinny declares.
 pub const SKINNY_MAX_M: usize = w4a16_kernels::set::SKINNY_M_MAX;
-/// Batches from this M take the dense cache when it is enabled and built.
+/// Batches from this M take the dense cache when it is enabled and built, on a target without
+/// a threshold of its own ([`dense_min_m`]): upstream's rule (docs/contract.md §5.2).
 pub const DENSE_MIN_M: usize = 256;
+
+/// The smallest M that takes the dense cache when it is enabled and built, per target: like
+/// the tile tables, data of the target (docs/contract.md §5.2). sm_90 takes it from the first
+/// M above skinny's (the fork's rule): measured on the H200, dequant + dense beat every fused
+/// tile at every M from 8 on every field shape, 2 to 25 times over (bench/regret-sm_90.md).
+pub fn dense_min_m(target: Target) -> usize {
+    match target {
+        Target::Sm90 => SKINNY_MAX_M + 1,
+        _ => DENSE_MIN_M,
+    }
+}
 /// Group sizes of the fast path, as the kernels declare them.
 pub const HYBRID_GROUPS: &[usize] = w4a16_kernels::set::FAST_GROUPS;
 /// Every path a linear layer's selection can take: the hybrid's decode, mid-M and prefill paths
@@ -264,7 +276,7 @@ pub fn select(target: Target, req: &LayerRequest, config: &KernelConfig) -> Sele
     let dispatch = match chosen {
         None => Dispatch::NoKernel,
         Some(LayerKernel::Fallback) => Dispatch::Fallback,
-        Some(LayerKernel::Hybrid) => hybrid_dispatch(req, config),
+        Some(LayerKernel::Hybrid) => hybrid_dispatch(target, req, config),
     };
     let path = dispatch.path().to_vec();
     let uses_dense = path.contains(&KernelId::Dense);
@@ -294,19 +306,20 @@ pub fn select(target: Target, req: &LayerRequest, config: &KernelConfig) -> Sele
     }
 }
 
-/// The hybrid's M-dispatch (docs/contract.md §5).
-fn hybrid_dispatch(req: &LayerRequest, config: &KernelConfig) -> Dispatch {
+/// The hybrid's M-dispatch on `target` (docs/contract.md §5).
+fn hybrid_dispatch(target: Target, req: &LayerRequest, config: &KernelConfig) -> Dispatch {
     let m = req.m;
     if m <= SKINNY_MAX_M {
         return Dispatch::Decode { m };
     }
-    if m < DENSE_MIN_M {
-        return Dispatch::MidM { m };
+    let dense_from = dense_min_m(target);
+    if m < dense_from {
+        return Dispatch::MidM { m, dense_from };
     }
     match (config.prefill_dequant, req.dense_cache_built) {
-        (PrefillDequant::Enable, true) => Dispatch::DenseCache { m },
-        (PrefillDequant::Enable, false) => Dispatch::NoCacheBuilt { m },
-        (PrefillDequant::Disable, _) => Dispatch::PrefillDequantDisabled { m },
+        (PrefillDequant::Enable, true) => Dispatch::DenseCache { m, dense_from },
+        (PrefillDequant::Enable, false) => Dispatch::NoCacheBuilt { m, dense_from },
+        (PrefillDequant::Disable, _) => Dispatch::PrefillDequantDisabled { m, dense_from },
     }
 }
 

@@ -7,7 +7,7 @@ use std::fmt;
 use serde::{Serialize, Serializer};
 use w4a16_kernels::{KernelId, Target};
 
-use crate::{DENSE_MIN_M, HYBRID_GROUPS, SKINNY_MAX_M};
+use crate::{HYBRID_GROUPS, SKINNY_MAX_M};
 
 /// Serializes a reason as its text, the form reports have always carried.
 macro_rules! serialize_as_text {
@@ -32,14 +32,14 @@ pub enum Dispatch {
     Fallback,
     /// `M ≤ SKINNY_MAX_M`: the skinny decode kernel.
     Decode { m: usize },
-    /// `SKINNY_MAX_M < M < DENSE_MIN_M`: the fused kernel.
-    MidM { m: usize },
-    /// `M ≥ DENSE_MIN_M`, prefill dequant enabled and the cache built: dequant + dense.
-    DenseCache { m: usize },
-    /// `M ≥ DENSE_MIN_M`, prefill dequant enabled but no cache built for the layer: fused.
-    NoCacheBuilt { m: usize },
-    /// `M ≥ DENSE_MIN_M` with prefill dequant disabled: fused.
-    PrefillDequantDisabled { m: usize },
+    /// `SKINNY_MAX_M < M < dense_from` (the target's [`crate::dense_min_m`]): the fused kernel.
+    MidM { m: usize, dense_from: usize },
+    /// `M ≥ dense_from`, prefill dequant enabled and the cache built: dequant + dense.
+    DenseCache { m: usize, dense_from: usize },
+    /// `M ≥ dense_from`, prefill dequant enabled but no cache built for the layer: fused.
+    NoCacheBuilt { m: usize, dense_from: usize },
+    /// `M ≥ dense_from` with prefill dequant disabled: fused.
+    PrefillDequantDisabled { m: usize, dense_from: usize },
 }
 
 impl Dispatch {
@@ -64,17 +64,19 @@ impl fmt::Display for Dispatch {
             Dispatch::NoKernel => f.write_str("no kernel of the priority list takes this layer"),
             Dispatch::Fallback => f.write_str("fallback: every shape the formats allow"),
             Dispatch::Decode { m } => write!(f, "M = {m} ≤ {SKINNY_MAX_M}: decode"),
-            Dispatch::MidM { m } => write!(f, "{SKINNY_MAX_M} < M = {m} < {DENSE_MIN_M}: fused"),
-            Dispatch::DenseCache { m } => write!(
+            Dispatch::MidM { m, dense_from } => {
+                write!(f, "{SKINNY_MAX_M} < M = {m} < {dense_from}: fused")
+            }
+            Dispatch::DenseCache { m, dense_from } => write!(
                 f,
-                "M = {m} ≥ {DENSE_MIN_M}, prefill dequant enabled and cache built"
+                "M = {m} ≥ {dense_from}, prefill dequant enabled and cache built"
             ),
-            Dispatch::NoCacheBuilt { m } => write!(
+            Dispatch::NoCacheBuilt { m, dense_from } => write!(
                 f,
-                "M = {m} ≥ {DENSE_MIN_M}, prefill dequant enabled but no cache built"
+                "M = {m} ≥ {dense_from}, prefill dequant enabled but no cache built"
             ),
-            Dispatch::PrefillDequantDisabled { m } => {
-                write!(f, "M = {m} ≥ {DENSE_MIN_M}, prefill dequant disabled")
+            Dispatch::PrefillDequantDisabled { m, dense_from } => {
+                write!(f, "M = {m} ≥ {dense_from}, prefill dequant disabled")
             }
         }
     }

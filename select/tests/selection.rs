@@ -49,14 +49,15 @@ fn the_hybrid_dispatches_on_m_at_5_6_255_256_257() {
         for m in 1..=5 {
             assert_eq!(path(&at(m, &ENABLE)), [KernelId::Skinny], "{target} M={m}");
         }
-        for m in [6, 7, 128, 255] {
+        let dense_from = w4a16_select::dense_min_m(target);
+        for m in [6, 7, 128, 255].into_iter().filter(|&m| m < dense_from) {
             assert_eq!(
                 path(&at(m, &ENABLE)),
                 [KernelId::Fused],
-                "{target} M={m}: batches of 6–255 stay on fused"
+                "{target} M={m}: batches of 6 to {dense_from} - 1 stay on fused"
             );
         }
-        for m in [256, 257, 4096] {
+        for m in [dense_from, dense_from + 1, 256, 257, 4096] {
             assert_eq!(
                 path(&at(m, &ENABLE)),
                 [KernelId::Dequant, KernelId::Dense],
@@ -68,9 +69,52 @@ fn the_hybrid_dispatches_on_m_at_5_6_255_256_257() {
                 "{target} M={m} disabled"
             );
         }
-        assert!(at(256, &ENABLE).rejections.is_empty());
+        assert!(at(dense_from, &ENABLE).rejections.is_empty());
         assert_eq!(at(256, &ENABLE).layer_kernel, Some(LayerKernel::Hybrid));
     }
+}
+
+/// The dense threshold is the target's: upstream's M = 256 on the AMD targets, the first M
+/// above skinny's on sm_90 (measured there: bench/regret-sm_90.md). Disabled, or without a
+/// built cache, every target stays on fused between skinny and any threshold.
+#[test]
+fn the_dense_threshold_is_data_per_target() {
+    use w4a16_select::{DENSE_MIN_M, SKINNY_MAX_M, dense_min_m};
+    for t in [Target::Gfx1100, Target::Gfx1151, Target::Gfx1201] {
+        assert_eq!(dense_min_m(t), DENSE_MIN_M, "{t}");
+    }
+    assert_eq!(dense_min_m(Target::Sm90), SKINNY_MAX_M + 1);
+    let m = SKINNY_MAX_M + 1;
+    let sel = w4a16_select::select(
+        Target::Sm90,
+        &req(4096, 4096, 128, m, Symmetry::Sym),
+        &ENABLE,
+    );
+    assert_eq!(path(&sel), [KernelId::Dequant, KernelId::Dense]);
+    assert_eq!(
+        sel.dispatch.to_string(),
+        format!("M = {m} ≥ {m}, prefill dequant enabled and cache built")
+    );
+    let mut unbuilt = req(4096, 4096, 128, m, Symmetry::Sym);
+    unbuilt.dense_cache_built = false;
+    for (r, cfg) in [
+        (req(4096, 4096, 128, m, Symmetry::Sym), &DISABLE),
+        (unbuilt, &ENABLE),
+    ] {
+        assert_eq!(
+            path(&w4a16_select::select(Target::Sm90, &r, cfg)),
+            [KernelId::Fused]
+        );
+    }
+    let amd = w4a16_select::select(
+        Target::Gfx1151,
+        &req(4096, 4096, 128, m, Symmetry::Sym),
+        &ENABLE,
+    );
+    assert_eq!(
+        amd.dispatch.to_string(),
+        format!("{SKINNY_MAX_M} < M = {m} < 256: fused")
+    );
 }
 
 #[test]
@@ -79,7 +123,13 @@ fn an_enabled_option_without_a_built_cache_stays_on_fused() {
     r.dense_cache_built = false;
     let sel = w4a16_select::select(Target::Gfx1151, &r, &ENABLE);
     assert_eq!(path(&sel), [KernelId::Fused]);
-    assert_eq!(sel.dispatch, Dispatch::NoCacheBuilt { m: 512 });
+    assert_eq!(
+        sel.dispatch,
+        Dispatch::NoCacheBuilt {
+            m: 512,
+            dense_from: 256
+        }
+    );
     assert!(
         sel.dispatch.to_string().contains("no cache built"),
         "{}",
@@ -356,7 +406,7 @@ fn the_pretty_printer_shows_path_reasons_and_strides() {
         &DISABLE,
     ));
     assert!(
-        fused.contains("path      fused  (5 < M = 33 < 256: fused)"),
+        fused.contains("path      fused  (M = 33 ≥ 6, prefill dequant disabled)"),
         "{fused}"
     );
     assert!(
@@ -619,10 +669,13 @@ fn a_table_with_unreachable_rungs_is_reported_by_name() {
 }
 
 /// The M-dispatch of docs/contract.md §5, restated for the property tests.
-fn expected_hybrid_path(m: usize, cfg: &KernelConfig, built: bool) -> Vec<KernelId> {
+/// The contract's dispatch table (docs/contract.md §5), written out apart from the selection:
+/// the dense threshold is 6 on sm_90 and 256 elsewhere.
+fn expected_hybrid_path(t: Target, m: usize, cfg: &KernelConfig, built: bool) -> Vec<KernelId> {
+    let dense_from = if t == Target::Sm90 { 6 } else { 256 };
     if m <= 5 {
         vec![KernelId::Skinny]
-    } else if m >= 256 && cfg.prefill_dequant == PrefillDequant::Enable && built {
+    } else if m >= dense_from && cfg.prefill_dequant == PrefillDequant::Enable && built {
         vec![KernelId::Dequant, KernelId::Dense]
     } else {
         vec![KernelId::Fused]
@@ -656,7 +709,7 @@ proptest! {
         match sel.layer_kernel {
             None => prop_assert!(sel.path.is_empty()),
             Some(LayerKernel::Fallback) => prop_assert_eq!(&sel.path, &vec![KernelId::Fallback]),
-            Some(LayerKernel::Hybrid) => prop_assert_eq!(sel.path.clone(), expected_hybrid_path(r.m, &cfg, r.dense_cache_built)),
+            Some(LayerKernel::Hybrid) => prop_assert_eq!(sel.path.clone(), expected_hybrid_path(t, r.m, &cfg, r.dense_cache_built)),
         }
         prop_assert_eq!(sel.tile.is_some(), sel.path.contains(&KernelId::Fused));
         prop_assert_eq!(sel.strides.dense_row_stride.is_some(), sel.path.contains(&KernelId::Dense));

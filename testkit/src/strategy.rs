@@ -48,8 +48,9 @@ pub fn fast_group() -> impl Strategy<Value = usize> {
     proptest::sample::select(HYBRID_GROUPS.to_vec())
 }
 
-/// M across the dispatch thresholds: decode 1..=5, the first fused 6, the band around the dense
-/// threshold 255..=257, and the ranges between and above.
+/// M across the dispatch thresholds: decode 1..=5, the first fused 6 (also sm_90's dense
+/// threshold), the band around the AMD targets' dense threshold 255..=257, and the ranges between
+/// and above.
 pub fn dispatch_m() -> impl Strategy<Value = usize> {
     prop_oneof![
         3 => 1..=SKINNY_MAX_M,
