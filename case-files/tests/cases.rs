@@ -737,6 +737,52 @@ mode = "xfail-strict"
     assert!(hit.is_expired(Date::new(2026, 4, 1).unwrap()));
 }
 
+/// A generated sweep's own `shapes` picks among the generator's points by name: the edges
+/// suite's strided and offset X reach every staged-X edge past its capacity (one step and far),
+/// and no other edge.
+#[test]
+fn a_generated_sweeps_shapes_pick_among_its_points() {
+    use w4a16_kernels::set::{EdgeSide, SkinnyCapacity, skinny_capacity_edges};
+    let set = load();
+    let edges = set.suite("edges").unwrap();
+    let above: Vec<_> = skinny_capacity_edges()
+        .into_iter()
+        .filter(|e| {
+            e.capacity == SkinnyCapacity::StagedX
+                && matches!(e.side, EdgeSide::Above | EdgeSide::FarAbove)
+        })
+        .collect();
+    assert!(!above.is_empty());
+    for e in &above {
+        for layout in [ViewLayout::OddStride, ViewLayout::Offset2b] {
+            assert!(
+                edges.cases.iter().any(|c| (c.m, c.shape.k, c.shape.n)
+                    == (e.m, e.k, e.n)
+                    && c.x_layout == layout),
+                "no {layout:?} X case at the staged-X edge {e:?}"
+            );
+        }
+    }
+    let strided_edges: Vec<&str> = edges
+        .cases
+        .iter()
+        .filter(|c| c.id.contains("/skinny-edge.") && c.x_layout != ViewLayout::Contiguous)
+        .map(|c| c.id.as_str())
+        .collect();
+    assert_eq!(
+        strided_edges.len(),
+        above.len() * 2 * 2,
+        "{strided_edges:#?}"
+    );
+    assert!(
+        strided_edges
+            .iter()
+            .all(|id| id.contains("/skinny-edge.x-above.")
+                || id.contains("/skinny-edge.x-far-above.")),
+        "{strided_edges:#?}"
+    );
+}
+
 #[test]
 fn every_invalid_case_file_is_refused_naming_the_file_and_the_key() {
     let dir = cases_dir();

@@ -3,9 +3,14 @@
 //! instructions the emulator implements).
 //!
 //! Leaders are the entry, every branch target, and the instruction after a branch or an
-//! `s_endpgm`; a block runs from its leader to the next leader. Trailing `s_code_end` padding
-//! (which the disassembler lists under the last kernel of a code object) is no block: it is
-//! never meant to run. A block counts as executed once its first instruction has run: control
+//! `s_endpgm`; a block runs from its leader to the next leader. Code no path from the entry
+//! reaches is no block: it is never meant to run. That is the trailing `s_code_end` padding (which
+//! the disassembler lists under the last kernel of a code object), the `s_nop` alignment padding
+//! between one entry's `s_endpgm` and the next entry, and the odd block the compiler leaves behind
+//! an unconditional branch with nothing branching to it. Paths follow the branches' immediate
+//! targets and the fall-through of every block not ending in `s_endpgm`, `s_code_end` or
+//! `s_branch`; where a kernel holds an instruction the parser could not type (it might jump
+//! anywhere), every block counts as reachable. A block counts as executed once its first instruction has run: control
 //! enters a block only at its leader, so every instruction after it ran too (unless the launch
 //! faulted inside the block).
 //!
@@ -109,7 +114,41 @@ pub fn blocks_of(kernel: &Kernel) -> Vec<Block> {
         }
     }
     blocks.retain(|b| !b.instructions(kernel).iter().all(|i| i.op == Op::SCodeEnd));
+    let reached = reachable(kernel, &blocks);
     blocks
+        .into_iter()
+        .zip(reached)
+        .filter_map(|(b, r)| r.then_some(b))
+        .collect()
+}
+
+/// For each of `blocks` (in address order), whether a path from the entry reaches it: the
+/// immediate targets of branches and the fall-through of blocks that do not end the program or
+/// jump unconditionally. All of them where the kernel holds an untyped instruction.
+fn reachable(kernel: &Kernel, blocks: &[Block]) -> Vec<bool> {
+    if !kernel.unknown.is_empty() {
+        return vec![true; blocks.len()];
+    }
+    let mut reached = vec![false; blocks.len()];
+    let mut work: Vec<usize> = if blocks.is_empty() { vec![] } else { vec![0] };
+    while let Some(i) = work.pop() {
+        if std::mem::replace(&mut reached[i], true) {
+            continue;
+        }
+        let Some(last) = blocks[i].instructions(kernel).last() else {
+            continue;
+        };
+        if let Some(t) = branch_target(last)
+            && let Ok(j) = blocks.binary_search_by(|b| b.start.cmp(&t))
+        {
+            work.push(j);
+        }
+        let falls_through = !matches!(last.op, Op::SEndpgm | Op::SCodeEnd | Op::SBranch);
+        if falls_through && i + 1 < blocks.len() {
+            work.push(i + 1);
+        }
+    }
+    reached
 }
 
 /// Which instructions of one kernel have run, over any number of recording launches.
@@ -207,5 +246,41 @@ mod tests {
         other.mark(2);
         run.merge(&other);
         assert_eq!(run.blocks(&blocks), vec![true, true, true]);
+    }
+
+    /// A skip over one move, the end, then a branch and padding nothing reaches.
+    const DEAD_TAIL: [&str; 9] = [
+        "\ts_cmp_eq_u32 s0, 0          // 000000000000: BF068000",
+        "\ts_cbranch_scc1 2            // 000000000004: BFA20002",
+        "\ts_mov_b32 s1, 1             // 000000000008: BE810081",
+        "\ts_branch 1                  // 00000000000C: BFA00001",
+        "\ts_mov_b32 s2, 1             // 000000000010: BE820081",
+        "\ts_endpgm                    // 000000000014: BFB00000",
+        "\ts_branch 0                  // 000000000018: BFA00000",
+        "\ts_nop 0                     // 00000000001C: BF800000",
+        "\ts_nop 0                     // 000000000020: BF800000",
+    ];
+
+    #[test]
+    fn code_no_path_from_the_entry_reaches_is_no_block() {
+        let k = kernel(&DEAD_TAIL);
+        let starts: Vec<u64> = blocks_of(&k).iter().map(|b| b.start).collect();
+        // Both sides of the conditional branch and the unconditional branch's target; neither the
+        // branch after s_endpgm nor the padding it would jump into.
+        assert_eq!(starts, vec![0x00, 0x08, 0x10, 0x14]);
+    }
+
+    #[test]
+    fn an_untyped_instruction_keeps_every_block() {
+        let mut k = kernel(&DEAD_TAIL);
+        k.unknown.insert(
+            0x24,
+            crate::parse::ParseError::UnknownInstruction {
+                mnemonic: "s_setpc_b64".into(),
+                addr: 0x24,
+            },
+        );
+        let starts: Vec<u64> = blocks_of(&k).iter().map(|b| b.start).collect();
+        assert_eq!(starts, vec![0x00, 0x08, 0x10, 0x14, 0x18, 0x1c]);
     }
 }

@@ -183,6 +183,7 @@ fn generate(generator: ShapeGenerator) -> Vec<(NamedShape, usize)> {
                     EdgeSide::Below => "below",
                     EdgeSide::At => "at",
                     EdgeSide::Above => "above",
+                    EdgeSide::FarAbove => "far-above",
                 };
                 // N is named only where it is not the edges' usual one (the ragged scale edges),
                 // so the other edges keep their ids.
@@ -257,18 +258,28 @@ fn resolve(
 ) -> Result<Resolved, CaseFileError> {
     let (points, shapes_key) = match generated {
         Some(generator) => {
-            // The generator gives each shape its own M: a `shapes` or `m` beside it would be
-            // silently ignored, so either is refused.
-            for (key, present) in [("shapes", own.shapes.is_some()), ("m", own.m.is_some())] {
-                if present {
-                    return Err(f.err(
-                        format!("{here}.{key}"),
-                        "a sweep with `generated` takes its shapes and M from the generator; \
-                         leave this key out",
-                    ));
+            // The generator gives each shape its own M: an `m` beside it would be silently
+            // ignored, so it is refused. A `shapes` of the sweep's own picks among the
+            // generator's points by name (the suite's default `shapes` does not apply).
+            if own.m.is_some() {
+                return Err(f.err(
+                    format!("{here}.m"),
+                    "a sweep with `generated` takes its M from the generator; leave this key out",
+                ));
+            }
+            let points = generate(generator);
+            match &own.shapes {
+                None => (points, format!("{here}.generated")),
+                Some(patterns) => {
+                    let key = format!("{here}.shapes");
+                    let what = "shape of the generator (skinny-edge.<capacity>-<side>.k<K>)";
+                    let picked = match_shapes(f, patterns, &key, &points, |p| &p.0.name, what)?
+                        .into_iter()
+                        .cloned()
+                        .collect();
+                    (picked, key)
                 }
             }
-            (generate(generator), format!("{here}.generated"))
         }
         None => {
             let (shapes, shapes_key, m) = named_shapes_and_m(f, own, dflt, here, set)?;

@@ -47,13 +47,24 @@ pub enum SkinnyCapacity {
 }
 
 /// Where an edge shape sits against its capacity: one step (a row, a group) below the largest
-/// size that fits, that size, or one step past it.
+/// size that fits, that size, or one step past it; for staged X also far past it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum EdgeSide {
     Below,
     At,
     Above,
+    /// K past the staged X by [`SKINNY_STREAMED_SPANS`] spans: every K-split warp streams X
+    /// from global memory, and one of them in both slots of its two-slot weight ring (one span
+    /// past, as `Above`, reaches only the slot that span happens to land in).
+    FarAbove,
 }
+
+/// Columns of K one `skinny` warp takes per step (the kernel's `SK_SPAN`).
+pub const SKINNY_SPAN: usize = 128;
+
+/// Spans past the staged X of the [`EdgeSide::FarAbove`] edges: one per K-split warp of a row
+/// tile of [`SKINNY_EDGE_N`] (`KS = 8 / RT`, RT = 1) and one more.
+pub const SKINNY_STREAMED_SPANS: usize = (SKINNY_THREADS as usize / 32) + 1;
 
 /// One generated edge shape (M, K, N, G) of the `skinny` kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,7 +101,8 @@ impl CapacityEdge {
 /// shapes from tile sizes), so that changing a constant moves its edge cases with it: M at
 /// [`SKINNY_M_MAX`] − 1, = and + 1; for every M it takes, K a group below, at and a group past
 /// the largest K whose M·K fits [`SKINNY_X_CAPACITY`]; K/G = 255, 256, 257 scales' worth of
-/// [`SKINNY_SCALE_CAPACITY`] at one row tile. N = 256 gives one row tile (RT = 1) on every
+/// [`SKINNY_SCALE_CAPACITY`] at one row tile; and for every M, K far past the staged X
+/// ([`EdgeSide::FarAbove`]). N = 256 gives one row tile (RT = 1) on every
 /// target, so the scale edge is the kernel's own. The scale edges come twice more with
 /// [`RAGGED_ROW_TILE_N`]: a row tile whose second half lies past N, so the masks of rows past N
 /// are exercised both while the tile's metadata sits in shared memory and, past the edge, while
@@ -102,6 +114,7 @@ pub fn skinny_capacity_edges() -> Vec<CapacityEdge> {
         EdgeSide::Below => at - by,
         EdgeSide::At => at,
         EdgeSide::Above => at + by,
+        EdgeSide::FarAbove => at + SKINNY_STREAMED_SPANS * SKINNY_SPAN,
     };
     let mut edges = Vec::new();
     for side in sides {
@@ -117,7 +130,7 @@ pub fn skinny_capacity_edges() -> Vec<CapacityEdge> {
     let group = 128;
     for m in 1..=SKINNY_M_MAX {
         let at = SKINNY_X_CAPACITY / m / group * group;
-        for side in sides {
+        for side in sides.into_iter().chain([EdgeSide::FarAbove]) {
             edges.push(CapacityEdge {
                 capacity: SkinnyCapacity::StagedX,
                 side,

@@ -30,6 +30,12 @@ fn the_skinny_edge_shapes_straddle_every_declared_capacity() {
         .map(|e| e.m)
         .collect();
     assert!((1..=SKINNY_M_MAX).all(|m| ms.contains(&m)), "{ms:?}");
+    let far: Vec<usize> = edges
+        .iter()
+        .filter(|e| e.side == EdgeSide::FarAbove)
+        .map(|e| e.m)
+        .collect();
+    assert_eq!(far, (1..=SKINNY_M_MAX).collect::<Vec<_>>());
     // Each scale edge also with a last row tile half past N.
     for side in [EdgeSide::Below, EdgeSide::At, EdgeSide::Above] {
         assert!(
@@ -51,6 +57,15 @@ fn the_skinny_edge_shapes_straddle_every_declared_capacity() {
             EdgeSide::Below => assert!(load + unit <= limit, "{e:?}"),
             EdgeSide::At => assert!(load <= limit && load + unit > limit, "{e:?}"),
             EdgeSide::Above => assert!(load > limit && load - unit <= limit, "{e:?}"),
+            EdgeSide::FarAbove => {
+                assert_eq!(e.capacity, SkinnyCapacity::StagedX, "{e:?}");
+                // Past the stage by a span for each K-split warp of the row tile, and one more.
+                let staged = SKINNY_X_CAPACITY / e.m / e.group * e.group;
+                let k_splits = SKINNY_THREADS as usize
+                    / 32
+                    / skinny_row_tiles(e.n, e.k, e.group, Target::Gfx1151) as usize;
+                assert!(e.k - staged > k_splits * SKINNY_SPAN, "{e:?}");
+            }
         }
         assert!(FAST_GROUPS.contains(&e.group), "{e:?}");
         assert_eq!(e.k % SKINNY.contract.k_multiple, 0, "{e:?}");
@@ -268,6 +283,7 @@ fn skinny_capacities_match_the_source() {
     assert_eq!(define(src, "SK_MMAX"), SKINNY_M_MAX);
     assert_eq!(define(src, "SK_WST"), SKINNY_WEIGHT_STAGES);
     assert_eq!(define(src, "SK_WROW"), SKINNY_STAGE_ROW_BYTES);
+    assert_eq!(define(src, "SK_SPAN"), SKINNY_SPAN);
     assert_eq!(
         define(source::DEQUANT_HIP, "DQ_THREADS"),
         DEQUANT_THREADS as usize
