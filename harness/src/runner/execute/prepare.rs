@@ -26,7 +26,7 @@ pub fn forget_prepared_layer() {
 /// A layer converted on one thread, handed to the thread that runs its cases: a model check
 /// converts a decoder layer's linears in parallel and launches them one by one, and the
 /// launching thread must not convert them again.
-pub struct PreparedHandoff(Arc<PreparedLayer>);
+pub struct PreparedHandoff(pub(super) Arc<PreparedLayer>);
 
 /// Takes this thread's prepared layer out of its slot (`None` when the last case's layer could
 /// not be read), to be [adopted](adopt_prepared_layer) by another thread.
@@ -42,22 +42,22 @@ pub fn adopt_prepared_layer(prepared: PreparedHandoff) {
 
 /// What identifies a prepared layer: the case id without its batch segment, the data spec
 /// without M, and the target (its padding rule shapes the resident layout).
-#[derive(Clone, Debug, PartialEq)]
-struct PreparedKey {
-    layer: String,
-    spec: data::DataSpec,
-    target: Target,
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub(super) struct PreparedKey {
+    pub(super) layer: String,
+    pub(super) spec: data::DataSpec,
+    pub(super) target: Target,
 }
 
 /// A generated layer, its resident form (when the conversion succeeded) and the conversion's
 /// verdicts, replayed for every case that reuses it.
 pub(super) struct PreparedLayer {
-    key: PreparedKey,
+    pub(super) key: PreparedKey,
     pub(super) layer: QuantizedLayer,
     pub(super) resident: Option<ResidentLayer>,
-    convert_verdicts: Vec<Verdict>,
+    pub(super) convert_verdicts: Vec<Verdict>,
     /// The layer's half of the GPU reference, formed by its first case that needs one.
-    weights: OnceLock<Result<LayerWeights, InputError>>,
+    pub(super) weights: OnceLock<Result<LayerWeights, InputError>>,
 }
 
 impl PreparedLayer {
@@ -108,6 +108,7 @@ impl<'c, 'a> CaseRun<'c, 'a> {
                 let (layer, resident) = match self.given {
                     Some(given) => {
                         let start = Instant::now();
+                        self.times.conversions += 1;
                         let own = given.checkpoint.decode_own_semantics();
                         let out = match own {
                             Ok(layer) => {
@@ -139,6 +140,7 @@ impl<'c, 'a> CaseRun<'c, 'a> {
                             }
                         };
                         let start = Instant::now();
+                        self.times.conversions += 1;
                         let resident = self.convert(&layer);
                         self.times.add(Phase::Convert, start.elapsed());
                         (layer, resident)
