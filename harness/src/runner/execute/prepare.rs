@@ -11,7 +11,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 use w4a16_kernels::Target;
 use w4a16_reference::data;
-use w4a16_reference::formats::{LoadTarget, Producer, ResidentLayer, RowPadding};
+use w4a16_reference::formats::{ConvertError, LoadTarget, Producer, ResidentLayer, RowPadding};
 use w4a16_reference::gemm::InputError;
 use w4a16_reference::layer::QuantizedLayer;
 use w4a16_reference::offload::LayerWeights;
@@ -109,11 +109,17 @@ impl<'c, 'a> CaseRun<'c, 'a> {
                     Some(given) => {
                         let start = Instant::now();
                         self.times.conversions += 1;
-                        let own = given.checkpoint.decode_own_semantics();
+                        let ckpt = given.checkpoint.as_ref();
+                        let (target, padding) = self.conversion_target();
+                        // The own reading and the converter are independent: side by side, as
+                        // a real layer's conversion is on check-model's critical path.
+                        let (own, converted) = rayon::join(
+                            || ckpt.decode_own_semantics(),
+                            || ckpt.to_resident(&target, padding),
+                        );
                         let out = match own {
                             Ok(layer) => {
-                                let resident =
-                                    self.check_conversion(given.checkpoint.as_ref(), &layer);
+                                let resident = self.check_converted(converted, &layer);
                                 (layer, resident)
                             }
                             Err(e) => {
@@ -198,9 +204,14 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         ckpt: &dyn w4a16_reference::formats::Checkpoint,
         logical: &QuantizedLayer,
     ) -> Option<ResidentLayer> {
+        let (target, padding) = self.conversion_target();
+        let converted = ckpt.to_resident(&target, padding);
+        self.check_converted(converted, logical)
+    }
+
+    /// What the case's layer converts to: its shape and the target's row padding.
+    fn conversion_target(&self) -> (LoadTarget, RowPadding) {
         let case = self.case;
-        let producer = producer_of(case);
-        let check = || Check::Convert(producer);
         let target = LoadTarget {
             n: case.shape.n,
             k: case.shape.k,
@@ -210,7 +221,18 @@ impl<'c, 'a> CaseRun<'c, 'a> {
             scale_extra_elems: case.carrier.scale_extra_elems(),
             ..RowPadding::from_rule(case.shape.k, padding_rule(case, self.ctx.target))
         };
-        let converted = match ckpt.to_resident(&target, padding) {
+        (target, padding)
+    }
+
+    /// The converter's output judged against the checkpoint's own reading `logical`.
+    fn check_converted(
+        &mut self,
+        converted: Result<w4a16_reference::formats::Converted, ConvertError>,
+        logical: &QuantizedLayer,
+    ) -> Option<ResidentLayer> {
+        let producer = producer_of(self.case);
+        let check = || Check::Convert(producer);
+        let converted = match converted {
             Ok(c) => c,
             Err(e) => {
                 self.push_reference(check(), Outcome::Fail, ReferenceStage::Converter, e);
