@@ -167,3 +167,30 @@ impl Checkpoint for HandedOver {
         Err(self.refused())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A worker that would convert a handed-over layer again gets a refusal naming the layer, so
+    /// the `convert` check fails instead of silently converting twice.
+    #[test]
+    fn a_handed_over_layer_refuses_to_be_converted_again_naming_it() {
+        let module = "model.layers.0.mlp.down_proj";
+        let layer = HandedOver {
+            module: module.into(),
+        };
+        let own = layer.decode_own_semantics().expect_err("no own reading");
+        assert!(own.to_string().contains(module), "{own}");
+        let target = LoadTarget {
+            n: 8,
+            k: 128,
+            dtype: ActDtype::Bf16,
+        };
+        let converted = layer.to_resident(&target, RowPadding::NONE);
+        assert!(
+            matches!(converted, Err(ConvertError::NotHandedOver { .. })),
+            "{converted:?}"
+        );
+    }
+}
