@@ -604,3 +604,33 @@ fn decoder_layers_overlap_at_most_two_in_flight_and_the_report_keeps_its_order()
         "the decoder layers never overlapped: {events:#?}"
     );
 }
+
+/// Measures the worker path where no GPU is: `W4A16_SCALE_MODEL=/tmp/m70 W4A16_SPANS=1 cargo
+/// test --test check_model_scale -- --ignored --nocapture measure` (docs/check-model.md, "At
+/// model scale"): the launches skip in the workers, the parent's staging, the handoff and the
+/// workers' reading of it are what is timed.
+#[test]
+#[ignore = "a measurement: needs W4A16_SCALE_MODEL, a model directory"]
+fn measure_the_worker_path_on_a_model() {
+    let Some(dir) = std::env::var_os("W4A16_SCALE_MODEL").map(PathBuf::from) else {
+        panic!("set W4A16_SCALE_MODEL to a model directory (w4a16 make-synthetic-model)");
+    };
+    let mut opts = CheckModelOptions::default();
+    opts.workers = Some(workers(&dir, &opts, None));
+    let start = std::time::Instant::now();
+    let check = check_on(Target::Sm90, &dir, &opts, &mut Vec::new());
+    eprintln!(
+        "{} decoder layers' layers: {}, wall {:.1} s, conversions {} (parent {}), peak RSS {} MiB",
+        dir.display(),
+        check.layers.len(),
+        start.elapsed().as_secs_f64(),
+        check.times.conversions,
+        check
+            .layers
+            .iter()
+            .map(|l| l.times.conversions)
+            .sum::<usize>(),
+        check.peak_rss_bytes.unwrap_or(0) >> 20
+    );
+    assert!(!check.failed(), "{:#?}", check.verdicts);
+}
