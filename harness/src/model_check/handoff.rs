@@ -23,13 +23,18 @@ pub(super) struct HandoffDir {
 }
 
 impl HandoffDir {
-    /// A fresh folder under the system's temporary folder.
+    /// A fresh folder under the system's temporary folder (named by process and a counter:
+    /// checks in one process, as the tests run them, each get their own).
     pub(super) fn create() -> std::io::Result<HandoffDir> {
+        static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.subsec_nanos());
-        let root =
-            std::env::temp_dir().join(format!("w4a16-handoff-{}-{nanos:09}", std::process::id()));
+        let root = std::env::temp_dir().join(format!(
+            "w4a16-handoff-{}-{run}-{nanos:09}",
+            std::process::id()
+        ));
         std::fs::create_dir(&root)?;
         Ok(HandoffDir { root })
     }
