@@ -5,7 +5,10 @@
 //! - a decoder layer's conversion checks run in parallel yet the report keeps one order, and a
 //!   fused projection takes its parts as they were read for their own checks;
 //! - launched in the runner's workers, a model gives the verdicts it gives in-process, and a
-//!   worker that dies is one FAULT naming the layer while the check goes on.
+//!   worker that dies is one FAULT naming the layer while the check goes on;
+//! - each layer is converted once, by the parent, whether it launches there or in a worker;
+//!   the workers' decoder layers overlap the parent's next one, at most two in flight, and the
+//!   report keeps the order of a run without overlap.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -491,4 +494,143 @@ fn a_moe_layers_launches_in_workers_give_the_verdicts_of_launches_in_this_proces
             .any(|v| v.case_id.contains(".mlp.experts.gate_up_proj/T=256/")),
         "the experts' launches ran in the workers"
     );
+}
+
+#[test]
+fn each_layer_is_converted_once_whether_it_launches_here_or_in_a_worker() {
+    if has_gpu() {
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let dir = write(&tiny(Producer::CompressedTensors, 2, 5), root.path());
+    let here = check_on(
+        Target::Sm90,
+        &dir,
+        &CheckModelOptions::default(),
+        &mut Vec::new(),
+    );
+    let mut opts = CheckModelOptions::default();
+    opts.workers = Some(workers(&dir, &opts, None));
+    let isolated = check_on(Target::Sm90, &dir, &opts, &mut Vec::new());
+    assert!(!isolated.failed(), "{:#?}", isolated.verdicts);
+    for check in [&here, &isolated] {
+        for l in &check.layers {
+            assert_eq!(
+                l.times.conversions, 1,
+                "{}: converted {} times",
+                l.module, l.times.conversions
+            );
+        }
+        // The total counts the workers' conversions too: they made none.
+        assert_eq!(check.times.conversions, check.layers.len());
+    }
+    // The workers launched what the parent converted: its `convert` verdicts at every batch.
+    let converts = |c: &ModelCheck| {
+        c.verdicts
+            .iter()
+            .filter(|v| matches!(v.check, Check::Convert(_)))
+            .map(|v| (v.case_id.clone(), v.outcome, v.detail.clone()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(converts(&isolated), converts(&here));
+    assert!(
+        isolated.verdicts.iter().any(|v| v
+            .case_id
+            .contains("/model.layers.1.mlp.gate_up_proj/M=256/")
+            && matches!(v.check, Check::Convert(_))),
+        "the fused projections' launches carry their conversion"
+    );
+}
+
+#[test]
+fn decoder_layers_overlap_at_most_two_in_flight_and_the_report_keeps_its_order() {
+    if has_gpu() {
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let dir = write(&tiny(Producer::Awq, 5, 3), root.path());
+    let base = CheckModelOptions {
+        batches: vec![1, 6],
+        ..CheckModelOptions::default()
+    };
+    let here = check_on(Target::Sm90, &dir, &base, &mut Vec::new());
+    let mut opts = base.clone();
+    opts.workers = Some(workers(&dir, &opts, None));
+    let mut events = Vec::new();
+    let isolated = check_on(Target::Sm90, &dir, &opts, &mut events);
+    assert!(!isolated.failed(), "{:#?}", isolated.verdicts);
+    // Verdict for verdict, in the same order, as without workers and without overlap.
+    let full = |c: &ModelCheck| {
+        c.verdicts
+            .iter()
+            .map(|v| {
+                (
+                    v.case_id.clone(),
+                    v.check.to_string(),
+                    v.outcome,
+                    v.bucket.clone(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(full(&isolated), full(&here));
+    let modules = |c: &ModelCheck| {
+        c.layers
+            .iter()
+            .map(|l| l.module.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(modules(&isolated), modules(&here));
+    // The next decoder layer starts before the last one is done, never two ahead; the layers
+    // finish in order.
+    let (mut started, mut done, mut overlapped) = (0usize, 0usize, false);
+    for e in &events {
+        if let Some(u) = e.strip_prefix("started ") {
+            assert_eq!(u, format!("model.layers.{started}"), "{events:#?}");
+            started += 1;
+        } else if let Some(u) = e.strip_prefix("done ") {
+            assert_eq!(u, format!("model.layers.{done}"), "{events:#?}");
+            done += 1;
+        }
+        assert!(
+            started - done <= 2,
+            "three decoder layers in flight: {events:#?}"
+        );
+        overlapped |= started - done == 2;
+    }
+    assert_eq!((started, done), (5, 5));
+    assert!(
+        overlapped,
+        "the decoder layers never overlapped: {events:#?}"
+    );
+}
+
+/// Measures the worker path where no GPU is: `W4A16_SCALE_MODEL=/tmp/m70 W4A16_SPANS=1 cargo
+/// test --test check_model_scale -- --ignored --nocapture measure` (docs/check-model.md, "At
+/// model scale"): the launches skip in the workers, the parent's staging, the handoff and the
+/// workers' reading of it are what is timed.
+#[test]
+#[ignore = "a measurement: needs W4A16_SCALE_MODEL, a model directory"]
+fn measure_the_worker_path_on_a_model() {
+    let Some(dir) = std::env::var_os("W4A16_SCALE_MODEL").map(PathBuf::from) else {
+        panic!("set W4A16_SCALE_MODEL to a model directory (w4a16 make-synthetic-model)");
+    };
+    let mut opts = CheckModelOptions::default();
+    opts.workers = Some(workers(&dir, &opts, None));
+    let start = std::time::Instant::now();
+    let check = check_on(Target::Sm90, &dir, &opts, &mut Vec::new());
+    eprintln!(
+        "{} decoder layers' layers: {}, wall {:.1} s, conversions {} (parent {}), peak RSS {} MiB",
+        dir.display(),
+        check.layers.len(),
+        start.elapsed().as_secs_f64(),
+        check.times.conversions,
+        check
+            .layers
+            .iter()
+            .map(|l| l.times.conversions)
+            .sum::<usize>(),
+        check.peak_rss_bytes.unwrap_or(0) >> 20
+    );
+    assert!(!check.failed(), "{:#?}", check.verdicts);
 }

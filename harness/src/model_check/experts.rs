@@ -206,6 +206,8 @@ impl Run<'_, '_> {
         let elapsed = start.elapsed();
         record.times.add(Phase::Convert, elapsed);
         self.times.add(Phase::Convert, elapsed);
+        record.times.conversions += 1;
+        self.times.conversions += 1;
         let disagreement = match (own, converted) {
             (Ok(own), Ok(c)) => match c.layer.to_logical() {
                 Ok(back) if back == own => {

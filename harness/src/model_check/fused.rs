@@ -2,6 +2,7 @@
 //! engine's loader writes each part's rows at its offset into one weight. Checked as one layer,
 //! the way the engine launches it.
 
+use rayon::prelude::*;
 use std::sync::Arc;
 use w4a16_reference::formats::{Checkpoint, ConvertError, Converted, LoadTarget, RowPadding};
 use w4a16_reference::layer::{LayerShape, QuantizedLayer};
@@ -165,18 +166,29 @@ impl Checkpoint for FusedProjection {
         self.format
     }
 
-    /// Each part through its own converter, then stacked: what the engine's loader does.
+    /// Each part through its own converter, then stacked: what the engine's loader does. The
+    /// parts convert in parallel (gate and up are each a 70B layer's largest), the first error
+    /// in part order is the one returned.
     fn to_resident(
         &self,
         target: &LoadTarget,
         padding: RowPadding,
     ) -> Result<Converted, ConvertError> {
+        let converted: Vec<Result<_, ConvertError>> = self
+            .parts
+            .par_iter()
+            .map(|p| {
+                let c = p.checkpoint.to_resident(&p.target, RowPadding::NONE)?;
+                let logical = c.layer.to_logical()?;
+                Ok((c.notes, logical))
+            })
+            .collect();
         let mut layers = Vec::with_capacity(self.parts.len());
         let mut notes = Vec::new();
-        for p in &self.parts {
-            let c = p.checkpoint.to_resident(&p.target, RowPadding::NONE)?;
-            notes.extend(c.notes);
-            layers.push(c.layer.to_logical()?);
+        for c in converted {
+            let (n, logical) = c?;
+            notes.extend(n);
+            layers.push(logical);
         }
         let fused = self.stack(layers)?;
         let mine = self.target();
@@ -194,13 +206,15 @@ impl Checkpoint for FusedProjection {
         })
     }
 
-    /// The parts' own readings, stacked.
+    /// The parts' own readings (in parallel), stacked; the first error in part order is the one
+    /// returned.
     fn decode_own_semantics(&self) -> Result<QuantizedLayer, ConvertError> {
-        let layers = self
+        let read: Vec<Result<QuantizedLayer, ConvertError>> = self
             .parts
-            .iter()
+            .par_iter()
             .map(|p| p.checkpoint.decode_own_semantics())
-            .collect::<Result<Vec<_>, _>>()?;
+            .collect();
+        let layers = read.into_iter().collect::<Result<Vec<_>, _>>()?;
         self.stack(layers)
     }
 }

@@ -3,11 +3,13 @@
 //! layer and the batch size it was launched at, and the check goes on in a fresh worker. There
 //! is one worker mechanism ([`crate::runner::isolate`]): the parent sends the case ids of a
 //! decoder layer's launches (its linears, fused projections and MoE layers), and the worker
-//! ([`ModelLauncher`]) reads that decoder layer, converts its layers in parallel (`stages.rs`)
-//! and launches each case.
+//! ([`ModelLauncher`]) launches each case from the layer's conversion that the parent handed
+//! over (`handoff.rs`); what was not handed over (a MoE layer, a layer whose reading failed) it
+//! reads and converts itself (`stages.rs`).
 
+use super::handoff;
 use super::run::Run;
-use super::stages::{self, Pending, Staged};
+use super::stages::{self, Pending, Staged, Unit};
 use super::{CheckModelOptions, LayerKind, ModelCheckError, Plan};
 use crate::runner::execute::{self, RunContext};
 use crate::runner::isolate::{ModelLaunches, WorkerCommand, WorkerSpec, run_worker};
@@ -33,8 +35,14 @@ pub struct ModelWorkers {
 
 impl Run<'_, '_> {
     /// Stage 3 in workers: each pending launch of the unit as one case id per batch size, the
-    /// verdicts coming back absorbed into the layer's record as an in-process launch's are.
-    pub(super) fn launch_in_workers(&self, workers: &ModelWorkers, staged: &mut [Staged<'_, '_>]) {
+    /// verdicts coming back absorbed into the layer's record as an in-process launch's are. The
+    /// workers take the unit's conversions from `handoff` (its folder) where given.
+    pub(super) fn launch_in_workers(
+        &self,
+        workers: &ModelWorkers,
+        staged: &mut [Staged<'_, '_>],
+        handoff: Option<&Path>,
+    ) {
         let batches = self.opts.batches.clone();
         let mut ids = Vec::new();
         let mut owner: HashMap<String, (usize, usize)> = HashMap::new();
@@ -52,9 +60,13 @@ impl Run<'_, '_> {
             }
         }
         let Some(first) = ids.first() else { return };
+        let mut spec = workers.spec.clone();
+        if let Some(model) = spec.model.as_mut() {
+            model.handoff = handoff.map(Path::to_path_buf);
+        }
         let command = WorkerCommand {
             exe: &workers.exe,
-            spec: &workers.spec,
+            spec: &spec,
             sanitizer: None,
         };
         let never = StopFlag::default();
@@ -93,14 +105,24 @@ struct LaunchSource {
     name: String,
     opts: CheckModelOptions,
     recorded: Option<ActivationsFile>,
+    /// The folder of the parent's conversions of the decoder layer this worker serves.
+    handoff: Option<PathBuf>,
 }
 
-/// The worker's side: the cases of a model's layers launched by id, one decoder layer read and
-/// converted (in parallel) at a time.
+/// The decoder layer a worker is launching: the layer handed over last, and what it read and
+/// converted itself (only what was not handed over).
+struct UnitLaunches {
+    name: String,
+    handed: Option<(String, Pending)>,
+    read_here: Option<HashMap<String, Pending>>,
+}
+
+/// The worker's side: the cases of a model's layers launched by id, from the conversions the
+/// parent handed over (one layer in memory at a time), else one decoder layer read and converted
+/// (in parallel) here.
 pub struct ModelLauncher {
     source: LaunchSource,
-    /// The decoder layer read last, its layers converted and waiting for their cases.
-    unit: Option<(String, HashMap<String, Pending>)>,
+    unit: Option<UnitLaunches>,
 }
 
 impl ModelLauncher {
@@ -125,6 +147,7 @@ impl ModelLauncher {
                 model,
                 opts,
                 recorded,
+                handoff: spec.handoff.clone(),
             },
             unit: None,
         })
@@ -137,14 +160,47 @@ impl ModelLauncher {
         let Some((module, m)) = case_of(&source.name, id) else {
             return unknown(id);
         };
-        let unit = stages::decoder_layer_of(module);
-        if self.unit.as_ref().is_none_or(|(name, _)| name != unit) {
+        let unit_name = stages::decoder_layer_of(module);
+        if self.unit.as_ref().is_none_or(|u| u.name != unit_name) {
             // The previous decoder layer's conversions go before the next one's are made.
             self.unit = None;
             execute::forget_prepared_layer();
-            self.unit = Some((unit.to_string(), source.prepare(unit, ctx)));
+            self.unit = Some(UnitLaunches {
+                name: unit_name.to_string(),
+                handed: None,
+                read_here: None,
+            });
         }
-        let Some(pending) = self.unit.as_mut().and_then(|(_, p)| p.get_mut(module)) else {
+        let unit = self.unit.as_mut().expect("set above");
+        let handed_here = source
+            .handoff
+            .as_deref()
+            .filter(|dir| handoff::has_layer(dir, module));
+        let pending = match handed_here {
+            Some(dir) => {
+                if unit.handed.as_ref().is_none_or(|(name, _)| name != module) {
+                    // One handed-over layer in memory at a time.
+                    unit.handed = None;
+                    execute::forget_prepared_layer();
+                    match handoff::read_layer(dir, module) {
+                        Ok((layer, prepared)) => {
+                            let p = Pending::Dense {
+                                layer,
+                                prepared: Some(prepared),
+                            };
+                            unit.handed = Some((module.to_string(), p));
+                        }
+                        Err(e) => return handoff_failed(id, module, &e),
+                    }
+                }
+                unit.handed.as_mut().map(|(_, p)| p)
+            }
+            None => unit
+                .read_here
+                .get_or_insert_with(|| source.prepare(unit_name, ctx))
+                .get_mut(module),
+        };
+        let Some(pending) = pending else {
             return unknown(id);
         };
         let mut run = source.run(ctx);
@@ -173,16 +229,37 @@ impl LaunchSource {
         }
     }
 
-    /// Stages 1 and 2 of decoder layer `unit` as the parent planned it: each layer's launch,
-    /// converted, by module (a fused projection by its name).
+    /// Stages 1 and 2 of decoder layer `unit` as the parent planned it, for the layers the
+    /// parent did not hand over: each one's launch, converted, by module (a fused projection by
+    /// its name; its parts are read for it alone).
     fn prepare(&self, unit: &str, ctx: &RunContext<'_>) -> HashMap<String, Pending> {
         let plan = Plan::of(&self.model, self.opts.filter.as_deref());
         let units = super::units(&plan.linears, &plan.fused, &plan.experts);
         let Some(unit) = units.iter().find(|u| u.name == unit) else {
             return HashMap::new();
         };
+        let here = |name: &str| {
+            self.handoff
+                .as_deref()
+                .is_none_or(|dir| !handoff::has_layer(dir, name))
+        };
+        let unit = Unit {
+            name: unit.name.clone(),
+            linears: (unit.linears.iter())
+                .filter(|(_, e, in_fused)| !in_fused && here(&e.module))
+                .copied()
+                .collect(),
+            fused: (unit.fused.iter())
+                .filter(|(_, name, _)| here(name))
+                .copied()
+                .collect(),
+            experts: (unit.experts.iter())
+                .filter(|(_, name, _)| here(name))
+                .copied()
+                .collect(),
+        };
         self.run(ctx)
-            .stage_unit(unit, &|_| {})
+            .stage_unit(&unit, &|_| {})
             .into_iter()
             .filter_map(|s| s.pending)
             .map(|p| (p.name().to_string(), p))
@@ -199,6 +276,19 @@ fn case_of<'i>(model: &str, id: &'i str) -> Option<(&'i str, usize)> {
     Some((&rest[..at], m))
 }
 
+/// The case's failure when the layer the parent handed over cannot be read back.
+fn handoff_failed(
+    id: &str,
+    module: &str,
+    error: &crate::runner::execute::HandoffError,
+) -> (Vec<Verdict>, PhaseTimes) {
+    let cause = Cause::Worker(WorkerFailure::Session {
+        error: format!("reading {module} as the parent handed it over: {error}"),
+    });
+    let v = Verdict::new(id, Check::Session, Outcome::Fail).because(cause);
+    (vec![v], PhaseTimes::default())
+}
+
 fn unknown(id: &str) -> (Vec<Verdict>, PhaseTimes) {
     let cause = Cause::Worker(WorkerFailure::UnknownCase { id: id.to_string() });
     let v = Verdict::new(id, Check::Case, Outcome::Fail).because(cause);
@@ -212,6 +302,7 @@ pub fn launches(dir: &Path, opts: &CheckModelOptions) -> ModelLaunches {
         filter: opts.filter.clone(),
         strict: opts.strict,
         activations: opts.activations.clone(),
+        handoff: None,
     }
 }
 

@@ -12,8 +12,10 @@
 
 mod experts;
 pub mod fused;
+mod handoff;
 pub mod isolated;
 pub mod oracle;
+mod pipeline;
 pub mod report;
 mod run;
 mod stages;
@@ -318,15 +320,15 @@ pub fn check_model(
     // Each layer's findings in its slot, so the reports keep one order (linears, fused
     // projections, MoE layers) whatever order the units' threads finish in.
     let mut slots: Vec<Option<Run<'_, '_>>> = (0..planned).map(|_| None).collect();
-    for unit in &units {
-        progress(Progress::Started(&unit.name));
-        for (slot, fork) in run.check_unit(unit) {
-            if let Some(record) = fork.layers.last() {
-                progress(Progress::Finished(record));
+    match &opts.workers {
+        Some(workers) => pipeline::check_units(&run, &units, workers, progress, &mut slots),
+        None => {
+            for unit in &units {
+                progress(Progress::Started(&unit.name));
+                let done = run.check_unit(unit);
+                pipeline::unit_done(unit, done, progress, &mut slots);
             }
-            slots[slot] = Some(fork);
         }
-        progress(Progress::UnitDone(&unit.name));
     }
     for fork in slots.into_iter().flatten() {
         run.merge(fork);

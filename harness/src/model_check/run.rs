@@ -240,6 +240,7 @@ impl Run<'_, '_> {
             PhaseTimes {
                 data_s: t.data_s,
                 convert_s: t.convert_s,
+                conversions: t.conversions,
                 ..PhaseTimes::default()
             }
         };

@@ -9,7 +9,8 @@
 //! 3. the launches at every batch size, one layer after another on the calling thread (a device
 //!    runs one layer at a time), reusing stage 1's and 2's conversions — in this process the
 //!    linears' launches come before stage 2, so their conversions are dropped before the fused
-//!    projections' are made; in workers ([`super::isolated`]) after it.
+//!    projections' are made; for workers ([`super::isolated`]) each conversion is written to
+//!    the unit's handoff folder as soon as its stage ends, and dropped.
 //!
 //! Memory stays at one decoder layer: nothing of a layer outlives its stage 3.
 
@@ -108,37 +109,50 @@ pub(super) struct Staged<'r, 'a> {
     pub(super) pending: Option<Pending>,
 }
 
-impl<'r, 'a> Run<'r, 'a> {
-    /// Checks one unit; returns each layer's fork (its record last in `layers`) with its slot
-    /// in the report's order, in the order they finished.
-    pub(super) fn check_unit(&self, unit: &Unit<'_>) -> Vec<(usize, Run<'r, 'a>)> {
-        let staged = match &self.opts.workers {
-            Some(workers) => {
-                let mut staged = self.stage_unit(unit, &|_| {});
-                self.launch_in_workers(workers, &mut staged);
-                staged
-            }
-            None => {
-                // The linears launch before stage 2, so their conversions are gone before the
-                // fused projections' are made: the peak memory is one stage's, not both.
-                let mut staged = self.stage_unit(unit, &launch_here);
-                launch_here(&mut staged);
-                staged
-            }
+impl Staged<'_, '_> {
+    /// Writes this layer's conversion to the unit's handoff folder and drops it here. Without a
+    /// folder, or when writing fails (said on stderr), it is dropped all the same and the
+    /// worker reads and converts the layer itself: slower, never a different verdict.
+    fn hand_over(&mut self, handoff: Option<&std::path::Path>) {
+        let Some(Pending::Dense { layer, prepared }) = &mut self.pending else {
+            return;
         };
-        let mut out = Vec::new();
-        for staged in staged {
-            let Staged {
-                slot,
-                mut run,
-                mut record,
-                ..
-            } = staged;
-            finish(&mut record, &run.verdicts);
-            run.layers.push(record);
-            out.push((slot, run));
+        let (Some(p), Some(dir)) = (prepared.take(), handoff) else {
+            return;
+        };
+        if let Err(e) = super::handoff::write_layer(dir, layer, &p) {
+            eprintln!(
+                "w4a16: handing {} over to its worker failed, which converts it again: {e}",
+                layer.module
+            );
         }
-        out
+    }
+}
+
+impl<'r, 'a> Run<'r, 'a> {
+    /// Checks one unit in this process; returns each layer's fork (its record last in `layers`)
+    /// with its slot in the report's order. The linears launch before stage 2, so their
+    /// conversions are gone before the fused projections' are made: the peak memory is one
+    /// stage's, not both.
+    pub(super) fn check_unit(&self, unit: &Unit<'_>) -> Vec<(usize, Run<'r, 'a>)> {
+        let mut staged = self.stage_unit(unit, &launch_here);
+        launch_here(&mut staged);
+        finish_unit(staged)
+    }
+
+    /// Stages 1 and 2 of a unit whose launches go to workers: each launch layer's conversion is
+    /// written to `handoff` (the unit's folder) and dropped as soon as its stage ends.
+    pub(super) fn stage_for_workers(
+        &self,
+        unit: &Unit<'_>,
+        handoff: Option<&std::path::Path>,
+    ) -> Vec<Staged<'r, 'a>> {
+        let hand_over = |staged: &mut [Staged<'r, 'a>]| {
+            staged.par_iter_mut().for_each(|s| s.hand_over(handoff));
+        };
+        let mut staged = self.stage_unit(unit, &hand_over);
+        hand_over(&mut staged);
+        staged
     }
 
     /// The case of `pending` at batch `m` (tokens, for experts).
@@ -226,12 +240,10 @@ impl<'r, 'a> Run<'r, 'a> {
         linears
     }
 
-    /// A layer's launch, converted ahead here when this process launches it.
+    /// A layer's launch, converted ahead (once: a worker that launches it takes this
+    /// conversion, handed over).
     fn pending(&mut self, layer: LaunchLayer, record: &mut LayerRecord) -> Pending {
-        let prepared = match self.opts.workers {
-            Some(_) => None,
-            None => self.convert_ahead(&layer, false, record),
-        };
+        let prepared = self.convert_ahead(&layer, false, record);
         Pending::Dense { layer, prepared }
     }
 
@@ -431,6 +443,23 @@ impl<'r, 'a> Run<'r, 'a> {
             checkpoint: Arc::new(fusion),
         }
     }
+}
+
+/// Each layer's fork with its record finished, and its slot in the report's order.
+pub(super) fn finish_unit<'r, 'a>(staged: Vec<Staged<'r, 'a>>) -> Vec<(usize, Run<'r, 'a>)> {
+    let mut out = Vec::new();
+    for staged in staged {
+        let Staged {
+            slot,
+            mut run,
+            mut record,
+            ..
+        } = staged;
+        finish(&mut record, &run.verdicts);
+        run.layers.push(record);
+        out.push((slot, run));
+    }
+    out
 }
 
 /// Stage 3 in this process: each layer's launches, one layer after another, reusing the

@@ -119,6 +119,11 @@ pub struct ModelLaunches {
     pub strict: bool,
     /// Recorded activations (`--activations`).
     pub activations: Option<PathBuf>,
+    /// The folder of the decoder layer's conversions that the parent made and handed over
+    /// (check-model converts each layer once); `None`, or a layer missing there, the worker
+    /// reads and converts itself.
+    #[serde(default)]
+    pub handoff: Option<PathBuf>,
 }
 
 impl WorkerSpec {

@@ -33,6 +33,10 @@ pub struct PhaseTimes {
     pub verify_s: f64,
     /// The slowest single case, end to end.
     pub slowest_case_s: f64,
+    /// Layers put through the converter (check-model counts them: each layer is converted once,
+    /// by the process that checks it, never again by the worker that launches it).
+    #[serde(default)]
+    pub conversions: usize,
 }
 
 impl PhaseTimes {
@@ -62,6 +66,7 @@ impl PhaseTimes {
         self.device_s += other.device_s;
         self.verify_s += other.verify_s;
         self.slowest_case_s = self.slowest_case_s.max(other.slowest_case_s);
+        self.conversions += other.conversions;
     }
 
     pub fn total_s(&self) -> f64 {

@@ -99,6 +99,12 @@ pub enum ConvertError {
         g: usize,
         word: u32,
     },
+    /// A check-model worker launches the conversion its parent made and handed over; it has no
+    /// tensors of its own to convert, so a case that asks for a conversion there is refused.
+    #[error(
+        "{module}: converted by the check-model parent and handed to its worker, which converts nothing; expected this case to reuse the layer handed over"
+    )]
+    NotHandedOver { module: String },
     #[error(transparent)]
     Layout(#[from] LayoutError),
 }

@@ -11,6 +11,7 @@
 
 mod carrier;
 mod gpu_reference;
+mod handoff;
 mod judge;
 mod launch;
 mod layout;
@@ -20,6 +21,7 @@ mod selection;
 mod tests;
 
 pub use gpu_reference::{ReferenceChoice, ReferenceError, held_reference_on, reference_on};
+pub use handoff::HandoffError;
 use judge::ReferenceKey;
 pub(crate) use judge::reference_failure;
 pub use prepare::{

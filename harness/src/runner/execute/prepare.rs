@@ -11,7 +11,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 use w4a16_kernels::Target;
 use w4a16_reference::data;
-use w4a16_reference::formats::{LoadTarget, Producer, ResidentLayer, RowPadding};
+use w4a16_reference::formats::{ConvertError, LoadTarget, Producer, ResidentLayer, RowPadding};
 use w4a16_reference::gemm::InputError;
 use w4a16_reference::layer::QuantizedLayer;
 use w4a16_reference::offload::LayerWeights;
@@ -26,7 +26,7 @@ pub fn forget_prepared_layer() {
 /// A layer converted on one thread, handed to the thread that runs its cases: a model check
 /// converts a decoder layer's linears in parallel and launches them one by one, and the
 /// launching thread must not convert them again.
-pub struct PreparedHandoff(Arc<PreparedLayer>);
+pub struct PreparedHandoff(pub(super) Arc<PreparedLayer>);
 
 /// Takes this thread's prepared layer out of its slot (`None` when the last case's layer could
 /// not be read), to be [adopted](adopt_prepared_layer) by another thread.
@@ -42,22 +42,22 @@ pub fn adopt_prepared_layer(prepared: PreparedHandoff) {
 
 /// What identifies a prepared layer: the case id without its batch segment, the data spec
 /// without M, and the target (its padding rule shapes the resident layout).
-#[derive(Clone, Debug, PartialEq)]
-struct PreparedKey {
-    layer: String,
-    spec: data::DataSpec,
-    target: Target,
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub(super) struct PreparedKey {
+    pub(super) layer: String,
+    pub(super) spec: data::DataSpec,
+    pub(super) target: Target,
 }
 
 /// A generated layer, its resident form (when the conversion succeeded) and the conversion's
 /// verdicts, replayed for every case that reuses it.
 pub(super) struct PreparedLayer {
-    key: PreparedKey,
+    pub(super) key: PreparedKey,
     pub(super) layer: QuantizedLayer,
     pub(super) resident: Option<ResidentLayer>,
-    convert_verdicts: Vec<Verdict>,
+    pub(super) convert_verdicts: Vec<Verdict>,
     /// The layer's half of the GPU reference, formed by its first case that needs one.
-    weights: OnceLock<Result<LayerWeights, InputError>>,
+    pub(super) weights: OnceLock<Result<LayerWeights, InputError>>,
 }
 
 impl PreparedLayer {
@@ -108,11 +108,18 @@ impl<'c, 'a> CaseRun<'c, 'a> {
                 let (layer, resident) = match self.given {
                     Some(given) => {
                         let start = Instant::now();
-                        let own = given.checkpoint.decode_own_semantics();
+                        self.times.conversions += 1;
+                        let ckpt = given.checkpoint.as_ref();
+                        let (target, padding) = self.conversion_target();
+                        // The own reading and the converter are independent: side by side, as
+                        // a real layer's conversion is on check-model's critical path.
+                        let (own, converted) = rayon::join(
+                            || ckpt.decode_own_semantics(),
+                            || ckpt.to_resident(&target, padding),
+                        );
                         let out = match own {
                             Ok(layer) => {
-                                let resident =
-                                    self.check_conversion(given.checkpoint.as_ref(), &layer);
+                                let resident = self.check_converted(converted, &layer);
                                 (layer, resident)
                             }
                             Err(e) => {
@@ -139,6 +146,7 @@ impl<'c, 'a> CaseRun<'c, 'a> {
                             }
                         };
                         let start = Instant::now();
+                        self.times.conversions += 1;
                         let resident = self.convert(&layer);
                         self.times.add(Phase::Convert, start.elapsed());
                         (layer, resident)
@@ -196,9 +204,14 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         ckpt: &dyn w4a16_reference::formats::Checkpoint,
         logical: &QuantizedLayer,
     ) -> Option<ResidentLayer> {
+        let (target, padding) = self.conversion_target();
+        let converted = ckpt.to_resident(&target, padding);
+        self.check_converted(converted, logical)
+    }
+
+    /// What the case's layer converts to: its shape and the target's row padding.
+    fn conversion_target(&self) -> (LoadTarget, RowPadding) {
         let case = self.case;
-        let producer = producer_of(case);
-        let check = || Check::Convert(producer);
         let target = LoadTarget {
             n: case.shape.n,
             k: case.shape.k,
@@ -208,7 +221,18 @@ impl<'c, 'a> CaseRun<'c, 'a> {
             scale_extra_elems: case.carrier.scale_extra_elems(),
             ..RowPadding::from_rule(case.shape.k, padding_rule(case, self.ctx.target))
         };
-        let converted = match ckpt.to_resident(&target, padding) {
+        (target, padding)
+    }
+
+    /// The converter's output judged against the checkpoint's own reading `logical`.
+    fn check_converted(
+        &mut self,
+        converted: Result<w4a16_reference::formats::Converted, ConvertError>,
+        logical: &QuantizedLayer,
+    ) -> Option<ResidentLayer> {
+        let producer = producer_of(self.case);
+        let check = || Check::Convert(producer);
+        let converted = match converted {
             Ok(c) => c,
             Err(e) => {
                 self.push_reference(check(), Outcome::Fail, ReferenceStage::Converter, e);
