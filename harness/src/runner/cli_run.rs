@@ -12,7 +12,7 @@ use super::session::{self, Backend, RunOutput, SessionOptions};
 use super::shard::{self, ShardRecord, ShardSpec};
 use super::snapshot::{self, LeftOut, SnapshotFile, SnapshotMode};
 use super::verdict::SanitizerTool;
-use super::{PhaseTimes, Summary, Verdict, global, isolate, report, verdict};
+use super::{Summary, Verdict, global, isolate, report, verdict};
 use crate::report::FileError;
 use crate::require::Skip;
 use std::collections::{BTreeMap, BTreeSet};
@@ -453,7 +453,7 @@ pub fn write_reports(
     reference: Option<ReferenceChoice>,
     device: Option<DeviceKind>,
     verdicts: &[Verdict],
-    timing: (f64, usize, &PhaseTimes),
+    timing: report::Timing<'_>,
 ) -> Result<(), FileError> {
     write_reports_of(dir, target, reference, device, verdicts, timing, None)
 }
@@ -465,7 +465,7 @@ pub fn write_reports_of(
     reference: Option<ReferenceChoice>,
     device: Option<DeviceKind>,
     verdicts: &[Verdict],
-    timing: (f64, usize, &PhaseTimes),
+    timing: report::Timing<'_>,
     shard: Option<&ShardRecord>,
 ) -> Result<(), FileError> {
     report::RunReport {

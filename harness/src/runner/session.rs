@@ -1,6 +1,7 @@
 //! A run over many cases on one target: picks the device, spreads cases over fault-isolated
 //! workers (GPU) or threads (CPU-only), and gathers verdicts. Shared by the CLI and the tests.
 
+use super::cost::SuiteTimes;
 use super::execute::{Mode, ReferenceChoice, RunContext, run_case_timed};
 use super::gpus;
 use super::isolate;
@@ -154,6 +155,8 @@ impl StopFlag {
 pub struct RunOutput {
     pub verdicts: Vec<Verdict>,
     pub times: PhaseTimes,
+    /// The times again, per suite (the run's cost table, [`super::cost`]).
+    pub suites: SuiteTimes,
     /// The times again, per device ordinal the cases ran on (empty where the run bound no
     /// device): diagnostics only, never part of a verdict, a report's verdicts or a snapshot.
     pub devices: BTreeMap<usize, PhaseTimes>,
@@ -232,6 +235,7 @@ pub fn run_in_process_on(
         let r = r?;
         out.verdicts.extend(r.verdicts);
         out.times.merge(&r.times);
+        out.suites.merge(&r.suites);
         out.devices.entry(*ordinal).or_default().merge(&r.times);
     }
     in_case_order(&mut out.verdicts, cases.iter().map(|c| c.id.as_str()));
@@ -326,9 +330,16 @@ pub fn run_in_process(
         slots[i] = Some(r);
     }
     let mut out = RunOutput::default();
-    for (vs, t) in slots.into_iter().flatten() {
+    for ((vs, t), case) in slots
+        .into_iter()
+        .zip(cases)
+        .filter_map(|(s, c)| Some((s?, c)))
+    {
         out.verdicts.extend(vs);
         out.times.merge(&t);
+        if t.cases > 0 {
+            out.suites.add_case(&case.id, &t);
+        }
     }
     Ok(out)
 }
@@ -420,6 +431,7 @@ pub fn run_worker_jobs_on(
         let r = r?;
         out.verdicts.extend(r.verdicts);
         out.times.merge(&r.times);
+        out.suites.merge(&r.suites);
         if let Some(o) = ordinal {
             out.devices.entry(o).or_default().merge(&r.times);
         }
@@ -623,7 +635,7 @@ mod tests {
             Some(reference),
             Some(w4a16_device::DeviceKind::Simulated),
             verdicts,
-            (1.0, workers, &out.times),
+            crate::runner::report::Timing::of(1.0, workers, &out.times),
         )
         .unwrap();
         let snaps = dir.path().join("snapshots");

@@ -33,6 +33,10 @@ pub struct PhaseTimes {
     pub verify_s: f64,
     /// The slowest single case, end to end.
     pub slowest_case_s: f64,
+    /// The cases end to end, summed: the worker-seconds they took, phases and all that lies
+    /// between them (selection, validation, known-bad entries). Absent from older reports.
+    #[serde(default)]
+    pub case_s: f64,
 }
 
 impl PhaseTimes {
@@ -61,7 +65,16 @@ impl PhaseTimes {
         self.convert_s += other.convert_s;
         self.device_s += other.device_s;
         self.verify_s += other.verify_s;
+        self.case_s += other.case_s;
         self.slowest_case_s = self.slowest_case_s.max(other.slowest_case_s);
+    }
+
+    /// One case's times, `elapsed` end to end: counted once, its own slowest.
+    pub fn finish_case(&mut self, elapsed: Duration) {
+        let s = elapsed.as_secs_f64();
+        self.cases = 1;
+        self.slowest_case_s = s;
+        self.case_s = s;
     }
 
     pub fn total_s(&self) -> f64 {

@@ -179,8 +179,7 @@ pub fn run_given_moe_case_timed(
     };
     let start = Instant::now();
     let (out, mut times) = super::moe::run_moe_case(case, routing, ctx, Some(experts));
-    times.cases = 1;
-    times.slowest_case_s = start.elapsed().as_secs_f64();
+    times.finish_case(start.elapsed());
     (out, times)
 }
 
@@ -214,8 +213,7 @@ fn run_timed(
     {
         apply_known_bad(&mut out, kb, ctx.today);
     }
-    times.cases = 1;
-    times.slowest_case_s = start.elapsed().as_secs_f64();
+    times.finish_case(start.elapsed());
     (out, times)
 }
 
