@@ -269,6 +269,7 @@ fn workers_are_bound_to_devices_and_the_verdicts_do_not_depend_on_how_many() {
             &worker,
             &ids,
             |_| 1.0,
+            w4a16_reference::data::layer_key,
             jobs,
             ordinals,
             Duration::from_secs(20),

@@ -88,14 +88,15 @@ impl fmt::Display for ShardSpec {
 impl ShardSpec {
     /// This shard's cases of `chosen` with their positions in it, in `chosen`'s order.
     pub fn take<'c>(&self, chosen: &[&'c Case]) -> Vec<(usize, &'c Case)> {
-        let mut mine = self.positions(chosen.iter().map(|c| c.id.as_str()));
+        let mut mine = self.positions(chosen.iter().map(|c| c.layer_key()));
         mine.sort_unstable();
         mine.into_iter().map(|i| (i, chosen[i])).collect()
     }
 
-    /// Positions in `ids` of this shard's cases (see the module doc for the rule).
-    pub fn positions<'a>(&self, ids: impl IntoIterator<Item = &'a str>) -> Vec<usize> {
-        let groups = session::by_layer(ids);
+    /// Positions of this shard's cases among cases whose layer keys are `layer_keys` (see the
+    /// module doc for the rule).
+    pub fn positions(&self, layer_keys: impl IntoIterator<Item = String>) -> Vec<usize> {
+        let groups = session::by_layer(layer_keys);
         // `deal` drops empty shards, and with one unit per case those are the last ones (each
         // of the first groups goes to a still-empty shard in turn): index I-1 is shard I.
         session::deal(groups, |_| 1.0, self.count)

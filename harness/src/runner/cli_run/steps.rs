@@ -482,6 +482,12 @@ pub(super) fn run_in_workers(
         set.case(id)
             .map_or(1.0, |c| session::case_cost(c, reference))
     };
+    let layer = |id: &str| {
+        set.case(id).map_or_else(
+            || w4a16_reference::data::layer_key(id),
+            w4a16_cases::Case::layer_key,
+        )
+    };
     let worker = isolate::WorkerCommand {
         exe: &exe,
         spec: &spec,
@@ -491,6 +497,7 @@ pub(super) fn run_in_workers(
         &worker,
         &ids,
         cost,
+        layer,
         setup.jobs,
         ordinals,
         opts.case_timeout,

@@ -22,6 +22,7 @@ mod tests;
 pub use gpu_reference::{ReferenceChoice, ReferenceError, held_reference_on, reference_on};
 use judge::ReferenceKey;
 pub(crate) use judge::reference_failure;
+pub(crate) use prepare::{Prepared, keep_prepared, reuse_prepared};
 pub use prepare::{
     PreparedHandoff, adopt_prepared_layer, forget_prepared_layer, take_prepared_layer,
 };

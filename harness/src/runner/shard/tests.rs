@@ -49,8 +49,8 @@ fn shards_take_whole_layers_once_each_balanced_by_case_count() {
     let set = w4a16_cases::load_all(&w4a16_cases::locate(None).unwrap()).unwrap();
     let chosen: Vec<&Case> = set.cases().filter(|c| c.suite == "field").collect();
     assert!(chosen.len() > 1000, "{}", chosen.len());
-    let layer = |c: &Case| w4a16_reference::data::layer_key(&c.id);
-    let biggest_layer = session::by_layer(chosen.iter().map(|c| c.id.as_str()))
+    let layer = |c: &Case| c.layer_key();
+    let biggest_layer = session::by_layer(chosen.iter().map(|c| c.layer_key()))
         .iter()
         .map(Vec::len)
         .max()
