@@ -385,6 +385,9 @@ pub struct Suite {
     pub description: String,
     pub file: PathBuf,
     pub allow_unsupported: bool,
+    /// `on_request` of `[suite]`: the suite runs only when named (`--suite`), never in a run of
+    /// every suite (it would slow CI's default run; a scheduled job or a person names it).
+    pub on_request: bool,
     /// `isa_emulator_max_macs` of `[suite]`: the ISA emulator's budget for this suite, where
     /// it declares one.
     pub isa_emulator_max_macs: Option<u64>,
