@@ -1174,8 +1174,8 @@ fn the_moe_suite_has_exact_cases_and_x_and_c_layouts() {
 }
 
 /// `other-shapes` runs only when named (`on_request`): other models than the field's through the
-/// range-edge classes and strided / offset views, two 70B-class layers, and two MoE models up
-/// to T = 300.
+/// range-edge classes and strided / offset views, two 70B-class layers, and MoE routers of
+/// E {8, 64} × top_k {2, 6} up to T = 300.
 #[test]
 fn the_other_shapes_suite_is_on_request_and_holds_what_it_says() {
     let set = load();
