@@ -269,6 +269,7 @@ fn workers_are_bound_to_devices_and_the_verdicts_do_not_depend_on_how_many() {
             &worker,
             &ids,
             |_| 1.0,
+            w4a16_reference::data::layer_key,
             jobs,
             ordinals,
             Duration::from_secs(20),
@@ -300,6 +301,9 @@ fn workers_are_bound_to_devices_and_the_verdicts_do_not_depend_on_how_many() {
     assert_eq!(many.devices.keys().copied().collect::<Vec<_>>(), vec![0, 1]);
     let per_device: usize = many.devices.values().map(|t| t.cases).sum();
     assert_eq!(per_device, ids.len());
+    // And per suite, charged from each case's TIMING line by its id.
+    let per_suite: Vec<(&str, usize)> = many.suites.iter().map(|(s, t)| (s, t.cases)).collect();
+    assert_eq!(per_suite, vec![("s", ids.len())]);
     // Unbound workers say no device (they open their default one).
     let unbound = run(2, &[]);
     assert!(unbound.verdicts.iter().all(|v| device_of(v).is_none()));

@@ -280,6 +280,30 @@ impl Case {
             && !self.act_order
     }
 
+    /// The layer whose weights this case shares with others: the runner keeps each worker's
+    /// cases of one key together and makes their weights once. A dense case's layer is its id
+    /// without `M=` ([`w4a16_reference::data::layer_key`], which also seeds it). A MoE case's
+    /// experts depend on neither T, the routing, top_k, the routed weight nor the X/C layouts,
+    /// so its key keeps only what they are drawn from: suite, shape, dtype, symmetry, group,
+    /// class, the experts E and their map (which experts are local) and the row padding.
+    pub fn layer_key(&self) -> String {
+        match &self.moe {
+            None => w4a16_reference::data::layer_key(&self.id),
+            Some(moe) => format!(
+                "{}/{}/{}/{}/g{}/{}/e{}/map-{}/padding-{}",
+                self.suite,
+                self.shape_name,
+                self.dtype.name(),
+                self.symmetry.name(),
+                self.shape.group,
+                self.class.name(),
+                moe.experts,
+                moe.map.name(),
+                self.padding.name()
+            ),
+        }
+    }
+
     /// The id this case's fields spell; `id` always equals it. A MoE case spells its token
     /// count `T=` and adds `e<E>-top<k>/<routing>` after the class.
     pub fn make_id(&self) -> String {
@@ -361,6 +385,9 @@ pub struct Suite {
     pub description: String,
     pub file: PathBuf,
     pub allow_unsupported: bool,
+    /// `on_request` of `[suite]`: the suite runs only when named (`--suite`), never in a run of
+    /// every suite (it would slow CI's default run; a scheduled job or a person names it).
+    pub on_request: bool,
     /// `isa_emulator_max_macs` of `[suite]`: the ISA emulator's budget for this suite, where
     /// it declares one.
     pub isa_emulator_max_macs: Option<u64>,

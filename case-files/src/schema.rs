@@ -200,6 +200,9 @@ pub(crate) struct SuiteRaw {
     /// uses them to check that refusals are clean.
     #[serde(default)]
     pub allow_unsupported: bool,
+    /// Run only when named (`w4a16 run --suite NAME`): a suite too slow for the default run.
+    #[serde(default)]
+    pub on_request: bool,
     /// The largest case (M·N·K multiply-adds) the ISA emulator runs of this suite, where its
     /// default would cost CI too long (`kernels` and `edges` at their small shapes).
     pub isa_emulator_max_macs: Option<u64>,

@@ -1218,3 +1218,40 @@ fn the_moe_suite_has_exact_cases_and_x_and_c_layouts() {
         assert!(y.id.contains(&format!("y-{}", layout.name())), "{}", y.id);
     }
 }
+
+/// `other-shapes` runs only when named (`on_request`): other models than the field's through the
+/// range-edge classes and strided / offset views, two 70B-class layers, and MoE routers of
+/// E {8, 64} × top_k {2, 6} up to T = 300.
+#[test]
+fn the_other_shapes_suite_is_on_request_and_holds_what_it_says() {
+    let set = load();
+    let suite = set.suite("other-shapes").expect("the other-shapes suite");
+    assert!(suite.on_request);
+    let others: Vec<&str> = set
+        .suite_names()
+        .into_iter()
+        .filter(|s| set.suite(s).unwrap().on_request)
+        .collect();
+    assert_eq!(others, ["other-shapes"], "only it is on request");
+    let cases = &suite.cases;
+    let class = |name: &str| cases.iter().filter(|c| c.class.name() == name).count();
+    assert!(class("saturating") > 0 && class("special-values") > 0);
+    assert!(cases.iter().any(|c| !c.x_layout.is_default()));
+    assert!(cases.iter().any(|c| !c.y_layout.is_default()));
+    assert!(
+        cases
+            .iter()
+            .any(|c| c.shape_name.starts_with("llama-3-70b."))
+    );
+    let moe: Vec<_> = cases.iter().filter_map(|c| Some((c, c.moe?))).collect();
+    assert!(moe.iter().any(|(_, m)| m.experts == 64 && m.top_k == 6));
+    assert!(moe.iter().any(|(_, m)| m.experts == 8 && m.top_k == 2));
+    assert_eq!(moe.iter().map(|(c, _)| c.m).max(), Some(300));
+    for model in ["mistral-7b", "phi-3-mini", "gemma-7b", "qwen2.5-14b"] {
+        assert!(
+            cases.iter().any(|c| c.shape_name.starts_with(model)),
+            "{model}"
+        );
+    }
+    eprintln!("other-shapes: {} cases ({} MoE)", cases.len(), moe.len());
+}

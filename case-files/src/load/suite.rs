@@ -124,6 +124,7 @@ fn expand_suite(f: &Parsed, suite: &SuiteRaw, set: &CaseSet) -> Result<Suite, Ca
         description: suite.description.clone(),
         file: f.path.to_path_buf(),
         allow_unsupported: suite.allow_unsupported,
+        on_request: suite.on_request,
         isa_emulator_max_macs: match suite.isa_emulator_max_macs {
             Some(0) => return Err(f.err("suite.isa_emulator_max_macs", POSITIVE_MACS)),
             budget => budget,

@@ -12,7 +12,7 @@ use super::session::{self, Backend, RunOutput, SessionOptions};
 use super::shard::{self, ShardRecord, ShardSpec};
 use super::snapshot::{self, LeftOut, SnapshotFile, SnapshotMode};
 use super::verdict::SanitizerTool;
-use super::{PhaseTimes, Summary, Verdict, global, isolate, report, verdict};
+use super::{Summary, Verdict, global, isolate, report, verdict};
 use crate::report::FileError;
 use crate::require::Skip;
 use std::collections::{BTreeMap, BTreeSet};
@@ -427,10 +427,15 @@ pub fn require_backend(
     Ok(())
 }
 
-/// The cases of `suites` (all when empty) whose ids match `filter`.
+/// The cases of `suites` whose ids match `filter`; no suites: every suite but those run only
+/// on request (`on_request` in `[suite]`).
 pub fn choose<'s>(set: &'s CaseSet, suites: &[String], filter: Option<&str>) -> Vec<&'s Case> {
+    let on_request = |suite: &str| set.suite(suite).is_some_and(|s| s.on_request);
     set.cases()
-        .filter(|c| suites.is_empty() || suites.contains(&c.suite))
+        .filter(|c| match suites {
+            [] => !on_request(&c.suite),
+            named => named.contains(&c.suite),
+        })
         .filter(|c| filter.is_none_or(|f| w4a16_cases::glob::glob_match(f, &c.id)))
         .collect()
 }
@@ -453,7 +458,7 @@ pub fn write_reports(
     reference: Option<ReferenceChoice>,
     device: Option<DeviceKind>,
     verdicts: &[Verdict],
-    timing: (f64, usize, &PhaseTimes),
+    timing: report::Timing<'_>,
 ) -> Result<(), FileError> {
     write_reports_of(dir, target, reference, device, verdicts, timing, None)
 }
@@ -465,7 +470,7 @@ pub fn write_reports_of(
     reference: Option<ReferenceChoice>,
     device: Option<DeviceKind>,
     verdicts: &[Verdict],
-    timing: (f64, usize, &PhaseTimes),
+    timing: report::Timing<'_>,
     shard: Option<&ShardRecord>,
 ) -> Result<(), FileError> {
     report::RunReport {
@@ -513,6 +518,23 @@ pub fn snapshots(
 
 mod main_job;
 mod steps;
+
+#[cfg(test)]
+mod choose_tests {
+    use super::*;
+
+    /// A run of every suite leaves out the suites run on request; naming one runs it.
+    #[test]
+    fn suites_on_request_run_only_when_named() {
+        let set = w4a16_cases::load_all(&w4a16_cases::locate(None).unwrap()).unwrap();
+        let every = choose(&set, &[], None);
+        assert!(every.iter().all(|c| c.suite != "other-shapes"));
+        let on_request = set.suite("other-shapes").unwrap().cases.len();
+        assert_eq!(every.len(), set.total_cases() - on_request);
+        let named = choose(&set, &["other-shapes".to_string()], None);
+        assert_eq!(named.len(), on_request);
+    }
+}
 
 #[cfg(test)]
 mod require_backend_tests {

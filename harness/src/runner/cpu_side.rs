@@ -30,8 +30,8 @@ pub struct CpuSideReport {
 /// one, as a worker runs them, converting the layer once) picked by the layer's seed, not by
 /// position, so the sample spreads over shapes and providers however the suite is ordered.
 pub fn in_sample(case: &Case, every: usize) -> bool {
-    use w4a16_reference::data::{case_seed, layer_key};
-    every <= 1 || case_seed(&layer_key(&case.id)).is_multiple_of(every as u64)
+    use w4a16_reference::data::case_seed;
+    every <= 1 || case_seed(&case.layer_key()).is_multiple_of(every as u64)
 }
 
 /// Why the CPU side could not be timed.

@@ -11,6 +11,7 @@
 //! A worker is told what to run by one argument, `worker --spec JSON` ([`WorkerSpec`]); the
 //! case ids come on its stdin, so a fresh worker after a crash is given the rest.
 
+use super::cost::SuiteTimes;
 use super::execute::ReferenceChoice;
 use super::sanitize::{self, CaseWindow, ReportLine, Sanitizer};
 use super::session::{RunOutput, StopFlag};
@@ -348,6 +349,7 @@ pub fn run_worker(
         on_verdict,
         verdicts: Vec::new(),
         times: PhaseTimes::default(),
+        suites: SuiteTimes::default(),
         next: 0,
     };
     while out.next < case_ids.len() && !stop.is_stopped() {
@@ -383,6 +385,7 @@ pub fn run_worker(
     Ok(RunOutput {
         verdicts: out.verdicts,
         times: out.times,
+        suites: out.suites,
         ..RunOutput::default()
     })
 }
@@ -442,6 +445,8 @@ struct Collected<F> {
     on_verdict: F,
     verdicts: Vec<Verdict>,
     times: PhaseTimes,
+    /// The same times per suite, each case's charged by its id.
+    suites: SuiteTimes,
     /// The index of the first case without its verdicts.
     next: usize,
 }
@@ -577,6 +582,7 @@ impl<'w> WorkerProcess<'w> {
             }
         } else if let Some(id) = l.strip_prefix("END ") {
             out.times.merge(&self.times_for_current);
+            out.suites.add_case(id, &self.times_for_current);
             case_times_log(id, &self.times_for_current);
             for v in std::mem::take(&mut self.got_for_current) {
                 if let Some(w) = self.window.as_mut() {

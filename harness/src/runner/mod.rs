@@ -4,6 +4,7 @@
 pub mod artifact;
 pub mod budget;
 pub mod cli_run;
+pub mod cost;
 pub mod cpu_side;
 pub mod emulator_speed;
 pub mod execute;

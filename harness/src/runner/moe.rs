@@ -4,12 +4,11 @@
 //! mapped away, every slot's row written, nothing outside C) → the whole pipeline again, bit for
 //! bit (determinism).
 
-use std::cell::RefCell;
-use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Instant;
 
-use super::execute::RunContext;
 use super::execute::reference_failure;
+use super::execute::{Prepared, RunContext, forget_prepared_layer, keep_prepared, reuse_prepared};
 use super::timing::{Phase, PhaseTimes};
 use super::verdict::{
     Cause, Check, KernelPath, Mismatch, Outcome, OutputProblems, ReferenceStage, Verdict,
@@ -47,20 +46,30 @@ fn moe_path() -> KernelPath {
 }
 
 /// The experts of a case, keyed by everything they depend on (not T, the routing or the routed
-/// weight), kept per thread so a layer's cases reuse them.
-struct PreparedExperts {
+/// weight), kept as the thread's prepared layer ([`Prepared::Experts`]) so that the cases of
+/// one MoE layer (`Case::layer_key`, which the runner keeps together) make them once.
+pub(crate) struct PreparedExperts {
+    /// What seeds the experts ([`experts_seed_key`]).
     key: String,
     layer: MoeLayer,
     stacked: StackedExperts,
 }
 
-thread_local! {
-    static LAST_EXPERTS: RefCell<Option<Rc<PreparedExperts>>> = const { RefCell::new(None) };
-}
-
-/// Drops this thread's prepared experts (see [`super::execute::forget_prepared_layer`]).
-pub(crate) fn forget_prepared_experts() {
-    LAST_EXPERTS.with(|slot| slot.borrow_mut().take());
+/// The key whose seed draws a case's experts: fixed, since the committed verdict snapshots hold
+/// the data it draws. It names what the experts depend on: suite, shape, dtype, symmetry, group,
+/// class, the local experts and the resolved row padding.
+fn experts_seed_key(case: &Case, local_experts: usize, padding: RowPadding) -> String {
+    format!(
+        "{}/{}/{}/{}/g{}/{}/e{}/{:?}",
+        case.suite,
+        case.shape_name,
+        case.dtype.name(),
+        case.symmetry.name(),
+        case.shape.group,
+        case.class.name(),
+        local_experts,
+        padding
+    )
 }
 
 /// A MoE case's seeded data: the expert map, the routing and X, and the experts' spec.
@@ -400,33 +409,24 @@ impl<'a> MoeRun<'_, 'a> {
     }
 
     /// The case's experts, generated and stacked, or reused from the thread's last case.
-    fn prepared(&mut self, spec: &MoeSpec) -> Option<Rc<PreparedExperts>> {
+    fn prepared(&mut self, spec: &MoeSpec) -> Option<Arc<PreparedExperts>> {
         let case = self.case;
         let padding = RowPadding::from_rule(
             case.shape.k,
             w4a16_select::padding::padding_rule(self.ctx.target, case.padding),
         );
-        let key = format!(
-            "{}/{}/{}/{}/g{}/{}/e{}/{:?}",
-            case.suite,
-            case.shape_name,
-            case.dtype.name(),
-            case.symmetry.name(),
-            case.shape.group,
-            case.class.name(),
-            spec.experts,
-            padding
-        );
-        let cached = LAST_EXPERTS.with(|slot| {
-            slot.borrow()
-                .as_ref()
-                .filter(|p| p.key == key)
-                .map(Rc::clone)
+        let key = experts_seed_key(case, spec.experts, padding);
+        let cached = reuse_prepared(|p| match p {
+            Prepared::Experts(e) if e.key == key => Some(Arc::clone(e)),
+            _ => None,
         });
         if cached.is_some() {
             return cached;
         }
-        LAST_EXPERTS.with(|slot| slot.borrow_mut().take());
+        // Drop the previous layer before building the next: large layers are GB-sized.
+        forget_prepared_layer();
+        #[cfg(test)]
+        tests::EXPERT_DRAWS.with(|n| n.set(n.get() + 1));
         let start = Instant::now();
         let built = match self.given {
             Some(layer) => layer.stack(padding).map(|stacked| (layer.clone(), stacked)),
@@ -436,12 +436,12 @@ impl<'a> MoeRun<'_, 'a> {
         self.times.add(Phase::Data, start.elapsed());
         match built {
             Ok((layer, stacked)) => {
-                let p = Rc::new(PreparedExperts {
+                let p = Arc::new(PreparedExperts {
                     key,
                     layer,
                     stacked,
                 });
-                LAST_EXPERTS.with(|slot| *slot.borrow_mut() = Some(Rc::clone(&p)));
+                keep_prepared(Prepared::Experts(Arc::clone(&p)));
                 Some(p)
             }
             Err(e) => self.data_failure(ReferenceStage::Experts, e),
@@ -656,5 +656,82 @@ mod tests {
             assert!(v.detail.contains("no GPU in this test"), "{}", v.detail);
         }
         assert_eq!(find(&vs, "selection:moe_align+moe").outcome, Outcome::Pass);
+    }
+
+    thread_local! {
+        /// Experts drawn on this thread (a test's one-thread pool), counted by `prepared`.
+        pub(super) static EXPERT_DRAWS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+
+    /// `cases` on the simulated device in a fresh one-thread pool (its prepared slot empty):
+    /// the verdicts, and how many times the experts were drawn.
+    fn run_fresh(set: &w4a16_cases::CaseSet, cases: &[&Case]) -> (Vec<Verdict>, usize) {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .unwrap();
+        pool.install(|| {
+            let opts = SessionOptions::new(w4a16_cases::locate(None).unwrap(), Target::Sm90);
+            let backend = Backend::Device(simulated::device(false, true));
+            let out = run_in_process(set, cases, &backend, &opts, &|_| {}).unwrap();
+            (out.verdicts, EXPERT_DRAWS.with(std::cell::Cell::get))
+        })
+    }
+
+    /// A MoE layer's cases (every T, with and without the routed weight) draw its experts once,
+    /// and judge exactly as when each case draws its own: the details name worst ratios and
+    /// rows, which follow the experts' bits. A case of another layer between them is kept apart.
+    #[test]
+    fn the_cases_of_one_moe_layer_draw_its_experts_once_with_the_verdicts_of_their_own_draws() {
+        let set = w4a16_cases::load_all(&w4a16_cases::locate(None).unwrap()).unwrap();
+        let layer = set.case(CASE).unwrap().layer_key();
+        let mut cases: Vec<&Case> = set.cases().filter(|c| c.layer_key() == layer).collect();
+        assert!(cases.len() >= 4, "{layer}: {} cases", cases.len());
+        let other = set
+            .cases()
+            .find(|c| {
+                c.moe.is_some() && c.shape_name == "moe.k256-n64-e8" && c.layer_key() != layer
+            })
+            .unwrap();
+        cases.insert(1, other);
+        let (shared, draws) = run_fresh(&set, &cases);
+        assert_eq!(draws, 2, "one draw per layer");
+        let mut own = Vec::new();
+        for case in &cases {
+            let (verdicts, draws) = run_fresh(&set, &[case]);
+            assert_eq!(draws, 1);
+            own.extend(verdicts);
+        }
+        assert_eq!(shared, own);
+    }
+
+    /// Every MoE case of the committed suites shares its layer (`Case::layer_key`) only with
+    /// cases whose experts are drawn from the same seed, on every target: grouping by layer
+    /// cannot change a case's data, and each group draws once.
+    #[test]
+    fn a_moe_layer_key_names_one_draw_of_experts_on_every_target() {
+        let set = w4a16_cases::load_all(&w4a16_cases::locate(None).unwrap()).unwrap();
+        let moe: Vec<&Case> = set.cases().filter(|c| c.moe.is_some()).collect();
+        for target in [
+            Target::Sm90,
+            Target::Gfx1100,
+            Target::Gfx1151,
+            Target::Gfx1201,
+        ] {
+            let mut seed_of: std::collections::BTreeMap<String, String> = Default::default();
+            for case in &moe {
+                let routing = case.moe.unwrap();
+                let local = ExpertMap::new(routing.map, routing.experts)
+                    .unwrap()
+                    .local_experts();
+                let rule = w4a16_select::padding::padding_rule(target, case.padding);
+                let seed = experts_seed_key(case, local, RowPadding::from_rule(case.shape.k, rule));
+                let first = seed_of
+                    .entry(case.layer_key())
+                    .or_insert_with(|| seed.clone());
+                assert_eq!(*first, seed, "{} on {target}", case.id);
+            }
+            assert!(seed_of.len() < moe.len() / 4, "{} layers", seed_of.len());
+        }
     }
 }

@@ -1,6 +1,7 @@
 //! A run's report folder: `report.json`, `junit.xml` and `summary.md` (a Markdown summary for
 //! a pull-request comment). The content is built here; [`crate::report`] writes it.
 
+use super::cost::SuiteCost;
 use super::execute::{self, ReferenceChoice};
 use super::shard::ShardRecord;
 use super::timing::PhaseTimes;
@@ -37,20 +38,31 @@ struct JsonReport<'a> {
     verdicts: &'a [Verdict],
 }
 
-/// A run's wall time, worker count and phase split.
-#[derive(Serialize)]
+/// A run's wall time, worker count, phase split and cost per suite.
+#[derive(Clone, Copy, Serialize)]
 pub struct Timing<'a> {
     pub wall_s: f64,
     pub workers: usize,
     pub phases: &'a PhaseTimes,
+    /// One row per suite that ran cases ([`SuiteCost`]); empty where not gathered.
+    #[serde(skip_serializing_if = "<[SuiteCost]>::is_empty")]
+    pub suites: &'a [SuiteCost],
 }
 
-/// The JSON report; `timing` is the run's wall time, worker count and phase split.
-pub fn json(
-    target: &str,
-    verdicts: &[Verdict],
-    timing: Option<(f64, usize, &PhaseTimes)>,
-) -> String {
+impl<'a> Timing<'a> {
+    /// A run's timing without its per-suite rows.
+    pub fn of(wall_s: f64, workers: usize, phases: &'a PhaseTimes) -> Timing<'a> {
+        Timing {
+            wall_s,
+            workers,
+            phases,
+            suites: &[],
+        }
+    }
+}
+
+/// The JSON report; `timing` is the run's wall time, worker count, phase split and suite costs.
+pub fn json(target: &str, verdicts: &[Verdict], timing: Option<Timing<'_>>) -> String {
     json_full(target, None, None, verdicts, timing, None)
 }
 
@@ -61,7 +73,7 @@ pub fn json_full(
     reference: Option<&str>,
     device: Option<DeviceKind>,
     verdicts: &[Verdict],
-    timing: Option<(f64, usize, &PhaseTimes)>,
+    timing: Option<Timing<'_>>,
     shard: Option<&ShardRecord>,
 ) -> String {
     let summary = Summary::of(verdicts);
@@ -71,11 +83,7 @@ pub fn json_full(
             reference,
             device,
             summary: &summary,
-            timing: timing.map(|(wall_s, workers, phases)| Timing {
-                wall_s,
-                workers,
-                phases,
-            }),
+            timing,
             shard,
             verdicts,
         },
@@ -167,6 +175,39 @@ pub fn markdown(target: &str, verdicts: &[Verdict], repro: impl Fn(&Verdict) -> 
     out
 }
 
+/// The cost per suite as a Markdown table: cases, worker-seconds (in all, per case, per GFLOP
+/// checked), GFLOP checked, and the seconds of each phase.
+pub fn suite_cost_table(rows: &[SuiteCost]) -> Table {
+    let mut table = Table::aligned([
+        ("suite", Align::Left),
+        ("cases", Align::Right),
+        ("worker-s", Align::Right),
+        ("worker-s/case", Align::Right),
+        ("GFLOP checked", Align::Right),
+        ("worker-s/GFLOP", Align::Right),
+        ("data s", Align::Right),
+        ("conversion s", Align::Right),
+        ("device s", Align::Right),
+        ("reference + verification s", Align::Right),
+    ]);
+    for r in rows {
+        table.row([
+            format!("`{}`", r.suite),
+            r.cases.to_string(),
+            format!("{:.1}", r.worker_s),
+            format!("{:.3}", r.worker_s_per_case),
+            format!("{:.3}", r.gflop_checked),
+            r.worker_s_per_gflop
+                .map_or_else(|| "—".to_string(), |s| format!("{s:.3}")),
+            format!("{:.1}", r.phases.data_s),
+            format!("{:.1}", r.phases.convert_s),
+            format!("{:.1}", r.phases.device_s),
+            format!("{:.1}", r.phases.verify_s),
+        ]);
+    }
+    table
+}
+
 /// What a run (or the merge of its shards) reports: the inputs of its three files.
 #[derive(Clone, Copy)]
 pub struct RunReport<'a> {
@@ -175,8 +216,8 @@ pub struct RunReport<'a> {
     pub reference: Option<ReferenceChoice>,
     pub device: Option<DeviceKind>,
     pub verdicts: &'a [Verdict],
-    /// Wall seconds, workers and the phase split.
-    pub timing: (f64, usize, &'a PhaseTimes),
+    /// Wall seconds, workers, the phase split and the cost per suite.
+    pub timing: Timing<'a>,
     /// For one shard of a run (`--shard I/N`), which share it is.
     pub shard: Option<&'a ShardRecord>,
 }
@@ -189,7 +230,12 @@ impl RunReport<'_> {
         let mut md = markdown(t, self.verdicts, |v| {
             execute::repro_command(&v.case_id, target)
         });
-        let (wall_s, workers, times) = self.timing;
+        let Timing {
+            wall_s,
+            workers,
+            phases: times,
+            suites,
+        } = self.timing;
         let share = |x: f64| 100.0 * x / times.total_s().max(f64::MIN_POSITIVE);
         md.push_str(&format!(
             "\n_{wall_s:.0} s wall on {workers} workers; of their summed time: device {:.0}%, reference + verification {:.0}%, data + conversion {:.0}%._\n",
@@ -197,6 +243,12 @@ impl RunReport<'_> {
             share(times.verify_s),
             share(times.data_s + times.convert_s),
         ));
+        // The timed part is the wall-time line and what follows it.
+        if !suites.is_empty() {
+            md.push_str("\n<details><summary>Cost per suite</summary>\n\n");
+            md.push_str(&suite_cost_table(suites).render());
+            md.push_str("\n</details>\n");
+        }
         let json = json_full(
             t,
             self.reference.map(ReferenceChoice::name),
@@ -282,7 +334,7 @@ mod tests {
             device_s: 0.5,
             ..PhaseTimes::default()
         };
-        let j = json("sm_90", &sample(), Some((3.0, 14, &phases)));
+        let j = json("sm_90", &sample(), Some(Timing::of(3.0, 14, &phases)));
         let v: serde_json::Value = serde_json::from_str(&j).unwrap();
         assert_eq!(v["timing"]["wall_s"], 3.0);
         assert_eq!(v["timing"]["workers"], 14);

@@ -1,6 +1,7 @@
 //! A run over many cases on one target: picks the device, spreads cases over fault-isolated
 //! workers (GPU) or threads (CPU-only), and gathers verdicts. Shared by the CLI and the tests.
 
+use super::cost::SuiteTimes;
 use super::execute::{Mode, ReferenceChoice, RunContext, run_case_timed};
 use super::gpus;
 use super::isolate;
@@ -154,6 +155,8 @@ impl StopFlag {
 pub struct RunOutput {
     pub verdicts: Vec<Verdict>,
     pub times: PhaseTimes,
+    /// The times again, per suite (the run's cost table, [`super::cost`]).
+    pub suites: SuiteTimes,
     /// The times again, per device ordinal the cases ran on (empty where the run bound no
     /// device): diagnostics only, never part of a verdict, a report's verdicts or a snapshot.
     pub devices: BTreeMap<usize, PhaseTimes>,
@@ -206,7 +209,7 @@ pub fn run_in_process_on(
     if backends.is_empty() {
         return Err(SessionError::NoDevice);
     }
-    let groups = by_layer(cases.iter().map(|c| c.id.as_str()));
+    let groups = by_layer(cases.iter().map(|c| c.layer_key()));
     let mut shards = deal(
         groups,
         |i| case_cost(cases[i], opts.reference),
@@ -232,6 +235,7 @@ pub fn run_in_process_on(
         let r = r?;
         out.verdicts.extend(r.verdicts);
         out.times.merge(&r.times);
+        out.suites.merge(&r.suites);
         out.devices.entry(*ordinal).or_default().merge(&r.times);
     }
     in_case_order(&mut out.verdicts, cases.iter().map(|c| c.id.as_str()));
@@ -310,7 +314,7 @@ pub fn run_in_process(
     };
     // Cases of one layer run back to back, so each thread converts a layer once (rayon hands
     // out contiguous ranges); verdicts come back in the callers' order.
-    let order: Vec<usize> = by_layer(cases.iter().map(|c| c.id.as_str()))
+    let order: Vec<usize> = by_layer(cases.iter().map(|c| c.layer_key()))
         .into_iter()
         .flatten()
         .collect();
@@ -326,19 +330,26 @@ pub fn run_in_process(
         slots[i] = Some(r);
     }
     let mut out = RunOutput::default();
-    for (vs, t) in slots.into_iter().flatten() {
+    for ((vs, t), case) in slots
+        .into_iter()
+        .zip(cases)
+        .filter_map(|(s, c)| Some((s?, c)))
+    {
         out.verdicts.extend(vs);
         out.times.merge(&t);
+        if t.cases > 0 {
+            out.suites.add_case(&case.id, &t);
+        }
     }
     Ok(out)
 }
 
-/// Indices of `ids` grouped by layer (`data::layer_key`), groups in order of first appearance.
-pub fn by_layer<'a>(ids: impl IntoIterator<Item = &'a str>) -> Vec<Vec<usize>> {
+/// Indices of cases grouped by their layers' keys ([`Case::layer_key`]: the cases that share
+/// one layer's weights), groups in order of first appearance.
+pub fn by_layer<K: Ord>(layer_keys: impl IntoIterator<Item = K>) -> Vec<Vec<usize>> {
     let mut groups: Vec<Vec<usize>> = Vec::new();
-    let mut index: BTreeMap<String, usize> = BTreeMap::new();
-    for (i, id) in ids.into_iter().enumerate() {
-        let key = w4a16_reference::data::layer_key(id);
+    let mut index: BTreeMap<K, usize> = BTreeMap::new();
+    for (i, key) in layer_keys.into_iter().enumerate() {
         let g = *index.entry(key).or_insert_with(|| {
             groups.push(Vec::new());
             groups.len() - 1
@@ -376,7 +387,8 @@ pub fn deal(groups: Vec<Vec<usize>>, cost: impl Fn(usize) -> f64, jobs: usize) -
 /// Runs `case_ids` in `jobs` worker processes (ARCHITECTURE.md rule 8), each bound to one of
 /// `ordinals` (round-robin, [`gpus::bind`]) through its [`isolate::WorkerSpec`]; no ordinals:
 /// the workers open their default device. `cost` estimates a case's time (any unit): it
-/// balances the workers, each of which gets whole layers so that it converts each layer once.
+/// balances the workers, each of which gets whole layers (`layer`: a case id's layer key,
+/// [`Case::layer_key`]) so that it makes each layer's weights once.
 /// Once `stop` is set every worker is ended and unfinished cases are left out. The verdicts are
 /// in case order whatever the number of workers or devices.
 #[allow(clippy::too_many_arguments)]
@@ -384,13 +396,14 @@ pub fn run_worker_jobs_on(
     worker: &isolate::WorkerCommand<'_>,
     case_ids: &[String],
     cost: impl Fn(&str) -> f64,
+    layer: impl Fn(&str) -> String,
     jobs: usize,
     ordinals: &[usize],
     per_case: Duration,
     stop: &StopFlag,
     on_verdict: &(dyn Fn(&Verdict) + Sync),
 ) -> std::io::Result<RunOutput> {
-    let groups = by_layer(case_ids.iter().map(String::as_str));
+    let groups = by_layer(case_ids.iter().map(|id| layer(id)));
     let shards: Vec<Vec<String>> = deal(groups, |i| cost(&case_ids[i]), jobs)
         .into_iter()
         .map(|s| s.into_iter().map(|i| case_ids[i].clone()).collect())
@@ -420,6 +433,7 @@ pub fn run_worker_jobs_on(
         let r = r?;
         out.verdicts.extend(r.verdicts);
         out.times.merge(&r.times);
+        out.suites.merge(&r.suites);
         if let Some(o) = ordinal {
             out.devices.entry(o).or_default().merge(&r.times);
         }
@@ -602,7 +616,8 @@ mod tests {
             "field/b/M=1/f16/sym/g128/realistic",
             "field/a/M=64/bf16/sym/g128/realistic",
         ];
-        assert_eq!(by_layer(ids), vec![vec![0, 2], vec![1, 4], vec![3]]);
+        let keys = ids.map(w4a16_reference::data::layer_key);
+        assert_eq!(by_layer(keys), vec![vec![0, 2], vec![1, 4], vec![3]]);
     }
 
     /// A run's files as `w4a16 run` writes them (reports and verdict snapshots), read back
@@ -623,7 +638,7 @@ mod tests {
             Some(reference),
             Some(w4a16_device::DeviceKind::Simulated),
             verdicts,
-            (1.0, workers, &out.times),
+            crate::runner::report::Timing::of(1.0, workers, &out.times),
         )
         .unwrap();
         let snaps = dir.path().join("snapshots");
@@ -678,12 +693,12 @@ mod tests {
                 .cases()
                 .filter(|c| c.suite == suite && c.m <= 4 && c.moe.is_none())
                 .collect();
-            let mut layers = by_layer(of.iter().map(|c| c.id.as_str()));
+            let mut layers = by_layer(of.iter().map(|c| c.layer_key()));
             layers.sort_by_key(|g| of[g[0]].shape.n * of[g[0]].shape.k);
             let keep: Vec<usize> = layers.into_iter().take(3).flatten().collect();
             cases.extend(keep.into_iter().map(|i| of[i]));
         }
-        let layers = by_layer(cases.iter().map(|c| c.id.as_str())).len();
+        let layers = by_layer(cases.iter().map(|c| c.layer_key())).len();
         assert!(layers >= 4, "{} cases in {layers} layers", cases.len());
         // Either reference: the GPU one forms it on each case's own device.
         for reference in [ReferenceChoice::Cpu, ReferenceChoice::Gpu] {

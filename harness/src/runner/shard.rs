@@ -20,6 +20,7 @@
 //! every verdict where the unsharded run puts it without the case folder.
 
 use super::cli_run::{self, RunEnd, RunError};
+use super::cost::{SuiteCost, merge_suite_costs};
 use super::execute::ReferenceChoice;
 use super::report::Timing;
 use super::session;
@@ -87,14 +88,15 @@ impl fmt::Display for ShardSpec {
 impl ShardSpec {
     /// This shard's cases of `chosen` with their positions in it, in `chosen`'s order.
     pub fn take<'c>(&self, chosen: &[&'c Case]) -> Vec<(usize, &'c Case)> {
-        let mut mine = self.positions(chosen.iter().map(|c| c.id.as_str()));
+        let mut mine = self.positions(chosen.iter().map(|c| c.layer_key()));
         mine.sort_unstable();
         mine.into_iter().map(|i| (i, chosen[i])).collect()
     }
 
-    /// Positions in `ids` of this shard's cases (see the module doc for the rule).
-    pub fn positions<'a>(&self, ids: impl IntoIterator<Item = &'a str>) -> Vec<usize> {
-        let groups = session::by_layer(ids);
+    /// Positions of this shard's cases among cases whose layer keys are `layer_keys` (see the
+    /// module doc for the rule).
+    pub fn positions(&self, layer_keys: impl IntoIterator<Item = String>) -> Vec<usize> {
+        let groups = session::by_layer(layer_keys);
         // `deal` drops empty shards, and with one unit per case those are the last ones (each
         // of the first groups goes to a still-empty shard in turn): index I-1 is shard I.
         session::deal(groups, |_| 1.0, self.count)
@@ -318,6 +320,8 @@ struct TimingIn {
     wall_s: f64,
     workers: usize,
     phases: PhaseTimes,
+    #[serde(default)]
+    suites: Vec<SuiteCost>,
 }
 
 /// The shards combined: what one unsharded run reports.
@@ -335,6 +339,8 @@ pub struct Merged {
     pub wall_s: f64,
     pub workers: usize,
     pub times: PhaseTimes,
+    /// The shards' cost per suite, each suite's rows added up.
+    pub suite_costs: Vec<SuiteCost>,
     /// Each snapshot file with the union of the shards' rows.
     pub snapshots: Vec<(SnapshotFile, Vec<SnapshotRow>)>,
     pub suites: Vec<String>,
@@ -347,6 +353,7 @@ impl Merged {
             wall_s: self.wall_s,
             workers: self.workers,
             phases: &self.times,
+            suites: &self.suite_costs,
         }
     }
 }
@@ -394,6 +401,7 @@ pub fn merge(dirs: &[PathBuf], artifacts: &Path) -> Result<Merged, MergeError> {
         wall_s: placed.wall_s,
         workers: placed.workers,
         times: placed.times,
+        suite_costs: placed.suite_costs,
         snapshots,
         suites: first_rec.suites.clone(),
     })
@@ -547,6 +555,7 @@ struct Placed {
     wall_s: f64,
     workers: usize,
     times: PhaseTimes,
+    suite_costs: Vec<SuiteCost>,
 }
 
 /// Each shard's verdicts put where the unsharded run puts them: the case-independent checks
@@ -557,11 +566,13 @@ fn place_verdicts(shards: &[Shard], artifacts: &Path) -> Result<Placed, MergeErr
     let mut cases: Vec<(usize, Verdict)> = Vec::new();
     let mut skips: Vec<(usize, Verdict)> = Vec::new();
     let (mut wall_s, mut workers, mut times) = (0.0f64, 0usize, PhaseTimes::default());
+    let mut suite_rows: Vec<&SuiteCost> = Vec::new();
     for (dir, report, rec) in shards {
         if let Some(t) = &report.timing {
             wall_s = wall_s.max(t.wall_s);
             workers += t.workers;
             times.merge(&t.phases);
+            suite_rows.extend(&t.suites);
         }
         let place = |v: &Verdict| {
             rec.positions
@@ -601,6 +612,7 @@ fn place_verdicts(shards: &[Shard], artifacts: &Path) -> Result<Placed, MergeErr
         wall_s,
         workers,
         times,
+        suite_costs: merge_suite_costs(suite_rows),
     })
 }
 
@@ -688,7 +700,7 @@ pub fn merge_command(
         merged.reference,
         merged.device,
         &merged.verdicts,
-        (merged.wall_s, merged.workers, &merged.times),
+        merged.timing(),
     )?;
     write_merged_snapshots(&snapshot_part_dir(out), &merged)?;
     let differing = match snapshot {

@@ -37,6 +37,10 @@ pub struct PhaseTimes {
     /// by the process that checks it, never again by the worker that launches it).
     #[serde(default)]
     pub conversions: usize,
+    /// The cases end to end, summed: the worker-seconds they took, phases and all that lies
+    /// between them (selection, validation, known-bad entries). Absent from older reports.
+    #[serde(default)]
+    pub case_s: f64,
 }
 
 impl PhaseTimes {
@@ -65,8 +69,17 @@ impl PhaseTimes {
         self.convert_s += other.convert_s;
         self.device_s += other.device_s;
         self.verify_s += other.verify_s;
+        self.case_s += other.case_s;
         self.slowest_case_s = self.slowest_case_s.max(other.slowest_case_s);
         self.conversions += other.conversions;
+    }
+
+    /// One case's times, `elapsed` end to end: counted once, its own slowest.
+    pub fn finish_case(&mut self, elapsed: Duration) {
+        let s = elapsed.as_secs_f64();
+        self.cases = 1;
+        self.slowest_case_s = s;
+        self.case_s = s;
     }
 
     pub fn total_s(&self) -> f64 {

@@ -59,6 +59,7 @@ pub(crate) fn suite(cases: Vec<Case>) -> Suite {
         description: String::new(),
         file: "perf-test.toml".into(),
         allow_unsupported: true,
+        on_request: false,
         isa_emulator_max_macs: None,
         isa_emulator_sweep_budgets: Default::default(),
         cases,

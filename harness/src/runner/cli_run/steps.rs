@@ -5,6 +5,7 @@
 use super::*;
 use crate::require::Requirement;
 use crate::runner::budget::Interpreter;
+use crate::runner::cost;
 
 /// The devices a run opened: the first (or why there is none), the ordinals its workers are
 /// bound to, and the other devices of `--gpus`.
@@ -416,6 +417,7 @@ pub(super) fn run_cases(
         )?;
         out.verdicts.extend(cpu.verdicts);
         out.times.merge(&cpu.times);
+        out.suites.merge(&cpu.suites);
     }
     let case_checks = out.verdicts.len();
     verdicts.append(&mut out.verdicts);
@@ -480,6 +482,12 @@ pub(super) fn run_in_workers(
         set.case(id)
             .map_or(1.0, |c| session::case_cost(c, reference))
     };
+    let layer = |id: &str| {
+        set.case(id).map_or_else(
+            || w4a16_reference::data::layer_key(id),
+            w4a16_cases::Case::layer_key,
+        )
+    };
     let worker = isolate::WorkerCommand {
         exe: &exe,
         spec: &spec,
@@ -489,6 +497,7 @@ pub(super) fn run_in_workers(
         &worker,
         &ids,
         cost,
+        layer,
         setup.jobs,
         ordinals,
         opts.case_timeout,
@@ -526,13 +535,19 @@ pub(super) fn finish(
     let record = opts
         .shard
         .map(|s| shard_record(s, opts, picked, &ran, &snapshot_files));
+    let ran_cases = picked.chosen.iter().chain(&picked.cpu_only).copied();
+    let suites = cost::suite_costs(&ran.out.suites, ran_cases, &ran.verdicts);
+    let timing = report::Timing {
+        suites: &suites,
+        ..report::Timing::of(ran.wall_s, setup.workers, &ran.out.times)
+    };
     write_reports_of(
         &opts.report_dir,
         target,
         Some(setup.session.reference),
         device_kind,
         &ran.verdicts,
-        (ran.wall_s, setup.workers, &ran.out.times),
+        timing,
         record.as_ref(),
     )?;
     let differing = match (&no_gpu, opts.snapshot) {
@@ -565,9 +580,13 @@ pub(super) fn finish(
         }
     };
     let summary = Summary::of(&ran.verdicts);
-    print_summary(
-        opts, picked, setup, &ran, &summary, &differing, stopped, target,
-    );
+    let ended = RunEnding {
+        summary: &summary,
+        differing: &differing,
+        stopped,
+        suites: &suites,
+    };
+    print_summary(opts, picked, setup, &ran, &ended, target);
     Ok(RunEnd {
         summary,
         differing_snapshots: differing,
@@ -630,18 +649,32 @@ pub(super) fn compare_shard_snapshots(
     Ok(differing)
 }
 
-/// The run's last lines on stdout: the summary, what was left out or differs, the time.
-#[allow(clippy::too_many_arguments)]
+/// How a run ended, as its last lines say it.
+pub(super) struct RunEnding<'a> {
+    pub(super) summary: &'a Summary,
+    /// The snapshots that differ.
+    pub(super) differing: &'a [String],
+    /// Stopped at the first failure (`--fail-fast`).
+    pub(super) stopped: bool,
+    pub(super) suites: &'a [cost::SuiteCost],
+}
+
+/// The run's last lines on stdout: the summary, what was left out or differs, the time (its
+/// phases, and the cost per suite).
 pub(super) fn print_summary(
     opts: &RunOptions,
     picked: &Picked<'_>,
     setup: &Setup,
     ran: &Ran,
-    summary: &Summary,
-    differing: &[String],
-    stopped: bool,
+    ended: &RunEnding<'_>,
     target: RunTarget,
 ) {
+    let RunEnding {
+        summary,
+        differing,
+        stopped,
+        suites,
+    } = *ended;
     print!("{summary}");
     if let Some(note) = &picked.budget_note {
         println!("{note}");
@@ -677,6 +710,7 @@ pub(super) fn print_summary(
             );
         }
     }
+    print!("{}", cost::CostTable(suites));
     println!(
         "reports: {}/{{report.json,junit.xml,summary.md}}",
         opts.report_dir.display()

@@ -24,6 +24,7 @@ pub use gpu_reference::{ReferenceChoice, ReferenceError, held_reference_on, refe
 pub use handoff::HandoffError;
 use judge::ReferenceKey;
 pub(crate) use judge::reference_failure;
+pub(crate) use prepare::{Prepared, keep_prepared, reuse_prepared};
 pub use prepare::{
     PreparedHandoff, adopt_prepared_layer, forget_prepared_layer, take_prepared_layer,
 };
@@ -181,8 +182,7 @@ pub fn run_given_moe_case_timed(
     };
     let start = Instant::now();
     let (out, mut times) = super::moe::run_moe_case(case, routing, ctx, Some(experts));
-    times.cases = 1;
-    times.slowest_case_s = start.elapsed().as_secs_f64();
+    times.finish_case(start.elapsed());
     (out, times)
 }
 
@@ -216,8 +216,7 @@ fn run_timed(
     {
         apply_known_bad(&mut out, kb, ctx.today);
     }
-    times.cases = 1;
-    times.slowest_case_s = start.elapsed().as_secs_f64();
+    times.finish_case(start.elapsed());
     (out, times)
 }
 

@@ -1,9 +1,11 @@
 //! The case's layer: generated from the case's seed (or read from a given checkpoint), built
 //! by the case's producer and put through the converter, with the `convert:<producer>`
-//! verdict. One prepared layer is kept per thread, so that the cases of one layer at every
-//! batch size convert it once.
+//! verdict. One prepared layer is kept per thread ([`Prepared`]: a linear layer here, a MoE
+//! layer's experts in `runner::moe`), so that the cases of one layer at every batch size (every
+//! T and routing of a MoE layer) make its weights once.
 
 use super::{CaseRun, padding_rule, producer_of};
+use crate::runner::moe::PreparedExperts;
 use crate::runner::timing::Phase;
 use crate::runner::verdict::{Check, Outcome, ReferenceStage, Verdict};
 use std::cell::RefCell;
@@ -20,7 +22,24 @@ use w4a16_reference::offload::LayerWeights;
 /// check moving to its next layer) keeps the memory in use at one layer.
 pub fn forget_prepared_layer() {
     LAST_PREPARED.with(|slot| slot.borrow_mut().take());
-    crate::runner::moe::forget_prepared_experts();
+}
+
+/// What a thread keeps of the last layer it prepared, for the next case of the same layer: a
+/// linear layer converted, or a MoE layer's experts generated and stacked. One slot for both,
+/// so a thread holds one layer's weights whichever kind (large layers are GB-sized).
+pub(crate) enum Prepared {
+    Linear(Arc<PreparedLayer>),
+    Experts(Arc<PreparedExperts>),
+}
+
+/// This thread's prepared layer, if `reuse` takes it (the layer of the case at hand).
+pub(crate) fn reuse_prepared<T>(reuse: impl FnOnce(&Prepared) -> Option<T>) -> Option<T> {
+    LAST_PREPARED.with(|slot| slot.borrow().as_ref().and_then(reuse))
+}
+
+/// Makes `prepared` this thread's prepared layer, in place of the last.
+pub(crate) fn keep_prepared(prepared: Prepared) {
+    LAST_PREPARED.with(|slot| *slot.borrow_mut() = Some(prepared));
 }
 
 /// A layer converted on one thread, handed to the thread that runs its cases: a model check
@@ -28,16 +47,26 @@ pub fn forget_prepared_layer() {
 /// launching thread must not convert them again.
 pub struct PreparedHandoff(pub(super) Arc<PreparedLayer>);
 
-/// Takes this thread's prepared layer out of its slot (`None` when the last case's layer could
-/// not be read), to be [adopted](adopt_prepared_layer) by another thread.
+/// Takes this thread's prepared linear layer out of its slot (`None` when the last case's layer
+/// could not be read, or was a MoE layer's experts), to be [adopted](adopt_prepared_layer) by
+/// another thread.
 pub fn take_prepared_layer() -> Option<PreparedHandoff> {
-    LAST_PREPARED.with(|slot| slot.borrow_mut().take().map(PreparedHandoff))
+    LAST_PREPARED.with(|slot| {
+        let mut slot = slot.borrow_mut();
+        match slot.take() {
+            Some(Prepared::Linear(p)) => Some(PreparedHandoff(p)),
+            other => {
+                *slot = other;
+                None
+            }
+        }
+    })
 }
 
 /// Makes `prepared` this thread's prepared layer: the next case of the same layer, target and
 /// data spec reuses its conversion (and replays its `convert` verdicts) instead of converting.
 pub fn adopt_prepared_layer(prepared: PreparedHandoff) {
-    LAST_PREPARED.with(|slot| *slot.borrow_mut() = Some(prepared.0));
+    keep_prepared(Prepared::Linear(prepared.0));
 }
 
 /// What identifies a prepared layer: the case id without its batch segment, the data spec
@@ -51,7 +80,7 @@ pub(super) struct PreparedKey {
 
 /// A generated layer, its resident form (when the conversion succeeded) and the conversion's
 /// verdicts, replayed for every case that reuses it.
-pub(super) struct PreparedLayer {
+pub(crate) struct PreparedLayer {
     pub(super) key: PreparedKey,
     pub(super) layer: QuantizedLayer,
     pub(super) resident: Option<ResidentLayer>,
@@ -70,9 +99,10 @@ impl PreparedLayer {
 }
 
 thread_local! {
-    /// One layer per thread: a worker process runs its cases on one thread, grouped by layer (a
-    /// model check converts on one thread and launches on another: [`PreparedHandoff`]).
-    static LAST_PREPARED: RefCell<Option<Arc<PreparedLayer>>> = const { RefCell::new(None) };
+    /// One layer per thread: a worker process runs its cases on one thread, grouped by layer
+    /// (`Case::layer_key`; a model check converts on one thread and launches on another:
+    /// [`PreparedHandoff`]).
+    static LAST_PREPARED: RefCell<Option<Prepared>> = const { RefCell::new(None) };
 }
 
 impl<'c, 'a> CaseRun<'c, 'a> {
@@ -85,11 +115,9 @@ impl<'c, 'a> CaseRun<'c, 'a> {
             spec: data::DataSpec { m: 0, ..*spec },
             target: self.ctx.target,
         };
-        let cached = LAST_PREPARED.with(|slot| {
-            slot.borrow()
-                .as_ref()
-                .filter(|p| p.key == key)
-                .map(Arc::clone)
+        let cached = reuse_prepared(|p| match p {
+            Prepared::Linear(p) if p.key == key => Some(Arc::clone(p)),
+            _ => None,
         });
         let prepared = match cached {
             Some(p) => {
@@ -103,7 +131,7 @@ impl<'c, 'a> CaseRun<'c, 'a> {
             }
             None => {
                 // Drop the previous layer before building the next: large layers are GB-sized.
-                LAST_PREPARED.with(|slot| slot.borrow_mut().take());
+                forget_prepared_layer();
                 let first = self.verdicts.len();
                 let (layer, resident) = match self.given {
                     Some(given) => {
@@ -160,7 +188,7 @@ impl<'c, 'a> CaseRun<'c, 'a> {
                     convert_verdicts,
                     weights: OnceLock::new(),
                 });
-                LAST_PREPARED.with(|slot| *slot.borrow_mut() = Some(Arc::clone(&p)));
+                keep_prepared(Prepared::Linear(Arc::clone(&p)));
                 p
             }
         };

@@ -49,8 +49,8 @@ fn shards_take_whole_layers_once_each_balanced_by_case_count() {
     let set = w4a16_cases::load_all(&w4a16_cases::locate(None).unwrap()).unwrap();
     let chosen: Vec<&Case> = set.cases().filter(|c| c.suite == "field").collect();
     assert!(chosen.len() > 1000, "{}", chosen.len());
-    let layer = |c: &Case| w4a16_reference::data::layer_key(&c.id);
-    let biggest_layer = session::by_layer(chosen.iter().map(|c| c.id.as_str()))
+    let layer = |c: &Case| c.layer_key();
+    let biggest_layer = session::by_layer(chosen.iter().map(|c| c.layer_key()))
         .iter()
         .map(Vec::len)
         .max()
@@ -201,10 +201,14 @@ fn untimed(path: &Path) -> String {
     serde_json::to_string_pretty(&json).unwrap()
 }
 
-/// summary.md without its last line (the wall time and phase split).
+/// summary.md without its timed end: the wall-time line (wall time and phase split) and the
+/// cost per suite after it.
 fn untimed_md(path: &Path) -> String {
     let text = std::fs::read_to_string(path).unwrap();
-    let (body, timing) = text.trim_end().rsplit_once('\n').unwrap();
+    let (body, timing) = text
+        .rsplit_once("\n_")
+        .filter(|(_, t)| t.contains(" s wall on "))
+        .unwrap_or_else(|| panic!("{} has no wall-time line: {text}", path.display()));
     assert!(timing.contains("s wall on"), "{timing}");
     body.to_string()
 }
@@ -234,6 +238,27 @@ fn merged_shards_are_byte_for_byte_the_unsharded_run_but_for_timing() {
     assert!(
         !raw.contains("\"shard\""),
         "a merged report is not a shard's"
+    );
+    // The cost per suite: the shards' rows add up to the unsharded run's cases.
+    let suite_rows = |d: &Path| {
+        let j: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(d.join("report.json")).unwrap()).unwrap();
+        let rows = j["timing"]["suites"].as_array().unwrap().clone();
+        rows.iter()
+            .map(|r| {
+                (
+                    r["suite"].as_str().unwrap().to_string(),
+                    r["cases"].as_u64().unwrap(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(suite_rows(&out), suite_rows(&whole));
+    assert_eq!(suite_rows(&whole)[0].0, SUITE);
+    assert!(
+        std::fs::read_to_string(out.join("summary.md"))
+            .unwrap()
+            .contains("Cost per suite")
     );
     assert_eq!(
         std::fs::read(out.join("junit.xml")).unwrap(),
