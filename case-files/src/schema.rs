@@ -294,6 +294,9 @@ pub(crate) enum ShapeGenerator {
     /// `skinny` capacity (M, staged X, staged scales).
     #[serde(rename = "skinny-capacity-edges")]
     SkinnyCapacityEdges,
+    /// `w4a16_kernels::set::skinny_streamed_x_edges`: for every M, K far past skinny's staged X.
+    #[serde(rename = "skinny-streamed-x")]
+    SkinnyStreamedX,
 }
 
 /// One explicit case: a named shape, or an inline `k`/`n` (named `k<K>-n<N>`).

@@ -738,15 +738,18 @@ mode = "xfail-strict"
 }
 
 /// A generated sweep's own `shapes` picks among the generator's points by name: the edges
-/// suite's strided and offset X reach every staged-X edge past its capacity (one step and far),
-/// and no other edge.
+/// suite's strided and offset X reach every staged-X edge past its capacity (one step, and far
+/// past from the streamed-X generator), and no other edge. The far-past edges are edges' alone.
 #[test]
 fn a_generated_sweeps_shapes_pick_among_its_points() {
-    use w4a16_kernels::set::{EdgeSide, SkinnyCapacity, skinny_capacity_edges};
+    use w4a16_kernels::set::{
+        EdgeSide, SkinnyCapacity, skinny_capacity_edges, skinny_streamed_x_edges,
+    };
     let set = load();
     let edges = set.suite("edges").unwrap();
     let above: Vec<_> = skinny_capacity_edges()
         .into_iter()
+        .chain(skinny_streamed_x_edges())
         .filter(|e| {
             e.capacity == SkinnyCapacity::StagedX
                 && matches!(e.side, EdgeSide::Above | EdgeSide::FarAbove)
@@ -781,6 +784,12 @@ fn a_generated_sweeps_shapes_pick_among_its_points() {
                 || id.contains("/skinny-edge.x-far-above.")),
         "{strided_edges:#?}"
     );
+    let far_elsewhere: Vec<&str> = set
+        .cases()
+        .filter(|c| c.id.contains("/skinny-edge.x-far-above.") && !c.id.starts_with("edges/"))
+        .map(|c| c.id.as_str())
+        .collect();
+    assert!(far_elsewhere.is_empty(), "{far_elsewhere:#?}");
 }
 
 #[test]

@@ -169,38 +169,42 @@ struct Resolved {
 /// The (shape, M) points of a generator, each shape named for what it straddles and its K
 /// (`skinny-edge.x-above.k5504`), since a case id carries the shape's name but not its K.
 fn generate(generator: ShapeGenerator) -> Vec<(NamedShape, usize)> {
-    use w4a16_kernels::set::{EdgeSide, SKINNY_EDGE_N, SkinnyCapacity, skinny_capacity_edges};
-    match generator {
-        ShapeGenerator::SkinnyCapacityEdges => skinny_capacity_edges()
-            .into_iter()
-            .map(|e| {
-                let capacity = match e.capacity {
-                    SkinnyCapacity::Rows => "rows",
-                    SkinnyCapacity::StagedX => "x",
-                    SkinnyCapacity::StagedScales => "scales",
-                };
-                let side = match e.side {
-                    EdgeSide::Below => "below",
-                    EdgeSide::At => "at",
-                    EdgeSide::Above => "above",
-                    EdgeSide::FarAbove => "far-above",
-                };
-                // N is named only where it is not the edges' usual one (the ragged scale edges),
-                // so the other edges keep their ids.
-                let n = if e.n == SKINNY_EDGE_N {
-                    String::new()
-                } else {
-                    format!("-n{}", e.n)
-                };
-                let shape = NamedShape {
-                    name: format!("skinny-edge.{capacity}-{side}.k{}{n}", e.k),
-                    shape: LayerShape::new(e.n, e.k, e.group),
-                    model: None,
-                };
-                (shape, e.m)
-            })
-            .collect(),
-    }
+    use w4a16_kernels::set::{
+        EdgeSide, SKINNY_EDGE_N, SkinnyCapacity, skinny_capacity_edges, skinny_streamed_x_edges,
+    };
+    let edges = match generator {
+        ShapeGenerator::SkinnyCapacityEdges => skinny_capacity_edges(),
+        ShapeGenerator::SkinnyStreamedX => skinny_streamed_x_edges(),
+    };
+    edges
+        .into_iter()
+        .map(|e| {
+            let capacity = match e.capacity {
+                SkinnyCapacity::Rows => "rows",
+                SkinnyCapacity::StagedX => "x",
+                SkinnyCapacity::StagedScales => "scales",
+            };
+            let side = match e.side {
+                EdgeSide::Below => "below",
+                EdgeSide::At => "at",
+                EdgeSide::Above => "above",
+                EdgeSide::FarAbove => "far-above",
+            };
+            // N is named only where it is not the edges' usual one (the ragged scale edges),
+            // so the other edges keep their ids.
+            let n = if e.n == SKINNY_EDGE_N {
+                String::new()
+            } else {
+                format!("-n{}", e.n)
+            };
+            let shape = NamedShape {
+                name: format!("skinny-edge.{capacity}-{side}.k{}{n}", e.k),
+                shape: LayerShape::new(e.n, e.k, e.group),
+                model: None,
+            };
+            (shape, e.m)
+        })
+        .collect()
 }
 
 /// A sweep's named shapes (globs over every shape) and its M list, from the sweep or `[suite]`.

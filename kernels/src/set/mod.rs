@@ -24,7 +24,7 @@ pub use skinny::{
     CapacityEdge, EdgeSide, RAGGED_ROW_TILE_N, SKINNY_EDGE_N, SKINNY_M_MAX, SKINNY_SCALE_CAPACITY,
     SKINNY_SPAN, SKINNY_STAGE_ROW_BYTES, SKINNY_STREAMED_SPANS, SKINNY_THREADS,
     SKINNY_WEIGHT_STAGES, SKINNY_X_CAPACITY, SkinnyCapacity, skinny_capacity_edges,
-    skinny_dynamic_shared_bytes, skinny_row_tiles,
+    skinny_dynamic_shared_bytes, skinny_row_tiles, skinny_streamed_x_edges,
 };
 
 use geometry::{

@@ -101,8 +101,7 @@ impl CapacityEdge {
 /// shapes from tile sizes), so that changing a constant moves its edge cases with it: M at
 /// [`SKINNY_M_MAX`] − 1, = and + 1; for every M it takes, K a group below, at and a group past
 /// the largest K whose M·K fits [`SKINNY_X_CAPACITY`]; K/G = 255, 256, 257 scales' worth of
-/// [`SKINNY_SCALE_CAPACITY`] at one row tile; and for every M, K far past the staged X
-/// ([`EdgeSide::FarAbove`]). N = 256 gives one row tile (RT = 1) on every
+/// [`SKINNY_SCALE_CAPACITY`] at one row tile. N = 256 gives one row tile (RT = 1) on every
 /// target, so the scale edge is the kernel's own. The scale edges come twice more with
 /// [`RAGGED_ROW_TILE_N`]: a row tile whose second half lies past N, so the masks of rows past N
 /// are exercised both while the tile's metadata sits in shared memory and, past the edge, while
@@ -114,7 +113,7 @@ pub fn skinny_capacity_edges() -> Vec<CapacityEdge> {
         EdgeSide::Below => at - by,
         EdgeSide::At => at,
         EdgeSide::Above => at + by,
-        EdgeSide::FarAbove => at + SKINNY_STREAMED_SPANS * SKINNY_SPAN,
+        EdgeSide::FarAbove => unreachable!("skinny_streamed_x_edges makes the far-above edges"),
     };
     let mut edges = Vec::new();
     for side in sides {
@@ -130,7 +129,7 @@ pub fn skinny_capacity_edges() -> Vec<CapacityEdge> {
     let group = 128;
     for m in 1..=SKINNY_M_MAX {
         let at = SKINNY_X_CAPACITY / m / group * group;
-        for side in sides.into_iter().chain([EdgeSide::FarAbove]) {
+        for side in sides {
             edges.push(CapacityEdge {
                 capacity: SkinnyCapacity::StagedX,
                 side,
@@ -157,6 +156,25 @@ pub fn skinny_capacity_edges() -> Vec<CapacityEdge> {
         }
     }
     edges
+}
+
+/// For every M skinny takes, K far past the largest K whose M·K fits [`SKINNY_X_CAPACITY`]
+/// ([`EdgeSide::FarAbove`]: every K-split warp streams X from global memory, one of them in both
+/// slots of its weight ring), N = [`SKINNY_EDGE_N`]. Apart from [`skinny_capacity_edges`] (which
+/// every differential suite takes whole): these reach machine code, not a capacity, and run where
+/// the machine code is measured (the edges suite, docs/block-coverage.md).
+pub fn skinny_streamed_x_edges() -> Vec<CapacityEdge> {
+    let group = 128;
+    (1..=SKINNY_M_MAX)
+        .map(|m| CapacityEdge {
+            capacity: SkinnyCapacity::StagedX,
+            side: EdgeSide::FarAbove,
+            m,
+            k: SKINNY_X_CAPACITY / m / group * group + SKINNY_STREAMED_SPANS * SKINNY_SPAN,
+            n: SKINNY_EDGE_N,
+            group,
+        })
+        .collect()
 }
 
 /// N of the ragged scale edges: 8 rows short of a multiple of the 16-row tile, so each warp's

@@ -30,11 +30,8 @@ fn the_skinny_edge_shapes_straddle_every_declared_capacity() {
         .map(|e| e.m)
         .collect();
     assert!((1..=SKINNY_M_MAX).all(|m| ms.contains(&m)), "{ms:?}");
-    let far: Vec<usize> = edges
-        .iter()
-        .filter(|e| e.side == EdgeSide::FarAbove)
-        .map(|e| e.m)
-        .collect();
+    assert!(edges.iter().all(|e| e.side != EdgeSide::FarAbove));
+    let far: Vec<usize> = skinny_streamed_x_edges().iter().map(|e| e.m).collect();
     assert_eq!(far, (1..=SKINNY_M_MAX).collect::<Vec<_>>());
     // Each scale edge also with a last row tile half past N.
     for side in [EdgeSide::Below, EdgeSide::At, EdgeSide::Above] {
@@ -45,7 +42,7 @@ fn the_skinny_edge_shapes_straddle_every_declared_capacity() {
             "no ragged scale edge {side:?}"
         );
     }
-    for e in &edges {
+    for e in edges.iter().chain(&skinny_streamed_x_edges()) {
         // One step: a row of M, a group of K.
         let unit = match e.capacity {
             SkinnyCapacity::Rows => 1,
