@@ -74,13 +74,22 @@ pub(crate) const SMALL: LayerShape = LayerShape {
 
 /// M = 1 (skinny), 8 (fused) and 256 (the dense cache, built) of one small layer, f16 sym,
 /// listed out of order.
+/// One case per path of the set on sm_90: skinny (M = 1) and fused (M = 8) with the prefill
+/// dequant option off, dequant + dense (M = 256) with it on (on sm_90 the option takes every M
+/// above skinny's to the dense cache, `w4a16_select::dense_min_m`).
 fn small_cases() -> Vec<PerfCase> {
-    let cases = [256, 1, 8]
-        .map(|m| case("t.small", SMALL, m, ActDtype::F16, Symmetry::Sym))
-        .to_vec();
-    let config = KernelConfig::with_prefill_dequant(PrefillDequant::Enable);
-    let (timed, not_timed) = perf_cases(&suite(cases), &providers(), Target::Sm90, &config);
-    assert!(not_timed.is_empty(), "{not_timed:?}");
+    let timed_with = |ms: &[usize], option| {
+        let cases = ms
+            .iter()
+            .map(|&m| case("t.small", SMALL, m, ActDtype::F16, Symmetry::Sym))
+            .collect();
+        let config = KernelConfig::with_prefill_dequant(option);
+        let (timed, not_timed) = perf_cases(&suite(cases), &providers(), Target::Sm90, &config);
+        assert!(not_timed.is_empty(), "{not_timed:?}");
+        timed
+    };
+    let mut timed = timed_with(&[1, 8], PrefillDequant::Disable);
+    timed.extend(timed_with(&[256], PrefillDequant::Enable));
     timed
 }
 
