@@ -109,18 +109,12 @@ impl CapacityEdge {
 pub fn skinny_capacity_edges() -> Vec<CapacityEdge> {
     const N: usize = SKINNY_EDGE_N;
     let sides = [EdgeSide::Below, EdgeSide::At, EdgeSide::Above];
-    let step = |side: EdgeSide, at: usize, by: usize| match side {
-        EdgeSide::Below => at - by,
-        EdgeSide::At => at,
-        EdgeSide::Above => at + by,
-        EdgeSide::FarAbove => unreachable!("skinny_streamed_x_edges makes the far-above edges"),
-    };
     let mut edges = Vec::new();
     for side in sides {
         edges.push(CapacityEdge {
             capacity: SkinnyCapacity::Rows,
             side,
-            m: step(side, SKINNY_M_MAX, 1),
+            m: edge_size(side, SKINNY_M_MAX, 1),
             k: 1024,
             n: N,
             group: 128,
@@ -134,7 +128,7 @@ pub fn skinny_capacity_edges() -> Vec<CapacityEdge> {
                 capacity: SkinnyCapacity::StagedX,
                 side,
                 m,
-                k: step(side, at, group),
+                k: edge_size(side, at, group),
                 n: N,
                 group,
             });
@@ -149,13 +143,24 @@ pub fn skinny_capacity_edges() -> Vec<CapacityEdge> {
                 capacity: SkinnyCapacity::StagedScales,
                 side,
                 m: 1,
-                k: step(side, groups_at, 1) * group,
+                k: edge_size(side, groups_at, 1) * group,
                 n,
                 group,
             });
         }
     }
     edges
+}
+
+/// The size on `side` of a capacity edge at `at`, one step being `by` (far past staged X: a
+/// span per K-split warp and one more, whatever the step).
+fn edge_size(side: EdgeSide, at: usize, by: usize) -> usize {
+    match side {
+        EdgeSide::Below => at - by,
+        EdgeSide::At => at,
+        EdgeSide::Above => at + by,
+        EdgeSide::FarAbove => at + SKINNY_STREAMED_SPANS * SKINNY_SPAN,
+    }
 }
 
 /// For every M skinny takes, K far past the largest K whose M·K fits [`SKINNY_X_CAPACITY`]
@@ -170,7 +175,11 @@ pub fn skinny_streamed_x_edges() -> Vec<CapacityEdge> {
             capacity: SkinnyCapacity::StagedX,
             side: EdgeSide::FarAbove,
             m,
-            k: SKINNY_X_CAPACITY / m / group * group + SKINNY_STREAMED_SPANS * SKINNY_SPAN,
+            k: edge_size(
+                EdgeSide::FarAbove,
+                SKINNY_X_CAPACITY / m / group * group,
+                group,
+            ),
             n: SKINNY_EDGE_N,
             group,
         })
