@@ -78,13 +78,7 @@ pub fn worker(args: WorkerArgs) -> Result<Status, CliError> {
     };
     // A lost device (sticky fault, hang) would fault every later case: retire instead, and the
     // parent starts a fresh worker for the rest.
-    let retire = || match &backend {
-        Backend::Device(d) => match d.health() {
-            Health::Lost { cause } => Some(cause),
-            Health::Ok => None,
-        },
-        Backend::None(_) => None,
-    };
+    let retire = || lost_device(&backend);
     // Under the ISA emulator's sanitizer, each case's reports go out inside its window (after
     // its BEGIN, before its verdicts), as compute-sanitizer's would.
     let run = |id: &str| {
@@ -139,13 +133,7 @@ fn model_worker(
         dir: model.dir.clone(),
         source: Box::new(source),
     })?;
-    let retire = || match &backend {
-        Backend::Device(d) => match d.health() {
-            Health::Lost { cause } => Some(cause),
-            Health::Ok => None,
-        },
-        Backend::None(_) => None,
-    };
+    let retire = || lost_device(&backend);
     let run = |id: &str| {
         crash_if_asked(id);
         launcher.launch(id, &ctx)
@@ -214,4 +202,16 @@ fn simulated(
     };
     let v = Verdict::new(id, Check::kernel(KernelId::Fallback), Outcome::Pass).detail(detail);
     (vec![v], times)
+}
+
+/// Why the worker's device is lost (sticky fault, hang), if it is: every later case would
+/// fault, so the worker retires and the parent starts a fresh one for the rest.
+fn lost_device(backend: &Backend) -> Option<String> {
+    match backend {
+        Backend::Device(d) => match d.health() {
+            Health::Lost { cause } => Some(cause),
+            Health::Ok => None,
+        },
+        Backend::None(_) => None,
+    }
 }
