@@ -20,29 +20,61 @@ pub fn suite_of(case_id: &str) -> &str {
     case_id.split('/').next().unwrap_or(case_id)
 }
 
-/// Phase times per suite, summed over the suite's cases and the workers that ran them.
+/// The group a case id belongs to within its suite: its data class, with the id's tag after it
+/// (a view such as `x-odd-stride`, `bias`, `carrier`) where it has one, or `moe` and the class
+/// for a MoE case (`…/T=64/…/realistic/e64-top6/…` → `moe realistic`). Groups say which kind of
+/// case a suite's time goes to: the classes judged on the host, the views, the MoE layers.
+pub fn group_of(case_id: &str) -> String {
+    let segments: Vec<&str> = case_id.split('/').collect();
+    let class = segments.get(6).copied().unwrap_or("other");
+    let moe = segments.get(2).is_some_and(|s| s.starts_with("T="));
+    match (moe, segments.get(7)) {
+        (true, _) => format!("moe {class}"),
+        (false, Some(tag)) => format!("{class} {tag}"),
+        (false, None) => class.to_string(),
+    }
+}
+
+/// Phase times per suite and per group within it ([`group_of`]), summed over the cases and
+/// the workers that ran them.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct SuiteTimes(BTreeMap<String, PhaseTimes>);
+pub struct SuiteTimes {
+    suites: BTreeMap<String, PhaseTimes>,
+    groups: BTreeMap<String, BTreeMap<String, PhaseTimes>>,
+}
 
 impl SuiteTimes {
-    /// Charges one finished case's times to its suite.
+    /// Charges one finished case's times to its suite and its group.
     pub fn add_case(&mut self, case_id: &str, times: &PhaseTimes) {
-        self.0
-            .entry(suite_of(case_id).to_string())
-            .or_default()
-            .merge(times);
+        let suite = suite_of(case_id).to_string();
+        self.suites.entry(suite.clone()).or_default().merge(times);
+        let groups = self.groups.entry(suite).or_default();
+        groups.entry(group_of(case_id)).or_default().merge(times);
     }
 
     /// Folds another worker's (device's, shard's) suite times into these.
     pub fn merge(&mut self, other: &SuiteTimes) {
-        for (suite, times) in &other.0 {
-            self.0.entry(suite.clone()).or_default().merge(times);
+        for (suite, times) in &other.suites {
+            self.suites.entry(suite.clone()).or_default().merge(times);
+        }
+        for (suite, groups) in &other.groups {
+            let mine = self.groups.entry(suite.clone()).or_default();
+            for (group, times) in groups {
+                mine.entry(group.clone()).or_default().merge(times);
+            }
         }
     }
 
     /// The suites, in name order, with their times.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &PhaseTimes)> {
-        self.0.iter().map(|(s, t)| (s.as_str(), t))
+        self.suites.iter().map(|(s, t)| (s.as_str(), t))
+    }
+
+    /// `(suite, group, times)` in suite then group order.
+    pub fn groups(&self) -> impl Iterator<Item = (&str, &str, &PhaseTimes)> {
+        self.groups
+            .iter()
+            .flat_map(|(s, gs)| gs.iter().map(move |(g, t)| (s.as_str(), g.as_str(), t)))
     }
 }
 
@@ -51,6 +83,9 @@ impl SuiteTimes {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SuiteCost {
     pub suite: String,
+    /// The group within the suite ([`group_of`]) for a row of the per-group breakdown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
     pub cases: usize,
     /// The suite's cases end to end, summed over the workers.
     pub worker_s: f64,
@@ -69,6 +104,7 @@ impl SuiteCost {
         let cases = phases.cases;
         SuiteCost {
             suite: suite.into(),
+            group: None,
             cases,
             worker_s,
             worker_s_per_case: if cases == 0 {
@@ -86,11 +122,27 @@ impl SuiteCost {
     pub fn merged(&self, other: &SuiteCost) -> SuiteCost {
         let mut phases = self.phases;
         phases.merge(&other.phases);
-        SuiteCost::new(
-            self.suite.clone(),
-            phases,
-            self.gflop_checked + other.gflop_checked,
-        )
+        SuiteCost {
+            group: self.group.clone(),
+            ..SuiteCost::new(
+                self.suite.clone(),
+                phases,
+                self.gflop_checked + other.gflop_checked,
+            )
+        }
+    }
+
+    /// A row of the per-group breakdown.
+    pub fn of_group(
+        suite: impl Into<String>,
+        group: impl Into<String>,
+        phases: PhaseTimes,
+        gflop_checked: f64,
+    ) -> SuiteCost {
+        SuiteCost {
+            group: Some(group.into()),
+            ..SuiteCost::new(suite, phases, gflop_checked)
+        }
     }
 }
 
@@ -124,6 +176,23 @@ pub fn flop_checked(case: &Case, v: &Verdict) -> f64 {
     2.0 * rows as f64 * case.shape.n as f64 * case.shape.k as f64
 }
 
+/// GFLOP checked per key of `verdicts` (ids not among `cases`, the run-wide checks, count no
+/// work).
+fn gflop_by<'c, K: Ord>(
+    cases: impl IntoIterator<Item = &'c Case>,
+    verdicts: &[Verdict],
+    key: impl Fn(&str) -> K,
+) -> BTreeMap<K, f64> {
+    let by_id: BTreeMap<&str, &Case> = cases.into_iter().map(|c| (c.id.as_str(), c)).collect();
+    let mut gflop: BTreeMap<K, f64> = BTreeMap::new();
+    for v in verdicts {
+        if let Some(case) = by_id.get(v.case_id.as_str()) {
+            *gflop.entry(key(&v.case_id)).or_default() += flop_checked(case, v) * 1e-9;
+        }
+    }
+    gflop
+}
+
 /// One row per suite of `times`, its GFLOP checked summed from `verdicts` over the shapes of
 /// `cases` (verdicts of ids not among `cases`, the run-wide checks, count no work).
 pub fn suite_costs<'c>(
@@ -131,29 +200,43 @@ pub fn suite_costs<'c>(
     cases: impl IntoIterator<Item = &'c Case>,
     verdicts: &[Verdict],
 ) -> Vec<SuiteCost> {
-    let by_id: BTreeMap<&str, &Case> = cases.into_iter().map(|c| (c.id.as_str(), c)).collect();
-    let mut gflop: BTreeMap<&str, f64> = BTreeMap::new();
-    for v in verdicts {
-        if let Some(case) = by_id.get(v.case_id.as_str()) {
-            *gflop.entry(suite_of(&v.case_id)).or_default() += flop_checked(case, v) * 1e-9;
-        }
-    }
+    let gflop = gflop_by(cases, verdicts, |id| suite_of(id).to_string());
     times
         .iter()
         .map(|(suite, t)| SuiteCost::new(suite, *t, gflop.get(suite).copied().unwrap_or(0.0)))
         .collect()
 }
 
-/// Rows of the same suite (from shards of one run) as one row each, in suite order.
+/// As [`suite_costs`], one row per group within each suite ([`group_of`]).
+pub fn group_costs<'c>(
+    times: &SuiteTimes,
+    cases: impl IntoIterator<Item = &'c Case>,
+    verdicts: &[Verdict],
+) -> Vec<SuiteCost> {
+    let gflop = gflop_by(cases, verdicts, |id| {
+        (suite_of(id).to_string(), group_of(id))
+    });
+    times
+        .groups()
+        .map(|(suite, group, t)| {
+            let key = (suite.to_string(), group.to_string());
+            let g = gflop.get(&key).copied().unwrap_or(0.0);
+            SuiteCost::of_group(suite, group, *t, g)
+        })
+        .collect()
+}
+
+/// Rows of the same suite and group (from shards of one run) as one row each, in suite then
+/// group order.
 pub fn merge_suite_costs<'a>(rows: impl IntoIterator<Item = &'a SuiteCost>) -> Vec<SuiteCost> {
-    let mut by_suite: BTreeMap<&str, SuiteCost> = BTreeMap::new();
+    let mut by_key: BTreeMap<(&str, Option<&str>), SuiteCost> = BTreeMap::new();
     for row in rows {
-        by_suite
-            .entry(row.suite.as_str())
+        by_key
+            .entry((row.suite.as_str(), row.group.as_deref()))
             .and_modify(|r| *r = r.merged(row))
             .or_insert_with(|| row.clone());
     }
-    by_suite.into_values().collect()
+    by_key.into_values().collect()
 }
 
 /// The cost per suite as the run's last lines say it (nothing where no suite ran a case).
@@ -274,6 +357,51 @@ mod tests {
         // The MoE case: T = 7 tokens, top-2, N = 64, K = 256, one `moe_align+moe` output.
         let moe = rows.iter().find(|r| r.suite == "moe").unwrap();
         approx::assert_relative_eq!(moe.gflop_checked, 2.0 * 14.0 * 64.0 * 256.0 * 1e-9);
+    }
+
+    #[test]
+    fn groups_name_the_class_and_tag_and_add_up_to_their_suite() {
+        assert_eq!(
+            group_of("other-shapes/gemma-7b.down_proj/M=33/bf16/asym/g128/realistic/x-odd-stride"),
+            "realistic x-odd-stride"
+        );
+        assert_eq!(
+            group_of("field/qwen3-8b.o_proj/M=1/f16/sym/g128/saturating"),
+            "saturating"
+        );
+        assert_eq!(group_of(MOE_CASE), "moe realistic");
+        let t = |case_s| PhaseTimes {
+            cases: 1,
+            case_s,
+            device_s: case_s,
+            ..PhaseTimes::default()
+        };
+        let mut times = SuiteTimes::default();
+        times.add_case("s/a.b/M=1/f16/sym/g128/saturating", &t(1.0));
+        times.add_case("s/a.b/M=6/f16/sym/g128/saturating", &t(2.0));
+        let mut other = SuiteTimes::default();
+        other.add_case("s/a.b/M=1/f16/sym/g128/realistic/x-offset-2b", &t(4.0));
+        times.merge(&other);
+        let groups: Vec<(&str, &str, usize, f64)> = times
+            .groups()
+            .map(|(s, g, p)| (s, g, p.cases, p.case_s))
+            .collect();
+        assert_eq!(
+            groups,
+            [
+                ("s", "realistic x-offset-2b", 1, 4.0),
+                ("s", "saturating", 2, 3.0)
+            ]
+        );
+        let suite: Vec<(&str, usize, f64)> =
+            times.iter().map(|(s, p)| (s, p.cases, p.case_s)).collect();
+        assert_eq!(suite, [("s", 3, 7.0)]);
+        let rows = group_costs(&times, [], &[]);
+        assert_eq!(rows.len(), 2);
+        assert!(rows.iter().all(|r| r.suite == "s" && r.group.is_some()));
+        let merged = merge_suite_costs(rows.iter().chain(&rows));
+        assert_eq!(merged.len(), 2, "the same group of two shards is one row");
+        assert_eq!(merged[1].cases, 4);
     }
 
     #[test]

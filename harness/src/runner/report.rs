@@ -47,6 +47,9 @@ pub struct Timing<'a> {
     /// One row per suite that ran cases ([`SuiteCost`]); empty where not gathered.
     #[serde(skip_serializing_if = "<[SuiteCost]>::is_empty")]
     pub suites: &'a [SuiteCost],
+    /// The same per group within each suite (`cost::group_of`: class, view, MoE).
+    #[serde(skip_serializing_if = "<[SuiteCost]>::is_empty")]
+    pub groups: &'a [SuiteCost],
 }
 
 impl<'a> Timing<'a> {
@@ -57,6 +60,7 @@ impl<'a> Timing<'a> {
             workers,
             phases,
             suites: &[],
+            groups: &[],
         }
     }
 }
@@ -191,8 +195,12 @@ pub fn suite_cost_table(rows: &[SuiteCost]) -> Table {
         ("reference + verification s", Align::Right),
     ]);
     for r in rows {
+        let name = match &r.group {
+            Some(g) => format!("`{}` {g}", r.suite),
+            None => format!("`{}`", r.suite),
+        };
         table.row([
-            format!("`{}`", r.suite),
+            name,
             r.cases.to_string(),
             format!("{:.1}", r.worker_s),
             format!("{:.3}", r.worker_s_per_case),
@@ -235,6 +243,7 @@ impl RunReport<'_> {
             workers,
             phases: times,
             suites,
+            groups,
         } = self.timing;
         let share = |x: f64| 100.0 * x / times.total_s().max(f64::MIN_POSITIVE);
         md.push_str(&format!(
@@ -247,6 +256,11 @@ impl RunReport<'_> {
         if !suites.is_empty() {
             md.push_str("\n<details><summary>Cost per suite</summary>\n\n");
             md.push_str(&suite_cost_table(suites).render());
+            md.push_str("\n</details>\n");
+        }
+        if !groups.is_empty() {
+            md.push_str("\n<details><summary>Cost per group within each suite</summary>\n\n");
+            md.push_str(&suite_cost_table(groups).render());
             md.push_str("\n</details>\n");
         }
         let json = json_full(

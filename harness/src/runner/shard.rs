@@ -322,6 +322,8 @@ struct TimingIn {
     phases: PhaseTimes,
     #[serde(default)]
     suites: Vec<SuiteCost>,
+    #[serde(default)]
+    groups: Vec<SuiteCost>,
 }
 
 /// The shards combined: what one unsharded run reports.
@@ -341,6 +343,8 @@ pub struct Merged {
     pub times: PhaseTimes,
     /// The shards' cost per suite, each suite's rows added up.
     pub suite_costs: Vec<SuiteCost>,
+    /// The same per group within each suite.
+    pub group_costs: Vec<SuiteCost>,
     /// Each snapshot file with the union of the shards' rows.
     pub snapshots: Vec<(SnapshotFile, Vec<SnapshotRow>)>,
     pub suites: Vec<String>,
@@ -354,6 +358,7 @@ impl Merged {
             workers: self.workers,
             phases: &self.times,
             suites: &self.suite_costs,
+            groups: &self.group_costs,
         }
     }
 }
@@ -402,6 +407,7 @@ pub fn merge(dirs: &[PathBuf], artifacts: &Path) -> Result<Merged, MergeError> {
         workers: placed.workers,
         times: placed.times,
         suite_costs: placed.suite_costs,
+        group_costs: placed.group_costs,
         snapshots,
         suites: first_rec.suites.clone(),
     })
@@ -556,6 +562,7 @@ struct Placed {
     workers: usize,
     times: PhaseTimes,
     suite_costs: Vec<SuiteCost>,
+    group_costs: Vec<SuiteCost>,
 }
 
 /// Each shard's verdicts put where the unsharded run puts them: the case-independent checks
@@ -566,13 +573,14 @@ fn place_verdicts(shards: &[Shard], artifacts: &Path) -> Result<Placed, MergeErr
     let mut cases: Vec<(usize, Verdict)> = Vec::new();
     let mut skips: Vec<(usize, Verdict)> = Vec::new();
     let (mut wall_s, mut workers, mut times) = (0.0f64, 0usize, PhaseTimes::default());
-    let mut suite_rows: Vec<&SuiteCost> = Vec::new();
+    let (mut suite_rows, mut group_rows): (Vec<&SuiteCost>, Vec<&SuiteCost>) = Default::default();
     for (dir, report, rec) in shards {
         if let Some(t) = &report.timing {
             wall_s = wall_s.max(t.wall_s);
             workers += t.workers;
             times.merge(&t.phases);
             suite_rows.extend(&t.suites);
+            group_rows.extend(&t.groups);
         }
         let place = |v: &Verdict| {
             rec.positions
@@ -613,6 +621,7 @@ fn place_verdicts(shards: &[Shard], artifacts: &Path) -> Result<Placed, MergeErr
         workers,
         times,
         suite_costs: merge_suite_costs(suite_rows),
+        group_costs: merge_suite_costs(group_rows),
     })
 }
 

@@ -535,10 +535,12 @@ pub(super) fn finish(
     let record = opts
         .shard
         .map(|s| shard_record(s, opts, picked, &ran, &snapshot_files));
-    let ran_cases = picked.chosen.iter().chain(&picked.cpu_only).copied();
-    let suites = cost::suite_costs(&ran.out.suites, ran_cases, &ran.verdicts);
+    let ran_cases = || picked.chosen.iter().chain(&picked.cpu_only).copied();
+    let suites = cost::suite_costs(&ran.out.suites, ran_cases(), &ran.verdicts);
+    let groups = cost::group_costs(&ran.out.suites, ran_cases(), &ran.verdicts);
     let timing = report::Timing {
         suites: &suites,
+        groups: &groups,
         ..report::Timing::of(ran.wall_s, setup.workers, &ran.out.times)
     };
     write_reports_of(
