@@ -144,6 +144,7 @@ impl PreparedHandoff {
             resident,
             convert_verdicts: h.convert_verdicts,
             weights: OnceLock::new(),
+            dense_copy: OnceLock::new(),
         })))
     }
 }
@@ -362,6 +363,7 @@ mod tests {
             resident: Some(resident.clone()),
             convert_verdicts: vec![verdict.clone()],
             weights: OnceLock::new(),
+            dense_copy: OnceLock::new(),
         }));
         let mut bytes = Vec::new();
         written.write_to(&mut bytes).expect("writes");

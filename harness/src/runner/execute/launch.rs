@@ -127,15 +127,20 @@ impl<'c, 'a> CaseRun<'c, 'a> {
             .times
             .time(Phase::Device, || device.dequant(dq, &entry, &inputs))
             .map_err(Cause::Device)?;
-        // The dequantized copy is bit-exact: (q − z)·s in fp32, rounded once.
-        let (n, k) = (logical.shape.n, logical.shape.k);
+        // The dequantized copy is bit-exact: (q − z)·s in fp32, rounded once. The expected
+        // copy is the prepared layer's (once per layer) unless the case launches another one.
+        let prepared = self.prepared.clone();
+        let prepared = prepared.filter(|p| std::ptr::eq(&p.layer, logical));
         let mismatches = self.times.time(Phase::Verify, || {
-            (0..n)
-                .flat_map(|r| (0..k).map(move |c| (r, c)))
-                .filter(|&(r, c)| {
-                    d.dense_bits[r * k + c] != logical.dtype.from_f64(logical.weight(r, c))
-                })
-                .count()
+            let own;
+            let expected = match &prepared {
+                Some(p) => p.dense_copy(),
+                None => {
+                    own = super::prepare::expected_dense_copy(logical);
+                    &own
+                }
+            };
+            copy_mismatches(&d.dense_bits, expected)
         });
         let guards = d.guard_violations.len();
         let dq_check = Check::kernel(KernelId::Dequant);
@@ -240,4 +245,40 @@ impl<'c, 'a> CaseRun<'c, 'a> {
 /// How many elements of two outputs of one shape differ.
 fn differing(a: &[u16], b: &[u16]) -> usize {
     a.iter().zip(b).filter(|(p, q)| p != q).count()
+}
+
+/// Elements where the dequant kernel's copy differs from the expected one (every expected
+/// element the copy lacks counts as one), chunked across threads.
+fn copy_mismatches(got: &[u16], expected: &[u16]) -> usize {
+    use rayon::prelude::*;
+    const CHUNK: usize = 1 << 16;
+    let missing = expected.len().saturating_sub(got.len());
+    let compared = got.len().min(expected.len());
+    let differ = got[..compared]
+        .par_chunks(CHUNK)
+        .zip(expected[..compared].par_chunks(CHUNK))
+        .map(|(g, e)| {
+            if g == e {
+                0
+            } else {
+                g.iter().zip(e).filter(|(a, b)| a != b).count()
+            }
+        })
+        .sum::<usize>();
+    differ + missing
+}
+
+#[cfg(test)]
+mod copy_tests {
+    #[test]
+    fn every_differing_or_missing_element_of_the_copy_counts() {
+        let expected: Vec<u16> = (0..200_000u32).map(|i| i as u16).collect();
+        let mut got = expected.clone();
+        assert_eq!(super::copy_mismatches(&got, &expected), 0);
+        got[3] ^= 1;
+        got[150_000] ^= 0x8000;
+        assert_eq!(super::copy_mismatches(&got, &expected), 2);
+        got.truncate(199_990);
+        assert_eq!(super::copy_mismatches(&got, &expected), 12);
+    }
 }

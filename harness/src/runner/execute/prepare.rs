@@ -87,6 +87,9 @@ pub(crate) struct PreparedLayer {
     pub(super) convert_verdicts: Vec<Verdict>,
     /// The layer's half of the GPU reference, formed by its first case that needs one.
     pub(super) weights: OnceLock<Result<LayerWeights, InputError>>,
+    /// The dequant kernel's expected copy `[N, K]`, formed by the layer's first case that
+    /// launches it: every batch size compares against the same bits.
+    pub(super) dense_copy: OnceLock<Vec<u16>>,
 }
 
 impl PreparedLayer {
@@ -96,6 +99,28 @@ impl PreparedLayer {
             .get_or_init(|| LayerWeights::new(&self.layer))
             .as_ref()
     }
+
+    /// The dequant kernel's expected copy of this layer, formed once for all its batch sizes.
+    pub(super) fn dense_copy(&self) -> &[u16] {
+        self.dense_copy
+            .get_or_init(|| expected_dense_copy(&self.layer))
+    }
+}
+
+/// The dequant kernel's copy of `layer` bit for bit, `[N, K]` row-major: `(q − z)·s` exact in
+/// f64, rounded once to the activation dtype. Rows in parallel: a 70B layer has 10⁸ weights.
+pub(super) fn expected_dense_copy(layer: &QuantizedLayer) -> Vec<u16> {
+    use rayon::prelude::*;
+    let (n, k) = (layer.shape.n, layer.shape.k);
+    let mut out = vec![0u16; n * k];
+    out.par_chunks_mut(k.max(1))
+        .enumerate()
+        .for_each(|(r, row)| {
+            for (c, v) in row.iter_mut().enumerate() {
+                *v = layer.dtype.from_f64(layer.weight(r, c));
+            }
+        });
+    out
 }
 
 thread_local! {
@@ -187,6 +212,7 @@ impl<'c, 'a> CaseRun<'c, 'a> {
                     resident,
                     convert_verdicts,
                     weights: OnceLock::new(),
+                    dense_copy: OnceLock::new(),
                 });
                 keep_prepared(Prepared::Linear(Arc::clone(&p)));
                 p
