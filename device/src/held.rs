@@ -27,10 +27,38 @@ impl HeldLanes {
     pub fn inner<T: 'static>(&self, device: &str) -> Result<&T, DeviceFault> {
         self.inner
             .downcast_ref::<T>()
-            .ok_or_else(|| DeviceFault::Unsupported {
-                what: "device-held reference lanes formed by another backend".into(),
+            .ok_or_else(|| another_backend(device))
+    }
+
+    /// As [`HeldLanes::inner`], to write to.
+    pub fn inner_mut<T: 'static>(&mut self, device: &str) -> Result<&mut T, DeviceFault> {
+        self.inner
+            .downcast_mut::<T>()
+            .ok_or_else(|| another_backend(device))
+    }
+
+    /// Rows to overwrite in the `y` lane, each `N` long and below `M`: a fault naming the
+    /// first that is not.
+    pub fn check_rows(&self, rows: &[(usize, Vec<f64>)], device: &str) -> Result<(), DeviceFault> {
+        match rows.iter().find(|(m, v)| *m >= self.m || v.len() != self.n) {
+            Some((m, v)) => Err(DeviceFault::Unsupported {
+                what: format!(
+                    "row {m} of {} values for held lanes of M = {} and N = {}",
+                    v.len(),
+                    self.m,
+                    self.n
+                ),
                 device: device.to_string(),
-            })
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
+fn another_backend(device: &str) -> DeviceFault {
+    DeviceFault::Unsupported {
+        what: "device-held reference lanes formed by another backend".into(),
+        device: device.to_string(),
     }
 }
 
@@ -46,6 +74,13 @@ impl HostLanes {
             .filter(|&&i| i < n_elements)
             .map(|&i| [y[i], a[i], o.as_ref().map_or(0.0, |o| o[i])])
             .collect()
+    }
+
+    /// Overwrites whole rows of `y` (checked by [`HeldLanes::check_rows`]).
+    pub fn overwrite_y_rows(&mut self, n: usize, rows: &[(usize, Vec<f64>)]) {
+        for (m, values) in rows {
+            self.0.0[m * n..(m + 1) * n].copy_from_slice(values);
+        }
     }
 
     pub fn judge(&self, m: usize, n: usize, request: &JudgeRequest<'_>) -> Option<CompareReport> {
@@ -75,6 +110,12 @@ impl HeldProducts for DeviceHeld<'_> {
 
     fn judge(&self, request: &JudgeRequest<'_>) -> Result<Option<CompareReport>, GemmError> {
         self.device.held_judge(&self.lanes, request).map_err(boxed)
+    }
+
+    fn overwrite_y_rows(&mut self, rows: &[(usize, Vec<f64>)]) -> Result<(), GemmError> {
+        self.device
+            .held_overwrite_y_rows(&mut self.lanes, rows)
+            .map_err(boxed)
     }
 }
 

@@ -91,6 +91,17 @@ pub trait ReferenceOffload: DeviceInfo {
         Err(held::no_held_lanes(self.name()))
     }
 
+    /// Overwrites whole rows of the held `y` lane (X's special rows, their IEEE values derived
+    /// on the host).
+    fn held_overwrite_y_rows(
+        &self,
+        lanes: &mut HeldLanes,
+        rows: &[(usize, Vec<f64>)],
+    ) -> Result<(), DeviceFault> {
+        let _ = (lanes, rows);
+        Err(held::no_held_lanes(self.name()))
+    }
+
     /// The output judged against the lanes where they are: the report of
     /// `compare::judge_plain`, or `None` when an element is not plain (the host judges then).
     fn held_judge(

@@ -104,6 +104,14 @@ impl ReferenceOffload for StandInDevice {
         Ok(vec![[0.0; 3]; index.len()])
     }
 
+    fn held_overwrite_y_rows(
+        &self,
+        _lanes: &mut HeldLanes,
+        _rows: &[(usize, Vec<f64>)],
+    ) -> Result<(), DeviceFault> {
+        Ok(())
+    }
+
     fn held_download(&self, lanes: &HeldLanes) -> Result<RawLanes, DeviceFault> {
         let zeros = || vec![0.0; lanes.m * lanes.n];
         Ok((zeros(), zeros(), lanes.has_offset.then(zeros)))

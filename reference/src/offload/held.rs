@@ -23,6 +23,9 @@ pub trait HeldProducts {
     /// [`compare::judge_plain`]'s report, formed next to the lanes; `None` when an element is
     /// not plain (the host then judges with its full rules).
     fn judge(&self, request: &JudgeRequest<'_>) -> Result<Option<CompareReport>, GemmError>;
+    /// Overwrites whole rows of the `y` lane where they are held: X's special rows, whose IEEE
+    /// values the host derives (`SpecialRows::value`) after the GEMM formed them from zeros.
+    fn overwrite_y_rows(&mut self, rows: &[(usize, Vec<f64>)]) -> Result<(), GemmError>;
 }
 
 /// A GEMM whose products stay held where it formed them (`--reference gpu` on a device that can judge).
@@ -134,9 +137,10 @@ impl HeldReference<'_> {
 
 /// [`reference_offloaded`](super::reference_offloaded) with the weights decoded and the lanes
 /// left held in `g`, cross-checked the same way (the sampled elements gathered from the device, against the host's
-/// own decoding of their columns). `None` where a held reference does not apply and the
-/// caller forms the host one: X with special rows (their IEEE values are patched on the host),
-/// W over `w_max_bytes` (chunked), or a GEMM that cannot keep them.
+/// own decoding of their columns). X's special rows (NaN/±Inf) are formed from zeros and their
+/// `y` rows overwritten where they are held with the IEEE values the host derives, as the host
+/// path patches them. `None` where a held reference does not apply and the caller forms the
+/// host one: W over `w_max_bytes` (chunked), or a GEMM that cannot keep them.
 #[allow(clippy::too_many_arguments)]
 pub fn reference_held<'d>(
     x: &Activations,
@@ -159,7 +163,7 @@ pub fn reference_held<'d>(
     let (xz, special) = SpecialRows::prepare(x, non_finite_x);
     let (m, n, k) = (x.m, layer.shape.n, layer.shape.k);
     let chunk = (w_max_bytes / (8 * k.max(1))).clamp(1, n.max(1));
-    if !special.rows.is_empty() || chunk < n {
+    if chunk < n {
         return Ok(None);
     }
     let offset = recipe.magnitude_offset();
@@ -169,7 +173,7 @@ pub fn reference_held<'d>(
     let w_key = Some(weights.key(offset));
     let weights = weights.operand(layer, offset);
     let products = g.products(&ActivationOperand::new(&xz), &weights, w_key);
-    let lanes = match products {
+    let mut lanes = match products {
         Ok(Some(lanes)) => lanes,
         Ok(None) => return Ok(None),
         Err(error) => {
@@ -202,6 +206,25 @@ pub fn reference_held<'d>(
     let checked = cross_check(&xz, layer, offset, &special, raw, seed);
     if !g.stands_in() {
         checked?;
+    }
+    if !special.is_empty() {
+        let ieee = recipe.offset_accumulation;
+        let rows: Vec<(usize, Vec<f64>)> = special
+            .rows
+            .iter()
+            .map(|r| {
+                let values = (0..n)
+                    .map(|col| special.value(layer, ieee, r.m, col).unwrap_or(f64::NAN))
+                    .collect();
+                (r.m, values)
+            })
+            .collect();
+        lanes
+            .overwrite_y_rows(&rows)
+            .map_err(|error| OffloadError::Held {
+                during: "writing the special rows' IEEE values",
+                error,
+            })?;
     }
     Ok(Some(HeldReference {
         m,

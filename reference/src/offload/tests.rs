@@ -288,6 +288,13 @@ impl HeldProducts for HostLanes {
         Ok(self.lanes.clone())
     }
 
+    fn overwrite_y_rows(&mut self, rows: &[(usize, Vec<f64>)]) -> Result<(), GemmError> {
+        for (m, values) in rows {
+            self.lanes.0[m * self.n..(m + 1) * self.n].copy_from_slice(values);
+        }
+        Ok(())
+    }
+
     fn judge(&self, request: &JudgeRequest<'_>) -> Result<Option<CompareReport>, GemmError> {
         let (y, a, o) = &self.lanes;
         let report = compare::judge_plain(request, self.m, self.n, y, a, o.as_deref());
@@ -534,32 +541,56 @@ fn layer_weights_are_the_per_case_operand_formed_once() {
 }
 
 /// Where the host must form the reference there is no held one: W over `w_max_bytes`
-/// (chunks), and X with a non-finite row (its IEEE values are patched on the host). The
-/// same layer and X with finite rows within it get one.
+/// (chunks). The same layer and X within it get one, X with NaN/±Inf rows too: the special
+/// rows' IEEE values overwrite the held `y` rows, as the CPU reference patches them.
 #[test]
-fn the_host_forms_what_a_held_reference_cannot_hold() {
+fn the_host_forms_only_what_a_held_reference_cannot_hold() {
     let (x, layer) = case(3, 24, 64, false);
-    let recipe = NumericRecipe::fp32_exact_weights(ActDtype::Bf16);
     let mut g = HostHeldGemm::default();
-    let mut held = |x: &Activations, w_max_bytes: usize| {
+    let weights = LayerWeights::new(&layer).unwrap();
+    let mut held = |x: &Activations, recipe: &NumericRecipe, w_max_bytes: usize| {
         reference_held(
             x,
             &layer,
-            &LayerWeights::new(&layer).unwrap(),
-            &recipe,
+            &weights,
+            recipe,
             NonFiniteX::Ieee,
             &mut g,
             w_max_bytes,
             3,
         )
         .unwrap()
-        .is_some()
     };
-    assert!(held(&x, DEFAULT_W_MAX_BYTES));
-    assert!(!held(&x, 8 * 64 * 10), "chunked W");
+    let plain = NumericRecipe::fp32_exact_weights(ActDtype::Bf16);
+    assert!(held(&x, &plain, DEFAULT_W_MAX_BYTES).is_some());
+    assert!(held(&x, &plain, 8 * 64 * 10).is_none(), "chunked W");
     let mut special = x.clone();
-    special.data[special.row_stride + 5] = ActDtype::Bf16.from_f64(f64::NAN);
-    assert!(!held(&special, DEFAULT_W_MAX_BYTES), "a non-finite row");
+    let row = special.row_stride;
+    special.data[row + 5] = ActDtype::Bf16.from_f64(f64::INFINITY);
+    special.data[2 * row + 7] = ActDtype::Bf16.from_f64(f64::NAN);
+    let offset = NumericRecipe {
+        offset_accumulation: Some(128.0),
+        ..plain
+    };
+    for recipe in [&plain, &offset] {
+        let cpu = gemm::reference_with(&special, &layer, recipe, NonFiniteX::Ieee).unwrap();
+        let on = held(&special, recipe, DEFAULT_W_MAX_BYTES).expect("held with special rows");
+        let host = on.to_host().unwrap();
+        for (i, (p, q)) in cpu.y.iter().zip(&host.y).enumerate() {
+            let same = p.to_bits() == q.to_bits() || (p.is_nan() && q.is_nan());
+            assert!(same, "element {i}: cpu {p}, held {q}");
+        }
+        assert_eq!(cpu.a, host.a);
+        // Without an offset lane an Inf meets nonzero weights (±Inf or NaN); with one, every
+        // Inf ends in Inf − Inf.
+        let n = layer.shape.n;
+        let inf_row = &host.y[n..2 * n];
+        match recipe.offset_accumulation {
+            None => assert!(inf_row.iter().any(|v| v.is_infinite()), "the Inf row"),
+            Some(_) => assert!(inf_row.iter().all(|v| v.is_nan()), "the Inf row, offset"),
+        }
+        assert!(host.y[2 * n..3 * n].iter().all(|v| v.is_nan()), "the NaN row");
+    }
 }
 
 /// The operand a device decodes gives the CPU reference's exact weights, magnitudes and
