@@ -213,3 +213,16 @@ extern "C" __global__ void widen_activations(const u16* __restrict__ bits, int b
         x_abs[i] = fabs(v);
     }
 }
+
+// How many of the first `bytes` bytes of two device buffers differ (added to *out): a launch's
+// output against the buffer a correct kernel leaves, compared where both lie.
+extern "C" __global__ void count_differences(const unsigned char* __restrict__ a,
+                                             const unsigned char* __restrict__ b, u64 bytes,
+                                             u64* __restrict__ out) {
+    u64 differ = 0;
+    const u64 stride = (u64)gridDim.x * blockDim.x;
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < bytes; i += stride) {
+        differ += a[i] != b[i] ? 1 : 0;
+    }
+    if (differ != 0) atomicAdd(out, differ);
+}

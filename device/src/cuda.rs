@@ -40,6 +40,7 @@ use super::{
 };
 use crate::fault::UnknownArch;
 use crate::held::HeldLanes;
+use crate::input_cache::{InputCache, MIN_CACHED_BYTES};
 use crate::launch::{PackedArgs, RawArg};
 use w4a16_require::{Requirement, Skip};
 
@@ -166,6 +167,9 @@ pub struct CudaDevice {
     held_lanes_w: ManuallyDrop<Mutex<Option<reference_judge::HeldLanesW>>>,
     /// The reference judge's entries, compiled on first use.
     judge: ManuallyDrop<Mutex<reference_judge::JudgeCache>>,
+    /// Pristine copies of launch inputs by content (`input_cache.rs`); off under `Exact`
+    /// allocation (the sanitizer runs), where every input is uploaded as it was.
+    inputs: ManuallyDrop<Mutex<InputCache<CudaBuffer>>>,
     lost: Mutex<Option<String>>,
     allocation: Allocation,
     /// Where NVRTC takes the kernel sources from.
@@ -246,6 +250,10 @@ impl CudaDevice {
             held_w: ManuallyDrop::new(Mutex::new(None)),
             held_lanes_w: ManuallyDrop::new(Mutex::new(None)),
             judge: ManuallyDrop::new(Mutex::new(None)),
+            inputs: ManuallyDrop::new(Mutex::new(InputCache::new(
+                CUDA_INPUT_CACHE_BYTES,
+                MIN_CACHED_BYTES,
+            ))),
             lost: Mutex::new(None),
             allocation: Allocation::Guarded,
             sources,
@@ -438,6 +446,7 @@ impl Drop for CudaDevice {
         }
         // SAFETY: each field is dropped exactly once, here, dependents before the context.
         unsafe {
+            ManuallyDrop::drop(&mut self.inputs);
             ManuallyDrop::drop(&mut self.held_w);
             ManuallyDrop::drop(&mut self.held_lanes_w);
             ManuallyDrop::drop(&mut self.judge);
@@ -449,6 +458,10 @@ impl Drop for CudaDevice {
         }
     }
 }
+
+/// A worker's pristine input copies: a 70B-class layer's packed weights, dense copy and
+/// largest X (about 0.7 GB) fit beside the held reference's W.
+const CUDA_INPUT_CACHE_BYTES: usize = 1 << 30;
 
 /// W and |W| of the GPU reference on the device, under the content key the caller gave.
 struct HeldW {

@@ -9,10 +9,13 @@ use w4a16_kernels::KernelDecl;
 use crate::fault::{Capability, DeviceFault};
 use crate::launch::DeviceInputs;
 use crate::moe::{self, AlignOutput, MoeInputs, MoeOutput};
-use crate::outputs::{DequantOutput, GemmOutput};
+use crate::outputs::{DequantCheck, DequantOutput, GemmOutput};
 use crate::reference_offload::ReferenceOffload;
 use crate::runtime::Runtime;
-use crate::staging::{Staged, blas_operands, run_blas, run_kernel, with_guard_offset};
+use crate::staging::{
+    Staged, blas_operands, download_inspect, launch_synchronized, output_is, run_blas, run_kernel,
+    with_guard_offset,
+};
 
 /// What the runner and the tests use: checked launches on validated inputs, on any runtime.
 /// What the device says about itself and the reference's work it takes over come from the
@@ -45,6 +48,21 @@ pub trait Device: ReferenceOffload {
         entry: &str,
         inputs: &DeviceInputs<'_>,
     ) -> Result<DequantOutput, DeviceFault>;
+    /// [`Device::dequant`] checked against `expected_payload`, the payload a correct kernel
+    /// leaves (`OutputLayout::payload_of` the expected `[N, K]` copy): where the runtime
+    /// compares on the device, an identical buffer never comes back
+    /// ([`DequantCheck::AsExpected`]); otherwise the output, as [`Device::dequant`] gives it.
+    fn dequant_against(
+        &self,
+        kernel: &KernelDecl,
+        entry: &str,
+        inputs: &DeviceInputs<'_>,
+        expected_payload: &[u16],
+    ) -> Result<DequantCheck, DeviceFault> {
+        let _ = expected_payload;
+        self.dequant(kernel, entry, inputs)
+            .map(DequantCheck::Output)
+    }
     /// The dense path in the vendor BLAS (fp32 compute) on inputs validated for `kernel`.
     fn dense_gemm(
         &self,
@@ -94,33 +112,28 @@ impl<R: Runtime> Device for R {
         entry: &str,
         inputs: &DeviceInputs<'_>,
     ) -> Result<DequantOutput, DeviceFault> {
-        let li = inputs.launch();
-        let row_stride = li
-            .dense
-            .as_ref()
-            .and_then(|d| d.strides.first().copied())
-            .unwrap_or(li.k);
-        let r = run_kernel(self, kernel, entry, inputs)?;
-        // An exact-size copy ends at the last row's last element; the dense launch that reads it
-        // checks the host buffer against the view's full `bytes_available`, so the (never read)
-        // tail of the last row is filled with poison.
-        let mut strided = r.strided;
-        if let Some(v) = li.dense.as_ref() {
-            let whole = v.bytes_available.div_ceil(2);
-            if strided.len() < whole {
-                strided.resize(whole, li.dtype.poison_bits());
-            }
+        let (staged, mut spans) = launch_synchronized(self, kernel, entry, inputs)?;
+        let r = download_inspect(self, &staged, &mut spans)?;
+        spans.print(entry);
+        Ok(dequant_output(inputs, r))
+    }
+
+    fn dequant_against(
+        &self,
+        kernel: &KernelDecl,
+        entry: &str,
+        inputs: &DeviceInputs<'_>,
+        expected_payload: &[u16],
+    ) -> Result<DequantCheck, DeviceFault> {
+        let (staged, mut spans) = launch_synchronized(self, kernel, entry, inputs)?;
+        if output_is(self, &staged, expected_payload)? == Some(true) {
+            spans.mark("compare");
+            spans.print(entry);
+            return Ok(DequantCheck::AsExpected);
         }
-        Ok(DequantOutput {
-            n: li.n,
-            k: li.k,
-            row_stride,
-            dense_bits: r.bits,
-            strided_bits: strided,
-            guard_violations: r.guard_violations,
-            stray_writes: r.stray_writes,
-            unwritten: r.unwritten,
-        })
+        let r = download_inspect(self, &staged, &mut spans)?;
+        spans.print(entry);
+        Ok(DequantCheck::Output(dequant_output(inputs, r)))
     }
 
     fn dense_gemm(
@@ -150,5 +163,35 @@ impl<R: Runtime> Device for R {
 
     fn run_moe_align(&self, inputs: &MoeInputs<'_>) -> Result<AlignOutput, DeviceFault> {
         moe::run_moe_align(self, inputs)
+    }
+}
+
+/// The dequant kernel's output as [`Device::dequant`] returns it: an exact-size copy ends at
+/// the last row's last element; the dense launch that reads it checks the host buffer against
+/// the view's full `bytes_available`, so the (never read) tail of the last row is filled with
+/// poison.
+fn dequant_output(inputs: &DeviceInputs<'_>, r: crate::guard::OutputReport) -> DequantOutput {
+    let li = inputs.launch();
+    let row_stride = li
+        .dense
+        .as_ref()
+        .and_then(|d| d.strides.first().copied())
+        .unwrap_or(li.k);
+    let mut strided = r.strided;
+    if let Some(v) = li.dense.as_ref() {
+        let whole = v.bytes_available.div_ceil(2);
+        if strided.len() < whole {
+            strided.resize(whole, li.dtype.poison_bits());
+        }
+    }
+    DequantOutput {
+        n: li.n,
+        k: li.k,
+        row_stride,
+        dense_bits: r.bits,
+        strided_bits: strided,
+        guard_violations: r.guard_violations,
+        stray_writes: r.stray_writes,
+        unwritten: r.unwritten,
     }
 }

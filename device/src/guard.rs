@@ -128,6 +128,34 @@ impl OutputLayout {
         out
     }
 
+    /// Guard, `payload` (u16, little-endian; the poison past its end), guard: the buffer a
+    /// kernel that wrote exactly `payload` leaves.
+    pub fn bytes_with_payload(&self, payload: &[u16]) -> Vec<u8> {
+        let mut out = self.initial_bytes();
+        let start = self.guard_bytes;
+        out[start..start + self.payload_bytes]
+            .chunks_exact_mut(2)
+            .zip(payload)
+            .for_each(|(c, v)| c.copy_from_slice(&v.to_le_bytes()));
+        out
+    }
+
+    /// The payload a kernel that wrote `[rows, cols]` of `bits` (compact) and nothing else
+    /// leaves: each element at its row, the poison everywhere else. `None` where the rows do
+    /// not lie whole inside the payload or `bits` is not `rows × cols` long.
+    pub fn payload_of(&self, bits: &[u16]) -> Option<Vec<u16>> {
+        let mut payload = vec![self.poison; self.payload_bytes / 2];
+        let base = self.rows_in_place(payload.len())?;
+        if bits.len() != self.rows * self.cols {
+            return None;
+        }
+        for (r, row) in bits.chunks_exact(self.cols.max(1)).enumerate() {
+            let start = base + r * self.row_stride;
+            payload[start..start + self.cols].copy_from_slice(row);
+        }
+        Some(payload)
+    }
+
     /// As [`Self::initial_bytes`], with `fill(row, col)` overriding the poison of logical
     /// elements (a bias prefill for `beta = 1` GEMMs).
     pub fn initial_bytes_with(&self, fill: impl Fn(usize, usize) -> Option<u16>) -> Vec<u8> {
@@ -178,11 +206,7 @@ impl OutputLayout {
         let payload = buf
             .get(self.guard_bytes..(self.guard_bytes + self.payload_bytes).min(buf.len()))
             .unwrap_or(&[]);
-        let mut strided: Vec<u16> = payload
-            .chunks_exact(2)
-            .map(|c| u16::from_le_bytes([c[0], c[1]]))
-            .collect();
-        strided.resize(self.payload_bytes / 2, !self.poison);
+        let strided = self.payload_elements(payload);
 
         let (bits, unwritten, stray_writes) = match self.rows_in_place(strided.len()) {
             Some(base) => self.read_rows(&strided, base),
@@ -212,24 +236,58 @@ impl OutputLayout {
         (end <= payload_elements).then_some(base)
     }
 
+    /// The payload as elements, a missing tail read as overwritten (not the poison); in
+    /// parallel chunks (a dequant copy is 10⁸ elements).
+    fn payload_elements(&self, payload: &[u8]) -> Vec<u16> {
+        use rayon::prelude::*;
+        const CHUNK: usize = 1 << 16;
+        let mut strided = vec![!self.poison; self.payload_bytes / 2];
+        let have = (payload.len() / 2).min(strided.len());
+        strided[..have]
+            .par_chunks_mut(CHUNK)
+            .zip(payload[..2 * have].par_chunks(2 * CHUNK))
+            .for_each(|(out, bytes)| {
+                for (o, c) in out.iter_mut().zip(bytes.chunks_exact(2)) {
+                    *o = u16::from_le_bytes([c[0], c[1]]);
+                }
+            });
+        strided
+    }
+
     /// The logical elements row by row, the poison left in them, and the non-poison values
-    /// between and around the rows (stray writes): what [`Self::read_elements`] finds, a row
-    /// at a time.
+    /// between and around the rows (stray writes): what [`Self::read_elements`] finds, rows
+    /// in parallel.
     fn read_rows(&self, strided: &[u16], base: usize) -> (Vec<u16>, usize, usize) {
+        use rayon::prelude::*;
         let poison = self.poison;
         let count = |s: &[u16], want: bool| s.iter().filter(|&&v| (v == poison) == want).count();
-        let mut bits = Vec::with_capacity(self.rows * self.cols);
-        let (mut unwritten, mut stray) = (0, 0);
-        let mut gap_from = 0;
-        for r in 0..self.rows {
-            let start = base + r * self.row_stride;
-            stray += count(&strided[gap_from..start.max(gap_from)], false);
-            let row = &strided[start..start + self.cols];
-            bits.extend_from_slice(row);
-            unwritten += count(row, true);
-            gap_from = start + self.cols;
+        let (rows, cols, stride) = (self.rows, self.cols, self.row_stride);
+        let mut bits = vec![0u16; rows * cols];
+        if cols > 0 {
+            bits.par_chunks_mut(cols).enumerate().for_each(|(r, out)| {
+                let start = base + r * stride;
+                out.copy_from_slice(&strided[start..start + cols]);
+            });
         }
-        stray += count(&strided[gap_from.min(strided.len())..], false);
+        // Each row with the gap after it (to the next row's start, or the payload's end).
+        let (unwritten, stray_after) = (0..rows)
+            .into_par_iter()
+            .map(|r| {
+                let start = base + r * stride;
+                let next = if r + 1 < rows {
+                    start + stride
+                } else {
+                    strided.len()
+                };
+                let gap = &strided[(start + cols).min(next)..next];
+                (
+                    count(&strided[start..start + cols], true),
+                    count(gap, false),
+                )
+            })
+            .reduce(|| (0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+        let before = if rows == 0 { strided.len() } else { base };
+        let stray = stray_after + count(&strided[..before.min(strided.len())], false);
         (bits, unwritten, stray)
     }
 

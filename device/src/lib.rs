@@ -35,6 +35,7 @@ pub mod held;
 #[cfg(unix)]
 pub mod hipblas;
 mod info;
+pub mod input_cache;
 pub mod launch;
 pub mod moe;
 pub mod none;
@@ -67,7 +68,7 @@ pub use held::HeldLanes;
 pub use info::{Allocation, DeviceInfo, DeviceKind, EmulatorWork, KernelWork, LaunchCounters};
 pub use moe::{ALIGN_POISON, AlignOutput, MoeInputs, MoeLaunch, MoeOutput, MoeTiming};
 pub use open::{DeviceChoice, DeviceRequest, device_count, open};
-pub use outputs::{BlasGemm, DequantOutput, GemmOutput};
+pub use outputs::{BlasGemm, DequantCheck, DequantOutput, GemmOutput};
 pub use reference_offload::ReferenceOffload;
 pub use runtime::Runtime;
 pub use sanitize::{EmuSanitizer, SanitizerReport};

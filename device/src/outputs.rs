@@ -53,6 +53,18 @@ pub struct DequantOutput {
     pub unwritten: usize,
 }
 
+/// The dequant kernel checked against the copy it must write ([`crate::Device::dequant_against`]).
+#[derive(Clone, Debug, PartialEq)]
+pub enum DequantCheck {
+    /// The output buffer was compared where it lies with the one a correct kernel leaves
+    /// (guard bands, the expected copy, the poison in every gap) and is identical: bit-exact,
+    /// confined and complete; nothing came back.
+    AsExpected,
+    /// The buffer as [`crate::Device::dequant`] returns it (it differs from the expected one, or
+    /// this runtime cannot compare on the device): the caller inspects it.
+    Output(DequantOutput),
+}
+
 /// One vendor-BLAS GEMM: `Y[M,N] = X[M,K]·Denseᵀ` with row-major operands and explicit
 /// leading dimensions (elements); `beta = 1` adds Y's prior contents (the bias prefill).
 #[derive(Clone, Copy, Debug, PartialEq)]

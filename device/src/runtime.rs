@@ -9,6 +9,7 @@ use w4a16_kernels::KernelDecl;
 use w4a16_kernels::decl::LaunchGeometry;
 
 use crate::fault::DeviceFault;
+use crate::input_cache::InputCache;
 use crate::launch::PackedArgs;
 use crate::outputs::BlasGemm;
 use crate::reference_offload::ReferenceOffload;
@@ -67,4 +68,22 @@ pub trait Runtime: ReferenceOffload {
     /// Waits for all enqueued work under the watchdog ([`watchdog_timeout`]); a hang is
     /// [`DeviceFault::Timeout`] and leaves the device [`crate::Health::Lost`].
     fn synchronize(&self, during: &str) -> Result<(), DeviceFault>;
+
+    /// Whether the first `bytes` bytes of two buffers are equal, compared on the device (no
+    /// download); `None`: this runtime cannot compare there.
+    fn same_bytes(
+        &self,
+        a: &Self::Buffer,
+        b: &Self::Buffer,
+        bytes: usize,
+    ) -> Result<Option<bool>, DeviceFault> {
+        let _ = (a, b, bytes);
+        Ok(None)
+    }
+
+    /// Pristine device copies of inputs by content ([`crate::input_cache`]); `None`: every
+    /// input of every launch is uploaded from the host.
+    fn input_cache(&self) -> Option<&std::sync::Mutex<InputCache<Self::Buffer>>> {
+        None
+    }
 }

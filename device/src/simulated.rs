@@ -9,6 +9,7 @@
 //! compute-sanitizer's memcheck reports it on a GPU (addresses are 256 bytes apart, so with
 //! [`Allocation::Exact`] the first element past a buffer is outside all of them).
 
+use crate::input_cache::InputCache;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -90,6 +91,10 @@ struct Sim {
     /// Device time: every launch 10 µs, or as `costs` says.
     clock: clock::Clock,
     costs: Option<SimCosts>,
+    /// Pristine input copies by content, as the CUDA backend keeps them (`None`: uploads only).
+    /// Whether it compares buffers "on the device" (`Runtime::same_bytes`), as CUDA does.
+    compares: bool,
+    input_cache: Option<Mutex<InputCache<SimBuf>>>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -235,6 +240,8 @@ impl Sim {
             ordinal: 0,
             clock: clock::Clock::default(),
             costs: None,
+            input_cache: None,
+            compares: true,
         }
     }
 
@@ -518,6 +525,18 @@ impl ReferenceOffload for Sim {
         Ok(host.0.clone())
     }
 
+    fn held_overwrite_y_rows(
+        &self,
+        lanes: &mut HeldLanes,
+        rows: &[(usize, Vec<f64>)],
+    ) -> Result<(), DeviceFault> {
+        lanes.check_rows(rows, &self.name())?;
+        let n = lanes.n;
+        let host: &mut HostLanes = lanes.inner_mut(&self.name())?;
+        host.overwrite_y_rows(n, rows);
+        Ok(())
+    }
+
     fn held_judge(
         &self,
         lanes: &HeldLanes,
@@ -555,6 +574,25 @@ impl Runtime for Sim {
 
     fn download(&self, src: &SimBuf) -> Result<Vec<u8>, DeviceFault> {
         Ok(src.data.lock().unwrap().clone())
+    }
+
+    fn same_bytes(
+        &self,
+        a: &SimBuf,
+        b: &SimBuf,
+        bytes: usize,
+    ) -> Result<Option<bool>, DeviceFault> {
+        if !self.compares {
+            return Ok(None);
+        }
+        let (a, b) = (a.data.lock().unwrap(), b.data.lock().unwrap());
+        Ok(Some(
+            bytes <= a.len() && bytes <= b.len() && a[..bytes] == b[..bytes],
+        ))
+    }
+
+    fn input_cache(&self) -> Option<&Mutex<InputCache<SimBuf>>> {
+        self.input_cache.as_ref()
     }
 
     fn copy(&self, dst: &mut SimBuf, src: &SimBuf, bytes: usize) -> Result<(), DeviceFault> {

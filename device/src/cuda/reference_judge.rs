@@ -40,6 +40,7 @@ pub(super) struct HarnessFunctions {
     decode: CudaFunction,
     widen: CudaFunction,
     pub(super) realistic: CudaFunction,
+    differences: CudaFunction,
 }
 
 /// The lanes of one reference on this device.
@@ -148,6 +149,7 @@ impl CudaDevice {
             decode: load("decode_weights")?,
             widen: load("widen_activations")?,
             realistic: load("realistic_activations")?,
+            differences: load("count_differences")?,
         };
         *lock(&self.judge) = Some(functions.clone());
         Ok(functions)
@@ -368,6 +370,52 @@ impl CudaDevice {
             .collect())
     }
 
+    /// How many of the first `bytes` bytes of two device buffers (addresses `a`, `b`) differ,
+    /// counted on the device: only the count comes back.
+    pub(super) fn count_differences(
+        &self,
+        a: u64,
+        b: u64,
+        bytes: usize,
+    ) -> Result<u64, DeviceFault> {
+        let during = "comparing an output with its expected buffer on the device";
+        let f = self.harness_functions()?;
+        self.bind(during)?;
+        let mut count = self.upload(&[0u64], during)?;
+        let n = bytes as u64;
+        let mut l = self.stream.launch_builder(&f.differences);
+        l.arg(&a).arg(&b).arg(&n).arg(&mut count);
+        // SAFETY: the caller checked that both allocations hold at least `bytes` bytes; `count`
+        // holds one word.
+        unsafe { l.launch(config(grid(bytes, MAX_BLOCKS))) }.map_err(|e| self.fault(e, during))?;
+        self.synchronize(during)?;
+        let back = self
+            .stream
+            .memcpy_dtov(&count)
+            .map_err(|e| self.fault(e, during))?;
+        Ok(back.first().copied().unwrap_or(u64::MAX))
+    }
+
+    /// Overwrites whole rows of the held `y` lane, one copy per row.
+    pub(super) fn overwrite_held_rows(
+        &self,
+        lanes: &mut HeldLanes,
+        rows: &[(usize, Vec<f64>)],
+    ) -> Result<(), DeviceFault> {
+        let during = "writing the special rows of the held reference";
+        lanes.check_rows(rows, &self.name)?;
+        let n = lanes.n;
+        let l: &mut CudaLanes = lanes.inner_mut(&self.name)?;
+        self.bind(during)?;
+        for (m, values) in rows {
+            let mut row = l.y.slice_mut(m * n..(m + 1) * n);
+            self.stream
+                .memcpy_htod(values, &mut row)
+                .map_err(|e| self.fault(e, during))?;
+        }
+        self.synchronize(during)
+    }
+
     pub(super) fn download_held(&self, lanes: &HeldLanes) -> Result<RawLanes, DeviceFault> {
         let during = "downloading the held reference";
         let l: &CudaLanes = lanes.inner(&self.name)?;
@@ -524,6 +572,7 @@ mod tests {
             "decode_weights",
             "widen_activations",
             "realistic_activations",
+            "count_differences",
         ] {
             assert!(ptx.contains(&format!(".entry {entry}(")), "{entry}");
         }

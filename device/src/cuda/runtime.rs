@@ -179,6 +179,14 @@ impl ReferenceOffload for CudaDevice {
         self.download_held(lanes)
     }
 
+    fn held_overwrite_y_rows(
+        &self,
+        lanes: &mut HeldLanes,
+        rows: &[(usize, Vec<f64>)],
+    ) -> Result<(), DeviceFault> {
+        self.overwrite_held_rows(lanes, rows)
+    }
+
     fn held_judge(
         &self,
         lanes: &HeldLanes,
@@ -440,6 +448,23 @@ impl Runtime for CudaDevice {
             .elapsed_ms(end)
             .map(|ms| ms as f64 * 1000.0)
             .map_err(|e| self.fault(e, "reading event times"))
+    }
+
+    fn same_bytes(
+        &self,
+        a: &CudaBuffer,
+        b: &CudaBuffer,
+        bytes: usize,
+    ) -> Result<Option<bool>, DeviceFault> {
+        if bytes > a.len() || bytes > b.len() {
+            return Ok(Some(false));
+        }
+        let (pa, pb) = (addr(a, &self.stream), addr(b, &self.stream));
+        Ok(Some(self.count_differences(pa, pb, bytes)? == 0))
+    }
+
+    fn input_cache(&self) -> Option<&Mutex<InputCache<CudaBuffer>>> {
+        (self.allocation == Allocation::Guarded).then_some(&*self.inputs)
     }
 
     fn synchronize(&self, during: &str) -> Result<(), DeviceFault> {

@@ -510,3 +510,46 @@ fn a_lost_device_refuses_the_moe_path_before_any_allocation() {
     ));
     assert_eq!(sim.sizes.lock().unwrap().len(), before);
 }
+
+/// With pristine input copies, the second launch of the same inputs fills its own fresh
+/// buffers by device copies from them (no upload) and gives the same output; the kernel never
+/// reads a pristine copy.
+#[test]
+fn pristine_input_copies_fill_each_launchs_own_buffers() {
+    let (x, layer) = data(3);
+    let d = w4a16_kernels::set::decl(w4a16_kernels::KernelId::Fallback);
+    let y = YSpec {
+        m: 3,
+        n: 40,
+        row_stride: 40,
+        offset: 0,
+        dtype: ActDtype::F16,
+    };
+    let inputs = DeviceInputs::gemm(d, &layer, &x, y).unwrap();
+    let plain = Sim::new(Misbehave::None);
+    let expected = plain.run_gemm(d, "w4a16_fallback_f16", &inputs).unwrap();
+    let sim = Sim {
+        input_cache: Some(Mutex::new(InputCache::new(1 << 20, 0))),
+        ..Sim::new(Misbehave::None)
+    };
+    let first = sim.run_gemm(d, "w4a16_fallback_f16", &inputs).unwrap();
+    let inputs_of_a_launch = sim.copies.lock().unwrap().len();
+    assert!(inputs_of_a_launch >= 4, "x, weights, scales, zeros");
+    let second = sim.run_gemm(d, "w4a16_fallback_f16", &inputs).unwrap();
+    assert_eq!(first.y_bits, expected.y_bits);
+    assert_eq!(second.y_bits, expected.y_bits);
+    let cache = sim.input_cache.as_ref().unwrap().lock().unwrap();
+    assert_eq!(cache.misses as usize, inputs_of_a_launch);
+    assert_eq!(cache.hits as usize, inputs_of_a_launch);
+    let copies = sim.copies.lock().unwrap().clone();
+    assert_eq!(copies.len(), 2 * inputs_of_a_launch);
+    let (first_copies, second_copies) = copies.split_at(inputs_of_a_launch);
+    for (a, b) in first_copies.iter().zip(second_copies) {
+        assert_eq!(a.0, b.0, "the same pristine source");
+        assert_ne!(a.1, b.1, "each launch its own buffer");
+    }
+    let pristine: std::collections::BTreeSet<u64> = copies.iter().map(|c| c.0).collect();
+    let read = sim.weights_read.lock().unwrap().clone();
+    assert_eq!(read.len(), 2);
+    assert!(read.iter().all(|w| !pristine.contains(w)), "{read:x?}");
+}

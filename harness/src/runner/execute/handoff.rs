@@ -145,6 +145,7 @@ impl PreparedHandoff {
             convert_verdicts: h.convert_verdicts,
             weights: OnceLock::new(),
             dense_copy: OnceLock::new(),
+            dequant_payload: Default::default(),
         })))
     }
 }
@@ -364,6 +365,7 @@ mod tests {
             convert_verdicts: vec![verdict.clone()],
             weights: OnceLock::new(),
             dense_copy: OnceLock::new(),
+            dequant_payload: Default::default(),
         }));
         let mut bytes = Vec::new();
         written.write_to(&mut bytes).expect("writes");

@@ -11,6 +11,7 @@ use crate::runner::verdict::{Check, Outcome, ReferenceStage, Verdict};
 use std::cell::RefCell;
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
+use w4a16_device::OutputLayout;
 use w4a16_kernels::Target;
 use w4a16_reference::data;
 use w4a16_reference::formats::{ConvertError, LoadTarget, Producer, ResidentLayer, RowPadding};
@@ -90,6 +91,9 @@ pub(crate) struct PreparedLayer {
     /// The dequant kernel's expected copy `[N, K]`, formed by the layer's first case that
     /// launches it: every batch size compares against the same bits.
     pub(super) dense_copy: OnceLock<Vec<u16>>,
+    /// The buffer payload a correct dequant kernel leaves for the last output layout asked
+    /// about (the expected copy at its rows, the poison between them): compared on the device.
+    pub(super) dequant_payload: std::sync::Mutex<Option<(OutputLayout, Arc<Vec<u16>>)>>,
 }
 
 impl PreparedLayer {
@@ -98,6 +102,22 @@ impl PreparedLayer {
         self.weights
             .get_or_init(|| LayerWeights::new(&self.layer))
             .as_ref()
+    }
+
+    /// The payload a correct dequant kernel leaves in `layout` (`None` where its rows do not lie
+    /// in place), formed once per layout.
+    pub(super) fn dequant_payload(&self, layout: &OutputLayout) -> Option<Arc<Vec<u16>>> {
+        let mut kept = self
+            .dequant_payload
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((l, p)) = kept.as_ref().filter(|(l, _)| l == layout) {
+            debug_assert!(l == layout);
+            return Some(Arc::clone(p));
+        }
+        let payload = Arc::new(layout.payload_of(self.dense_copy())?);
+        *kept = Some((layout.clone(), Arc::clone(&payload)));
+        Some(payload)
     }
 
     /// The dequant kernel's expected copy of this layer, formed once for all its batch sizes.
@@ -213,6 +233,7 @@ impl<'c, 'a> CaseRun<'c, 'a> {
                     convert_verdicts,
                     weights: OnceLock::new(),
                     dense_copy: OnceLock::new(),
+                    dequant_payload: Default::default(),
                 });
                 keep_prepared(Prepared::Linear(Arc::clone(&p)));
                 p
