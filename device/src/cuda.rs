@@ -459,9 +459,10 @@ impl Drop for CudaDevice {
     }
 }
 
-/// A worker's pristine input copies: a 70B-class layer's packed weights, dense copy and
-/// largest X (about 0.7 GB) fit beside the held reference's W.
-const CUDA_INPUT_CACHE_BYTES: usize = 1 << 30;
+/// A worker's pristine input copies: a 70B-class layer's packed weights, its dense copy as
+/// input, the dequant output's bands and its expected buffer, and the largest X (about 1.7 GB)
+/// fit beside the held reference's W, for 14 workers on one 141 GB device.
+const CUDA_INPUT_CACHE_BYTES: usize = 3 << 30;
 
 /// W and |W| of the GPU reference on the device, under the content key the caller gave.
 struct HeldW {

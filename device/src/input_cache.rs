@@ -12,10 +12,6 @@ use std::collections::VecDeque;
 /// what the upload does.
 pub const MIN_CACHED_BYTES: usize = 1 << 20;
 
-/// Device memory a worker's cache may hold: a 70B-class layer's packed weights and dense copy
-/// with its largest X (about 0.7 GB) fit, with room for the layer's next batch size.
-pub const DEFAULT_CACHE_BYTES: usize = 2 << 30;
-
 /// An input's identity: its length and the 128-bit XXH3 of its bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct InputKey {
@@ -40,6 +36,20 @@ impl InputKey {
             len,
             hash: xxhash_rust::xxh3::xxh3_128(&bytes),
         }
+    }
+
+    /// As [`InputKey::of`] the little-endian bytes of `values`.
+    pub fn of_u16(values: &[u16]) -> InputKey {
+        InputKey {
+            len: 2 * values.len(),
+            hash: Self::hash_u16(values),
+        }
+    }
+
+    /// The 128-bit XXH3 of `values` as little-endian bytes (what an upload of them sends): on
+    /// a little-endian host the values' own bytes, with no copy.
+    pub fn hash_u16(values: &[u16]) -> u128 {
+        xxhash_rust::xxh3::xxh3_128(&crate::launch::HostBytes::U16(values).le_bytes())
     }
 
     pub fn len(&self) -> usize {
@@ -131,6 +141,9 @@ mod tests {
         assert_eq!(cache.get(&ka), Some(&"a"));
         assert_eq!(cache.get(&kc), Some(&"c"));
         assert_eq!((cache.hits, cache.misses), (3, 3));
+        let words = [0x1234u16, 0xABCD, 7];
+        let le: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        assert_eq!(InputKey::of_u16(&words), InputKey::of(&le));
         // Same length, one byte apart: another input.
         let mut a2 = a.clone();
         a2[63] = 9;

@@ -242,8 +242,7 @@ pub(crate) fn output_is<R: Runtime>(
     if payload.len() != layout.payload_bytes / 2 {
         return Ok(Some(false));
     }
-    let bytes: Vec<u8> = payload.iter().flat_map(|v| v.to_le_bytes()).collect();
-    let content = xxhash_rust::xxh3::xxh3_128(&bytes);
+    let content = InputKey::hash_u16(payload);
     let fields = [
         layout.guard_bytes as u64,
         layout.payload_bytes as u64,

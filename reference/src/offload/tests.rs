@@ -589,7 +589,10 @@ fn the_host_forms_only_what_a_held_reference_cannot_hold() {
             None => assert!(inf_row.iter().any(|v| v.is_infinite()), "the Inf row"),
             Some(_) => assert!(inf_row.iter().all(|v| v.is_nan()), "the Inf row, offset"),
         }
-        assert!(host.y[2 * n..3 * n].iter().all(|v| v.is_nan()), "the NaN row");
+        assert!(
+            host.y[2 * n..3 * n].iter().all(|v| v.is_nan()),
+            "the NaN row"
+        );
     }
 }
 
