@@ -34,6 +34,7 @@ use super::{
     skip, watchdog_timeout,
 };
 use crate::fault::UnknownArch;
+use crate::input_cache::{InputCache, MIN_CACHED_BYTES};
 use crate::launch::PackedArgs;
 use w4a16_codeobject::{self as codeobject, abi};
 use w4a16_require::{Requirement, Skip};
@@ -187,7 +188,13 @@ pub struct RocmDevice {
     lost: Lost,
     /// Where the code objects' sources come from.
     sources: KernelSources,
+    /// Pristine copies of launch inputs by content (`input_cache.rs`).
+    inputs: Mutex<InputCache<RocmBuffer>>,
 }
+
+/// A worker's pristine input copies on an AMD GPU: small, since a gfx1201 card has 16 GB for
+/// every worker; a field layer's packed weights (≤ 75 MB) and X fit.
+const ROCM_INPUT_CACHE_BYTES: usize = 512 << 20;
 
 // SAFETY: HIP runtime handles (stream, modules, functions) may be used from any thread; the
 // current device is set per call (`bind`), and the maps are behind mutexes.
@@ -317,6 +324,7 @@ impl RocmDevice {
             blas: Mutex::new(None),
             lost: Arc::new(Mutex::new(None)),
             sources,
+            inputs: Mutex::new(InputCache::new(ROCM_INPUT_CACHE_BYTES, MIN_CACHED_BYTES)),
         })
     }
 
@@ -525,6 +533,10 @@ impl Runtime for RocmDevice {
     type Buffer = RocmBuffer;
 
     type Event = RocmEvent;
+
+    fn input_cache(&self) -> Option<&Mutex<InputCache<RocmBuffer>>> {
+        Some(&self.inputs)
+    }
 
     fn alloc(&self, bytes: usize) -> Result<RocmBuffer, DeviceFault> {
         let during = format!("allocating {bytes} bytes");
