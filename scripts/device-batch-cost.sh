@@ -9,21 +9,11 @@
 # Everything comes back in $OUT/cost-batch.tar.gz (the device tool returns no file named with `@`).
 set -uo pipefail
 : "${OUT:?}"
-export W4A16_CASES="$PWD/cases"
-jobs=$(( $(nproc) - 2 ))
-w=stage/bin/w4a16
 keep=/tmp/cost-batch
-mkdir -p "$keep"
-run() { # name, seconds, then run args
-  local name=$1 limit=$2; shift 2
-  local start; start=$(date +%s)
-  timeout "$limit" $w run --reference gpu --jobs "$jobs" --report-dir "$keep/r-$name" "$@" >"$keep/$name.out" 2>&1
-  echo "$name rc=$? wall=$(( $(date +%s) - start ))s $(grep -E 'checks:' "$keep/$name.out" | tail -1)"
-  grep -A12 -i 'cost per suite' "$keep/$name.out" | head -14
-}
-run moe 110 --suite moe --snapshot check
-run other-shapes 230 --suite other-shapes --snapshot update
-run field 60 --suite field
+. scripts/lib/timed-suite-run.sh
+timed_run moe 110 --suite moe --snapshot check
+timed_run other-shapes 230 --suite other-shapes --snapshot update
+timed_run field 60 --suite field
 cp snapshots/verdicts-other-shapes@sm_90.snap "$keep/" 2>/dev/null
 for m in 8 64; do
   OUT="$keep/regret-m$m" W4A16_REGRET_FILTER="field/*/M=$m/f16/sym/**" W4A16_REGRET_TIMEOUT=70 \
