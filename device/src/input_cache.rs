@@ -89,6 +89,11 @@ impl<B> InputCache<B> {
         len >= self.min_bytes && len <= self.cap_bytes
     }
 
+    /// Whether a pristine copy of `key` is kept (no use counted).
+    pub fn contains(&self, key: &InputKey) -> bool {
+        self.entries.iter().any(|(k, _)| k == key)
+    }
+
     /// The pristine copy of `key`, now the most recently used.
     pub fn get(&mut self, key: &InputKey) -> Option<&B> {
         let i = self.entries.iter().position(|(k, _)| k == key)?;

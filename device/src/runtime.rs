@@ -69,16 +69,24 @@ pub trait Runtime: ReferenceOffload {
     /// [`DeviceFault::Timeout`] and leaves the device [`crate::Health::Lost`].
     fn synchronize(&self, during: &str) -> Result<(), DeviceFault>;
 
+    /// Whether [`Runtime::same_bytes`] compares on the device; where not, a caller downloads.
+    fn compares_on_device(&self) -> bool {
+        false
+    }
+
     /// Whether the first `bytes` bytes of two buffers are equal, compared on the device (no
-    /// download); `None`: this runtime cannot compare there.
+    /// download); called only where [`Runtime::compares_on_device`].
     fn same_bytes(
         &self,
         a: &Self::Buffer,
         b: &Self::Buffer,
         bytes: usize,
-    ) -> Result<Option<bool>, DeviceFault> {
+    ) -> Result<bool, DeviceFault> {
         let _ = (a, b, bytes);
-        Ok(None)
+        Err(DeviceFault::Unsupported {
+            what: "comparing buffers on the device".into(),
+            device: self.name(),
+        })
     }
 
     /// Pristine device copies of inputs by content ([`crate::input_cache`]); `None`: every

@@ -576,19 +576,13 @@ impl Runtime for Sim {
         Ok(src.data.lock().unwrap().clone())
     }
 
-    fn same_bytes(
-        &self,
-        a: &SimBuf,
-        b: &SimBuf,
-        bytes: usize,
-    ) -> Result<Option<bool>, DeviceFault> {
-        if !self.compares {
-            return Ok(None);
-        }
+    fn compares_on_device(&self) -> bool {
+        self.compares
+    }
+
+    fn same_bytes(&self, a: &SimBuf, b: &SimBuf, bytes: usize) -> Result<bool, DeviceFault> {
         let (a, b) = (a.data.lock().unwrap(), b.data.lock().unwrap());
-        Ok(Some(
-            bytes <= a.len() && bytes <= b.len() && a[..bytes] == b[..bytes],
-        ))
+        Ok(bytes <= a.len() && bytes <= b.len() && a[..bytes] == b[..bytes])
     }
 
     fn input_cache(&self) -> Option<&Mutex<InputCache<SimBuf>>> {

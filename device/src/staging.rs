@@ -8,11 +8,11 @@ use w4a16_kernels::{KernelDecl, ScalarArg, TensorRole};
 use crate::fault::{DeviceFault, Health};
 use crate::guard::{OutputLayout, OutputReport};
 use crate::info::Allocation;
-use crate::input_cache::InputKey;
+use crate::input_cache::{InputCache, InputKey};
 use crate::launch::{DeviceInputs, PackedArgs, pack_args};
 use crate::outputs::BlasGemm;
 use crate::runtime::Runtime;
-use std::sync::PoisonError;
+use std::sync::{MutexGuard, PoisonError};
 
 /// Uploaded inputs of one launch and the guarded output buffer.
 pub(crate) struct Staged<R: Runtime> {
@@ -100,24 +100,41 @@ pub(crate) fn stage<R: Runtime>(
     })
 }
 
+/// The pristine copy under `key`, uploaded by `upload` into a new buffer the first time.
+fn pristine<'c, R: Runtime>(
+    b: &R,
+    cache: &'c mut InputCache<R::Buffer>,
+    key: InputKey,
+    upload: impl FnOnce(&mut R::Buffer) -> Result<(), DeviceFault>,
+) -> Result<&'c R::Buffer, DeviceFault> {
+    if !cache.contains(&key) {
+        let mut buf = b.alloc(key.len())?;
+        upload(&mut buf)?;
+        return Ok(cache.insert(key, buf));
+    }
+    cache.get(&key).ok_or_else(|| DeviceFault::Unsupported {
+        what: "a pristine copy lost between two lookups".into(),
+        device: b.name(),
+    })
+}
+
+/// The runtime's pristine copies, locked, where it keeps them and they would take `len` bytes.
+fn cache_for<R: Runtime>(b: &R, len: usize) -> Option<MutexGuard<'_, InputCache<R::Buffer>>> {
+    let cache = b
+        .input_cache()?
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    cache.takes(len).then_some(cache)
+}
+
 /// Fills a launch's own input buffer: from the pristine device copy of the same bytes where
 /// the runtime keeps them (the first launch uploads that copy), else from the host.
 fn fill_input<R: Runtime>(b: &R, buf: &mut R::Buffer, bytes: &[u8]) -> Result<(), DeviceFault> {
-    let Some(cache) = b.input_cache() else {
+    let Some(mut cache) = cache_for(b, bytes.len()) else {
         return b.upload(buf, bytes);
     };
-    let mut cache = cache.lock().unwrap_or_else(PoisonError::into_inner);
-    if !cache.takes(bytes.len()) {
-        return b.upload(buf, bytes);
-    }
-    let key = InputKey::of(bytes);
-    if let Some(pristine) = cache.get(&key) {
-        return b.copy(buf, pristine, bytes.len());
-    }
-    let mut pristine = b.alloc(bytes.len())?;
-    b.upload(&mut pristine, bytes)?;
-    let pristine = cache.insert(key, pristine);
-    b.copy(buf, pristine, bytes.len())
+    let source = pristine(b, &mut cache, InputKey::of(bytes), |p| b.upload(p, bytes))?;
+    b.copy(buf, source, bytes.len())
 }
 
 /// Fills an output buffer with its poison and guard bands: from the pristine copy of the same
@@ -128,21 +145,15 @@ fn fill_poison<R: Runtime>(
     layout: &OutputLayout,
 ) -> Result<(), DeviceFault> {
     let len = layout.total_bytes();
-    let cache = b
-        .input_cache()
-        .map(|c| c.lock().unwrap_or_else(PoisonError::into_inner));
-    let Some(mut cache) = cache.filter(|c| c.takes(len)) else {
+    let Some(mut cache) = cache_for(b, len) else {
         return b.upload_poison(buf, &layout.initial_bytes());
     };
-    let fields = [layout.guard_bytes, layout.payload_bytes].map(|v| v as u64);
+    let fields = [layout.guard_bytes as u64, layout.payload_bytes as u64];
     let key = InputKey::described(len, &[fields[0], fields[1], u64::from(layout.poison)]);
-    if let Some(pristine) = cache.get(&key) {
-        return b.copy(buf, pristine, len);
-    }
-    let mut pristine = b.alloc(len)?;
-    b.upload_poison(&mut pristine, &layout.initial_bytes())?;
-    let pristine = cache.insert(key, pristine);
-    b.copy(buf, pristine, len)
+    let source = pristine(b, &mut cache, key, |p| {
+        b.upload_poison(p, &layout.initial_bytes())
+    })?;
+    b.copy(buf, source, len)
 }
 
 pub(crate) fn packed_for<R: Runtime>(
@@ -237,11 +248,20 @@ pub(crate) fn output_is<R: Runtime>(
     staged: &Staged<R>,
     payload: &[u16],
 ) -> Result<Option<bool>, DeviceFault> {
+    if !b.compares_on_device() {
+        return Ok(None);
+    }
     let layout = &staged.layout;
     let len = layout.total_bytes();
     if payload.len() != layout.payload_bytes / 2 {
         return Ok(Some(false));
     }
+    let upload = |p: &mut R::Buffer| b.upload(p, &layout.bytes_with_payload(payload));
+    let Some(mut cache) = cache_for(b, len) else {
+        let mut expected = b.alloc(len)?;
+        upload(&mut expected)?;
+        return b.same_bytes(&staged.output, &expected, len).map(Some);
+    };
     let content = InputKey::hash_u16(payload);
     let fields = [
         layout.guard_bytes as u64,
@@ -251,21 +271,8 @@ pub(crate) fn output_is<R: Runtime>(
         (content >> 64) as u64,
     ];
     let key = InputKey::described(len, &fields);
-    let cache = b
-        .input_cache()
-        .map(|c| c.lock().unwrap_or_else(PoisonError::into_inner));
-    if let Some(mut cache) = cache.filter(|c| c.takes(len)) {
-        if cache.get(&key).is_none() {
-            let mut pristine = b.alloc(len)?;
-            b.upload(&mut pristine, &layout.bytes_with_payload(payload))?;
-            cache.insert(key, pristine);
-        }
-        let expected = cache.get(&key).expect("kept above");
-        return b.same_bytes(&staged.output, expected, len);
-    }
-    let mut expected = b.alloc(len)?;
-    b.upload(&mut expected, &layout.bytes_with_payload(payload))?;
-    b.same_bytes(&staged.output, &expected, len)
+    let expected = pristine(b, &mut cache, key, upload)?;
+    b.same_bytes(&staged.output, expected, len).map(Some)
 }
 
 /// `W4A16_LAUNCH_SPANS` set: one line per checked launch on stderr saying where its time went

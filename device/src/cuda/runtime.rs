@@ -450,17 +450,21 @@ impl Runtime for CudaDevice {
             .map_err(|e| self.fault(e, "reading event times"))
     }
 
+    fn compares_on_device(&self) -> bool {
+        true
+    }
+
     fn same_bytes(
         &self,
         a: &CudaBuffer,
         b: &CudaBuffer,
         bytes: usize,
-    ) -> Result<Option<bool>, DeviceFault> {
+    ) -> Result<bool, DeviceFault> {
         if bytes > a.len() || bytes > b.len() {
-            return Ok(Some(false));
+            return Ok(false);
         }
         let (pa, pb) = (addr(a, &self.stream), addr(b, &self.stream));
-        Ok(Some(self.count_differences(pa, pb, bytes)? == 0))
+        Ok(self.count_differences(pa, pb, bytes)? == 0)
     }
 
     fn input_cache(&self) -> Option<&Mutex<InputCache<CudaBuffer>>> {

@@ -553,3 +553,49 @@ fn pristine_input_copies_fill_each_launchs_own_buffers() {
     assert_eq!(read.len(), 2);
     assert!(read.iter().all(|w| !pristine.contains(w)), "{read:x?}");
 }
+
+/// The dequant copy compared on the device: identical to the payload a correct kernel leaves
+/// (rows padded apart, the poison in the gaps), nothing comes back; one element off, the whole
+/// output comes back as `dequant` gives it, and a runtime that cannot compare downloads.
+#[test]
+fn the_dequant_copy_is_compared_on_the_device_and_comes_back_only_when_it_differs() {
+    use crate::outputs::DequantCheck;
+    use crate::tensor::DenseSpec;
+    let (_, layer) = data(1);
+    let d = w4a16_kernels::set::decl(w4a16_kernels::KernelId::Dequant);
+    let dense = DenseSpec {
+        n: 40,
+        k: 64,
+        row_stride: 72,
+        dtype: ActDtype::F16,
+    };
+    let inputs = DeviceInputs::dequant(d, &layer, dense).unwrap();
+    let entry = "w4a16_dequant_f16";
+    let plain = Sim::new(Misbehave::None);
+    let out = plain.dequant(d, entry, &inputs).unwrap();
+    assert!(out.guard_violations.is_empty() && out.unwritten == 0);
+    let view = inputs.launch().dense.clone().unwrap();
+    let layout = OutputLayout::for_view(&view, ActDtype::F16.poison_bits());
+    let payload = layout.payload_of(&out.dense_bits).unwrap();
+    assert_eq!(
+        payload, out.strided_bits,
+        "the payload of a clean copy is what it leaves"
+    );
+    let sim = Sim::new(Misbehave::None);
+    let got = sim.dequant_against(d, entry, &inputs, &payload).unwrap();
+    assert_eq!(got, DequantCheck::AsExpected);
+    let mut off = payload.clone();
+    off[72 + 3] ^= 1;
+    match sim.dequant_against(d, entry, &inputs, &off).unwrap() {
+        DequantCheck::Output(o) => assert_eq!(o, out),
+        other => panic!("an expected copy one element off matched: {other:?}"),
+    }
+    let blind = Sim {
+        compares: false,
+        ..Sim::new(Misbehave::None)
+    };
+    match blind.dequant_against(d, entry, &inputs, &payload).unwrap() {
+        DequantCheck::Output(o) => assert_eq!(o, out),
+        other => panic!("a runtime that cannot compare compared: {other:?}"),
+    }
+}
