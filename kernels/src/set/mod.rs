@@ -227,20 +227,9 @@ pub static MOE: KernelDecl = KernelDecl {
     source_file: source::file_name(KernelId::Moe),
     entry_point: |d| name_of(KernelId::Moe, d),
     args: &MOE_ARGS,
-    // Fused's contract: the same tile main loop reads the same layouts (per expert).
-    contract: ContractDecl {
-        groups: GroupRule::OneOf(FAST_GROUPS),
-        m_min: 1,
-        m_max: None,
-        k_multiple: 16,
-        weight_row_align_bytes: 16,
-        packed_zero_points: true,
-        packed_zero_points_any_n: false,
-        pointer_align_bytes: 16,
-        // X: as fused (`x_vec` at run time, element loads otherwise). Y (C): 2-byte stores.
-        x_rows: Some(RowLayoutRule::ELEMENT),
-        y_rows: Some(RowLayoutRule::ELEMENT),
-    },
+    // Fused's contract: the same tile main loop reads the same layouts (per expert); X as
+    // fused (`x_vec` at run time, element loads otherwise), Y (C) in 2-byte stores.
+    contract: FUSED.contract,
     // Fused's recipe; the routed-weight multiply (fp32, before the one cast) is the reference's.
     recipe: fused_recipe,
     geometry: moe_geometry,
