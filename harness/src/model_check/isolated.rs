@@ -115,6 +115,9 @@ struct UnitLaunches {
     name: String,
     handed: Option<(String, Pending)>,
     read_here: Option<HashMap<String, Pending>>,
+    /// What reading and converting the unit here took, charged to the case that needed it
+    /// (a worker's conversions are counted as the parent's are).
+    staging: Option<PhaseTimes>,
 }
 
 /// The worker's side: the cases of a model's layers launched by id, from the conversions the
@@ -169,6 +172,7 @@ impl ModelLauncher {
                 name: unit_name.to_string(),
                 handed: None,
                 read_here: None,
+                staging: None,
             });
         }
         let unit = self.unit.as_mut().expect("set above");
@@ -182,23 +186,21 @@ impl ModelLauncher {
                     // One handed-over layer in memory at a time.
                     unit.handed = None;
                     execute::forget_prepared_layer();
-                    match handoff::read_layer(dir, module) {
-                        Ok((layer, prepared)) => {
-                            let p = Pending::Dense {
-                                layer,
-                                prepared: Some(prepared),
-                            };
-                            unit.handed = Some((module.to_string(), p));
-                        }
+                    match handoff::read_handed(dir, module) {
+                        Ok(p) => unit.handed = Some((module.to_string(), p)),
                         Err(e) => return handoff_failed(id, module, &e),
                     }
                 }
                 unit.handed.as_mut().map(|(_, p)| p)
             }
-            None => unit
-                .read_here
-                .get_or_insert_with(|| source.prepare(unit_name, ctx))
-                .get_mut(module),
+            None => {
+                if unit.read_here.is_none() {
+                    let (pending, times) = source.prepare(unit_name, ctx);
+                    unit.read_here = Some(pending);
+                    unit.staging = Some(times);
+                }
+                unit.read_here.as_mut().and_then(|p| p.get_mut(module))
+            }
         };
         let Some(pending) = pending else {
             return unknown(id);
@@ -206,6 +208,9 @@ impl ModelLauncher {
         let mut run = source.run(ctx);
         let mut record = run.empty_record(module, LayerKind::Linear);
         run.launch(pending, &[m], &mut record);
+        if let Some(staging) = unit.staging.take() {
+            run.times.merge(&staging);
+        }
         let verdicts = run.verdicts.into_iter().filter(|v| v.case_id == id);
         (verdicts.collect(), run.times)
     }
@@ -232,11 +237,11 @@ impl LaunchSource {
     /// Stages 1 and 2 of decoder layer `unit` as the parent planned it, for the layers the
     /// parent did not hand over: each one's launch, converted, by module (a fused projection by
     /// its name; its parts are read for it alone).
-    fn prepare(&self, unit: &str, ctx: &RunContext<'_>) -> HashMap<String, Pending> {
+    fn prepare(&self, unit: &str, ctx: &RunContext<'_>) -> (HashMap<String, Pending>, PhaseTimes) {
         let plan = Plan::of(&self.model, self.opts.filter.as_deref());
         let units = super::units(&plan.linears, &plan.fused, &plan.experts);
         let Some(unit) = units.iter().find(|u| u.name == unit) else {
-            return HashMap::new();
+            return (HashMap::new(), PhaseTimes::default());
         };
         let here = |name: &str| {
             self.handoff
@@ -258,12 +263,15 @@ impl LaunchSource {
                 .copied()
                 .collect(),
         };
-        self.run(ctx)
-            .stage_unit(&unit, &|_| {})
-            .into_iter()
-            .filter_map(|s| s.pending)
-            .map(|p| (p.name().to_string(), p))
-            .collect()
+        let mut times = PhaseTimes::default();
+        let mut pending = HashMap::new();
+        for staged in self.run(ctx).stage_unit(&unit, &|_| {}) {
+            times.merge(&staged.run.times);
+            if let Some(p) = staged.pending {
+                pending.insert(p.name().to_string(), p);
+            }
+        }
+        (pending, times)
     }
 }
 

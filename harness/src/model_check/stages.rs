@@ -114,16 +114,24 @@ impl Staged<'_, '_> {
     /// folder, or when writing fails (said on stderr), it is dropped all the same and the
     /// worker reads and converts the layer itself: slower, never a different verdict.
     fn hand_over(&mut self, handoff: Option<&std::path::Path>) {
-        let Some(Pending::Dense { layer, prepared }) = &mut self.pending else {
+        let Some(dir) = handoff else {
             return;
         };
-        let (Some(p), Some(dir)) = (prepared.take(), handoff) else {
-            return;
+        let written = match &mut self.pending {
+            Some(Pending::Dense { layer, prepared }) => match prepared.take() {
+                Some(p) => super::handoff::write_layer(dir, layer, &p),
+                None => return,
+            },
+            // The stacked experts stay here too: the cases' ids are made from them.
+            Some(Pending::Experts { name, stacked }) if !super::handoff::has_layer(dir, name) => {
+                super::handoff::write_experts(dir, name, stacked)
+            }
+            _ => return,
         };
-        if let Err(e) = super::handoff::write_layer(dir, layer, &p) {
+        if let Err(e) = written {
+            let name = self.pending.as_ref().map_or("?", Pending::name);
             eprintln!(
-                "w4a16: handing {} over to its worker failed, which converts it again: {e}",
-                layer.module
+                "w4a16: handing {name} over to its worker failed, which converts it again: {e}"
             );
         }
     }

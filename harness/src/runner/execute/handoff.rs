@@ -30,6 +30,9 @@ pub enum HandoffError {
         len: u64,
         max: u64,
     },
+    /// A MoE layer's handed-over experts that no longer stack (shape, dtype, symmetry).
+    #[error("a handed-over MoE layer's experts: {0}")]
+    Experts(#[from] w4a16_reference::moe::MoeLayerError),
 }
 
 /// Everything but the arrays.
@@ -98,16 +101,7 @@ impl PreparedHandoff {
             write_u16(w, b)?;
         }
         if let Some(r) = &p.resident {
-            write_u8(w, &r.weights.bytes)?;
-            write_u16(w, &r.scales.bits)?;
-            match &r.zeros {
-                Some(ZeroPoints::Packed(z)) => write_u32(w, &z.words)?,
-                Some(ZeroPoints::UnpackedLegacy(z)) => write_u16(w, &z.bits)?,
-                None => {}
-            }
-            if let Some(b) = &r.bias {
-                write_u16(w, b)?;
-            }
+            write_resident_arrays(w, r)?;
         }
         Ok(())
     }
@@ -148,6 +142,44 @@ impl PreparedHandoff {
             dequant_payload: Default::default(),
         })))
     }
+}
+
+fn write_resident_arrays(w: &mut impl Write, r: &ResidentLayer) -> io::Result<()> {
+    write_u8(w, &r.weights.bytes)?;
+    write_u16(w, &r.scales.bits)?;
+    match &r.zeros {
+        Some(ZeroPoints::Packed(z)) => write_u32(w, &z.words)?,
+        Some(ZeroPoints::UnpackedLegacy(z)) => write_u16(w, &z.bits)?,
+        None => {}
+    }
+    if let Some(b) = &r.bias {
+        write_u16(w, b)?;
+    }
+    Ok(())
+}
+
+/// Writes one resident layer alone (its header, then its arrays): a MoE layer's experts are
+/// handed over as a count and these.
+pub fn write_resident_layer(w: &mut impl Write, r: &ResidentLayer) -> Result<(), HandoffError> {
+    let json = serde_json::to_vec(&resident_header(r))?;
+    w.write_all(&(json.len() as u64).to_le_bytes())?;
+    w.write_all(&json)?;
+    Ok(write_resident_arrays(w, r)?)
+}
+
+/// Reads back what [`write_resident_layer`] wrote.
+pub fn read_resident_layer(r: &mut impl Read) -> Result<ResidentLayer, HandoffError> {
+    let mut len = [0u8; 8];
+    r.read_exact(&mut len)?;
+    let len = u64::from_le_bytes(len);
+    if len > MAX_HEADER {
+        let (what, max) = ("a resident layer's header", MAX_HEADER);
+        return Err(HandoffError::TooLong { what, len, max });
+    }
+    let mut json = vec![0u8; len as usize];
+    r.read_exact(&mut json)?;
+    let header: ResidentHeader = serde_json::from_slice(&json)?;
+    read_resident(r, header)
 }
 
 fn resident_header(r: &ResidentLayer) -> ResidentHeader {
