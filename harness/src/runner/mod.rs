@@ -6,6 +6,7 @@ pub mod budget;
 pub mod cli_run;
 pub mod cost;
 pub mod cpu_side;
+pub mod dealing;
 pub mod emulator_speed;
 pub mod execute;
 pub mod global;
