@@ -9,11 +9,15 @@ use super::experts::StackedExperts;
 use super::run::LaunchLayer;
 use super::stages::Pending;
 use crate::runner::execute::{
-    HandoffError, PreparedHandoff, read_resident_layer, write_resident_layer,
+    HandoffError, PreparedHandoff, read_header, read_resident_layer, write_header,
+    write_resident_layer,
 };
+
+/// No launch layer's or MoE layer's header is near this long.
+const MAX_META: u64 = 1 << 20;
 use serde::{Deserialize, Serialize};
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Write};
+use std::io::{BufReader, BufWriter};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use w4a16_reference::ActDtype;
@@ -110,30 +114,6 @@ fn write_whole(
     written
 }
 
-/// A length-prefixed JSON header.
-fn write_header(w: &mut impl Write, header: &impl Serialize) -> Result<(), HandoffError> {
-    let json = serde_json::to_vec(header)?;
-    w.write_all(&(json.len() as u64).to_le_bytes())?;
-    w.write_all(&json)?;
-    Ok(())
-}
-
-fn read_header<T: serde::de::DeserializeOwned>(
-    r: &mut impl std::io::Read,
-    what: &'static str,
-) -> Result<T, HandoffError> {
-    let mut len = [0u8; 8];
-    r.read_exact(&mut len)?;
-    let len = u64::from_le_bytes(len);
-    let max = 1 << 20;
-    if len > max {
-        return Err(HandoffError::TooLong { what, len, max });
-    }
-    let mut json = vec![0u8; len as usize];
-    r.read_exact(&mut json)?;
-    Ok(serde_json::from_slice(&json)?)
-}
-
 /// Writes a MoE layer's stacked experts into the unit's folder, whole or not at all.
 pub(super) fn write_experts(
     dir: &Path,
@@ -162,7 +142,7 @@ pub(super) fn read_handed(dir: &Path, module: &str) -> Result<Pending, HandoffEr
     }
     let file = File::open(experts_file(dir, module))?;
     let mut r = BufReader::with_capacity(1 << 20, file);
-    let meta: ExpertsMeta = read_header(&mut r, "a MoE layer's header")?;
+    let meta: ExpertsMeta = read_header(&mut r, "a MoE layer's header", MAX_META)?;
     let experts = (0..meta.experts)
         .map(|_| read_resident_layer(&mut r))
         .collect::<Result<Vec<_>, _>>()?;
@@ -208,7 +188,7 @@ pub(super) fn has_layer(dir: &Path, module: &str) -> bool {
 /// be converted again ([`HandedOver`]).
 fn read_layer(dir: &Path, module: &str) -> Result<(LaunchLayer, PreparedHandoff), HandoffError> {
     let mut r = BufReader::with_capacity(1 << 20, File::open(layer_file(dir, module))?);
-    let meta: LaunchMeta = read_header(&mut r, "a launch layer's header")?;
+    let meta: LaunchMeta = read_header(&mut r, "a launch layer's header", MAX_META)?;
     let prepared = PreparedHandoff::read_from(&mut r)?;
     let layer = LaunchLayer {
         checkpoint: Arc::new(HandedOver {

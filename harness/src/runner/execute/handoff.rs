@@ -88,9 +88,7 @@ impl PreparedHandoff {
             bias: p.layer.bias.is_some(),
             resident: p.resident.as_ref().map(resident_header),
         };
-        let json = serde_json::to_vec(&header)?;
-        w.write_all(&(json.len() as u64).to_le_bytes())?;
-        w.write_all(&json)?;
+        write_header(w, &header)?;
         let l = &p.layer;
         write_u8(w, &l.q)?;
         if let Some(z) = &l.zeros {
@@ -108,16 +106,7 @@ impl PreparedHandoff {
 
     /// Reads back what [`PreparedHandoff::write_to`] wrote.
     pub fn read_from(r: &mut impl Read) -> Result<PreparedHandoff, HandoffError> {
-        let mut len = [0u8; 8];
-        r.read_exact(&mut len)?;
-        let len = u64::from_le_bytes(len);
-        if len > MAX_HEADER {
-            let (what, max) = ("a header", MAX_HEADER);
-            return Err(HandoffError::TooLong { what, len, max });
-        }
-        let mut json = vec![0u8; len as usize];
-        r.read_exact(&mut json)?;
-        let h: Header = serde_json::from_slice(&json)?;
+        let h: Header = read_header(r, "a header", MAX_HEADER)?;
         let (n, k, groups) = (h.shape.n, h.shape.k, h.shape.groups());
         let q = read_u8(r, n * k)?;
         let zeros = h.zeros.then(|| read_u8(r, n * groups)).transpose()?;
@@ -161,24 +150,41 @@ fn write_resident_arrays(w: &mut impl Write, r: &ResidentLayer) -> io::Result<()
 /// Writes one resident layer alone (its header, then its arrays): a MoE layer's experts are
 /// handed over as a count and these.
 pub fn write_resident_layer(w: &mut impl Write, r: &ResidentLayer) -> Result<(), HandoffError> {
-    let json = serde_json::to_vec(&resident_header(r))?;
-    w.write_all(&(json.len() as u64).to_le_bytes())?;
-    w.write_all(&json)?;
+    write_header(w, &resident_header(r))?;
     Ok(write_resident_arrays(w, r)?)
 }
 
-/// Reads back what [`write_resident_layer`] wrote.
-pub fn read_resident_layer(r: &mut impl Read) -> Result<ResidentLayer, HandoffError> {
+/// A header: its length (u64, little-endian), then its JSON.
+pub(crate) fn write_header(
+    w: &mut impl Write,
+    header: &impl Serialize,
+) -> Result<(), HandoffError> {
+    let json = serde_json::to_vec(header)?;
+    w.write_all(&(json.len() as u64).to_le_bytes())?;
+    w.write_all(&json)?;
+    Ok(())
+}
+
+/// Reads back what [`write_header`] wrote; a length over `max` is refused before reading it.
+pub(crate) fn read_header<T: serde::de::DeserializeOwned>(
+    r: &mut impl Read,
+    what: &'static str,
+    max: u64,
+) -> Result<T, HandoffError> {
     let mut len = [0u8; 8];
     r.read_exact(&mut len)?;
     let len = u64::from_le_bytes(len);
-    if len > MAX_HEADER {
-        let (what, max) = ("a resident layer's header", MAX_HEADER);
+    if len > max {
         return Err(HandoffError::TooLong { what, len, max });
     }
     let mut json = vec![0u8; len as usize];
     r.read_exact(&mut json)?;
-    let header: ResidentHeader = serde_json::from_slice(&json)?;
+    Ok(serde_json::from_slice(&json)?)
+}
+
+/// Reads back what [`write_resident_layer`] wrote.
+pub fn read_resident_layer(r: &mut impl Read) -> Result<ResidentLayer, HandoffError> {
+    let header: ResidentHeader = read_header(r, "a resident layer's header", MAX_HEADER)?;
     read_resident(r, header)
 }
 

@@ -22,6 +22,7 @@ mod tests;
 
 pub use gpu_reference::{ReferenceChoice, ReferenceError, held_reference_on, reference_on};
 pub use handoff::{HandoffError, read_resident_layer, write_resident_layer};
+pub(crate) use handoff::{read_header, write_header};
 use judge::ReferenceKey;
 pub(crate) use judge::reference_failure;
 pub(crate) use prepare::{Prepared, keep_prepared, reuse_prepared};
