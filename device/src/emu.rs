@@ -198,19 +198,7 @@ impl EmuDevice {
         };
         let info = codeobject::read(&path)
             .map_err(|e| compile_fault(format!("{}: {e}", path.display())))?;
-        let meta = |name: &str| {
-            info.kernel(name).map(|k| KernelMeta {
-                vgpr_count: k.vgpr_count,
-                sgpr_count: k.sgpr_count,
-                wavefront_size: k.wavefront_size,
-                kernarg_segment_size: k.kernarg_segment_size,
-                hidden_args: k
-                    .hidden_args
-                    .iter()
-                    .map(|a| (a.offset, a.size, a.value_kind.clone()))
-                    .collect(),
-            })
-        };
+        let meta = |name: &str| KernelMeta::of(&info, name);
         let program = Program::load(&path, self.target.name(), meta)
             .map_err(|e| compile_fault(e.to_string()))?;
         let loaded = Loaded {

@@ -66,6 +66,24 @@ pub struct KernelMeta {
     pub hidden_args: Vec<(u32, u32, String)>,
 }
 
+impl KernelMeta {
+    /// The view of kernel `name` of a code object's metadata note: the emulated device and
+    /// the emulated HIP runtime load code objects through it alike.
+    pub fn of(info: &w4a16_codeobject::CodeObjectInfo, name: &str) -> Option<KernelMeta> {
+        info.kernel(name).map(|k| KernelMeta {
+            vgpr_count: k.vgpr_count,
+            sgpr_count: k.sgpr_count,
+            wavefront_size: k.wavefront_size,
+            kernarg_segment_size: k.kernarg_segment_size,
+            hidden_args: k
+                .hidden_args
+                .iter()
+                .map(|a| (a.offset, a.size, a.value_kind.clone()))
+                .collect(),
+        })
+    }
+}
+
 /// One kernel, ready to run.
 #[derive(Clone, Debug)]
 pub struct Kernel {

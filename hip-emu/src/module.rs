@@ -65,21 +65,6 @@ pub unsafe fn image_len(image: *const u8) -> HipResult<usize> {
     Ok(len as usize)
 }
 
-/// The metadata view the emulator takes for `name`, as `device/src/emu.rs` builds it.
-fn meta(info: &CodeObjectInfo, name: &str) -> Option<KernelMeta> {
-    info.kernel(name).map(|k| KernelMeta {
-        vgpr_count: k.vgpr_count,
-        sgpr_count: k.sgpr_count,
-        wavefront_size: k.wavefront_size,
-        kernarg_segment_size: k.kernarg_segment_size,
-        hidden_args: k
-            .hidden_args
-            .iter()
-            .map(|a| (a.offset, a.size, a.value_kind.clone()))
-            .collect(),
-    })
-}
-
 /// Loads `bytes` for the emulated `gfx`: not a code object is `InvalidImage`, another target's
 /// is `NoBinaryForGpu`, no disassembler is `NotSupported` (the runtime cannot read machine code).
 pub fn load(bytes: &[u8], gfx: &str) -> HipResult<Module> {
@@ -101,10 +86,11 @@ pub fn load(bytes: &[u8], gfx: &str) -> HipResult<Module> {
     file.write_all(bytes)
         .and_then(|()| file.flush())
         .map_err(|e| HipError::NotSupported(format!("writing the image: {e}")))?;
-    let program =
-        Program::load(file.path(), gfx, |name| meta(&info, name)).map_err(|e| match e {
+    let program = Program::load(file.path(), gfx, |name| KernelMeta::of(&info, name)).map_err(
+        |e| match e {
             LoadError::Toolchain { .. } => HipError::NotSupported(e.to_string()),
             other => HipError::InvalidImage(other.to_string()),
-        })?;
+        },
+    )?;
     Ok(Module { program, info })
 }
