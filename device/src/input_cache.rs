@@ -38,14 +38,6 @@ impl InputKey {
         }
     }
 
-    /// As [`InputKey::of`] the little-endian bytes of `values`.
-    pub fn of_u16(values: &[u16]) -> InputKey {
-        InputKey {
-            len: 2 * values.len(),
-            hash: Self::hash_u16(values),
-        }
-    }
-
     /// The 128-bit XXH3 of `values` as little-endian bytes (what an upload of them sends): on
     /// a little-endian host the values' own bytes, with no copy.
     pub fn hash_u16(values: &[u16]) -> u128 {
@@ -148,7 +140,7 @@ mod tests {
         assert_eq!((cache.hits, cache.misses), (3, 3));
         let words = [0x1234u16, 0xABCD, 7];
         let le: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
-        assert_eq!(InputKey::of_u16(&words), InputKey::of(&le));
+        assert_eq!(InputKey::hash_u16(&words), InputKey::of(&le).hash);
         // Same length, one byte apart: another input.
         let mut a2 = a.clone();
         a2[63] = 9;
