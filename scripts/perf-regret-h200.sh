@@ -23,6 +23,9 @@
 #                         under the option; its value is reported either way)
 #   W4A16_REGRET_TIMEOUT  seconds (default 560: the device tool stops a call at 600)
 #   W4A16_REGRET_FALLBACK_MAX_MACS  the fallback is timed up to this M·N·K (default 2^30)
+#   W4A16_REGRET_RESUME   a regret-sm_90.json of an earlier call (same settings) to continue:
+#                         its rows are kept and only the cases it lacks are timed, so the whole
+#                         field's 2,128 cases go in several calls (carry the file in stage/)
 #   W4A16_BIN             the CLI (default stage/bin/w4a16)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -38,6 +41,7 @@ set -f  # the filter is a glob for --filter, not for the shell
 timeout "${W4A16_REGRET_TIMEOUT:-560}" "$bin" perf --regret \
   --suite field --filter "$filter" --reps 9 --warmup 3 --peers --report-dir "$work" \
   --regret-fallback-max-macs "${W4A16_REGRET_FALLBACK_MAX_MACS:-1073741824}" \
+  ${W4A16_REGRET_RESUME:+--regret-resume "$W4A16_REGRET_RESUME"} \
   ${W4A16_REGRET_ARGS:-} >"$dest/regret-sm_90.out" 2>"$dest/regret-sm_90.log"
 rc=$?
 set +f

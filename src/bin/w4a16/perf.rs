@@ -82,6 +82,11 @@ pub struct PerfArgs {
     /// layers) is timed only up to this M·N·K; above, it is listed as not timed.
     #[arg(long, default_value_t = w4a16_harness::perf::regret::DEFAULT_FALLBACK_MAX_MACS)]
     pub(super) regret_fallback_max_macs: u64,
+    /// With --regret: continue the report in FILE (a regret.json of the same target, device,
+    /// suite, option and plan: one a time limit stopped, or another --filter's batch); its rows
+    /// are kept and their cases not timed again.
+    #[arg(long, value_name = "FILE")]
+    pub(super) regret_resume: Option<PathBuf>,
     /// Also time torch's int4 kernel and dense fp16 on the same cases (scripts/perf-peers.py).
     #[arg(long)]
     pub(super) peers: bool,
@@ -106,6 +111,17 @@ pub enum PerfCliError {
     Report(#[from] ReportError),
     #[error("--regret with {flag}: regret mode times one build and judges no goldens")]
     RegretWith { flag: &'static str },
+    #[error("--regret-resume {path}: {source}")]
+    ResumeIo {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("--regret-resume: {0}")]
+    ResumeRead(#[from] w4a16_harness::perf::regret::report::ReadError),
+    #[error("--regret-resume: {0}")]
+    Resume(#[from] w4a16_harness::perf::regret::resume::ResumeError),
+    #[error("--regret-resume without --regret: only a regret report continues")]
+    ResumeWithoutRegret,
 }
 
 /// The candidate and control builds and the devices they opened on.
@@ -138,6 +154,8 @@ pub fn perf(
     let sources = args::kernel_sources("--kernel-sources", args.kernel_sources.as_deref())?;
     if args.regret {
         super::perf_regret::refuse_flags(&args, args.control.is_some())?;
+    } else if args.regret_resume.is_some() {
+        return Err(PerfCliError::ResumeWithoutRegret.into());
     }
     let control_src = match args.control.as_deref() {
         None => None,

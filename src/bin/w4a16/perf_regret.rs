@@ -11,7 +11,7 @@ use w4a16_harness::perf::measure::PerfPlan;
 use w4a16_harness::perf::peers::{self, PeerCase};
 use w4a16_harness::perf::regret::report::{self, NOISE_REGRET};
 use w4a16_harness::perf::regret::{
-    RegretRow, RegretRun, TimeSource, measure_regret_each, regret_cases,
+    RegretCase, RegretRow, RegretRun, TimeSource, measure_regret_each, regret_cases, resume,
 };
 use w4a16_harness::require::Requirement;
 use w4a16_select::config::KernelConfig;
@@ -97,11 +97,24 @@ pub fn perf_regret(
         not_timed,
         peers_note: None,
     };
+    let to_time = match &args.regret_resume {
+        Some(path) => {
+            let todo = resume_from(path, &mut run, cases.clone())?;
+            eprintln!(
+                "perf --regret: continuing {}: {} rows kept, {} cases left to time",
+                path.display(),
+                run.rows.len(),
+                todo.len()
+            );
+            todo
+        }
+        None => cases.clone(),
+    };
     // The report so far after every case: a run stopped by a time limit keeps what it timed.
     let mut write_error = None;
     let measured = measure_regret_each(
         devices.candidate.as_ref(),
-        &cases,
+        &to_time,
         plan,
         &mut |s| eprintln!("perf --regret: {s}"),
         &mut |row| {
@@ -114,21 +127,26 @@ pub fn perf_regret(
     if let Some(e) = write_error {
         return Err(PerfCliError::from(e).into());
     }
-    let mut rows = measured.map_err(PerfCliError::from)?;
+    // Every row, kept and new, is in `run.rows` (pushed as each case was timed).
+    measured.map_err(PerfCliError::from)?;
     // Kernels done: the peers (torch, in its own process) get the GPU to themselves.
     drop(devices);
-    let peers_note = match args.peers {
-        true => Some(with_peers(
-            repo,
-            &cases_of(&cases),
-            plan,
-            &out_dir,
-            &mut rows,
-        )?),
-        false => None,
-    };
-    run.rows = rows;
-    run.peers_note = peers_note;
+    if args.peers {
+        // Rows a stopped or resumed run left without peers get them too.
+        let lacking: Vec<RegretCase> = cases
+            .iter()
+            .filter(|c| {
+                run.rows
+                    .iter()
+                    .any(|r| r.case_id == c.perf.case_id && r.peers.is_none())
+            })
+            .cloned()
+            .collect();
+        if !lacking.is_empty() {
+            let note = with_peers(repo, &cases_of(&lacking), plan, &out_dir, &mut run.rows)?;
+            run.peers_note = Some(note);
+        }
+    }
     let files = report::write_into(&folder, &run).map_err(PerfCliError::from)?;
     let regretting = run.rows.iter().filter(|r| r.regret >= NOISE_REGRET).count();
     println!(
@@ -143,7 +161,22 @@ pub fn perf_regret(
     Ok(Status::Passed)
 }
 
-fn cases_of(cases: &[w4a16_harness::perf::regret::RegretCase]) -> Vec<PeerCase> {
+/// Reads the report at `path` and starts `run` from it: the cases of `cases` still to time.
+fn resume_from(
+    path: &Path,
+    run: &mut RegretRun,
+    cases: Vec<RegretCase>,
+) -> Result<Vec<RegretCase>, PerfCliError> {
+    let name = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| PerfCliError::ResumeIo {
+        path: name.clone(),
+        source,
+    })?;
+    let previous = report::read_json(&name, &text)?;
+    Ok(resume::resume(run, previous, cases, &name)?)
+}
+
+fn cases_of(cases: &[RegretCase]) -> Vec<PeerCase> {
     cases
         .iter()
         .map(|c| {
@@ -165,8 +198,11 @@ fn with_peers(
     let script = repo.join("scripts").join("perf-peers.py");
     match peers::run_peers(&script, cases, plan, &out_dir.join("peers")) {
         Ok(table) => {
+            // Rows outside `cases` (kept from a resumed report) keep the peers they had.
             for r in rows.iter_mut() {
-                r.peers = table.rows.get(&r.key).cloned();
+                if let Some(p) = table.rows.get(&r.key) {
+                    r.peers = Some(p.clone());
+                }
             }
             Ok(table.note())
         }

@@ -11,6 +11,7 @@
 pub mod measure;
 pub mod plot;
 pub mod report;
+pub mod resume;
 
 #[cfg(test)]
 mod tests;

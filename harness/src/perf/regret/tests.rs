@@ -347,3 +347,43 @@ fn rows_are_handed_over_case_by_case_and_a_partial_report_says_so() {
     let back = read_json("r", &std::fs::read_to_string(&paths.json).unwrap()).unwrap();
     assert_eq!((back.rows.len(), back.planned), (1, 3));
 }
+
+#[test]
+fn a_resumed_report_keeps_its_rows_times_only_the_rest_and_refuses_other_settings() {
+    let config = KernelConfig::default();
+    let cases = cases_at(&[1, 16, 256], &config);
+    let dev = simulated::device_with_costs(SimCosts { cost_us: costs });
+    // The first call was stopped after M = 1.
+    let first = measure_regret(dev.as_ref(), &cases[..1], PLAN, &mut |_| {}).unwrap();
+    let previous = run_of(first.clone(), &config);
+    let mut run = run_of(Vec::new(), &config);
+    run.not_timed = vec![("perf-test/y".into(), "another reason".into())];
+    let todo = resume::resume(&mut run, previous.clone(), cases.clone(), "r.json").unwrap();
+    let left: Vec<usize> = todo.iter().map(|c| c.perf.m).collect();
+    assert_eq!(left, vec![16, 256]);
+    assert_eq!(run.rows, first);
+    assert_eq!(run.planned, 3);
+    assert_eq!(run.not_timed.len(), 2, "{:?}", run.not_timed);
+    // A report with every case continues to nothing left.
+    let all = measure_regret(dev.as_ref(), &cases, PLAN, &mut |_| {}).unwrap();
+    let mut again = run_of(Vec::new(), &config);
+    let none = resume::resume(&mut again, run_of(all, &config), cases.clone(), "r.json").unwrap();
+    assert!(none.is_empty());
+    assert_eq!(again.planned, 3);
+    // Rows of another option, device or plan are refused by name.
+    let enabled = KernelConfig::with_prefill_dequant(PrefillDequant::Enable);
+    let mut other = run_of(Vec::new(), &enabled);
+    let e = resume::resume(&mut other, previous.clone(), cases.clone(), "r.json").unwrap_err();
+    assert!(e.to_string().contains("prefill dequant option"), "{e}");
+    let mut other = run_of(Vec::new(), &config);
+    other.device = "NVIDIA H100".into();
+    let e = resume::resume(&mut other, previous.clone(), cases.clone(), "r.json").unwrap_err();
+    assert!(
+        e.to_string().starts_with("r.json: its device is simulated"),
+        "{e}"
+    );
+    let mut other = run_of(Vec::new(), &config);
+    other.plan.reps = 15;
+    let e = resume::resume(&mut other, previous, cases, "r.json").unwrap_err();
+    assert!(e.to_string().contains("its plan"), "{e}");
+}
