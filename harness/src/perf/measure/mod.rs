@@ -17,8 +17,9 @@ pub use cases::{MOE_NOT_TIMED, PerfCase, perf_cases};
 use std::ops::RangeInclusive;
 
 use serde::{Deserialize, Serialize};
+use w4a16_kernels::decl::LaunchGeometry;
 use w4a16_kernels::set::decl;
-use w4a16_kernels::{Execution, KernelId, RunTarget, Target};
+use w4a16_kernels::{Execution, KernelDecl, KernelId, RunTarget, Target};
 use w4a16_reference::Activations;
 use w4a16_reference::data::{DataClass, DataError, DataSpec, generate};
 use w4a16_reference::formats::{self, LayoutError, ResidentLayer};
@@ -352,26 +353,12 @@ fn measure_case(
         [KernelId::Dequant, KernelId::Dense] => time_dense(device, side, case, layer, plan)?,
         [k @ (KernelId::Skinny | KernelId::Fused | KernelId::Fallback)] => {
             let d = decl(*k);
-            let entry = case.entry(d);
-            // The engine hands the fused kernel its per-call copy of X (padded by the target's
-            // rule); the others read the caller's rows.
-            let stride = padding::x_row_stride_on_path(
-                case.target,
-                &case.path,
-                case.shape.k,
-                case.dtype,
-                case.padding,
-            );
-            let x = leading_rows(&layer.x, case.m, stride);
-            let xb = XBuffer::as_laid_out(&x);
-            let y = YSpec::dense(case.m, case.shape.n, case.dtype);
-            let copies = (0..plan.copies_for(case.traffic_bytes()))
-                .map(|_| DeviceInputs::gemm_strided(d, &layer.layer, &xb, y))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(refused(case, side, &entry))?;
-            device
-                .bench_kernel_rotating(d, &entry, &copies, plan.bench())
-                .map_err(device_fault(case, side, format!("timing {entry}")))?
+            let launch = KernelLaunch {
+                decl: d,
+                entry: &case.entry(d),
+                geometry: None,
+            };
+            time_kernel(device, side, case, &case.path, layer, plan, launch)?
         }
         other => {
             return Err(PerfError::Path {
@@ -403,6 +390,48 @@ fn measure_case(
         traffic_bytes: case.traffic_bytes(),
         flops: case.flops(),
     })
+}
+
+/// A kernel of the set as perf launches it: its declaration, the entry (a fused tile's own
+/// variant in regret mode) and the geometry where not the declaration's own for the shape.
+pub(crate) struct KernelLaunch<'a> {
+    pub(crate) decl: &'a KernelDecl,
+    pub(crate) entry: &'a str,
+    pub(crate) geometry: Option<&'a LaunchGeometry>,
+}
+
+/// `launch`, a kernel of `path`, timed on `case`: X in the rows the path reads (the engine
+/// hands the fused kernel its per-call copy, padded by the target's rule; the others read the
+/// caller's rows), every launch on one of enough separately staged copies of the inputs to
+/// read them cold.
+pub(crate) fn time_kernel(
+    device: &dyn DeviceBench,
+    side: Side,
+    case: &PerfCase,
+    path: &[KernelId],
+    layer: &PreparedLayer,
+    plan: PerfPlan,
+    launch: KernelLaunch<'_>,
+) -> Result<Timing, PerfError> {
+    let KernelLaunch {
+        decl: d,
+        entry,
+        geometry,
+    } = launch;
+    let stride =
+        padding::x_row_stride_on_path(case.target, path, case.shape.k, case.dtype, case.padding);
+    let x = leading_rows(&layer.x, case.m, stride);
+    let xb = XBuffer::as_laid_out(&x);
+    let y = YSpec::dense(case.m, case.shape.n, case.dtype);
+    let copies = (0..plan.copies_for(case.traffic_bytes()))
+        .map(|_| DeviceInputs::gemm_strided(d, &layer.layer, &xb, y))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(refused(case, side, entry))?;
+    let timed = match geometry {
+        Some(g) => device.bench_kernel_rotating_at(d, entry, g, &copies, plan.bench()),
+        None => device.bench_kernel_rotating(d, entry, &copies, plan.bench()),
+    };
+    timed.map_err(device_fault(case, side, format!("timing {entry}")))
 }
 
 /// The vendor BLAS on this side's dense copy of the weights (dequantized once per layer by the

@@ -7,18 +7,17 @@
 
 use w4a16_device::DeviceBench;
 use w4a16_device::launch::DeviceInputs;
-use w4a16_device::tensor::{XBuffer, YSpec};
 use w4a16_kernels::set::{decl, fused_geometry_for};
 use w4a16_kernels::{Execution, KernelDecl, KernelId};
 
 use crate::perf::key::KernelLabel;
-use w4a16_select::{LinearPath, padding};
+use w4a16_select::LinearPath;
 
 use super::{PathTime, RegretCase, RegretRow};
 use crate::perf::PerfError;
 use crate::perf::measure::{
-    PerfCase, PerfPlan, PreparedLayer, Side, device_fault, largest_m, leading_rows, prepare,
-    refused, time_dense,
+    KernelLaunch, PerfCase, PerfPlan, PreparedLayer, Side, device_fault, largest_m, prepare,
+    refused, time_dense, time_kernel,
 };
 
 /// Every case's row, in `cases` order: each legal path timed on `device` back to back.
@@ -168,24 +167,19 @@ fn time_path(
         ),
         _ => (case.entry(d), (d.geometry)(&shape, case.target)),
     };
-    // The engine hands the fused kernel its per-call copy of X (padded by the target's rule);
-    // the others read the caller's rows.
-    let stride = padding::x_row_stride_on_path(
-        case.target,
+    let launch = KernelLaunch {
+        decl: d,
+        entry: &entry,
+        geometry: Some(&geometry),
+    };
+    let t = time_kernel(
+        device,
+        Side::Candidate,
+        case,
         path.kernels(),
-        case.shape.k,
-        case.dtype,
-        case.padding,
-    );
-    let x = leading_rows(&layer.x, case.m, stride);
-    let xb = XBuffer::as_laid_out(&x);
-    let y = YSpec::dense(case.m, case.shape.n, case.dtype);
-    let copies = (0..plan.copies_for(case.traffic_bytes()))
-        .map(|_| DeviceInputs::gemm_strided(d, &layer.layer, &xb, y))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(refused(case, side, &entry))?;
-    let t = device
-        .bench_kernel_rotating_at(d, &entry, &geometry, &copies, plan.bench())
-        .map_err(device_fault(case, side, format!("timing {entry}")))?;
+        layer,
+        plan,
+        launch,
+    )?;
     Ok((KernelLabel(format!("{}:{entry}", kernel.name())), t.samples))
 }
