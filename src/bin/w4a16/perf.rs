@@ -87,6 +87,10 @@ pub struct PerfArgs {
     /// are kept and their cases not timed again.
     #[arg(long, value_name = "FILE")]
     pub(super) regret_resume: Option<PathBuf>,
+    /// With --regret: start no new case after this many seconds of timing; the report is
+    /// partial (continue it with --regret-resume) and --peers still runs for what was timed.
+    #[arg(long, value_name = "SECONDS")]
+    pub(super) regret_stop_after: Option<u64>,
     /// Also time torch's int4 kernel and dense fp16 on the same cases (scripts/perf-peers.py).
     #[arg(long)]
     pub(super) peers: bool,
@@ -120,8 +124,8 @@ pub enum PerfCliError {
     ResumeRead(#[from] w4a16_harness::perf::regret::report::ReadError),
     #[error("--regret-resume: {0}")]
     Resume(#[from] w4a16_harness::perf::regret::resume::ResumeError),
-    #[error("--regret-resume without --regret: only a regret report continues")]
-    ResumeWithoutRegret,
+    #[error("{flag} without --regret: it steers a regret run only")]
+    RegretOnly { flag: &'static str },
 }
 
 /// The candidate and control builds and the devices they opened on.
@@ -155,7 +159,11 @@ pub fn perf(
     if args.regret {
         super::perf_regret::refuse_flags(&args, args.control.is_some())?;
     } else if args.regret_resume.is_some() {
-        return Err(PerfCliError::ResumeWithoutRegret.into());
+        let flag = "--regret-resume";
+        return Err(PerfCliError::RegretOnly { flag }.into());
+    } else if args.regret_stop_after.is_some() {
+        let flag = "--regret-stop-after";
+        return Err(PerfCliError::RegretOnly { flag }.into());
     }
     let control_src = match args.control.as_deref() {
         None => None,

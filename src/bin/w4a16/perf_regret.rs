@@ -2,6 +2,7 @@
 //! selected path's time over the best (the regret) and the prefill dequant option's value,
 //! with the peers beside them on request; `regret.md`, `regret.json`, `regret.svg`.
 
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
 use super::exit::{CliError, Status};
@@ -112,6 +113,8 @@ pub fn perf_regret(
     };
     // The report so far after every case: a run stopped by a time limit keeps what it timed.
     let mut write_error = None;
+    let started = std::time::Instant::now();
+    let stop_after = args.regret_stop_after.map(std::time::Duration::from_secs);
     let measured = measure_regret_each(
         devices.candidate.as_ref(),
         &to_time,
@@ -121,6 +124,19 @@ pub fn perf_regret(
             run.rows.push(row.clone());
             if write_error.is_none() {
                 write_error = report::write_into(&folder, &run).err();
+            }
+            match stop_after {
+                Some(limit) if started.elapsed() >= limit => {
+                    eprintln!(
+                        "perf --regret: --regret-stop-after {}s reached: {} of {} cases timed; \
+                         continue with --regret-resume on this report's regret.json",
+                        limit.as_secs(),
+                        run.rows.len(),
+                        run.planned
+                    );
+                    ControlFlow::Break(())
+                }
+                _ => ControlFlow::Continue(()),
             }
         },
     );

@@ -5,6 +5,7 @@
 //! the vendor BLAS on the layer's dense copy (dequantized once, as at load: a call pays only
 //! the GEMM).
 
+use std::ops::ControlFlow;
 use w4a16_device::DeviceBench;
 use w4a16_device::launch::DeviceInputs;
 use w4a16_kernels::set::{decl, fused_geometry_for};
@@ -27,18 +28,21 @@ pub fn measure_regret(
     plan: PerfPlan,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Vec<RegretRow>, PerfError> {
-    measure_regret_each(device, cases, plan, progress, &mut |_| {})
+    measure_regret_each(device, cases, plan, progress, &mut |_| {
+        ControlFlow::Continue(())
+    })
 }
 
 /// As [`measure_regret`], handing each row to `on_row` as soon as its case is timed, so that a
 /// caller can write the report so far: a run stopped by a time limit still leaves every case
-/// it finished.
+/// it finished. `on_row` returning `Break` stops before the next case (the rows so far are
+/// returned).
 pub fn measure_regret_each(
     device: &dyn DeviceBench,
     cases: &[RegretCase],
     plan: PerfPlan,
     progress: &mut dyn FnMut(&str),
-    on_row: &mut dyn FnMut(&RegretRow),
+    on_row: &mut dyn FnMut(&RegretRow) -> ControlFlow<()>,
 ) -> Result<Vec<RegretRow>, PerfError> {
     let plan = plan.checked()?;
     if device.execution() != Execution::Native {
@@ -109,8 +113,11 @@ pub fn measure_regret_each(
             "{}: regret {:.3} (selected {} {:.1} µs, best {} {:.1} µs)",
             row.key, row.regret, row.selected, row.selected_us, row.best, row.best_us
         ));
-        on_row(&row);
+        let next = on_row(&row);
         rows.push(row);
+        if next.is_break() {
+            break;
+        }
     }
     Ok(rows)
 }

@@ -327,10 +327,21 @@ fn rows_are_handed_over_case_by_case_and_a_partial_report_says_so() {
     let dev = simulated::device_with_costs(SimCosts { cost_us: costs });
     let mut seen = Vec::new();
     let rows = measure_regret_each(dev.as_ref(), &cases, PLAN, &mut |_| {}, &mut |r| {
-        seen.push(r.clone())
+        seen.push(r.clone());
+        std::ops::ControlFlow::Continue(())
     })
     .unwrap();
     assert_eq!(seen, rows);
+    // A caller that says stop after the second row gets two rows, the third case untimed.
+    let stopped = measure_regret_each(dev.as_ref(), &cases, PLAN, &mut |_| {}, &mut |r| match r
+        .key
+        .m
+    {
+        2 => std::ops::ControlFlow::Break(()),
+        _ => std::ops::ControlFlow::Continue(()),
+    })
+    .unwrap();
+    assert_eq!(stopped.len(), 2);
     let ms: Vec<usize> = seen.iter().map(|r| r.key.m).collect();
     assert_eq!(ms, vec![1, 2, 16]);
     let mut run = run_of(rows, &config);
