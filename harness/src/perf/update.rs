@@ -51,12 +51,40 @@ pub enum UpdateScope {
     Filtered,
 }
 
+/// Why a run's timings cannot go into the golden file.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum UpdateError {
+    #[error(
+        "the goldens were recorded on {file_device}, this run is on {run_device}: a filtered \
+         batch would leave one file with times of two devices (record the whole suite on this \
+         device, or run the batch on {file_device})"
+    )]
+    OtherDevice {
+        file_device: String,
+        run_device: String,
+    },
+}
+
+/// The new goldens and what moved. A filtered batch keeps the old entries it did not reach, so
+/// it must come from the device that recorded them; its command is added to `recorded`.
 pub fn update_goldens(
     old: Option<&GoldenFile>,
     run: &PerfRun,
     scope: UpdateScope,
     recorded: String,
-) -> (GoldenFile, UpdateSummary) {
+) -> Result<(GoldenFile, UpdateSummary), UpdateError> {
+    let recorded = match (scope, old) {
+        (UpdateScope::Filtered, Some(g)) if g.device != run.device => {
+            return Err(UpdateError::OtherDevice {
+                file_device: g.device.clone(),
+                run_device: run.device.clone(),
+            });
+        }
+        (UpdateScope::Filtered, Some(g)) if !g.entries.is_empty() => {
+            format!("{}; then {recorded}", g.recorded)
+        }
+        _ => recorded,
+    };
     let mut new: BTreeMap<PerfKey, GoldenEntry> = BTreeMap::new();
     for o in &run.outcomes {
         if new.contains_key(&o.key) {
@@ -112,7 +140,7 @@ pub fn update_goldens(
         noise_limit: old.and_then(|g| g.noise_limit),
         entries: new.into_values().collect(),
     };
-    (file, summary)
+    Ok((file, summary))
 }
 
 impl UpdateSummary {
@@ -208,7 +236,7 @@ mod tests {
             measured(3, "skinny:k", 30.0, 0.02, 15),
         ]);
         let (mut old, first) =
-            update_goldens(None, &old_run, UpdateScope::WholeSuite, "old".into());
+            update_goldens(None, &old_run, UpdateScope::WholeSuite, "old".into()).unwrap();
         assert_eq!(first.added.len(), 3);
         assert!(first.dropped.is_empty() && first.moved.is_empty());
         old.band = Some(0.1);
@@ -224,7 +252,8 @@ mod tests {
             &new_run,
             UpdateScope::WholeSuite,
             "abc: perf --update-goldens".into(),
-        );
+        )
+        .unwrap();
         let key = |m| PerfKey {
             m,
             ..old_run.outcomes[0].key.clone()
@@ -270,16 +299,31 @@ mod tests {
             measured(1, "skinny:k", 30.0, 0.02, 15),
             measured(2, "skinny:k", 30.0, 0.02, 15),
         ]);
-        let (old, _) = update_goldens(None, &old_run, UpdateScope::WholeSuite, "old".into());
+        let (old, _) =
+            update_goldens(None, &old_run, UpdateScope::WholeSuite, "old".into()).unwrap();
         let batch = run_of(vec![measured(2, "skinny:k", 33.0, 0.02, 15)]);
-        let (file, s) = update_goldens(Some(&old), &batch, UpdateScope::Filtered, "b".into());
+        let (file, s) =
+            update_goldens(Some(&old), &batch, UpdateScope::Filtered, "b".into()).unwrap();
         assert_eq!(file.entries.len(), 2, "key 1 stays");
+        assert_eq!(file.recorded, "old; then b", "the batch's command is added");
         assert!(s.dropped.is_empty());
         assert_eq!(s.kept, vec![old.entries[0].key.clone()]);
         assert_eq!(file.entry(&s.kept[0]), Some(&old.entries[0]), "unchanged");
         assert!((file.entry(&old.entries[1].key).unwrap().time_us - 33.0).abs() < 1e-9);
-        let (whole, s) = update_goldens(Some(&old), &batch, UpdateScope::WholeSuite, "c".into());
+        let (whole, s) =
+            update_goldens(Some(&old), &batch, UpdateScope::WholeSuite, "c".into()).unwrap();
         assert_eq!(whole.entries.len(), 1);
         assert_eq!(s.dropped.len(), 1);
+        assert_eq!(whole.recorded, "c");
+        // A batch from another device would mix two devices' times in one file: refused.
+        let mut elsewhere = batch.clone();
+        elsewhere.device = "NVIDIA H100".into();
+        let e = update_goldens(Some(&old), &elsewhere, UpdateScope::Filtered, "d".into());
+        assert!(
+            matches!(&e, Err(UpdateError::OtherDevice { run_device, .. }) if run_device == "NVIDIA H100"),
+            "{e:?}"
+        );
+        let whole = update_goldens(Some(&old), &elsewhere, UpdateScope::WholeSuite, "d".into());
+        assert!(whole.is_ok(), "a whole-suite run replaces every entry");
     }
 }

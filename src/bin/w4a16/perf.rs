@@ -109,6 +109,8 @@ pub enum PerfCliError {
     ControlDidNotOpen { reason: String },
     #[error(transparent)]
     Golden(#[from] GoldenError),
+    #[error("--update-goldens: {0}")]
+    Update(#[from] update::UpdateError),
     #[error(transparent)]
     Peers(#[from] PeerError),
     #[error(transparent)]
@@ -409,7 +411,8 @@ fn write_goldens(
         git_head(repo),
         std::env::args().skip(1).collect::<Vec<_>>().join(" ")
     );
-    let (new, moved) = update::update_goldens(goldens, run, scope, recorded);
+    let (new, moved) =
+        update::update_goldens(goldens, run, scope, recorded).map_err(PerfCliError::from)?;
     FileError::at(goldens_dir, std::fs::create_dir_all(goldens_dir))?;
     new.save(golden_path).map_err(PerfCliError::from)?;
     let moved_path = goldens_dir.join(format!("{}.moved.md", run.target));
