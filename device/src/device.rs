@@ -7,6 +7,7 @@
 use w4a16_kernels::KernelDecl;
 
 use crate::fault::{Capability, DeviceFault};
+use crate::input_cache::HashedSlices;
 use crate::launch::DeviceInputs;
 use crate::moe::{self, AlignOutput, MoeInputs, MoeOutput};
 use crate::outputs::{DequantCheck, DequantOutput, GemmOutput};
@@ -148,7 +149,7 @@ impl<R: Runtime> Device for R {
                 layout,
             },
             g,
-        ) = run_blas(self, kernel, inputs)?;
+        ) = run_blas(self, kernel, inputs, &mut HashedSlices::default())?;
         let g = with_guard_offset(&g, &layout);
         let (x, dense) = blas_operands(&staged, self)?;
         self.blas_gemm(&g, x, dense, &mut output)?;

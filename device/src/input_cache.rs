@@ -53,6 +53,26 @@ impl InputKey {
     }
 }
 
+/// The keys of host slices hashed during one rotating benchmark. Its copies all borrow the same
+/// host bytes for the whole call, so there a slice's address and length name its content and
+/// each distinct input is hashed once instead of once per copy. Made per call and dropped with
+/// it: outside such a borrow, an address says nothing about the bytes behind it.
+#[derive(Default)]
+pub struct HashedSlices(Vec<(usize, usize, InputKey)>);
+
+impl HashedSlices {
+    /// `bytes`' key, hashed the first time this call sees the slice.
+    pub fn key_of(&mut self, bytes: &[u8]) -> InputKey {
+        let at = (bytes.as_ptr() as usize, bytes.len());
+        if let Some(&(_, _, key)) = self.0.iter().find(|(p, l, _)| (*p, *l) == at) {
+            return key;
+        }
+        let key = InputKey::of(bytes);
+        self.0.push((at.0, at.1, key));
+        key
+    }
+}
+
 /// Pristine copies by content, the least recently used evicted first past `cap_bytes`.
 pub struct InputCache<B> {
     entries: VecDeque<(InputKey, B)>,
@@ -117,6 +137,21 @@ impl<B> InputCache<B> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_slice_seen_again_in_one_call_keeps_its_key_and_another_slice_gets_its_own() {
+        let a = vec![7u8; 64];
+        let b = vec![7u8; 64];
+        let mut hashed = HashedSlices::default();
+        assert_eq!(hashed.key_of(&a), InputKey::of(&a));
+        assert_eq!(hashed.key_of(&a), InputKey::of(&a));
+        // Equal bytes elsewhere: hashed on their own, and (being equal) the same key.
+        assert_eq!(hashed.key_of(&b), InputKey::of(&b));
+        assert_eq!(hashed.0.len(), 2);
+        // A shorter view of the same bytes is another slice.
+        assert_eq!(hashed.key_of(&a[..32]), InputKey::of(&a[..32]));
+        assert_ne!(hashed.key_of(&a[..32]), InputKey::of(&a));
+    }
 
     #[test]
     fn the_same_bytes_are_found_and_the_least_recently_used_go_first() {

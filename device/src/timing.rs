@@ -6,12 +6,13 @@ use w4a16_kernels::decl::LaunchGeometry;
 
 use crate::device::{Device, no_moe_path};
 use crate::fault::{DeviceFault, Health};
+use crate::input_cache::HashedSlices;
 use crate::launch::DeviceInputs;
 use crate::moe::{self, MoeInputs, MoeTiming};
 use crate::outputs::BlasGemm;
 use crate::runtime::Runtime;
 use crate::staging::{
-    blas_operands, check_ready, geometry_for, packed_for, run_blas, stage, with_guard_offset,
+    blas_operands, check_ready, geometry_for, packed_for, run_blas, stage_hashed, with_guard_offset,
 };
 
 /// Warm-up launches, then `iters` timed ones.
@@ -243,8 +244,9 @@ impl<R: Runtime> DeviceBench for R {
         // Staged buffers live until the timing is read: every copy stays allocated.
         let mut staged = Vec::with_capacity(copies.len());
         let mut args = Vec::with_capacity(copies.len());
+        let mut hashed = HashedSlices::default();
         for c in copies {
-            let s = stage(self, c, None)?;
+            let s = stage_hashed(self, c, None, &mut hashed)?;
             args.push(packed_for(self, kernel, c, &s)?);
             staged.push(s);
         }
@@ -261,11 +263,12 @@ impl<R: Runtime> DeviceBench for R {
     ) -> Result<Timing, DeviceFault> {
         let mut staged = Vec::new();
         let mut prepared = Vec::with_capacity(groups.len());
+        let mut hashed = HashedSlices::default();
         for group in groups {
             let mut launches = Vec::with_capacity(group.len());
             for l in group {
                 check_ready(self, kernel, l)?;
-                let s = stage(self, l, None)?;
+                let s = stage_hashed(self, l, None, &mut hashed)?;
                 let shape = l.validated().shape;
                 launches.push((
                     kernel.launch_entry(&shape, self.target()),
@@ -333,8 +336,9 @@ impl<R: Runtime> DeviceBench for R {
             });
         }
         let mut runs = Vec::with_capacity(copies.len());
+        let mut hashed = HashedSlices::default();
         for c in copies {
-            let (staged, g) = run_blas(self, kernel, c)?;
+            let (staged, g) = run_blas(self, kernel, c, &mut hashed)?;
             // beta = 1 would accumulate across iterations; timing is the same GEMM with beta = 0
             let g = BlasGemm {
                 beta: 0.0,
