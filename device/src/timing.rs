@@ -106,6 +106,22 @@ pub trait DeviceBench: Device {
             device: self.name(),
         })
     }
+    /// One launch of `entry` at `geometry`, synchronised, its output not read back: how perf's
+    /// regret mode counts a fused tile variant on the ISA emulator (the launch's counters are
+    /// the result; nothing is timed). Host code standing in for a device refuses it.
+    fn launch_once_at(
+        &self,
+        kernel: &KernelDecl,
+        entry: &str,
+        geometry: &LaunchGeometry,
+        inputs: &DeviceInputs<'_>,
+    ) -> Result<(), DeviceFault> {
+        let _ = (kernel, entry, geometry, inputs);
+        Err(DeviceFault::Unsupported {
+            what: "a launch at a chosen geometry".into(),
+            device: self.name(),
+        })
+    }
     /// Median device time of one group of launches issued back to back as one sample, sample
     /// `i` issuing group `i % groups.len()` (the MoE benchmark's baseline: one `fused` launch per
     /// expert, groups for different routings so the weights they read rotate out of the cache).
@@ -213,6 +229,20 @@ impl<R: Runtime> DeviceBench for R {
         })?;
         let geometry = geometry_for(self, kernel, &shape);
         self.bench_kernel_rotating_at(kernel, entry, &geometry, copies, plan)
+    }
+
+    fn launch_once_at(
+        &self,
+        kernel: &KernelDecl,
+        entry: &str,
+        geometry: &LaunchGeometry,
+        inputs: &DeviceInputs<'_>,
+    ) -> Result<(), DeviceFault> {
+        check_ready(self, kernel, inputs)?;
+        let staged = stage_hashed(self, inputs, None, &mut HashedSlices::default())?;
+        let args = packed_for(self, kernel, inputs, &staged)?;
+        self.launch(kernel, entry, geometry, &args)?;
+        self.synchronize(&format!("the launch of {entry}"))
     }
 
     fn bench_kernel_rotating_at(

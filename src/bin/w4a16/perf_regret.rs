@@ -8,22 +8,15 @@ use std::path::{Path, PathBuf};
 use super::exit::{CliError, Status};
 use super::perf::{Devices, PerfArgs, PerfCliError};
 use w4a16_cases::{Provider, Suite};
+use w4a16_harness::perf::PerfError;
 use w4a16_harness::perf::measure::PerfPlan;
 use w4a16_harness::perf::peers::{self, PeerCase};
 use w4a16_harness::perf::regret::report::{self, NOISE_REGRET};
 use w4a16_harness::perf::regret::{
-    RegretCase, RegretRow, RegretRun, TimeSource, measure_regret_each, regret_cases, resume,
+    Clock, RegretCase, RegretRow, RegretRun, TimeSource, measure_regret_each, regret_cases,
+    regret_each, resume,
 };
-use w4a16_harness::require::Requirement;
 use w4a16_select::config::KernelConfig;
-
-/// Why the ISA emulator's model is not used for regret on a gfx target without its GPU: the
-/// vendor GEMM of the dense path is a host stand-in there that counts nothing, so the path the
-/// regret is mostly about at large M has no model time, and a regret over the other paths only
-/// would read as an answer it is not.
-pub const NO_MODEL_REASON: &str = "the ISA emulator's counter model has no time for the dense \
-     path (its vendor GEMM is a host stand-in that counts nothing), so regret cannot compare \
-     every path of the set there; run --regret on the target's GPU";
 
 /// Flags `--regret` does not combine with: it judges no goldens and times one build.
 pub fn refuse_flags(args: &PerfArgs, control: bool) -> Result<(), PerfCliError> {
@@ -40,8 +33,9 @@ pub fn refuse_flags(args: &PerfArgs, control: bool) -> Result<(), PerfCliError> 
     }
 }
 
-/// The regret run on `devices.candidate` (the target's GPU); on the ISA emulator a loud skip
-/// with [`NO_MODEL_REASON`] (a failure under `W4A16_REQUIRE=gpu`), nothing written.
+/// The regret run on `devices.candidate`: device events on the target's GPU; on the ISA
+/// emulator (a gfx target without its GPU) one counted launch per path timed by the target's
+/// declared machine, reported as a MODEL, within `--max-macs`.
 pub fn perf_regret(
     args: &PerfArgs,
     plan: PerfPlan,
@@ -52,28 +46,33 @@ pub fn perf_regret(
     repo: &Path,
 ) -> Result<Status, CliError> {
     let target = devices.target.target;
-    if devices.candidate.kind() == w4a16_device::DeviceKind::Emulator {
-        if Requirement::Gpu.is_required() {
-            eprintln!("W4A16_REQUIRE=gpu but w4a16 perf --regret on {target}: {NO_MODEL_REASON}");
-            return Ok(Status::Failed);
-        }
-        eprintln!(
-            "W4A16-SKIP [gpu] w4a16 perf --regret: no {target} GPU here and {NO_MODEL_REASON}; \
-             nothing timed, no report written"
-        );
-        return Ok(Status::Passed);
-    }
+    let model = devices.candidate.kind() == w4a16_device::DeviceKind::Emulator;
     let device_name = devices.candidate.name();
-    let (mut cases, not_timed) = regret_cases(suite, providers, target, config);
+    let (mut cases, mut not_timed) = regret_cases(suite, providers, target, config);
     for c in &mut cases {
         c.limit_fallback(args.regret_fallback_max_macs);
     }
+    if model {
+        cases = for_the_model(cases, &mut not_timed, args.max_macs);
+        if !devices.candidate.count_launches(true) {
+            let device = device_name.clone();
+            return Err(PerfCliError::from(PerfError::NotCounting { device }).into());
+        }
+    }
     let left_out: usize = cases.iter().map(|c| c.left_out.len()).sum();
     let paths: usize = cases.iter().map(|c| c.paths.len()).sum();
+    let times = match model {
+        true => format!(
+            "a MODEL: no {target} GPU here, each path counted once on the ISA emulator and timed \
+             by {target}'s declared machine, cases within --max-macs {}",
+            args.max_macs
+        ),
+        false => "device events".into(),
+    };
     eprintln!(
-        "w4a16 perf --regret: {} cases of {} on {device_name} ({target}), {paths} path timings, \
-         {} not timed; prefill dequant {}; {left_out} fallback timings left out above \
-         --regret-fallback-max-macs {}",
+        "w4a16 perf --regret: {} cases of {} on {device_name} ({target}), {paths} path timings \
+         ({times}), {} not timed; prefill dequant {}; {left_out} paths left out (the fallback \
+         above --regret-fallback-max-macs {}; the dense path under the model)",
         cases.len(),
         args.suite,
         not_timed.len(),
@@ -92,7 +91,10 @@ pub fn perf_regret(
         suite: args.suite.clone(),
         prefill_dequant: config.prefill_dequant,
         plan,
-        source: TimeSource::DeviceEvents,
+        source: match model {
+            true => TimeSource::Model,
+            false => TimeSource::DeviceEvents,
+        },
         planned: cases.len(),
         rows: Vec::new(),
         not_timed,
@@ -115,31 +117,36 @@ pub fn perf_regret(
     let mut write_error = None;
     let started = std::time::Instant::now();
     let stop_after = args.regret_stop_after.map(std::time::Duration::from_secs);
-    let measured = measure_regret_each(
-        devices.candidate.as_ref(),
-        &to_time,
-        plan,
-        &mut |s| eprintln!("perf --regret: {s}"),
-        &mut |row| {
-            run.rows.push(row.clone());
-            if write_error.is_none() {
-                write_error = report::write_into(&folder, &run).err();
-            }
-            match stop_after {
-                Some(limit) if started.elapsed() >= limit => {
-                    eprintln!(
-                        "perf --regret: --regret-stop-after {}s reached: {} of {} cases timed; \
+    let device = devices.candidate.as_ref();
+    let mut on_row = |row: &RegretRow| {
+        run.rows.push(row.clone());
+        if write_error.is_none() {
+            write_error = report::write_into(&folder, &run).err();
+        }
+        match stop_after {
+            Some(limit) if started.elapsed() >= limit => {
+                eprintln!(
+                    "perf --regret: --regret-stop-after {}s reached: {} of {} cases timed; \
                          continue with --regret-resume on this report's regret.json",
-                        limit.as_secs(),
-                        run.rows.len(),
-                        run.planned
-                    );
-                    ControlFlow::Break(())
-                }
-                _ => ControlFlow::Continue(()),
+                    limit.as_secs(),
+                    run.rows.len(),
+                    run.planned
+                );
+                ControlFlow::Break(())
             }
-        },
-    );
+            _ => ControlFlow::Continue(()),
+        }
+    };
+    let mut progress = |s: &str| eprintln!("perf --regret: {s}");
+    let measured = match model {
+        true => regret_each(
+            Clock::Model { device },
+            &to_time,
+            &mut progress,
+            &mut on_row,
+        ),
+        false => measure_regret_each(device, &to_time, plan, &mut progress, &mut on_row),
+    };
     if let Some(e) = write_error {
         return Err(PerfCliError::from(e).into());
     }
@@ -147,7 +154,11 @@ pub fn perf_regret(
     measured.map_err(PerfCliError::from)?;
     // Kernels done: the peers (torch, in its own process) get the GPU to themselves.
     drop(devices);
-    if args.peers {
+    if args.peers && model {
+        eprintln!(
+            "W4A16-SKIP [peers] torch's kernels run on the target's GPU; this regret is a model"
+        );
+    } else if args.peers {
         // Rows a stopped or resumed run left without peers get them too.
         let lacking: Vec<RegretCase> = cases
             .iter()
@@ -190,6 +201,29 @@ fn resume_from(
     })?;
     let previous = report::read_json(&name, &text)?;
     Ok(resume::resume(run, previous, cases, &name)?)
+}
+
+/// The cases the counter model times: within `max_macs` (the ISA emulator runs every path),
+/// the dense path left out (no model time); the others go to `not_timed` with why.
+fn for_the_model(
+    cases: Vec<RegretCase>,
+    not_timed: &mut Vec<(String, String)>,
+    max_macs: u64,
+) -> Vec<RegretCase> {
+    let mut kept = Vec::with_capacity(cases.len());
+    for mut c in cases {
+        let why = match c.macs() {
+            macs if macs > max_macs => Err(format!(
+                "{macs} MACs > --max-macs {max_macs} (the ISA emulator's budget)"
+            )),
+            _ => c.leave_out_unmodelled(),
+        };
+        match why {
+            Ok(()) => kept.push(c),
+            Err(why) => not_timed.push((c.perf.case_id.clone(), why)),
+        }
+    }
+    kept
 }
 
 fn cases_of(cases: &[RegretCase]) -> Vec<PeerCase> {

@@ -21,12 +21,11 @@ use w4a16_emu::counters::Counters;
 use w4a16_emu::machine::Machine;
 use w4a16_kernels::KernelId;
 use w4a16_kernels::set::decl;
-use w4a16_select::padding;
 
 use super::key::{KernelLabel, PerfKey};
 use super::measure::{
-    PerfCase, PerfError, PreparedLayer, Side, device_fault, largest_m, leading_rows, prepare,
-    refused,
+    KernelLaunch, PerfCase, PerfError, PreparedLayer, Side, device_fault, largest_m, prepare,
+    refused, x_on_path,
 };
 
 /// Default MAC budget of a counted case (M·N·K): 2^27 takes 12 of qwen3-8b's 56 keys per
@@ -188,14 +187,7 @@ fn count_case(
         [k @ (KernelId::Skinny | KernelId::Fused | KernelId::Fallback)] => {
             let d = decl(*k);
             let entry = case.entry(d);
-            let stride = padding::x_row_stride_on_path(
-                case.target,
-                &case.path,
-                case.shape.k,
-                case.dtype,
-                case.padding,
-            );
-            let x = leading_rows(&layer.x, case.m, stride);
+            let x = x_on_path(case, &case.path, layer);
             let xb = XBuffer::as_laid_out(&x);
             let y = YSpec::dense(case.m, case.shape.n, case.dtype);
             let inputs = DeviceInputs::gemm_strided(d, &layer.layer, &xb, y)
@@ -223,5 +215,42 @@ fn count_case(
         kernel: case.label(),
         model_us: model_us(case.target.name(), &launches),
         launches,
+    })
+}
+
+/// `launch`, a kernel of `path`, launched once on the ISA emulator (counting) at its geometry:
+/// its model time on the case's target, µs (perf's regret mode on a gfx target without its GPU).
+pub(crate) fn count_kernel(
+    device: &dyn DeviceBench,
+    case: &PerfCase,
+    path: &[KernelId],
+    layer: &PreparedLayer,
+    launch: KernelLaunch<'_>,
+) -> Result<f64, PerfError> {
+    let side = Side::Candidate;
+    let KernelLaunch {
+        decl: d,
+        entry,
+        geometry,
+    } = launch;
+    let x = x_on_path(case, path, layer);
+    let xb = XBuffer::as_laid_out(&x);
+    let y = YSpec::dense(case.m, case.shape.n, case.dtype);
+    let inputs =
+        DeviceInputs::gemm_strided(d, &layer.layer, &xb, y).map_err(refused(case, side, entry))?;
+    device.take_launch_counters();
+    let launched = match geometry {
+        Some(g) => device.launch_once_at(d, entry, g, &inputs),
+        None => device.run_gemm(d, entry, &inputs).map(|_| ()),
+    };
+    launched.map_err(device_fault(case, side, format!("counting {entry}")))?;
+    let launches: Vec<LaunchCount> = device
+        .take_launch_counters()
+        .iter()
+        .map(|l| LaunchCount::of(&l.entry, &l.counters))
+        .collect();
+    model_us(case.target.name(), &launches).ok_or_else(|| PerfError::NoMachine {
+        case: case.key.clone(),
+        target: case.target,
     })
 }

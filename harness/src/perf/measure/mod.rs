@@ -158,6 +158,8 @@ pub enum PerfError {
     },
     #[error("{case}: the selected path {path} is not one perf knows how to time")]
     Path { case: PerfKey, path: String },
+    #[error("{case}: {target} has no declared machine to turn counters into a model time")]
+    NoMachine { case: PerfKey, target: Target },
 }
 
 /// Which device of the run a measurement was taken on.
@@ -400,6 +402,14 @@ pub(crate) struct KernelLaunch<'a> {
     pub(crate) geometry: Option<&'a LaunchGeometry>,
 }
 
+/// X as `path` reads it on `case`: the engine hands the fused kernel its per-call copy, padded
+/// by the target's rule; the others read the caller's rows.
+pub(crate) fn x_on_path(case: &PerfCase, path: &[KernelId], layer: &PreparedLayer) -> Activations {
+    let stride =
+        padding::x_row_stride_on_path(case.target, path, case.shape.k, case.dtype, case.padding);
+    leading_rows(&layer.x, case.m, stride)
+}
+
 /// `launch`, a kernel of `path`, timed on `case`: X in the rows the path reads (the engine
 /// hands the fused kernel its per-call copy, padded by the target's rule; the others read the
 /// caller's rows), every launch on one of enough separately staged copies of the inputs to
@@ -418,9 +428,7 @@ pub(crate) fn time_kernel(
         entry,
         geometry,
     } = launch;
-    let stride =
-        padding::x_row_stride_on_path(case.target, path, case.shape.k, case.dtype, case.padding);
-    let x = leading_rows(&layer.x, case.m, stride);
+    let x = x_on_path(case, path, layer);
     let xb = XBuffer::as_laid_out(&x);
     let y = YSpec::dense(case.m, case.shape.n, case.dtype);
     let copies = (0..plan.copies_for(case.traffic_bytes()))

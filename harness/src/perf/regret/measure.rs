@@ -16,10 +16,33 @@ use w4a16_select::LinearPath;
 
 use super::{PathTime, RegretCase, RegretRow};
 use crate::perf::PerfError;
+use crate::perf::counters::count_kernel;
 use crate::perf::measure::{
     KernelLaunch, PerfCase, PerfPlan, PreparedLayer, Side, device_fault, largest_m, prepare,
     refused, time_dense, time_kernel,
 };
+
+/// Where regret mode's times come from.
+#[derive(Clone, Copy)]
+pub enum Clock<'d> {
+    /// Device events on the target's GPU: `plan`'s launches per path, cold inputs.
+    Events {
+        device: &'d dyn DeviceBench,
+        plan: PerfPlan,
+    },
+    /// One launch per path counted on the ISA emulator, its time the target's declared
+    /// machine's (emu's `machine`): a model, never mixed with measurements. The dense path has
+    /// none (cases leave it out first: [`RegretCase::leave_out_unmodelled`]).
+    Model { device: &'d dyn DeviceBench },
+}
+
+impl Clock<'_> {
+    fn device(&self) -> &dyn DeviceBench {
+        match *self {
+            Clock::Events { device, .. } | Clock::Model { device } => device,
+        }
+    }
+}
 
 /// Every case's row, in `cases` order: each legal path timed on `device` back to back.
 pub fn measure_regret(
@@ -50,6 +73,18 @@ pub fn measure_regret_each(
             target: device.run_target(),
         });
     }
+    regret_each(Clock::Events { device, plan }, cases, progress, on_row)
+}
+
+/// The rows of `cases` with every path's time from `clock`, each handed to `on_row` as it is
+/// made (`Break` stops before the next case).
+pub fn regret_each(
+    clock: Clock<'_>,
+    cases: &[RegretCase],
+    progress: &mut dyn FnMut(&str),
+    on_row: &mut dyn FnMut(&RegretRow) -> ControlFlow<()>,
+) -> Result<Vec<RegretRow>, PerfError> {
+    let device = clock.device();
     let perf: Vec<PerfCase> = cases.iter().map(|c| c.perf.clone()).collect();
     if let Some(case) = perf.iter().find(|c| c.target != device.target()) {
         return Err(PerfError::WrongTarget {
@@ -89,7 +124,7 @@ pub fn measure_regret_each(
         ));
         let mut times = Vec::with_capacity(case.paths.len());
         for candidate in &case.paths {
-            let (label, samples) = time_path(device, pc, candidate.path, layer, plan)?;
+            let (label, samples) = time_path(clock, pc, candidate.path, layer)?;
             times.push(PathTime {
                 candidate: *candidate,
                 label,
@@ -99,10 +134,11 @@ pub fn measure_regret_each(
         }
         let mut row = RegretRow::from_times(case, times)
             .map_err(|e| PerfError::Regret { error: Box::new(e) })?;
-        if row
-            .times
-            .iter()
-            .any(|t| t.candidate.path == LinearPath::DequantDense)
+        if let Clock::Events { device, plan } = clock
+            && row
+                .times
+                .iter()
+                .any(|t| t.candidate.path == LinearPath::DequantDense)
         {
             if dequant_us.is_none() {
                 dequant_us = Some(time_dequant(device, pc, layer, plan)?);
@@ -146,24 +182,30 @@ fn time_dequant(
     Ok(t.median_us)
 }
 
-/// The label and per-launch samples of `path` on `case`.
+/// The label and per-launch samples of `path` on `case` (one model time under
+/// [`Clock::Model`]).
 fn time_path(
-    device: &dyn DeviceBench,
+    clock: Clock<'_>,
     case: &PerfCase,
     path: LinearPath,
     layer: &mut PreparedLayer,
-    plan: PerfPlan,
 ) -> Result<(KernelLabel, Vec<f64>), PerfError> {
     let side = Side::Candidate;
-    let kernel = match path {
-        LinearPath::DequantDense => {
+    let kernel = match (path, clock) {
+        (LinearPath::DequantDense, Clock::Events { device, plan }) => {
             let dq = case.entry(decl(KernelId::Dequant));
             let t = time_dense(device, side, case, layer, plan)?;
             return Ok((KernelLabel(format!("dequant:{dq}+dense:blas")), t.samples));
         }
-        LinearPath::Skinny => KernelId::Skinny,
-        LinearPath::Fused { .. } => KernelId::Fused,
-        LinearPath::Fallback => KernelId::Fallback,
+        (LinearPath::DequantDense, Clock::Model { .. }) => {
+            return Err(PerfError::Path {
+                case: case.key.clone(),
+                path: format!("{path} (no model time; left out before counting)"),
+            });
+        }
+        (LinearPath::Skinny, _) => KernelId::Skinny,
+        (LinearPath::Fused { .. }, _) => KernelId::Fused,
+        (LinearPath::Fallback, _) => KernelId::Fallback,
     };
     let d: &KernelDecl = decl(kernel);
     let shape = case.launch_shape();
@@ -179,14 +221,14 @@ fn time_path(
         entry: &entry,
         geometry: Some(&geometry),
     };
-    let t = time_kernel(
-        device,
-        Side::Candidate,
-        case,
-        path.kernels(),
-        layer,
-        plan,
-        launch,
-    )?;
-    Ok((KernelLabel(format!("{}:{entry}", kernel.name())), t.samples))
+    let label = KernelLabel(format!("{}:{entry}", kernel.name()));
+    let samples = match clock {
+        Clock::Events { device, plan } => {
+            time_kernel(device, side, case, path.kernels(), layer, plan, launch)?.samples
+        }
+        Clock::Model { device } => {
+            vec![count_kernel(device, case, path.kernels(), layer, launch)?]
+        }
+    };
+    Ok((label, samples))
 }

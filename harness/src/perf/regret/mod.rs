@@ -26,7 +26,7 @@ use super::key::{KernelLabel, PerfKey};
 use super::measure::{PerfCase, PerfPlan, perf_cases};
 use super::peers::PeerTimes;
 
-pub use measure::{measure_regret, measure_regret_each};
+pub use measure::{Clock, measure_regret, measure_regret_each, regret_each};
 
 /// One case to time in regret mode: the perf case (with the selected path), the path the
 /// selection took, and every legal path in the set's order, each flagged with whether the
@@ -62,6 +62,9 @@ pub struct LeftOutPath {
 pub enum LeftOutReason {
     /// The fallback above `--regret-fallback-max-macs`.
     FallbackAboveMacs { macs: u64, max_macs: u64 },
+    /// A path the model has no time for: the dense path on the ISA emulator, whose vendor GEMM
+    /// is a host stand-in that counts nothing.
+    NoModel,
 }
 
 impl std::fmt::Display for LeftOutPath {
@@ -70,6 +73,11 @@ impl std::fmt::Display for LeftOutPath {
             LeftOutReason::FallbackAboveMacs { macs, max_macs } => write!(
                 f,
                 "{} not timed ({macs} MACs > --regret-fallback-max-macs {max_macs})",
+                self.path
+            ),
+            LeftOutReason::NoModel => write!(
+                f,
+                "{} not timed (no model time: its vendor GEMM is the emulator's host stand-in)",
                 self.path
             ),
         }
@@ -97,6 +105,30 @@ impl RegretCase {
                 why: LeftOutReason::FallbackAboveMacs { macs, max_macs },
             });
         }
+    }
+}
+
+impl RegretCase {
+    /// For the counter model: the dense path moves to the paths not timed (it has no model
+    /// time). A case the selection sends down the dense path has no regret there: `Err` says
+    /// why, for the run's not-timed list.
+    pub fn leave_out_unmodelled(&mut self) -> Result<(), String> {
+        if self.selected == LinearPath::DequantDense {
+            return Err(
+                "the selected dequant+dense path has no model time (its vendor GEMM \
+                        is the emulator's host stand-in)"
+                    .into(),
+            );
+        }
+        let before = self.paths.len();
+        self.paths.retain(|p| p.path != LinearPath::DequantDense);
+        if self.paths.len() < before {
+            self.left_out.push(LeftOutPath {
+                path: LinearPath::DequantDense,
+                why: LeftOutReason::NoModel,
+            });
+        }
+        Ok(())
     }
 }
 

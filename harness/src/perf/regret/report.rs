@@ -105,7 +105,11 @@ pub fn markdown(run: &RegretRun) -> String {
             "device events, {} launches per path after {} queued, cold inputs (rotating copies)",
             run.plan.reps, run.plan.warmup
         ),
-        TimeSource::Model => "a MODEL (not a measurement)".to_string(),
+        TimeSource::Model => "a MODEL, not a measurement: each path launched once on the ISA \
+            emulator, its counters timed by the target's declared machine \
+            (docs/perf-counters.md); the dense path has no model time (its vendor GEMM is a host \
+            stand-in) and is listed as not timed"
+            .to_string(),
     };
     let _ = writeln!(
         s,
@@ -122,7 +126,7 @@ pub fn markdown(run: &RegretRun) -> String {
          dense path's per-call time). Peers: torch's int4 GEMM \
          and dense fp16 on the dequantized weights, where `--peers` measured them. A case whose \
          best path says *(of the timed)* had a legal path left untimed (the fallback on large \
-         layers, listed in the per-case table).\n"
+         layers, the dense path under a model; listed in the per-case table).\n"
     );
     let noisy = run.rows.iter().filter(|r| r.regret >= NOISE_REGRET).count();
     let geo = if run.rows.is_empty() {
