@@ -108,7 +108,10 @@ pub fn markdown(run: &RegretRun) -> String {
         TimeSource::Model => "a MODEL, not a measurement: each path launched once on the ISA \
             emulator, its counters timed by the target's declared machine \
             (docs/perf-counters.md); the dense path has no model time (its vendor GEMM is a host \
-            stand-in) and is listed as not timed"
+            stand-in) and is listed as not timed. The model is throughput only, at the whole \
+            GPU's rates: it has no latency term, so it favours launches of few workgroups with \
+            long serial K loops (large fused tiles at small M); a regret it reports there is a \
+            question for the hardware, not a finding"
             .to_string(),
     };
     let _ = writeln!(
