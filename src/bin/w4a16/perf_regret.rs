@@ -159,20 +159,7 @@ pub fn perf_regret(
             "W4A16-SKIP [peers] torch's kernels run on the target's GPU; this regret is a model"
         );
     } else if args.peers {
-        // Rows a stopped or resumed run left without peers get them too.
-        let lacking: Vec<RegretCase> = cases
-            .iter()
-            .filter(|c| {
-                run.rows
-                    .iter()
-                    .any(|r| r.case_id == c.perf.case_id && r.peers.is_none())
-            })
-            .cloned()
-            .collect();
-        if !lacking.is_empty() {
-            let note = with_peers(repo, &cases_of(&lacking), plan, &out_dir, &mut run.rows)?;
-            run.peers_note = Some(note);
-        }
+        peers_where_missing(repo, &cases, plan, &out_dir, &mut run)?;
     }
     let files = report::write_into(&folder, &run).map_err(PerfCliError::from)?;
     let regretting = run.rows.iter().filter(|r| r.regret >= NOISE_REGRET).count();
@@ -186,6 +173,30 @@ pub fn perf_regret(
     );
     // A report, not a gate: regret is what the selection thresholds are tuned from.
     Ok(Status::Passed)
+}
+
+/// `--peers` for every row of `cases` still without them (a stopped or resumed run leaves some).
+fn peers_where_missing(
+    repo: &Path,
+    cases: &[RegretCase],
+    plan: PerfPlan,
+    out_dir: &Path,
+    run: &mut RegretRun,
+) -> Result<(), PerfCliError> {
+    let lacking: Vec<RegretCase> = cases
+        .iter()
+        .filter(|c| {
+            run.rows
+                .iter()
+                .any(|r| r.case_id == c.perf.case_id && r.peers.is_none())
+        })
+        .cloned()
+        .collect();
+    if !lacking.is_empty() {
+        let note = with_peers(repo, &cases_of(&lacking), plan, out_dir, &mut run.rows)?;
+        run.peers_note = Some(note);
+    }
+    Ok(())
 }
 
 /// Reads the report at `path` and starts `run` from it: the cases of `cases` still to time.
