@@ -186,17 +186,12 @@ fn count_case(
         }
         [k @ (KernelId::Skinny | KernelId::Fused | KernelId::Fallback)] => {
             let d = decl(*k);
-            let entry = case.entry(d);
-            let x = x_on_path(case, &case.path, layer);
-            let xb = XBuffer::as_laid_out(&x);
-            let y = YSpec::dense(case.m, case.shape.n, case.dtype);
-            let inputs = DeviceInputs::gemm_strided(d, &layer.layer, &xb, y)
-                .map_err(refused(case, side, &entry))?;
-            device.run_gemm(d, &entry, &inputs).map_err(device_fault(
-                case,
-                side,
-                format!("counting {entry}"),
-            ))?;
+            let launch = KernelLaunch {
+                decl: d,
+                entry: &case.entry(d),
+                geometry: None,
+            };
+            launch_counted(device, side, case, &case.path, layer, launch)?;
         }
         other => {
             return Err(PerfError::Path {
@@ -218,16 +213,16 @@ fn count_case(
     })
 }
 
-/// `launch`, a kernel of `path`, launched once on the ISA emulator (counting) at its geometry:
-/// its model time on the case's target, µs (perf's regret mode on a gfx target without its GPU).
-pub(crate) fn count_kernel(
+/// `launch`, a kernel of `path`, launched once on `device` (counting): at its geometry where
+/// given (a fused tile variant), else through the checked launch as the case selects it.
+fn launch_counted(
     device: &dyn DeviceBench,
+    side: Side,
     case: &PerfCase,
     path: &[KernelId],
     layer: &PreparedLayer,
     launch: KernelLaunch<'_>,
-) -> Result<f64, PerfError> {
-    let side = Side::Candidate;
+) -> Result<(), PerfError> {
     let KernelLaunch {
         decl: d,
         entry,
@@ -238,12 +233,24 @@ pub(crate) fn count_kernel(
     let y = YSpec::dense(case.m, case.shape.n, case.dtype);
     let inputs =
         DeviceInputs::gemm_strided(d, &layer.layer, &xb, y).map_err(refused(case, side, entry))?;
-    device.take_launch_counters();
     let launched = match geometry {
         Some(g) => device.launch_once_at(d, entry, g, &inputs),
         None => device.run_gemm(d, entry, &inputs).map(|_| ()),
     };
-    launched.map_err(device_fault(case, side, format!("counting {entry}")))?;
+    launched.map_err(device_fault(case, side, format!("counting {entry}")))
+}
+
+/// `launch`, a kernel of `path`, counted once on the ISA emulator: its model time on the case's
+/// target, µs (perf's regret mode on a gfx target without its GPU).
+pub(crate) fn count_kernel(
+    device: &dyn DeviceBench,
+    case: &PerfCase,
+    path: &[KernelId],
+    layer: &PreparedLayer,
+    launch: KernelLaunch<'_>,
+) -> Result<f64, PerfError> {
+    device.take_launch_counters();
+    launch_counted(device, Side::Candidate, case, path, layer, launch)?;
     let launches: Vec<LaunchCount> = device
         .take_launch_counters()
         .iter()
