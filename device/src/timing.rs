@@ -12,7 +12,8 @@ use crate::moe::{self, MoeInputs, MoeTiming};
 use crate::outputs::BlasGemm;
 use crate::runtime::Runtime;
 use crate::staging::{
-    blas_operands, check_ready, geometry_for, packed_for, run_blas, stage_hashed, with_guard_offset,
+    blas_operands, check_ready, geometry_for, packed_for, run_blas, stage, stage_hashed,
+    with_guard_offset,
 };
 
 /// Warm-up launches, then `iters` timed ones.
@@ -239,7 +240,7 @@ impl<R: Runtime> DeviceBench for R {
         inputs: &DeviceInputs<'_>,
     ) -> Result<(), DeviceFault> {
         check_ready(self, kernel, inputs)?;
-        let staged = stage_hashed(self, inputs, None, &mut HashedSlices::default())?;
+        let staged = stage(self, inputs, None)?;
         let args = packed_for(self, kernel, inputs, &staged)?;
         self.launch(kernel, entry, geometry, &args)?;
         self.synchronize(&format!("the launch of {entry}"))
