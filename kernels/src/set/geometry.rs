@@ -9,8 +9,10 @@ use crate::tiles;
 
 /// Threads of a `dequant` block; one thread per packed word.
 pub const DEQUANT_THREADS: u32 = 256;
-/// Threads of a `fallback` block; one thread per output element.
+/// Threads of a `fallback` block; one thread per output column.
 pub const FALLBACK_THREADS: u32 = 128;
+/// Rows of X each `fallback` thread sums (`FB_ROWS`): a decoded weight feeds that many outputs.
+pub const FALLBACK_ROWS: u32 = 8;
 /// Threads of the one `moe_align` block (`MA_THREADS`); also the slots it ranks per step.
 pub const MOE_ALIGN_THREADS: u32 = 256;
 /// Experts `moe_align` counts per pass over the slots (`MA_WINDOW`): any number of experts is
@@ -111,7 +113,11 @@ pub(super) fn dense_geometry(_s: &LaunchShape, _t: Target) -> LaunchGeometry {
 
 pub(super) fn fallback_geometry(s: &LaunchShape, _t: Target) -> LaunchGeometry {
     LaunchGeometry {
-        grid: [(s.m * s.n.div_ceil(FALLBACK_THREADS as usize)) as u32, 1, 1],
+        grid: [
+            (s.m.div_ceil(FALLBACK_ROWS as usize) * s.n.div_ceil(FALLBACK_THREADS as usize)) as u32,
+            1,
+            1,
+        ],
         block: [FALLBACK_THREADS, 1, 1],
         shared_mem_bytes: 0,
     }

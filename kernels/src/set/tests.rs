@@ -256,8 +256,10 @@ fn other_geometries_cover_their_outputs() {
     let s = shape(17, 1000, 4096, 128);
     let g = (DEQUANT.geometry)(&s, Target::Gfx1151);
     assert_eq!((g.grid[0], g.grid[1] * g.block[0]), (1000, 512));
+    // fallback: a thread per column and FALLBACK_ROWS rows; 17 rows take three row blocks.
     let g = (FALLBACK.geometry)(&s, Target::Sm90);
-    assert_eq!(g.grid[0] * g.block[0], 17 * 1024);
+    assert_eq!(g.grid[0] * g.block[0], 3 * 1024);
+    assert!(g.grid[0] * g.block[0] * FALLBACK_ROWS >= 17 * 1000);
 }
 
 /// The value of `#define NAME value` in a source.
@@ -288,6 +290,10 @@ fn skinny_capacities_match_the_source() {
     assert_eq!(
         define(source::FALLBACK_HIP, "FB_THREADS"),
         FALLBACK_THREADS as usize
+    );
+    assert_eq!(
+        define(source::FALLBACK_HIP, "FB_ROWS"),
+        FALLBACK_ROWS as usize
     );
     assert_eq!(
         define(source::MOE_ALIGN_HIP, "MA_THREADS"),
