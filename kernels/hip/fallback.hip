@@ -5,9 +5,10 @@
 //   y[m, n] = round( sum_k x[m, k] * ((q[n, k] - z) * s)  (+ bias[n]) )
 //
 // One thread per output column and FB_ROWS rows of X: each weight (q - z) * s, exact in fp32, is
-// decoded once and feeds the FB_ROWS sums of its column (the rows past M are skipped). Each sum
-// runs in k order with one fp32 fused multiply-add per element, as if the thread had only that
-// output, so the bits do not depend on FB_ROWS; bias is added in fp32 before the single cast.
+// decoded once and feeds the FB_ROWS sums of its column (the rows of a ragged M's last block go
+// one at a time). Each sum runs in k order with one fp32 fused multiply-add per element, as if the
+// thread had only that output, so the bits do not depend on FB_ROWS; bias is added in fp32 before
+// the single cast.
 // Why rows per thread: one row per thread decoded every weight M times, and the differential
 // suites on large layers spent most of their device time here.
 // Launch: grid (ceil(M / FB_ROWS) * ceil(N / 128)), block 128.
@@ -20,6 +21,27 @@ using namespace w4;
 
 namespace {
 
+// The R sums of column `col` against R rows of X (the first at `xr`, `xs` elements apart), each in
+// k order with one fp32 fused multiply-add per element; every weight is decoded once for all R.
+template <class T, int R>
+W4_DEV void column_sums(const u16* xr, long long xs, const u32* wr, const T* scales, const uint32_t* zeros, int col,
+                        int k, int group, int scale_row_stride, float (&acc)[R]) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[r] = 0.f;
+    const int groups = k / group;
+    for (int g = 0; g < groups; ++g) {
+        const float s = Act<T>::to_f32(((const u16*)scales)[(long long)col * scale_row_stride + g]);
+        const float z = (float)zero_point(zeros, col, g, groups);
+        for (int kk = g * group; kk < (g + 1) * group; ++kk) {
+            const int e = kk & 7;
+            const u32 q = (wr[kk >> 3] >> ((e & 1) * 16 + (e >> 1) * 4)) & 15u;
+            const float wv = ((float)q - z) * s;
+#pragma unroll
+            for (int r = 0; r < R; ++r) acc[r] = fma_f32(Act<T>::to_f32(xr[r * xs + kk]), wv, acc[r]);
+        }
+    }
+}
+
 template <class T>
 W4_DEV void fallback(const T* x, const uint32_t* w, const T* scales, const uint32_t* zeros, const T* bias, T* y, int m,
                      int n, int k, int group, int x_row_stride, int w_row_stride_bytes, int scale_row_stride,
@@ -29,33 +51,25 @@ W4_DEV void fallback(const T* x, const uint32_t* w, const T* scales, const uint3
     const int row0 = (bid_x() / nblocks) * FB_ROWS;
     const int col = (bid_x() % nblocks) * FB_THREADS + tid_x();
     if (row0 >= m || col >= n) return;
-    const int rows = m - row0 < FB_ROWS ? m - row0 : FB_ROWS;
     const long long xs = x_row_stride;  // elements from one row of X to the next
     const u16* xr = (const u16*)x + row0 * xs;
     const u32* wr = (const u32*)((const char*)w + (long long)col * w_row_stride_bytes);
-    const int groups = k / group;
-    float acc[FB_ROWS];
+    // One cast of each sum after the bias (added in fp32, only where there is one).
+    auto store = [&](int row, float acc) {
+        if (bias != nullptr) acc += Act<T>::to_f32(((const u16*)bias)[col]);
+        ((u16*)y)[(long long)row * y_row_stride + col] = Act<T>::from_f32(acc);
+    };
+    if (m - row0 >= FB_ROWS) {
+        float acc[FB_ROWS];
+        column_sums<T, FB_ROWS>(xr, xs, wr, scales, zeros, col, k, group, scale_row_stride, acc);
 #pragma unroll
-    for (int r = 0; r < FB_ROWS; ++r) acc[r] = 0.f;
-    for (int g = 0; g < groups; ++g) {
-        const float s = Act<T>::to_f32(((const u16*)scales)[(long long)col * scale_row_stride + g]);
-        const float z = (float)zero_point(zeros, col, g, groups);
-        for (int kk = g * group; kk < (g + 1) * group; ++kk) {
-            const int e = kk & 7;
-            const u32 q = (wr[kk >> 3] >> ((e & 1) * 16 + (e >> 1) * 4)) & 15u;
-            const float wv = ((float)q - z) * s;
-#pragma unroll
-            for (int r = 0; r < FB_ROWS; ++r) {
-                if (r < rows) acc[r] = fma_f32(Act<T>::to_f32(xr[r * xs + kk]), wv, acc[r]);
-            }
-        }
-    }
-    const float b = bias != nullptr ? Act<T>::to_f32(((const u16*)bias)[col]) : 0.f;
-#pragma unroll
-    for (int r = 0; r < FB_ROWS; ++r) {
-        if (r < rows) {
-            const float v = bias != nullptr ? acc[r] + b : acc[r];
-            ((u16*)y)[(long long)(row0 + r) * y_row_stride + col] = Act<T>::from_f32(v);
+        for (int r = 0; r < FB_ROWS; ++r) store(row0 + r, acc[r]);
+    } else {
+        // The last rows of a ragged M, one at a time (as many sums as rows, none wasted).
+        for (int row = row0; row < m; ++row) {
+            float acc[1];
+            column_sums<T, 1>(xr + (row - row0) * xs, xs, wr, scales, zeros, col, k, group, scale_row_stride, acc);
+            store(row, acc[0]);
         }
     }
 }
