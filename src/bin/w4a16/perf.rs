@@ -78,7 +78,7 @@ pub struct PerfArgs {
     /// (default folder target/perf-regret/<target>). Judges no goldens.
     #[arg(long)]
     pub(super) regret: bool,
-    /// With --regret: the fallback (one thread per output, seconds per launch on large prefill
+    /// With --regret: the fallback (plain scalar sums, seconds per launch on large prefill
     /// layers) is timed only up to this M·N·K; above, it is listed as not timed.
     #[arg(long, default_value_t = w4a16_harness::perf::regret::DEFAULT_FALLBACK_MAX_MACS)]
     pub(super) regret_fallback_max_macs: u64,

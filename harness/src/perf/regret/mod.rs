@@ -41,8 +41,8 @@ pub struct RegretCase {
     pub left_out: Vec<LeftOutPath>,
 }
 
-/// The fallback's largest M·N·K that regret mode times by default: one thread per output
-/// element reading its weight row uncoalesced, it takes seconds per launch on the field's large
+/// The fallback's largest M·N·K that regret mode times by default: plain scalar sums, each
+/// thread's weight row read uncoalesced, it takes seconds per launch on the field's large
 /// prefill cases (qwen3-8b gate_up at M = 4096 is 4·10¹¹ MACs), where it is never the fastest;
 /// 2³³ keeps every decode and small-batch case of the field (where it could be) and the H200
 /// batch within minutes.
