@@ -206,13 +206,17 @@ impl Against<'_> {
         }
     }
 
-    /// The blocks of `r` the run must execute, or what the record lacks to say.
-    fn wanted(&self, r: &EntryRecord) -> Result<Vec<bool>, String> {
+    /// The blocks of `r` the run must execute, or the problem that the record of `target`
+    /// lacks a suite's blocks.
+    fn wanted(&self, target: &str, r: &EntryRecord) -> Result<Vec<bool>, Problem> {
         let of = |suite: &str| {
             r.executed_by
                 .get(suite)
                 .and_then(|b| flags(b, r.blocks))
-                .ok_or_else(|| format!("suite {suite}'s blocks of {}", r.entry))
+                .ok_or_else(|| Problem::Missing {
+                    target: target.to_string(),
+                    what: format!("suite {suite}'s blocks of {}", r.entry),
+                })
         };
         match self {
             Against::Suite(s) => of(s),
@@ -253,13 +257,10 @@ pub fn judge_run(record: &Record, against: Against<'_>, run: &BlockCoverage) -> 
             });
             continue;
         }
-        let want = match against.wanted(r) {
+        let want = match against.wanted(&target, r) {
             Ok(w) => w,
-            Err(what) => {
-                problems.push(Problem::Missing {
-                    target: target.clone(),
-                    what,
-                });
+            Err(missing) => {
+                problems.push(missing);
                 continue;
             }
         };

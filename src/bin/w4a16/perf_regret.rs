@@ -223,15 +223,9 @@ fn for_the_model(
 ) -> Vec<RegretCase> {
     let mut kept = Vec::with_capacity(cases.len());
     for mut c in cases {
-        let why = match c.macs() {
-            macs if macs > max_macs => Err(format!(
-                "{macs} MACs > --max-macs {max_macs} (the ISA emulator's budget)"
-            )),
-            _ => c.leave_out_unmodelled(),
-        };
-        match why {
+        match c.leave_out_unmodelled(max_macs) {
             Ok(()) => kept.push(c),
-            Err(why) => not_timed.push((c.perf.case_id.clone(), why)),
+            Err(why) => not_timed.push((c.perf.case_id.clone(), why.to_string())),
         }
     }
     kept

@@ -108,17 +108,29 @@ impl RegretCase {
     }
 }
 
+/// Why the counter model gives a case no time (the run lists it as not timed).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NotModelled {
+    #[error("{macs} MACs > --max-macs {max_macs} (the ISA emulator's budget)")]
+    AboveBudget { macs: u64, max_macs: u64 },
+    #[error(
+        "the selected dequant+dense path has no model time (its vendor GEMM is the emulator's \
+         host stand-in)"
+    )]
+    SelectedDense,
+}
+
 impl RegretCase {
-    /// For the counter model: the dense path moves to the paths not timed (it has no model
-    /// time). A case the selection sends down the dense path has no regret there: `Err` says
-    /// why, for the run's not-timed list.
-    pub fn leave_out_unmodelled(&mut self) -> Result<(), String> {
+    /// For the counter model: within `max_macs` (the ISA emulator runs every path), the dense
+    /// path moves to the paths not timed (it has no model time). A case above the budget, or
+    /// one the selection sends down the dense path, has no regret there: `Err` says why.
+    pub fn leave_out_unmodelled(&mut self, max_macs: u64) -> Result<(), NotModelled> {
+        let macs = self.macs();
+        if macs > max_macs {
+            return Err(NotModelled::AboveBudget { macs, max_macs });
+        }
         if self.selected == LinearPath::DequantDense {
-            return Err(
-                "the selected dequant+dense path has no model time (its vendor GEMM \
-                        is the emulator's host stand-in)"
-                    .into(),
-            );
+            return Err(NotModelled::SelectedDense);
         }
         let before = self.paths.len();
         self.paths.retain(|p| p.path != LinearPath::DequantDense);

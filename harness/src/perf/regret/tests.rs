@@ -318,6 +318,41 @@ fn the_fallback_above_its_budget_is_left_out_and_said_so() {
     assert_eq!(timed[0].paths.len(), 1);
 }
 
+/// The counter model times no dense path: within its budget a case keeps its other paths and
+/// says why the dense one is missing; above the budget, or where the selection takes the dense
+/// path, the case is not timed at all, with the typed reason.
+#[test]
+fn the_counter_model_leaves_out_what_it_cannot_time_and_says_why() {
+    let disabled = KernelConfig::default();
+    let mut c = cases_at(&[16], &disabled).remove(0);
+    let macs = c.macs();
+    assert_eq!(
+        c.clone().leave_out_unmodelled(macs - 1),
+        Err(NotModelled::AboveBudget {
+            macs,
+            max_macs: macs - 1
+        })
+    );
+    let before = c.paths.len();
+    assert_eq!(c.leave_out_unmodelled(macs), Ok(()));
+    assert_eq!(c.paths.len(), before - 1);
+    assert!(c.paths.iter().all(|p| p.path != LinearPath::DequantDense));
+    assert_eq!(
+        c.left_out,
+        vec![LeftOutPath {
+            path: LinearPath::DequantDense,
+            why: LeftOutReason::NoModel
+        }]
+    );
+    let enabled = KernelConfig::with_prefill_dequant(PrefillDequant::Enable);
+    let mut dense = cases_at(&[256], &enabled).remove(0);
+    assert_eq!(dense.selected, LinearPath::DequantDense);
+    assert_eq!(
+        dense.leave_out_unmodelled(u64::MAX),
+        Err(NotModelled::SelectedDense)
+    );
+}
+
 /// The CLI rewrites the report after every case: each row reaches `on_row` in case order as it
 /// is timed, and a report with fewer rows than planned says it is partial.
 #[test]
