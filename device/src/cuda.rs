@@ -85,6 +85,7 @@ pub fn classify(code: CUresult) -> FaultClass {
         | CUDA_ERROR_UNSUPPORTED_PTX_VERSION
         | CUDA_ERROR_NO_BINARY_FOR_GPU
         | CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND => FaultClass::Launch,
+        CUDA_ERROR_OUT_OF_MEMORY => FaultClass::OutOfMemory,
         _ => FaultClass::Call,
     }
 }

@@ -19,7 +19,10 @@ pub enum FaultClass {
     Sticky,
     /// The device is gone or was never usable (not initialised, no device, ECC, lost).
     Fatal,
-    /// Any other failure of a driver call (e.g. out of memory); the context survives.
+    /// An allocation the device's memory could not hold; the context survives, and the same
+    /// work may fit with fewer processes sharing the device.
+    OutOfMemory,
+    /// Any other failure of a driver call; the context survives.
     Call,
 }
 
@@ -79,6 +82,15 @@ pub enum DeviceFault {
 
     #[error("{during} failed: {code}")]
     Call { during: String, code: String },
+
+    /// The device's memory was exhausted: on a card shared by several workers, each holding
+    /// its own layers, copies and references, this says the run asked too much of the card,
+    /// not that a kernel is wrong.
+    #[error(
+        "{during} failed: {code}: the device's memory is exhausted (each worker holds its own \
+         layers and references: fewer workers, `--jobs`, leave each more)"
+    )]
+    OutOfMemory { during: String, code: String },
 
     #[error("compiling {source_file} for {arch} failed: {log}")]
     Compile {
@@ -142,6 +154,10 @@ impl DeviceFault {
                 during: during.to_string(),
                 code: code.to_string(),
             },
+            FaultClass::OutOfMemory => DeviceFault::OutOfMemory {
+                during: during.to_string(),
+                code: code.to_string(),
+            },
             FaultClass::Call => DeviceFault::Call {
                 during: during.to_string(),
                 code: code.to_string(),
@@ -175,6 +191,7 @@ impl DeviceFault {
             DeviceFault::Sticky { .. } => "device-fault",
             DeviceFault::Timeout { .. } => "timeout",
             DeviceFault::Call { .. } => "driver-error",
+            DeviceFault::OutOfMemory { .. } => "out-of-memory",
             DeviceFault::Compile { .. } => "compile-error",
             DeviceFault::ContextLost { .. } => "context-lost",
             DeviceFault::Unsupported { .. } => "unsupported",

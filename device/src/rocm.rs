@@ -97,6 +97,7 @@ pub fn classify(code: c_int) -> FaultClass {
         700 | 702 | 710 | 714..=719 => FaultClass::Sticky,
         3 | 4 | 35 | 100 | 101 | 201 | 214 | 709 | 999 => FaultClass::Fatal,
         1 | 9 | 98 | 200 | 209 | 218 | 302 | 400 | 500 | 701 | 720 => FaultClass::Launch,
+        2 => FaultClass::OutOfMemory,
         _ => FaultClass::Call,
     }
 }

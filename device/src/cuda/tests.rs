@@ -27,8 +27,16 @@ fn refused_launches_keep_the_context() {
     }
     assert_eq!(
         classify(CUresult::CUDA_ERROR_OUT_OF_MEMORY),
-        FaultClass::Call
+        FaultClass::OutOfMemory
     );
+    let oom = DeviceFault::from_status(
+        classify(CUresult::CUDA_ERROR_OUT_OF_MEMORY),
+        "allocating 4096 bytes",
+        &code_name(CUresult::CUDA_ERROR_OUT_OF_MEMORY),
+    );
+    assert!(!oom.context_unusable());
+    assert_eq!(oom.kind(), "out-of-memory");
+    assert!(oom.to_string().contains("--jobs"), "{oom}");
     assert_eq!(
         classify(CUresult::CUDA_ERROR_ECC_UNCORRECTABLE),
         FaultClass::Fatal

@@ -136,8 +136,8 @@ impl Status {
             Status::InvalidValue | Status::InvalidEnum | Status::HandleIsNullptr => {
                 StatusMeaning::Fault(FaultClass::Launch)
             }
+            Status::AllocFailed => StatusMeaning::Fault(FaultClass::OutOfMemory),
             Status::NotInitialized
-            | Status::AllocFailed
             | Status::MappingError
             | Status::ExecutionFailed
             | Status::InternalError

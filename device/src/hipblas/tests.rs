@@ -106,7 +106,7 @@ fn every_status_value_has_a_typed_meaning() {
         (
             2,
             "HIPBLAS_STATUS_ALLOC_FAILED",
-            StatusMeaning::Fault(FaultClass::Call),
+            StatusMeaning::Fault(FaultClass::OutOfMemory),
         ),
         (
             3,

@@ -27,7 +27,7 @@ fn faults_are_classified_like_cuda() {
         (1, FaultClass::Launch),
         (701, FaultClass::Launch),
         (500, FaultClass::Launch),
-        (2, FaultClass::Call),
+        (2, FaultClass::OutOfMemory),
     ] {
         assert_eq!(classify(code), class, "{}", code_name(code));
     }

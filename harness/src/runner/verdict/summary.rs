@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 use w4a16_require::Requirement;
 
-use super::{Outcome, Verdict};
+use super::{Cause, Outcome, Verdict};
+use w4a16_device::DeviceFault;
 
 /// Counts for the summary line, plus skip reasons grouped (loud skips, ARCHITECTURE.md rule 4).
 #[derive(Clone, Debug, Default, Serialize)]
@@ -15,6 +16,9 @@ pub struct Summary {
     pub expected_fail: usize,
     pub failed: usize,
     pub faults: usize,
+    /// Of the faults, those where the device's memory was exhausted: the run asked too much of
+    /// the card (too many workers for its memory), not a kernel fault.
+    pub out_of_memory: usize,
     pub unexpected_pass: usize,
     pub expired: usize,
     pub skipped: usize,
@@ -32,7 +36,15 @@ impl Summary {
                 Outcome::Refused => s.refused += 1,
                 Outcome::ExpectedFail => s.expected_fail += 1,
                 Outcome::Fail => s.failed += 1,
-                Outcome::Fault => s.faults += 1,
+                Outcome::Fault => {
+                    s.faults += 1;
+                    if matches!(
+                        v.cause,
+                        Some(Cause::Device(DeviceFault::OutOfMemory { .. }))
+                    ) {
+                        s.out_of_memory += 1;
+                    }
+                }
                 Outcome::UnexpectedPass => s.unexpected_pass += 1,
                 Outcome::Expired => s.expired += 1,
                 Outcome::Skip => {
@@ -71,6 +83,14 @@ impl fmt::Display for Summary {
             self.expired,
             self.skipped
         )?;
+        if self.out_of_memory > 0 {
+            writeln!(
+                f,
+                "  {} of the faults: the device ran out of memory (each worker holds its own layers, \
+                 copies and references; run again with fewer workers, `--jobs`)",
+                self.out_of_memory
+            )?;
+        }
         for (reason, n) in &self.skip_reasons {
             writeln!(f, "  skipped {n:>6} × {reason}")?;
         }

@@ -64,6 +64,39 @@ fn only_skips_of_a_required_need_turn_into_failures() {
     assert_eq!(Summary::of(&vs).failures(), 3);
 }
 
+/// An exhausted device memory is a fault like any other, counted apart: the summary says the
+/// run asked too much of the card and what to change, and the count travels in the report.
+#[test]
+fn out_of_memory_faults_are_counted_and_the_summary_says_what_to_change() {
+    let kernel = || Check::kernel(KernelId::Fused);
+    let (outcome, oom) = Cause::of_device(DeviceFault::OutOfMemory {
+        during: "allocating 234889216 bytes".into(),
+        code: "CUDA_ERROR_OUT_OF_MEMORY".into(),
+    });
+    assert_eq!(outcome, Outcome::Fault);
+    let (_, other) = Cause::of_device(DeviceFault::Call {
+        during: "sync".into(),
+        code: "CUDA_ERROR_UNKNOWN".into(),
+    });
+    let vs = vec![
+        Verdict::new("a", kernel(), outcome).because(oom.clone()),
+        Verdict::new("b", kernel(), outcome).because(oom),
+        Verdict::new("c", kernel(), Outcome::Fault).because(other),
+        Verdict::new("d", kernel(), Outcome::Pass),
+    ];
+    let s = Summary::of(&vs);
+    assert_eq!((s.faults, s.out_of_memory), (3, 2));
+    let text = s.to_string();
+    assert!(
+        text.contains("2 of the faults: the device ran out of memory") && text.contains("--jobs"),
+        "{text}"
+    );
+    assert_eq!(serde_json::to_value(&s).unwrap()["out_of_memory"], 2);
+    let none = Summary::of(&vs[2..]);
+    assert_eq!(none.out_of_memory, 0);
+    assert!(!none.to_string().contains("out of memory"));
+}
+
 #[test]
 fn a_verdict_with_its_cause_survives_the_worker_pipe() {
     let v = Verdict::new("a", Check::Determinism(KernelId::Fused), Outcome::Fail)
