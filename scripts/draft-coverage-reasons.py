@@ -43,6 +43,13 @@ RULES = [
     ('dequant', r'dequant\.hip:48$', None,
      "dequant's store for an output row that is not 16-byte aligned (dequant.hip): the dense cache's rows are "
      "K elements with K % 8 == 0 on an aligned allocation, so the harness never hands it a misaligned row"),
+    ('fallback', None, r'^v_mov_b32_e32 v\d+, 0$',
+     "the group loop's zero-trip exit of a pass (fallback.hip: K / G groups, sums left at zero): G divides K "
+     "and K > 0 on every launch the contract takes"),
+    ('fallback', r'compat\.h:366$', None,
+     "bf16 NaN quieting in the fallback's store (compat.h, Act<bf16>::from_f32), one copy per row of each pass "
+     "width: the special-values cases make NaN outputs only in the rows their seed picks, so some row positions of "
+     "some widths never round a NaN; the copies that ran were judged (NaN positions must match)"),
     ('skinny', r'skinny\.hip:643$', None,
      "the split-K reduction's body unrolled by 8 (skinny.hip: for s in 1..nks): nks is at most the block's 8 "
      "warps, so the loop runs at most 7 times and only its remainder copy runs"),

@@ -4,13 +4,17 @@
 //
 //   y[m, n] = round( sum_k x[m, k] * ((q[n, k] - z) * s)  (+ bias[n]) )
 //
-// One thread per output column and FB_ROWS rows of X: each weight (q - z) * s, exact in fp32, is
-// decoded once and feeds the FB_ROWS sums of its column (the rows of a ragged M's last block go
-// one at a time). Each sum runs in k order with one fp32 fused multiply-add per element, as if the
-// thread had only that output, so the bits do not depend on FB_ROWS; bias is added in fp32 before
+// One thread per output column and up to FB_ROWS rows of X (a ragged M's last block takes the
+// rows that are left in at most three passes, of 4, 2 and 1 rows): in a pass each weight
+// (q - z) * s, exact in fp32, is decoded once and feeds the sums of its column's rows. Each sum
+// runs in k order with one fp32 fused multiply-add per element, as if the thread had only that
+// output, so the bits do not depend on how many rows share a pass; bias is added in fp32 before
 // the single cast.
 // Why rows per thread: one row per thread decoded every weight M times, and the differential
-// suites on large layers spent most of their device time here.
+// suites on large layers spent most of their device time here. Why 4 + 2 + 1: a short block's
+// rows one at a time made M below FB_ROWS a serial loop (M = 4 took four times M = 1's time on
+// the H100); three widths are reached by every suite's M % 8 (a width of its own for each of
+// 1..7 would leave 7 to cases above the ISA emulator's budget).
 // Launch: grid (ceil(M / FB_ROWS) * ceil(N / 128)), block 128.
 #include "compat.h"
 
@@ -42,6 +46,17 @@ W4_DEV void column_sums(const u16* xr, long long xs, const u32* wr, const T* sca
     }
 }
 
+// One pass over K for R rows from row0 (R a compile-time width: no per-row branch inside the k
+// loop, no sums for rows that do not exist), each sum to `store`.
+template <class T, int R, class Store>
+W4_DEV void block_rows(const u16* xr, long long xs, const u32* wr, const T* scales, const uint32_t* zeros, int col,
+                       int k, int group, int scale_row_stride, int row0, Store store) {
+    float acc[R];
+    column_sums<T, R>(xr, xs, wr, scales, zeros, col, k, group, scale_row_stride, acc);
+#pragma unroll
+    for (int r = 0; r < R; ++r) store(row0 + r, acc[r]);
+}
+
 template <class T>
 W4_DEV void fallback(const T* x, const uint32_t* w, const T* scales, const uint32_t* zeros, const T* bias, T* y, int m,
                      int n, int k, int group, int x_row_stride, int w_row_stride_bytes, int scale_row_stride,
@@ -59,18 +74,27 @@ W4_DEV void fallback(const T* x, const uint32_t* w, const T* scales, const uint3
         if (bias != nullptr) acc += Act<T>::to_f32(((const u16*)bias)[col]);
         ((u16*)y)[(long long)row * y_row_stride + col] = Act<T>::from_f32(acc);
     };
-    if (m - row0 >= FB_ROWS) {
-        float acc[FB_ROWS];
-        column_sums<T, FB_ROWS>(xr, xs, wr, scales, zeros, col, k, group, scale_row_stride, acc);
-#pragma unroll
-        for (int r = 0; r < FB_ROWS; ++r) store(row0 + r, acc[r]);
-    } else {
-        // The last rows of a ragged M, one at a time (as many sums as rows, none wasted).
-        for (int row = row0; row < m; ++row) {
-            float acc[1];
-            column_sums<T, 1>(xr + (row - row0) * xs, xs, wr, scales, zeros, col, k, group, scale_row_stride, acc);
-            store(row, acc[0]);
-        }
+    // The block's rows: FB_ROWS in one pass; what is left of a ragged M (1 to 7 rows) in passes
+    // of 4, 2 and 1 rows, at most three.
+    static_assert(FB_ROWS == 8, "a ragged block's rows are taken as 4 + 2 + 1");
+    int left = m - row0;
+    if (left >= FB_ROWS) {
+        block_rows<T, FB_ROWS>(xr, xs, wr, scales, zeros, col, k, group, scale_row_stride, row0, store);
+        return;
+    }
+    int row = row0;
+    if (left >= 4) {
+        block_rows<T, 4>(xr, xs, wr, scales, zeros, col, k, group, scale_row_stride, row, store);
+        row += 4;
+        left -= 4;
+    }
+    if (left >= 2) {
+        block_rows<T, 2>(xr + (row - row0) * xs, xs, wr, scales, zeros, col, k, group, scale_row_stride, row, store);
+        row += 2;
+        left -= 2;
+    }
+    if (left >= 1) {
+        block_rows<T, 1>(xr + (row - row0) * xs, xs, wr, scales, zeros, col, k, group, scale_row_stride, row, store);
     }
 }
 
