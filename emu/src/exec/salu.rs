@@ -119,6 +119,16 @@ pub fn exec(wave: &mut Wave, inst: &Inst, _ctx: &mut Ctx<'_>) -> Result<Flow, Fa
             let (a, b) = (s(wave, 0)?, s(wave, 1)?);
             wave.scc = compare(inst.op, a.cmp(&b));
         }
+        // Bit tests: SCC = whether bit S1 of S0 is 0 (bitcmp0) or 1 (bitcmp1); the bit index is
+        // S1's low 5 bits (b32) or 6 bits (b64).
+        SBitcmp0B32 | SBitcmp1B32 => {
+            let bit = (s(wave, 0)? >> (s(wave, 1)? & 31)) & 1;
+            wave.scc = bit == u32::from(inst.op == SBitcmp1B32);
+        }
+        SBitcmp0B64 | SBitcmp1B64 => {
+            let bit = (s64(wave, 0)? >> (s(wave, 1)? & 63)) & 1;
+            wave.scc = bit == u64::from(inst.op == SBitcmp1B64);
+        }
         SCmpGeI32 | SCmpGtI32 | SCmpLtI32 => {
             let (a, b) = (s(wave, 0)? as i32, s(wave, 1)? as i32);
             wave.scc = compare(inst.op, a.cmp(&b));

@@ -152,6 +152,34 @@ fn k_moves_multiplies_and_compares() {
     assert!(t.wave.scc);
 }
 
+/// The bit tests a compiler emits for `if (x & 4)`: SCC from one bit, its index taken modulo
+/// the operand's width.
+#[test]
+fn bit_tests_set_scc_from_one_bit() {
+    let cases: &[(Run, u32, bool)] = &[
+        (|t| t.run_asm("s_bitcmp1_b32 s1, s2"), 2, true),
+        (|t| t.run_asm("s_bitcmp1_b32 s1, s2"), 1, false),
+        (|t| t.run_asm("s_bitcmp1_b32 s1, s2"), 34, true),
+        (|t| t.run_asm("s_bitcmp0_b32 s1, s2"), 2, false),
+        (|t| t.run_asm("s_bitcmp0_b32 s1, s2"), 1, true),
+        // s[4:5] = 1 << 40; the index keeps 6 bits.
+        (|t| t.run_asm("s_bitcmp1_b64 s[4:5], s2"), 40, true),
+        (|t| t.run_asm("s_bitcmp1_b64 s[4:5], s2"), 104, true),
+        (|t| t.run_asm("s_bitcmp0_b64 s[4:5], s2"), 40, false),
+        (|t| t.run_asm("s_bitcmp0_b64 s[4:5], s2"), 8, true),
+    ];
+    for (i, &(run, bit, want)) in cases.iter().enumerate() {
+        let mut t = bench();
+        t.wave.sgpr[1] = 0b0100;
+        t.wave.sgpr[4] = 0;
+        t.wave.sgpr[5] = 1 << 8;
+        t.wave.sgpr[2] = bit;
+        t.wave.scc = !want;
+        run(&mut t).unwrap();
+        assert_eq!(t.wave.scc, want, "case {i}: bit {bit}");
+    }
+}
+
 #[test]
 fn compares_signed_unsigned_and_64_bit() {
     let cases: &[(Run, u32, u32, bool)] = &[
