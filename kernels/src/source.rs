@@ -187,6 +187,23 @@ impl KernelSources {
         Ok(sources)
     }
 
+    /// A digest of every file of the set as this run reads it: two runs with the same digest
+    /// compiled the same kernel text, so their timings may go into one report.
+    pub fn digest(&self) -> Result<String, SourceError> {
+        let mut h = xxhash_rust::xxh3::Xxh3::new();
+        for file in SourceFile::ALL {
+            for part in [
+                file.name().as_bytes(),
+                b"\0",
+                self.read(file)?.as_bytes(),
+                b"\0",
+            ] {
+                h.update(part);
+            }
+        }
+        Ok(format!("xxh3:{:016x}", h.digest()))
+    }
+
     /// The text of `file`.
     pub fn read(&self, file: SourceFile) -> Result<Cow<'static, str>, SourceError> {
         match self {
@@ -396,6 +413,23 @@ mod tests {
             }
         }
         assert!(nvrtc_translation_unit(KernelId::Dense).is_none());
+    }
+
+    /// The digest follows the text: the embedded copies and a folder holding the same files
+    /// agree, and one changed byte in one file changes it.
+    #[test]
+    fn the_digest_is_the_text_of_every_file() {
+        let dir = tempfile::tempdir().unwrap();
+        for file in SourceFile::ALL {
+            std::fs::write(dir.path().join(file.name()), file.embedded()).unwrap();
+        }
+        let copy = KernelSources::directory(dir.path()).unwrap();
+        let embedded = KernelSources::Embedded.digest().unwrap();
+        assert_eq!(copy.digest().unwrap(), embedded);
+        let fallback = dir.path().join(SourceFile::Fallback.name());
+        let text = SourceFile::Fallback.embedded().replacen("0", "1", 1);
+        std::fs::write(&fallback, text).unwrap();
+        assert_ne!(copy.digest().unwrap(), embedded);
     }
 
     /// The header list is the include lines: a kernel file includes `gemm_tile.h` exactly when

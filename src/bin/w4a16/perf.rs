@@ -126,6 +126,8 @@ pub enum PerfCliError {
     ResumeRead(#[from] w4a16_harness::perf::regret::report::ReadError),
     #[error("--regret-resume: {0}")]
     Resume(#[from] w4a16_harness::perf::regret::resume::ResumeError),
+    #[error("the kernel sources timed: {0}")]
+    Sources(#[from] w4a16_kernels::source::SourceError),
     #[error("{flag} without --regret: it steers a regret run only")]
     RegretOnly { flag: &'static str },
 }

@@ -95,6 +95,7 @@ pub fn perf_regret(
             true => TimeSource::Model,
             false => TimeSource::DeviceEvents,
         },
+        kernels: devices.sources.digest().map_err(PerfCliError::from)?,
         planned: cases.len(),
         rows: Vec::new(),
         not_timed,

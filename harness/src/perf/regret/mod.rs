@@ -357,6 +357,12 @@ pub struct RegretRun {
     pub prefill_dequant: PrefillDequant,
     pub plan: PerfPlan,
     pub source: TimeSource,
+    /// The digest of the kernel sources timed ([`KernelSources::digest`]); empty in a report
+    /// written before it was recorded, which no run continues.
+    ///
+    /// [`KernelSources::digest`]: w4a16_kernels::source::KernelSources::digest
+    #[serde(default)]
+    pub kernels: String,
     /// Cases the run set out to time; more than `rows` in a report written before the run
     /// finished (or one that was stopped).
     pub planned: usize,

@@ -2,7 +2,8 @@
 //! longer than one call may run, so a run can start from an earlier `regret.json` (one a time
 //! limit stopped, or a batch of another `--filter`), keep its rows and time only the cases it
 //! lacks. Rows measured under other settings never mix into one report: the target, device,
-//! suite, prefill dequant option, plan and time source must all be the same.
+//! suite, prefill dequant option, plan, time source and kernel sources must all be the same,
+//! and every kept row's selected path must still be the one the selection picks.
 
 use super::{RegretCase, RegretRun};
 use std::collections::BTreeSet;
@@ -17,6 +18,16 @@ pub enum ResumeError {
     Differs {
         path: String,
         field: &'static str,
+        found: String,
+        expected: String,
+    },
+    #[error(
+        "{path}: {case} was timed with {found} selected, this run's selection picks {expected}: \
+         the selection changed since, so its regret would be another run's (start a new report)"
+    )]
+    SelectionMoved {
+        path: String,
+        case: String,
         found: String,
         expected: String,
     },
@@ -41,6 +52,7 @@ pub fn resume(
         ("target", &previous.target, &run.target),
         ("device", &previous.device, &run.device),
         ("suite", &previous.suite, &run.suite),
+        ("kernel sources", &previous.kernels, &run.kernels),
     ];
     for (field, found, expected) in fields {
         if found != expected {
@@ -67,6 +79,17 @@ pub fn resume(
             format!("{:?}", previous.source),
             format!("{:?}", run.source),
         ));
+    }
+    for row in &previous.rows {
+        let now = cases.iter().find(|c| c.perf.case_id == row.case_id);
+        if let Some(case) = now.filter(|c| c.selected != row.selected) {
+            return Err(ResumeError::SelectionMoved {
+                path: path.to_string(),
+                case: row.case_id.clone(),
+                found: row.selected.to_string(),
+                expected: case.selected.to_string(),
+            });
+        }
     }
     let done: BTreeSet<&str> = previous.rows.iter().map(|r| r.case_id.as_str()).collect();
     let todo: Vec<RegretCase> = cases

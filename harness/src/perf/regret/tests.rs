@@ -60,6 +60,7 @@ fn run_of(rows: Vec<RegretRow>, config: &KernelConfig) -> RegretRun {
         prefill_dequant: config.prefill_dequant,
         plan: PLAN,
         source: TimeSource::DeviceEvents,
+        kernels: "xxh3:0123456789abcdef".into(),
         planned: rows.len(),
         rows,
         not_timed: vec![("perf-test/x".into(), "a MoE case".into())],
@@ -430,6 +431,25 @@ fn a_resumed_report_keeps_its_rows_times_only_the_rest_and_refuses_other_setting
     );
     let mut other = run_of(Vec::new(), &config);
     other.plan.reps = 15;
-    let e = resume::resume(&mut other, previous, cases, "r.json").unwrap_err();
+    let e = resume::resume(&mut other, previous.clone(), cases.clone(), "r.json").unwrap_err();
     assert!(e.to_string().contains("its plan"), "{e}");
+    // Other kernel text (a kernel changed between the calls), or a report from before the
+    // digest was recorded, is refused too.
+    for kernels in ["xxh3:fedcba9876543210", ""] {
+        let mut other = run_of(Vec::new(), &config);
+        other.kernels = kernels.into();
+        let e = resume::resume(&mut other, previous.clone(), cases.clone(), "r.json").unwrap_err();
+        assert!(e.to_string().contains("its kernel sources"), "{e}");
+    }
+    // A kept row whose case the selection now sends elsewhere is refused, naming the case.
+    let mut moved = previous;
+    assert_ne!(moved.rows[0].selected, LinearPath::Fallback);
+    moved.rows[0].selected = LinearPath::Fallback;
+    let mut other = run_of(Vec::new(), &config);
+    let e = resume::resume(&mut other, moved, cases, "r.json").unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.contains(&first[0].case_id) && text.contains("fallback selected"),
+        "{text}"
+    );
 }
