@@ -131,6 +131,13 @@ pub fn markdown(run: &RegretRun) -> String {
          best path says *(of the timed)* had a legal path left untimed (the fallback on large \
          layers, the dense path under a model; listed in the per-case table).\n"
     );
+    if !run.kernels.is_empty() {
+        let _ = writeln!(
+            s,
+            "Kernel sources: `{}` (a resumed run must have timed the same).\n",
+            run.kernels
+        );
+    }
     let noisy = run.rows.iter().filter(|r| r.regret >= NOISE_REGRET).count();
     let geo = if run.rows.is_empty() {
         f64::NAN

@@ -391,8 +391,13 @@ fn rows_are_handed_over_case_by_case_and_a_partial_report_says_so() {
         md.contains("**Partial report: 1 of 3 cases timed**"),
         "{md}"
     );
+    assert!(
+        md.contains("Kernel sources: `xxh3:0123456789abcdef`"),
+        "{md}"
+    );
     let back = read_json("r", &std::fs::read_to_string(&paths.json).unwrap()).unwrap();
     assert_eq!((back.rows.len(), back.planned), (1, 3));
+    assert_eq!(back.kernels, run.kernels);
 }
 
 #[test]
