@@ -345,6 +345,27 @@ impl RegretRow {
     pub fn regrets(&self) -> bool {
         self.best != self.selected
     }
+
+    /// The selected path's time over the faster of the peers (torch's int4 GEMM, dense fp16),
+    /// where `--peers` measured one: how far the set is from what the field would run instead.
+    pub fn peer_ratio(&self) -> Option<f64> {
+        let p = self.peers.as_ref()?;
+        let fastest = [p.torch_int4_us, p.dense_fp16_us]
+            .into_iter()
+            .flatten()
+            .filter(|t| *t > 0.0)
+            .reduce(f64::min)?;
+        Some(self.selected_us / fastest)
+    }
+
+    /// Whether the dequant + dense path is legal under the run's kernel config: only there is
+    /// dense fp16 a path the selection could have taken, so only there does the peer bound hold
+    /// the selection to account.
+    pub fn dense_legal(&self) -> bool {
+        self.times
+            .iter()
+            .any(|t| t.candidate.path == LinearPath::DequantDense && t.candidate.under_config)
+    }
 }
 
 /// Everything one `w4a16 perf --regret` run produced; the JSON report is this, and reads back.

@@ -19,6 +19,10 @@ pub const WORST_ROWS: usize = 25;
 /// A regret below this is within timing noise: the case counts as "selection is fastest".
 pub const NOISE_REGRET: f64 = 1.05;
 
+/// The selected path may take at most this many times the faster peer where dense is legal
+/// under the config (docs/perf.md#regret-mode).
+pub const PEER_BOUND: f64 = 1.5;
+
 /// Where [`write_reports`] put each report.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RegretReportPaths {
@@ -163,6 +167,9 @@ pub fn markdown(run: &RegretRun) -> String {
             run.planned
         );
     }
+    if let Some(line) = peer_summary(run) {
+        let _ = writeln!(s, "{line}\n");
+    }
     if let Some(note) = &run.peers_note {
         let _ = writeln!(s, "Peers: {}\n", escape(note));
     }
@@ -183,6 +190,43 @@ pub fn markdown(run: &RegretRun) -> String {
     s
 }
 
+/// The selected path against the faster peer: held to [`PEER_BOUND`] where the dense path is
+/// legal under the config, shown for information elsewhere (the selection could not have
+/// taken dense there).
+fn peer_summary(run: &RegretRun) -> Option<String> {
+    let worst = |legal: bool| {
+        let rows = run.rows.iter().filter(|r| r.dense_legal() == legal);
+        let with: Vec<(f64, &RegretRow)> = rows
+            .filter_map(|r| r.peer_ratio().map(|p| (p, r)))
+            .collect();
+        let over = with.iter().filter(|(p, _)| *p > PEER_BOUND).count();
+        let top = with.iter().max_by(|a, b| a.0.total_cmp(&b.0))?;
+        Some((with.len(), over, top.0, top.1))
+    };
+    let mut parts = Vec::new();
+    if let Some((n, over, p, r)) = worst(true) {
+        parts.push(format!(
+            "**Against the faster peer** (torch int4 or dense fp16), where dense is legal under \
+             the config: {over} of {n} cases above {PEER_BOUND}×, worst {} ({}/{} M = {})",
+            ratio(p),
+            r.key.provider,
+            r.key.shape,
+            r.key.m
+        ));
+    }
+    if let Some((n, _, p, r)) = worst(false) {
+        parts.push(format!(
+            "where the config leaves dense out (for information: the selection cannot take it): \
+             worst {} of {n} cases ({}/{} M = {})",
+            ratio(p),
+            r.key.provider,
+            r.key.shape,
+            r.key.m
+        ));
+    }
+    (!parts.is_empty()).then(|| escape(&parts.join("; ")) + ".")
+}
+
 fn worst_table(run: &RegretRun) -> Table {
     let r = Align::Right;
     let l = Align::Left;
@@ -198,6 +242,7 @@ fn worst_table(run: &RegretRun) -> Table {
         ("dequant once µs", r),
         ("torch int4 µs", r),
         ("dense fp16 µs", r),
+        ("over faster peer", r),
     ]);
     for row in worst_first(run).into_iter().take(WORST_ROWS) {
         let peer = |f: fn(&crate::perf::peers::PeerTimes) -> Option<f64>| {
@@ -218,6 +263,7 @@ fn worst_table(run: &RegretRun) -> Table {
             row.dequant_once_us.map_or("—".into(), us),
             peer(|p| p.torch_int4_us),
             peer(|p| p.dense_fp16_us),
+            row.peer_ratio().map_or("—".into(), ratio),
         ]);
     }
     t

@@ -458,3 +458,40 @@ fn a_resumed_report_keeps_its_rows_times_only_the_rest_and_refuses_other_setting
         "{text}"
     );
 }
+
+/// The peer bound holds the selection to account only where dense is legal under the config:
+/// the report counts the cases above it there and gives the worst elsewhere for information.
+#[test]
+fn the_selected_path_is_set_against_the_faster_peer_where_dense_is_legal() {
+    let enabled = KernelConfig::with_prefill_dequant(PrefillDequant::Enable);
+    let mut cases = cases_at(&[256], &enabled);
+    cases.extend(cases_at(&[1], &KernelConfig::default()));
+    let dev = simulated::device_with_costs(SimCosts { cost_us: costs });
+    let mut rows = measure_regret(dev.as_ref(), &cases, PLAN, &mut |_| {}).unwrap();
+    assert!(rows[0].dense_legal() && !rows[1].dense_legal());
+    assert_eq!(rows[0].peer_ratio(), None, "no peers measured");
+    let peers = |torch: f64, dense: Option<f64>| {
+        Some(crate::perf::peers::PeerTimes {
+            torch_int4_us: Some(torch),
+            dense_fp16_us: dense,
+            skipped: Vec::new(),
+        })
+    };
+    // The faster peer is the divisor: dense at half the selected time is 2×, torch slower.
+    let t = rows[0].selected_us;
+    rows[0].peers = peers(4.0 * t, Some(t / 2.0));
+    assert_eq!(rows[0].peer_ratio(), Some(2.0));
+    let t = rows[1].selected_us;
+    rows[1].peers = peers(t / 3.0, None);
+    assert_eq!(rows[1].peer_ratio(), Some(3.0));
+    let mut run = run_of(rows, &enabled);
+    let md = report::markdown(&run);
+    assert!(
+        md.contains("where dense is legal under the config: 1 of 1 cases above 1.5×, worst 2.00×"),
+        "{md}"
+    );
+    assert!(md.contains("worst 3.00× of 1 cases"), "{md}");
+    run.rows[0].peers = peers(4.0 * run.rows[0].selected_us, Some(run.rows[0].selected_us));
+    let md = report::markdown(&run);
+    assert!(md.contains("0 of 1 cases above 1.5×, worst 1.00×"), "{md}");
+}
