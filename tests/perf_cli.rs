@@ -139,6 +139,49 @@ fn regret_refuses_a_control_build_and_a_golden_update() {
     }
 }
 
+/// A time limit or a golden selection only where they mean something: `--stop-after` in a gate
+/// run (it would pass with cases unjudged) and `--missing-goldens` without a recording are
+/// typed refusals before any device opens; with `--update-goldens` both are taken.
+#[test]
+fn stop_after_and_missing_goldens_only_steer_a_recording() {
+    for (args, says) in [
+        (&["--stop-after", "60"][..], "a gate run judges every case"),
+        (
+            &["--missing-goldens"][..],
+            "--missing-goldens without --update-goldens",
+        ),
+        (
+            &["--regret", "--missing-goldens"][..],
+            "--missing-goldens without --update-goldens",
+        ),
+    ] {
+        let o = perf(args);
+        assert!(!o.status.success(), "{args:?} was accepted");
+        let e = stderr(&o);
+        assert!(e.contains(says), "{args:?}: {e}");
+    }
+    if has_gpu() {
+        return; // a GPU here would record the whole field: the refusals above are the test there
+    }
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().to_str().unwrap();
+    let o = perf(&[
+        "--update-goldens",
+        "--missing-goldens",
+        "--stop-after",
+        "60",
+        "--target",
+        "sm_90",
+        "--goldens",
+        dir,
+        "--report-dir",
+        dir,
+    ]);
+    let e = stderr(&o);
+    assert!(o.status.success(), "{e}");
+    assert!(e.contains("W4A16-SKIP"), "{e}");
+}
+
 /// Without the target's GPU: on sm_90 regret mode is a loud skip that writes no report; on a
 /// gfx target it is the counter model on the ISA emulator, labelled as a model, the dense path
 /// listed as not timed (or, without the AMD toolchain, the backend's own loud skip).

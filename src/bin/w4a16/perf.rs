@@ -4,11 +4,12 @@
 use super::args::{self, TargetArg};
 use super::exit::{CliError, Status};
 use std::path::{Path, PathBuf};
+use w4a16_cases::{Provider, Suite};
 use w4a16_device::{Allocation, DeviceBench};
 use w4a16_harness::perf::PerfError;
 use w4a16_harness::perf::golden::{GoldenError, GoldenFile};
 use w4a16_harness::perf::judge::{self, CaseOutcome, JudgePolicy, Judgement};
-use w4a16_harness::perf::measure::{PerfCase, PerfPlan, measure_suite, perf_cases};
+use w4a16_harness::perf::measure::{PerfCase, PerfPlan, measure_suite_until, perf_cases};
 use w4a16_harness::perf::peers::{self, PeerCase, PeerError};
 use w4a16_harness::perf::report::{self as perf_report, PerfRun, ReportError};
 use w4a16_harness::perf::update;
@@ -87,10 +88,16 @@ pub struct PerfArgs {
     /// are kept and their cases not timed again.
     #[arg(long, value_name = "FILE")]
     pub(super) regret_resume: Option<PathBuf>,
-    /// With --regret: start no new case after this many seconds of timing; the report is
+    /// Start no new case after this many seconds of timing. With --regret: the report is
     /// partial (continue it with --regret-resume) and --peers still runs for what was timed.
-    #[arg(long, value_name = "SECONDS")]
-    pub(super) regret_stop_after: Option<u64>,
+    /// With --update-goldens: the cases timed are recorded, every other entry kept (go on with
+    /// --missing-goldens). A gate run refuses it: it judges every case it was asked to.
+    #[arg(long, alias = "regret-stop-after", value_name = "SECONDS")]
+    pub(super) stop_after: Option<u64>,
+    /// With --update-goldens: time only the cases that have no golden yet, keeping every
+    /// entry there is, so the same command continues a recording a time limit ended.
+    #[arg(long)]
+    pub(super) missing_goldens: bool,
     /// Also time torch's int4 kernel and dense fp16 on the same cases (scripts/perf-peers.py).
     #[arg(long)]
     pub(super) peers: bool,
@@ -130,6 +137,18 @@ pub enum PerfCliError {
     Sources(#[from] w4a16_kernels::source::SourceError),
     #[error("{flag} without --regret: it steers a regret run only")]
     RegretOnly { flag: &'static str },
+    #[error(
+        "--stop-after without --regret or --update-goldens: a gate run judges every case it was \
+         asked to (narrow it with --filter instead)"
+    )]
+    StopAfterInGate,
+    #[error("--missing-goldens without --update-goldens: it chooses which goldens to record")]
+    MissingWithoutUpdate,
+    #[error(
+        "{flag} on the ISA emulator: its counts are exact and quick; record the target's \
+         counter goldens in one run"
+    )]
+    CountedWith { flag: &'static str },
 }
 
 /// The candidate and control builds and the devices they opened on.
@@ -165,9 +184,11 @@ pub fn perf(
     } else if args.regret_resume.is_some() {
         let flag = "--regret-resume";
         return Err(PerfCliError::RegretOnly { flag }.into());
-    } else if args.regret_stop_after.is_some() {
-        let flag = "--regret-stop-after";
-        return Err(PerfCliError::RegretOnly { flag }.into());
+    } else if args.stop_after.is_some() && !args.update_goldens {
+        return Err(PerfCliError::StopAfterInGate.into());
+    }
+    if args.missing_goldens && !args.update_goldens {
+        return Err(PerfCliError::MissingWithoutUpdate.into());
     }
     let control_src = match args.control.as_deref() {
         None => None,
@@ -203,6 +224,14 @@ pub fn perf(
         );
     }
     if devices.candidate.kind() == w4a16_device::DeviceKind::Emulator {
+        let flag = match (args.stop_after, args.missing_goldens) {
+            (Some(_), _) => Some("--stop-after"),
+            (None, true) => Some("--missing-goldens"),
+            (None, false) => None,
+        };
+        if let Some(flag) = flag {
+            return Err(PerfCliError::CountedWith { flag }.into());
+        }
         // No GPU of the target here: its perf cases counted on the ISA emulator, judged exactly.
         return super::perf_counters::perf_counted(
             &args,
@@ -213,9 +242,54 @@ pub fn perf(
             &repo,
         );
     }
+    let timing = Timing {
+        plan,
+        band,
+        noise_limit,
+    };
+    perf_gate(
+        &args,
+        timing,
+        devices,
+        &suite,
+        set.providers(),
+        &config,
+        &repo,
+    )
+}
+
+/// How the gate times and judges: the plan, and the band and noise limit asked for (else the
+/// golden file's).
+struct Timing {
+    plan: PerfPlan,
+    band: Option<f64>,
+    noise_limit: Option<f64>,
+}
+
+/// The perf gate on the target's GPU: the selected path and its control timed case by case,
+/// judged against the goldens, the peers beside them on request, the goldens rewritten on
+/// request.
+fn perf_gate(
+    args: &PerfArgs,
+    timing: Timing,
+    devices: Devices,
+    suite: &Suite,
+    providers: &[Provider],
+    config: &KernelConfig,
+    repo: &Path,
+) -> Result<Status, CliError> {
+    let Timing {
+        plan,
+        band,
+        noise_limit,
+    } = timing;
     let target_name = devices.target.target.to_string();
     let device_name = devices.candidate.name();
-    let (cases, not_timed) = perf_cases(&suite, set.providers(), devices.target.target, &config);
+    let (cases, not_timed) = perf_cases(suite, providers, devices.target.target, config);
+    let goldens_dir = args.goldens.clone().unwrap_or_else(|| repo.join("perf"));
+    let golden_path = GoldenFile::path_for(&goldens_dir, &target_name);
+    let goldens = GoldenFile::load(&golden_path).map_err(PerfCliError::from)?;
+    let cases = to_record(args, cases, goldens.as_ref(), &device_name)?;
     eprintln!(
         "w4a16 perf: {} cases of {} on {} ({target_name}), {} not timed; candidate: {}{}",
         cases.len(),
@@ -228,14 +302,27 @@ pub fn perf(
             .as_ref()
             .map_or(String::new(), |c| format!("; control: {c}"))
     );
-    let measured = measure_suite(
+    let started = std::time::Instant::now();
+    let limit = args.stop_after.map(std::time::Duration::from_secs);
+    let measured = measure_suite_until(
         devices.candidate.as_ref(),
         devices.control.as_deref(),
         &cases,
         plan,
         &mut |s| eprintln!("perf: {s}"),
+        &mut || limit.is_some_and(|l| started.elapsed() >= l),
     )
     .map_err(PerfCliError::from)?;
+    let stopped = measured.len() < cases.len();
+    if stopped {
+        eprintln!(
+            "perf: --stop-after reached: {} of {} cases timed; the rest keep their goldens (run \
+             again with --missing-goldens to go on)",
+            measured.len(),
+            cases.len()
+        );
+    }
+    let cases = &cases[..measured.len()];
     let Devices {
         sources,
         control_src,
@@ -246,9 +333,6 @@ pub fn perf(
     // Kernels done: the peers (torch, in its own process) get the GPU to themselves.
     drop((candidate, control));
 
-    let goldens_dir = args.goldens.clone().unwrap_or_else(|| repo.join("perf"));
-    let golden_path = GoldenFile::path_for(&goldens_dir, &target_name);
-    let goldens = GoldenFile::load(&golden_path).map_err(PerfCliError::from)?;
     let policy = JudgePolicy::resolve(
         band,
         noise_limit,
@@ -264,7 +348,7 @@ pub fn perf(
         .clone()
         .unwrap_or_else(|| PathBuf::from("target").join("perf").join(&target_name));
     let peers_note = match args.peers {
-        true => Some(with_peers(&repo, &cases, plan, &out_dir, &mut outcomes)?),
+        true => Some(with_peers(repo, cases, plan, &out_dir, &mut outcomes)?),
         false => None,
     };
     let failing = outcomes.iter().filter(|o| o.fails(&policy)).count();
@@ -293,13 +377,13 @@ pub fn perf(
         );
     }
     if args.update_goldens {
-        let scope = if args.filter.is_some() {
+        let scope = if args.filter.is_some() || args.missing_goldens || stopped {
             update::UpdateScope::Filtered
         } else {
             update::UpdateScope::WholeSuite
         };
         write_goldens(
-            &repo,
+            repo,
             &goldens_dir,
             &golden_path,
             goldens.as_ref(),
@@ -310,6 +394,42 @@ pub fn perf(
         return Ok(Status::Passed);
     }
     Ok(Status::passed_if(failing == 0))
+}
+
+/// The cases this run times: with `--missing-goldens` only those without a golden. A recording
+/// that keeps entries it does not time continues only the device that recorded them: refused
+/// here, before any timing, rather than after it.
+fn to_record(
+    args: &PerfArgs,
+    cases: Vec<PerfCase>,
+    goldens: Option<&GoldenFile>,
+    device: &str,
+) -> Result<Vec<PerfCase>, PerfCliError> {
+    let keeps = args.filter.is_some() || args.missing_goldens || args.stop_after.is_some();
+    if let Some(g) = goldens.filter(|g| args.update_goldens && keeps && g.device != device) {
+        return Err(update::UpdateError::OtherDevice {
+            file_device: g.device.clone(),
+            run_device: device.to_string(),
+        }
+        .into());
+    }
+    if !args.missing_goldens {
+        return Ok(cases);
+    }
+    let recorded: std::collections::BTreeSet<_> = goldens
+        .map(|g| g.entries.iter().map(|e| e.key.clone()).collect())
+        .unwrap_or_default();
+    let total = cases.len();
+    let left: Vec<PerfCase> = cases
+        .into_iter()
+        .filter(|c| !recorded.contains(&c.key))
+        .collect();
+    eprintln!(
+        "perf: --missing-goldens: {} of {total} cases have a golden, {} left to record",
+        total - left.len(),
+        left.len()
+    );
+    Ok(left)
 }
 
 /// The candidate's device and, with `--control`, the control's own device object (its own

@@ -117,7 +117,7 @@ pub fn perf_regret(
     // The report so far after every case: a run stopped by a time limit keeps what it timed.
     let mut write_error = None;
     let started = std::time::Instant::now();
-    let stop_after = args.regret_stop_after.map(std::time::Duration::from_secs);
+    let stop_after = args.stop_after.map(std::time::Duration::from_secs);
     let device = devices.candidate.as_ref();
     let mut on_row = |row: &RegretRow| {
         run.rows.push(row.clone());
@@ -127,7 +127,7 @@ pub fn perf_regret(
         match stop_after {
             Some(limit) if started.elapsed() >= limit => {
                 eprintln!(
-                    "perf --regret: --regret-stop-after {}s reached: {} of {} cases timed; \
+                    "perf --regret: --stop-after {}s reached: {} of {} cases timed; \
                          continue with --regret-resume on this report's regret.json",
                     limit.as_secs(),
                     run.rows.len(),

@@ -199,6 +199,20 @@ pub fn measure_suite(
     plan: PerfPlan,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Vec<(Measured, Option<Measured>)>, PerfError> {
+    measure_suite_until(candidate, control, cases, plan, progress, &mut || false)
+}
+
+/// As [`measure_suite`], asking `stop` before each case: once it says yes, no further case
+/// starts and the results so far (a prefix of `cases`) are returned — a time limit that ends a
+/// batch of golden recording cleanly instead of killing it with nothing written.
+pub fn measure_suite_until(
+    candidate: &dyn DeviceBench,
+    control: Option<&dyn DeviceBench>,
+    cases: &[PerfCase],
+    plan: PerfPlan,
+    progress: &mut dyn FnMut(&str),
+    stop: &mut dyn FnMut() -> bool,
+) -> Result<Vec<(Measured, Option<Measured>)>, PerfError> {
     let plan = plan.checked()?;
     let sides: Vec<(Side, &dyn DeviceBench)> = std::iter::once((Side::Candidate, candidate))
         .chain(control.map(|d| (Side::Control, d)))
@@ -222,6 +236,10 @@ pub fn measure_suite(
     let mut prepared: Option<PreparedLayer> = None;
     let mut out = Vec::with_capacity(cases.len());
     for (i, case) in cases.iter().enumerate() {
+        if stop() {
+            progress(&format!("stopped before case {} of {}", i + 1, cases.len()));
+            break;
+        }
         let same = |p: &PreparedLayer| p.shape == case.key.shape && p.provider == case.key.provider;
         if !prepared.as_ref().is_some_and(same) {
             // The previous layer goes first: the largest are GB-sized.

@@ -306,6 +306,31 @@ fn both_sides_time_the_path_and_its_control_case_by_case() {
     );
 }
 
+/// A stop asked for before a case ends the run there: the cases timed so far come back, in
+/// order, and no later case is started.
+#[test]
+fn a_stopped_run_returns_the_cases_it_timed() {
+    let timed = small_cases();
+    let dev = simulated::device(false, true);
+    let mut asked = 0;
+    let out = measure_suite_until(
+        dev.as_ref(),
+        None,
+        &timed,
+        PerfPlan::default(),
+        &mut |_| {},
+        &mut || {
+            asked += 1;
+            asked > 2
+        },
+    )
+    .unwrap();
+    let keys: Vec<_> = out.iter().map(|(m, _)| m.key.clone()).collect();
+    let first: Vec<_> = timed[..2].iter().map(|c| c.key.clone()).collect();
+    assert_eq!(keys, first);
+    assert_eq!(asked, 3, "asked before each case, stopped at the third");
+}
+
 #[test]
 fn a_device_fault_names_the_case_and_the_side() {
     let timed = small_cases();
