@@ -65,21 +65,35 @@ pub enum UpdateError {
     },
 }
 
-/// The new goldens and what moved. A filtered batch keeps the old entries it did not reach, so
-/// it must come from the device that recorded them; its command is added to `recorded`.
+/// Whether a run on `device` may update `old` under `scope`: a filtered batch keeps the old
+/// entries it did not reach, so it must come from the device that recorded them. Asked before
+/// timing (so a wrong device costs nothing) and again by [`update_goldens`].
+pub fn may_update(
+    old: Option<&GoldenFile>,
+    device: &str,
+    scope: UpdateScope,
+) -> Result<(), UpdateError> {
+    match old {
+        Some(g) if scope == UpdateScope::Filtered && g.device != device => {
+            Err(UpdateError::OtherDevice {
+                file_device: g.device.clone(),
+                run_device: device.to_string(),
+            })
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The new goldens and what moved ([`may_update`] first); a filtered batch's command is added
+/// to `recorded`.
 pub fn update_goldens(
     old: Option<&GoldenFile>,
     run: &PerfRun,
     scope: UpdateScope,
     recorded: String,
 ) -> Result<(GoldenFile, UpdateSummary), UpdateError> {
+    may_update(old, &run.device, scope)?;
     let recorded = match (scope, old) {
-        (UpdateScope::Filtered, Some(g)) if g.device != run.device => {
-            return Err(UpdateError::OtherDevice {
-                file_device: g.device.clone(),
-                run_device: run.device.clone(),
-            });
-        }
         (UpdateScope::Filtered, Some(g)) if !g.entries.is_empty() => {
             format!("{}; then {recorded}", g.recorded)
         }

@@ -405,13 +405,13 @@ fn to_record(
     goldens: Option<&GoldenFile>,
     device: &str,
 ) -> Result<Vec<PerfCase>, PerfCliError> {
-    let keeps = args.filter.is_some() || args.missing_goldens || args.stop_after.is_some();
-    if let Some(g) = goldens.filter(|g| args.update_goldens && keeps && g.device != device) {
-        return Err(update::UpdateError::OtherDevice {
-            file_device: g.device.clone(),
-            run_device: device.to_string(),
-        }
-        .into());
+    if args.update_goldens {
+        let keeps = args.filter.is_some() || args.missing_goldens || args.stop_after.is_some();
+        let scope = match keeps {
+            true => update::UpdateScope::Filtered,
+            false => update::UpdateScope::WholeSuite,
+        };
+        update::may_update(goldens, device, scope)?;
     }
     if !args.missing_goldens {
         return Ok(cases);
