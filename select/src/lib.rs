@@ -40,7 +40,7 @@ pub const DENSE_MIN_M: usize = 256;
 /// The smallest M that takes the dense cache when it is enabled and built, per target: like
 /// the tile tables, data of the target (docs/contract.md §5.2). sm_90 takes it from the first
 /// M above skinny's (the fork's rule): measured on the H200, dequant + dense beat every fused
-/// tile at every M from 8 on every field shape, 2 to 25 times over (bench/regret-sm_90.md).
+/// tile at every M from 8 on every field shape, 2 to 25 times over (bench/regret-sm_90-h200-f16-sym.md).
 pub fn dense_min_m(target: Target) -> usize {
     match target {
         Target::Sm90 => SKINNY_MAX_M + 1,

@@ -75,7 +75,7 @@ fn the_hybrid_dispatches_on_m_at_5_6_255_256_257() {
 }
 
 /// The dense threshold is the target's: upstream's M = 256 on the AMD targets, the first M
-/// above skinny's on sm_90 (measured there: bench/regret-sm_90.md). Disabled, or without a
+/// above skinny's on sm_90 (measured there: bench/regret-sm_90-h200-f16-sym.md). Disabled, or without a
 /// built cache, every target stays on fused between skinny and any threshold.
 #[test]
 fn the_dense_threshold_is_data_per_target() {

@@ -169,7 +169,7 @@ pub static GFX11_F16_SMALL: Segment = Segment {
     ],
 };
 
-/// sm_90 (H200), from `w4a16 perf --regret` over the field (bench/regret-sm_90.md): the grid
+/// sm_90 (H200), from `w4a16 perf --regret` over the field (bench/regret-sm_90-h200-f16-sym.md): the grid
 /// decides. 32x64 wins while the output has at most 2^20 elements (M·N ≤ 2^20: 512 of its
 /// tiles, about 4 per SM of the 132); above that the larger tiles' better reuse wins, 64x64 up
 /// to M = 64 and 128x128 beyond. The M·N bound is written as N bands at each power-of-two M
