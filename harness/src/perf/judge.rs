@@ -239,6 +239,35 @@ fn judge_shift(
     }
 }
 
+/// How the candidate's own times moved against the golden's, each as median / golden − 1: the
+/// ratio cancels a clock that moved both, but it also moves when only the control does, and
+/// the report tells a reader which of the two it was.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct TimeShift {
+    /// The selected path's median time over the golden's.
+    pub kernel: f64,
+    /// The control's median time over the golden's.
+    pub control: f64,
+}
+
+impl TimeShift {
+    /// `None` without samples or with a golden time that is not positive.
+    pub fn of(m: &Measured, golden: &GoldenEntry) -> Option<TimeShift> {
+        let shift =
+            |now: &[f64], then: f64| median(now).filter(|_| then > 0.0).map(|t| t / then - 1.0);
+        Some(TimeShift {
+            kernel: shift(&m.times_us, golden.time_us)?,
+            control: shift(&m.control_us, golden.control_us)?,
+        })
+    }
+
+    /// The kernel's own time within `band` while its control moved beyond it: a ratio out of
+    /// band for this reason says the control did not reproduce, not that the kernel changed.
+    pub fn control_alone(&self, band: f64) -> bool {
+        self.kernel.abs() <= band && self.control.abs() > band
+    }
+}
+
 /// Everything judged about one case, for reports and the exit status.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct CaseOutcome {
@@ -254,6 +283,9 @@ pub struct CaseOutcome {
     /// Both sides out of band against the golden in the same direction while the candidate is
     /// within band of the control: the goldens moved, not this change.
     pub stale_golden: bool,
+    /// The candidate's own kernel and control times against the golden's (reported, never
+    /// judged: the verdict is the ratio's).
+    pub time_shift: Option<TimeShift>,
     pub peers: Option<PeerTimes>,
 }
 
@@ -268,6 +300,7 @@ pub fn judge_case(
 ) -> CaseOutcome {
     let golden = goldens.and_then(|g| g.entry(&candidate.key));
     let candidate_judgement = judge(&candidate, golden, policy);
+    let time_shift = golden.and_then(|g| TimeShift::of(&candidate, g));
     let control_judgement = control.as_ref().map(|c| judge(c, golden, policy));
     let (vs_control, cand_over_control) = match &control {
         Some(c) => {
@@ -305,6 +338,7 @@ pub fn judge_case(
         vs_control,
         cand_over_control,
         stale_golden,
+        time_shift,
         peers: None,
     }
 }
@@ -419,6 +453,36 @@ pub(crate) mod tests {
             matches!(j, Judgement::WithinBand { delta, p: Some(p) } if delta > 0.19 && p > 0.2),
             "{j:?}"
         );
+    }
+
+    /// A ratio out of band because only the control moved is told apart from a kernel that
+    /// moved: the verdict is the ratio's either way, the time shift says which side it was.
+    #[test]
+    fn the_time_shift_says_whether_the_kernel_or_its_control_moved() {
+        let golden = golden_at(30.0);
+        // The kernel as recorded, the control five times faster: a regression by ratio.
+        let mut m = measured(1, SKINNY, 30.0, 0.02, 15);
+        m.control_us.iter_mut().for_each(|c| *c /= 5.0);
+        let j = judge(&m, Some(&golden), &JudgePolicy::default());
+        assert!(matches!(j, Judgement::Regression { .. }), "{j:?}");
+        let s = TimeShift::of(&m, &golden).unwrap();
+        assert!(
+            s.kernel.abs() < 0.01 && (s.control + 0.8).abs() < 0.01,
+            "{s:?}"
+        );
+        assert!(s.control_alone(0.08));
+        // The kernel 20 % slower under a steady control: not the control alone.
+        let slower = measured(1, SKINNY, 36.0, 0.02, 15);
+        let s = TimeShift::of(&slower, &golden).unwrap();
+        assert!(
+            (s.kernel - 0.2).abs() < 1e-9 && s.control.abs() < 0.01,
+            "{s:?}"
+        );
+        assert!(!s.control_alone(0.08));
+        // No samples: no shift.
+        let mut empty = measured(1, SKINNY, 30.0, 0.02, 15);
+        empty.times_us.clear();
+        assert_eq!(TimeShift::of(&empty, &golden), None);
     }
 
     #[test]

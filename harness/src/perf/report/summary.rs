@@ -205,6 +205,8 @@ fn worst_cases(md: &mut String, run: &PerfRun) {
         "Δ",
         "p",
         "verdict",
+        "kernel time Δ",
+        "control time Δ",
     ]);
     if with_control {
         t.column("cand/control");
@@ -230,6 +232,8 @@ fn worst_cases(md: &mut String, run: &PerfRun) {
                     ""
                 }
             ),
+            opt(o.time_shift.map(|s| s.kernel), fmt_delta),
+            opt(o.time_shift.map(|s| s.control), fmt_delta),
         ];
         if with_control {
             cells.push(opt(o.cand_over_control, fmt_delta));
@@ -243,6 +247,22 @@ fn worst_cases(md: &mut String, run: &PerfRun) {
     }
     md.push_str(&t.render());
     more_rows(md, worst.len());
+    let band = run.policy.band;
+    let alone = worst
+        .iter()
+        .filter(|(o, _)| o.time_shift.is_some_and(|s| s.control_alone(band)))
+        .count();
+    if alone > 0 {
+        let _ = writeln!(
+            md,
+            "\n**{alone} of these {} out-of-band cases moved with the kernel's own time within \
+             ±{} of its golden and the control's beyond it**: the control did not reproduce \
+             (kernel time Δ, control time Δ); the verdicts stand, read them as the control's \
+             spread before looking for a kernel change.",
+            worst.len(),
+            fmt_delta(band).trim_start_matches('+')
+        );
+    }
 }
 
 /// The cases without a shift to judge: wrong kernel, too noisy, no golden.

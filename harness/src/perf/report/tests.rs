@@ -8,6 +8,28 @@ use crate::perf::judge::tests::measured;
 use crate::perf::peers::PeerTimes;
 use crate::perf::update::golden_entry;
 
+/// A run whose only out-of-band case is a control that moved under a steady kernel says so
+/// under the worst cases, and the verdict stands.
+#[test]
+fn a_control_that_moved_alone_is_said_beside_the_verdict() {
+    let mut run = run();
+    let golden = golden_entry(&measured(1, "skinny:w4a16_skinny_f16", 30.0, 0.02, 15)).unwrap();
+    let goldens = crate::perf::judge::tests::goldens(vec![golden], None);
+    let mut m = measured(1, "skinny:w4a16_skinny_f16", 30.0, 0.02, 15);
+    m.control_us.iter_mut().for_each(|c| *c /= 5.0);
+    run.outcomes = vec![judge_case(m, None, Some(&goldens), &run.policy)];
+    run.control = None;
+    assert!(run.outcomes[0].fails(&run.policy));
+    let md = summary_markdown(&run);
+    assert!(
+        md.contains(
+            "**1 of these 1 out-of-band cases moved with the kernel's own time within ±8.0 %"
+        ),
+        "{md}"
+    );
+    assert!(md.contains("| +0.0 % | -80.0 % |"), "{md}");
+}
+
 #[test]
 fn numbers_read_as_an_engineer_writes_them() {
     assert_eq!(fmt_sig3(33.612), "33.6");
@@ -106,6 +128,12 @@ fn write_reports_writes_all_four_readable_files() {
         "{md}"
     );
     assert!(md.contains("| 20.3 | 34.2 |"), "peers columns: {md}");
+    // The M = 1 regression is the kernel's own: its time moved, its control did not.
+    assert!(worst.contains("| +20.0 % | +0.0 % |"), "{worst}");
+    assert!(
+        !md.contains("moved with the kernel's own time within"),
+        "{md}"
+    );
     assert!(md.contains("](plot.svg)"));
     assert!(
         md.contains("1 case not timed</summary>\n\n- `field/moe/x`: MoE: timed by bench --moe"),
