@@ -151,6 +151,16 @@ pub enum PerfCliError {
     CountedWith { flag: &'static str },
 }
 
+/// What every perf mode works on: the options, the suite's cases (filtered), the providers, the
+/// kernel config and the repository (goldens, scripts).
+pub(super) struct PerfScope<'a> {
+    pub(super) args: &'a PerfArgs,
+    pub(super) suite: &'a Suite,
+    pub(super) providers: &'a [Provider],
+    pub(super) config: &'a KernelConfig,
+    pub(super) repo: &'a Path,
+}
+
 /// The candidate and control builds and the devices they opened on.
 pub(super) struct Devices {
     pub(super) target: RunTarget,
@@ -217,11 +227,15 @@ pub fn perf(
         Ok(devices) => devices,
         Err(no_gpu) => return Ok(no_gpu),
     };
+    let scope = PerfScope {
+        args: &args,
+        suite: &suite,
+        providers: set.providers(),
+        config: &config,
+        repo: &repo,
+    };
     if args.regret {
-        let providers = set.providers();
-        return super::perf_regret::perf_regret(
-            &args, plan, devices, &suite, providers, &config, &repo,
-        );
+        return super::perf_regret::perf_regret(scope, plan, devices);
     }
     if devices.candidate.kind() == w4a16_device::DeviceKind::Emulator {
         let flag = match (args.stop_after, args.missing_goldens) {
@@ -233,29 +247,14 @@ pub fn perf(
             return Err(PerfCliError::CountedWith { flag }.into());
         }
         // No GPU of the target here: its perf cases counted on the ISA emulator, judged exactly.
-        return super::perf_counters::perf_counted(
-            &args,
-            devices,
-            &suite,
-            set.providers(),
-            &config,
-            &repo,
-        );
+        return super::perf_counters::perf_counted(scope, devices);
     }
     let timing = Timing {
         plan,
         band,
         noise_limit,
     };
-    perf_gate(
-        &args,
-        timing,
-        devices,
-        &suite,
-        set.providers(),
-        &config,
-        &repo,
-    )
+    perf_gate(scope, timing, devices)
 }
 
 /// How the gate times and judges: the plan, and the band and noise limit asked for (else the
@@ -269,15 +268,14 @@ struct Timing {
 /// The perf gate on the target's GPU: the selected path and its control timed case by case,
 /// judged against the goldens, the peers beside them on request, the goldens rewritten on
 /// request.
-fn perf_gate(
-    args: &PerfArgs,
-    timing: Timing,
-    devices: Devices,
-    suite: &Suite,
-    providers: &[Provider],
-    config: &KernelConfig,
-    repo: &Path,
-) -> Result<Status, CliError> {
+fn perf_gate(scope: PerfScope<'_>, timing: Timing, devices: Devices) -> Result<Status, CliError> {
+    let PerfScope {
+        args,
+        suite,
+        providers,
+        config,
+        repo,
+    } = scope;
     let Timing {
         plan,
         band,

@@ -6,8 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use super::exit::{CliError, Status};
-use super::perf::{Devices, PerfArgs, PerfCliError, git_head};
-use w4a16_cases::{Provider, Suite};
+use super::perf::{Devices, PerfArgs, PerfCliError, PerfScope, git_head};
 use w4a16_harness::perf::counters::golden::{self, CountersFile};
 use w4a16_harness::perf::counters::judge::{self, CountOutcome};
 use w4a16_harness::perf::counters::report::{self, CountRun};
@@ -16,16 +15,15 @@ use w4a16_harness::perf::measure::perf_cases;
 use w4a16_harness::perf::update::UpdateScope;
 use w4a16_harness::report::FileError;
 use w4a16_kernels::source::KernelSources;
-use w4a16_select::config::KernelConfig;
 
-pub fn perf_counted(
-    args: &PerfArgs,
-    devices: Devices,
-    suite: &Suite,
-    providers: &[Provider],
-    config: &KernelConfig,
-    repo: &Path,
-) -> Result<Status, CliError> {
+pub fn perf_counted(scope: PerfScope<'_>, devices: Devices) -> Result<Status, CliError> {
+    let PerfScope {
+        args,
+        suite,
+        providers,
+        config,
+        repo,
+    } = scope;
     let target = devices.target.target.to_string();
     let device_name = devices.candidate.name();
     let (cases, not_counted) = perf_cases(suite, providers, devices.target.target, config);

@@ -6,8 +6,7 @@ use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
 use super::exit::{CliError, Status};
-use super::perf::{Devices, PerfArgs, PerfCliError};
-use w4a16_cases::{Provider, Suite};
+use super::perf::{Devices, PerfArgs, PerfCliError, PerfScope};
 use w4a16_harness::perf::PerfError;
 use w4a16_harness::perf::measure::PerfPlan;
 use w4a16_harness::perf::peers::{self, PeerCase};
@@ -16,7 +15,6 @@ use w4a16_harness::perf::regret::{
     Clock, RegretCase, RegretRow, RegretRun, TimeSource, measure_regret_each, regret_cases,
     regret_each, resume,
 };
-use w4a16_select::config::KernelConfig;
 
 /// Flags `--regret` does not combine with: it judges no goldens and times one build.
 pub fn refuse_flags(args: &PerfArgs, control: bool) -> Result<(), PerfCliError> {
@@ -37,14 +35,17 @@ pub fn refuse_flags(args: &PerfArgs, control: bool) -> Result<(), PerfCliError> 
 /// emulator (a gfx target without its GPU) one counted launch per path timed by the target's
 /// declared machine, reported as a MODEL, within `--max-macs`.
 pub fn perf_regret(
-    args: &PerfArgs,
+    scope: PerfScope<'_>,
     plan: PerfPlan,
     devices: Devices,
-    suite: &Suite,
-    providers: &[Provider],
-    config: &KernelConfig,
-    repo: &Path,
 ) -> Result<Status, CliError> {
+    let PerfScope {
+        args,
+        suite,
+        providers,
+        config,
+        repo,
+    } = scope;
     let target = devices.target.target;
     let model = devices.candidate.kind() == w4a16_device::DeviceKind::Emulator;
     let device_name = devices.candidate.name();
