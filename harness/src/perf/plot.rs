@@ -213,6 +213,9 @@ where
             }
         })
         .y_label_formatter(&|y| format!("{y:.2}"))
+        // The labelled grid is enough to read a point by; the minor grid's thousands of faint
+        // lines made most of a whole-field plot's bytes.
+        .light_line_style(TRANSPARENT)
         .draw()
         .map_err(plot_error)?;
     Ok((chart, x0, x1))

@@ -379,10 +379,11 @@ pub struct RegretRun {
     pub plan: PerfPlan,
     pub source: TimeSource,
     /// The digest of the kernel sources timed ([`KernelSources::digest`]); empty in a report
-    /// written before it was recorded, which no run continues.
+    /// written before it was recorded, which no run continues (and then left out of the JSON, as
+    /// such a report was written).
     ///
     /// [`KernelSources::digest`]: w4a16_kernels::source::KernelSources::digest
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub kernels: String,
     /// Cases the run set out to time; more than `rows` in a report written before the run
     /// finished (or one that was stopped).

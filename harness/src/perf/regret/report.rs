@@ -73,9 +73,9 @@ pub fn write_into(folder: &ReportDir, run: &RegretRun) -> Result<RegretReportPat
     })
 }
 
-/// The run as pretty JSON (what [`read_json`] reads).
+/// The run as JSON, one row per line (what [`read_json`] reads).
 pub fn json(run: &RegretRun) -> String {
-    crate::report::json::pretty(run, "the regret report")
+    crate::report::json::records(run, "the regret report")
 }
 
 /// A regret report written by [`json`]; `path` only names it in the error.

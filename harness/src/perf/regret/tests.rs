@@ -209,6 +209,8 @@ fn the_regret_names_the_faster_path_and_the_reports_round_trip() {
     let svg = std::fs::read_to_string(&paths.plot).unwrap();
     assert!(svg.starts_with("<svg") && svg.contains("t.small"), "{svg}");
     assert!(svg.contains("hybrid-w4a16 regret"), "{svg}");
+    // No minor grid: a whole-field plot stays small enough to keep in the repository.
+    assert!(!svg.contains(r#"opacity="0.1""#), "{svg}");
     // Not JSON of a regret run: a typed error naming the file.
     let e = read_json("bad.json", "{\"target\": 1}").unwrap_err();
     assert!(e.to_string().contains("bad.json"), "{e}");
@@ -494,4 +496,28 @@ fn the_selected_path_is_set_against_the_faster_peer_where_dense_is_legal() {
     run.rows[0].peers = peers(4.0 * run.rows[0].selected_us, Some(run.rows[0].selected_us));
     let md = report::markdown(&run);
     assert!(md.contains("0 of 1 cases above 1.5×, worst 1.00×"), "{md}");
+}
+
+/// The regret records kept under `bench/` read back (a later `--regret-resume` continues them)
+/// and are in the layout the writer gives them, so a re-recorded row diffs as its own line.
+#[test]
+fn committed_regret_records_read_back_in_the_writers_layout() {
+    let bench = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../bench");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&bench).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if !(name.starts_with("regret") && name.ends_with(".json")) {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let run = read_json(&name, &text).unwrap_or_else(|e| panic!("{e}"));
+        assert!(!run.rows.is_empty(), "{name} has no row");
+        assert!(
+            report::json(&run) == text,
+            "{name} is not in the writer's layout"
+        );
+        seen += 1;
+    }
+    assert!(seen > 0, "no regret record under {}", bench.display());
 }
