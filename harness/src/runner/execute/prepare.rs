@@ -127,19 +127,9 @@ impl PreparedLayer {
 }
 
 /// The dequant kernel's copy of `layer` bit for bit, `[N, K]` row-major: `(q − z)·s` exact in
-/// f64, rounded once to the activation dtype. Rows in parallel: a 70B layer has 10⁸ weights.
+/// f64, rounded once to the activation dtype (the layer was generated here, so well formed).
 pub(super) fn expected_dense_copy(layer: &QuantizedLayer) -> Vec<u16> {
-    use rayon::prelude::*;
-    let (n, k) = (layer.shape.n, layer.shape.k);
-    let mut out = vec![0u16; n * k];
-    out.par_chunks_mut(k.max(1))
-        .enumerate()
-        .for_each(|(r, row)| {
-            for (c, v) in row.iter_mut().enumerate() {
-                *v = layer.dtype.from_f64(layer.weight(r, c));
-            }
-        });
-    out
+    layer.rounded_unchecked()
 }
 
 thread_local! {
