@@ -8,7 +8,8 @@
 # Phases:
 #   checks   kernels, then smoke + edges + checkpoints + selection + regressions, --snapshot check
 #   other    other-shapes with --snapshot check (14 workers on an H200; elsewhere only with
-#            FORCE_OTHER=1, at 8 workers: an 80 GB card runs out of memory at 14), GPU sampled
+#            FORCE_OTHER=1, at 8 workers: an 80 GB card ran out of memory at 14; OS_JOBS sets
+#            another count), GPU sampled
 #   regret   scripts/perf-regret-h200.sh in the time left, continuing the last call's report on a
 #            warm machine (or stage/regret-resume.json)
 #   goldens  scripts/perf-goldens-h200.sh in the time left (--missing-goldens --stop-after),
@@ -29,6 +30,7 @@ echo "device: $gpu; phases: $PHASES"
 keep=/tmp/keep; mkdir -p "$keep" "$OUT"
 source scripts/lib/timed-suite-run.sh
 case "$gpu" in *H200*) os_jobs=14 ;; *) os_jobs=8 ;; esac
+os_jobs=${OS_JOBS:-$os_jobs}
 for phase in $PHASES; do
   echo "== $phase ($(left) s left)"
   case $phase in
