@@ -49,6 +49,12 @@ pub trait Device: ReferenceOffload {
         entry: &str,
         inputs: &DeviceInputs<'_>,
     ) -> Result<DequantOutput, DeviceFault>;
+    /// Whether [`Device::dequant_against`] compares on the device (then the caller forms the
+    /// expected payload; elsewhere the output comes back and is compared on the host, and the
+    /// payload would be work for nothing).
+    fn compares_on_device(&self) -> bool {
+        false
+    }
     /// [`Device::dequant`] checked against `expected_payload`, the payload a correct kernel
     /// leaves (`OutputLayout::payload_of` the expected `[N, K]` copy): where the runtime
     /// compares on the device, an identical buffer never comes back
@@ -117,6 +123,10 @@ impl<R: Runtime> Device for R {
         let r = download_inspect(self, &staged, &mut spans)?;
         spans.print(entry);
         Ok(dequant_output(inputs, r))
+    }
+
+    fn compares_on_device(&self) -> bool {
+        <R as Runtime>::compares_on_device(self)
     }
 
     fn dequant_against(

@@ -144,15 +144,30 @@ impl OutputLayout {
     /// leaves: each element at its row, the poison everywhere else. `None` where the rows do
     /// not lie whole inside the payload or `bits` is not `rows × cols` long.
     pub fn payload_of(&self, bits: &[u16]) -> Option<Vec<u16>> {
-        let mut payload = vec![self.poison; self.payload_bytes / 2];
-        let base = self.rows_in_place(payload.len())?;
         if bits.len() != self.rows * self.cols {
             return None;
         }
-        for (r, row) in bits.chunks_exact(self.cols.max(1)).enumerate() {
-            let start = base + r * self.row_stride;
-            payload[start..start + self.cols].copy_from_slice(row);
+        let cols = self.cols;
+        self.payload_with_rows(|r, out| out.copy_from_slice(&bits[r * cols..(r + 1) * cols]))
+    }
+
+    /// As [`Self::payload_of`], each row written in place by `row(r, out)` (in parallel):
+    /// the expected copy of a 10⁸-weight layer goes straight into its payload, never held
+    /// compact beside it.
+    pub fn payload_with_rows(&self, row: impl Fn(usize, &mut [u16]) + Sync) -> Option<Vec<u16>> {
+        use rayon::prelude::*;
+        let mut payload = vec![self.poison; self.payload_bytes / 2];
+        let base = self.rows_in_place(payload.len())?;
+        if self.rows == 0 || self.cols == 0 {
+            return Some(payload);
         }
+        // Row r starts at base + r·stride; each chunk of `stride` elements from `base` holds
+        // one row at its head (the last chunk may be shorter, but holds `cols`).
+        payload[base..]
+            .par_chunks_mut(self.row_stride.max(self.cols))
+            .take(self.rows)
+            .enumerate()
+            .for_each(|(r, chunk)| row(r, &mut chunk[..self.cols]));
         Some(payload)
     }
 
@@ -332,6 +347,40 @@ mod tests {
     fn write(buf: &mut [u8], l: &OutputLayout, r: usize, c: usize, v: u16) {
         let at = l.base_offset() + l.element_byte(r, c);
         buf[at..at + 2].copy_from_slice(&v.to_le_bytes());
+    }
+
+    /// Rows land at their stride, the poison stays between them and after the last; the rows
+    /// written in place equal the compact copy placed; a copy of the wrong length is refused.
+    #[test]
+    fn payload_places_rows_at_their_stride() {
+        let l = layout();
+        let bits: Vec<u16> = (1..=15).collect();
+        let p = l.payload_of(&bits).unwrap();
+        assert_eq!(p.len(), 21);
+        for (i, &v) in p.iter().enumerate() {
+            let (r, c) = (i / 8, i % 8);
+            let want = if c < 5 {
+                (r * 5 + c + 1) as u16
+            } else {
+                0x7E01
+            };
+            assert_eq!(v, want, "element {i}");
+        }
+        let rows = l.payload_with_rows(|r, out| {
+            for (c, o) in out.iter_mut().enumerate() {
+                *o = (r * 5 + c + 1) as u16;
+            }
+        });
+        assert_eq!(rows.as_ref(), Some(&p));
+        assert_eq!(l.payload_of(&bits[1..]), None);
+        // An offset view: the rows start behind the offset.
+        let off = OutputLayout {
+            byte_offset: 4,
+            payload_bytes: 46,
+            ..l.clone()
+        };
+        let p = off.payload_of(&bits).unwrap();
+        assert_eq!((p[0], p[1], p[2], p[10]), (0x7E01, 0x7E01, 1, 6));
     }
 
     #[test]

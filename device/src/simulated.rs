@@ -185,6 +185,15 @@ pub fn device(sticky: bool, blas: bool) -> Box<dyn DeviceBench> {
     })
 }
 
+/// As [`device`] (well behaved, with the vendor BLAS) on a runtime that cannot compare buffers
+/// on the device: every dequant copy comes back to be compared on the host.
+pub fn device_comparing_on_host() -> Box<dyn DeviceBench> {
+    Box::new(Sim {
+        compares: false,
+        ..Sim::new(Misbehave::None)
+    })
+}
+
 /// `n` well-behaved simulated devices, ordinals `0..n`, with the vendor BLAS and the GPU
 /// reference's f64 GEMM: a host with several GPUs, for the runner's tests that a run's
 /// verdicts do not depend on how many devices it had (with either reference).

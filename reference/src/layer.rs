@@ -124,8 +124,18 @@ impl QuantizedLayer {
         let mut bits = vec![0u16; n * k];
         bits.par_chunks_mut(k.max(1))
             .enumerate()
-            .for_each(|(row, out)| self.row_weights(row, |v| self.dtype.from_f64(v), out));
+            .for_each(|(row, out)| self.rounded_row(row, out));
         bits
+    }
+
+    /// Row `row` of [`rounded_unchecked`](Self::rounded_unchecked) into `out` (length K), for a
+    /// caller that places rows itself (a strided buffer).
+    ///
+    /// # Panics
+    /// As [`rounded_unchecked`](Self::rounded_unchecked), or when `out` is not K long.
+    pub fn rounded_row(&self, row: usize, out: &mut [u16]) {
+        assert_eq!(out.len(), self.shape.k, "a row of K weights");
+        self.row_weights(row, |v| self.dtype.from_f64(v), out);
     }
 
     /// Row `row` of `(q − z)·s` written into `out` (length K) through `map(exact value)`:

@@ -594,6 +594,8 @@ fn the_dequant_copy_is_compared_on_the_device_and_comes_back_only_when_it_differ
         compares: false,
         ..Sim::new(Misbehave::None)
     };
+    // What the runner asks before it forms a payload (the trait forwards the runtime's answer).
+    assert!(Device::compares_on_device(&sim) && !Device::compares_on_device(&blind));
     match blind.dequant_against(d, entry, &inputs, &payload).unwrap() {
         DequantCheck::Output(o) => assert_eq!(o, out),
         other => panic!("a runtime that cannot compare compared: {other:?}"),

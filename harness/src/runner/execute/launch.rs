@@ -126,10 +126,16 @@ impl<'c, 'a> CaseRun<'c, 'a> {
         let prepared = self.prepared.clone();
         let prepared = prepared.filter(|p| std::ptr::eq(&p.layer, logical));
         // The buffer a correct kernel leaves, where the prepared layer knows it: compared on
-        // the device, so an identical copy (the rule) never comes back to the host.
-        let payload = inputs.launch().dense.as_ref().and_then(|view| {
-            let layout = OutputLayout::for_view(view, self.case.dtype.poison_bits());
-            prepared.as_ref()?.dequant_payload(&layout)
+        // the device, so an identical copy (the rule) never comes back to the host. Forming it
+        // (once per layer) is the dequant check's reference: verification time.
+        let poison = self.case.dtype.poison_bits();
+        let on_device = device.compares_on_device();
+        let payload = self.times.time(Phase::Verify, || {
+            let view = inputs.launch().dense.as_ref().filter(|_| on_device);
+            view.and_then(|view| {
+                let layout = OutputLayout::for_view(view, poison);
+                prepared.as_ref()?.dequant_payload(&layout)
+            })
         });
         let checked = self
             .times

@@ -94,6 +94,25 @@ fn with_the_vendor_blas_the_dense_path_runs_and_is_judged() {
     assert!(vs.iter().all(|v| v.outcome != Outcome::Skip), "{vs:#?}");
 }
 
+/// The dequant copy is judged on the device where the runtime compares there (the expected
+/// payload formed for it) and on the host elsewhere (no payload formed): the same verdict. The
+/// simulated dequant writes no real copy, so both fail it, naming the same elements.
+#[test]
+fn the_dequant_copy_is_judged_alike_wherever_the_runtime_compares() {
+    let on_device = run_on(DENSE_CASE, Backend::Device(simulated::device(false, true)));
+    let on_host = run_on(
+        DENSE_CASE,
+        Backend::Device(simulated::device_comparing_on_host()),
+    );
+    let (d, h) = (find(&on_device, "dequant"), find(&on_host, "dequant"));
+    assert_eq!(d.outcome, Outcome::Fail, "{d:#?}");
+    assert_eq!((d.outcome, &d.detail), (h.outcome, &h.detail));
+    assert!(
+        d.detail.contains("differ from (q−z)·s rounded once"),
+        "{d:#?}"
+    );
+}
+
 #[test]
 fn a_sticky_device_fault_stays_a_fault() {
     let vs = run_on(DENSE_CASE, Backend::Device(simulated::device(true, true)));
