@@ -126,7 +126,7 @@ impl GoldenFile {
         Ok(Some(file))
     }
 
-    /// Writes the file pretty-printed, entries sorted by key and values rounded to 4
+    /// Writes the file ([`goldens_text`]), entries sorted by key and values rounded to 4
     /// significant digits, after the same checks [`GoldenFile::load`] makes.
     pub fn save(&self, path: &Path) -> Result<(), GoldenError> {
         let mut file = self.clone();
@@ -218,8 +218,8 @@ fn round_significant(x: f64) -> f64 {
     }
 }
 
-/// A goldens file as pretty JSON with a final newline, its folder made first: the one writer of
-/// the speed goldens and the emulator's counter goldens.
+/// A goldens file written, its folder made first: the one writer of the speed goldens and the
+/// emulator's counter goldens.
 pub(crate) fn write_json<T: serde::Serialize>(path: &Path, file: &T) -> Result<(), GoldenError> {
     let io = |source| GoldenError::Io {
         path: path.to_path_buf(),
@@ -228,9 +228,13 @@ pub(crate) fn write_json<T: serde::Serialize>(path: &Path, file: &T) -> Result<(
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(io)?;
     }
-    let mut text = serde_json::to_string_pretty(file).expect("goldens serialize");
-    text.push('\n');
-    std::fs::write(path, text).map_err(io)
+    std::fs::write(path, goldens_text(file)).map_err(io)
+}
+
+/// A goldens file's text: one entry per line (`report::json::records`), so that a reviewer sees
+/// a re-recorded golden as its own changed line.
+pub(crate) fn goldens_text<T: serde::Serialize>(file: &T) -> String {
+    crate::report::json::records(file, "a goldens file")
 }
 
 #[cfg(test)]
@@ -304,7 +308,13 @@ mod tests {
         assert_eq!(back.band, Some(0.1));
         assert_eq!(back.noise_limit, None);
         let text = std::fs::read_to_string(&path).unwrap();
-        assert!(text.contains("\"time_us\": 33.61,"), "{text}");
+        assert!(text.contains("\"time_us\":33.61,"), "{text}");
+        // One entry a line: a re-recorded golden is one changed line in a diff.
+        assert_eq!(
+            text.lines().filter(|l| l.contains("\"time_us\"")).count(),
+            2,
+            "{text}"
+        );
         assert!(
             !text.contains("noise_limit"),
             "absent overrides are left out"
@@ -381,5 +391,34 @@ mod tests {
             "{err}"
         );
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The goldens kept under `perf/` load (checked as a gate run checks them) and are in the
+    /// writer's layout, one entry per line.
+    #[test]
+    fn committed_goldens_load_in_the_writers_layout() {
+        use crate::perf::counters::golden::CountersFile;
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../perf");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if !name.ends_with(".json") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            let written = if name.ends_with(".counters.json") {
+                let file = CountersFile::load(&path).unwrap().unwrap();
+                assert!(!file.entries.is_empty(), "{name} has no entry");
+                goldens_text(&file)
+            } else {
+                let file = GoldenFile::load(&path).unwrap().unwrap();
+                assert!(!file.entries.is_empty(), "{name} has no entry");
+                goldens_text(&file)
+            };
+            assert!(written == text, "{name} is not in the writer's layout");
+            seen += 1;
+        }
+        assert!(seen >= 2, "{seen} goldens files under {}", dir.display());
     }
 }
