@@ -129,7 +129,8 @@ impl PreparedLayer {
 }
 
 /// The dequant kernel's copy of `layer` bit for bit, `[N, K]` row-major: `(q − z)·s` exact in
-/// f64, rounded once to the activation dtype (the layer was generated here, so well formed).
+/// f64, rounded once to the activation dtype. The layer is well formed: generated here, or a
+/// checkpoint's own reading (four-bit codes, tensors of its shape) the converter matched.
 pub(super) fn expected_dense_copy(layer: &QuantizedLayer) -> Vec<u16> {
     layer.rounded_unchecked()
 }
